@@ -1,0 +1,20 @@
+// xfn's public API for function authors.
+export * as request from "./sdk/request.js";
+export * as response from "./sdk/response.js";
+export * as fieldpath from "./sdk/fieldpath.js";
+export * from "./sdk/object.js";
+export { FieldPathError } from "./sdk/fieldpath.js";
+export { defineFunction, type RunContext, type RunFunction } from "./function.js";
+export {
+  Capability,
+  Ready,
+  Severity,
+  Status,
+  Target,
+  RunFunctionRequestSchema,
+  RunFunctionResponseSchema,
+  type Resource,
+  type RunFunctionRequest,
+  type RunFunctionResponse,
+} from "./gen/fn/v1/run_function_pb.js";
+export type { JsonObject, JsonValue } from "@bufbuild/protobuf";

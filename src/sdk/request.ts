@@ -1,0 +1,118 @@
+// Readers of a RunFunctionRequest. Each takes the request first, has no hidden
+// state and never changes the request. Functions that return resources return
+// the request's own objects: treat them as read-only, and write through the
+// response (which starts as a copy, see response.ts).
+import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
+import {
+  Capability,
+  type Resource,
+  type RunFunctionRequest,
+} from "../gen/fn/v1/run_function_pb.js";
+
+/** getTag returns the request's opaque tag ("" when Crossplane sent none). */
+export function getTag(req: RunFunctionRequest): string {
+  return req.meta?.tag ?? "";
+}
+
+/** getObservedComposite returns the observed XR, or undefined if the request has none. */
+export function getObservedComposite(req: RunFunctionRequest): Resource | undefined {
+  return req.observed?.composite;
+}
+
+/** getObservedCompositeResource returns the observed XR's object, or undefined. */
+export function getObservedCompositeResource(req: RunFunctionRequest): JsonObject | undefined {
+  return req.observed?.composite?.resource;
+}
+
+/** getObservedComposedResources returns the observed composed resources by name. */
+export function getObservedComposedResources(req: RunFunctionRequest): Readonly<Record<string, Resource>> {
+  return req.observed?.resources ?? {};
+}
+
+/** getDesiredComposite returns the XR as desired by earlier steps, or undefined. */
+export function getDesiredComposite(req: RunFunctionRequest): Resource | undefined {
+  return req.desired?.composite;
+}
+
+/** getDesiredComposedResources returns the composed resources desired by earlier steps. */
+export function getDesiredComposedResources(req: RunFunctionRequest): Readonly<Record<string, Resource>> {
+  return req.desired?.resources ?? {};
+}
+
+/** InputParser checks a raw input object and returns it typed; it throws on bad input. */
+export type InputParser<T> = (input: JsonObject) => T;
+
+/**
+ * getInput returns the step's input block. With a parser (a plain function, or
+ * e.g. a zod schema's `parse`), the input is validated and typed; a parser's
+ * error is rethrown as "cannot parse function input: …". A request without
+ * input yields an empty object, so a parser sees the same shape either way.
+ */
+export function getInput(req: RunFunctionRequest): JsonObject;
+export function getInput<T>(req: RunFunctionRequest, parse: InputParser<T>): T;
+export function getInput<T>(req: RunFunctionRequest, parse?: InputParser<T>): T | JsonObject {
+  const input = req.input ?? {};
+  if (!parse) return input;
+  try {
+    return parse(input);
+  } catch (err) {
+    throw new Error(`cannot parse function input: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+  }
+}
+
+/** getContextKey returns a value from the pipeline context, or undefined when the key is not set. */
+export function getContextKey(req: RunFunctionRequest, key: string): JsonValue | undefined {
+  const ctx = req.context;
+  return ctx && Object.hasOwn(ctx, key) ? ctx[key] : undefined;
+}
+
+/** ENVIRONMENT_KEY is the context key under which Crossplane keeps the environment. */
+export const ENVIRONMENT_KEY = "apiextensions.crossplane.io/environment";
+
+/**
+ * getRequiredResources returns the objects Crossplane fetched for the named
+ * requirement. It reads `required_resources` and, for functions that asked
+ * through the deprecated field, `extra_resources`. Undefined means Crossplane has
+ * not answered this requirement yet (ask with requireResources); an empty array
+ * means it looked and found nothing.
+ */
+export function getRequiredResources(req: RunFunctionRequest, name: string): JsonObject[] | undefined {
+  const found = (Object.hasOwn(req.requiredResources, name) ? req.requiredResources[name] : undefined) ??
+    (Object.hasOwn(req.extraResources, name) ? req.extraResources[name] : undefined);
+  if (!found) return undefined;
+  return found.items.map((r) => r.resource ?? {});
+}
+
+/**
+ * getRequiredSchema returns the OpenAPI v3 schema Crossplane fetched for the
+ * named schema requirement: undefined when not answered yet, null when
+ * Crossplane answered that the kind does not exist.
+ */
+export function getRequiredSchema(req: RunFunctionRequest, name: string): JsonObject | null | undefined {
+  if (!Object.hasOwn(req.requiredSchemas, name)) return undefined;
+  return req.requiredSchemas[name]?.openapiV3 ?? null;
+}
+
+/**
+ * getCredentials returns the named credential's data (for example a Secret's
+ * keys), or undefined when the Composition passed no such credential. Never log
+ * what this returns.
+ */
+export function getCredentials(req: RunFunctionRequest, name: string): Readonly<Record<string, Uint8Array>> | undefined {
+  const c = Object.hasOwn(req.credentials, name) ? req.credentials[name] : undefined;
+  return c?.source.case === "credentialData" ? c.source.value.data : undefined;
+}
+
+/**
+ * advertisesCapabilities reports whether the caller lists its capabilities at
+ * all (Crossplane v2.2 and later). When it does not, hasCapability cannot tell
+ * an unsupported feature from an older Crossplane.
+ */
+export function advertisesCapabilities(req: RunFunctionRequest): boolean {
+  return req.meta?.capabilities.includes(Capability.CAPABILITIES) ?? false;
+}
+
+/** hasCapability reports whether the caller says it supports the capability. */
+export function hasCapability(req: RunFunctionRequest, cap: Capability): boolean {
+  return req.meta?.capabilities.includes(cap) ?? false;
+}

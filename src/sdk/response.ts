@@ -1,0 +1,313 @@
+// Writers of a RunFunctionResponse. Every function takes the response first
+// and changes only what it names.
+//
+// A response starts with `to(req)`: a deep copy of the request's desired state
+// and context, the request's tag, and a TTL. Desired state is cumulative across
+// a pipeline, so anything a function leaves out of its response is deleted:
+// start from `to` and add, rather than building desired state from scratch.
+import { clone, create, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
+import { DurationSchema, type Duration } from "@bufbuild/protobuf/wkt";
+import {
+  ConditionSchema,
+  Ready,
+  RequirementsSchema,
+  ResourceSchema,
+  ResourceSelectorSchema,
+  ResponseMetaSchema,
+  ResultSchema,
+  RunFunctionResponseSchema,
+  SchemaSelectorSchema,
+  Severity,
+  StateSchema,
+  Status,
+  Target,
+  type Condition,
+  type Resource,
+  type Result,
+  type RunFunctionRequest,
+  type RunFunctionResponse,
+} from "../gen/fn/v1/run_function_pb.js";
+
+/** DEFAULT_TTL_SECONDS is how long a response stays valid unless told otherwise (as in the Go SDK). */
+export const DEFAULT_TTL_SECONDS = 60;
+
+/** ResponseOptions tune `to`. */
+export interface ResponseOptions {
+  /** TTL in seconds; defaults to DEFAULT_TTL_SECONDS. */
+  ttlSeconds?: number;
+}
+
+/** to starts the response to req: desired state and context copied, tag echoed, TTL set. */
+export function to(req: RunFunctionRequest, opts: ResponseOptions = {}): RunFunctionResponse {
+  const rsp = create(RunFunctionResponseSchema, {
+    meta: { tag: req.meta?.tag ?? "", ttl: seconds(opts.ttlSeconds ?? DEFAULT_TTL_SECONDS) },
+    desired: req.desired ? clone(StateSchema, req.desired) : create(StateSchema),
+  });
+  if (req.context) rsp.context = structuredClone(req.context);
+  return rsp;
+}
+
+function seconds(s: number): Duration {
+  if (!Number.isFinite(s) || s < 0) throw new RangeError(`TTL must be a finite, non-negative number of seconds, got ${s}`);
+  const whole = Math.floor(s);
+  return create(DurationSchema, { seconds: BigInt(whole), nanos: Math.round((s - whole) * 1e9) });
+}
+
+/** setTTL sets how long the response stays valid, in seconds. */
+export function setTTL(rsp: RunFunctionResponse, ttlSeconds: number): void {
+  rsp.meta ??= create(ResponseMetaSchema);
+  rsp.meta.ttl = seconds(ttlSeconds);
+}
+
+/** getTTLSeconds returns the response's TTL in seconds, or undefined when unset. */
+export function getTTLSeconds(rsp: RunFunctionResponse): number | undefined {
+  const ttl = rsp.meta?.ttl;
+  return ttl ? Number(ttl.seconds) + ttl.nanos / 1e9 : undefined;
+}
+
+function desired(rsp: RunFunctionResponse) {
+  return (rsp.desired ??= create(StateSchema));
+}
+
+/**
+ * setDesiredCompositeStatus merges status into the desired XR's status.
+ * Crossplane honours only `status` on a desired XR, so that is all this writes.
+ */
+export function setDesiredCompositeStatus(rsp: RunFunctionResponse, status: JsonObject): void {
+  const d = desired(rsp);
+  d.composite ??= create(ResourceSchema, { resource: {} });
+  const xr = (d.composite.resource ??= {});
+  const current = xr["status"];
+  xr["status"] = { ...(isObject(current) ? current : {}), ...structuredClone(status) };
+}
+
+/** setCompositeReady asserts the XR's readiness, overriding Crossplane's own (v1.19+). */
+export function setCompositeReady(rsp: RunFunctionResponse, ready: boolean): void {
+  const d = desired(rsp);
+  d.composite ??= create(ResourceSchema, { resource: {} });
+  d.composite.ready = ready ? Ready.TRUE : Ready.FALSE;
+}
+
+/** DesiredOptions tune setDesiredComposedResource. */
+export interface DesiredOptions {
+  /** Readiness to assert; leave unset to let Crossplane (or a later step) decide. */
+  ready?: boolean;
+}
+
+/**
+ * setDesiredComposedResource sets (replaces) one desired composed resource.
+ * Its readiness is kept from the earlier desired entry unless opts.ready says
+ * otherwise, so an earlier step's explicit choice survives.
+ */
+export function setDesiredComposedResource(
+  rsp: RunFunctionResponse,
+  name: string,
+  resource: JsonObject,
+  opts: DesiredOptions = {},
+): Resource {
+  if (name === "") throw new Error("cannot set desired composed resource: the name is empty");
+  const d = desired(rsp);
+  const previous = Object.hasOwn(d.resources, name) ? d.resources[name] : undefined;
+  const r = create(ResourceSchema, {
+    resource,
+    ready: opts.ready === undefined ? (previous?.ready ?? Ready.UNSPECIFIED) : opts.ready ? Ready.TRUE : Ready.FALSE,
+  });
+  d.resources[name] = r;
+  return r;
+}
+
+/** getDesiredComposedResource returns a desired composed resource of the response, or undefined. */
+export function getDesiredComposedResource(rsp: RunFunctionResponse, name: string): Resource | undefined {
+  const resources = rsp.desired?.resources;
+  return resources && Object.hasOwn(resources, name) ? resources[name] : undefined;
+}
+
+/**
+ * setReady asserts a desired composed resource's readiness. It throws if no
+ * such desired resource exists, since readiness of nothing is a bug.
+ */
+export function setReady(rsp: RunFunctionResponse, name: string, ready: boolean): void {
+  const r = getDesiredComposedResource(rsp, name);
+  if (!r) throw new Error(`cannot set readiness of ${JSON.stringify(name)}: no such desired composed resource`);
+  r.ready = ready ? Ready.TRUE : Ready.FALSE;
+}
+
+/** setContextKey sets a key of the context handed to the next step. */
+export function setContextKey(rsp: RunFunctionResponse, key: string, value: JsonValue): void {
+  const ctx = (rsp.context ??= {});
+  Object.defineProperty(ctx, key, { value: structuredClone(value), writable: true, enumerable: true, configurable: true });
+}
+
+/** setOutput sets the free-form output an Operation reports. XRs ignore it. */
+export function setOutput(rsp: RunFunctionResponse, output: JsonObject): void {
+  rsp.output = structuredClone(output);
+}
+
+const isObject = (v: JsonValue | undefined): v is JsonObject => typeof v === "object" && v !== null && !Array.isArray(v);
+
+// --- results -----------------------------------------------------------------
+
+/** ResultBuilder refines a result just added to a response. */
+export interface ResultBuilder {
+  readonly result: Result;
+  /** withReason sets a PascalCase machine-readable reason (Crossplane defaults to ComposeResources). */
+  withReason(reason: string): ResultBuilder;
+  /** targetComposite sends the event to the XR only (the default). */
+  targetComposite(): ResultBuilder;
+  /** targetCompositeAndClaim sends the event to the XR and its claim. */
+  targetCompositeAndClaim(): ResultBuilder;
+}
+
+function addResult(rsp: RunFunctionResponse, severity: Severity, message: string): ResultBuilder {
+  const result = create(ResultSchema, { severity, message, target: Target.COMPOSITE });
+  rsp.results.push(result);
+  const b: ResultBuilder = {
+    result,
+    withReason(reason) {
+      result.reason = reason;
+      return b;
+    },
+    targetComposite() {
+      result.target = Target.COMPOSITE;
+      return b;
+    },
+    targetCompositeAndClaim() {
+      result.target = Target.COMPOSITE_AND_CLAIM;
+      return b;
+    },
+  };
+  return b;
+}
+
+const messageOf = (m: string | Error): string => (m instanceof Error ? m.message : m);
+
+/** fatal adds a Fatal result: Crossplane fails the pipeline with this message. */
+export function fatal(rsp: RunFunctionResponse, message: string | Error): ResultBuilder {
+  return addResult(rsp, Severity.FATAL, messageOf(message));
+}
+
+/** warning adds a Warning result: an event and a log line; the pipeline goes on. */
+export function warning(rsp: RunFunctionResponse, message: string | Error): ResultBuilder {
+  return addResult(rsp, Severity.WARNING, messageOf(message));
+}
+
+/** normal adds a Normal result: an informational event and log line. */
+export function normal(rsp: RunFunctionResponse, message: string): ResultBuilder {
+  return addResult(rsp, Severity.NORMAL, message);
+}
+
+/** hasFatal reports whether the response carries a Fatal result. */
+export function hasFatal(rsp: RunFunctionResponse): boolean {
+  return rsp.results.some((r) => r.severity === Severity.FATAL);
+}
+
+// --- conditions --------------------------------------------------------------
+
+/** ConditionBuilder refines a condition just added to a response. */
+export interface ConditionBuilder {
+  readonly condition: Condition;
+  withMessage(message: string): ConditionBuilder;
+  targetComposite(): ConditionBuilder;
+  targetCompositeAndClaim(): ConditionBuilder;
+}
+
+const PASCAL = /^[A-Z][A-Za-z0-9]*$/;
+
+function addCondition(rsp: RunFunctionResponse, type: string, status: Status, reason: string): ConditionBuilder {
+  if (!PASCAL.test(type)) throw new Error(`cannot set condition: type ${JSON.stringify(type)} is not PascalCase`);
+  if (!PASCAL.test(reason)) {
+    throw new Error(`cannot set condition ${type}: reason ${JSON.stringify(reason)} is not a non-empty PascalCase word`);
+  }
+  // A later call for the same type replaces the earlier one: one condition per type.
+  const existing = rsp.conditions.findIndex((c) => c.type === type);
+  const condition = create(ConditionSchema, { type, status, reason, target: Target.COMPOSITE });
+  if (existing >= 0) rsp.conditions[existing] = condition;
+  else rsp.conditions.push(condition);
+  const b: ConditionBuilder = {
+    condition,
+    withMessage(message) {
+      condition.message = message;
+      return b;
+    },
+    targetComposite() {
+      condition.target = Target.COMPOSITE;
+      return b;
+    },
+    targetCompositeAndClaim() {
+      condition.target = Target.COMPOSITE_AND_CLAIM;
+      return b;
+    },
+  };
+  return b;
+}
+
+/** conditionTrue sets condition `type` to True with a PascalCase reason. */
+export function conditionTrue(rsp: RunFunctionResponse, type: string, reason: string): ConditionBuilder {
+  return addCondition(rsp, type, Status.CONDITION_TRUE, reason);
+}
+
+/** conditionFalse sets condition `type` to False with a PascalCase reason. */
+export function conditionFalse(rsp: RunFunctionResponse, type: string, reason: string): ConditionBuilder {
+  return addCondition(rsp, type, Status.CONDITION_FALSE, reason);
+}
+
+/** conditionUnknown sets condition `type` to Unknown with a PascalCase reason. */
+export function conditionUnknown(rsp: RunFunctionResponse, type: string, reason: string): ConditionBuilder {
+  return addCondition(rsp, type, Status.CONDITION_UNKNOWN, reason);
+}
+
+// --- requirements ------------------------------------------------------------
+
+/** Selector picks objects of one kind by name or by labels (exactly one of the two). */
+export type Selector = {
+  apiVersion: string;
+  kind: string;
+  /** Namespace to look in; leave unset for cluster-scoped kinds or every namespace. */
+  namespace?: string;
+} & ({ matchName: string; matchLabels?: never } | { matchLabels: Record<string, string>; matchName?: never });
+
+function toSelector(name: string, s: Selector) {
+  if (!s.apiVersion || !s.kind) throw new Error(`cannot require resources ${JSON.stringify(name)}: apiVersion and kind are required`);
+  const hasName = typeof s.matchName === "string" && s.matchName !== "";
+  const hasLabels = s.matchLabels !== undefined;
+  if (hasName === hasLabels) {
+    throw new Error(`cannot require resources ${JSON.stringify(name)}: give exactly one of matchName and matchLabels`);
+  }
+  return {
+    apiVersion: s.apiVersion,
+    kind: s.kind,
+    match: hasName
+      ? { case: "matchName" as const, value: s.matchName! }
+      : { case: "matchLabels" as const, value: { labels: { ...s.matchLabels } } },
+    ...(s.namespace !== undefined ? { namespace: s.namespace } : {}),
+  };
+}
+
+function requirements(rsp: RunFunctionResponse) {
+  return (rsp.requirements ??= create(RequirementsSchema));
+}
+
+/**
+ * requireResources asks Crossplane to fetch resources and call the function
+ * again with them in required_resources (read with getRequiredResources).
+ */
+export function requireResources(rsp: RunFunctionResponse, name: string, selector: Selector): void {
+  requirements(rsp).resources[name] = create(ResourceSelectorSchema, toSelector(name, selector));
+}
+
+/**
+ * requireExtraResources asks through the deprecated extra_resources field, for
+ * Crossplane older than v2.0. Newer Crossplane answers both fields.
+ */
+export function requireExtraResources(rsp: RunFunctionResponse, name: string, selector: Selector): void {
+  requirements(rsp).extraResources[name] = create(ResourceSelectorSchema, toSelector(name, selector));
+}
+
+/** requireSchema asks Crossplane (v2.2+) for the OpenAPI schema of a kind. */
+export function requireSchema(rsp: RunFunctionResponse, name: string, kind: { apiVersion: string; kind: string }): void {
+  if (!kind.apiVersion || !kind.kind) throw new Error(`cannot require schema ${JSON.stringify(name)}: apiVersion and kind are required`);
+  requirements(rsp).schemas[name] = create(SchemaSelectorSchema, {
+    apiVersion: kind.apiVersion,
+    kind: kind.kind,
+  });
+}
