@@ -1,0 +1,88 @@
+// `xfn serve <module>`: serve a function module over gRPC until SIGTERM/SIGINT.
+import { Command, InvalidArgumentError, Option } from "commander";
+import { createLogger } from "../server/log.js";
+import { DEFAULT_ADDRESS, serve } from "../server/server.js";
+import { loadFunction } from "./load.js";
+
+function positive(name: string) {
+  return (v: string): number => {
+    const n = Number(v);
+    if (!Number.isFinite(n) || n <= 0) throw new InvalidArgumentError(`${name} must be a positive number, got ${JSON.stringify(v)}`);
+    return n;
+  };
+}
+
+function positiveInt(name: string) {
+  return (v: string): number => {
+    const n = positive(name)(v);
+    if (!Number.isInteger(n)) throw new InvalidArgumentError(`${name} must be a whole number, got ${JSON.stringify(v)}`);
+    return n;
+  };
+}
+
+interface ServeFlags {
+  address: string;
+  tlsCertsDir?: string;
+  insecure: boolean;
+  debug: boolean;
+  maxRecvMessageSize: number;
+  maxConcurrency: number;
+  maxQueue: number;
+  gracePeriod: number;
+}
+
+/** serveCommand builds the `serve` subcommand. */
+export function serveCommand(): Command {
+  return new Command("serve")
+    .description("serve a function module over gRPC, as Crossplane calls it (RunFunction v1 and v1beta1)")
+    .argument("<module>", "function module: a file, or a directory with package.json main or index.ts/index.js")
+    .addOption(new Option("--address <host:port>", "address to listen on").default(DEFAULT_ADDRESS))
+    .addOption(
+      new Option("--tls-certs-dir <dir>", "directory with tls.crt, tls.key and ca.crt; clients must present a certificate signed by ca.crt").env(
+        "TLS_SERVER_CERTS_DIR",
+      ),
+    )
+    .addOption(new Option("--insecure", "serve plaintext gRPC (local development, crossplane render); wins over --tls-certs-dir").default(false))
+    .addOption(new Option("-d, --debug", "log every request").default(false))
+    .addOption(new Option("--max-recv-message-size <MB>", "largest request accepted, in MB").default(4).argParser(positive("--max-recv-message-size")))
+    .addOption(new Option("--max-concurrency <n>", "requests running at once").default(16).argParser(positiveInt("--max-concurrency")))
+    .addOption(
+      new Option("--max-queue <n>", "requests waiting for a slot; beyond that the server answers RESOURCE_EXHAUSTED")
+        .default(128)
+        .argParser(positiveInt("--max-queue")),
+    )
+    .addOption(
+      new Option("--grace-period <seconds>", "on SIGTERM/SIGINT, how long in-flight requests may finish").default(10).argParser(positive("--grace-period")),
+    )
+    .action(async (module: string, flags: ServeFlags) => {
+      const log = createLogger({ debug: flags.debug });
+      let running;
+      try {
+        const fn = await loadFunction(module);
+        running = await serve(
+          fn,
+          {
+            address: flags.address,
+            insecure: flags.insecure,
+            ...(flags.tlsCertsDir ? { tlsCertsDir: flags.tlsCertsDir } : {}),
+            maxRecvMessageSizeMB: flags.maxRecvMessageSize,
+            maxConcurrency: flags.maxConcurrency,
+            maxQueue: flags.maxQueue,
+          },
+          log.child({ module }),
+        );
+      } catch (err) {
+        log.error((err as Error).message);
+        process.stderr.write(`xfn serve: ${(err as Error).message}\n`);
+        process.exitCode = 1;
+        return;
+      }
+      const srv = running;
+      const stop = (signal: string) => {
+        log.info({ signal }, "signal received");
+        void srv.stop(flags.gracePeriod * 1000).then(() => process.exit(0));
+      };
+      process.once("SIGTERM", () => stop("SIGTERM"));
+      process.once("SIGINT", () => stop("SIGINT"));
+    });
+}

@@ -1,0 +1,254 @@
+// The transport-independent core of the server: bytes in, bytes or a gRPC
+// status out.
+//
+// Domain failures (a function that throws, or returns something that cannot be
+// encoded) become a Fatal result in a normal response, as the Go SDK does, so
+// Crossplane shows the message on the XR. Transport failures (bytes that do not
+// decode, a full queue, a response too large to deliver, a passed deadline)
+// become a gRPC status. Either way the handler keeps serving.
+import { fromBinary, toBinary } from "@bufbuild/protobuf";
+import { status as Code } from "@grpc/grpc-js";
+import type { Logger } from "pino";
+import PQueue from "p-queue";
+import {
+  RunFunctionRequestSchema,
+  RunFunctionResponseSchema,
+  type RunFunctionRequest,
+  type RunFunctionResponse,
+} from "../gen/fn/v1/run_function_pb.js";
+import type { RunFunction } from "../function.js";
+import * as response from "../sdk/response.js";
+import { getString } from "../sdk/fieldpath.js";
+
+/** HandlerOptions bound the work the handler accepts. */
+export interface HandlerOptions {
+  /** Functions running at once. */
+  maxConcurrency: number;
+  /** Requests waiting for a slot; one more is refused with RESOURCE_EXHAUSTED. */
+  maxQueue: number;
+  /** Largest encoded response, in bytes (Crossplane's client accepts 4 MiB). */
+  maxResponseBytes: number;
+  /** The clock handed to functions. */
+  now?: () => Date;
+}
+
+/** CallInfo is what the transport knows about one call. */
+export interface CallInfo {
+  /** Which API version the caller used, for logs. */
+  version: "v1" | "v1beta1";
+  /** Absolute deadline in ms since the epoch, or Infinity. */
+  deadline: number;
+  /** Aborted when the client cancels or the server shuts down. */
+  signal: AbortSignal;
+}
+
+/** HandlerResult is either encoded response bytes or a gRPC status. */
+export type HandlerResult = { ok: Uint8Array } | { code: Code; details: string };
+
+/** DEFAULT_MAX_RESPONSE_BYTES is grpc-go's default client receive limit, which Crossplane uses. */
+export const DEFAULT_MAX_RESPONSE_BYTES = 4 * 1024 * 1024;
+
+/** Handler runs requests through one function. */
+export interface Handler {
+  handle(bytes: Uint8Array, call: CallInfo): Promise<HandlerResult>;
+  /** Requests running or queued right now. */
+  inFlight(): number;
+}
+
+const DEADLINE_SLACK_MS = 50;
+
+class DeadlineExceeded extends Error {}
+class Cancelled extends Error {}
+
+/** createHandler wraps fn with decoding, bounded concurrency, deadlines and encoding. */
+export function createHandler(fn: RunFunction, opts: HandlerOptions, log: Logger): Handler {
+  const queue = new PQueue({ concurrency: opts.maxConcurrency });
+  const now = opts.now ?? (() => new Date());
+
+  async function handle(bytes: Uint8Array, call: CallInfo): Promise<HandlerResult> {
+    const started = performance.now();
+    let req: RunFunctionRequest;
+    try {
+      req = fromBinary(RunFunctionRequestSchema, bytes);
+    } catch (err) {
+      const details = `cannot decode RunFunctionRequest (${bytes.length} bytes): ${messageOf(err)}`;
+      log.warn({ version: call.version, code: "INVALID_ARGUMENT" }, details);
+      return { code: Code.INVALID_ARGUMENT, details };
+    }
+    const tag = req.meta?.tag ?? "";
+    const rlog = log.child({ tag, version: call.version, xr: xrName(req) });
+
+    if (queue.size >= opts.maxQueue) {
+      const details = `server busy: ${queue.pending} requests running and ${queue.size} queued (limit ${opts.maxQueue}); retry later`;
+      rlog.warn({ code: "RESOURCE_EXHAUSTED" }, details);
+      return { code: Code.RESOURCE_EXHAUSTED, details };
+    }
+
+    // One signal for everything that ends the call early: the client's
+    // deadline, its cancellation, or the server shutting down.
+    const ac = new AbortController();
+    // grpc-js cancels a call whose deadline passed a moment before our own
+    // timer fires, so a cancellation at the deadline is reported as the deadline.
+    const onAbort = () =>
+      ac.abort(Date.now() >= call.deadline - DEADLINE_SLACK_MS ? new DeadlineExceeded("the client's deadline passed") : new Cancelled("the call was cancelled"));
+    call.signal.addEventListener("abort", onAbort, { once: true });
+    let timer: NodeJS.Timeout | undefined;
+    if (Number.isFinite(call.deadline)) {
+      timer = setTimeout(() => ac.abort(new DeadlineExceeded("the client's deadline passed")), Math.max(0, call.deadline - Date.now()));
+    }
+
+    try {
+      const rsp = await queue.add(() => runUntilAborted(fn, req, ac.signal, rlog, now), { signal: ac.signal });
+      const { bytes: out, sent } = encode(req, rsp, rlog);
+      if (out.length > opts.maxResponseBytes) {
+        const details = `response is ${out.length} bytes, larger than the ${opts.maxResponseBytes}-byte limit Crossplane accepts`;
+        rlog.error({ code: "RESOURCE_EXHAUSTED", bytes: out.length }, details);
+        return { code: Code.RESOURCE_EXHAUSTED, details };
+      }
+      rlog.debug(
+        {
+          durationMs: round(performance.now() - started),
+          results: sent.results.length,
+          resources: Object.keys(sent.desired?.resources ?? {}).length,
+          bytes: out.length,
+        },
+        "ran function",
+      );
+      return { ok: out };
+    } catch (err) {
+      const reason = ac.signal.reason ?? err;
+      if (reason instanceof DeadlineExceeded) {
+        rlog.warn({ code: "DEADLINE_EXCEEDED", durationMs: round(performance.now() - started) }, "function did not finish before the client's deadline");
+        return { code: Code.DEADLINE_EXCEEDED, details: "function did not finish before the deadline" };
+      }
+      if (reason instanceof Cancelled) {
+        rlog.debug({ code: "CANCELLED" }, "call cancelled");
+        return { code: Code.CANCELLED, details: "call cancelled" };
+      }
+      // Not reachable through runUntilAborted, which turns a throw into a Fatal result.
+      rlog.error({ err }, "unexpected handler failure");
+      return { code: Code.INTERNAL, details: `unexpected failure: ${messageOf(err)}` };
+    } finally {
+      clearTimeout(timer);
+      call.signal.removeEventListener("abort", onAbort);
+    }
+  }
+
+  return { handle, inFlight: () => queue.size + queue.pending };
+}
+
+/**
+ * runUntilAborted runs fn, turning a throw into a Fatal result. It returns (by
+ * rejecting) as soon as signal aborts, even if fn never settles, so a hung
+ * function cannot hold a concurrency slot past its deadline.
+ */
+async function runUntilAborted(
+  fn: RunFunction,
+  req: RunFunctionRequest,
+  signal: AbortSignal,
+  log: Logger,
+  now: () => Date,
+): Promise<RunFunctionResponse> {
+  signal.throwIfAborted();
+  let stop: (() => void) | undefined;
+  const aborted = new Promise<never>((_, reject) => {
+    stop = () => reject(signal.reason);
+    signal.addEventListener("abort", stop, { once: true });
+  });
+  try {
+    const run = (async () => fn(req, { signal, log, now }))();
+    return await Promise.race([run.catch((err: unknown) => thrown(req, err, log)), aborted]);
+  } finally {
+    if (stop) signal.removeEventListener("abort", stop);
+  }
+}
+
+function thrown(req: RunFunctionRequest, err: unknown, log: Logger): RunFunctionResponse {
+  log.error({ err: messageOf(err) }, "function threw");
+  const rsp = response.to(req);
+  response.fatal(rsp, `function failed: ${messageOf(err)}`).withReason("FunctionError");
+  return rsp;
+}
+
+/**
+ * encode serialises the response, making sure it echoes the request's tag.
+ * A response that cannot be encoded faithfully is replaced by a Fatal result
+ * that says why. That includes Struct values that are not JSON (undefined, a
+ * BigInt, a function, NaN): protobuf-es would silently write them as null.
+ */
+function encode(req: RunFunctionRequest, rsp: RunFunctionResponse, log: Logger): { bytes: Uint8Array; sent: RunFunctionResponse } {
+  const tag = req.meta?.tag ?? "";
+  if (!rsp || typeof rsp !== "object" || rsp.$typeName !== RunFunctionResponseSchema.typeName) {
+    return encodeFatal(req, `function returned ${describe(rsp)}, not a RunFunctionResponse (start one with response.to(req))`, log);
+  }
+  if (!rsp.meta) rsp.meta = response.to(req).meta;
+  else if (rsp.meta.tag !== tag) rsp.meta.tag = tag;
+  try {
+    checkStructs(rsp);
+    return { bytes: toBinary(RunFunctionResponseSchema, rsp), sent: rsp };
+  } catch (err) {
+    return encodeFatal(req, `cannot encode the function's response: ${messageOf(err)}`, log);
+  }
+}
+
+function encodeFatal(req: RunFunctionRequest, message: string, log: Logger): { bytes: Uint8Array; sent: RunFunctionResponse } {
+  log.error(message);
+  const rsp = response.to(req);
+  response.fatal(rsp, message).withReason("FunctionError");
+  return { bytes: toBinary(RunFunctionResponseSchema, rsp), sent: rsp };
+}
+
+/** checkStructs throws, naming the path, at the first Struct value that is not JSON. */
+function checkStructs(rsp: RunFunctionResponse): void {
+  const d = rsp.desired;
+  if (d?.composite?.resource) checkJson(d.composite.resource, "desired.composite.resource");
+  for (const [name, r] of Object.entries(d?.resources ?? {})) {
+    if (r.resource) checkJson(r.resource, `desired.resources[${name}].resource`);
+  }
+  if (rsp.context) checkJson(rsp.context, "context");
+  if (rsp.output) checkJson(rsp.output, "output");
+}
+
+function checkJson(v: unknown, path: string): void {
+  switch (typeof v) {
+    case "string":
+    case "boolean":
+      return;
+    case "number":
+      if (!Number.isFinite(v)) throw new Error(`${path} is ${v}, which JSON cannot hold`);
+      return;
+    case "object":
+      if (v === null) return;
+      if (Array.isArray(v)) {
+        for (let i = 0; i < v.length; i++) checkJson(v[i], `${path}[${i}]`);
+        return;
+      }
+      if (Object.getPrototypeOf(v) !== Object.prototype && Object.getPrototypeOf(v) !== null) {
+        throw new Error(`${path} is a ${(v as object).constructor?.name ?? "non-plain object"}, not a JSON object`);
+      }
+      for (const k in v) checkJson((v as Record<string, unknown>)[k], `${path}.${k}`);
+      return;
+    default:
+      throw new Error(`${path} is ${v === undefined ? "undefined" : `a ${typeof v}`}, which JSON cannot hold`);
+  }
+}
+
+function describe(v: unknown): string {
+  if (v === null) return "null";
+  if (typeof v !== "object") return typeof v;
+  const t = (v as { $typeName?: unknown }).$typeName;
+  return typeof t === "string" ? `a ${t}` : "a plain object";
+}
+
+function xrName(req: RunFunctionRequest): string | undefined {
+  const xr = req.observed?.composite?.resource;
+  if (!xr) return undefined;
+  try {
+    return `${getString(xr, "kind") ?? "?"}/${getString(xr, "metadata.name") ?? "?"}`;
+  } catch {
+    return undefined;
+  }
+}
+
+const messageOf = (err: unknown): string => (err instanceof Error ? err.message : String(err));
+const round = (ms: number): number => Math.round(ms * 100) / 100;

@@ -1,0 +1,169 @@
+// The function server: one grpc-js server serving RunFunction for both the v1
+// and v1beta1 APIs (wire-identical, so one handler serves both), plus the gRPC
+// health service.
+import {
+  Server,
+  ServerCredentials,
+  status as Code,
+  type ServerUnaryCall,
+  type sendUnaryData,
+  type ServiceDefinition,
+} from "@grpc/grpc-js";
+import { HealthImplementation } from "grpc-health-check";
+import type { Logger } from "pino";
+import type { RunFunction } from "../function.js";
+import { FunctionRunnerService } from "../gen/fn/v1/run_function_pb.js";
+import { FunctionRunnerService as BetaFunctionRunnerService } from "../gen/fn/v1beta1/zz_generated_run_function_pb.js";
+import { createHandler, DEFAULT_MAX_RESPONSE_BYTES, type CallInfo } from "./handler.js";
+import { loadServerCredentials } from "./tls.js";
+
+/** ServeOptions configure a function server. Defaults follow Crossplane's function spec. */
+export interface ServeOptions {
+  /** host:port to listen on. Default 0.0.0.0:9443. Port 0 picks a free port. */
+  address?: string;
+  /** Directory holding tls.crt, tls.key and ca.crt. Required unless insecure. */
+  tlsCertsDir?: string;
+  /** Serve plaintext. Wins over tlsCertsDir, as the spec requires. */
+  insecure?: boolean;
+  /** Largest request accepted, in MiB. Default 4. */
+  maxRecvMessageSizeMB?: number;
+  /** Largest response sent, in bytes. Default 4 MiB (Crossplane's receive limit). */
+  maxResponseBytes?: number;
+  /** Functions running at once. Default 16. */
+  maxConcurrency?: number;
+  /** Requests waiting for a slot before RESOURCE_EXHAUSTED. Default 128. */
+  maxQueue?: number;
+  /** The clock handed to functions (tests). */
+  now?: () => Date;
+}
+
+/** DEFAULT_ADDRESS is where Crossplane expects a function: port 9443 on every interface. */
+export const DEFAULT_ADDRESS = "0.0.0.0:9443";
+
+/** RunningServer is a started server. */
+export interface RunningServer {
+  /** The port actually bound. */
+  readonly port: number;
+  /** Whether the server requires client certificates. */
+  readonly mtls: boolean;
+  /**
+   * stop stops accepting calls, lets in-flight calls finish for up to graceMs,
+   * then cancels what is left. It resolves when the server is down.
+   */
+  stop(graceMs?: number): Promise<void>;
+}
+
+const FULL_SERVICE_NAMES = [FunctionRunnerService.typeName, BetaFunctionRunnerService.typeName];
+
+// Requests and responses cross grpc-js as raw bytes: decoding happens in the
+// handler, where a malformed request can be answered with INVALID_ARGUMENT.
+function rawService(typeName: string): ServiceDefinition {
+  return {
+    RunFunction: {
+      path: `/${typeName}/RunFunction`,
+      requestStream: false,
+      responseStream: false,
+      requestSerialize: (b: Uint8Array) => Buffer.from(b.buffer, b.byteOffset, b.byteLength),
+      requestDeserialize: (b: Buffer) => b,
+      responseSerialize: (b: Uint8Array) => Buffer.from(b.buffer, b.byteOffset, b.byteLength),
+      responseDeserialize: (b: Buffer) => b,
+    },
+  };
+}
+
+function deadlineOf(call: ServerUnaryCall<Buffer, Uint8Array>): number {
+  const d = call.getDeadline();
+  return d instanceof Date ? d.getTime() : d;
+}
+
+/** credentialsFor picks plaintext or mTLS, refusing to guess when neither is chosen. */
+export function credentialsFor(opts: ServeOptions): { creds: ServerCredentials; mtls: boolean } {
+  if (opts.insecure) return { creds: ServerCredentials.createInsecure(), mtls: false };
+  if (!opts.tlsCertsDir) {
+    throw new Error(
+      "refusing to serve without TLS: give --tls-certs-dir (or set TLS_SERVER_CERTS_DIR) to serve mTLS, or --insecure for local development",
+    );
+  }
+  return { creds: loadServerCredentials(opts.tlsCertsDir), mtls: true };
+}
+
+/** serve starts a server for fn and resolves once it listens. */
+export async function serve(fn: RunFunction, opts: ServeOptions, log: Logger): Promise<RunningServer> {
+  if (typeof fn !== "function") throw new Error(`cannot serve ${typeof fn}: a function is required`);
+  const { creds, mtls } = credentialsFor(opts);
+  const maxRecvMB = opts.maxRecvMessageSizeMB ?? 4;
+  if (!(maxRecvMB > 0)) throw new Error(`--max-recv-message-size must be a positive number of MB, got ${maxRecvMB}`);
+  const address = opts.address ?? DEFAULT_ADDRESS;
+
+  const handler = createHandler(
+    fn,
+    {
+      maxConcurrency: opts.maxConcurrency ?? 16,
+      maxQueue: opts.maxQueue ?? 128,
+      maxResponseBytes: opts.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES,
+      ...(opts.now ? { now: opts.now } : {}),
+    },
+    log,
+  );
+
+  // Aborted on a forced stop, so functions still running see their signal fire.
+  const stopping = new AbortController();
+
+  const runFunction = (version: CallInfo["version"]) => (call: ServerUnaryCall<Buffer, Uint8Array>, callback: sendUnaryData<Uint8Array>) => {
+    const ac = new AbortController();
+    const abort = () => ac.abort();
+    call.once("cancelled", abort);
+    stopping.signal.addEventListener("abort", abort, { once: true });
+    handler
+      .handle(call.request, { version, deadline: deadlineOf(call), signal: ac.signal })
+      .then((res) => {
+        if ("ok" in res) callback(null, res.ok);
+        else callback({ code: res.code, details: res.details });
+      })
+      .catch((err: unknown) => callback({ code: Code.INTERNAL, details: err instanceof Error ? err.message : String(err) }))
+      .finally(() => {
+        call.removeListener("cancelled", abort);
+        stopping.signal.removeEventListener("abort", abort);
+      });
+  };
+
+  const server = new Server({
+    "grpc.max_receive_message_length": Math.floor(maxRecvMB * 1024 * 1024),
+    // We check the response size ourselves, to answer with a clear message.
+    "grpc.max_send_message_length": -1,
+  });
+  server.addService(rawService(FunctionRunnerService.typeName), { RunFunction: runFunction("v1") });
+  server.addService(rawService(BetaFunctionRunnerService.typeName), { RunFunction: runFunction("v1beta1") });
+
+  const health = new HealthImplementation({ "": "SERVING", ...Object.fromEntries(FULL_SERVICE_NAMES.map((n) => [n, "SERVING"])) });
+  health.addToServer(server);
+
+  const port = await new Promise<number>((resolve, reject) => {
+    server.bindAsync(address, creds, (err, p) => (err ? reject(new Error(`cannot listen on ${address}: ${err.message}`)) : resolve(p)));
+  });
+  log.info({ address, port, mtls, maxRecvMessageSizeMB: maxRecvMB }, mtls ? "serving mTLS gRPC" : "serving insecure gRPC (local development only)");
+
+  let stopped: Promise<void> | undefined;
+  return {
+    port,
+    mtls,
+    stop(graceMs = 10_000) {
+      stopped ??= new Promise<void>((resolve) => {
+        for (const n of ["", ...FULL_SERVICE_NAMES]) health.setStatus(n, "NOT_SERVING");
+        log.info({ inFlight: handler.inFlight(), graceMs }, "shutting down");
+        const force = setTimeout(() => {
+          log.warn({ inFlight: handler.inFlight() }, "grace period over; cancelling in-flight calls");
+          stopping.abort();
+          server.forceShutdown();
+          resolve();
+        }, graceMs);
+        server.tryShutdown(() => {
+          clearTimeout(force);
+          log.info("stopped");
+          resolve();
+        });
+      });
+      return stopped;
+    },
+  };
+}

@@ -1,0 +1,429 @@
+// The function server over real loopback sockets: both API versions, health,
+// mTLS, bad input, limits, deadlines and shutdown.
+import { toBinary } from "@bufbuild/protobuf";
+import { credentials, status as Code } from "@grpc/grpc-js";
+import { suite } from "uvu";
+import * as assert from "uvu/assert";
+import type { RunFunction } from "../../src/function.js";
+import { RunFunctionRequestSchema, Severity } from "../../src/gen/fn/v1/run_function_pb.js";
+import * as response from "../../src/sdk/response.js";
+import { serve, type RunningServer, type ServeOptions } from "../../src/server/server.js";
+import { makePki, type TestPki } from "../support/certs.js";
+import { codeOf, mtlsCredentials, rawClient, V1, V1BETA1 } from "../support/client.js";
+import { memoryLog } from "../support/log.js";
+import { request } from "../support/requests.js";
+
+// echo returns the desired state it was given plus one resource and a result.
+const echo: RunFunction = (req) => {
+  const rsp = response.to(req);
+  response.setDesiredComposedResource(rsp, "added", { kind: "Thing" });
+  response.normal(rsp, "ok");
+  return rsp;
+};
+
+async function start(fn: RunFunction, opts: ServeOptions = {}) {
+  const mem = memoryLog();
+  const srv = await serve(fn, { address: "127.0.0.1:0", insecure: true, ...opts }, mem.log);
+  return { srv, client: rawClient(srv.port), mem };
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+// ---
+
+const Serve = suite("server: RunFunction");
+
+for (const [version, path] of [["v1", V1], ["v1beta1", V1BETA1]] as const) {
+  Serve(`${version}: answers with the tag, the copied desired state and the function's additions`, async () => {
+    const { srv, client } = await start(echo);
+    try {
+      const rsp = await client.run(request({ meta: { tag: "abc" }, desired: { resources: { kept: { resource: { kind: "Kept" } } } } }), { path });
+      assert.is(rsp.meta?.tag, "abc");
+      assert.is(rsp.meta?.ttl?.seconds, 60n);
+      assert.equal(Object.keys(rsp.desired?.resources ?? {}).sort(), ["added", "kept"]);
+      assert.equal(rsp.results.map((r) => r.message), ["ok"]);
+    } finally {
+      client.close();
+      await srv.stop(1000);
+    }
+  });
+}
+
+Serve("the health service reports SERVING, then NOT_SERVING while stopping", async () => {
+  const { srv, client } = await start(echo);
+  // grpc.health.v1.HealthCheckRequest{service: ""} is the empty message; the reply's field 1 is the status.
+  const check = () => client.call(new Uint8Array(), { path: "/grpc.health.v1.Health/Check" });
+  try {
+    assert.equal([...(await check())], [0x08, 0x01]); // SERVING = 1
+  } finally {
+    client.close();
+    await srv.stop(1000);
+  }
+});
+
+Serve("a function that throws becomes a Fatal result, and the server keeps serving", async () => {
+  let calls = 0;
+  const { srv, client, mem } = await start((req) => {
+    if (calls++ === 0) throw new Error("bucket name is taken");
+    return echo(req, undefined as never);
+  });
+  try {
+    const rsp = await client.run(request({ desired: { resources: { kept: { resource: {} } } } }));
+    assert.is(rsp.results.length, 1);
+    assert.is(rsp.results[0]!.severity, Severity.FATAL);
+    assert.is(rsp.results[0]!.message, "function failed: bucket name is taken");
+    assert.is(rsp.results[0]!.reason, "FunctionError");
+    assert.is(rsp.meta?.tag, "tag-1");
+    assert.ok(mem.text().includes("function threw"));
+    const next = await client.run(request());
+    assert.equal(next.results.map((r) => r.message), ["ok"]);
+  } finally {
+    client.close();
+    await srv.stop(1000);
+  }
+});
+
+const returnCases: Record<string, { fn: RunFunction; want: RegExp }> = {
+  NotAResponse: { fn: () => ({ hello: 1 }) as never, want: /function returned a plain object, not a RunFunctionResponse/ },
+  Undefined: { fn: () => undefined as never, want: /function returned undefined, not a RunFunctionResponse/ },
+  UnencodableStruct: {
+    fn: (req) => {
+      const rsp = response.to(req);
+      response.setDesiredComposedResource(rsp, "x", { big: 10n as never });
+      return rsp;
+    },
+    want: /cannot encode the function's response: desired\.resources\[x\]\.resource\.big is a bigint, which JSON cannot hold/,
+  },
+  UndefinedInContext: {
+    fn: (req) => {
+      const rsp = response.to(req);
+      rsp.context = { a: [1, undefined as never] };
+      return rsp;
+    },
+    want: /context\.a\[1\] is undefined, which JSON cannot hold/,
+  },
+  DateInOutput: {
+    fn: (req) => {
+      const rsp = response.to(req);
+      rsp.output = { when: new Date() as never };
+      return rsp;
+    },
+    want: /output\.when is a Date, not a JSON object/,
+  },
+};
+for (const [name, tc] of Object.entries(returnCases)) {
+  Serve(`a bad return value becomes a Fatal result: ${name}`, async () => {
+    const { srv, client } = await start(tc.fn);
+    try {
+      const rsp = await client.run(request());
+      assert.is(rsp.results[0]?.severity, Severity.FATAL);
+      assert.match(rsp.results[0]!.message, tc.want);
+      assert.is(rsp.meta?.tag, "tag-1");
+    } finally {
+      client.close();
+      await srv.stop(1000);
+    }
+  });
+}
+
+Serve("a wrong tag in the function's response is corrected to the request's", async () => {
+  const { srv, client } = await start((req) => {
+    const rsp = response.to(req);
+    rsp.meta!.tag = "not-the-request-tag";
+    return rsp;
+  });
+  try {
+    assert.is((await client.run(request({ meta: { tag: "real" } }))).meta?.tag, "real");
+  } finally {
+    client.close();
+    await srv.stop(1000);
+  }
+});
+
+// ---
+
+const Bad = suite("server: bad input");
+
+const good = toBinary(RunFunctionRequestSchema, request());
+const badBytes: Record<string, { bytes: Uint8Array; want: RegExp }> = {
+  Truncated: { bytes: good.subarray(0, good.length - 3), want: /cannot decode RunFunctionRequest/ },
+  // Field 1 (meta, a message) sent as a varint.
+  WrongWireType: { bytes: Uint8Array.of(0x08, 0x01), want: /cannot decode RunFunctionRequest/ },
+  // Field 4 (input, a Struct) whose Value holds a string with invalid UTF-8.
+  InvalidUtf8InStruct: {
+    bytes: Uint8Array.of(0x22, 0x09, 0x0a, 0x07, 0x0a, 0x01, 0x6b, 0x12, 0x02, 0x1a, 0x00).map((b, i, a) => (i === a.length - 1 ? 0xff : b)),
+    want: /cannot decode RunFunctionRequest/,
+  },
+  Garbage: { bytes: Uint8Array.from({ length: 64 }, (_, i) => (i * 37 + 11) & 0xff), want: /cannot decode RunFunctionRequest/ },
+};
+
+for (const [name, tc] of Object.entries(badBytes)) {
+  Bad(`${name}: INVALID_ARGUMENT naming the cause, then the next request works`, async () => {
+    const { srv, client, mem } = await start(echo);
+    try {
+      const { code, details } = await codeOf(client.call(tc.bytes));
+      assert.is(code, Code.INVALID_ARGUMENT, details);
+      assert.match(details, tc.want);
+      assert.ok(mem.text().includes("INVALID_ARGUMENT"));
+      const rsp = await client.run(request());
+      assert.is(rsp.meta?.tag, "tag-1");
+    } finally {
+      client.close();
+      await srv.stop(1000);
+    }
+  });
+}
+
+const fiveMB = () => request({ observed: { composite: { resource: { kind: "X", blob: "x".repeat(5 * 1024 * 1024) } } } });
+
+Bad("a 5 MB request is refused at the default 4 MB limit with RESOURCE_EXHAUSTED", async () => {
+  const { srv, client } = await start(echo);
+  try {
+    const { code } = await codeOf(client.run(fiveMB()));
+    assert.is(code, Code.RESOURCE_EXHAUSTED);
+    assert.is((await client.run(request())).meta?.tag, "tag-1");
+  } finally {
+    client.close();
+    await srv.stop(1000);
+  }
+});
+
+Bad("a 5 MB request is accepted with maxRecvMessageSizeMB 8", async () => {
+  const { srv, client } = await start(echo, { maxRecvMessageSizeMB: 8 });
+  try {
+    const rsp = await client.run(fiveMB());
+    assert.equal(rsp.results.map((r) => r.message), ["ok"]);
+  } finally {
+    client.close();
+    await srv.stop(1000);
+  }
+});
+
+Bad("a response larger than Crossplane accepts is refused with a message naming its size", async () => {
+  const { srv, client } = await start(
+    (req) => {
+      const rsp = response.to(req);
+      response.setDesiredComposedResource(rsp, "big", { blob: "y".repeat(2048) });
+      return rsp;
+    },
+    { maxResponseBytes: 1024 },
+  );
+  try {
+    const { code, details } = await codeOf(client.run(request()));
+    assert.is(code, Code.RESOURCE_EXHAUSTED);
+    assert.match(details, /response is \d+ bytes, larger than the 1024-byte limit/);
+  } finally {
+    client.close();
+    await srv.stop(1000);
+  }
+});
+
+// ---
+
+const Limits = suite("server: deadlines, concurrency, shutdown");
+
+Limits("a hung function ends at the client's deadline, frees its slot, and sees its signal abort", async () => {
+  let aborted = false;
+  let calls = 0;
+  const { srv, client, mem } = await start(
+    (req, ctx) => {
+      if (calls++ > 0) return echo(req, ctx);
+      ctx.signal.addEventListener("abort", () => (aborted = true));
+      return new Promise(() => {}); // never settles
+    },
+    { maxConcurrency: 1 },
+  );
+  try {
+    const { code } = await codeOf(client.run(request(), { timeoutMs: 300 }));
+    assert.is(code, Code.DEADLINE_EXCEEDED);
+    // The only slot is free again: this call would queue forever otherwise.
+    const rsp = await client.run(request(), { timeoutMs: 5000 });
+    assert.equal(rsp.results.map((r) => r.message), ["ok"]);
+    assert.ok(aborted, "the function's signal was aborted at the deadline");
+    assert.ok(mem.text().includes("function did not finish before the client's deadline"));
+  } finally {
+    client.close();
+    await srv.stop(1000);
+  }
+});
+
+Limits("a full queue answers RESOURCE_EXHAUSTED instead of growing", async () => {
+  let release!: () => void;
+  const gate = new Promise<void>((r) => (release = r));
+  const { srv, client } = await start(
+    async (req, ctx) => {
+      await gate;
+      return echo(req, ctx);
+    },
+    { maxConcurrency: 1, maxQueue: 1 },
+  );
+  try {
+    const first = client.run(request({ meta: { tag: "1" } }));
+    await sleep(100);
+    const second = client.run(request({ meta: { tag: "2" } }));
+    await sleep(100);
+    const { code, details } = await codeOf(client.run(request({ meta: { tag: "3" } })));
+    assert.is(code, Code.RESOURCE_EXHAUSTED);
+    assert.match(details, /server busy: 1 requests running and 1 queued \(limit 1\)/);
+    release();
+    assert.equal([(await first).meta?.tag, (await second).meta?.tag], ["1", "2"]);
+  } finally {
+    client.close();
+    await srv.stop(1000);
+  }
+});
+
+Limits("stop lets an in-flight request finish and refuses new connections", async () => {
+  const { srv, client } = await start(async (req, ctx) => {
+    await sleep(300);
+    return echo(req, ctx);
+  });
+  try {
+    const inFlight = client.run(request({ meta: { tag: "slow" } }));
+    await sleep(100);
+    const stopped = srv.stop(5000);
+    assert.is((await inFlight).meta?.tag, "slow");
+    await stopped;
+    const late = rawClient(srv.port);
+    const { code } = await codeOf(late.run(request(), { timeoutMs: 1000 }));
+    late.close();
+    assert.ok(code === Code.UNAVAILABLE || code === Code.DEADLINE_EXCEEDED, `got code ${code}`);
+  } finally {
+    client.close();
+  }
+});
+
+Limits("stop cancels a function still running after the grace period", async () => {
+  let aborted = false;
+  const { srv, client } = await start((_req, ctx) => {
+    ctx.signal.addEventListener("abort", () => (aborted = true));
+    return new Promise(() => {});
+  });
+  try {
+    const call = codeOf(client.run(request(), { timeoutMs: 10_000 }));
+    await sleep(100);
+    await srv.stop(200);
+    const { code } = await call;
+    assert.ok(aborted, "the function saw its signal abort");
+    assert.ok(code === Code.UNAVAILABLE || code === Code.CANCELLED, `got code ${code}`);
+  } finally {
+    client.close();
+  }
+});
+
+// ---
+
+const Logs = suite("server: logs");
+
+Logs("one debug line per request; credentials and connection details never logged", async () => {
+  const secret = "s3cr3t-value";
+  const b64 = Buffer.from(secret).toString("base64");
+  const { srv, client, mem } = await start((req, ctx) => {
+    ctx.log.info({ req }, "a careless function logs its whole request");
+    return echo(req, ctx);
+  });
+  try {
+    await client.run(
+      request({
+        credentials: { aws: { credentialData: { data: { key: b64 } } } },
+        observed: { composite: { resource: { kind: "XBucket", metadata: { name: "b" } }, connectionDetails: { password: b64 } } },
+      }),
+    );
+    const text = mem.text();
+    assert.not.ok(text.includes(secret), "secret text leaked");
+    assert.not.ok(text.includes(b64), "base64 secret leaked");
+    assert.not.ok(text.includes([...Buffer.from(secret)].join(",")), "secret bytes leaked");
+    assert.ok(text.includes("[REDACTED]"));
+    const ran = mem.lines().filter((l) => l["msg"] === "ran function");
+    assert.is(ran.length, 1);
+    assert.is(ran[0]!["tag"], "tag-1");
+    assert.is(ran[0]!["xr"], "XBucket/b");
+    assert.is(ran[0]!["level"], "debug");
+  } finally {
+    client.close();
+    await srv.stop(1000);
+  }
+});
+
+// ---
+
+const Tls = suite("server: mTLS");
+
+let pki: TestPki;
+Tls.before(() => {
+  pki = makePki();
+});
+Tls.after(() => pki.cleanup());
+
+async function startTls(): Promise<RunningServer> {
+  return serve(echo, { address: "127.0.0.1:0", tlsCertsDir: pki.serverDir }, memoryLog().log);
+}
+
+Tls("a client with a certificate from the CA, verifying <function>.<namespace>, is served", async () => {
+  const srv = await startTls();
+  const client = rawClient(srv.port, mtlsCredentials(pki));
+  try {
+    assert.ok(srv.mtls);
+    assert.is((await client.run(request())).meta?.tag, "tag-1");
+  } finally {
+    client.close();
+    await srv.stop(1000);
+  }
+});
+
+const refused: Record<string, { creds: () => ReturnType<typeof mtlsCredentials>; name?: string }> = {
+  NoClientCertificate: { creds: () => mtlsCredentials(pki, "none") },
+  CertificateFromAnotherCa: { creds: () => mtlsCredentials(pki, "strangerClient") },
+  PlaintextClient: { creds: () => credentials.createInsecure() },
+  WrongServerName: { creds: () => mtlsCredentials(pki), name: "function-other.crossplane-system" },
+};
+for (const [name, tc] of Object.entries(refused)) {
+  Tls(`refused: ${name}`, async () => {
+    const srv = await startTls();
+    const client = rawClient(srv.port, tc.creds(), tc.name);
+    try {
+      const { code } = await codeOf(client.run(request(), { timeoutMs: 3000 }));
+      assert.ok(code === Code.UNAVAILABLE || code === Code.DEADLINE_EXCEEDED, `got code ${code}`);
+      // The server is unharmed: a proper client still gets served.
+      const ok = rawClient(srv.port, mtlsCredentials(pki));
+      assert.is((await ok.run(request())).meta?.tag, "tag-1");
+      ok.close();
+    } finally {
+      client.close();
+      await srv.stop(1000);
+    }
+  });
+}
+
+Tls("refuses to start with neither TLS nor insecure, and names missing files", async () => {
+  try {
+    await serve(echo, { address: "127.0.0.1:0" }, memoryLog().log);
+    assert.unreachable("started without TLS");
+  } catch (err) {
+    assert.match((err as Error).message, /refusing to serve without TLS: give --tls-certs-dir/);
+  }
+  try {
+    await serve(echo, { address: "127.0.0.1:0", tlsCertsDir: pki.dir }, memoryLog().log);
+    assert.unreachable("started without tls.crt");
+  } catch (err) {
+    assert.match((err as Error).message, new RegExp(`cannot load TLS certificates from ${pki.dir}: tls.crt: ENOENT`));
+  }
+});
+
+Tls("insecure wins when both are given", async () => {
+  const srv = await serve(echo, { address: "127.0.0.1:0", tlsCertsDir: pki.serverDir, insecure: true }, memoryLog().log);
+  const client = rawClient(srv.port);
+  try {
+    assert.not.ok(srv.mtls);
+    assert.is((await client.run(request())).meta?.tag, "tag-1");
+  } finally {
+    client.close();
+    await srv.stop(1000);
+  }
+});
+
+Serve.run();
+Bad.run();
+Limits.run();
+Logs.run();
+Tls.run();
