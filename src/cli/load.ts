@@ -2,10 +2,13 @@
 //
 // <module> is a file, or a directory holding package.json#main or an index
 // file. The module exports its function as the default export or as a named
-// export `runFunction`. TypeScript modules load directly (xfn runs under tsx).
+// export `runFunction`. TypeScript modules load directly through tsx, also a
+// lone .ts file with no package.json (which tsx treats as CommonJS: its
+// exports then arrive wrapped in `default`, and pickFunction unwraps them).
 import { existsSync, readFileSync, statSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
+import { tsImport } from "tsx/esm/api";
 import type { RunFunction } from "../function.js";
 
 const INDEX_FILES = ["index.ts", "index.mts", "index.js", "index.mjs"];
@@ -41,13 +44,21 @@ export async function loadFunction(spec: string, cwd = process.cwd()): Promise<R
   const file = resolveModule(spec, cwd);
   let mod: Record<string, unknown>;
   try {
-    mod = (await import(pathToFileURL(file).href)) as Record<string, unknown>;
+    mod = (await tsImport(pathToFileURL(file).href, import.meta.url)) as Record<string, unknown>;
   } catch (err) {
     throw new Error(`cannot load function module ${spec}: ${(err as Error).message}`, { cause: err });
   }
-  const fn = typeof mod["default"] === "function" ? mod["default"] : mod["runFunction"];
-  if (typeof fn !== "function") {
+  const fn = pickFunction(mod);
+  if (!fn) {
     throw new Error(`cannot load function module ${spec}: it exports no function (export one as default or as runFunction)`);
   }
-  return fn as RunFunction;
+  return fn;
+}
+
+/** pickFunction finds the exported function in an ES module or CommonJS namespace. */
+function pickFunction(mod: Record<string, unknown>): RunFunction | undefined {
+  const candidates = [mod["default"], mod["runFunction"]];
+  const d = mod["default"];
+  if (d && typeof d === "object") candidates.push((d as Record<string, unknown>)["default"], (d as Record<string, unknown>)["runFunction"]);
+  return candidates.find((c): c is RunFunction => typeof c === "function");
 }

@@ -1,0 +1,107 @@
+// `xfn serve` as a user runs it: spawned, with real flags, env and signals.
+import { writeFileSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { suite } from "uvu";
+import * as assert from "uvu/assert";
+import { makePki, type TestPki } from "../support/certs.js";
+import { mtlsCredentials, rawClient } from "../support/client.js";
+import { request } from "../support/requests.js";
+import { run, startServe } from "../support/spawn.js";
+
+const Cli = suite("cli: xfn serve");
+
+let pki: TestPki;
+let scratch: string;
+Cli.before(() => {
+  pki = makePki();
+  scratch = mkdtempSync(join(tmpdir(), "xfn-cli-"));
+});
+Cli.after(() => {
+  pki.cleanup();
+  rmSync(scratch, { recursive: true, force: true });
+});
+
+Cli("--help lists every command and every serve flag", async () => {
+  const root = await run(["--help"]);
+  assert.is(root.code, 0);
+  assert.match(root.stdout, /serve \[options\] <module>/);
+  const serve = await run(["serve", "--help"]);
+  assert.is(serve.code, 0);
+  for (const flag of ["--address", "--tls-certs-dir", "--insecure", "--debug", "--max-recv-message-size", "--max-concurrency", "--max-queue", "--grace-period"]) {
+    assert.ok(serve.stdout.includes(flag), `serve --help lacks ${flag}`);
+  }
+  assert.match(serve.stdout, /TLS_SERVER_CERTS_DIR/);
+  assert.match(serve.stdout, /default: "0\.0\.0\.0:9443"/);
+});
+
+const refusals: Record<string, { args: string[]; env?: NodeJS.ProcessEnv; want: RegExp }> = {
+  NeitherTlsNorInsecure: { args: ["functions/hello"], env: { TLS_SERVER_CERTS_DIR: "" }, want: /refusing to serve without TLS: give --tls-certs-dir/ },
+  CertsDirWithoutFiles: { args: ["functions/hello", "--tls-certs-dir", "/nonexistent-xfn"], want: /cannot load TLS certificates from \/nonexistent-xfn: tls\.crt/ },
+  MissingModule: { args: ["functions/nope", "--insecure"], want: /cannot load function module functions\/nope: no such file or directory/ },
+  BadFlagValue: { args: ["functions/hello", "--insecure", "--max-recv-message-size", "lots"], want: /--max-recv-message-size must be a positive number, got "lots"/ },
+  UnknownFlag: { args: ["functions/hello", "--insecur"], want: /unknown option '--insecur'/ },
+  PortInUse: { args: ["functions/hello", "--insecure", "--address", "256.0.0.1:1"], want: /cannot listen on 256\.0\.0\.1:1/ },
+};
+for (const [name, tc] of Object.entries(refusals)) {
+  Cli(`refuses to start, exit code 1: ${name}`, async () => {
+    const r = await run(["serve", ...tc.args], tc.env ? { env: tc.env } : {});
+    assert.is(r.code, 1, r.stdout + r.stderr);
+    assert.match(r.stderr, tc.want);
+  });
+}
+
+Cli("a module that exports no function is refused", async () => {
+  const f = join(scratch, "nofn.ts");
+  writeFileSync(f, "export const answer = 42;\n");
+  const r = await run(["serve", f, "--insecure"]);
+  assert.is(r.code, 1);
+  assert.match(r.stderr, /it exports no function \(export one as default or as runFunction\)/);
+});
+
+Cli("serves a TypeScript module with a named runFunction export", async () => {
+  const f = join(scratch, "named.ts");
+  writeFileSync(
+    f,
+    `import { response, type RunFunctionRequest } from "${join(import.meta.dirname, "../../src/index.ts")}";\n` +
+      `export function runFunction(req: RunFunctionRequest) { const rsp = response.to(req); response.normal(rsp, "named"); return rsp; }\n`,
+  );
+  const s = await startServe([f, "--insecure"]);
+  const c = rawClient(s.port);
+  try {
+    assert.equal((await c.run(request())).results.map((r) => r.message), ["named"]);
+  } finally {
+    c.close();
+    await s.stop();
+  }
+});
+
+Cli("mTLS from TLS_SERVER_CERTS_DIR; SIGTERM shuts down cleanly with exit code 0", async () => {
+  const s = await startServe(["functions/hello", "--debug"], { TLS_SERVER_CERTS_DIR: pki.serverDir });
+  const c = rawClient(s.port, mtlsCredentials(pki));
+  try {
+    assert.match(s.output(), /"mtls":true/);
+    const rsp = await c.run(request({ observed: { composite: { resource: { kind: "XBuckets", metadata: { name: "x" }, spec: { buckets: [{ name: "a" }] } } } } }));
+    assert.equal(Object.keys(rsp.desired?.resources ?? {}), ["bucket-a"]);
+    assert.match(s.output(), /"msg":"ran function"/);
+  } finally {
+    c.close();
+  }
+  const { code } = await s.stop("SIGTERM");
+  assert.is(code, 0);
+  assert.match(s.output(), /"msg":"stopped"/);
+});
+
+Cli("--insecure wins over --tls-certs-dir, as the function spec requires", async () => {
+  const s = await startServe(["functions/hello", "--insecure", "--tls-certs-dir", pki.serverDir]);
+  const c = rawClient(s.port);
+  try {
+    assert.match(s.output(), /"mtls":false/);
+    assert.is((await c.run(request())).meta?.tag, "tag-1");
+  } finally {
+    c.close();
+    await s.stop("SIGINT");
+  }
+});
+
+Cli.run();

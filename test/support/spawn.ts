@@ -1,0 +1,69 @@
+// Runs the real `xfn` command as a user would, for CLI tests.
+import { spawn, type ChildProcess } from "node:child_process";
+import { join } from "node:path";
+
+export const ROOT = join(import.meta.dirname, "../..");
+export const XFN = join(ROOT, "bin/xfn.js");
+
+export interface Finished {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** run runs xfn to completion (killing it after timeoutMs). */
+export function run(args: string[], opts: { env?: NodeJS.ProcessEnv; timeoutMs?: number; cwd?: string } = {}): Promise<Finished> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [XFN, ...args], { cwd: opts.cwd ?? ROOT, env: { ...process.env, ...opts.env } });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d) => (stdout += d));
+    child.stderr.on("data", (d) => (stderr += d));
+    const t = setTimeout(() => child.kill("SIGKILL"), opts.timeoutMs ?? 20_000);
+    child.on("exit", (code, signal) => {
+      clearTimeout(t);
+      resolve({ code, signal, stdout, stderr });
+    });
+  });
+}
+
+export interface Serving {
+  child: ChildProcess;
+  port: number;
+  output(): string;
+  /** stop sends a signal and waits for the exit. */
+  stop(signal?: NodeJS.Signals): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+/** startServe runs `xfn serve ... --address 127.0.0.1:0` and resolves with the bound port. */
+export function startServe(args: string[], env: NodeJS.ProcessEnv = {}): Promise<Serving> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [XFN, "serve", ...args, "--address", "127.0.0.1:0"], { cwd: ROOT, env: { ...process.env, ...env } });
+    let out = "";
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) => child.on("exit", (code, signal) => r({ code, signal })));
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL");
+      reject(new Error(`xfn serve did not start within 20 s:\n${out}`));
+    }, 20_000);
+    const onData = (d: Buffer) => {
+      out += d;
+      const m = /"port":(\d+)/.exec(out);
+      if (m) {
+        clearTimeout(timer);
+        resolve({
+          child,
+          port: Number(m[1]),
+          output: () => out,
+          stop: (signal = "SIGTERM") => (child.kill(signal), exited),
+        });
+      }
+    };
+    child.stdout.on("data", onData);
+    child.stderr.on("data", (d: Buffer) => (out += d));
+    void exited.then(({ code }) => {
+      clearTimeout(timer);
+      reject(new Error(`xfn serve exited with ${code} before listening:\n${out}`));
+    });
+  });
+}
