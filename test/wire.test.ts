@@ -106,5 +106,10 @@ Gen("src/gen is exactly what buf generate writes today", () => {
   }
 });
 
+Gen("buf lint passes on our protos", () => {
+  // Throws, with buf's findings in the message, on any lint failure.
+  execFileSync(join(root, "node_modules/.bin/buf"), ["lint"], { cwd: root, stdio: "pipe" });
+});
+
 Wire.run();
 Gen.run();

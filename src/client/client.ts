@@ -1,0 +1,86 @@
+// A RunFunction client, as Crossplane dials a function: v1 first, falling back
+// to v1beta1 when the server answers UNIMPLEMENTED (a function built for
+// Crossplane 1.14-1.16).
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { fromBinary, toBinary } from "@bufbuild/protobuf";
+import { Client, credentials, status as Code, type ChannelCredentials, type ServiceError } from "@grpc/grpc-js";
+import {
+  FunctionRunnerService,
+  RunFunctionRequestSchema,
+  RunFunctionResponseSchema,
+  type RunFunctionRequest,
+  type RunFunctionResponse,
+} from "../gen/fn/v1/run_function_pb.js";
+import { FunctionRunnerService as BetaFunctionRunnerService } from "../gen/fn/v1beta1/zz_generated_run_function_pb.js";
+
+/** ClientOptions say how to reach a function. */
+export interface ClientOptions {
+  /** Plaintext, as `crossplane render` dials. */
+  insecure?: boolean;
+  /** Directory with tls.crt, tls.key (this client's certificate) and ca.crt (the server's CA). */
+  tlsCertsDir?: string;
+  /** Name to verify the server certificate against, e.g. function-x.crossplane-system. */
+  serverName?: string;
+  /** Largest response accepted, in bytes. Default 4 MiB, like Crossplane. */
+  maxRecvBytes?: number;
+}
+
+/** FunctionClient calls one function. */
+export interface FunctionClient {
+  run(req: RunFunctionRequest, opts?: { timeoutMs?: number; api?: "v1" | "v1beta1" }): Promise<RunFunctionResponse>;
+  close(): void;
+}
+
+function clientCredentials(opts: ClientOptions): ChannelCredentials {
+  if (opts.insecure) return credentials.createInsecure();
+  if (!opts.tlsCertsDir) throw new Error("cannot dial a function without TLS: give a client certificates directory, or insecure");
+  const read = (f: string) => {
+    try {
+      return readFileSync(join(opts.tlsCertsDir!, f));
+    } catch (err) {
+      throw new Error(`cannot load client TLS certificates from ${opts.tlsCertsDir}: ${f}: ${(err as Error).message}`, { cause: err });
+    }
+  };
+  return credentials.createSsl(read("ca.crt"), read("tls.key"), read("tls.crt"));
+}
+
+const path = (typeName: string) => `/${typeName}/RunFunction`;
+
+/** dial returns a client for the function at address (host:port). */
+export function dial(address: string, opts: ClientOptions = {}): FunctionClient {
+  const client = new Client(address, clientCredentials(opts), {
+    "grpc.max_receive_message_length": opts.maxRecvBytes ?? 4 * 1024 * 1024,
+    ...(opts.serverName ? { "grpc.ssl_target_name_override": opts.serverName, "grpc.default_authority": opts.serverName } : {}),
+  });
+  const call = (method: string, bytes: Uint8Array, timeoutMs: number) =>
+    new Promise<Buffer>((resolve, reject) => {
+      client.makeUnaryRequest(
+        method,
+        (b: Uint8Array) => Buffer.from(b.buffer, b.byteOffset, b.byteLength),
+        (b: Buffer) => b,
+        bytes,
+        { deadline: Date.now() + timeoutMs },
+        (err: ServiceError | null, value?: Buffer) => (err ? reject(err) : resolve(value!)),
+      );
+    });
+  return {
+    async run(req, o = {}) {
+      const bytes = toBinary(RunFunctionRequestSchema, req);
+      const timeoutMs = o.timeoutMs ?? 60_000;
+      let out: Buffer;
+      if (o.api === "v1beta1") {
+        out = await call(path(BetaFunctionRunnerService.typeName), bytes, timeoutMs);
+      } else {
+        try {
+          out = await call(path(FunctionRunnerService.typeName), bytes, timeoutMs);
+        } catch (err) {
+          if ((err as ServiceError).code !== Code.UNIMPLEMENTED || o.api === "v1") throw err;
+          out = await call(path(BetaFunctionRunnerService.typeName), bytes, timeoutMs);
+        }
+      }
+      return fromBinary(RunFunctionResponseSchema, out);
+    },
+    close: () => client.close(),
+  };
+}

@@ -1,0 +1,127 @@
+// `xfn call` as a user runs it, against real servers on loopback.
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Server, ServerCredentials, type ServerUnaryCall, type sendUnaryData } from "@grpc/grpc-js";
+import { toBinary } from "@bufbuild/protobuf";
+import { suite } from "uvu";
+import * as assert from "uvu/assert";
+import hello from "../../functions/hello/index.js";
+import { RunFunctionResponseSchema } from "../../src/gen/fn/v1/run_function_pb.js";
+import * as response from "../../src/sdk/response.js";
+import { serve, type RunningServer } from "../../src/server/server.js";
+import { FUNCTION_HOST, makePki, type TestPki } from "../support/certs.js";
+import { memoryLog } from "../support/log.js";
+import { run } from "../support/spawn.js";
+
+const Call = suite("cli: xfn call");
+
+const example = "functions/hello/example/request.yaml";
+let srv: RunningServer;
+let pki: TestPki;
+let scratch: string;
+Call.before(async () => {
+  srv = await serve(hello, { address: "127.0.0.1:0", insecure: true }, memoryLog().log);
+  pki = makePki();
+  scratch = mkdtempSync(join(tmpdir(), "xfn-call-"));
+});
+Call.after(async () => {
+  await srv.stop(1000);
+  pki.cleanup();
+  rmSync(scratch, { recursive: true, force: true });
+});
+
+Call("calls the example function with the example request", async () => {
+  const r = await run(["call", `127.0.0.1:${srv.port}`, example, "--insecure"]);
+  assert.is(r.code, 0, r.stderr);
+  const rsp = JSON.parse(r.stdout);
+  assert.is(rsp.meta.tag, "example-1");
+  assert.equal(Object.keys(rsp.desired.resources).sort(), ["bucket-assets", "bucket-logs"]);
+  assert.is(rsp.desired.resources["bucket-logs"].ready, "READY_TRUE");
+  assert.is(rsp.desired.resources["bucket-assets"].resource.spec.forProvider.region, "us-east-1");
+});
+
+Call("exit code 3 when the function returns a Fatal result", async () => {
+  const f = join(scratch, "bad.yaml");
+  writeFileSync(f, "meta: {tag: t}\nobserved: {composite: {resource: {kind: X, spec: {buckets: [{name: Bad_Name}]}}}}\n");
+  const r = await run(["call", `127.0.0.1:${srv.port}`, f, "--insecure"]);
+  assert.is(r.code, 3, r.stderr);
+  assert.match(JSON.parse(r.stdout).results[0].message, /must be a DNS label/);
+});
+
+const bad: Record<string, { file?: string; content?: string; want: RegExp }> = {
+  MissingFile: { file: "/nonexistent/request.yaml", want: /cannot read \/nonexistent\/request\.yaml: ENOENT/ },
+  NotYaml: { content: "meta: {tag: [unclosed\n", want: /cannot parse .*bad\.yaml/ },
+  NotAnObject: { content: "- a\n- b\n", want: /expected a RunFunctionRequest object/ },
+  UnknownField: { content: "meta: {tag: t}\nobserverd: {}\n", want: /as a RunFunctionRequest: .*observerd/ },
+  WrongFieldType: { content: "meta: {tag: [1, 2]}\n", want: /as a RunFunctionRequest: .*tag/ },
+};
+for (const [name, tc] of Object.entries(bad)) {
+  Call(`bad request file, exit code 1: ${name}`, async () => {
+    const f = tc.file ?? join(scratch, "bad.yaml");
+    if (tc.content !== undefined) writeFileSync(f, tc.content);
+    const r = await run(["call", `127.0.0.1:${srv.port}`, f, "--insecure"]);
+    assert.is(r.code, 1, r.stdout);
+    assert.match(r.stderr, tc.want);
+  });
+}
+
+Call("an unreachable function is a clear error, exit code 1", async () => {
+  const r = await run(["call", "127.0.0.1:1", example, "--insecure", "--timeout", "2"]);
+  assert.is(r.code, 1);
+  assert.match(r.stderr, /xfn call: (14 UNAVAILABLE|4 DEADLINE_EXCEEDED)/);
+});
+
+Call("mTLS with a client certificates directory and the server name Crossplane verifies", async () => {
+  const tls = await serve(hello, { address: "127.0.0.1:0", tlsCertsDir: pki.serverDir }, memoryLog().log);
+  const clientDir = join(scratch, "client");
+  try {
+    mkdirSync(clientDir, { recursive: true });
+    writeFileSync(join(clientDir, "tls.crt"), pki.client.cert);
+    writeFileSync(join(clientDir, "tls.key"), pki.client.key);
+    writeFileSync(join(clientDir, "ca.crt"), pki.ca);
+    const r = await run(["call", `127.0.0.1:${tls.port}`, example, "--tls-certs-dir", clientDir, "--server-name", FUNCTION_HOST]);
+    assert.is(r.code, 0, r.stderr);
+    assert.is(JSON.parse(r.stdout).meta.tag, "example-1");
+  } finally {
+    await tls.stop(1000);
+  }
+});
+
+Call("falls back to v1beta1 when a server answers UNIMPLEMENTED for v1, as Crossplane does", async () => {
+  // A server for Crossplane 1.14-1.16: v1beta1 only.
+  const server = new Server();
+  server.addService(
+    {
+      RunFunction: {
+        path: "/apiextensions.fn.proto.v1beta1.FunctionRunnerService/RunFunction",
+        requestStream: false,
+        responseStream: false,
+        requestSerialize: (b: Buffer) => b,
+        requestDeserialize: (b: Buffer) => b,
+        responseSerialize: (b: Buffer) => b,
+        responseDeserialize: (b: Buffer) => b,
+      },
+    },
+    {
+      RunFunction: (_call: ServerUnaryCall<Buffer, Buffer>, cb: sendUnaryData<Buffer>) => {
+        const rsp = response.to({ meta: { tag: "beta" } } as never);
+        response.normal(rsp, "served by v1beta1");
+        cb(null, Buffer.from(toBinary(RunFunctionResponseSchema, rsp)));
+      },
+    },
+  );
+  const port = await new Promise<number>((res, rej) => server.bindAsync("127.0.0.1:0", ServerCredentials.createInsecure(), (e, p) => (e ? rej(e) : res(p))));
+  try {
+    const r = await run(["call", `127.0.0.1:${port}`, example, "--insecure"]);
+    assert.is(r.code, 0, r.stderr);
+    assert.is(JSON.parse(r.stdout).results[0].message, "served by v1beta1");
+    const only = await run(["call", `127.0.0.1:${port}`, example, "--insecure", "--api", "v1"]);
+    assert.is(only.code, 1);
+    assert.match(only.stderr, /12 UNIMPLEMENTED/);
+  } finally {
+    server.forceShutdown();
+  }
+});
+
+Call.run();
