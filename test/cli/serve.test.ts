@@ -6,6 +6,9 @@ import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { makePki, type TestPki } from "../support/certs.js";
 import { mtlsCredentials, rawClient } from "../support/client.js";
+import { status as Code } from "@grpc/grpc-js";
+import { dial } from "../../src/client/client.js";
+import { codeOf } from "../support/client.js";
 import { request } from "../support/requests.js";
 import { run, startServe } from "../support/spawn.js";
 
@@ -101,6 +104,40 @@ Cli("--insecure wins over --tls-certs-dir, as the function spec requires", async
   } finally {
     c.close();
     await s.stop("SIGINT");
+  }
+});
+
+Cli("--max-recv-message-size 8 accepts a 5 MB request that the default refuses", async () => {
+  const big = request({ observed: { composite: { resource: { kind: "X", blob: "x".repeat(5 * 1024 * 1024) } } } });
+  const dflt = await startServe(["functions/hello", "--insecure"]);
+  const c1 = rawClient(dflt.port);
+  try {
+    assert.is((await codeOf(c1.run(big))).code, Code.RESOURCE_EXHAUSTED);
+  } finally {
+    c1.close();
+    await dflt.stop();
+  }
+  const eight = await startServe(["functions/hello", "--insecure", "--max-recv-message-size", "8"]);
+  const c2 = rawClient(eight.port);
+  try {
+    assert.is((await c2.run(big)).meta?.tag, "tag-1");
+  } finally {
+    c2.close();
+    await eight.stop();
+  }
+});
+
+Cli("serves --insecure on the default port, dialled as localhost:9443 like crossplane render", async () => {
+  const r = await startServe(["functions/hello", "--insecure"], {}, { defaultAddress: true });
+  assert.is(r.port, 9443);
+  assert.match(r.output(), /"address":"0\.0\.0\.0:9443"/);
+  const client = dial("localhost:9443", { insecure: true });
+  try {
+    const rsp = await client.run(request({ observed: { composite: { resource: { kind: "XBuckets", spec: { buckets: [{ name: "a" }] } } } } }));
+    assert.equal(Object.keys(rsp.desired?.resources ?? {}), ["bucket-a"]);
+  } finally {
+    client.close();
+    await r.stop();
   }
 });
 

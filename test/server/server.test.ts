@@ -149,11 +149,13 @@ const badBytes: Record<string, { bytes: Uint8Array; want: RegExp }> = {
   Truncated: { bytes: good.subarray(0, good.length - 3), want: /cannot decode RunFunctionRequest/ },
   // Field 1 (meta, a message) sent as a varint.
   WrongWireType: { bytes: Uint8Array.of(0x08, 0x01), want: /cannot decode RunFunctionRequest/ },
-  // Field 4 (input, a Struct) whose Value holds a string with invalid UTF-8.
+  // Field 4 (input, a Struct) with {"k": "\xff"}: a string that is not UTF-8.
   InvalidUtf8InStruct: {
-    bytes: Uint8Array.of(0x22, 0x09, 0x0a, 0x07, 0x0a, 0x01, 0x6b, 0x12, 0x02, 0x1a, 0x00).map((b, i, a) => (i === a.length - 1 ? 0xff : b)),
-    want: /cannot decode RunFunctionRequest/,
+    bytes: Uint8Array.of(0x22, 0x0a, 0x0a, 0x08, 0x0a, 0x01, 0x6b, 0x12, 0x03, 0x1a, 0x01, 0xff),
+    want: /cannot decode RunFunctionRequest .*not valid for encoding utf-8/,
   },
+  // meta.tag = "\xff".
+  InvalidUtf8InTag: { bytes: Uint8Array.of(0x0a, 0x03, 0x0a, 0x01, 0xff), want: /not valid for encoding utf-8/ },
   Garbage: { bytes: Uint8Array.from({ length: 64 }, (_, i) => (i * 37 + 11) & 0xff), want: /cannot decode RunFunctionRequest/ },
 };
 

@@ -36,10 +36,14 @@ export interface Serving {
   stop(signal?: NodeJS.Signals): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
-/** startServe runs `xfn serve ... --address 127.0.0.1:0` and resolves with the bound port. */
-export function startServe(args: string[], env: NodeJS.ProcessEnv = {}): Promise<Serving> {
+/**
+ * startServe runs `xfn serve ...` and resolves with the bound port. It listens
+ * on 127.0.0.1 with a free port unless defaultAddress asks for xfn's default.
+ */
+export function startServe(args: string[], env: NodeJS.ProcessEnv = {}, opts: { defaultAddress?: boolean } = {}): Promise<Serving> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [XFN, "serve", ...args, "--address", "127.0.0.1:0"], { cwd: ROOT, env: { ...process.env, ...env } });
+    const address = opts.defaultAddress ? [] : ["--address", "127.0.0.1:0"];
+    const child = spawn(process.execPath, [XFN, "serve", ...args, ...address], { cwd: ROOT, env: { ...process.env, ...env } });
     let out = "";
     const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) => child.on("exit", (code, signal) => r({ code, signal })));
     const timer = setTimeout(() => {
