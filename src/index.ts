@@ -18,3 +18,8 @@ export {
   type RunFunctionResponse,
 } from "./gen/fn/v1/run_function_pb.js";
 export type { JsonObject, JsonValue } from "@bufbuild/protobuf";
+
+// Serving and calling functions from your own code.
+export { serve, DEFAULT_ADDRESS, type RunningServer, type ServeOptions } from "./server/server.js";
+export { createLogger, type LogOptions } from "./server/log.js";
+export { dial, type ClientOptions, type FunctionClient } from "./client/client.js";

@@ -1,13 +1,19 @@
 // The xfn command line.
+import { readFileSync } from "node:fs";
 import { Command } from "commander";
 import { callCommand } from "./call.js";
 import { serveCommand } from "./serve.js";
+
+function version(): string {
+  const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string };
+  return pkg.version;
+}
 
 /** program builds the root command. */
 export function program(): Command {
   return new Command("xfn")
     .description("xfn: write, serve and test Crossplane composition functions in TypeScript")
-    .version("0.1.0")
+    .version(version())
     .showHelpAfterError()
     .addCommand(serveCommand())
     .addCommand(callCommand());

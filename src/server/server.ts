@@ -9,12 +9,12 @@ import {
   type sendUnaryData,
   type ServiceDefinition,
 } from "@grpc/grpc-js";
-import { HealthImplementation } from "grpc-health-check";
 import type { Logger } from "pino";
 import type { RunFunction } from "../function.js";
 import { FunctionRunnerService } from "../gen/fn/v1/run_function_pb.js";
 import { FunctionRunnerService as BetaFunctionRunnerService } from "../gen/fn/v1beta1/zz_generated_run_function_pb.js";
 import { createHandler, DEFAULT_MAX_RESPONSE_BYTES, type CallInfo } from "./handler.js";
+import { addHealth } from "./health.js";
 import { loadServerCredentials } from "./tls.js";
 
 /** ServeOptions configure a function server. Defaults follow Crossplane's function spec. */
@@ -94,6 +94,9 @@ export async function serve(fn: RunFunction, opts: ServeOptions, log: Logger): P
   const maxRecvMB = opts.maxRecvMessageSizeMB ?? 4;
   if (!(maxRecvMB > 0)) throw new Error(`--max-recv-message-size must be a positive number of MB, got ${maxRecvMB}`);
   const address = opts.address ?? DEFAULT_ADDRESS;
+  for (const [name, v] of [["maxConcurrency", opts.maxConcurrency], ["maxQueue", opts.maxQueue], ["maxResponseBytes", opts.maxResponseBytes]] as const) {
+    if (v !== undefined && !(Number.isInteger(v) && v > 0)) throw new Error(`${name} must be a positive whole number, got ${v}`);
+  }
 
   const handler = createHandler(
     fn,
@@ -135,8 +138,7 @@ export async function serve(fn: RunFunction, opts: ServeOptions, log: Logger): P
   server.addService(rawService(FunctionRunnerService.typeName), { RunFunction: runFunction("v1") });
   server.addService(rawService(BetaFunctionRunnerService.typeName), { RunFunction: runFunction("v1beta1") });
 
-  const health = new HealthImplementation({ "": "SERVING", ...Object.fromEntries(FULL_SERVICE_NAMES.map((n) => [n, "SERVING"])) });
-  health.addToServer(server);
+  const health = addHealth(server, FULL_SERVICE_NAMES);
 
   const port = await new Promise<number>((resolve, reject) => {
     server.bindAsync(address, creds, (err, p) => (err ? reject(new Error(`cannot listen on ${address}: ${err.message}`)) : resolve(p)));
@@ -149,7 +151,7 @@ export async function serve(fn: RunFunction, opts: ServeOptions, log: Logger): P
     mtls,
     stop(graceMs = 10_000) {
       stopped ??= new Promise<void>((resolve) => {
-        for (const n of ["", ...FULL_SERVICE_NAMES]) health.setStatus(n, "NOT_SERVING");
+        health.shutdown();
         log.info({ inFlight: handler.inFlight(), graceMs }, "shutting down");
         const force = setTimeout(() => {
           log.warn({ inFlight: handler.inFlight() }, "grace period over; cancelling in-flight calls");

@@ -1,7 +1,7 @@
 // The function server over real loopback sockets: both API versions, health,
 // mTLS, bad input, limits, deadlines and shutdown.
 import { toBinary } from "@bufbuild/protobuf";
-import { credentials, status as Code } from "@grpc/grpc-js";
+import { Client, credentials, status as Code } from "@grpc/grpc-js";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import type { RunFunction } from "../../src/function.js";
@@ -49,13 +49,31 @@ for (const [version, path] of [["v1", V1], ["v1beta1", V1BETA1]] as const) {
   });
 }
 
-Serve("the health service reports SERVING, then NOT_SERVING while stopping", async () => {
-  const { srv, client } = await start(echo);
-  // grpc.health.v1.HealthCheckRequest{service: ""} is the empty message; the reply's field 1 is the status.
-  const check = () => client.call(new Uint8Array(), { path: "/grpc.health.v1.Health/Check" });
+Serve("health: Check says SERVING; a Watch hears NOT_SERVING on stop and does not hold the shutdown", async () => {
+  const { srv, client, mem } = await start(echo);
+  // grpc.health.v1.HealthCheckRequest{service} and HealthCheckResponse{status} encoded by hand:
+  // field 1; SERVING = 1, NOT_SERVING = 2.
+  const req = (service: string) => (service ? Uint8Array.from([0x0a, service.length, ...Buffer.from(service)]) : new Uint8Array());
+  const check = (service = "") => client.call(req(service), { path: "/grpc.health.v1.Health/Check" });
+  const watch = new Client(`127.0.0.1:${srv.port}`, credentials.createInsecure());
   try {
-    assert.equal([...(await check())], [0x08, 0x01]); // SERVING = 1
+    assert.equal([...(await check())], [0x08, 0x01]);
+    assert.equal([...(await check("apiextensions.fn.proto.v1beta1.FunctionRunnerService"))], [0x08, 0x01]);
+    const { code } = await codeOf(check("unknown.Service"));
+    assert.is(code, Code.NOT_FOUND);
+
+    const seen: number[][] = [];
+    const stream = watch.makeServerStreamRequest("/grpc.health.v1.Health/Watch", (b: Uint8Array) => Buffer.from(b), (b: Buffer) => b, req(""));
+    const ended = new Promise<void>((r) => stream.on("end", r).on("error", () => r()));
+    stream.on("data", (d: Buffer) => seen.push([...d]));
+    await sleep(100);
+    await srv.stop(5000);
+    await ended;
+    assert.equal(seen, [[0x08, 0x01], [0x08, 0x02]]);
+    assert.not.ok(mem.text().includes("grace period over"), "the open Watch stream held the shutdown until the grace period ran out");
+    assert.ok(mem.text().includes('"msg":"stopped"'));
   } finally {
+    watch.close();
     client.close();
     await srv.stop(1000);
   }
@@ -409,6 +427,21 @@ Tls("refuses to start with neither TLS nor insecure, and names missing files", a
     assert.unreachable("started without tls.crt");
   } catch (err) {
     assert.match((err as Error).message, new RegExp(`cannot load TLS certificates from ${pki.dir}: tls.crt: ENOENT`));
+  }
+});
+
+Tls("refuses nonsense limits with a message naming the option", async () => {
+  for (const [opt, want] of [
+    [{ maxConcurrency: 0 }, /maxConcurrency must be a positive whole number, got 0/],
+    [{ maxQueue: 1.5 }, /maxQueue must be a positive whole number, got 1\.5/],
+    [{ maxRecvMessageSizeMB: -1 }, /--max-recv-message-size must be a positive number of MB, got -1/],
+  ] as const) {
+    try {
+      await serve(echo, { address: "127.0.0.1:0", insecure: true, ...opt }, memoryLog().log);
+      assert.unreachable(`started with ${JSON.stringify(opt)}`);
+    } catch (err) {
+      assert.match((err as Error).message, want);
+    }
   }
 });
 
