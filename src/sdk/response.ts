@@ -158,6 +158,20 @@ export interface ResultBuilder {
   targetCompositeAndClaim(): ResultBuilder;
 }
 
+/** targeting gives a builder its two target setters, writing to msg and returning the builder. */
+function targeting<B>(msg: { target?: Target }, self: () => B) {
+  return {
+    targetComposite(): B {
+      msg.target = Target.COMPOSITE;
+      return self();
+    },
+    targetCompositeAndClaim(): B {
+      msg.target = Target.COMPOSITE_AND_CLAIM;
+      return self();
+    },
+  };
+}
+
 function addResult(rsp: RunFunctionResponse, severity: Severity, message: string): ResultBuilder {
   const result = create(ResultSchema, { severity, message, target: Target.COMPOSITE });
   rsp.results.push(result);
@@ -167,14 +181,7 @@ function addResult(rsp: RunFunctionResponse, severity: Severity, message: string
       result.reason = reason;
       return b;
     },
-    targetComposite() {
-      result.target = Target.COMPOSITE;
-      return b;
-    },
-    targetCompositeAndClaim() {
-      result.target = Target.COMPOSITE_AND_CLAIM;
-      return b;
-    },
+    ...targeting(result, () => b),
   };
   return b;
 }
@@ -229,14 +236,7 @@ function addCondition(rsp: RunFunctionResponse, type: string, status: Status, re
       condition.message = message;
       return b;
     },
-    targetComposite() {
-      condition.target = Target.COMPOSITE;
-      return b;
-    },
-    targetCompositeAndClaim() {
-      condition.target = Target.COMPOSITE_AND_CLAIM;
-      return b;
-    },
+    ...targeting(condition, () => b),
   };
   return b;
 }
