@@ -159,7 +159,7 @@ export interface ResultBuilder {
 }
 
 /** targeting gives a builder its two target setters, writing to msg and returning the builder. */
-function targeting<B>(msg: { target?: Target }, self: () => B) {
+function targeting<B>(msg: { target?: Target | undefined }, self: () => B) {
   return {
     targetComposite(): B {
       msg.target = Target.COMPOSITE;
