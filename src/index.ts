@@ -5,6 +5,8 @@ export * as fieldpath from "./sdk/fieldpath.js";
 export * from "./sdk/object.js";
 export { FieldPathError } from "./sdk/fieldpath.js";
 export { defineFunction, type RunContext, type RunFunction } from "./function.js";
+export { pipeline, runSteps, step, freeze, type Step, type StepContext } from "./pipeline.js";
+export * as steps from "./steps/index.js";
 export {
   Capability,
   Ready,

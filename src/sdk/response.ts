@@ -7,6 +7,7 @@
 // start from `to` and add, rather than building desired state from scratch.
 import { clone, create, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
 import { DurationSchema, type Duration } from "@bufbuild/protobuf/wkt";
+import { setValue } from "./fieldpath.js";
 import {
   ConditionSchema,
   Ready,
@@ -79,6 +80,17 @@ export function setDesiredCompositeStatus(rsp: RunFunctionResponse, status: Json
   const xr = (d.composite.resource ??= {});
   const current = xr["status"];
   xr["status"] = { ...(isObject(current) ? current : {}), ...structuredClone(status) };
+}
+
+/**
+ * setDesiredCompositeField sets one field of the desired XR's status, by field
+ * path (it must start with "status"), leaving the rest of the status alone.
+ */
+export function setDesiredCompositeField(rsp: RunFunctionResponse, path: string, value: JsonValue): void {
+  if (!/^status(\.|\[)/.test(path)) throw new Error(`cannot set ${JSON.stringify(path)} on the desired XR: only status fields can be set`);
+  const d = desired(rsp);
+  d.composite ??= create(ResourceSchema, { resource: {} });
+  setValue((d.composite.resource ??= {}), path, structuredClone(value));
 }
 
 /** setCompositeReady asserts the XR's readiness, overriding Crossplane's own (v1.19+). */

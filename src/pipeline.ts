@@ -1,0 +1,128 @@
+// Pipelines compose steps into one function.
+//
+// A step is a plain function over a StepContext: it reads the request, adds to
+// the response that the pipeline started with response.to(req), and never does
+// I/O; the clock is passed in as ctx.now. Steps run in order over one response,
+// so a later step sees what an earlier one chose and must not undo it.
+//
+// Two outcomes are not "success":
+// - A step that throws fails the pipeline: a Fatal result names the step and the
+//   error, and no later step runs.
+// - A step that says a resource must wait (ctx.hold) is not an error. After the
+//   last step, a held resource that does not exist yet is left out of desired
+//   state, so it is not created. One that exists keeps its last desired state
+//   (the request's desired entry, or else its observed spec), so a flickering
+//   dependency never deletes it. A Normal result says what it waits for, and
+//   the TTL shortens so Crossplane asks again soon.
+import type { JsonObject } from "@bufbuild/protobuf";
+import type { RunContext, RunFunction } from "./function.js";
+import { Ready, type RunFunctionRequest, type RunFunctionResponse } from "./gen/fn/v1/run_function_pb.js";
+import * as request from "./sdk/request.js";
+import * as response from "./sdk/response.js";
+
+/** StepContext is what a step works with. */
+export interface StepContext {
+  /** The request, read-only. */
+  readonly req: RunFunctionRequest;
+  /** The response being built, shared by every step. */
+  readonly rsp: RunFunctionResponse;
+  /** The time this run started. Steps read the clock only from here. */
+  readonly now: Date;
+  /** hold keeps a desired composed resource back until what it waits for is there. */
+  hold(resource: string, waitingFor: string): void;
+  /** heldFor returns what a held resource waits for, or undefined if it is not held. */
+  heldFor(resource: string): readonly string[] | undefined;
+  /** requeueAfter asks Crossplane to call again within this many seconds. */
+  requeueAfter(seconds: number): void;
+}
+
+/** Step is one stage of a pipeline. Give it a name with `step` so errors can name it. */
+export type Step = ((ctx: StepContext) => void) & { readonly stepName?: string };
+
+/** step names a step function. */
+export function step(name: string, run: (ctx: StepContext) => void): Step {
+  return Object.assign((ctx: StepContext) => run(ctx), { stepName: name });
+}
+
+const nameOf = (s: Step, i: number): string => s.stepName ?? (s.name || `step ${i + 1}`);
+
+/**
+ * runSteps runs steps over req and returns the response. It is pure: same
+ * request and clock, same response.
+ */
+export function runSteps(steps: readonly Step[], req: RunFunctionRequest, now: Date): RunFunctionResponse {
+  const rsp = response.to(req);
+  const held = new Map<string, string[]>();
+  let requeue: number | undefined;
+  const ctx: StepContext = {
+    req,
+    rsp,
+    now,
+    hold(resource, waitingFor) {
+      const list = held.get(resource) ?? [];
+      if (!list.includes(waitingFor)) list.push(waitingFor);
+      held.set(resource, list);
+    },
+    heldFor: (resource) => held.get(resource),
+    requeueAfter(seconds) {
+      requeue = requeue === undefined ? seconds : Math.min(requeue, seconds);
+    },
+  };
+  for (const [i, s] of steps.entries()) {
+    try {
+      s(ctx);
+    } catch (err) {
+      response.fatal(rsp, `step ${nameOf(s, i)}: ${err instanceof Error ? err.message : String(err)}`).withReason("StepFailed");
+      return rsp;
+    }
+  }
+  finishHolds(req, rsp, held);
+  if (requeue !== undefined) {
+    const current = response.getTTLSeconds(rsp) ?? response.DEFAULT_TTL_SECONDS;
+    response.setTTL(rsp, Math.min(current, requeue));
+  }
+  return rsp;
+}
+
+function finishHolds(req: RunFunctionRequest, rsp: RunFunctionResponse, held: Map<string, string[]>): void {
+  const observed = request.getObservedComposedResources(req);
+  const before = request.getDesiredComposedResources(req);
+  for (const [name, waits] of held) {
+    const resources = rsp.desired?.resources ?? {};
+    // A later step may have dropped it already (deletion does): nothing to hold.
+    if (!Object.hasOwn(resources, name)) continue;
+    if (Object.hasOwn(observed, name)) {
+      const last = Object.hasOwn(before, name) ? before[name]!.resource : undefined;
+      const kept = response.setDesiredComposedResource(rsp, name, structuredClone(last ?? freeze(observed[name]!.resource ?? {})));
+      kept.ready = Ready.FALSE;
+      response.normal(rsp, `${name}: waiting for ${waits.join(", ")}; keeping it as it is`).withReason("Waiting").targetCompositeAndClaim();
+    } else {
+      delete resources[name];
+      response.normal(rsp, `${name}: waiting for ${waits.join(", ")}; not creating it yet`).withReason("Waiting").targetCompositeAndClaim();
+    }
+  }
+}
+
+/**
+ * freeze reduces an observed object to what a composition sets, so that
+ * re-applying it changes nothing: identity, labels, annotations and spec.
+ */
+export function freeze(obj: JsonObject): JsonObject {
+  const meta = (obj["metadata"] ?? {}) as JsonObject;
+  const out: JsonObject = {};
+  for (const k of ["apiVersion", "kind"]) if (obj[k] !== undefined) out[k] = obj[k]!;
+  const m: JsonObject = {};
+  for (const k of ["name", "namespace", "labels", "annotations"]) if (meta[k] !== undefined) m[k] = meta[k]!;
+  out["metadata"] = m;
+  if (obj["spec"] !== undefined) out["spec"] = obj["spec"]!;
+  return structuredClone(out);
+}
+
+/** pipeline turns steps into a function that `xfn serve` can serve. */
+export function pipeline(...steps: Step[]): RunFunction {
+  for (const [i, s] of steps.entries()) {
+    if (typeof s !== "function") throw new Error(`pipeline: step ${i + 1} is ${typeof s}, not a function`);
+  }
+  return (req: RunFunctionRequest, ctx: RunContext) => runSteps(steps, req, ctx.now());
+}
+

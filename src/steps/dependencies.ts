@@ -1,0 +1,146 @@
+// dependencies: create a resource only once what it needs is there.
+//
+// Per resource, `dependsOn` names resources that must be ready, and `waitFor`
+// names fields that must be non-empty, as "resource:field.path" or
+// "xr:field.path" for the XR itself. A dependency may itself be an XR (a
+// nested composition): its status is just another observed field, so a
+// three-level nest converges as each level's status fills in, with no restart.
+//
+// A resource whose dependencies are not met is held (see pipeline.ts): not
+// created if it does not exist, kept as it is if it does. Waiting is recorded
+// in the XR's status.waiting with the time it began, and the TTL backs off
+// from 5 s towards 60 s the longer it lasts. A cycle is a Fatal result
+// printing it, e.g. "a -> b -> a".
+import type { JsonObject } from "@bufbuild/protobuf";
+import { Ready } from "../gen/fn/v1/run_function_pb.js";
+import { step, type Step, type StepContext } from "../pipeline.js";
+import { getObject, getString, getValue, parsePath } from "../sdk/fieldpath.js";
+import { getObjectCondition } from "../sdk/object.js";
+import * as response from "../sdk/response.js";
+import { isNonEmpty, observedResource, observedXR, sortedKeys } from "./common.js";
+import { checkAcyclic, type Graph } from "./graph.js";
+
+/** Dependency is what one resource waits for. */
+export interface Dependency {
+  dependsOn?: readonly string[];
+  /** "resource:field.path" or "xr:field.path". */
+  waitFor?: readonly string[];
+}
+
+/** DependenciesOptions map resource names to their dependencies. */
+export type DependenciesOptions = Readonly<Record<string, Dependency>>;
+
+/** XR names the composite resource in waitFor. */
+export const XR = "xr";
+export const WAITING_FIELD = "status.waiting";
+const MIN_TTL_S = 5;
+const MAX_TTL_S = 60;
+
+interface FieldWait {
+  resource: string;
+  path: string;
+}
+
+/** parseWaitFor splits "resource:field.path", throwing with where it came from. */
+export function parseWaitFor(entry: string, where: string): FieldWait {
+  const i = entry.indexOf(":");
+  if (i <= 0 || i === entry.length - 1) {
+    throw new Error(`${where}: ${JSON.stringify(entry)} is not resource:field.path (e.g. vpc:status.atProvider.id or xr:status.network.id)`);
+  }
+  const path = entry.slice(i + 1);
+  try {
+    parsePath(path);
+  } catch (err) {
+    throw new Error(`${where}: ${(err as Error).message}`);
+  }
+  return { resource: entry.slice(0, i), path };
+}
+
+interface Parsed {
+  dependsOn: string[];
+  waitFor: FieldWait[];
+}
+
+/** parseDependencies validates the configuration and returns it with waitFor split. */
+export function parseDependencies(opts: DependenciesOptions): Map<string, Parsed> {
+  const out = new Map<string, Parsed>();
+  for (const name of sortedKeys(opts)) {
+    const d = opts[name]!;
+    const dependsOn = [...(d.dependsOn ?? [])];
+    for (const [i, dep] of dependsOn.entries()) {
+      if (typeof dep !== "string" || dep === "") throw new Error(`dependencies.${name}.dependsOn[${i}] must be a resource name`);
+    }
+    const waitFor = (d.waitFor ?? []).map((w, i) => parseWaitFor(w, `dependencies.${name}.waitFor[${i}]`));
+    out.set(name, { dependsOn, waitFor });
+  }
+  return out;
+}
+
+/** graphOf returns the dependency graph (the XR is not a node). */
+export function graphOf(parsed: ReadonlyMap<string, Parsed>): Graph {
+  const g = new Map<string, string[]>();
+  for (const [name, p] of parsed) {
+    g.set(name, [...new Set([...p.dependsOn, ...p.waitFor.map((w) => w.resource).filter((r) => r !== XR)])]);
+  }
+  return g;
+}
+
+/** isReady says whether a composed resource counts as ready for its dependents. */
+export function isReady(ctx: StepContext, name: string): boolean {
+  const obj = observedResource(ctx, name);
+  if (!obj || ctx.heldFor(name)) return false;
+  const desired = ctx.rsp.desired?.resources ?? {};
+  const d = Object.hasOwn(desired, name) ? desired[name] : undefined;
+  if (d && d.ready !== Ready.UNSPECIFIED) return d.ready === Ready.TRUE;
+  return getObjectCondition(obj, "Ready")?.status === "True";
+}
+
+function topological(g: Graph): string[] {
+  const out: string[] = [];
+  const seen = new Set<string>();
+  const visit = (n: string) => {
+    if (seen.has(n)) return;
+    seen.add(n);
+    for (const d of g.get(n) ?? []) visit(d);
+    out.push(n);
+  };
+  for (const n of [...g.keys()].sort()) visit(n);
+  return out;
+}
+
+/** dependencies returns the step. */
+export function dependencies(opts: DependenciesOptions): Step {
+  const parsed = parseDependencies(opts);
+  const graph = graphOf(parsed);
+
+  return step("dependencies", (ctx) => {
+    checkAcyclic(graph);
+    const desired = ctx.rsp.desired?.resources ?? {};
+    const previous = getObject(observedXR(ctx), WAITING_FIELD) ?? {};
+    const waiting: JsonObject = {};
+    let longest = 0;
+
+    for (const name of topological(graph)) {
+      const p = parsed.get(name);
+      if (!p || !Object.hasOwn(desired, name)) continue;
+      const unmet: string[] = [];
+      for (const dep of p.dependsOn) if (!isReady(ctx, dep)) unmet.push(`${dep} to be ready`);
+      for (const w of p.waitFor) {
+        const obj = w.resource === XR ? observedXR(ctx) : observedResource(ctx, w.resource);
+        if (!isNonEmpty(obj ? getValue(obj, w.path) : undefined)) unmet.push(`${w.resource}.${w.path}`);
+      }
+      if (unmet.length === 0) continue;
+      for (const u of unmet) ctx.hold(name, u);
+      const prev = previous[name];
+      const since = (prev && typeof prev === "object" && !Array.isArray(prev) && getString(prev, "since")) || ctx.now.toISOString();
+      waiting[name] = { for: unmet, since };
+      const began = Date.parse(since);
+      if (!Number.isNaN(began)) longest = Math.max(longest, ctx.now.getTime() - began);
+    }
+
+    response.setDesiredCompositeField(ctx.rsp, WAITING_FIELD, waiting);
+    if (Object.keys(waiting).length > 0) {
+      ctx.requeueAfter(Math.min(MAX_TTL_S, Math.max(MIN_TTL_S, Math.round(longest / 2000))));
+    }
+  });
+}

@@ -1,0 +1,125 @@
+// externalName: an external name, once observed, is never lost.
+//
+// Every observed composed resource's crossplane.io/external-name is recorded in
+// the desired XR status (Crossplane persists it there), and kept on the desired
+// composed resource. When a resource comes back without it (recreated, the
+// annotation wiped, a provider restarted mid-create) the recorded name is put
+// back, so the provider observes the existing cloud resource instead of
+// creating a second one. This does not depend on any management policy.
+//
+// It never invents a name; an earlier step's explicit annotation is kept; when
+// the recorded and observed names differ, the observed one wins and a Warning
+// names both. A create that started (external-create-pending) and has no
+// succeeded/failed record after it is a Warning: the provider may have lost
+// track of a cloud resource. A desired resource whose name is still held by a
+// resource that is being deleted is held back with a Warning, so two objects
+// never fight over one cloud resource.
+import type { JsonObject } from "@bufbuild/protobuf";
+import { step, type Step, type StepContext } from "../pipeline.js";
+import { getValue } from "../sdk/fieldpath.js";
+import { getAnnotation, isDeleting, setAnnotation } from "../sdk/object.js";
+import * as request from "../sdk/request.js";
+import * as response from "../sdk/response.js";
+import { CREATE_FAILED, CREATE_PENDING, CREATE_SUCCEEDED, EXTERNAL_NAME, observedXR, sortedKeys } from "./common.js";
+
+/** ExternalNameOptions configure the externalName step. */
+export interface ExternalNameOptions {
+  /** Where in the XR's status the names are recorded. Default status.externalNames. */
+  statusField?: string;
+}
+
+export const DEFAULT_EXTERNAL_NAMES_FIELD = "status.externalNames";
+
+/** recordedNames reads the names recorded in the XR (observed, then as desired by earlier steps). */
+function recordedNames(ctx: StepContext, field: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  const sources = [observedXR(ctx), request.getDesiredComposite(ctx.req)?.resource];
+  for (const src of sources) {
+    const v = src ? getValue(src, field) : undefined;
+    if (v === undefined || v === null) continue;
+    if (typeof v !== "object" || Array.isArray(v)) throw new Error(`${field} in the XR is not an object`);
+    for (const [k, name] of Object.entries(v)) if (typeof name === "string" && name !== "") out[k] = name;
+  }
+  return out;
+}
+
+/** pendingSince returns the pending timestamp of a create that has no outcome recorded after it. */
+export function incompleteCreate(obj: JsonObject): string | undefined {
+  const pending = getAnnotation(obj, CREATE_PENDING);
+  if (!pending) return undefined;
+  const t = Date.parse(pending);
+  const after = (key: string) => {
+    const v = getAnnotation(obj, key);
+    return v !== undefined && (Number.isNaN(t) || Date.parse(v) >= t);
+  };
+  return after(CREATE_SUCCEEDED) || after(CREATE_FAILED) ? undefined : pending;
+}
+
+/** externalName returns the step. */
+export function externalName(opts: ExternalNameOptions = {}): Step {
+  const field = opts.statusField ?? DEFAULT_EXTERNAL_NAMES_FIELD;
+  if (!/^status(\.|\[|$)/.test(field)) throw new Error(`externalName statusField must be under status, got ${JSON.stringify(field)}`);
+
+  return step("externalName", (ctx) => {
+    const recorded = recordedNames(ctx, field);
+    const observed = request.getObservedComposedResources(ctx.req);
+    const desired = ctx.rsp.desired?.resources ?? {};
+    const names: Record<string, string> = { ...recorded };
+
+    // Names held by objects that are being deleted, and by whom.
+    const deletingHolders = new Map<string, string>();
+    for (const key of sortedKeys(observed)) {
+      const obj = observed[key]!.resource ?? {};
+      const ext = getAnnotation(obj, EXTERNAL_NAME);
+      if (ext && isDeleting(obj)) deletingHolders.set(ext, key);
+    }
+
+    for (const key of sortedKeys(observed)) {
+      const obj = observed[key]!.resource ?? {};
+      const seen = getAnnotation(obj, EXTERNAL_NAME);
+      const rec = recorded[key];
+      if (seen) {
+        if (rec && rec !== seen) {
+          response
+            .warning(ctx.rsp, `${key}: recorded external name ${JSON.stringify(rec)} differs from the observed ${JSON.stringify(seen)}; keeping the observed one`)
+            .withReason("ExternalNameChanged")
+            .targetCompositeAndClaim();
+        }
+        names[key] = seen;
+      }
+      const pending = incompleteCreate(obj);
+      if (pending) {
+        response
+          .warning(ctx.rsp, `${key}: the provider began creating it at ${pending} and recorded no result; check the cloud for a resource it may have lost track of`)
+          .withReason("ExternalCreateIncomplete")
+          .targetCompositeAndClaim();
+      }
+    }
+
+    for (const key of sortedKeys(desired)) {
+      const want = desired[key]!.resource;
+      if (!want) continue;
+      const explicit = getAnnotation(want, EXTERNAL_NAME);
+      const name = explicit ?? names[key];
+      if (!name) continue;
+      const holder = deletingHolders.get(name);
+      const observedObj = Object.hasOwn(observed, key) ? observed[key]!.resource : undefined;
+      if (holder !== undefined && holder !== key && !(observedObj && getAnnotation(observedObj, EXTERNAL_NAME) === name)) {
+        response
+          .warning(ctx.rsp, `${key}: external name ${JSON.stringify(name)} is still held by ${holder}, which is being deleted; waiting until it is gone`)
+          .withReason("ExternalNameInUse")
+          .targetCompositeAndClaim();
+        ctx.hold(key, `${holder} to finish deleting`);
+        continue;
+      }
+      if (!explicit) {
+        setAnnotation(want, EXTERNAL_NAME, name);
+        if (!observedObj || !getAnnotation(observedObj, EXTERNAL_NAME)) {
+          response.normal(ctx.rsp, `${key}: restored external name ${JSON.stringify(name)}`).withReason("ExternalNameRestored");
+        }
+      }
+    }
+
+    if (Object.keys(names).length > 0) response.setDesiredCompositeField(ctx.rsp, field, names);
+  });
+}

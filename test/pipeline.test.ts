@@ -1,0 +1,114 @@
+import { suite } from "uvu";
+import * as assert from "uvu/assert";
+import { Ready, Severity } from "../src/gen/fn/v1/run_function_pb.js";
+import { freeze, pipeline, runSteps, step } from "../src/pipeline.js";
+import * as response from "../src/sdk/response.js";
+import { memoryLog } from "./support/log.js";
+import { request } from "./support/requests.js";
+
+const now = new Date("2026-01-01T00:00:00Z");
+const P = suite("pipeline");
+
+P("steps run in order over one response; a later step sees an earlier one's work", () => {
+  const seen: string[] = [];
+  const rsp = runSteps(
+    [
+      step("first", (ctx) => response.setDesiredComposedResource(ctx.rsp, "a", { kind: "A" })),
+      step("second", (ctx) => seen.push(...Object.keys(ctx.rsp.desired!.resources))),
+    ],
+    request(),
+    now,
+  );
+  assert.equal(seen, ["a"]);
+  assert.equal(Object.keys(rsp.desired!.resources), ["a"]);
+});
+
+P("a throwing step becomes a Fatal result naming the step; later steps do not run", () => {
+  let ran = false;
+  const rsp = runSteps(
+    [
+      step("boom", () => {
+        throw new Error("bad thing");
+      }),
+      step("after", () => (ran = true)),
+    ],
+    request(),
+    now,
+  );
+  assert.not.ok(ran);
+  assert.equal(rsp.results.map((r) => [r.severity, r.message, r.reason]), [[Severity.FATAL, "step boom: bad thing", "StepFailed"]]);
+});
+
+P("an unnamed step is named by its function name, or its position", () => {
+  function mine(): void {
+    throw new Error("x");
+  }
+  assert.is(runSteps([mine], request(), now).results[0]!.message, "step mine: x");
+  assert.is(runSteps([() => {}, (() => { throw new Error("y"); }) as never], request(), now).results[0]!.message, "step step 2: y");
+});
+
+P("a held resource that does not exist yet is not created, and a Normal result says why", () => {
+  const rsp = runSteps(
+    [
+      step("compose", (ctx) => response.setDesiredComposedResource(ctx.rsp, "subnet", { kind: "Subnet" })),
+      step("gate", (ctx) => {
+        ctx.hold("subnet", "vpc.status.atProvider.id");
+        ctx.hold("subnet", "vpc.status.atProvider.id");
+      }),
+    ],
+    request(),
+    now,
+  );
+  assert.equal(rsp.desired!.resources, {});
+  assert.equal(rsp.results.map((r) => r.message), ["subnet: waiting for vpc.status.atProvider.id; not creating it yet"]);
+});
+
+P("a held resource that exists keeps its last desired state (the request's), never deleted", () => {
+  const rsp = runSteps(
+    [
+      step("compose", (ctx) => response.setDesiredComposedResource(ctx.rsp, "subnet", { kind: "Subnet", spec: { vpcId: null } })),
+      step("gate", (ctx) => ctx.hold("subnet", "vpc to be ready")),
+    ],
+    request({
+      observed: { composite: { resource: { kind: "X" } }, resources: { subnet: { resource: { kind: "Subnet", spec: { vpcId: "v-1", extra: 1 } } } } },
+      desired: { resources: { subnet: { resource: { kind: "Subnet", spec: { vpcId: "v-1" } } } } },
+    }),
+    now,
+  );
+  assert.equal(rsp.desired!.resources["subnet"]!.resource, { kind: "Subnet", spec: { vpcId: "v-1" } });
+  assert.is(rsp.desired!.resources["subnet"]!.ready, Ready.FALSE);
+  assert.match(rsp.results[0]!.message, /subnet: waiting for vpc to be ready; keeping it as it is/);
+});
+
+P("an existing held resource with no earlier desired state is kept as observed (spec and identity only)", () => {
+  const observedSubnet = {
+    apiVersion: "ec2/v1",
+    kind: "Subnet",
+    metadata: { name: "s-1", labels: { a: "b" }, uid: "u", resourceVersion: "7" },
+    spec: { vpcId: "v-1" },
+    status: { atProvider: { id: "s" } },
+  };
+  const rsp = runSteps(
+    [step("compose", (ctx) => response.setDesiredComposedResource(ctx.rsp, "subnet", { kind: "Subnet" })), step("gate", (ctx) => ctx.hold("subnet", "x"))],
+    request({ observed: { composite: { resource: {} }, resources: { subnet: { resource: observedSubnet } } } }),
+    now,
+  );
+  assert.equal(rsp.desired!.resources["subnet"]!.resource, freeze(observedSubnet));
+  assert.equal(freeze(observedSubnet), { apiVersion: "ec2/v1", kind: "Subnet", metadata: { name: "s-1", labels: { a: "b" } }, spec: { vpcId: "v-1" } });
+});
+
+P("requeueAfter lowers the TTL to the smallest asked for, never raises it", () => {
+  const rsp = runSteps([step("a", (ctx) => ctx.requeueAfter(30)), step("b", (ctx) => ctx.requeueAfter(10)), step("c", (ctx) => ctx.requeueAfter(120))], request(), now);
+  assert.is(response.getTTLSeconds(rsp), 10);
+  assert.is(response.getTTLSeconds(runSteps([step("x", (ctx) => ctx.requeueAfter(300))], request(), now)), 60);
+});
+
+P("pipeline() serves through RunFunction with the context's clock, and rejects non-functions", async () => {
+  let seen: Date | undefined;
+  const fn = pipeline(step("clock", (ctx) => (seen = ctx.now)));
+  await fn(request(), { signal: new AbortController().signal, log: memoryLog().log, now: () => now });
+  assert.equal(seen, now);
+  assert.throws(() => pipeline(step("ok", () => {}), "nope" as never), /step 2 is string, not a function/);
+});
+
+P.run();

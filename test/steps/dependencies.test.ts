@@ -1,0 +1,86 @@
+import { suite } from "uvu";
+import * as assert from "uvu/assert";
+import { Ready, Severity } from "../../src/gen/fn/v1/run_function_pb.js";
+import * as response from "../../src/sdk/response.js";
+import { dependencies, readiness } from "../../src/steps/index.js";
+import { messages, NOW, readyCondition, run } from "../support/steps.js";
+
+const D = suite("step dependencies");
+
+const vpcReady = { kind: "VPC", ...readyCondition("True"), status: { ...readyCondition("True").status, atProvider: { id: "vpc-1" } } };
+const vpcBooting = { kind: "VPC", ...readyCondition("False", "Creating") };
+
+D("dependsOn: a dependent waits, not created, until its dependency is ready", () => {
+  const steps = [readiness(), dependencies({ subnet: { dependsOn: ["vpc"] } })];
+  const waiting = run(steps, { observed: { vpc: vpcBooting }, desired: { vpc: { kind: "VPC" }, subnet: { kind: "Subnet" } } });
+  assert.equal(Object.keys(waiting.desired!.resources), ["vpc"]);
+  assert.ok(messages(waiting, Severity.NORMAL).includes("subnet: waiting for vpc to be ready; not creating it yet"));
+  assert.is(response.getTTLSeconds(waiting), 5);
+  assert.equal((waiting.desired!.composite!.resource!["status"] as Record<string, unknown>)["waiting"], {
+    subnet: { for: ["vpc to be ready"], since: NOW.toISOString() },
+  });
+
+  const go = run(steps, { observed: { vpc: vpcReady }, desired: { vpc: { kind: "VPC" }, subnet: { kind: "Subnet" } } });
+  assert.equal(Object.keys(go.desired!.resources).sort(), ["subnet", "vpc"]);
+  assert.equal((go.desired!.composite!.resource!["status"] as Record<string, unknown>)["waiting"], {});
+  assert.is(response.getTTLSeconds(go), 60);
+});
+
+D("waitFor a field of another resource, and of the XR", () => {
+  const steps = [dependencies({ subnet: { waitFor: ["vpc:status.atProvider.id"] }, cluster: { waitFor: ["xr:status.network.privateSubnetId"] } })];
+  const rsp = run(steps, { observed: { vpc: vpcBooting }, desired: { subnet: {}, cluster: {} } });
+  assert.equal(Object.keys(rsp.desired!.resources), []);
+  assert.equal(messages(rsp, Severity.NORMAL).sort(), [
+    "cluster: waiting for xr.status.network.privateSubnetId; not creating it yet",
+    "subnet: waiting for vpc.status.atProvider.id; not creating it yet",
+  ]);
+  const later = run(steps, {
+    xr: { kind: "XNet", status: { network: { privateSubnetId: "subnet-9" } } },
+    observed: { vpc: vpcReady },
+    desired: { subnet: {}, cluster: {} },
+  });
+  assert.equal(Object.keys(later.desired!.resources).sort(), ["cluster", "subnet"]);
+});
+
+D("an existing dependent is never dropped when its dependency flickers", () => {
+  const rsp = run([readiness(), dependencies({ subnet: { dependsOn: ["vpc"] } })], {
+    observed: { vpc: vpcBooting, subnet: { kind: "Subnet", spec: { vpcId: "vpc-1" }, ...readyCondition("True") } },
+    desired: { vpc: { kind: "VPC" }, subnet: { kind: "Subnet", spec: { vpcId: "vpc-1" } } },
+  });
+  assert.equal(rsp.desired!.resources["subnet"]!.resource, { kind: "Subnet", spec: { vpcId: "vpc-1" } });
+  assert.is(rsp.desired!.resources["subnet"]!.ready, Ready.FALSE);
+  assert.ok(messages(rsp).includes("subnet: waiting for vpc to be ready; keeping it as it is"));
+});
+
+D("waiting is transitive: c waits for b, which waits for a", () => {
+  const rsp = run([dependencies({ b: { dependsOn: ["a"] }, c: { dependsOn: ["b"] } })], {
+    observed: { a: { ...readyCondition("False") } },
+    desired: { a: {}, b: {}, c: {} },
+  });
+  assert.equal(Object.keys(rsp.desired!.resources), ["a"]);
+});
+
+D("a cycle is a Fatal result printing it", () => {
+  const rsp = run([dependencies({ a: { dependsOn: ["b"] }, b: { waitFor: ["a:status.x"] } })], { desired: { a: {}, b: {} } });
+  assert.equal(messages(rsp, Severity.FATAL), ["step dependencies: dependency cycle: a -> b -> a"]);
+  const self = run([dependencies({ a: { dependsOn: ["a"] } })], { desired: { a: {} } });
+  assert.equal(messages(self, Severity.FATAL), ["step dependencies: dependency cycle: a -> a"]);
+});
+
+D("the TTL backs off the longer a resource waits", () => {
+  const steps = [dependencies({ subnet: { dependsOn: ["vpc"] } })];
+  const since = (ago: number) => ({ kind: "XNet", status: { waiting: { subnet: { since: new Date(NOW.getTime() - ago * 1000).toISOString() } } } });
+  const ttl = (ago: number) => response.getTTLSeconds(run(steps, { xr: since(ago), desired: { subnet: {} } }));
+  assert.equal([ttl(0), ttl(30), ttl(100), ttl(1000)], [5, 15, 50, 60]);
+  const rsp = run(steps, { xr: since(100), desired: { subnet: {} } });
+  assert.is(((rsp.desired!.composite!.resource!["status"] as any).waiting.subnet.since), new Date(NOW.getTime() - 100_000).toISOString());
+});
+
+D("bad configuration is refused naming where", () => {
+  assert.throws(() => dependencies({ subnet: { waitFor: ["vpc"] } }), /dependencies\.subnet\.waitFor\[0\]: "vpc" is not resource:field\.path/);
+  assert.throws(() => dependencies({ subnet: { waitFor: ["vpc:"] } }), /is not resource:field\.path/);
+  assert.throws(() => dependencies({ subnet: { waitFor: ["vpc:status..id"] } }), /dependencies\.subnet\.waitFor\[0\]: field path/);
+  assert.throws(() => dependencies({ subnet: { dependsOn: [""] } }), /dependencies\.subnet\.dependsOn\[0\] must be a resource name/);
+});
+
+D.run();

@@ -1,0 +1,105 @@
+import { suite } from "uvu";
+import * as assert from "uvu/assert";
+import { Severity } from "../../src/gen/fn/v1/run_function_pb.js";
+import { getAnnotation } from "../../src/sdk/object.js";
+import { externalName } from "../../src/steps/index.js";
+import { annotated, messages, run } from "../support/steps.js";
+
+const EXT = "crossplane.io/external-name";
+const E = suite("step externalName");
+const xrWith = (names: Record<string, string>) => ({ kind: "XNet", metadata: { name: "net" }, status: { externalNames: names } });
+
+E("records an observed name in the desired XR status and keeps it on the desired resource", () => {
+  const rsp = run([externalName()], { observed: { bucket: annotated("b", { [EXT]: "bkt-123" }) }, desired: { bucket: { kind: "Bucket" } } });
+  assert.equal(rsp.desired!.composite!.resource, { status: { externalNames: { bucket: "bkt-123" } } });
+  assert.is(getAnnotation(rsp.desired!.resources["bucket"]!.resource, EXT), "bkt-123");
+  assert.equal(messages(rsp), []);
+});
+
+E("restores a recorded name when the resource comes back without it (provider restart)", () => {
+  const rsp = run([externalName()], {
+    xr: xrWith({ bucket: "bkt-123" }),
+    observed: { bucket: annotated("b", {}) },
+    desired: { bucket: { kind: "Bucket" } },
+  });
+  assert.is(getAnnotation(rsp.desired!.resources["bucket"]!.resource, EXT), "bkt-123");
+  assert.equal(messages(rsp, Severity.NORMAL), ['bucket: restored external name "bkt-123"']);
+  assert.equal(rsp.desired!.composite!.resource, { status: { externalNames: { bucket: "bkt-123" } } });
+});
+
+E("restores a recorded name on a resource that is not observed (recreated after deletion)", () => {
+  const rsp = run([externalName()], { xr: xrWith({ bucket: "bkt-123" }), desired: { bucket: { kind: "Bucket" } } });
+  assert.is(getAnnotation(rsp.desired!.resources["bucket"]!.resource, EXT), "bkt-123");
+});
+
+E("a conflict is a Warning naming both; the observed name wins", () => {
+  const rsp = run([externalName()], {
+    xr: xrWith({ bucket: "old-name" }),
+    observed: { bucket: annotated("b", { [EXT]: "new-name" }) },
+    desired: { bucket: { kind: "Bucket" } },
+  });
+  assert.equal(messages(rsp, Severity.WARNING), ['bucket: recorded external name "old-name" differs from the observed "new-name"; keeping the observed one']);
+  assert.equal(rsp.desired!.composite!.resource, { status: { externalNames: { bucket: "new-name" } } });
+  assert.is(getAnnotation(rsp.desired!.resources["bucket"]!.resource, EXT), "new-name");
+});
+
+E("never invents a name", () => {
+  const rsp = run([externalName()], { observed: { bucket: annotated("b", {}) }, desired: { bucket: { kind: "Bucket" } } });
+  assert.equal(rsp.desired!.resources["bucket"]!.resource, { kind: "Bucket" });
+  assert.is(rsp.desired!.composite, undefined);
+});
+
+E("keeps an earlier step's explicit annotation", () => {
+  const rsp = run([externalName()], {
+    xr: xrWith({ bucket: "recorded" }),
+    desired: { bucket: { kind: "Bucket", metadata: { annotations: { [EXT]: "explicit" } } } },
+  });
+  assert.is(getAnnotation(rsp.desired!.resources["bucket"]!.resource, EXT), "explicit");
+});
+
+E("keeps names of resources that are no longer composed", () => {
+  const rsp = run([externalName()], { xr: xrWith({ gone: "g-1" }), observed: { bucket: annotated("b", { [EXT]: "b-1" }) } });
+  assert.equal(rsp.desired!.composite!.resource, { status: { externalNames: { gone: "g-1", bucket: "b-1" } } });
+});
+
+const pendingCases: Record<string, { annotations: Record<string, string>; warns: boolean }> = {
+  PendingOnly: { annotations: { "crossplane.io/external-create-pending": "2026-06-01T11:00:00Z" }, warns: true },
+  SucceededAfter: {
+    annotations: { "crossplane.io/external-create-pending": "2026-06-01T11:00:00Z", "crossplane.io/external-create-succeeded": "2026-06-01T11:00:05Z" },
+    warns: false,
+  },
+  FailedAfter: {
+    annotations: { "crossplane.io/external-create-pending": "2026-06-01T11:00:00Z", "crossplane.io/external-create-failed": "2026-06-01T11:00:05Z" },
+    warns: false,
+  },
+  SucceededBeforeANewPending: {
+    annotations: { "crossplane.io/external-create-pending": "2026-06-01T11:00:00Z", "crossplane.io/external-create-succeeded": "2026-05-01T00:00:00Z" },
+    warns: true,
+  },
+};
+for (const [name, tc] of Object.entries(pendingCases)) {
+  E(`a create pending without a result after it warns: ${name}`, () => {
+    const rsp = run([externalName()], { observed: { db: annotated("d", tc.annotations) } });
+    const w = messages(rsp, Severity.WARNING);
+    assert.is(w.length, tc.warns ? 1 : 0, JSON.stringify(w));
+    if (tc.warns) assert.match(w[0]!, /^db: the provider began creating it at 2026-06-01T11:00:00Z and recorded no result/);
+  });
+}
+
+E("a name still held by a deleting resource holds the new one back with a Warning", () => {
+  const rsp = run([externalName()], {
+    observed: { old: annotated("o", { [EXT]: "shared" }, { metadata: { name: "o", deletionTimestamp: "2026-06-01T11:59:00Z", annotations: { [EXT]: "shared" } } }) },
+    desired: { old: { kind: "Bucket" }, replacement: { kind: "Bucket", metadata: { annotations: { [EXT]: "shared" } } } },
+  });
+  assert.equal(Object.keys(rsp.desired!.resources), ["old"]);
+  assert.equal(messages(rsp, Severity.WARNING), ['replacement: external name "shared" is still held by old, which is being deleted; waiting until it is gone']);
+  assert.ok(messages(rsp, Severity.NORMAL).some((m) => m.startsWith("replacement: waiting for old to finish deleting")));
+});
+
+E("a custom status field; a field outside status is refused", () => {
+  const rsp = run([externalName({ statusField: "status.xfn.names" })], { observed: { bucket: annotated("b", { [EXT]: "n" }) } });
+  assert.equal(rsp.desired!.composite!.resource, { status: { xfn: { names: { bucket: "n" } } } });
+  assert.throws(() => externalName({ statusField: "spec.names" }), /must be under status/);
+});
+
+E.run();
