@@ -1,0 +1,148 @@
+// The Lifecycle input: which built-in steps run, and how. Parsing is strict:
+// an unknown key or a value of the wrong shape is an error naming where it is
+// in the input, so a typo in a Composition is caught rather than ignored.
+import type { JsonObject, JsonValue } from "xfn";
+import { steps } from "xfn";
+
+export const API_VERSION = "lifecycle.xfn.dev/v1alpha1";
+export const KIND = "Lifecycle";
+
+/** Options are the step options the input asks for; an absent step does not run. */
+export interface Options {
+  externalNames?: steps.ExternalNameOptions;
+  lateInit?: steps.LateInitOptions;
+  readiness?: steps.ReadinessOptions;
+  dependencies?: steps.DependenciesOptions;
+  deletion?: steps.DeletionOptions;
+}
+
+class InputError extends Error {}
+
+const fail = (where: string, what: string): never => {
+  throw new InputError(`${where}: ${what}`);
+};
+
+const isObject = (v: JsonValue | undefined): v is JsonObject => typeof v === "object" && v !== null && !Array.isArray(v);
+
+function object(v: JsonValue | undefined, where: string, allowed: readonly string[]): JsonObject {
+  if (!isObject(v)) return fail(where, `must be an object, got ${JSON.stringify(v)}`);
+  for (const k of Object.keys(v)) if (!allowed.includes(k)) fail(where, `unknown key ${JSON.stringify(k)}; allowed: ${allowed.join(", ")}`);
+  return v;
+}
+
+/** record checks a map keyed by resource name. */
+function record(v: JsonValue | undefined, where: string): JsonObject {
+  if (!isObject(v)) return fail(where, `must be a map of resource names, got ${JSON.stringify(v)}`);
+  return v;
+}
+
+function string(v: JsonValue | undefined, where: string): string {
+  if (typeof v !== "string" || v === "") return fail(where, `must be a non-empty string, got ${JSON.stringify(v)}`);
+  return v;
+}
+
+function strings(v: JsonValue | undefined, where: string): string[] {
+  if (!Array.isArray(v)) return fail(where, `must be a list of strings, got ${JSON.stringify(v)}`);
+  return v.map((s, i) => string(s, `${where}[${i}]`));
+}
+
+function check(v: JsonValue | undefined, where: string): steps.ReadinessCheck {
+  const c = object(v, where, ["type", "matchCondition", "fieldPath", "matchString", "matchInteger"]);
+  const type = string(c["type"], `${where}.type`);
+  const field = () => string(c["fieldPath"], `${where}.fieldPath`);
+  switch (type) {
+    case "None":
+      return { type };
+    case "MatchCondition": {
+      const mc = c["matchCondition"] === undefined ? {} : object(c["matchCondition"], `${where}.matchCondition`, ["type", "status"]);
+      return {
+        type,
+        matchCondition: {
+          type: mc["type"] === undefined ? "Ready" : string(mc["type"], `${where}.matchCondition.type`),
+          status: mc["status"] === undefined ? "True" : string(mc["status"], `${where}.matchCondition.status`),
+        },
+      };
+    }
+    case "NonEmpty":
+    case "MatchTrue":
+    case "MatchFalse":
+      return { type, fieldPath: field() };
+    case "MatchString":
+      if (typeof c["matchString"] !== "string") fail(`${where}.matchString`, "must be a string");
+      return { type, fieldPath: field(), matchString: c["matchString"] as string };
+    case "MatchInteger":
+      if (!Number.isInteger(c["matchInteger"])) fail(`${where}.matchInteger`, `must be an integer, got ${JSON.stringify(c["matchInteger"])}`);
+      return { type, fieldPath: field(), matchInteger: c["matchInteger"] as number };
+    default:
+      return fail(`${where}.type`, `unknown check type ${JSON.stringify(type)}; expected one of ${steps.CHECK_TYPES.join(", ")}`);
+  }
+}
+
+/** parseInput validates a Lifecycle input. It throws an Error naming the path of the first problem. */
+export function parseInput(raw: JsonObject): Options {
+  const top = object(raw, "input", ["apiVersion", "kind", "externalNames", "lateInit", "readiness", "dependencies", "deletion"]);
+  if (top["apiVersion"] !== undefined && top["apiVersion"] !== API_VERSION) fail("input.apiVersion", `must be ${API_VERSION}, got ${JSON.stringify(top["apiVersion"])}`);
+  if (top["kind"] !== undefined && top["kind"] !== KIND) fail("input.kind", `must be ${KIND}, got ${JSON.stringify(top["kind"])}`);
+  const out: Options = {};
+
+  // externalNames is on unless switched off.
+  const en = top["externalNames"] === undefined ? {} : object(top["externalNames"], "input.externalNames", ["statusField", "enabled"]);
+  if (en["enabled"] !== undefined && typeof en["enabled"] !== "boolean") fail("input.externalNames.enabled", "must be true or false");
+  if (en["enabled"] !== false) out.externalNames = en["statusField"] === undefined ? {} : { statusField: string(en["statusField"], "input.externalNames.statusField") };
+
+  if (top["lateInit"] !== undefined) {
+    const li = object(top["lateInit"], "input.lateInit", ["fields"]);
+    out.lateInit = { fields: li["fields"] === undefined ? [] : strings(li["fields"], "input.lateInit.fields") };
+  }
+
+  if (top["readiness"] !== undefined) {
+    const r = object(top["readiness"], "input.readiness", ["checks", "default"]);
+    const checks: Record<string, steps.ReadinessCheck[]> = {};
+    if (r["checks"] !== undefined) {
+      const byName = record(r["checks"], "input.readiness.checks");
+      for (const [name, list] of Object.entries(byName)) {
+        if (!Array.isArray(list)) fail(`input.readiness.checks.${name}`, "must be a list of checks");
+        checks[name] = (list as JsonValue[]).map((c, i) => check(c, `input.readiness.checks.${name}[${i}]`));
+      }
+    }
+    out.readiness = { checks };
+    if (r["default"] !== undefined) {
+      if (!Array.isArray(r["default"])) fail("input.readiness.default", "must be a list of checks");
+      out.readiness.default = (r["default"] as JsonValue[]).map((c, i) => check(c, `input.readiness.default[${i}]`));
+    }
+  }
+
+  if (top["dependencies"] !== undefined) {
+    const d = record(top["dependencies"], "input.dependencies");
+    const deps: Record<string, steps.Dependency> = {};
+    for (const [name, v] of Object.entries(d)) {
+      const where = `input.dependencies.${name}`;
+      const o = object(v, where, ["dependsOn", "waitFor"]);
+      const dep: steps.Dependency = {};
+      if (o["dependsOn"] !== undefined) dep.dependsOn = strings(o["dependsOn"], `${where}.dependsOn`);
+      if (o["waitFor"] !== undefined) {
+        dep.waitFor = strings(o["waitFor"], `${where}.waitFor`);
+        dep.waitFor.forEach((w, i) => steps.parseWaitFor(w, `${where}.waitFor[${i}]`));
+      }
+      deps[name] = dep;
+    }
+    out.dependencies = deps;
+  }
+
+  // deletion is on unless switched off; it acts only while the XR is being deleted.
+  const del = top["deletion"] === undefined ? {} : object(top["deletion"], "input.deletion", ["stuckAfter", "enabled"]);
+  if (del["enabled"] !== undefined && typeof del["enabled"] !== "boolean") fail("input.deletion.enabled", "must be true or false");
+  if (del["enabled"] !== false) {
+    out.deletion = {};
+    if (del["stuckAfter"] !== undefined) {
+      const s = string(del["stuckAfter"], "input.deletion.stuckAfter");
+      try {
+        steps.parseDuration(s);
+      } catch (err) {
+        fail("input.deletion.stuckAfter", (err as Error).message);
+      }
+      out.deletion.stuckAfter = s;
+    }
+  }
+  return out;
+}
