@@ -92,9 +92,10 @@ function finishHolds(req: RunFunctionRequest, rsp: RunFunctionResponse, held: Ma
     // A later step may have dropped it already (deletion does): nothing to hold.
     if (!Object.hasOwn(resources, name)) continue;
     if (Object.hasOwn(observed, name)) {
-      const last = Object.hasOwn(before, name) ? before[name]!.resource : undefined;
-      const kept = response.setDesiredComposedResource(rsp, name, structuredClone(last ?? freeze(observed[name]!.resource ?? {})));
-      kept.ready = Ready.FALSE;
+      const last = Object.hasOwn(before, name) ? before[name] : undefined;
+      const kept = response.setDesiredComposedResource(rsp, name, structuredClone(last?.resource ?? freeze(observed[name]!.resource ?? {})));
+      // Not ready while it waits, unless an earlier function said otherwise.
+      kept.ready = last && last.ready !== Ready.UNSPECIFIED ? last.ready : Ready.FALSE;
       response.normal(rsp, `${name}: waiting for ${waits.join(", ")}; keeping it as it is`).withReason("Waiting").targetCompositeAndClaim();
     } else {
       delete resources[name];

@@ -112,7 +112,10 @@ export function externalName(opts: ExternalNameOptions = {}): Step {
         ctx.hold(key, `${holder} to finish deleting`);
         continue;
       }
-      if (!explicit) {
+      if (explicit) {
+        // An earlier step chose this name; it is the one about to be applied.
+        names[key] = explicit;
+      } else {
         setAnnotation(want, EXTERNAL_NAME, name);
         if (!observedObj || !getAnnotation(observedObj, EXTERNAL_NAME)) {
           response.normal(ctx.rsp, `${key}: restored external name ${JSON.stringify(name)}`).withReason("ExternalNameRestored");
