@@ -35,6 +35,27 @@ Readme("the tutorial's greeter function runs as written", async () => {
   }
 });
 
+Readme("the pipeline example runs as written: the subnet waits for the VPC's ID", async () => {
+  const readme = readFileSync(join(root, "README.md"), "utf8");
+  const code = /```ts pipeline\n([\s\S]*?)```/.exec(readme)?.[1];
+  assert.ok(code, "README has the pipeline example");
+  const dir = join(root, ".tmp", `readme-pipeline-${process.pid}`);
+  mkdirSync(dir, { recursive: true });
+  try {
+    writeFileSync(join(dir, "index.ts"), code);
+    const fn = await loadFunction(dir);
+    const ctx = { signal: new AbortController().signal, log: memoryLog().log, now: () => new Date("2026-01-01T00:00:00Z") };
+    const first = await fn(request(), ctx);
+    assert.equal(Object.keys(first.desired!.resources), ["vpc"]);
+    assert.ok(first.results.some((r) => r.message === "subnet: waiting for vpc to be ready, vpc.status.atProvider.id; not creating it yet"));
+    const vpc = { kind: "VPC", status: { atProvider: { id: "vpc-1" }, conditions: [{ type: "Ready", status: "True" }] } };
+    const later = await fn(request({ observed: { composite: { resource: { kind: "X" } }, resources: { vpc: { resource: vpc } } } }), ctx);
+    assert.equal(Object.keys(later.desired!.resources).sort(), ["subnet", "vpc"]);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 Readme("the first lines give the two commands, and .ci/run runs the same test command", () => {
   const readme = readFileSync(join(root, "README.md"), "utf8");
   const block = /```sh\n([\s\S]*?)```/.exec(readme)?.[1] ?? "";
