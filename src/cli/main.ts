@@ -2,6 +2,7 @@
 import { readFileSync } from "node:fs";
 import { Command } from "commander";
 import { callCommand } from "./call.js";
+import { renderCommand } from "./render.js";
 import { serveCommand } from "./serve.js";
 
 function version(): string {
@@ -16,7 +17,8 @@ export function program(): Command {
     .version(version())
     .showHelpAfterError()
     .addCommand(serveCommand())
-    .addCommand(callCommand());
+    .addCommand(callCommand())
+    .addCommand(renderCommand());
 }
 
 await program().parseAsync(process.argv);

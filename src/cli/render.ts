@@ -1,0 +1,157 @@
+// `xfn render`: run a Composition's function pipeline offline and print what
+// Crossplane would create. Arguments and flags follow `crossplane render`.
+import { existsSync, readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
+import { Command, InvalidArgumentError, Option } from "commander";
+import { parse as parseYaml } from "yaml";
+import { FatalResultError, render } from "../render/render.js";
+import { InputError, loadDocs, loadOne } from "../render/load.js";
+import { toYamlStream } from "../render/output.js";
+import { createRunner } from "../render/runner.js";
+import { parseDuration } from "../steps/duration.js";
+import { EXIT_FATAL } from "./call.js";
+
+interface RenderFlags {
+  observedResources?: string;
+  requiredResources?: string;
+  extraResources?: string;
+  contextValues: string[];
+  contextFiles: string[];
+  functionCredentials?: string;
+  timeout: number;
+  includeFunctionResults: boolean;
+  includeFullXr: boolean;
+  includeContext: boolean;
+  now: Date;
+}
+
+/** DEFAULT_NOW is the clock in-process functions see unless --now says otherwise: fixed, so output is reproducible. */
+export const DEFAULT_NOW = "2024-01-01T00:00:00Z";
+
+const collect = (v: string, prev: string[]) => [...prev, v];
+
+function keyValue(flag: string, entry: string): [string, string] {
+  const i = entry.indexOf("=");
+  if (i <= 0) throw new InputError(`${flag} ${JSON.stringify(entry)}: expected key=value`);
+  return [entry.slice(0, i), entry.slice(i + 1)];
+}
+
+function parseValue(flag: string, key: string, text: string): JsonValue {
+  try {
+    return parseYaml(text) as JsonValue; // YAML is a superset of JSON, as in crossplane render
+  } catch (err) {
+    throw new InputError(`${flag}: cannot parse the value of ${JSON.stringify(key)}: ${(err as Error).message.split("\n")[0]}`);
+  }
+}
+
+/** contextFrom builds the initial pipeline context; values win over files. */
+export function contextFrom(files: string[], values: string[]): Record<string, JsonValue> {
+  const ctx: Record<string, JsonValue> = {};
+  for (const e of files) {
+    const [k, path] = keyValue("--context-files", e);
+    let text: string;
+    try {
+      text = readFileSync(path, "utf8");
+    } catch (err) {
+      throw new InputError(`--context-files: cannot read ${path} for key ${JSON.stringify(k)}: ${(err as Error).message}`);
+    }
+    ctx[k] = parseValue("--context-files", k, text);
+  }
+  for (const e of values) {
+    const [k, v] = keyValue("--context-values", e);
+    ctx[k] = parseValue("--context-values", k, v);
+  }
+  return ctx;
+}
+
+/** runRender does the work of the command; it returns the exit code. */
+export async function runRender(xrPath: string, compPath: string, fnPath: string | undefined, flags: RenderFlags, out: NodeJS.WritableStream, err: NodeJS.WritableStream): Promise<number> {
+  let runner;
+  try {
+    const xr = loadOne(xrPath, "composite resource");
+    const composition = loadOne(compPath, "Composition");
+    const functionsPath = fnPath ?? join(dirname(compPath), "functions.yaml");
+    if (!fnPath && !existsSync(functionsPath)) {
+      throw new InputError(`no functions file: give one after the Composition, or put functions.yaml beside ${compPath}`);
+    }
+    const inputs = {
+      xr,
+      composition,
+      observed: flags.observedResources ? loadDocs(flags.observedResources) : [],
+      required: [...(flags.extraResources ? loadDocs(flags.extraResources) : []), ...(flags.requiredResources ? loadDocs(flags.requiredResources) : [])],
+      credentials: flags.functionCredentials ? loadDocs(flags.functionCredentials) : [],
+      context: contextFrom(flags.contextFiles, flags.contextValues),
+    };
+    const now = flags.now;
+    runner = await createRunner(loadDocs(functionsPath), functionsPath, () => now);
+    const o = await render(inputs, runner, { timeoutMs: flags.timeout });
+    if (flags.includeFullXr) {
+      o.xr["spec"] = structuredClone((xr.obj["spec"] ?? {}) as JsonObject);
+      o.xr["metadata"] = structuredClone((xr.obj["metadata"] ?? {}) as JsonObject);
+    }
+    const docs: unknown[] = [o.xr, ...o.composed];
+    if (flags.includeFunctionResults) docs.push(...o.results);
+    if (flags.includeContext) docs.push(o.context);
+    out.write(toYamlStream(docs));
+    return 0;
+  } catch (e) {
+    if (e instanceof FatalResultError) {
+      err.write(`xfn render: ${e.message}\n`);
+      return EXIT_FATAL;
+    }
+    err.write(`xfn render: ${(e as Error).message}\n`);
+    return 1;
+  } finally {
+    runner?.close();
+  }
+}
+
+/** renderCommand builds the `render` subcommand. */
+export function renderCommand(): Command {
+  return new Command("render")
+    .description("run a Composition's function pipeline offline and print the XR and composed resources Crossplane would produce, like crossplane render")
+    .argument("<composite-resource>", "YAML file with the composite resource (XR)")
+    .argument("<composition>", "YAML file with the Composition (mode: Pipeline)")
+    .argument("[functions]", "YAML file or directory with the Functions (default: functions.yaml beside the Composition)")
+    .addOption(new Option("-o, --observed-resources <path>", "YAML file or directory with the observed composed resources"))
+    .addOption(new Option("-e, --required-resources <path>", "YAML file or directory with resources that functions may require"))
+    .addOption(new Option("--extra-resources <path>", "deprecated name for --required-resources"))
+    .addOption(new Option("--context-values <key=value>", "a context key and its JSON/YAML value; repeatable; wins over --context-files").default([]).argParser(collect))
+    .addOption(new Option("--context-files <key=path>", "a context key and a file holding its JSON/YAML value; repeatable").default([]).argParser(collect))
+    .addOption(new Option("--function-credentials <path>", "YAML file or directory with Secrets the pipeline's credentials refer to"))
+    .addOption(
+      new Option("--timeout <duration>", "how long to run before timing out").default(60_000, "1m").argParser((v) => {
+        try {
+          return parseDuration(v);
+        } catch (e) {
+          throw new InvalidArgumentError((e as Error).message);
+        }
+      }),
+    )
+    .addOption(
+      new Option("--now <time>", "the time in-process functions see, RFC 3339 (fixed by default so output is reproducible)")
+        .default(new Date(DEFAULT_NOW), DEFAULT_NOW)
+        .argParser((v) => {
+          const d = new Date(v);
+          if (Number.isNaN(d.getTime())) throw new InvalidArgumentError(`${JSON.stringify(v)} is not an RFC 3339 time (e.g. 2026-05-01T08:00:00Z)`);
+          return d;
+        }),
+    )
+    .addOption(new Option("-r, --include-function-results", "include the functions' results as kind: Result documents").default(false))
+    .addOption(new Option("-x, --include-full-xr", "include the input XR's spec and metadata in the rendered XR").default(false))
+    .addOption(new Option("-c, --include-context", "include the final context as a kind: Context document").default(false))
+    .addHelpText(
+      "after",
+      `
+Functions in the functions file run:
+  in-process          annotated render.xfn.dev/module: <path to a function module, relative to the file>
+  over gRPC           annotated render.crossplane.io/runtime: Development, at
+                      render.crossplane.io/runtime-development-target (default localhost:9443, insecure)
+
+Exit codes: 0 rendered; 1 bad input or a function that cannot be run; 3 a step returned a Fatal result.`,
+    )
+    .action(async (xr: string, comp: string, fns: string | undefined, flags: RenderFlags) => {
+      process.exitCode = await runRender(xr, comp, fns, flags, process.stdout, process.stderr);
+    });
+}

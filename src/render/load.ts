@@ -1,0 +1,77 @@
+// Loading render inputs: YAML (or JSON) files, or directories of them, each
+// holding one or more documents. Every error names the file and the problem.
+import { readdirSync, readFileSync, statSync } from "node:fs";
+import { extname, join } from "node:path";
+import type { JsonObject } from "@bufbuild/protobuf";
+import { parseAllDocuments } from "yaml";
+
+/** InputError is a problem with what the user gave us (exit code 1). */
+export class InputError extends Error {
+  override readonly name = "InputError";
+}
+
+/** Doc is one parsed document and where it came from. */
+export interface Doc {
+  obj: JsonObject;
+  source: string;
+}
+
+const YAML_FILES = new Set([".yaml", ".yml", ".json"]);
+
+function files(path: string): string[] {
+  let st;
+  try {
+    st = statSync(path);
+  } catch {
+    throw new InputError(`cannot read ${path}: no such file or directory`);
+  }
+  if (st.isFile()) return [path];
+  return readdirSync(path)
+    .filter((f) => YAML_FILES.has(extname(f)))
+    .sort()
+    .map((f) => join(path, f))
+    .filter((f) => statSync(f).isFile());
+}
+
+/** loadDocs reads every document of a file, or of every YAML file in a directory. */
+export function loadDocs(path: string): Doc[] {
+  const out: Doc[] = [];
+  for (const file of files(path)) {
+    let text: string;
+    try {
+      text = readFileSync(file, "utf8");
+    } catch (err) {
+      throw new InputError(`cannot read ${file}: ${(err as Error).message}`);
+    }
+    for (const [i, doc] of parseAllDocuments(text).entries()) {
+      const where = `${file}${i > 0 ? ` (document ${i + 1})` : ""}`;
+      if (doc.errors.length > 0) throw new InputError(`cannot parse ${where}: ${doc.errors[0]!.message.split("\n")[0]}`);
+      const v = doc.toJS() as unknown;
+      if (v === null || v === undefined) continue; // an empty document between separators
+      if (typeof v !== "object" || Array.isArray(v)) throw new InputError(`${where}: expected a Kubernetes object, got ${Array.isArray(v) ? "a list" : typeof v}`);
+      out.push({ obj: v as JsonObject, source: where });
+    }
+  }
+  return out;
+}
+
+/** loadOne reads a file that must hold exactly one object. */
+export function loadOne(path: string, what: string): Doc {
+  const docs = loadDocs(path);
+  if (docs.length !== 1) throw new InputError(`${path}: expected exactly one ${what}, found ${docs.length} documents`);
+  return docs[0]!;
+}
+
+const str = (o: JsonObject, k: string): string | undefined => (typeof o[k] === "string" ? (o[k] as string) : undefined);
+
+/** identity returns apiVersion, kind and metadata.name, or throws naming what is missing. */
+export function identity(doc: Doc, what: string): { apiVersion: string; kind: string; name: string; namespace?: string } {
+  const apiVersion = str(doc.obj, "apiVersion");
+  const kind = str(doc.obj, "kind");
+  const meta = (doc.obj["metadata"] ?? {}) as JsonObject;
+  const name = str(meta, "name");
+  if (!apiVersion || !kind) throw new InputError(`${doc.source}: not a Kubernetes object (${what} needs apiVersion and kind)`);
+  if (!name) throw new InputError(`${doc.source}: ${kind} has no metadata.name`);
+  const namespace = str(meta, "namespace");
+  return { apiVersion, kind, name, ...(namespace ? { namespace } : {}) };
+}

@@ -1,0 +1,90 @@
+// How render reaches each Function named in the functions file.
+//
+// - Annotated `render.xfn.dev/module: <path>` (relative to the functions file):
+//   the module is loaded and run in-process, through the same handler the gRPC
+//   server uses, so a thrown error or an unencodable response behaves exactly
+//   as it would when served. No container, no socket.
+// - Annotated `render.crossplane.io/runtime: Development`, as crossplane render
+//   knows it: called over gRPC, insecure, at
+//   `render.crossplane.io/runtime-development-target` (default localhost:9443).
+// - Anything else would need a container engine, which xfn does not run.
+import { dirname, isAbsolute, resolve } from "node:path";
+import { fromBinary, toBinary, type JsonObject } from "@bufbuild/protobuf";
+import { status as Code, type ServiceError } from "@grpc/grpc-js";
+import { dial, type FunctionClient } from "../client/client.js";
+import { loadFunction } from "../cli/load.js";
+import { RunFunctionRequestSchema, RunFunctionResponseSchema, type RunFunctionRequest, type RunFunctionResponse } from "../gen/fn/v1/run_function_pb.js";
+import { createHandler, DEFAULT_MAX_RESPONSE_BYTES, type Handler } from "../server/handler.js";
+import { createLogger } from "../server/log.js";
+import { identity, InputError, type Doc } from "./load.js";
+
+export const ANNOTATION_MODULE = "render.xfn.dev/module";
+export const ANNOTATION_RUNTIME = "render.crossplane.io/runtime";
+export const ANNOTATION_TARGET = "render.crossplane.io/runtime-development-target";
+export const DEFAULT_DEVELOPMENT_TARGET = "localhost:9443";
+
+/** Runner runs a named function once. */
+export interface Runner {
+  run(name: string, req: RunFunctionRequest, deadline: number): Promise<RunFunctionResponse>;
+  close(): void;
+}
+
+type Backend = { kind: "module"; handler: Handler } | { kind: "grpc"; client: FunctionClient; target: string };
+
+const annotations = (o: JsonObject): Record<string, unknown> => (((o["metadata"] ?? {}) as JsonObject)["annotations"] ?? {}) as Record<string, unknown>;
+
+/** createRunner prepares every Function in the functions file. */
+export async function createRunner(functions: Doc[], functionsPath: string, now: () => Date): Promise<Runner> {
+  const backends = new Map<string, Backend>();
+  const quiet = createLogger({ destination: { write: () => {} } });
+  for (const doc of functions) {
+    const { kind, name } = identity(doc, "a Function");
+    if (kind !== "Function") throw new InputError(`${doc.source}: expected a pkg.crossplane.io Function, got kind ${kind}`);
+    const a = annotations(doc.obj);
+    const mod = a[ANNOTATION_MODULE];
+    if (typeof mod === "string" && mod !== "") {
+      const base = dirname(doc.source.replace(/ \(document \d+\)$/, ""));
+      const path = isAbsolute(mod) ? mod : resolve(base, mod);
+      let fn;
+      try {
+        fn = await loadFunction(path);
+      } catch (err) {
+        throw new InputError(`Function ${JSON.stringify(name)} (${doc.source}): ${(err as Error).message}`);
+      }
+      backends.set(name, {
+        kind: "module",
+        handler: createHandler(fn, { maxConcurrency: 1, maxQueue: 1, maxResponseBytes: DEFAULT_MAX_RESPONSE_BYTES, now }, quiet),
+      });
+    } else if (a[ANNOTATION_RUNTIME] === "Development") {
+      const target = typeof a[ANNOTATION_TARGET] === "string" && a[ANNOTATION_TARGET] !== "" ? (a[ANNOTATION_TARGET] as string) : DEFAULT_DEVELOPMENT_TARGET;
+      backends.set(name, { kind: "grpc", client: dial(target, { insecure: true }), target });
+    } else {
+      throw new InputError(
+        `Function ${JSON.stringify(name)} (${doc.source}) has no runtime xfn can use: annotate it with ${ANNOTATION_MODULE}: <path to a function module> ` +
+          `to run it in-process, or ${ANNOTATION_RUNTIME}: Development to call one already serving at ${DEFAULT_DEVELOPMENT_TARGET} (xfn runs no container engine)`,
+      );
+    }
+  }
+
+  return {
+    async run(name, req, deadline) {
+      const b = backends.get(name);
+      if (!b) throw new InputError(`unknown Function ${JSON.stringify(name)}: it is not in ${functionsPath}`);
+      if (b.kind === "grpc") {
+        try {
+          return await b.client.run(req, { timeoutMs: Math.max(1, deadline - Date.now()) });
+        } catch (err) {
+          const e = err as ServiceError;
+          const hint = e.code === Code.UNAVAILABLE ? ` (is it running, with --insecure, at ${b.target}?)` : "";
+          throw new Error(`cannot run Function ${JSON.stringify(name)}: ${e.message}${hint}`);
+        }
+      }
+      const res = await b.handler.handle(toBinary(RunFunctionRequestSchema, req), { version: "v1", deadline, signal: new AbortController().signal });
+      if ("ok" in res) return fromBinary(RunFunctionResponseSchema, res.ok);
+      throw new Error(`cannot run Function ${JSON.stringify(name)}: ${Code[res.code]}: ${res.details}`);
+    },
+    close() {
+      for (const b of backends.values()) if (b.kind === "grpc") b.client.close();
+    },
+  };
+}

@@ -1,0 +1,213 @@
+// xfn render, as users run it: real files, real exit codes. Most cases go
+// through runRender (the command's own code) in-process; a few spawn the CLI.
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Writable } from "node:stream";
+import { suite } from "uvu";
+import * as assert from "uvu/assert";
+import { parseAllDocuments } from "yaml";
+import { DEFAULT_NOW, runRender } from "../../src/cli/render.js";
+import { serve } from "../../src/server/server.js";
+import { memoryLog } from "../support/log.js";
+import { ROOT, run } from "../support/spawn.js";
+
+const F = join(ROOT, "test/fixtures/render");
+const EX = join(ROOT, "examples");
+
+function sink() {
+  let text = "";
+  const stream = new Writable({
+    write(chunk, _enc, cb) {
+      text += chunk;
+      cb();
+    },
+  });
+  return { stream, text: () => text };
+}
+
+const flags = (over: Record<string, unknown> = {}) => ({
+  contextValues: [] as string[],
+  contextFiles: [] as string[],
+  timeout: 60_000,
+  includeFunctionResults: false,
+  includeFullXr: false,
+  includeContext: false,
+  now: new Date(DEFAULT_NOW),
+  ...over,
+});
+
+async function render(xr: string, comp: string, fns: string | undefined, over: Record<string, unknown> = {}) {
+  const out = sink();
+  const err = sink();
+  const code = await runRender(xr, comp, fns, flags(over) as never, out.stream, err.stream);
+  const docs = parseAllDocuments(out.text()).map((d) => d.toJS() as Record<string, any>);
+  return { code, out: out.text(), err: err.text(), docs };
+}
+
+let scratch: string;
+const R = suite("cli: xfn render");
+R.before(() => {
+  scratch = mkdtempSync(join(tmpdir(), "xfn-render-"));
+});
+R.after(() => rmSync(scratch, { recursive: true, force: true }));
+
+const write = (name: string, text: string) => {
+  const p = join(scratch, name);
+  writeFileSync(p, text);
+  return p;
+};
+
+R("renders the examples: XR status, composed resources with Crossplane's metadata, results", async () => {
+  const r = await render(join(EX, "xr.yaml"), join(EX, "composition.yaml"), join(EX, "functions.yaml"), {
+    observedResources: join(EX, "observed.yaml"),
+    includeFunctionResults: true,
+  });
+  assert.is(r.code, 0, r.err);
+  assert.ok(r.out.startsWith("---\n"));
+  const [xr, assets, logs, ...results] = r.docs;
+  assert.equal(xr!["metadata"], { name: "team-a" });
+  assert.is(xr!["status"].bucketCount, 2);
+  assert.equal(xr!["status"].externalNames, { "bucket-logs": "team-a-logs-7xq2m" });
+  assert.equal(xr!["status"].conditions[0], { type: "Ready", status: "False", reason: "Creating", message: "Unready resources: bucket-assets", lastTransitionTime: "2024-01-01T00:00:00Z" });
+  assert.is(assets!["metadata"].annotations["crossplane.io/composition-resource-name"], "bucket-assets");
+  assert.is(assets!["metadata"].generateName, "team-a-");
+  assert.is(assets!["metadata"].labels["crossplane.io/composite"], "team-a");
+  assert.equal(assets!["metadata"].ownerReferences, [
+    { apiVersion: "example.xfn.dev/v1alpha1", kind: "XBuckets", name: "team-a", uid: "5f1d3e2a-9c41-4b7e-8f0e-2d6a7c9b1e44", controller: true, blockOwnerDeletion: true },
+  ]);
+  assert.is(logs!["metadata"].name, "team-a-7xq2m", "an observed resource keeps its name");
+  assert.is(logs!["metadata"].generateName, undefined);
+  assert.is(logs!["metadata"].annotations["crossplane.io/external-name"], "team-a-logs-7xq2m");
+  assert.equal(results.map((d) => [d["kind"], d["step"], d["severity"]]), [["Result", "compose-buckets", "SEVERITY_NORMAL"]]);
+});
+
+R("the examples render byte-identically twice (a spawned CLI run)", async () => {
+  const args = ["render", "examples/xr.yaml", "examples/composition.yaml", "examples/functions.yaml", "-r", "-c", "-x"];
+  const a = await run(args);
+  const b = await run(args);
+  assert.is(a.code, 0, a.stderr);
+  assert.is(a.stdout, b.stdout);
+  assert.match(a.stdout, /kind: Context/);
+});
+
+R("answers requirements (by name and namespace, by labels), loops until they settle; credentials; context", async () => {
+  const ctxFile = write("env.json", JSON.stringify({ tier: "gold" }));
+  const r = await render(join(F, "xr.yaml"), join(F, "composition.yaml"), join(F, "functions.yaml"), {
+    requiredResources: join(F, "required.yaml"),
+    functionCredentials: join(F, "credentials.yaml"),
+    contextFiles: [`apiextensions.crossplane.io/environment=${ctxFile}`, "other=" + ctxFile],
+    contextValues: ['other={"from": "values"}'],
+    includeContext: true,
+    includeFunctionResults: true,
+  });
+  assert.is(r.code, 0, r.err);
+  const [xr, queue, result, context] = r.docs;
+  assert.equal(xr!["status"].labelled, ["a-labelled", "b-labelled"]);
+  assert.equal(xr!["status"].credentialKeys, ["password", "username"]);
+  assert.is(xr!["status"].passwordLength, "hunter2".length);
+  assert.equal(xr!["status"].env, { tier: "gold" });
+  assert.is(queue!["spec"].forProvider.region, "ap-southeast-2");
+  assert.is(queue!["metadata"].namespace, "team-a", "a namespaced XR composes into its namespace");
+  assert.is(queue!["metadata"].labels["crossplane.io/claim-name"], "orders");
+  assert.equal([result!["kind"], result!["severity"], result!["message"]], ["Result", "SEVERITY_WARNING", "using region from settings"]);
+  assert.equal(context!["fields"], { "apiextensions.crossplane.io/environment": { tier: "gold" }, other: { from: "values" }, "seen-by": "needs-config" });
+  assert.not.ok(r.out.includes("hunter2"), "credential values are never printed");
+});
+
+const withStep = (fn: string) =>
+  write(
+    `comp-${fn}.yaml`,
+    `apiVersion: apiextensions.crossplane.io/v1\nkind: Composition\nmetadata: {name: c}\nspec:\n  compositeTypeRef: {apiVersion: example.org/v1, kind: XQueue}\n  mode: Pipeline\n  pipeline:\n    - step: the-step\n      functionRef: {name: ${fn}}\n`,
+  );
+
+R("a Fatal result: exit code 3, the result on stderr, nothing on stdout", async () => {
+  const r = await render(join(F, "xr.yaml"), withStep("fatal"), join(F, "functions.yaml"));
+  assert.is(r.code, 3);
+  assert.is(r.err, 'xfn render: pipeline step "the-step" returned a fatal result: bucket name team-a is already taken\n');
+  assert.is(r.out, "");
+});
+
+R("a function that throws is a Fatal result naming the error (exit 3)", async () => {
+  const r = await render(join(F, "xr.yaml"), withStep("throws"), join(F, "functions.yaml"));
+  assert.is(r.code, 3);
+  assert.match(r.err, /returned a fatal result: function failed: template variable \.spec\.size is undefined/);
+});
+
+R("requirements that never settle stop after 5 iterations", async () => {
+  const r = await render(join(F, "xr.yaml"), withStep("restless"), join(F, "functions.yaml"));
+  assert.is(r.code, 1);
+  assert.match(r.err, /pipeline step "the-step": requirements did not stabilize after 5 iterations/);
+});
+
+const bad: Record<string, { args: () => [string, string, string | undefined]; over?: Record<string, unknown>; want: RegExp }> = {
+  MissingXRFile: { args: () => ["/nonexistent/xr.yaml", join(F, "composition.yaml"), join(F, "functions.yaml")], want: /cannot read \/nonexistent\/xr\.yaml: no such file or directory/ },
+  XRIsNotAnObject: { args: () => [write("list.yaml", "- a\n- b\n"), join(F, "composition.yaml"), join(F, "functions.yaml")], want: /list\.yaml: expected a Kubernetes object, got a list/ },
+  XRWithoutKind: { args: () => [write("nokind.yaml", "metadata: {name: x}\n"), join(F, "composition.yaml"), join(F, "functions.yaml")], want: /nokind\.yaml: not a Kubernetes object \(a composite resource needs apiVersion and kind\)/ },
+  BrokenYaml: { args: () => [write("broken.yaml", "kind: [unclosed\n"), join(F, "composition.yaml"), join(F, "functions.yaml")], want: /cannot parse .*broken\.yaml/ },
+  TwoXRs: { args: () => [write("two.yaml", "kind: A\n---\nkind: B\n"), join(F, "composition.yaml"), join(F, "functions.yaml")], want: /two\.yaml: expected exactly one composite resource, found 2 documents/ },
+  NotAComposition: { args: () => [join(F, "xr.yaml"), join(F, "xr.yaml"), join(F, "functions.yaml")], want: /expected an apiextensions\.crossplane\.io Composition, got example\.org\/v1 XQueue/ },
+  ResourcesMode: {
+    args: () => [join(F, "xr.yaml"), write("res.yaml", "apiVersion: apiextensions.crossplane.io/v1\nkind: Composition\nmetadata: {name: old}\nspec:\n  compositeTypeRef: {apiVersion: example.org/v1, kind: XQueue}\n  mode: Resources\n  resources: []\n"), join(F, "functions.yaml")],
+    want: /render only supports Composition Function pipelines: Composition "old" must use spec\.mode: Pipeline/,
+  },
+  TypeRefMismatch: { args: () => [join(EX, "xr.yaml"), join(F, "composition.yaml"), join(F, "functions.yaml")], want: /compositeTypeRef\.kind \(XQueue\) does not match XR's kind \(XBuckets\)/ },
+  UnknownFunction: { args: () => [join(F, "xr.yaml"), withStep("nope"), join(F, "functions.yaml")], want: /unknown Function "nope": it is not in .*functions\.yaml/ },
+  FunctionWithoutRuntime: {
+    args: () => [join(F, "xr.yaml"), withStep("plain"), write("fns.yaml", "apiVersion: pkg.crossplane.io/v1\nkind: Function\nmetadata: {name: plain}\nspec: {package: xpkg.example.org/fn:v1}\n")],
+    want: /Function "plain" .* has no runtime xfn can use: annotate it with render\.xfn\.dev\/module/,
+  },
+  ModuleMissing: {
+    args: () => [join(F, "xr.yaml"), withStep("gone"), write("fns-gone.yaml", "apiVersion: pkg.crossplane.io/v1\nkind: Function\nmetadata: {name: gone, annotations: {render.xfn.dev/module: ./nowhere}}\n")],
+    want: /Function "gone" .*cannot load function module .*nowhere: no such file or directory/,
+  },
+  NoFunctionsFile: { args: () => [join(F, "xr.yaml"), withStep("x"), undefined], want: /no functions file: give one after the Composition, or put functions\.yaml beside/ },
+  ObservedWithoutAnnotation: { args: () => [join(F, "xr.yaml"), join(F, "composition.yaml"), join(F, "functions.yaml")], over: { observedResources: join(F, "xr.yaml") }, want: /needs the crossplane\.io\/composition-resource-name annotation/ },
+  MissingCredentials: { args: () => [join(F, "xr.yaml"), join(F, "composition.yaml"), join(F, "functions.yaml")], want: /cannot get credentials from secret "db-creds": not in --function-credentials/ },
+  BadContextValue: { args: () => [join(F, "xr.yaml"), join(F, "composition.yaml"), join(F, "functions.yaml")], over: { contextValues: ["novalue"] }, want: /--context-values "novalue": expected key=value/ },
+  MissingContextFile: { args: () => [join(F, "xr.yaml"), join(F, "composition.yaml"), join(F, "functions.yaml")], over: { contextFiles: ["k=/nonexistent.json"] }, want: /--context-files: cannot read \/nonexistent\.json for key "k"/ },
+};
+for (const [name, tc] of Object.entries(bad)) {
+  R(`bad input, exit code 1: ${name}`, async () => {
+    const [a, b, c] = tc.args();
+    const r = await render(a, b, c, tc.over ?? {});
+    assert.is(r.code, 1, r.out);
+    assert.match(r.err, tc.want);
+    assert.is(r.out, "");
+  });
+}
+
+R("a Development-runtime Function is called over gRPC at its target", async () => {
+  const hello = (await import("../../functions/hello/index.js")).default;
+  const srv = await serve(hello, { address: "127.0.0.1:0", insecure: true }, memoryLog().log);
+  try {
+    const fns = write(
+      "dev.yaml",
+      `apiVersion: pkg.crossplane.io/v1\nkind: Function\nmetadata:\n  name: function-hello\n  annotations:\n    render.crossplane.io/runtime: Development\n    render.crossplane.io/runtime-development-target: 127.0.0.1:${srv.port}\n`,
+    );
+    const comp = write(
+      "dev-comp.yaml",
+      "apiVersion: apiextensions.crossplane.io/v1\nkind: Composition\nmetadata: {name: c}\nspec:\n  compositeTypeRef: {apiVersion: example.xfn.dev/v1alpha1, kind: XBuckets}\n  mode: Pipeline\n  pipeline:\n    - step: hello\n      functionRef: {name: function-hello}\n",
+    );
+    const r = await render(join(EX, "xr.yaml"), comp, fns);
+    assert.is(r.code, 0, r.err);
+    assert.equal(r.docs.slice(1).map((d) => d["metadata"].annotations["crossplane.io/composition-resource-name"]), ["bucket-assets", "bucket-logs"]);
+    const down = write("down.yaml", "apiVersion: pkg.crossplane.io/v1\nkind: Function\nmetadata:\n  name: function-hello\n  annotations:\n    render.crossplane.io/runtime: Development\n    render.crossplane.io/runtime-development-target: 127.0.0.1:1\n");
+    const d = await render(join(EX, "xr.yaml"), comp, down, { timeout: 2000 });
+    assert.is(d.code, 1);
+    assert.match(d.err, /cannot run Function "function-hello": .*(UNAVAILABLE|DEADLINE_EXCEEDED)/);
+  } finally {
+    await srv.stop(1000);
+  }
+});
+
+R("spawned: a missing file exits 1 and a Fatal result exits 3", async () => {
+  const missing = await run(["render", "nope.yaml", "examples/composition.yaml"]);
+  assert.is(missing.code, 1);
+  assert.match(missing.stderr, /xfn render: cannot read nope\.yaml: no such file or directory/);
+  const fatal = await run(["render", join(F, "xr.yaml"), withStep("fatal"), join(F, "functions.yaml")]);
+  assert.is(fatal.code, 3);
+  assert.match(fatal.stderr, /returned a fatal result: bucket name team-a is already taken/);
+});
+
+R.run();
