@@ -1,6 +1,6 @@
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
-import { mismatches } from "../src/testing/expect.js";
+import { mismatches, project } from "../src/testing/expect.js";
 
 const M = suite("partial expectations");
 const actual = { a: 1, b: { c: "x", d: [1, { e: true, f: 2 }] }, g: null };
@@ -15,4 +15,21 @@ const cases: Record<string, { expected: unknown; want: string[] }> = {
   TypeMismatch: { expected: { a: { x: 1 }, b: [1] }, want: ["$.a: expected an object, got 1", '$.b: expected a list, got {"c":"x","d":[1,{"e":true,"f":2}]}'] },
 };
 for (const [name, tc] of Object.entries(cases)) M(name, () => assert.equal(mismatches(actual, tc.expected), tc.want));
+
+const conditions = [
+  { type: "Ready", status: "False", reason: "Creating" },
+  { type: "Synced", status: "True" },
+];
+M("lists of objects with a type are paired by it, in any order", () => {
+  assert.equal(mismatches(conditions, [{ type: "Synced", status: "True" }, { type: "Ready", reason: "Creating" }]), []);
+  assert.equal(mismatches(conditions, [{ type: "Synced", status: "False" }, { type: "Ready" }]), ['$[type="Synced"].status: expected "False", got "True"']);
+  assert.equal(mismatches(conditions, [{ type: "Ready" }, { type: "Healthy" }]), ['$[type="Healthy"]: missing']);
+  assert.equal(mismatches(conditions, [{ type: "Ready" }]).length, 1, "an extra condition is a mismatch");
+});
+
+M("project trims actual to the expectation's shape, keeping extra list items", () => {
+  assert.equal(project(actual, { b: { c: "y" }, z: "$absent" }), { b: { c: "x" }, z: "$absent" });
+  assert.equal(project(conditions, [{ type: "Synced" }]), [{ type: "Synced" }, { type: "Ready", status: "False", reason: "Creating" }]);
+  assert.equal(project({ a: 1 }, { a: "$absent" }), { a: 1 });
+});
 M.run();

@@ -4,6 +4,7 @@ import { Command } from "commander";
 import { callCommand } from "./call.js";
 import { renderCommand } from "./render.js";
 import { serveCommand } from "./serve.js";
+import { testCommand } from "./test.js";
 
 function version(): string {
   const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string };
@@ -18,7 +19,8 @@ export function program(): Command {
     .showHelpAfterError()
     .addCommand(serveCommand())
     .addCommand(callCommand())
-    .addCommand(renderCommand());
+    .addCommand(renderCommand())
+    .addCommand(testCommand());
 }
 
 await program().parseAsync(process.argv);

@@ -2,7 +2,9 @@
 import { Command, InvalidArgumentError, Option } from "commander";
 import { createLogger } from "../server/log.js";
 import { DEFAULT_ADDRESS, serve } from "../server/server.js";
-import { loadFunction } from "./load.js";
+import { resolve } from "node:path";
+import { createRecorder } from "../testing/record.js";
+import { loadFunction, resolveModule } from "./load.js";
 
 function positive(name: string) {
   return (v: string): number => {
@@ -29,6 +31,7 @@ interface ServeFlags {
   maxConcurrency: number;
   maxQueue: number;
   gracePeriod: number;
+  recordDir?: string;
 }
 
 /** serveCommand builds the `serve` subcommand. */
@@ -51,14 +54,17 @@ export function serveCommand(): Command {
         .default(128)
         .argParser(positiveInt("--max-queue")),
     )
+    .addOption(new Option("--record-dir <dir>", "write every request and its response as a test case xfn test can replay (secrets redacted)"))
     .addOption(
       new Option("--grace-period <seconds>", "on SIGTERM/SIGINT, how long in-flight requests may finish").default(10).argParser(positive("--grace-period")),
     )
     .action(async (module: string, flags: ServeFlags) => {
       const log = createLogger({ debug: flags.debug });
       let running;
+      let record: ReturnType<typeof createRecorder> | undefined;
       try {
         const fn = await loadFunction(module);
+        record = flags.recordDir ? createRecorder(resolve(flags.recordDir), resolveModule(module), log) : undefined;
         running = await serve(
           fn,
           {
@@ -68,6 +74,7 @@ export function serveCommand(): Command {
             maxRecvMessageSizeMB: flags.maxRecvMessageSize,
             maxConcurrency: flags.maxConcurrency,
             maxQueue: flags.maxQueue,
+            ...(record ? { onResponse: record.record } : {}),
           },
           log.child({ module }),
         );
@@ -80,7 +87,10 @@ export function serveCommand(): Command {
       const srv = running;
       const stop = (signal: string) => {
         log.info({ signal }, "signal received");
-        void srv.stop(flags.gracePeriod * 1000).then(() => process.exit(0));
+        void srv
+          .stop(flags.gracePeriod * 1000)
+          .then(() => record?.flush())
+          .then(() => process.exit(0));
       };
       process.once("SIGTERM", () => stop("SIGTERM"));
       process.once("SIGINT", () => stop("SIGINT"));

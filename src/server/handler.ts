@@ -28,8 +28,13 @@ export interface HandlerOptions {
   maxQueue: number;
   /** Largest encoded response, in bytes (Crossplane's client accepts 4 MiB). */
   maxResponseBytes: number;
-  /** The clock handed to functions. */
+  /** The clock. Each request reads it once; the function sees that instant throughout. */
   now?: () => Date;
+  /**
+   * onResponse is told of every response sent, with the request and the
+   * instant the function saw (for recording). It must not throw.
+   */
+  onResponse?: (req: RunFunctionRequest, rsp: RunFunctionResponse, at: Date) => void;
 }
 
 /** CallInfo is what the transport knows about one call. */
@@ -98,13 +103,15 @@ export function createHandler(fn: RunFunction, opts: HandlerOptions, log: Logger
     }
 
     try {
-      const rsp = await queue.add(() => runUntilAborted(fn, req, ac.signal, rlog, now), { signal: ac.signal });
+      const at = now();
+      const rsp = await queue.add(() => runUntilAborted(fn, req, ac.signal, rlog, () => at), { signal: ac.signal });
       const { bytes: out, sent } = encode(req, rsp, rlog);
       if (out.length > opts.maxResponseBytes) {
         const details = `response is ${out.length} bytes, larger than the ${opts.maxResponseBytes}-byte limit Crossplane accepts`;
         rlog.error({ code: "RESOURCE_EXHAUSTED", bytes: out.length }, details);
         return { code: Code.RESOURCE_EXHAUSTED, details };
       }
+      opts.onResponse?.(req, sent, at);
       rlog.debug(
         {
           durationMs: round(performance.now() - started),

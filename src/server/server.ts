@@ -13,7 +13,7 @@ import type { Logger } from "pino";
 import type { RunFunction } from "../function.js";
 import { FunctionRunnerService } from "../gen/fn/v1/run_function_pb.js";
 import { FunctionRunnerService as BetaFunctionRunnerService } from "../gen/fn/v1beta1/zz_generated_run_function_pb.js";
-import { createHandler, DEFAULT_MAX_RESPONSE_BYTES, type CallInfo } from "./handler.js";
+import { createHandler, DEFAULT_MAX_RESPONSE_BYTES, type CallInfo, type HandlerOptions } from "./handler.js";
 import { addHealth } from "./health.js";
 import { loadServerCredentials } from "./tls.js";
 
@@ -35,6 +35,8 @@ export interface ServeOptions {
   maxQueue?: number;
   /** The clock handed to functions (tests). */
   now?: () => Date;
+  /** Told of every response sent (see `--record-dir`). */
+  onResponse?: HandlerOptions["onResponse"];
 }
 
 /** DEFAULT_ADDRESS is where Crossplane expects a function: port 9443 on every interface. */
@@ -105,6 +107,7 @@ export async function serve(fn: RunFunction, opts: ServeOptions, log: Logger): P
       maxQueue: opts.maxQueue ?? 128,
       maxResponseBytes: opts.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES,
       ...(opts.now ? { now: opts.now } : {}),
+      ...(opts.onResponse ? { onResponse: opts.onResponse } : {}),
     },
     log,
   );

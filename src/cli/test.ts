@@ -1,0 +1,45 @@
+// `xfn test [dir]`: run every recorded case under dir.
+import { resolve } from "node:path";
+import { Command, Option } from "commander";
+import { discoverCases, runCase } from "../testing/cases.js";
+
+/** runTests runs the cases and prints one line each; it returns the exit code. */
+export async function runTests(dir: string, update: boolean, out: NodeJS.WritableStream): Promise<number> {
+  const root = resolve(dir);
+  let cases: string[];
+  try {
+    cases = discoverCases(root);
+  } catch (err) {
+    out.write(`xfn test: ${(err as Error).message}\n`);
+    return 1;
+  }
+  if (cases.length === 0) {
+    out.write(`xfn test: no cases under ${dir} (a case is a folder with expected.yaml and request.yaml, or xr.yaml and composition.yaml)\n`);
+    return 1;
+  }
+  let passed = 0;
+  let failed = 0;
+  for (const c of cases) {
+    const r = await runCase(c, root, update);
+    if (r.status === "failed") {
+      failed++;
+      out.write(`FAIL     ${r.name}\n${r.detail ?? ""}\n`);
+    } else {
+      passed++;
+      out.write(`${r.status === "updated" ? "UPDATED" : "ok"}${r.status === "updated" ? "  " : "       "}${r.name}\n`);
+    }
+  }
+  out.write(`${passed} passed, ${failed} failed\n`);
+  return failed > 0 ? 1 : 0;
+}
+
+/** testCommand builds the `test` subcommand. */
+export function testCommand(): Command {
+  return new Command("test")
+    .description("run recorded cases: one function (request.yaml) or a whole pipeline (xr.yaml + composition.yaml), against expected.yaml")
+    .argument("[dir]", "folder to search for cases", ".")
+    .addOption(new Option("--update", "rewrite each expected.yaml from the actual result").default(false))
+    .action(async (dir: string, flags: { update: boolean }) => {
+      process.exitCode = await runTests(dir, flags.update, process.stdout);
+    });
+}

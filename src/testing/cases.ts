@@ -1,0 +1,229 @@
+// Recorded test cases, as `xfn test` runs them.
+//
+// A case is a folder with an expected.yaml and either
+//   - request.yaml: one RunFunctionRequest (protobuf JSON form) for one function.
+//     The function is case.yaml's `function:` (a path relative to the case), or
+//     else the nearest enclosing folder that is a function module. case.yaml's
+//     `now:` fixes the clock the function sees.
+//   - xr.yaml + composition.yaml: a whole pipeline, rendered as `xfn render`
+//     does, with functions.yaml and, if present, observed, required and
+//     credentials (files or folders) beside them. expected.yaml is then a
+//     stream of documents, paired with the rendered ones by identity.
+// Expectations are partial (see expect.ts); --update writes the full actual.
+import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { dirname, join, relative, resolve } from "node:path";
+import { fromBinary, fromJson, toBinary, toJson, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
+import { createTwoFilesPatch } from "diff";
+import { parse, parseAllDocuments, stringify } from "yaml";
+import { loadFunction, resolveModule } from "../cli/load.js";
+import type { RunFunction } from "../function.js";
+import { RunFunctionRequestSchema, RunFunctionResponseSchema } from "../gen/fn/v1/run_function_pb.js";
+import { createHandler, DEFAULT_MAX_RESPONSE_BYTES } from "../server/handler.js";
+import { createLogger } from "../server/log.js";
+import { InputError, loadDocs, loadOne, type Doc } from "../render/load.js";
+import { COMPOSITION_RESOURCE_NAME, render } from "../render/render.js";
+import { toYamlStream } from "../render/output.js";
+import { createRunner } from "../render/runner.js";
+import { mismatches, project } from "./expect.js";
+
+/** DEFAULT_CASE_NOW is the clock a case's functions see unless case.yaml sets `now`. */
+export const DEFAULT_CASE_NOW = "2024-01-01T00:00:00Z";
+
+export interface CaseResult {
+  name: string;
+  status: "passed" | "failed" | "updated";
+  /** For a failure: the mismatches and a unified diff, or the error. */
+  detail?: string;
+}
+
+const SKIP = new Set(["node_modules", ".git"]);
+
+/** discoverCases returns every case folder under root, sorted. */
+export function discoverCases(root: string): string[] {
+  if (!existsSync(root) || !statSync(root).isDirectory()) throw new InputError(`cannot look for cases in ${root}: not a directory`);
+  const out: string[] = [];
+  const walk = (dir: string) => {
+    const names = readdirSync(dir);
+    if (names.includes("expected.yaml") && (names.includes("request.yaml") || (names.includes("xr.yaml") && names.includes("composition.yaml")))) {
+      out.push(dir);
+      return;
+    }
+    for (const n of names.sort()) {
+      if (SKIP.has(n) || n.startsWith(".")) continue;
+      const p = join(dir, n);
+      if (statSync(p).isDirectory()) walk(p);
+    }
+  };
+  walk(root);
+  return out;
+}
+
+interface CaseConfig {
+  function?: string;
+  now?: string;
+  context?: Record<string, JsonValue>;
+}
+
+function readConfig(dir: string): CaseConfig {
+  const p = join(dir, "case.yaml");
+  if (!existsSync(p)) return {};
+  const v = parse(readFileSync(p, "utf8")) as unknown;
+  if (v === null || v === undefined) return {};
+  if (typeof v !== "object" || Array.isArray(v)) throw new InputError(`${p}: expected a map with function, now or context`);
+  const c = v as Record<string, unknown>;
+  for (const k of Object.keys(c)) if (!["function", "now", "context"].includes(k)) throw new InputError(`${p}: unknown key ${JSON.stringify(k)}; allowed: function, now, context`);
+  if (c["now"] !== undefined && Number.isNaN(new Date(String(c["now"])).getTime())) throw new InputError(`${p}: now ${JSON.stringify(c["now"])} is not an RFC 3339 time`);
+  return c as CaseConfig;
+}
+
+/** findModule resolves the function for a request case. */
+function findModule(dir: string, cfg: CaseConfig): string {
+  if (cfg.function) return resolveModule(resolve(dir, cfg.function));
+  for (let d = dirname(dir); ; d = dirname(d)) {
+    try {
+      return resolveModule(d);
+    } catch {
+      // not a module; keep walking up
+    }
+    if (dirname(d) === d) break;
+  }
+  throw new InputError(`${dir}: no function for this request: set function: in case.yaml, or put the case inside a function module's folder`);
+}
+
+const loaded = new Map<string, Promise<RunFunction>>();
+const quiet = createLogger({ destination: { write: () => {} } });
+
+async function runRequestCase(dir: string, cfg: CaseConfig): Promise<JsonValue> {
+  const file = findModule(dir, cfg);
+  let fn = loaded.get(file);
+  if (!fn) loaded.set(file, (fn = loadFunction(file)));
+  const reqPath = join(dir, "request.yaml");
+  let req;
+  try {
+    req = fromJson(RunFunctionRequestSchema, parse(readFileSync(reqPath, "utf8")) as JsonValue);
+  } catch (err) {
+    throw new InputError(`cannot read ${reqPath} as a RunFunctionRequest: ${(err as Error).message}`);
+  }
+  const at = new Date(cfg.now ?? DEFAULT_CASE_NOW);
+  const handler = createHandler(await fn, { maxConcurrency: 1, maxQueue: 1, maxResponseBytes: DEFAULT_MAX_RESPONSE_BYTES, now: () => at }, quiet);
+  const res = await handler.handle(toBinary(RunFunctionRequestSchema, req), { version: "v1", deadline: Date.now() + 60_000, signal: new AbortController().signal });
+  if (!("ok" in res)) throw new Error(`the function's call failed: ${res.details}`);
+  return toJson(RunFunctionResponseSchema, fromBinary(RunFunctionResponseSchema, res.ok));
+}
+
+function optionalDocs(dir: string, base: string): Doc[] {
+  for (const p of [join(dir, base), join(dir, `${base}.yaml`)]) if (existsSync(p)) return loadDocs(p);
+  return [];
+}
+
+/** docKey identifies a rendered document: the XR, a composed resource, a Result by position, the Context. */
+function docKeys(docs: JsonObject[]): string[] {
+  let results = 0;
+  return docs.map((d, i) => {
+    const kind = d["kind"];
+    const annotations = ((d["metadata"] as JsonObject | undefined)?.["annotations"] ?? {}) as JsonObject;
+    if (d["apiVersion"] === "render.crossplane.io/v1beta1" && kind === "Result") return `Result #${++results}`;
+    if (d["apiVersion"] === "render.crossplane.io/v1beta1" && kind === "Context") return "Context";
+    if (typeof annotations[COMPOSITION_RESOURCE_NAME] === "string") return `resource ${String(annotations[COMPOSITION_RESOURCE_NAME])}`;
+    return i === 0 ? "XR" : `document ${i + 1}`;
+  });
+}
+
+async function renderCase(dir: string, cfg: CaseConfig, expected: JsonObject[]): Promise<JsonObject[]> {
+  const fnPath = join(dir, "functions.yaml");
+  if (!existsSync(fnPath)) throw new InputError(`${dir}: a pipeline case needs functions.yaml beside xr.yaml`);
+  const at = new Date(cfg.now ?? DEFAULT_CASE_NOW);
+  const runner = await createRunner(loadDocs(fnPath), fnPath, () => at);
+  try {
+    const o = await render(
+      {
+        xr: loadOne(join(dir, "xr.yaml"), "composite resource"),
+        composition: loadOne(join(dir, "composition.yaml"), "Composition"),
+        observed: optionalDocs(dir, "observed"),
+        required: optionalDocs(dir, "required"),
+        credentials: optionalDocs(dir, "credentials"),
+        context: cfg.context ?? {},
+      },
+      runner,
+      { timeoutMs: 60_000 },
+    );
+    const keys = docKeys(expected);
+    const docs: JsonObject[] = [o.xr, ...o.composed];
+    if (keys.some((k) => k.startsWith("Result"))) docs.push(...o.results);
+    if (keys.includes("Context")) docs.push(o.context);
+    return docs;
+  } finally {
+    runner.close();
+  }
+}
+
+/** compareDocs pairs documents by identity and matches each partially. */
+function compareDocs(actual: JsonObject[], expected: JsonObject[]): { problems: string[]; projected: unknown[] } {
+  const ak = docKeys(actual);
+  const ek = docKeys(expected);
+  const problems: string[] = [];
+  const projected: unknown[] = [];
+  for (const [i, e] of expected.entries()) {
+    const j = ak.indexOf(ek[i]!);
+    if (j < 0) {
+      problems.push(`${ek[i]}: expected, but not rendered`);
+      continue;
+    }
+    problems.push(...mismatches(actual[j], e, ek[i]));
+    projected.push(project(actual[j], e));
+  }
+  for (const [j, k] of ak.entries()) {
+    if (!ek.includes(k)) {
+      problems.push(`${k}: rendered, but not expected`);
+      projected.push(actual[j]);
+    }
+  }
+  return { problems, projected };
+}
+
+const yamlOf = (v: unknown) => stringify(v, { lineWidth: 0 });
+
+/** runCase runs one case; with update, it rewrites expected.yaml from the actual result. */
+export async function runCase(dir: string, root: string, update = false): Promise<CaseResult> {
+  const name = relative(root, dir) || ".";
+  const expectedPath = join(dir, "expected.yaml");
+  try {
+    const cfg = readConfig(dir);
+    const isRequest = existsSync(join(dir, "request.yaml"));
+    const expectedText = readFileSync(expectedPath, "utf8");
+    let problems: string[];
+    let want: string;
+    let got: string;
+    if (isRequest) {
+      const actual = await runRequestCase(dir, cfg);
+      if (update) {
+        writeFileSync(expectedPath, yamlOf(actual));
+        return { name, status: "updated" };
+      }
+      const expected = parse(expectedText) as unknown;
+      problems = mismatches(actual, expected);
+      want = yamlOf(expected);
+      got = yamlOf(project(actual, expected));
+    } else {
+      const expected = parseAllDocuments(expectedText)
+        .map((d) => d.toJS() as unknown)
+        .filter((d): d is JsonObject => typeof d === "object" && d !== null);
+      const actual = await renderCase(dir, cfg, expected);
+      if (update) {
+        writeFileSync(expectedPath, toYamlStream(actual));
+        return { name, status: "updated" };
+      }
+      const c = compareDocs(actual, expected);
+      problems = c.problems;
+      want = toYamlStream(expected);
+      got = toYamlStream(c.projected);
+    }
+    if (problems.length === 0) return { name, status: "passed" };
+    const patch = createTwoFilesPatch(`${name}/expected.yaml`, `${name} (actual)`, want, got, "", "", { context: 3 });
+    // Drop the "=====" banner and the trailing tabs of the empty file headers.
+    const diff = patch.split("\n").slice(1).map((l) => l.replace(/\t$/, "")).join("\n");
+    return { name, status: "failed", detail: `${problems.map((p) => `  ${p}`).join("\n")}\n${diff}` };
+  } catch (err) {
+    return { name, status: "failed", detail: `  ${(err as Error).message}` };
+  }
+}

@@ -1,0 +1,82 @@
+// Recording served requests as replayable test cases (`xfn serve --record-dir`).
+//
+// Each request and its response become a case folder that `xfn test` replays
+// unchanged: request.yaml, expected.yaml (protobuf JSON form) and case.yaml
+// (which function, and the instant it saw). Credentials and connection details
+// are replaced by "[REDACTED]" in both; tags and TTLs are kept.
+import { mkdir, writeFile } from "node:fs/promises";
+import { join, relative } from "node:path";
+import { clone, toJson, type JsonValue } from "@bufbuild/protobuf";
+import type { Logger } from "pino";
+import { stringify } from "yaml";
+import {
+  RunFunctionRequestSchema,
+  RunFunctionResponseSchema,
+  type RunFunctionRequest,
+  type RunFunctionResponse,
+  type State,
+} from "../gen/fn/v1/run_function_pb.js";
+
+/** REDACTED replaces every secret byte value. */
+export const REDACTED = new TextEncoder().encode("[REDACTED]");
+
+const redactMap = (m: Record<string, Uint8Array>) => {
+  for (const k of Object.keys(m)) m[k] = REDACTED;
+};
+
+function redactState(s: State | undefined): void {
+  if (!s) return;
+  if (s.composite) redactMap(s.composite.connectionDetails);
+  for (const r of Object.values(s.resources)) redactMap(r.connectionDetails);
+}
+
+/** redactRequest returns a copy of req with credentials and connection details redacted. */
+export function redactRequest(req: RunFunctionRequest): RunFunctionRequest {
+  const out = clone(RunFunctionRequestSchema, req);
+  for (const c of Object.values(out.credentials)) if (c.source.case === "credentialData") redactMap(c.source.value.data);
+  redactState(out.observed);
+  redactState(out.desired);
+  for (const rs of [...Object.values(out.requiredResources), ...Object.values(out.extraResources)]) for (const r of rs.items) redactMap(r.connectionDetails);
+  return out;
+}
+
+/** redactResponse returns a copy of rsp with connection details redacted. */
+export function redactResponse(rsp: RunFunctionResponse): RunFunctionResponse {
+  const out = clone(RunFunctionResponseSchema, rsp);
+  redactState(out.desired);
+  return out;
+}
+
+export const yaml = (v: unknown): string => stringify(v, { lineWidth: 0 });
+
+/** Recorder is the handler hook, and a way to wait for writes still under way. */
+export interface Recorder {
+  record(req: RunFunctionRequest, rsp: RunFunctionResponse, at: Date): void;
+  /** flush resolves once every recording begun so far is on disk (or has failed and been logged). */
+  flush(): Promise<void>;
+}
+
+/** createRecorder returns a recorder that writes each exchange as a case under dir. */
+export function createRecorder(dir: string, moduleFile: string, log: Logger): Recorder {
+  let seq = 0;
+  const pending = new Set<Promise<void>>();
+  const record = (req: RunFunctionRequest, rsp: RunFunctionResponse, at: Date): void => {
+    seq++;
+    const tag = (req.meta?.tag ?? "").replace(/[^A-Za-z0-9_-]/g, "").slice(0, 12) || "untagged";
+    const caseDir = join(dir, `${at.toISOString().replace(/[-:.]/g, "")}-${String(seq).padStart(4, "0")}-${tag}`);
+    const files: Record<string, string> = {
+      "request.yaml": yaml(toJson(RunFunctionRequestSchema, redactRequest(req)) as JsonValue),
+      "expected.yaml": yaml(toJson(RunFunctionResponseSchema, redactResponse(rsp)) as JsonValue),
+      "case.yaml": yaml({ function: relative(caseDir, moduleFile), now: at.toISOString() }),
+    };
+    // Off the request path: a failed write is logged, never fails the call.
+    const write = (async () => {
+      await mkdir(caseDir, { recursive: true });
+      for (const [name, text] of Object.entries(files)) await writeFile(join(caseDir, name), text);
+    })()
+      .catch((err: unknown) => log.error({ dir: caseDir, err: (err as Error).message }, "cannot record test case"))
+      .finally(() => pending.delete(write));
+    pending.add(write);
+  };
+  return { record, flush: async () => void (await Promise.all([...pending])) };
+}

@@ -1,0 +1,165 @@
+// xfn test and xfn serve --record-dir, as users run them.
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Writable } from "node:stream";
+import { suite } from "uvu";
+import * as assert from "uvu/assert";
+import { runTests } from "../../src/cli/test.js";
+import { rawClient } from "../support/client.js";
+import { request } from "../support/requests.js";
+import { ROOT, run, startServe } from "../support/spawn.js";
+
+function sink() {
+  let text = "";
+  return {
+    stream: new Writable({
+      write(c, _e, cb) {
+        text += c;
+        cb();
+      },
+    }),
+    text: () => text,
+  };
+}
+
+async function xfnTest(dir: string, update = false) {
+  const out = sink();
+  const code = await runTests(dir, update, out.stream);
+  return { code, out: out.text() };
+}
+
+let scratch: string;
+const T = suite("cli: xfn test");
+T.before(() => {
+  scratch = mkdtempSync(join(tmpdir(), "xfn-test-"));
+});
+T.after(() => rmSync(scratch, { recursive: true, force: true }));
+
+const copyCase = (from: string, name: string) => {
+  const to = join(scratch, name);
+  cpSync(join(ROOT, from), to, { recursive: true });
+  return to;
+};
+
+T("the committed cases of every function and the examples pass", async () => {
+  const fns = await xfnTest(join(ROOT, "functions"));
+  assert.is(fns.code, 0, fns.out);
+  assert.match(fns.out, /^ok {7}hello\/testdata\/cases\/bad-bucket-name$/m);
+  assert.match(fns.out, /^3 passed, 0 failed$/m);
+  const ex = await xfnTest(join(ROOT, "examples"));
+  assert.is(ex.code, 0, ex.out);
+  assert.match(ex.out, /^1 passed, 0 failed$/m);
+});
+
+T("a failing request case: FAIL line, the path, a unified diff, exit 1", async () => {
+  const dir = join(scratch, "req-fail");
+  mkdirSync(dir);
+  writeFileSync(join(dir, "request.yaml"), readFileSync(join(ROOT, "functions/hello/example/request.yaml")));
+  writeFileSync(join(dir, "case.yaml"), `function: ${join(ROOT, "functions/hello")}\n`);
+  writeFileSync(join(dir, "expected.yaml"), "desired:\n  composite:\n    resource:\n      status:\n        bucketCount: 3\n");
+  const r = await xfnTest(dir);
+  assert.is(r.code, 1);
+  assert.match(r.out, /^FAIL {5}\.$/m);
+  assert.match(r.out, /\$\.desired\.composite\.resource\.status\.bucketCount: expected 3, got 2/);
+  assert.match(r.out, /^--- \.\/expected\.yaml$/m);
+  assert.match(r.out, /^-        bucketCount: 3$/m);
+  assert.match(r.out, /^\+        bucketCount: 2$/m);
+  assert.match(r.out, /^0 passed, 1 failed$/m);
+});
+
+T("--update rewrites expectations from the actual results, which then pass", async () => {
+  const dir = copyCase("functions/hello/testdata/cases/two-buckets-one-ready", "upd/case");
+  writeFileSync(join(dir, "case.yaml"), `function: ${join(ROOT, "functions/hello")}\n`);
+  writeFileSync(join(dir, "expected.yaml"), "meta: {tag: wrong}\n");
+  assert.is((await xfnTest(join(scratch, "upd"))).code, 1);
+  const u = await xfnTest(join(scratch, "upd"), true);
+  assert.is(u.code, 0);
+  assert.match(u.out, /^UPDATED  case$/m);
+  assert.match(readFileSync(join(dir, "expected.yaml"), "utf8"), /tag: example-1/);
+  assert.is((await xfnTest(join(scratch, "upd"))).code, 0);
+});
+
+T("a pipeline case pairs documents by identity and catches a missing or extra resource", async () => {
+  const dir = copyCase("examples/cases/logs-exists", "pipe");
+  // Paths in functions.yaml are relative to the case; point them at the repo.
+  writeFileSync(join(dir, "functions.yaml"), readFileSync(join(dir, "functions.yaml"), "utf8").replaceAll("../../../functions/", `${ROOT}/functions/`));
+  assert.is((await xfnTest(dir)).code, 0);
+  const expected = readFileSync(join(dir, "expected.yaml"), "utf8");
+  writeFileSync(join(dir, "expected.yaml"), expected.replace(/---\napiVersion: s3[\s\S]*?bucket-assets[\s\S]*?(?=---)/, ""));
+  const extra = await xfnTest(dir);
+  assert.is(extra.code, 1);
+  assert.match(extra.out, /resource bucket-assets: rendered, but not expected/);
+  writeFileSync(join(dir, "expected.yaml"), `${expected}---\napiVersion: s3.aws.upbound.io/v1beta1\nkind: Bucket\nmetadata:\n  annotations: {crossplane.io/composition-resource-name: bucket-media}\n`);
+  const missing = await xfnTest(dir);
+  assert.match(missing.out, /resource bucket-media: expected, but not rendered/);
+});
+
+const broken: Record<string, { files: Record<string, string>; want: RegExp }> = {
+  NoFunction: { files: { "request.yaml": "meta: {tag: t}\n", "expected.yaml": "{}\n" }, want: /no function for this request: set function: in case\.yaml/ },
+  BadRequest: { files: { "request.yaml": "meta: {tagg: t}\n", "expected.yaml": "{}\n", "case.yaml": `function: ${ROOT}/functions/hello\n` }, want: /cannot read .*request\.yaml as a RunFunctionRequest: .*tagg/ },
+  UnknownCaseKey: { files: { "request.yaml": "{}\n", "expected.yaml": "{}\n", "case.yaml": "fn: x\n" }, want: /case\.yaml: unknown key "fn"; allowed: function, now, context/ },
+  BadNow: { files: { "request.yaml": "{}\n", "expected.yaml": "{}\n", "case.yaml": "now: yesterday\n" }, want: /now "yesterday" is not an RFC 3339 time/ },
+  PipelineWithoutFunctions: { files: { "xr.yaml": "kind: X\n", "composition.yaml": "kind: C\n", "expected.yaml": "{}\n" }, want: /a pipeline case needs functions\.yaml beside xr\.yaml/ },
+};
+for (const [name, tc] of Object.entries(broken)) {
+  T(`a broken case fails with the reason, and the others still run: ${name}`, async () => {
+    const root = join(scratch, `broken-${name}`);
+    const bad = join(root, "a-bad");
+    mkdirSync(bad, { recursive: true });
+    for (const [f, text] of Object.entries(tc.files)) writeFileSync(join(bad, f), text);
+    copyCase("functions/hello/testdata/cases/bad-bucket-name", `broken-${name}/b-good`);
+    writeFileSync(join(root, "b-good", "case.yaml"), `function: ${ROOT}/functions/hello\n`);
+    const r = await xfnTest(root);
+    assert.is(r.code, 1);
+    assert.match(r.out, tc.want);
+    assert.match(r.out, /^1 passed, 1 failed$/m);
+  });
+}
+
+T("no cases, or no such folder, is an error, not a silent pass", async () => {
+  mkdirSync(join(scratch, "empty"));
+  const e = await xfnTest(join(scratch, "empty"));
+  assert.is(e.code, 1);
+  assert.match(e.out, /no cases under/);
+  assert.match((await xfnTest(join(scratch, "nope"))).out, /not a directory/);
+});
+
+T("a recorded session replays unchanged, with secrets redacted", async () => {
+  const dir = join(scratch, "recorded");
+  const s = await startServe(["functions/hello", "--insecure", "--record-dir", dir]);
+  const c = rawClient(s.port);
+  try {
+    const secret = Buffer.from("s3cr3t").toString("base64");
+    for (const tag of ["one", "two"]) {
+      await c.run(
+        request({
+          meta: { tag },
+          observed: {
+            composite: { resource: { kind: "XBuckets", metadata: { name: "x" }, spec: { buckets: [{ name: "a" }] } }, connectionDetails: { pw: secret } },
+          },
+          desired: { resources: { kept: { resource: { kind: "K" }, connectionDetails: { pw: secret } } } },
+          credentials: { aws: { credentialData: { data: { key: secret } } } },
+        }),
+      );
+    }
+  } finally {
+    c.close();
+    await s.stop();
+  }
+  const cases = readdirSync(dir).sort();
+  assert.is(cases.length, 2);
+  assert.match(cases[0]!, /-0001-one$/);
+  for (const name of cases) {
+    for (const f of ["request.yaml", "expected.yaml", "case.yaml"]) assert.ok(existsSync(join(dir, name, f)), `${name}/${f}`);
+    const text = readFileSync(join(dir, name, "request.yaml"), "utf8") + readFileSync(join(dir, name, "expected.yaml"), "utf8");
+    assert.not.ok(text.includes(Buffer.from("s3cr3t").toString("base64")), "a secret was recorded");
+    assert.ok(text.includes(Buffer.from("[REDACTED]").toString("base64")));
+    assert.match(readFileSync(join(dir, name, "expected.yaml"), "utf8"), /ttl: 60s/);
+  }
+  const replay = await run(["test", dir]);
+  assert.is(replay.code, 0, replay.stdout + replay.stderr);
+  assert.match(replay.stdout, /^2 passed, 0 failed$/m);
+});
+
+T.run();
