@@ -7,6 +7,7 @@ import { loadFunction } from "../src/cli/load.js";
 import { Severity } from "../src/gen/fn/v1/run_function_pb.js";
 import { memoryLog } from "./support/log.js";
 import { request } from "./support/requests.js";
+import { run } from "./support/spawn.js";
 
 const root = join(import.meta.dirname, "..");
 const Readme = suite("README");
@@ -53,6 +54,18 @@ Readme("the pipeline example runs as written: the subnet waits for the VPC's ID"
     assert.equal(Object.keys(later.desired!.resources).sort(), ["subnet", "vpc"]);
   } finally {
     rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+Readme("every xfn render and xfn test command the README shows succeeds", async () => {
+  const readme = readFileSync(join(root, "README.md"), "utf8");
+  const commands = [...readme.matchAll(/^npx xfn (render|test) (.*)$/gm)].map((m) => [m[1]!, ...m[2]!.split(/\s+/)]);
+  assert.ok(commands.length >= 3, `found ${commands.length} commands`);
+  for (const args of commands) {
+    const r = await run(args);
+    assert.is(r.code, 0, `xfn ${args.join(" ")}: ${r.stderr}`);
+    if (args[0] === "render") assert.match(r.stdout, /crossplane\.io\/composition-resource-name: bucket-assets/);
+    else assert.match(r.stdout, /^\d+ passed, 0 failed$/m);
   }
 });
 

@@ -1,9 +1,11 @@
 // `xfn serve <module>`: serve a function module over gRPC until SIGTERM/SIGINT.
+// The same flags and start-up serve a bundled function package (see bundled.ts).
+import { resolve } from "node:path";
 import { Command, InvalidArgumentError, Option } from "commander";
+import type { RunFunction } from "../function.js";
 import { createLogger } from "../server/log.js";
 import { DEFAULT_ADDRESS, serve } from "../server/server.js";
-import { resolve } from "node:path";
-import { createRecorder } from "../testing/record.js";
+import { createRecorder, type Recorder } from "../testing/record.js";
 import { loadFunction, resolveModule } from "./load.js";
 
 function positive(name: string) {
@@ -22,7 +24,8 @@ function positiveInt(name: string) {
   };
 }
 
-interface ServeFlags {
+/** ServeFlags are the parsed serve flags. */
+export interface ServeFlags {
   address: string;
   tlsCertsDir?: string;
   insecure: boolean;
@@ -34,11 +37,9 @@ interface ServeFlags {
   recordDir?: string;
 }
 
-/** serveCommand builds the `serve` subcommand. */
-export function serveCommand(): Command {
-  return new Command("serve")
-    .description("serve a function module over gRPC, as Crossplane calls it (RunFunction v1 and v1beta1)")
-    .argument("<module>", "function module: a file, or a directory with package.json main or index.ts/index.js")
+/** addServeFlags adds the function server's flags to cmd. */
+export function addServeFlags(cmd: Command): Command {
+  return cmd
     .addOption(new Option("--address <host:port>", "address to listen on").default(DEFAULT_ADDRESS))
     .addOption(
       new Option("--tls-certs-dir <dir>", "directory with tls.crt, tls.key and ca.crt; clients must present a certificate signed by ca.crt").env(
@@ -57,42 +58,65 @@ export function serveCommand(): Command {
     .addOption(new Option("--record-dir <dir>", "write every request and its response as a test case xfn test can replay (secrets redacted)"))
     .addOption(
       new Option("--grace-period <seconds>", "on SIGTERM/SIGINT, how long in-flight requests may finish").default(10).argParser(positive("--grace-period")),
-    )
-    .action(async (module: string, flags: ServeFlags) => {
-      const log = createLogger({ debug: flags.debug });
-      let running;
-      let record: ReturnType<typeof createRecorder> | undefined;
-      try {
-        const fn = await loadFunction(module);
-        record = flags.recordDir ? createRecorder(resolve(flags.recordDir), resolveModule(module), log) : undefined;
-        running = await serve(
-          fn,
-          {
-            address: flags.address,
-            insecure: flags.insecure,
-            ...(flags.tlsCertsDir ? { tlsCertsDir: flags.tlsCertsDir } : {}),
-            maxRecvMessageSizeMB: flags.maxRecvMessageSize,
-            maxConcurrency: flags.maxConcurrency,
-            maxQueue: flags.maxQueue,
-            ...(record ? { onResponse: record.record } : {}),
-          },
-          log.child({ module }),
-        );
-      } catch (err) {
-        log.error((err as Error).message);
-        process.stderr.write(`xfn serve: ${(err as Error).message}\n`);
-        process.exitCode = 1;
-        return;
-      }
-      const srv = running;
-      const stop = (signal: string) => {
-        log.info({ signal }, "signal received");
-        void srv
-          .stop(flags.gracePeriod * 1000)
-          .then(() => record?.flush())
-          .then(() => process.exit(0));
-      };
-      process.once("SIGTERM", () => stop("SIGTERM"));
-      process.once("SIGINT", () => stop("SIGINT"));
-    });
+    );
+}
+
+/**
+ * startServing serves fn with flags until SIGTERM/SIGINT, then stops
+ * gracefully and exits 0. On a start-up failure it sets exit code 1.
+ * moduleFile names the function's source, for logs and recorded cases.
+ */
+export async function startServing(load: () => Promise<RunFunction>, flags: ServeFlags, label: string, moduleFile?: string): Promise<void> {
+  const log = createLogger({ debug: flags.debug });
+  let recorder: Recorder | undefined;
+  let running;
+  try {
+    const fn = await load();
+    recorder = flags.recordDir ? createRecorder(resolve(flags.recordDir), moduleFile ?? label, log) : undefined;
+    running = await serve(
+      fn,
+      {
+        address: flags.address,
+        insecure: flags.insecure,
+        ...(flags.tlsCertsDir ? { tlsCertsDir: flags.tlsCertsDir } : {}),
+        maxRecvMessageSizeMB: flags.maxRecvMessageSize,
+        maxConcurrency: flags.maxConcurrency,
+        maxQueue: flags.maxQueue,
+        ...(recorder ? { onResponse: recorder.record } : {}),
+      },
+      log.child({ module: label }),
+    );
+  } catch (err) {
+    log.error((err as Error).message);
+    process.stderr.write(`xfn serve: ${(err as Error).message}\n`);
+    process.exitCode = 1;
+    return;
+  }
+  const srv = running;
+  const stop = (signal: string) => {
+    log.info({ signal }, "signal received");
+    void srv
+      .stop(flags.gracePeriod * 1000)
+      .then(() => recorder?.flush())
+      .then(() => process.exit(0));
+  };
+  process.once("SIGTERM", () => stop("SIGTERM"));
+  process.once("SIGINT", () => stop("SIGINT"));
+}
+
+/** serveCommand builds the `serve` subcommand. */
+export function serveCommand(): Command {
+  return addServeFlags(
+    new Command("serve")
+      .description("serve a function module over gRPC, as Crossplane calls it (RunFunction v1 and v1beta1)")
+      .argument("<module>", "function module: a file, or a directory with package.json main or index.ts/index.js"),
+  ).action(async (module: string, flags: ServeFlags) => {
+    let file: string | undefined;
+    try {
+      file = resolveModule(module);
+    } catch {
+      // loadFunction reports the problem with the same words.
+    }
+    await startServing(() => loadFunction(module), flags, module, file);
+  });
 }

@@ -1,0 +1,122 @@
+// Every folder in functions/ is a deployable Crossplane Function package:
+// metadata, input CRDs, a Dockerfile, and a bundle that starts on plain Node
+// and answers a request. (No container engine runs here; everything up to the
+// image build is checked.)
+import { execFileSync, spawn } from "node:child_process";
+import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { suite } from "uvu";
+import * as assert from "uvu/assert";
+import { parse, parseAllDocuments } from "yaml";
+import { rawClient } from "./support/client.js";
+import { request } from "./support/requests.js";
+import { ROOT } from "./support/spawn.js";
+
+const functions = readdirSync(join(ROOT, "functions")).filter((n) => statSync(join(ROOT, "functions", n)).isDirectory()).sort();
+const P = suite("function packages");
+
+let bundles: string;
+P.before(() => {
+  execFileSync(process.execPath, [join(ROOT, "scripts/package.mjs")], { cwd: ROOT, stdio: "pipe" });
+  // Copied away from the repository: the bundle must need no node_modules.
+  bundles = mkdtempSync(join(tmpdir(), "xfn-bundles-"));
+  cpSync(join(ROOT, "dist/functions"), bundles, { recursive: true });
+});
+P.after(() => rmSync(bundles, { recursive: true, force: true }));
+
+P("functions/ holds the expected packages", () => {
+  assert.equal(functions, ["hello", "lifecycle"]);
+});
+
+for (const name of functions) {
+  const dir = join(ROOT, "functions", name);
+
+  P(`${name}: package/crossplane.yaml is a meta.pkg.crossplane.io/v1 Function`, () => {
+    const meta = parse(readFileSync(join(dir, "package/crossplane.yaml"), "utf8"));
+    assert.is(meta.apiVersion, "meta.pkg.crossplane.io/v1");
+    assert.is(meta.kind, "Function");
+    assert.is(meta.metadata.name, `function-${name}`);
+  });
+
+  P(`${name}: every file in package/input is a valid input CRD`, () => {
+    const files = readdirSync(join(dir, "package/input"));
+    assert.ok(files.length > 0, "an input CRD");
+    for (const f of files) {
+      const docs = parseAllDocuments(readFileSync(join(dir, "package/input", f), "utf8"));
+      assert.is(docs.length, 1, f);
+      assert.equal(docs[0]!.errors, [], f);
+      const crd = docs[0]!.toJS();
+      assert.is(crd.apiVersion, "apiextensions.k8s.io/v1", f);
+      assert.is(crd.kind, "CustomResourceDefinition", f);
+      assert.is(crd.metadata.name, `${crd.spec.names.plural}.${crd.spec.group}`, `${f}: name must be <plural>.<group>`);
+      assert.ok(crd.spec.versions.some((v: any) => v.served && v.storage && v.schema?.openAPIV3Schema?.type === "object"), `${f}: a served storage version with a schema`);
+      assert.not.ok(JSON.stringify(crd).includes("$ref"), `${f}: structural schemas cannot use $ref`);
+    }
+  });
+
+  P(`${name}: the Dockerfile builds in two stages and runs the bundle as a non-root user on 9443`, () => {
+    const text = readFileSync(join(dir, "Dockerfile"), "utf8");
+    assert.is((text.match(/^FROM /gm) ?? []).length, 2);
+    assert.match(text, /^RUN npm ci/m);
+    assert.match(text, new RegExp(`^RUN npm run package -- ${name}$`, "m"));
+    assert.match(text, new RegExp(`^COPY --from=build /src/dist/functions/${name}/ /function/$`, "m"));
+    assert.match(text, /^USER node$/m);
+    assert.match(text, /^EXPOSE 9443$/m);
+    assert.match(text, /^ENTRYPOINT \["node", "\/function\/function\.mjs"\]$/m);
+  });
+
+  P(`${name}: the bundle starts on plain Node, answers a request, and stops on SIGTERM`, async () => {
+    const child = spawn(process.execPath, [join(bundles, name, "function.mjs"), "--insecure", "--address", "127.0.0.1:0"], { cwd: bundles });
+    let out = "";
+    child.stdout.on("data", (d) => (out += d));
+    child.stderr.on("data", (d) => (out += d));
+    const exited = new Promise<number | null>((r) => child.on("exit", (code) => r(code)));
+    try {
+      const port = await new Promise<number>((resolve, reject) => {
+        const t = setTimeout(() => reject(new Error(`bundle did not start:\n${out}`)), 15_000);
+        child.stdout.on("data", () => {
+          const m = /"port":(\d+)/.exec(out);
+          if (m) {
+            clearTimeout(t);
+            resolve(Number(m[1]));
+          }
+        });
+      });
+      assert.match(out, new RegExp(`"module":"function-${name}"`));
+      const c = rawClient(port);
+      try {
+        const rsp = await c.run(request({ desired: { resources: { kept: { resource: { kind: "K" } } } } }));
+        assert.is(rsp.meta?.tag, "tag-1");
+        assert.ok(rsp.desired?.resources["kept"], "desired state passed through");
+      } finally {
+        c.close();
+      }
+    } finally {
+      child.kill("SIGTERM");
+    }
+    assert.is(await exited, 0);
+  });
+
+  P(`${name}: the bundle refuses to start without TLS or --insecure`, () => {
+    try {
+      execFileSync(process.execPath, [join(bundles, name, "function.mjs")], { cwd: bundles, stdio: "pipe", env: { ...process.env, TLS_SERVER_CERTS_DIR: "" } });
+      assert.unreachable("started without TLS");
+    } catch (err) {
+      const e = err as { status: number; stderr: Buffer };
+      assert.is(e.status, 1);
+      assert.match(e.stderr.toString(), /refusing to serve without TLS/);
+    }
+  });
+}
+
+P("npm run package names an unknown function clearly", () => {
+  try {
+    execFileSync(process.execPath, [join(ROOT, "scripts/package.mjs"), "nope"], { cwd: ROOT, stdio: "pipe" });
+    assert.unreachable();
+  } catch (err) {
+    assert.match((err as { stderr: Buffer }).stderr.toString(), /no function "nope" in functions\/ \(have: hello, lifecycle\)/);
+  }
+});
+
+P.run();
