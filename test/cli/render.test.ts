@@ -167,13 +167,32 @@ const bad: Record<string, { args: () => [string, string, string | undefined]; ov
   BadContextValue: { args: () => [join(F, "xr.yaml"), join(F, "composition.yaml"), join(F, "functions.yaml")], over: { contextValues: ["novalue"] }, want: /--context-values "novalue": expected key=value/ },
   MissingContextFile: { args: () => [join(F, "xr.yaml"), join(F, "composition.yaml"), join(F, "functions.yaml")], over: { contextFiles: ["k=/nonexistent.json"] }, want: /--context-files: cannot read \/nonexistent\.json for key "k"/ },
 };
-for (const [name, tc] of Object.entries(bad)) {
-  R(`bad input, exit code 1: ${name}`, async () => {
+// Each bad input runs through the real CLI, as a user would. The processes are
+// started together (at most four at a time) and each test awaits its own.
+const toArgs = (over: Record<string, unknown>): string[] =>
+  Object.entries(over).flatMap(([k, v]) => {
+    const flag = `--${k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`;
+    return Array.isArray(v) ? v.flatMap((x) => [flag, String(x)]) : [flag, String(v)];
+  });
+const spawned = new Map<string, Promise<Awaited<ReturnType<typeof run>>>>();
+const running = Promise.resolve();
+const limit: Array<Promise<unknown>> = [];
+R.before(() => {
+  for (const [name, tc] of Object.entries(bad)) {
     const [a, b, c] = tc.args();
-    const r = await render(a, b, c, tc.over ?? {});
-    assert.is(r.code, 1, r.out);
-    assert.match(r.err, tc.want);
-    assert.is(r.out, "");
+    const args = ["render", a, b, ...(c ? [c] : []), ...toArgs(tc.over ?? {})];
+    const slot = limit.length >= 4 ? limit[limit.length - 4]! : running;
+    const p = slot.then(() => run(args));
+    limit.push(p);
+    spawned.set(name, p);
+  }
+});
+for (const [name, tc] of Object.entries(bad)) {
+  R(`bad input, exit code 1, spawned: ${name}`, async () => {
+    const r = await spawned.get(name)!;
+    assert.is(r.code, 1, r.stdout + r.stderr);
+    assert.match(r.stderr, tc.want);
+    assert.is(r.stdout, "");
   });
 }
 
