@@ -3,28 +3,18 @@
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Writable } from "node:stream";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { parseAllDocuments } from "yaml";
 import { DEFAULT_NOW, runRender } from "../../src/cli/render.js";
 import { serve } from "../../src/server/server.js";
 import { memoryLog } from "../support/log.js";
+import { sink } from "../support/sink.js";
 import { ROOT, run } from "../support/spawn.js";
 
 const F = join(ROOT, "test/fixtures/render");
 const EX = join(ROOT, "examples");
 
-function sink() {
-  let text = "";
-  const stream = new Writable({
-    write(chunk, _enc, cb) {
-      text += chunk;
-      cb();
-    },
-  });
-  return { stream, text: () => text };
-}
 
 const flags = (over: Record<string, unknown> = {}) => ({
   contextValues: [] as string[],

@@ -2,26 +2,14 @@
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Writable } from "node:stream";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { runTests } from "../../src/cli/test.js";
 import { rawClient } from "../support/client.js";
 import { request } from "../support/requests.js";
+import { sink } from "../support/sink.js";
 import { ROOT, run, startServe } from "../support/spawn.js";
 
-function sink() {
-  let text = "";
-  return {
-    stream: new Writable({
-      write(c, _e, cb) {
-        text += c;
-        cb();
-      },
-    }),
-    text: () => text,
-  };
-}
 
 async function xfnTest(dir: string, update = false) {
   const out = sink();
