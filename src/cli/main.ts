@@ -2,6 +2,7 @@
 import { readFileSync } from "node:fs";
 import { Command } from "commander";
 import { callCommand } from "./call.js";
+import { devClusterCommand } from "./dev-cluster.js";
 import { renderCommand } from "./render.js";
 import { serveCommand } from "./serve.js";
 import { testCommand } from "./test.js";
@@ -20,7 +21,8 @@ export function program(): Command {
     .addCommand(serveCommand())
     .addCommand(callCommand())
     .addCommand(renderCommand())
-    .addCommand(testCommand());
+    .addCommand(testCommand())
+    .addCommand(devClusterCommand());
 }
 
 await program().parseAsync(process.argv);

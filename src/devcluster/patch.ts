@@ -1,0 +1,207 @@
+// Patches the embedded API server accepts: JSON merge patch (RFC 7386; also
+// used for strategic merge patch, without list merge keys), JSON patch (RFC
+// 6902: add, remove, replace, test), and server-side apply with per-manager
+// field ownership, where every list is atomic.
+import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
+import { ApiError, meta } from "./store.js";
+
+const isObject = (v: unknown): v is JsonObject => typeof v === "object" && v !== null && !Array.isArray(v);
+
+/** mergePatch applies an RFC 7386 merge patch. */
+export function mergePatch(target: JsonValue | undefined, patch: JsonValue): JsonValue {
+  if (!isObject(patch)) return structuredClone(patch);
+  const out: JsonObject = isObject(target) ? structuredClone(target) : {};
+  for (const [k, v] of Object.entries(patch)) {
+    if (v === null) delete out[k];
+    else out[k] = mergePatch(out[k], v);
+  }
+  return out;
+}
+
+function pointer(path: string): string[] {
+  if (path === "") return [];
+  if (!path.startsWith("/")) throw new ApiError(422, "Invalid", `json patch path ${JSON.stringify(path)} must start with "/"`);
+  return path.slice(1).split("/").map((p) => p.replace(/~1/g, "/").replace(/~0/g, "~"));
+}
+
+/** jsonPatch applies RFC 6902 operations add, remove, replace and test. */
+export function jsonPatch(doc: JsonObject, ops: JsonValue): JsonObject {
+  if (!Array.isArray(ops)) throw new ApiError(400, "BadRequest", "a json patch must be a list of operations");
+  const out = structuredClone(doc);
+  for (const [i, raw] of ops.entries()) {
+    if (!isObject(raw) || typeof raw["op"] !== "string" || typeof raw["path"] !== "string") throw new ApiError(400, "BadRequest", `json patch operation ${i}: op and path are required`);
+    const parts = pointer(raw["path"]);
+    const last = parts.pop();
+    let parent: JsonValue = out;
+    for (const p of parts) {
+      parent = Array.isArray(parent) ? parent[Number(p)]! : isObject(parent) ? parent[p]! : undefined!;
+      if (parent === undefined) throw new ApiError(422, "Invalid", `json patch operation ${i}: path ${raw["path"]} does not exist`);
+    }
+    if (last === undefined) throw new ApiError(422, "Invalid", `json patch operation ${i}: cannot ${raw["op"]} the whole document`);
+    const container = parent as JsonObject | JsonValue[];
+    const idx = Array.isArray(container) ? (last === "-" ? container.length : Number(last)) : last;
+    const present = Array.isArray(container) ? (idx as number) < container.length : Object.hasOwn(container, last);
+    switch (raw["op"]) {
+      case "add":
+        if (Array.isArray(container)) container.splice(idx as number, 0, structuredClone(raw["value"]!));
+        else container[last] = structuredClone(raw["value"]!);
+        break;
+      case "replace":
+        if (!present) throw new ApiError(422, "Invalid", `json patch operation ${i}: path ${raw["path"]} does not exist`);
+        if (Array.isArray(container)) container[idx as number] = structuredClone(raw["value"]!);
+        else container[last] = structuredClone(raw["value"]!);
+        break;
+      case "remove":
+        if (!present) throw new ApiError(422, "Invalid", `json patch operation ${i}: path ${raw["path"]} does not exist`);
+        if (Array.isArray(container)) container.splice(idx as number, 1);
+        else delete container[last];
+        break;
+      case "test": {
+        const v = Array.isArray(container) ? container[idx as number] : container[last];
+        if (JSON.stringify(v) !== JSON.stringify(raw["value"])) throw new ApiError(422, "Invalid", `json patch test failed at ${raw["path"]}`);
+        break;
+      }
+      default:
+        throw new ApiError(422, "Invalid", `json patch operation ${i}: op ${JSON.stringify(raw["op"])} is not supported (add, remove, replace, test)`);
+    }
+  }
+  return out;
+}
+
+// --- server-side apply -------------------------------------------------------
+
+type Path = string[];
+const IDENTITY = new Set(["apiVersion", "kind"]);
+const META_OWNED = new Set(["labels", "annotations", "finalizers", "ownerReferences"]);
+
+/** leafPaths lists the fields an applied configuration sets; lists and scalars are leaves. */
+export function leafPaths(v: JsonValue, prefix: Path = []): Path[] {
+  if (!isObject(v) || (Object.keys(v).length === 0 && prefix.length > 0)) return [prefix];
+  const out: Path[] = [];
+  for (const [k, child] of Object.entries(v)) {
+    if (prefix.length === 0 && IDENTITY.has(k)) continue;
+    if (prefix.length === 1 && prefix[0] === "metadata" && !META_OWNED.has(k)) continue;
+    out.push(...leafPaths(child, [...prefix, k]));
+  }
+  return out;
+}
+
+const enc = (p: Path) => JSON.stringify(p);
+const overlaps = (a: Path, b: Path) => {
+  const n = Math.min(a.length, b.length);
+  for (let i = 0; i < n; i++) if (a[i] !== b[i]) return false;
+  return true;
+};
+
+function getAt(o: JsonValue | undefined, p: Path): JsonValue | undefined {
+  let cur = o;
+  for (const k of p) {
+    if (!isObject(cur)) return undefined;
+    cur = cur[k];
+  }
+  return cur;
+}
+
+function deleteAt(o: JsonObject, p: Path): void {
+  const stack: JsonObject[] = [o];
+  let cur: JsonValue | undefined = o;
+  for (const k of p.slice(0, -1)) {
+    cur = isObject(cur) ? cur[k] : undefined;
+    if (!isObject(cur)) return;
+    stack.push(cur);
+  }
+  delete stack[stack.length - 1]![p[p.length - 1]!];
+  // Drop objects the removal left empty.
+  for (let i = stack.length - 1; i > 0; i--) {
+    if (Object.keys(stack[i]!).length === 0) delete stack[i - 1]![p[i - 1]!];
+    else break;
+  }
+}
+
+function deepMerge(target: JsonValue | undefined, src: JsonValue): JsonValue {
+  if (!isObject(src) || !isObject(target)) return structuredClone(src);
+  const out = structuredClone(target);
+  for (const [k, v] of Object.entries(src)) out[k] = deepMerge(out[k], v);
+  return out;
+}
+
+interface ManagedEntry {
+  manager: string;
+  operation: string;
+  apiVersion?: string;
+  time?: string;
+  fieldsType: "FieldsV1";
+  fieldsV1: JsonObject;
+}
+
+function toFieldsV1(paths: Path[]): JsonObject {
+  const root: JsonObject = {};
+  for (const p of paths) {
+    let cur = root;
+    for (const k of p) cur = (cur[`f:${k}`] ??= {}) as JsonObject;
+  }
+  return root;
+}
+
+function fromFieldsV1(f: JsonValue | undefined, prefix: Path = []): Path[] {
+  if (!isObject(f)) return [];
+  const keys = Object.keys(f).filter((k) => k.startsWith("f:"));
+  if (keys.length === 0) return prefix.length ? [prefix] : [];
+  return keys.flatMap((k) => fromFieldsV1(f[k], [...prefix, k.slice(2)]));
+}
+
+/**
+ * apply merges an applied configuration into current (undefined: create) for
+ * manager. Fields the manager applied before and leaves out now are removed
+ * unless another manager owns them. A field another manager owns with a
+ * different value is a 409 Conflict unless force, which takes it over.
+ * Only the paths under `scope` (e.g. ["status"] for the status subresource)
+ * are applied.
+ */
+export function apply(current: JsonObject | undefined, applied: JsonObject, manager: string, force: boolean, scope: (p: Path) => boolean, time: string): JsonObject {
+  const base: JsonObject = current ? structuredClone(current) : { apiVersion: applied["apiVersion"]!, kind: applied["kind"]!, metadata: {} };
+  const managed: ManagedEntry[] = (Array.isArray(meta(base)["managedFields"]) ? (meta(base)["managedFields"] as unknown as ManagedEntry[]) : []).map((e) => structuredClone(e));
+  const owned = new Map(managed.map((e) => [e.manager, fromFieldsV1(e.fieldsV1)]));
+  const paths = leafPaths(applied).filter(scope);
+  const conflicts: string[] = [];
+  for (const p of paths) {
+    for (const [other, theirs] of owned) {
+      if (other === manager) continue;
+      for (const q of theirs) {
+        if (!overlaps(p, q)) continue;
+        if (JSON.stringify(getAt(base, p)) === JSON.stringify(getAt(applied, p))) continue;
+        if (force) owned.set(other, (owned.get(other) ?? []).filter((x) => !overlaps(x, p)));
+        else conflicts.push(`conflict with "${other}": .${p.join(".")}`);
+      }
+    }
+  }
+  if (conflicts.length) throw new ApiError(409, "Conflict", `Apply failed with ${conflicts.length} conflict${conflicts.length > 1 ? "s" : ""}: ${[...new Set(conflicts)].join("; ")}`);
+  const previous = (owned.get(manager) ?? []).filter(scope);
+  const kept = new Set(paths.map(enc));
+  for (const p of previous) {
+    if (kept.has(enc(p))) continue;
+    if ([...owned].some(([other, theirs]) => other !== manager && theirs.some((q) => overlaps(p, q)))) continue;
+    deleteAt(base, p);
+  }
+  let merged = base;
+  for (const p of paths) {
+    const v = getAt(applied, p)!;
+    merged = deepMerge(merged, p.reduceRight<JsonValue>((acc, k) => ({ [k]: acc }), v)) as JsonObject;
+  }
+  owned.set(manager, [...(owned.get(manager) ?? []).filter((q) => !scope(q)), ...paths]);
+  const entries: ManagedEntry[] = [...owned]
+    .filter(([, ps]) => ps.length > 0)
+    .map(([m, ps]) => {
+      const before = managed.find((e) => e.manager === m);
+      return {
+        manager: m,
+        operation: before?.operation ?? "Apply",
+        apiVersion: String(applied["apiVersion"]),
+        time: m === manager ? time : (before?.time ?? time),
+        fieldsType: "FieldsV1" as const,
+        fieldsV1: toFieldsV1(ps),
+      };
+    });
+  meta(merged)["managedFields"] = entries as unknown as JsonValue;
+  return merged;
+}

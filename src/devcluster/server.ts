@@ -1,0 +1,336 @@
+// The embedded API server's HTTP face: enough of the Kubernetes API for
+// kubectl and @kubernetes/client-node (discovery, get, list with selectors,
+// watch with bookmarks and 410 Gone, create, update, status subresource,
+// merge/JSON/apply patches, delete with propagation), on loopback.
+import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
+import { parse as parseYaml, stringify } from "yaml";
+import { apply, jsonPatch, mergePatch } from "./patch.js";
+import { ApiError, meta, parseSelector, Store, typeKeyOf, type ResourceType, type Snapshot, type Watcher } from "./store.js";
+
+/** DevClusterOptions configure an embedded API server. */
+export interface DevClusterOptions {
+  /** Port on 127.0.0.1; 0 picks a free one. */
+  port?: number;
+  /** File to persist state to, so a restart loses nothing. */
+  dataFile?: string;
+  /** Events a watch can resume from; older versions get 410 Gone. */
+  historySize?: number;
+  /** How often watches with allowWatchBookmarks get a BOOKMARK. Default 10 s. */
+  bookmarkIntervalMs?: number;
+}
+
+/** DevCluster is a running embedded API server. */
+export interface DevCluster {
+  readonly url: string;
+  readonly port: number;
+  readonly store: Store;
+  /** kubeconfig returns a kubeconfig (YAML) for this server. */
+  kubeconfig(): string;
+  /** stop ends every watch, closes the server and writes state out. */
+  stop(): Promise<void>;
+}
+
+const isObject = (v: unknown): v is JsonObject => typeof v === "object" && v !== null && !Array.isArray(v);
+
+function status(res: ServerResponse, err: ApiError): void {
+  send(res, err.code, { kind: "Status", apiVersion: "v1", metadata: {}, status: "Failure", message: err.message, reason: err.reason, code: err.code });
+}
+
+function send(res: ServerResponse, code: number, body: unknown): void {
+  const text = JSON.stringify(body);
+  res.writeHead(code, { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(text) });
+  res.end(text);
+}
+
+async function readBody(req: IncomingMessage): Promise<string> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const c of req) {
+    size += (c as Buffer).length;
+    if (size > 8 * 1024 * 1024) throw new ApiError(413, "RequestEntityTooLarge", "request body larger than 8 MiB");
+    chunks.push(c as Buffer);
+  }
+  return Buffer.concat(chunks).toString("utf8");
+}
+
+function parseBody(text: string, yaml: boolean): JsonValue {
+  try {
+    return (yaml ? parseYaml(text) : JSON.parse(text)) as JsonValue;
+  } catch (err) {
+    throw new ApiError(400, "BadRequest", `cannot decode the request body: ${(err as Error).message.split("\n")[0]}`);
+  }
+}
+
+interface Route {
+  group: string;
+  version: string;
+  type: ResourceType;
+  namespace?: string;
+  name?: string;
+  subresource?: string;
+}
+
+function discovery(store: Store, group: string, version: string): JsonObject | undefined {
+  const resources: JsonObject[] = [];
+  for (const t of store.types.values()) {
+    if (t.group !== group || !t.versions.includes(version)) continue;
+    resources.push({
+      name: t.plural,
+      singularName: t.singular,
+      namespaced: t.namespaced,
+      kind: t.kind,
+      verbs: ["create", "delete", "get", "list", "patch", "update", "watch"],
+      ...(t.shortNames.length ? { shortNames: t.shortNames } : {}),
+      ...(t.crd ? { categories: [] } : {}),
+    });
+    if (t.statusSubresource) resources.push({ name: `${t.plural}/status`, singularName: "", namespaced: t.namespaced, kind: t.kind, verbs: ["get", "patch", "update"] });
+  }
+  if (resources.length === 0) return undefined;
+  return { kind: "APIResourceList", apiVersion: "v1", groupVersion: group ? `${group}/${version}` : version, resources };
+}
+
+function groups(store: Store): JsonObject {
+  const byGroup = new Map<string, Set<string>>();
+  for (const t of store.types.values()) if (t.group) for (const v of t.versions) (byGroup.get(t.group) ?? byGroup.set(t.group, new Set()).get(t.group)!).add(v);
+  return {
+    kind: "APIGroupList",
+    apiVersion: "v1",
+    groups: [...byGroup].sort().map(([name, vs]) => {
+      const versions = [...vs].map((v) => ({ groupVersion: `${name}/${v}`, version: v }));
+      return { name, versions, preferredVersion: versions[0]! };
+    }),
+  };
+}
+
+function route(store: Store, path: string): Route | "discovery" | undefined {
+  const segs = path.split("/").filter(Boolean).map(decodeURIComponent);
+  let group: string;
+  let version: string;
+  let rest: string[];
+  if (segs[0] === "api" && segs.length >= 2) [group, version, rest] = ["", segs[1]!, segs.slice(2)];
+  else if (segs[0] === "apis" && segs.length >= 3) [group, version, rest] = [segs[1]!, segs[2]!, segs.slice(3)];
+  else return undefined;
+  if (rest.length === 0) return "discovery";
+  let namespace: string | undefined;
+  if (rest[0] === "namespaces" && rest.length >= 3 && !(group === "" && rest.length === 3 && ["status", "finalize"].includes(rest[2]!))) {
+    namespace = rest[1];
+    rest = rest.slice(2);
+  }
+  const type = store.findType(group, version, rest[0]!);
+  if (!type) throw new ApiError(404, "NotFound", `the server could not find the requested resource (${group ? `${group}/` : ""}${version} ${rest[0]})`);
+  if (type.namespaced === false && namespace !== undefined) throw new ApiError(404, "NotFound", `${type.plural} is not namespaced`);
+  return { group, version, type, ...(namespace !== undefined ? { namespace } : {}), ...(rest[1] !== undefined ? { name: rest[1] } : {}), ...(rest[2] !== undefined ? { subresource: rest[2] } : {}) };
+}
+
+const apiVersionOf = (r: Route) => (r.group ? `${r.group}/${r.version}` : r.version);
+const asVersion = (o: JsonObject, r: Route): JsonObject => ({ ...o, apiVersion: apiVersionOf(r) });
+
+function checkKind(r: Route, body: JsonValue): JsonObject {
+  if (!isObject(body)) throw new ApiError(400, "BadRequest", "the request body must be an object");
+  if (body["kind"] !== undefined && body["kind"] !== r.type.kind) throw new ApiError(400, "BadRequest", `kind ${String(body["kind"])} does not match the resource (${r.type.kind})`);
+  if (body["apiVersion"] !== undefined && String(body["apiVersion"]).split("/").length === 2 !== Boolean(r.group)) {
+    throw new ApiError(400, "BadRequest", `apiVersion ${String(body["apiVersion"])} does not match the resource (${apiVersionOf(r)})`);
+  }
+  return { ...body, apiVersion: apiVersionOf(r), kind: r.type.kind };
+}
+
+/** startDevCluster starts an embedded API server on 127.0.0.1. */
+export async function startDevCluster(opts: DevClusterOptions = {}): Promise<DevCluster> {
+  const store = new Store({ ...(opts.historySize ? { historySize: opts.historySize } : {}) });
+  if (opts.dataFile && existsSync(opts.dataFile)) {
+    try {
+      store.restore(JSON.parse(readFileSync(opts.dataFile, "utf8")) as Snapshot);
+    } catch (err) {
+      throw new Error(`cannot load dev-cluster state from ${opts.dataFile}: ${(err as Error).message}`);
+    }
+  }
+  let saveTimer: NodeJS.Timeout | undefined;
+  const save = () => {
+    if (!opts.dataFile) return;
+    const tmp = `${opts.dataFile}.tmp`;
+    writeFileSync(tmp, JSON.stringify(store.snapshot()));
+    renameSync(tmp, opts.dataFile);
+  };
+  store.onChange = () => {
+    if (!opts.dataFile || saveTimer) return;
+    saveTimer = setTimeout(() => {
+      saveTimer = undefined;
+      save();
+    }, 20);
+  };
+  const bookmarkMs = opts.bookmarkIntervalMs ?? 10_000;
+  const streams = new Set<ServerResponse>();
+
+  const handle = async (req: IncomingMessage, res: ServerResponse) => {
+    const url = new URL(req.url ?? "/", "http://localhost");
+    const q = url.searchParams;
+    const path = url.pathname;
+    if (["/healthz", "/readyz", "/livez"].includes(path)) return void res.end("ok");
+    if (path === "/version") return send(res, 200, { major: "1", minor: "31", gitVersion: "v1.31.0-xfn-dev", platform: "linux/amd64" });
+    if (path === "/api") return send(res, 200, { kind: "APIVersions", versions: ["v1"], serverAddressByClientCIDRs: [{ clientCIDR: "0.0.0.0/0", serverAddress: req.headers.host ?? "" }] });
+    if (path === "/apis") return send(res, 200, groups(store));
+    // No schemas are published: kubectl then skips client-side validation of
+    // kinds it cannot find, and the server validates no schemas either.
+    if (path === "/openapi/v3") return send(res, 200, { paths: {} });
+    if (path === "/openapi/v2") {
+      // kubectl asks for protobuf: an empty body is a valid, empty document.
+      if ((req.headers.accept ?? "").includes("protobuf")) {
+        res.writeHead(200, { "Content-Type": "application/com.github.proto-openapi.spec.v2.v1.0+protobuf", "Content-Length": 0 });
+        return void res.end();
+      }
+      return send(res, 200, { swagger: "2.0", info: { title: "xfn dev-cluster", version: "v1.31.0" }, paths: {}, definitions: {} });
+    }
+    const r = route(store, path);
+    if (r === undefined) throw new ApiError(404, "NotFound", `the server could not find the requested resource (${path})`);
+    if (r === "discovery") {
+      const segs = path.split("/").filter(Boolean);
+      const d = segs[0] === "api" ? discovery(store, "", segs[1]!) : discovery(store, segs[1]!, segs[2]!);
+      if (!d) throw new ApiError(404, "NotFound", `the server could not find the requested resource (${path})`);
+      return send(res, 200, d);
+    }
+    const typeKey = typeKeyOf(r.type.group, r.type.plural);
+    const method = req.method ?? "GET";
+    if (r.subresource !== undefined && r.subresource !== "status") throw new ApiError(404, "NotFound", `subresource ${r.subresource} is not served`);
+    const isStatus = r.subresource === "status";
+    if (isStatus && !r.type.statusSubresource) throw new ApiError(404, "NotFound", `${r.type.plural} has no status subresource`);
+
+    if (method === "GET" && r.name === undefined) {
+      let labels;
+      try {
+        labels = parseSelector(q.get("labelSelector") ?? "");
+      } catch (err) {
+        throw new ApiError(400, "BadRequest", `invalid labelSelector: ${(err as Error).message}`);
+      }
+      const fieldSel = q.get("fieldSelector") ?? "";
+      const fm = /^metadata\.name=([^,]+)$/.exec(fieldSel);
+      if (fieldSel && !fm) throw new ApiError(400, "BadRequest", `field selector ${JSON.stringify(fieldSel)} is not supported (only metadata.name=...)`);
+      if (q.get("watch") === "true" || q.get("watch") === "1") {
+        res.writeHead(200, { "Content-Type": "application/json", "Transfer-Encoding": "chunked" });
+        streams.add(res);
+        let unsubscribe = () => {};
+        let bookmark: NodeJS.Timeout | undefined;
+        let timeout: NodeJS.Timeout | undefined;
+        const end = () => {
+          unsubscribe();
+          clearInterval(bookmark);
+          clearTimeout(timeout);
+          streams.delete(res);
+          if (!res.writableEnded) res.end();
+        };
+        const w: Watcher = {
+          typeKey,
+          ...(r.namespace !== undefined ? { namespace: r.namespace } : {}),
+          labels,
+          ...(fm ? { fieldName: fm[1]! } : {}),
+          send: (type, object) => {
+            if (!res.writableEnded) res.write(`${JSON.stringify({ type, object: type === "ERROR" || type === "BOOKMARK" ? object : asVersion(object, r) })}\n`);
+          },
+          close: end,
+        };
+        req.on("close", end);
+        unsubscribe = store.watch(w, q.get("resourceVersion") ?? undefined);
+        if (q.get("allowWatchBookmarks") === "true") bookmark = setInterval(() => store.bookmark(w, apiVersionOf(r), r.type.kind), bookmarkMs);
+        const secs = Number(q.get("timeoutSeconds") ?? "0");
+        if (secs > 0) timeout = setTimeout(end, secs * 1000);
+        return;
+      }
+      const items = store.list(typeKey, r.namespace, labels, fm?.[1]).map((o) => asVersion(o, r));
+      return send(res, 200, { apiVersion: apiVersionOf(r), kind: r.type.listKind, metadata: { resourceVersion: String(store.rv) }, items });
+    }
+    if (method === "GET") return send(res, 200, asVersion(store.get(typeKey, r.namespace, r.name!), r));
+
+    if (method === "POST" && r.name === undefined) {
+      const body = checkKind(r, parseBody(await readBody(req), false));
+      return send(res, 201, asVersion(store.create(typeKey, r.namespace, body), r));
+    }
+    if (r.name === undefined) throw new ApiError(405, "MethodNotAllowed", `${method} is not allowed on a collection`);
+
+    if (method === "PUT") {
+      const body = checkKind(r, parseBody(await readBody(req), false));
+      return send(res, 200, asVersion(store.update(typeKey, r.namespace, r.name, body, { status: isStatus }), r));
+    }
+    if (method === "PATCH") {
+      const ct = (req.headers["content-type"] ?? "").split(";")[0]!.trim();
+      const text = await readBody(req);
+      if (ct === "application/apply-patch+yaml" || ct === "application/apply-patch+json") {
+        const manager = q.get("fieldManager");
+        if (!manager) throw new ApiError(400, "BadRequest", "fieldManager is required for apply patch");
+        const applied = checkKind(r, parseBody(text, true));
+        const am = isObject(applied["metadata"]) ? applied["metadata"] : {};
+        if (am["name"] !== undefined && am["name"] !== r.name) throw new ApiError(400, "BadRequest", `the name of the object (${String(am["name"])}) does not match the name on the URL (${r.name})`);
+        let current: JsonObject | undefined;
+        try {
+          current = store.get(typeKey, r.namespace, r.name);
+        } catch (err) {
+          if (!(err instanceof ApiError && err.code === 404) || isStatus) throw err;
+        }
+        const scope = isStatus ? (p: string[]) => p[0] === "status" : r.type.statusSubresource ? (p: string[]) => p[0] !== "status" : () => true;
+        const merged = apply(current, applied, manager, q.get("force") === "true", scope, new Date().toISOString().replace(/\.\d{3}Z$/, "Z"));
+        if (!current) {
+          meta(merged)["name"] = r.name;
+          return send(res, 201, asVersion(store.create(typeKey, r.namespace, merged), r));
+        }
+        return send(res, 200, asVersion(store.update(typeKey, r.namespace, r.name, merged, { status: isStatus, applied: true }), r));
+      }
+      const current = store.get(typeKey, r.namespace, r.name);
+      const patch = parseBody(text, false);
+      let next: JsonObject;
+      if (ct === "application/merge-patch+json" || ct === "application/strategic-merge-patch+json") next = mergePatch(current, patch) as JsonObject;
+      else if (ct === "application/json-patch+json") next = jsonPatch(current, patch);
+      else throw new ApiError(415, "UnsupportedMediaType", `the patch content type ${JSON.stringify(ct)} is not supported`);
+      // A patch that names no resourceVersion never conflicts.
+      const named = isObject(patch) && isObject(patch["metadata"]) && patch["metadata"]["resourceVersion"] !== undefined;
+      if (!named) meta(next)["resourceVersion"] = meta(current)["resourceVersion"]!;
+      return send(res, 200, asVersion(store.update(typeKey, r.namespace, r.name, checkKind(r, next), { status: isStatus }), r));
+    }
+    if (method === "DELETE") {
+      const text = await readBody(req);
+      const opts = text.trim() ? parseBody(text, false) : {};
+      const policy = (q.get("propagationPolicy") ?? (isObject(opts) ? opts["propagationPolicy"] : undefined) ?? "Background") as string;
+      if (!["Foreground", "Background", "Orphan"].includes(policy)) throw new ApiError(400, "BadRequest", `propagationPolicy ${JSON.stringify(policy)} is not one of Foreground, Background, Orphan`);
+      const pre = isObject(opts) && isObject(opts["preconditions"]) ? opts["preconditions"]["uid"] : undefined;
+      const last = store.delete(typeKey, r.namespace, r.name, policy as "Foreground", typeof pre === "string" ? pre : undefined);
+      return send(res, 200, asVersion(last, r));
+    }
+    throw new ApiError(405, "MethodNotAllowed", `${method} is not supported`);
+  };
+
+  const server: Server = createServer((req, res) => {
+    handle(req, res).catch((err: unknown) => {
+      if (res.headersSent) return void res.end();
+      if (err instanceof ApiError) return status(res, err);
+      status(res, new ApiError(500, "InternalError", (err as Error).message));
+    });
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", (e) => reject(new Error(`cannot listen on 127.0.0.1:${opts.port ?? 0}: ${e.message}`)));
+    server.listen(opts.port ?? 0, "127.0.0.1", () => resolve());
+  });
+  const port = (server.address() as AddressInfo).port;
+  const url = `http://127.0.0.1:${port}`;
+  return {
+    url,
+    port,
+    store,
+    kubeconfig: () =>
+      stringify({
+        apiVersion: "v1",
+        kind: "Config",
+        clusters: [{ name: "xfn-dev", cluster: { server: url } }],
+        users: [{ name: "xfn-dev", user: {} }],
+        contexts: [{ name: "xfn-dev", context: { cluster: "xfn-dev", user: "xfn-dev", namespace: "default" } }],
+        "current-context": "xfn-dev",
+      }),
+    async stop() {
+      store.closeAllWatches();
+      for (const s of streams) s.end();
+      clearTimeout(saveTimer);
+      save();
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}

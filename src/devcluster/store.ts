@@ -1,0 +1,592 @@
+// The embedded API server's state: resource types (built-in and from CRDs),
+// objects, one resourceVersion counter, a bounded event history for watches,
+// finalizers, and garbage collection by owner references.
+//
+// It behaves like a real API server for what the xfn host uses. Known
+// differences (also in README): no admission, no OpenAPI validation or
+// defaulting, no version conversion (every served version of a CRD sees the
+// same stored object), lists in server-side apply are atomic, and only
+// appliers own fields.
+import { randomBytes, randomUUID } from "node:crypto";
+import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
+import { matches, parseSelector, type Requirement } from "./selector.js";
+
+/** ResourceType is one kind the server serves. */
+export interface ResourceType {
+  group: string;
+  versions: string[];
+  kind: string;
+  listKind: string;
+  plural: string;
+  singular: string;
+  namespaced: boolean;
+  statusSubresource: boolean;
+  shortNames: string[];
+  /** The CRD that defines it, if any. */
+  crd?: string;
+}
+
+/** ApiError carries a Kubernetes Status reason and HTTP code. */
+export class ApiError extends Error {
+  constructor(
+    readonly code: number,
+    readonly reason: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export type EventType = "ADDED" | "MODIFIED" | "DELETED";
+export interface StoreEvent {
+  rv: number;
+  type: EventType;
+  typeKey: string;
+  object: JsonObject;
+  /** The object before the change (for selector transitions). */
+  previous?: JsonObject;
+}
+
+/** Watcher is one watch stream's subscription. */
+export interface Watcher {
+  typeKey: string;
+  namespace?: string;
+  labels: Requirement[];
+  fieldName?: string;
+  send(type: EventType | "BOOKMARK" | "ERROR", object: JsonObject): void;
+  close(): void;
+}
+
+const isObject = (v: unknown): v is JsonObject => typeof v === "object" && v !== null && !Array.isArray(v);
+export const meta = (o: JsonObject): JsonObject => (isObject(o["metadata"]) ? o["metadata"] : ((o["metadata"] = {}), o["metadata"] as JsonObject));
+const labelsOf = (o: JsonObject): Record<string, string> => {
+  const l = meta(o)["labels"];
+  return isObject(l) ? (Object.fromEntries(Object.entries(l).filter(([, v]) => typeof v === "string")) as Record<string, string>) : {};
+};
+
+export const typeKeyOf = (group: string, plural: string) => `${group}/${plural}`;
+const objectKey = (namespace: string | undefined, name: string) => `${namespace ?? ""}/${name}`;
+
+const BUILTIN: ResourceType[] = [
+  { group: "", versions: ["v1"], kind: "Namespace", listKind: "NamespaceList", plural: "namespaces", singular: "namespace", namespaced: false, statusSubresource: true, shortNames: ["ns"] },
+  { group: "", versions: ["v1"], kind: "ConfigMap", listKind: "ConfigMapList", plural: "configmaps", singular: "configmap", namespaced: true, statusSubresource: false, shortNames: ["cm"] },
+  { group: "", versions: ["v1"], kind: "Secret", listKind: "SecretList", plural: "secrets", singular: "secret", namespaced: true, statusSubresource: false, shortNames: [] },
+  { group: "", versions: ["v1"], kind: "Event", listKind: "EventList", plural: "events", singular: "event", namespaced: true, statusSubresource: false, shortNames: ["ev"] },
+  {
+    group: "apiextensions.k8s.io",
+    versions: ["v1"],
+    kind: "CustomResourceDefinition",
+    listKind: "CustomResourceDefinitionList",
+    plural: "customresourcedefinitions",
+    singular: "customresourcedefinition",
+    namespaced: false,
+    statusSubresource: true,
+    shortNames: ["crd", "crds"],
+  },
+];
+
+export const CRD_KEY = typeKeyOf("apiextensions.k8s.io", "customresourcedefinitions");
+export const FOREGROUND = "foregroundDeletion";
+export const ORPHAN = "orphan";
+
+/** StoreOptions tune history and the clock. */
+export interface StoreOptions {
+  /** How many events watches can resume from; older resourceVersions get 410 Gone. Default 1000. */
+  historySize?: number;
+  now?: () => Date;
+}
+
+/** Snapshot is what persistence saves. */
+export interface Snapshot {
+  rv: number;
+  objects: Array<{ typeKey: string; object: JsonObject }>;
+}
+
+export class Store {
+  rv = 0;
+  readonly types = new Map<string, ResourceType>();
+  private readonly objects = new Map<string, Map<string, JsonObject>>();
+  private history: StoreEvent[] = [];
+  private readonly watchers = new Set<Watcher>();
+  private readonly historySize: number;
+  private readonly now: () => Date;
+  /** Called after every change (persistence). */
+  onChange: (() => void) | undefined;
+
+  constructor(opts: StoreOptions = {}) {
+    this.historySize = opts.historySize ?? 1000;
+    this.now = opts.now ?? (() => new Date());
+    for (const t of BUILTIN) this.addType(t);
+    for (const ns of ["default", "kube-system", "crossplane-system"]) {
+      this.create(typeKeyOf("", "namespaces"), undefined, { apiVersion: "v1", kind: "Namespace", metadata: { name: ns } });
+    }
+  }
+
+  private addType(t: ResourceType): void {
+    const key = typeKeyOf(t.group, t.plural);
+    this.types.set(key, t);
+    if (!this.objects.has(key)) this.objects.set(key, new Map());
+  }
+
+  /** findType resolves group, version and plural to a served type. */
+  findType(group: string, version: string, plural: string): ResourceType | undefined {
+    const t = this.types.get(typeKeyOf(group, plural));
+    return t && t.versions.includes(version) ? t : undefined;
+  }
+
+  /** typeForKind finds the type serving apiVersion/kind, if any. */
+  typeForKind(apiVersion: string, kind: string): ResourceType | undefined {
+    const [group, version] = apiVersion.includes("/") ? apiVersion.split("/") : ["", apiVersion];
+    for (const t of this.types.values()) if (t.group === group && t.kind === kind && t.versions.includes(version!)) return t;
+    return undefined;
+  }
+
+  /** oldestResourceVersion is the oldest version a watch can resume after. */
+  oldestResourceVersion(): number {
+    return this.history.length === this.historySize ? this.history[0]!.rv : 0;
+  }
+
+  /** compact forgets the event history, as etcd compaction does (tests use it to force 410 Gone). */
+  compact(): void {
+    this.history = [];
+    this.compactedAt = this.rv;
+  }
+  private compactedAt = 0;
+
+  // --- reading -------------------------------------------------------------
+
+  get(typeKey: string, namespace: string | undefined, name: string): JsonObject {
+    const o = this.objects.get(typeKey)?.get(objectKey(namespace, name));
+    if (!o) throw new ApiError(404, "NotFound", `${this.types.get(typeKey)?.plural ?? typeKey} "${name}" not found`);
+    return structuredClone(o);
+  }
+
+  list(typeKey: string, namespace: string | undefined, labels: Requirement[], fieldName?: string): JsonObject[] {
+    const out: JsonObject[] = [];
+    for (const o of this.objects.get(typeKey)?.values() ?? []) {
+      const m = meta(o);
+      if (namespace !== undefined && m["namespace"] !== namespace) continue;
+      if (fieldName !== undefined && m["name"] !== fieldName) continue;
+      if (!matches(labels, labelsOf(o))) continue;
+      out.push(structuredClone(o));
+    }
+    return out.sort((a, b) => objectKey(meta(a)["namespace"] as string, meta(a)["name"] as string).localeCompare(objectKey(meta(b)["namespace"] as string, meta(b)["name"] as string)));
+  }
+
+  // --- writing -------------------------------------------------------------
+
+  private bump(): string {
+    this.rv++;
+    return String(this.rv);
+  }
+
+  private record(ev: Omit<StoreEvent, "rv">): void {
+    const e: StoreEvent = { ...ev, rv: this.rv };
+    this.history.push(e);
+    if (this.history.length > this.historySize) this.history.shift();
+    for (const w of [...this.watchers]) deliver(w, e);
+    this.onChange?.();
+  }
+
+  private checkNamespace(t: ResourceType, namespace: string | undefined): void {
+    if (t.namespaced && !namespace) throw new ApiError(400, "BadRequest", `${t.plural} is namespaced: a namespace is required`);
+    if (!t.namespaced && namespace) throw new ApiError(404, "NotFound", `${t.plural} is not namespaced`);
+    if (t.namespaced && !this.objects.get(typeKeyOf("", "namespaces"))!.has(objectKey(undefined, namespace!))) {
+      throw new ApiError(404, "NotFound", `namespaces "${namespace}" not found`);
+    }
+  }
+
+  create(typeKey: string, namespace: string | undefined, body: JsonObject): JsonObject {
+    const t = this.mustType(typeKey);
+    this.checkNamespace(t, namespace);
+    const obj = structuredClone(body);
+    const m = meta(obj);
+    if (m["namespace"] !== undefined && m["namespace"] !== namespace) {
+      throw new ApiError(400, "BadRequest", `the namespace of the object (${String(m["namespace"])}) does not match the namespace on the request (${namespace})`);
+    }
+    if (!m["name"]) {
+      if (typeof m["generateName"] !== "string" || m["generateName"] === "") throw new ApiError(422, "Invalid", `${t.kind}: metadata.name or metadata.generateName is required`);
+      m["name"] = `${m["generateName"]}${randomBytes(4).toString("hex").slice(0, 5)}`;
+    }
+    const name = String(m["name"]);
+    if (!/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/.test(name) || name.length > 253) {
+      throw new ApiError(422, "Invalid", `${t.kind} "${name}" is invalid: metadata.name: must be a lowercase RFC 1123 subdomain`);
+    }
+    const map = this.objects.get(typeKey)!;
+    if (map.has(objectKey(namespace, name))) throw new ApiError(409, "AlreadyExists", `${t.plural}.${t.group || "core"} "${name}" already exists`);
+    if (namespace) m["namespace"] = namespace;
+    m["uid"] = randomUUID();
+    m["creationTimestamp"] = this.timestamp();
+    m["generation"] = 1;
+    delete m["deletionTimestamp"];
+    if (typeKey === CRD_KEY) this.validateCRD(obj);
+    m["resourceVersion"] = this.bump();
+    map.set(objectKey(namespace, name), obj);
+    this.record({ type: "ADDED", typeKey, object: structuredClone(obj) });
+    if (typeKey === CRD_KEY) this.establishCRD(obj);
+    this.collectGarbage();
+    return structuredClone(map.get(objectKey(namespace, name)) ?? obj);
+  }
+
+  /**
+   * update replaces an object. With status, only .status changes (the status
+   * subresource); otherwise .status is kept as is when the type has a status
+   * subresource. A stale resourceVersion is a 409 Conflict.
+   */
+  update(typeKey: string, namespace: string | undefined, name: string, body: JsonObject, opts: { status?: boolean; applied?: boolean } = {}): JsonObject {
+    const t = this.mustType(typeKey);
+    const map = this.objects.get(typeKey)!;
+    const key = objectKey(namespace, name);
+    const current = map.get(key);
+    if (!current) throw new ApiError(404, "NotFound", `${t.plural} "${name}" not found`);
+    const bm = isObject(body["metadata"]) ? body["metadata"] : {};
+    if (bm["name"] !== undefined && bm["name"] !== name) throw new ApiError(400, "BadRequest", `the name of the object (${String(bm["name"])}) does not match the name on the URL (${name})`);
+    if (bm["resourceVersion"] !== undefined && bm["resourceVersion"] !== "" && bm["resourceVersion"] !== meta(current)["resourceVersion"]) {
+      throw new ApiError(409, "Conflict", `Operation cannot be fulfilled on ${t.plural} "${name}": the object has been modified; please apply your changes to the latest version and try again`);
+    }
+    let next: JsonObject;
+    if (opts.status) {
+      next = structuredClone(current);
+      if (body["status"] === undefined) delete next["status"];
+      else next["status"] = structuredClone(body["status"]!);
+    } else {
+      next = structuredClone(body);
+      if (t.statusSubresource) {
+        if (current["status"] === undefined) delete next["status"];
+        else next["status"] = structuredClone(current["status"]!);
+      }
+    }
+    const nm = meta(next);
+    const cm = meta(current);
+    // Server-owned fields never come from the client; managedFields only from apply.
+    const serverOwned = ["uid", "creationTimestamp", "deletionTimestamp", "namespace", "name", "generation", ...(opts.applied ? [] : ["managedFields"])];
+    if (opts.applied && opts.status) nm["managedFields"] = structuredClone(meta(body)["managedFields"] ?? []);
+    for (const k of serverOwned) {
+      if (cm[k] === undefined) delete nm[k];
+      else nm[k] = structuredClone(cm[k]!);
+    }
+    // Once deleting, finalizers may only be removed.
+    if (cm["deletionTimestamp"]) {
+      const before = new Set(stringList(cm["finalizers"]));
+      const added = stringList(nm["finalizers"]).filter((f) => !before.has(f));
+      if (added.length) throw new ApiError(422, "Forbidden", `${t.kind} "${name}" is being deleted: finalizers ${added.join(", ")} cannot be added`);
+    }
+    if (!opts.status && JSON.stringify(current["spec"]) !== JSON.stringify(next["spec"])) nm["generation"] = Number(cm["generation"] ?? 1) + 1;
+    if (JSON.stringify(stripVolatile(current)) === JSON.stringify(stripVolatile(next))) return structuredClone(current); // no-op: no new version
+    if (typeKey === CRD_KEY) this.validateCRD(next);
+    nm["resourceVersion"] = this.bump();
+    map.set(key, next);
+    this.record({ type: "MODIFIED", typeKey, object: structuredClone(next), previous: current });
+    if (typeKey === CRD_KEY) this.establishCRD(next);
+    this.collectGarbage();
+    return structuredClone(map.get(key) ?? next);
+  }
+
+  /** delete starts deleting an object, honouring finalizers and the propagation policy. */
+  delete(typeKey: string, namespace: string | undefined, name: string, propagation: "Foreground" | "Background" | "Orphan" = "Background", preconditionUid?: string): JsonObject {
+    const t = this.mustType(typeKey);
+    const map = this.objects.get(typeKey)!;
+    const key = objectKey(namespace, name);
+    const current = map.get(key);
+    if (!current) throw new ApiError(404, "NotFound", `${t.plural} "${name}" not found`);
+    const m = meta(current);
+    if (preconditionUid && m["uid"] !== preconditionUid) throw new ApiError(409, "Conflict", `Precondition failed: UID in precondition: ${preconditionUid}, UID in object meta: ${String(m["uid"])}`);
+    if (propagation === "Orphan") {
+      for (const d of this.dependentsOf(String(m["uid"]))) {
+        const dm = meta(d.object);
+        dm["ownerReferences"] = (dm["ownerReferences"] as JsonObject[]).filter((r) => r["uid"] !== m["uid"]);
+        if ((dm["ownerReferences"] as JsonValue[]).length === 0) delete dm["ownerReferences"];
+        this.replace(d.typeKey, d.object);
+      }
+    }
+    const finalizers = stringList(m["finalizers"]);
+    if (propagation === "Foreground" && !finalizers.includes(FOREGROUND)) finalizers.push(FOREGROUND);
+    if (finalizers.length === 0) {
+      this.remove(typeKey, current);
+      this.collectGarbage();
+      return structuredClone(current);
+    }
+    if (!m["deletionTimestamp"] || JSON.stringify(stringList(m["finalizers"])) !== JSON.stringify(finalizers)) {
+      const next = structuredClone(current);
+      const nm = meta(next);
+      nm["deletionTimestamp"] ??= this.timestamp();
+      nm["deletionGracePeriodSeconds"] = 0;
+      nm["finalizers"] = finalizers;
+      this.replace(typeKey, next);
+    }
+    this.collectGarbage();
+    return structuredClone(map.get(key) ?? current);
+  }
+
+  private replace(typeKey: string, next: JsonObject): void {
+    const m = meta(next);
+    const key = objectKey(m["namespace"] as string | undefined, String(m["name"]));
+    const previous = this.objects.get(typeKey)!.get(key);
+    m["resourceVersion"] = this.bump();
+    this.objects.get(typeKey)!.set(key, next);
+    this.record({ type: "MODIFIED", typeKey, object: structuredClone(next), ...(previous ? { previous } : {}) });
+  }
+
+  private remove(typeKey: string, obj: JsonObject): void {
+    const m = meta(obj);
+    this.objects.get(typeKey)!.delete(objectKey(m["namespace"] as string | undefined, String(m["name"])));
+    const gone = structuredClone(obj);
+    meta(gone)["resourceVersion"] = this.bump();
+    this.record({ type: "DELETED", typeKey, object: gone });
+    if (typeKey === CRD_KEY) this.retireCRD(obj);
+  }
+
+  private dependentsOf(uid: string): Array<{ typeKey: string; object: JsonObject }> {
+    const out: Array<{ typeKey: string; object: JsonObject }> = [];
+    for (const [typeKey, map] of this.objects) {
+      for (const o of map.values()) {
+        const refs = meta(o)["ownerReferences"];
+        if (Array.isArray(refs) && refs.some((r) => isObject(r) && r["uid"] === uid)) out.push({ typeKey, object: structuredClone(o) });
+      }
+    }
+    return out;
+  }
+
+  private uidExists(uid: string): boolean {
+    for (const map of this.objects.values()) for (const o of map.values()) if (meta(o)["uid"] === uid) return true;
+    return false;
+  }
+
+  /**
+   * collectGarbage settles deletion: objects whose finalizers are gone are
+   * removed; foreground owners delete their dependents and lose their
+   * foregroundDeletion finalizer once no blocking dependent remains; objects
+   * whose owners are all gone are deleted (background).
+   */
+  collectGarbage(): void {
+    // delete() collects too; the outermost call loops until nothing changes.
+    if (this.collecting) return;
+    this.collecting = true;
+    try {
+      this.collectOnce();
+    } finally {
+      this.collecting = false;
+    }
+  }
+  private collecting = false;
+
+  private exists(typeKey: string, o: JsonObject): boolean {
+    return this.objects.get(typeKey)?.has(objectKey(meta(o)["namespace"] as string | undefined, String(meta(o)["name"]))) ?? false;
+  }
+
+  private collectOnce(): void {
+    for (let changed = true; changed; ) {
+      changed = false;
+      for (const [typeKey, map] of this.objects) {
+        for (const key of [...map.keys()]) {
+          // Always the current version: earlier iterations may have replaced it.
+          const o = map.get(key);
+          if (!o) continue;
+          const m = meta(o);
+          if (m["deletionTimestamp"]) {
+            const fins = stringList(m["finalizers"]);
+            if (fins.length === 0) {
+              this.remove(typeKey, o);
+              changed = true;
+              continue;
+            }
+            if (fins.includes(FOREGROUND)) {
+              const deps = this.dependentsOf(String(m["uid"]));
+              for (const d of deps) {
+                if (this.exists(d.typeKey, d.object) && !meta(d.object)["deletionTimestamp"]) {
+                  this.delete(d.typeKey, meta(d.object)["namespace"] as string | undefined, String(meta(d.object)["name"]), "Background");
+                  changed = true;
+                }
+              }
+              const blocking = this.dependentsOf(String(m["uid"])).filter((d) =>
+                (meta(d.object)["ownerReferences"] as JsonObject[]).some((r) => r["uid"] === m["uid"] && r["blockOwnerDeletion"] === true),
+              );
+              if (blocking.length === 0) {
+                const next = structuredClone(o);
+                meta(next)["finalizers"] = fins.filter((f) => f !== FOREGROUND);
+                if ((meta(next)["finalizers"] as JsonValue[]).length === 0) delete meta(next)["finalizers"];
+                this.replace(typeKey, next);
+                changed = true;
+              }
+            }
+            continue;
+          }
+          const refs = m["ownerReferences"];
+          if (Array.isArray(refs) && refs.length > 0 && refs.every((r) => isObject(r) && typeof r["uid"] === "string" && !this.uidExists(r["uid"]))) {
+            this.delete(typeKey, m["namespace"] as string | undefined, String(m["name"]), "Background");
+            changed = true;
+          }
+        }
+      }
+    }
+  }
+
+  // --- CRDs ----------------------------------------------------------------
+
+  private validateCRD(crd: JsonObject): void {
+    const spec = isObject(crd["spec"]) ? crd["spec"] : {};
+    const names = isObject(spec["names"]) ? spec["names"] : {};
+    const group = spec["group"];
+    if (typeof group !== "string" || !group.includes(".")) throw new ApiError(422, "Invalid", "CustomResourceDefinition: spec.group must be a domain with at least one dot");
+    if (typeof names["plural"] !== "string" || typeof names["kind"] !== "string") throw new ApiError(422, "Invalid", "CustomResourceDefinition: spec.names.plural and spec.names.kind are required");
+    if (meta(crd)["name"] !== `${names["plural"]}.${group}`) {
+      throw new ApiError(422, "Invalid", `CustomResourceDefinition: metadata.name must be spec.names.plural+"."+spec.group (${names["plural"]}.${group})`);
+    }
+    if (!Array.isArray(spec["versions"]) || spec["versions"].length === 0) throw new ApiError(422, "Invalid", "CustomResourceDefinition: spec.versions must not be empty");
+  }
+
+  /** establishCRD serves a CRD's kind and marks it Established. */
+  private establishCRD(crd: JsonObject): void {
+    const spec = crd["spec"] as JsonObject;
+    const names = spec["names"] as JsonObject;
+    const versions = (spec["versions"] as JsonObject[]).filter((v) => v["served"] !== false);
+    const t: ResourceType = {
+      group: String(spec["group"]),
+      versions: versions.map((v) => String(v["name"])),
+      kind: String(names["kind"]),
+      listKind: String(names["listKind"] ?? `${String(names["kind"])}List`),
+      plural: String(names["plural"]),
+      singular: String(names["singular"] ?? String(names["kind"]).toLowerCase()),
+      namespaced: spec["scope"] !== "Cluster",
+      statusSubresource: versions.some((v) => isObject(v["subresources"]) && isObject((v["subresources"] as JsonObject)["status"])),
+      shortNames: stringList(names["shortNames"]),
+      crd: String(meta(crd)["name"]),
+    };
+    if (meta(crd)["deletionTimestamp"]) return;
+    this.addType(t);
+    const status = isObject(crd["status"]) ? crd["status"] : {};
+    const established = Array.isArray(status["conditions"]) && status["conditions"].some((c) => isObject(c) && c["type"] === "Established" && c["status"] === "True");
+    if (!established) {
+      const next = structuredClone(this.objects.get(CRD_KEY)!.get(objectKey(undefined, String(meta(crd)["name"])))!);
+      const at = this.timestamp();
+      next["status"] = {
+        acceptedNames: { kind: t.kind, listKind: t.listKind, plural: t.plural, singular: t.singular, ...(t.shortNames.length ? { shortNames: t.shortNames } : {}) },
+        conditions: [
+          { type: "NamesAccepted", status: "True", reason: "NoConflicts", message: "no conflicts found", lastTransitionTime: at },
+          { type: "Established", status: "True", reason: "InitialNamesAccepted", message: "the initial names have been accepted", lastTransitionTime: at },
+        ],
+        storedVersions: t.versions.slice(0, 1),
+      };
+      this.replace(CRD_KEY, next);
+    }
+  }
+
+  /** retireCRD deletes a CRD's objects, ends watches on its kind, and stops serving it. */
+  private retireCRD(crd: JsonObject): void {
+    const spec = crd["spec"] as JsonObject;
+    const key = typeKeyOf(String(spec["group"]), String((spec["names"] as JsonObject)["plural"]));
+    const map = this.objects.get(key);
+    if (!map) return;
+    for (const o of [...map.values()]) {
+      map.delete(objectKey(meta(o)["namespace"] as string | undefined, String(meta(o)["name"])));
+      const gone = structuredClone(o);
+      meta(gone)["resourceVersion"] = this.bump();
+      this.record({ type: "DELETED", typeKey: key, object: gone });
+    }
+    for (const w of [...this.watchers]) if (w.typeKey === key) w.close();
+    this.types.delete(key);
+    this.objects.delete(key);
+  }
+
+  // --- watching ------------------------------------------------------------
+
+  /**
+   * watch subscribes w from resourceVersion `from` (exclusive). Without one, it
+   * first sends every current object as ADDED. A version older than the
+   * history is 410 Gone: an ERROR event, then the stream ends.
+   */
+  watch(w: Watcher, from: string | undefined): () => void {
+    const start = from === undefined || from === "" || from === "0" ? undefined : Number(from);
+    if (start !== undefined && (Number.isNaN(start) || start < Math.max(this.oldestResourceVersion(), this.compactedAt))) {
+      w.send("ERROR", { kind: "Status", apiVersion: "v1", metadata: {}, status: "Failure", message: `too old resource version: ${from} (${this.rv})`, reason: "Expired", code: 410 });
+      w.close();
+      return () => {};
+    }
+    if (start === undefined) {
+      for (const o of this.list(w.typeKey, w.namespace, w.labels, w.fieldName)) w.send("ADDED", o);
+    } else {
+      for (const e of this.history) if (e.rv > start) deliver(w, e);
+    }
+    this.watchers.add(w);
+    return () => this.watchers.delete(w);
+  }
+
+  bookmark(w: Watcher, apiVersion: string, kind: string): void {
+    w.send("BOOKMARK", { apiVersion, kind, metadata: { resourceVersion: String(this.rv) } });
+  }
+
+  /** closeAllWatches ends every watch stream (an API server restart, or a test cutting watches). */
+  closeAllWatches(): void {
+    for (const w of [...this.watchers]) w.close();
+    this.watchers.clear();
+  }
+
+  private mustType(typeKey: string): ResourceType {
+    const t = this.types.get(typeKey);
+    if (!t) throw new ApiError(404, "NotFound", `the server could not find the requested resource (${typeKey})`);
+    return t;
+  }
+
+  private timestamp(): string {
+    return this.now().toISOString().replace(/\.\d{3}Z$/, "Z");
+  }
+
+  // --- persistence ---------------------------------------------------------
+
+  snapshot(): Snapshot {
+    const objects: Snapshot["objects"] = [];
+    // CRDs first, so loading serves their kinds before their objects arrive.
+    for (const o of this.objects.get(CRD_KEY)!.values()) objects.push({ typeKey: CRD_KEY, object: o });
+    for (const [typeKey, map] of this.objects) if (typeKey !== CRD_KEY) for (const o of map.values()) objects.push({ typeKey, object: o });
+    return { rv: this.rv, objects };
+  }
+
+  /** restore loads a snapshot into an empty store, keeping every object's identity and version. */
+  restore(s: Snapshot): void {
+    for (const { typeKey, object } of s.objects) {
+      if (!this.objects.has(typeKey)) continue; // a CR whose CRD is gone
+      const m = meta(object);
+      this.objects.get(typeKey)!.set(objectKey(m["namespace"] as string | undefined, String(m["name"])), structuredClone(object));
+      if (typeKey === CRD_KEY) this.establishCRD(object);
+    }
+    this.rv = Math.max(this.rv, s.rv);
+    // Watches cannot resume across a restart from history we no longer have.
+    this.history = [];
+    this.compactedAt = this.rv;
+  }
+}
+
+function stringList(v: JsonValue | undefined): string[] {
+  return Array.isArray(v) ? v.filter((x): x is string => typeof x === "string") : [];
+}
+
+function stripVolatile(o: JsonObject): JsonObject {
+  const c = structuredClone(o);
+  delete meta(c)["resourceVersion"];
+  delete meta(c)["managedFields"];
+  return c;
+}
+
+function inScope(w: Watcher, o: JsonObject | undefined): boolean {
+  if (!o) return false;
+  const m = meta(o);
+  if (w.namespace !== undefined && m["namespace"] !== w.namespace) return false;
+  if (w.fieldName !== undefined && m["name"] !== w.fieldName) return false;
+  return matches(w.labels, labelsOf(o));
+}
+
+/** deliver sends an event to a watcher, turning selector transitions into ADDED/DELETED as the API server does. */
+function deliver(w: Watcher, e: StoreEvent): void {
+  if (e.typeKey !== w.typeKey) return;
+  const now = inScope(w, e.object);
+  if (e.type !== "MODIFIED") {
+    if (now) w.send(e.type, e.object);
+    return;
+  }
+  const before = inScope(w, e.previous);
+  if (now && before) w.send("MODIFIED", e.object);
+  else if (now) w.send("ADDED", e.object);
+  else if (before) w.send("DELETED", e.object);
+}
+
+export { parseSelector };

@@ -1,0 +1,207 @@
+// The embedded API server's semantics, at the store level.
+import type { JsonObject } from "@bufbuild/protobuf";
+import { suite } from "uvu";
+import * as assert from "uvu/assert";
+import { apply } from "../../src/devcluster/patch.js";
+import { parseSelector, matches } from "../../src/devcluster/selector.js";
+import { CRD_KEY, Store, typeKeyOf, type Watcher } from "../../src/devcluster/store.js";
+
+const W = typeKeyOf("example.org", "widgets");
+const crd = (statusSub = true): JsonObject => ({
+  apiVersion: "apiextensions.k8s.io/v1",
+  kind: "CustomResourceDefinition",
+  metadata: { name: "widgets.example.org" },
+  spec: {
+    group: "example.org",
+    names: { kind: "Widget", plural: "widgets" },
+    scope: "Namespaced",
+    versions: [{ name: "v1", served: true, storage: true, ...(statusSub ? { subresources: { status: {} } } : {}) }],
+  },
+});
+const widget = (name: string, extra: JsonObject = {}): JsonObject => {
+  const { metadata, ...rest } = extra;
+  return { apiVersion: "example.org/v1", kind: "Widget", metadata: { name, ...((metadata as JsonObject) ?? {}) }, spec: { size: 1 }, ...rest };
+};
+
+function store(opts = {}) {
+  const s = new Store(opts);
+  s.create(CRD_KEY, undefined, crd());
+  return s;
+}
+
+function recorder(typeKey: string, labels = ""): Watcher & { events: Array<[string, string]>; closed: boolean } {
+  const w = {
+    typeKey,
+    labels: parseSelector(labels),
+    events: [] as Array<[string, string]>,
+    closed: false,
+    send(type: string, o: JsonObject) {
+      w.events.push([type, type === "ERROR" ? String(o["code"]) : String((o["metadata"] as JsonObject)["name"] ?? "")]);
+    },
+    close() {
+      w.closed = true;
+    },
+  };
+  return w;
+}
+
+const S = suite("dev-cluster store");
+
+S("a CRD serves its kind and is marked Established", () => {
+  const s = store();
+  assert.ok(s.findType("example.org", "v1", "widgets"));
+  const c = s.get(CRD_KEY, undefined, "widgets.example.org");
+  assert.ok((c["status"] as any).conditions.some((x: any) => x.type === "Established" && x.status === "True"));
+});
+
+S("resourceVersions increase; a stale update is a 409 Conflict; spec changes bump generation", () => {
+  const s = store();
+  const a = s.create(W, "default", widget("a"));
+  const rv1 = Number((a["metadata"] as any).resourceVersion);
+  const b = s.update(W, "default", "a", { ...a, spec: { size: 2 } });
+  assert.ok(Number((b["metadata"] as any).resourceVersion) > rv1);
+  assert.is((b["metadata"] as any).generation, 2);
+  assert.throws(() => s.update(W, "default", "a", { ...a, spec: { size: 3 } }), /the object has been modified/);
+});
+
+S("the status subresource: the main resource ignores status, /status changes only status", () => {
+  const s = store();
+  const a = s.create(W, "default", widget("a", { status: { phase: "ignored?" } }));
+  const u = s.update(W, "default", "a", { ...a, spec: { size: 5 }, status: { phase: "nope" } });
+  assert.is((u["status"] as any)?.phase, "ignored?", "create keeps status; update via main resource does not change it");
+  const st = s.update(W, "default", "a", { ...u, spec: { size: 99 }, status: { phase: "Ready" } }, { status: true });
+  assert.equal([(st["spec"] as any).size, (st["status"] as any).phase], [5, "Ready"]);
+});
+
+S("finalizers: delete sets deletionTimestamp; removing the last finalizer deletes", () => {
+  const s = store();
+  s.create(W, "default", widget("a", { metadata: { finalizers: ["example.org/hold"] } }));
+  const d = s.delete(W, "default", "a");
+  assert.ok((d["metadata"] as any).deletionTimestamp);
+  const cur = s.get(W, "default", "a");
+  assert.throws(() => s.update(W, "default", "a", { ...cur, metadata: { ...(cur["metadata"] as any), finalizers: ["example.org/hold", "new"] } }), /cannot be added/);
+  s.update(W, "default", "a", { ...cur, metadata: { ...(cur["metadata"] as any), finalizers: [] } });
+  assert.throws(() => s.get(W, "default", "a"), /not found/);
+});
+
+S("foreground deletion waits for blocking dependents; background deletion collects orphans", () => {
+  const s = store();
+  const owner = s.create(W, "default", widget("owner"));
+  const ref = (block: boolean) => ({ metadata: { ownerReferences: [{ apiVersion: "example.org/v1", kind: "Widget", name: "owner", uid: (owner["metadata"] as any).uid, controller: true, blockOwnerDeletion: block }] } });
+  s.create(W, "default", widget("held", { metadata: { ...ref(true).metadata, finalizers: ["example.org/hold"] } }));
+  s.create(W, "default", widget("free", ref(false)));
+  s.delete(W, "default", "owner", "Foreground");
+  assert.ok((s.get(W, "default", "owner")["metadata"] as any).finalizers.includes("foregroundDeletion"));
+  assert.throws(() => s.get(W, "default", "free"), /not found/, "a non-blocking dependent is deleted");
+  assert.ok((s.get(W, "default", "held")["metadata"] as any).deletionTimestamp, "the blocking dependent is being deleted");
+  const held = s.get(W, "default", "held");
+  s.update(W, "default", "held", { ...held, metadata: { ...(held["metadata"] as any), finalizers: [] } });
+  assert.throws(() => s.get(W, "default", "owner"), /not found/, "the owner goes once its blocking dependent is gone");
+
+  const o2 = s.create(W, "default", widget("o2"));
+  s.create(W, "default", widget("child", { metadata: { ownerReferences: [{ apiVersion: "example.org/v1", kind: "Widget", name: "o2", uid: (o2["metadata"] as any).uid }] } }));
+  s.delete(W, "default", "o2", "Orphan");
+  assert.not.ok((s.get(W, "default", "child")["metadata"] as any).ownerReferences, "orphaned, not deleted");
+  const o3 = s.create(W, "default", widget("o3"));
+  s.create(W, "default", widget("child3", { metadata: { ownerReferences: [{ apiVersion: "example.org/v1", kind: "Widget", name: "o3", uid: (o3["metadata"] as any).uid }] } }));
+  s.delete(W, "default", "o3");
+  assert.throws(() => s.get(W, "default", "child3"), /not found/, "background: the dependent is collected");
+});
+
+S("watches: replay from a version, selector transitions become ADDED/DELETED, 410 Gone when too old", () => {
+  const s = store({ historySize: 5 });
+  const a = s.create(W, "default", widget("a", { metadata: { labels: { app: "x" } } }));
+  const from = String(s.rv);
+  const w = recorder(W, "app=x");
+  s.watch(w, from);
+  s.update(W, "default", "a", { ...a, metadata: { ...(a["metadata"] as any), labels: { app: "y" } } });
+  const b = s.create(W, "default", widget("b", { metadata: { labels: { app: "y" } } }));
+  s.update(W, "default", "b", { ...b, metadata: { ...(b["metadata"] as any), labels: { app: "x" } } });
+  assert.equal(w.events, [["DELETED", "a"], ["ADDED", "b"]]);
+  for (let i = 0; i < 10; i++) s.create(W, "default", widget(`n${i}`));
+  const old = recorder(W);
+  s.watch(old, from);
+  assert.equal(old.events, [["ERROR", "410"]]);
+  assert.ok(old.closed);
+  const fresh = recorder(W, "app=x");
+  s.watch(fresh, undefined);
+  assert.equal(fresh.events, [["ADDED", "b"]], "no version: the current objects first");
+});
+
+S("deleting a CRD deletes its objects, ends its watches and stops serving it", () => {
+  const s = store();
+  s.create(W, "default", widget("a"));
+  const w = recorder(W);
+  s.watch(w, String(s.rv));
+  s.delete(CRD_KEY, undefined, "widgets.example.org");
+  assert.equal(w.events, [["DELETED", "a"]]);
+  assert.ok(w.closed);
+  assert.is(s.findType("example.org", "v1", "widgets"), undefined);
+});
+
+S("bad writes are refused with Kubernetes reasons", () => {
+  const s = store();
+  assert.throws(() => s.create(W, "nope", widget("a")), /namespaces "nope" not found/);
+  assert.throws(() => s.create(W, "default", widget("Bad_Name")), /must be a lowercase RFC 1123 subdomain/);
+  s.create(W, "default", widget("a"));
+  assert.throws(() => s.create(W, "default", widget("a")), /already exists/);
+  assert.throws(() => s.create(CRD_KEY, undefined, { ...crd(), metadata: { name: "wrong" } }), /metadata\.name must be/);
+  const g = s.create(W, "default", { apiVersion: "example.org/v1", kind: "Widget", metadata: { generateName: "gen-" } });
+  assert.match(String((g["metadata"] as any).name), /^gen-[0-9a-f]{5}$/);
+});
+
+S("a snapshot restores every object with its identity and version", () => {
+  const s = store();
+  const a = s.create(W, "default", widget("a"));
+  const r = new Store();
+  r.restore(JSON.parse(JSON.stringify(s.snapshot())));
+  const back = r.get(W, "default", "a");
+  assert.equal(back["metadata"], a["metadata"]);
+  assert.is(r.rv, s.rv);
+  const w = recorder(W);
+  r.watch(w, String(s.rv - 1));
+  assert.equal(w.events, [["ERROR", "410"]], "history does not survive a restart: resume means relist");
+});
+
+const SSA = suite("server-side apply");
+const t = "2026-01-01T00:00:00Z";
+const all = () => true;
+
+SSA("applies, then removes what the manager stops applying", () => {
+  const one = apply(undefined, { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "c", labels: { a: "1" } }, data: { x: "1", y: "2" } }, "host", false, all, t);
+  assert.equal(one["data"], { x: "1", y: "2" });
+  const two = apply(one, { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "c" }, data: { x: "1" } }, "host", false, all, t);
+  assert.equal(two["data"], { x: "1" });
+  assert.is((two["metadata"] as any).labels, undefined);
+  assert.equal((two["metadata"] as any).managedFields.map((m: any) => m.manager), ["host"]);
+});
+
+SSA("a field another manager owns with a different value conflicts, unless forced", () => {
+  const a = apply(undefined, { apiVersion: "v1", kind: "ConfigMap", data: { x: "1", keep: "k" } }, "alice", false, all, t);
+  assert.throws(() => apply(a, { apiVersion: "v1", kind: "ConfigMap", data: { x: "2" } }, "bob", false, all, t), /Apply failed with 1 conflict: conflict with "alice": \.data\.x/);
+  const same = apply(a, { apiVersion: "v1", kind: "ConfigMap", data: { x: "1" } }, "bob", false, all, t);
+  assert.equal(same["data"], { x: "1", keep: "k" }, "agreeing on a value is no conflict");
+  const forced = apply(a, { apiVersion: "v1", kind: "ConfigMap", data: { x: "2" } }, "bob", true, all, t);
+  assert.equal(forced["data"], { x: "2", keep: "k" });
+  const alice2 = apply(forced, { apiVersion: "v1", kind: "ConfigMap", data: { keep: "k" } }, "alice", false, all, t);
+  assert.equal(alice2["data"], { x: "2", keep: "k" }, "alice no longer owns x, so dropping it does not remove bob's value");
+});
+
+const Sel = suite("label selectors");
+const selCases: Record<string, [string, Record<string, string>, boolean]> = {
+  Equals: ["a=b", { a: "b" }, true],
+  DoubleEquals: ["a==b", { a: "c" }, false],
+  NotEquals: ["a!=b", {}, true],
+  In: ["env in (prod, stage)", { env: "stage" }, true],
+  NotIn: ["env notin (prod)", { env: "prod" }, false],
+  Exists: ["app.kubernetes.io/name", { "app.kubernetes.io/name": "x" }, true],
+  NotExists: ["!a", { a: "1" }, false],
+  All: ["a=1,b in (2,3),!c", { a: "1", b: "3" }, true],
+  Empty: ["", { any: "x" }, true],
+};
+for (const [name, [sel, labels, want]] of Object.entries(selCases)) Sel(name, () => assert.is(matches(parseSelector(sel), labels), want));
+Sel("junk is refused", () => assert.throws(() => parseSelector("a in b"), /unable to parse requirement/));
+
+S.run();
+SSA.run();
+Sel.run();
