@@ -209,6 +209,8 @@ export async function startDevCluster(opts: DevClusterOptions = {}): Promise<Dev
       if (fieldSel && !fm) throw new ApiError(400, "BadRequest", `field selector ${JSON.stringify(fieldSel)} is not supported (only metadata.name=...)`);
       if (q.get("watch") === "true" || q.get("watch") === "1") {
         res.writeHead(200, { "Content-Type": "application/json", "Transfer-Encoding": "chunked" });
+        // Send the headers now: clients wait for them before reading events.
+        res.flushHeaders();
         streams.add(res);
         let unsubscribe = () => {};
         let bookmark: NodeJS.Timeout | undefined;
@@ -319,7 +321,8 @@ export async function startDevCluster(opts: DevClusterOptions = {}): Promise<Dev
       stringify({
         apiVersion: "v1",
         kind: "Config",
-        clusters: [{ name: "xfn-dev", cluster: { server: url } }],
+        // Plain HTTP on loopback; client-node only allows that with this flag set.
+        clusters: [{ name: "xfn-dev", cluster: { server: url, "insecure-skip-tls-verify": true } }],
         users: [{ name: "xfn-dev", user: {} }],
         contexts: [{ name: "xfn-dev", context: { cluster: "xfn-dev", user: "xfn-dev", namespace: "default" } }],
         "current-context": "xfn-dev",

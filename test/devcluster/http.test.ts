@@ -1,0 +1,192 @@
+// The embedded API server over HTTP, driven by the real @kubernetes/client-node
+// and the real kubectl.
+import { execFileSync, spawn } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { ApiextensionsV1Api, CustomObjectsApi, KubeConfig, makeInformer, PatchStrategy, setHeaderOptions, type KubernetesObject } from "@kubernetes/client-node";
+import { suite } from "uvu";
+import * as assert from "uvu/assert";
+import { startDevCluster, type DevCluster } from "../../src/devcluster/server.js";
+import { XFN } from "../support/spawn.js";
+
+const CRD = {
+  apiVersion: "apiextensions.k8s.io/v1",
+  kind: "CustomResourceDefinition",
+  metadata: { name: "widgets.example.org" },
+  spec: {
+    group: "example.org",
+    names: { kind: "Widget", plural: "widgets", singular: "widget", listKind: "WidgetList" },
+    scope: "Namespaced",
+    versions: [{ name: "v1", served: true, storage: true, subresources: { status: {} }, schema: { openAPIV3Schema: { type: "object", "x-kubernetes-preserve-unknown-fields": true } } }],
+  },
+};
+const widget = (name: string, labels: Record<string, string> = {}) => ({ apiVersion: "example.org/v1", kind: "Widget", metadata: { name, labels }, spec: { size: 1 } });
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function until(what: string, check: () => boolean, ms = 5000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!check()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await sleep(20);
+  }
+}
+
+function clients(c: DevCluster) {
+  const kc = new KubeConfig();
+  kc.loadFromString(c.kubeconfig());
+  return { kc, crds: kc.makeApiClient(ApiextensionsV1Api), objects: kc.makeApiClient(CustomObjectsApi) };
+}
+
+const H = suite("dev-cluster over HTTP");
+let scratch: string;
+H.before(() => {
+  scratch = mkdtempSync(join(tmpdir(), "xfn-dc-"));
+});
+H.after(() => rmSync(scratch, { recursive: true, force: true }));
+
+H("client-node: CRD, create, list by label, merge patch, status, delete", async () => {
+  const c = await startDevCluster();
+  try {
+    const { crds, objects } = clients(c);
+    await crds.createCustomResourceDefinition({ body: CRD as never });
+    const base = { group: "example.org", version: "v1", namespace: "default", plural: "widgets" };
+    await objects.createNamespacedCustomObject({ ...base, body: widget("a", { app: "x" }) });
+    await objects.createNamespacedCustomObject({ ...base, body: widget("b", { app: "y" }) });
+    const list = (await objects.listNamespacedCustomObject({ ...base, labelSelector: "app=x" })) as { items: KubernetesObject[] };
+    assert.equal(list.items.map((o) => o.metadata?.name), ["a"]);
+    const patched = (await objects.patchNamespacedCustomObject({ ...base, name: "a", body: { spec: { size: 7 } } }, setHeaderOptions("Content-Type", PatchStrategy.MergePatch))) as any;
+    assert.is(patched.spec.size, 7);
+    const st = (await objects.patchNamespacedCustomObjectStatus({ ...base, name: "a", body: { status: { phase: "Ready" } } }, setHeaderOptions("Content-Type", PatchStrategy.MergePatch))) as any;
+    assert.is(st.status.phase, "Ready");
+    await objects.deleteNamespacedCustomObject({ ...base, name: "b" });
+    try {
+      await objects.getNamespacedCustomObject({ ...base, name: "b" });
+      assert.unreachable("b still there");
+    } catch (err) {
+      assert.is((err as { code: number }).code, 404);
+    }
+  } finally {
+    await c.stop();
+  }
+});
+
+H("an informer sees changes, and after its watch is cut past the history (410 Gone) it relists and carries on", async () => {
+  const c = await startDevCluster({ historySize: 5 });
+  try {
+    const { kc, crds, objects } = clients(c);
+    await crds.createCustomResourceDefinition({ body: CRD as never });
+    const base = { group: "example.org", version: "v1", namespace: "default", plural: "widgets" };
+    const path = "/apis/example.org/v1/namespaces/default/widgets";
+    const informer = makeInformer(kc, path, () => objects.listNamespacedCustomObject(base) as never);
+    const seen: string[] = [];
+    let connects = 0;
+    informer.on("add", (o) => seen.push(`add ${o.metadata?.name}`));
+    informer.on("update", (o) => seen.push(`update ${o.metadata?.name}`));
+    informer.on("delete", (o) => seen.push(`delete ${o.metadata?.name}`));
+    informer.on("connect", () => connects++);
+    await informer.start();
+    try {
+      await objects.createNamespacedCustomObject({ ...base, body: widget("one") });
+      await until("add one", () => seen.includes("add one"));
+      // Cut every watch and forget the history: the informer's resume gets 410 Gone.
+      c.store.closeAllWatches();
+      c.store.compact();
+      await objects.createNamespacedCustomObject({ ...base, body: widget("two") });
+      await until("add two after the relist", () => seen.includes("add two"));
+      await objects.deleteNamespacedCustomObject({ ...base, name: "one" });
+      await until("delete one", () => seen.includes("delete one"));
+      assert.ok(connects >= 2, `the informer reconnected (${connects})`);
+      assert.is(informer.list().length, 1);
+    } finally {
+      await informer.stop();
+    }
+  } finally {
+    await c.stop();
+  }
+});
+
+H("with --data, a restart loses nothing", async () => {
+  const data = join(scratch, "state.json");
+  const c1 = await startDevCluster({ dataFile: data });
+  const port = c1.port;
+  const a = clients(c1);
+  await a.crds.createCustomResourceDefinition({ body: CRD as never });
+  const created = (await a.objects.createNamespacedCustomObject({ group: "example.org", version: "v1", namespace: "default", plural: "widgets", body: widget("kept") })) as any;
+  await c1.stop();
+  const c2 = await startDevCluster({ dataFile: data, port });
+  try {
+    const got = (await clients(c2).objects.getNamespacedCustomObject({ group: "example.org", version: "v1", namespace: "default", plural: "widgets", name: "kept" })) as any;
+    assert.is(got.metadata.uid, created.metadata.uid);
+    assert.is(got.metadata.resourceVersion, created.metadata.resourceVersion);
+  } finally {
+    await c2.stop();
+  }
+});
+
+H("bad requests get Kubernetes Status errors naming the problem", async () => {
+  const c = await startDevCluster();
+  try {
+    const call = async (method: string, path: string, body?: string, contentType = "application/json") => {
+      const r = await fetch(`${c.url}${path}`, { method, ...(body !== undefined ? { body, headers: { "Content-Type": contentType } } : {}) });
+      return { code: r.status, body: (await r.json()) as { kind: string; reason: string; message: string } };
+    };
+    const cases: Array<[Promise<{ code: number; body: { kind: string; reason: string; message: string } }>, number, RegExp]> = [
+      [call("GET", "/apis/nope.example.org/v1/things"), 404, /could not find the requested resource/],
+      [call("POST", "/api/v1/namespaces/default/configmaps", "{not json"), 400, /cannot decode the request body/],
+      [call("POST", "/api/v1/namespaces/default/configmaps", JSON.stringify({ kind: "Secret", metadata: { name: "x" } })), 400, /kind Secret does not match the resource \(ConfigMap\)/],
+      [call("GET", "/api/v1/namespaces/default/configmaps?labelSelector=a%20in%20b"), 400, /invalid labelSelector/],
+      [call("PATCH", "/api/v1/namespaces/default/configmaps/nope", "{}", "application/merge-patch+json"), 404, /configmaps "nope" not found/],
+      [call("DELETE", "/api/v1/namespaces/default/configmaps/nope"), 404, /not found/],
+      [call("POST", "/api/v1/namespaces/missing/configmaps", JSON.stringify({ metadata: { name: "x" } })), 404, /namespaces "missing" not found/],
+    ];
+    await call("POST", "/api/v1/namespaces/default/configmaps", JSON.stringify({ metadata: { name: "cm" } }));
+    cases.push([call("PATCH", "/api/v1/namespaces/default/configmaps/cm", "{}", "text/plain"), 415, /content type "text\/plain" is not supported/]);
+    cases.push([call("PATCH", "/api/v1/namespaces/default/configmaps/cm", "data: {a: b}", "application/apply-patch+yaml"), 400, /fieldManager is required/]);
+    cases.push([call("DELETE", "/api/v1/namespaces/default/configmaps/cm?propagationPolicy=Sometimes"), 400, /propagationPolicy "Sometimes"/]);
+    for (const [p, code, msg] of cases) {
+      const r = await p;
+      assert.is(r.code, code, r.body.message);
+      assert.is(r.body.kind, "Status");
+      assert.match(r.body.message, msg);
+    }
+  } finally {
+    await c.stop();
+  }
+});
+
+H("kubectl against xfn dev-cluster: create a CRD, apply server-side, get by label, watch, delete", async () => {
+  const kubeconfig = join(scratch, "kubeconfig");
+  const cache = join(scratch, "kube-cache");
+  const child = spawn(process.execPath, [XFN, "dev-cluster", "--kubeconfig", kubeconfig]);
+  let out = "";
+  child.stdout.on("data", (d) => (out += d));
+  child.stderr.on("data", (d) => (out += d));
+  try {
+    await until("dev-cluster to serve", () => out.includes("dev-cluster serving"), 15_000);
+    const kubectl = (...args: string[]) => execFileSync("kubectl", ["--kubeconfig", kubeconfig, "--cache-dir", cache, ...args], { encoding: "utf8", stdio: "pipe" });
+    const crdFile = join(scratch, "crd.json");
+    writeFileSync(crdFile, JSON.stringify(CRD));
+    assert.match(kubectl("create", "-f", crdFile), /widgets\.example\.org created/);
+    const w = join(scratch, "w.yaml");
+    writeFileSync(w, "apiVersion: example.org/v1\nkind: Widget\nmetadata: {name: w1, labels: {app: demo}}\nspec: {size: 3}\n");
+    const watch = spawn("kubectl", ["--kubeconfig", kubeconfig, "--cache-dir", cache, "get", "widgets", "-w", "--output-watch-events"]);
+    let watched = "";
+    watch.stdout.on("data", (d) => (watched += d));
+    try {
+      await sleep(500);
+      assert.match(kubectl("apply", "--server-side", "-f", w), /widget\.example\.org\/w1 serverside-applied/);
+      assert.match(kubectl("get", "widgets", "-l", "app=demo", "-o", "name"), /widget\.example\.org\/w1/);
+      assert.is(kubectl("get", "widgets", "-l", "app=other", "-o", "name").trim(), "");
+      assert.match(kubectl("get", "widget", "w1", "-o", "jsonpath={.spec.size}"), /^3$/);
+      assert.match(kubectl("delete", "widget", "w1"), /deleted/);
+      await until("kubectl get -w to show ADDED and DELETED", () => /ADDED\s+w1\s/.test(watched) && /DELETED\s+w1\s/.test(watched));
+    } finally {
+      watch.kill();
+    }
+  } finally {
+    child.kill("SIGTERM");
+  }
+});
+
+H.run();
