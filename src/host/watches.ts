@@ -1,0 +1,176 @@
+// The host's watch engine: one client-node informer per kind, shared by every
+// owner that needs it, counted by owner.
+//
+// The guarantees that failure modes 1 and 3 need:
+// - Releasing never creates: releasing a kind nobody watches is a no-op, so
+//   stopping a controller whose composed CRD is already gone cannot block on an
+//   informer that can never sync.
+// - An informer with at least one owner is never stopped; the last release
+//   stops it. Nothing else collects watches.
+// - Handlers are removed through the handle ensure() returned, never by identity.
+// - client-node's informer restarts itself only after a 410 Gone; on any other
+//   error it stops. Here a failed informer is restarted with exponential
+//   backoff until it connects again or its last owner leaves.
+import { CustomObjectsApi, makeInformer, type Informer, type KubeConfig, type KubernetesObject, type ObjectCache } from "@kubernetes/client-node";
+import type { Logger } from "pino";
+
+/** Kind identifies a watched resource type by group, version and plural. */
+export interface Kind {
+  group: string;
+  version: string;
+  plural: string;
+}
+
+export type WatchEventType = "add" | "update" | "delete";
+
+/** WatchEvent is what handlers receive. Handlers must return fast (queue the work). */
+export interface WatchEvent {
+  type: WatchEventType;
+  kind: Kind;
+  object: KubernetesObject;
+}
+
+export type WatchHandler = (e: WatchEvent) => void;
+
+/** Handle is one owner's registration; pass it to release(). */
+export interface Handle {
+  readonly kind: Kind;
+  readonly owner: string;
+  readonly id: number;
+}
+
+/** WatchOptions tune restarts. */
+export interface WatchOptions {
+  /** First restart delay after an informer fails. Default 200 ms. */
+  initialBackoffMs?: number;
+  /** Longest restart delay. Default 30 s. */
+  maxBackoffMs?: number;
+}
+
+export const kindKey = (k: Kind) => `${k.group}/${k.version}/${k.plural}`;
+
+interface Entry {
+  kind: Kind;
+  informer: Informer<KubernetesObject> & ObjectCache<KubernetesObject>;
+  handlers: Map<number, { owner: string; fn: WatchHandler }>;
+  stopping: boolean;
+  backoffMs: number;
+  restart?: NodeJS.Timeout;
+  started: Promise<void>;
+  lastError?: string;
+}
+
+export class WatchManager {
+  private readonly entries = new Map<string, Entry>();
+  private nextId = 1;
+  private readonly api: CustomObjectsApi;
+
+  constructor(
+    private readonly kc: KubeConfig,
+    private readonly log: Logger,
+    private readonly opts: WatchOptions = {},
+  ) {
+    this.api = kc.makeApiClient(CustomObjectsApi);
+  }
+
+  /** ensure registers handler for owner, starting the kind's informer if it is not running. */
+  ensure(kind: Kind, owner: string, handler: WatchHandler): Handle {
+    const key = kindKey(kind);
+    let e = this.entries.get(key);
+    if (!e) {
+      e = this.start(kind);
+      this.entries.set(key, e);
+    }
+    const id = this.nextId++;
+    e.handlers.set(id, { owner, fn: handler });
+    // A late owner learns what is already there.
+    for (const o of e.informer.list()) handler({ type: "add", kind, object: o });
+    return { kind, owner, id };
+  }
+
+  /** release removes one registration; the last one stops the informer. Never creates anything. */
+  async release(h: Handle): Promise<void> {
+    const key = kindKey(h.kind);
+    const e = this.entries.get(key);
+    if (!e || !e.handlers.delete(h.id)) return;
+    if (e.handlers.size > 0) return;
+    this.entries.delete(key);
+    await this.stop(e);
+  }
+
+  /** owners lists who holds a kind's watch (empty if it is not watched). */
+  owners(kind: Kind): string[] {
+    return [...new Set([...(this.entries.get(kindKey(kind))?.handlers.values() ?? [])].map((h) => h.owner))];
+  }
+
+  /** watching lists the kinds with a running informer. */
+  watching(): Kind[] {
+    return [...this.entries.values()].map((e) => e.kind);
+  }
+
+  /** synced resolves once a kind's informer has listed (or rejects if not watched). */
+  async synced(kind: Kind): Promise<void> {
+    const e = this.entries.get(kindKey(kind));
+    if (!e) throw new Error(`${kindKey(kind)} is not watched`);
+    await e.started;
+  }
+
+  /** cached returns the informer's view of a kind (empty if not watched). */
+  cached(kind: Kind): readonly KubernetesObject[] {
+    return this.entries.get(kindKey(kind))?.informer.list() ?? [];
+  }
+
+  /** stopAll stops every informer. */
+  async stopAll(): Promise<void> {
+    const all = [...this.entries.values()];
+    this.entries.clear();
+    await Promise.all(all.map((e) => this.stop(e)));
+  }
+
+  private start(kind: Kind): Entry {
+    const path = `/apis/${kind.group}/${kind.version}/${kind.plural}`;
+    const list = () => this.api.listClusterCustomObject({ group: kind.group, version: kind.version, plural: kind.plural }) as never;
+    const informer = makeInformer<KubernetesObject>(this.kc, path, list);
+    const e: Entry = { kind, informer, handlers: new Map(), stopping: false, backoffMs: this.opts.initialBackoffMs ?? 200, started: Promise.resolve() };
+    const emit = (type: WatchEventType) => (object: KubernetesObject) => {
+      for (const h of [...e.handlers.values()]) {
+        try {
+          h.fn({ type, kind, object });
+        } catch (err) {
+          this.log.error({ kind: kindKey(kind), owner: h.owner, err: (err as Error).message }, "watch handler threw");
+        }
+      }
+    };
+    informer.on("add", emit("add"));
+    informer.on("update", emit("update"));
+    informer.on("delete", emit("delete"));
+    informer.on("connect", () => {
+      e.backoffMs = this.opts.initialBackoffMs ?? 200;
+      if (e.lastError) this.log.info({ kind: kindKey(kind) }, "watch reconnected");
+      delete e.lastError;
+    });
+    informer.on("error", (err: unknown) => {
+      if (e.stopping) return;
+      e.lastError = err instanceof Error ? err.message : String(err);
+      const delay = e.backoffMs;
+      e.backoffMs = Math.min(e.backoffMs * 2, this.opts.maxBackoffMs ?? 30_000);
+      this.log.warn({ kind: kindKey(kind), err: e.lastError, retryInMs: delay }, "watch failed; restarting");
+      clearTimeout(e.restart);
+      e.restart = setTimeout(() => {
+        if (!e.stopping) informer.start().catch(() => {}); // a failure arrives as another "error"
+      }, delay);
+    });
+    e.started = informer.start().catch(() => {}); // errors are handled by the "error" listener
+    return e;
+  }
+
+  private async stop(e: Entry): Promise<void> {
+    e.stopping = true;
+    clearTimeout(e.restart);
+    try {
+      await e.informer.stop();
+    } catch {
+      // Stopping a watch whose kind is gone is not an error.
+    }
+  }
+}

@@ -1,0 +1,39 @@
+// Helpers for tests against the embedded API server.
+import { ApiextensionsV1Api, CustomObjectsApi, KubeConfig } from "@kubernetes/client-node";
+import type { DevCluster } from "../../src/devcluster/server.js";
+
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** until polls check every 20 ms and throws naming what it waited for. */
+export async function until(what: string, check: () => boolean | Promise<boolean>, ms = 5000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > end) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+    await sleep(20);
+  }
+}
+
+export function kubeconfigFor(c: DevCluster): KubeConfig {
+  const kc = new KubeConfig();
+  kc.loadFromString(c.kubeconfig());
+  return kc;
+}
+
+/** crd builds a CustomResourceDefinition for a kind with a status subresource. */
+export function crd(group: string, kind: string, plural: string, scope: "Namespaced" | "Cluster" = "Cluster") {
+  return {
+    apiVersion: "apiextensions.k8s.io/v1",
+    kind: "CustomResourceDefinition",
+    metadata: { name: `${plural}.${group}` },
+    spec: {
+      group,
+      names: { kind, plural, singular: kind.toLowerCase(), listKind: `${kind}List` },
+      scope,
+      versions: [{ name: "v1", served: true, storage: true, subresources: { status: {} }, schema: { openAPIV3Schema: { type: "object", "x-kubernetes-preserve-unknown-fields": true } } }],
+    },
+  };
+}
+
+export function apis(kc: KubeConfig) {
+  return { crds: kc.makeApiClient(ApiextensionsV1Api), objects: kc.makeApiClient(CustomObjectsApi) };
+}
