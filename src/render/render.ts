@@ -65,7 +65,7 @@ export class FatalResultError extends Error {
   }
 }
 
-interface PipelineStep {
+export interface PipelineStep {
   step: string;
   functionName: string;
   input?: JsonObject;
@@ -140,8 +140,13 @@ export function select(docs: Doc[], s: Omit<ResourceSelector, "$typeName">): Res
   return { $typeName: "apiextensions.fn.proto.v1.Resources", items: items.map((o) => create(ResourceSchema, { resource: structuredClone(o) })) };
 }
 
-function answer(selectors: Record<string, ResourceSelector>, docs: Doc[]): Record<string, Resources> {
-  return Object.fromEntries(Object.entries(selectors).map(([k, s]) => [k, select(docs, s)]));
+/** Fetch answers one resource requirement. */
+export type Fetch = (s: Omit<ResourceSelector, "$typeName">) => Resources | Promise<Resources>;
+
+async function answer(selectors: Record<string, ResourceSelector>, fetch: Fetch): Promise<Record<string, Resources>> {
+  const out: Record<string, Resources> = {};
+  for (const [k, s] of Object.entries(selectors)) out[k] = await fetch(s);
+  return out;
 }
 
 const hasRequirements = (r: Requirements | undefined): r is Requirements =>
@@ -151,7 +156,7 @@ const hasRequirements = (r: Requirements | undefined): r is Requirements =>
  * runWithRequirements calls a function, answers what it asks for, and calls it
  * again until its requirements stop changing, at most 5 times, as Crossplane does.
  */
-async function runWithRequirements(run: (req: RunFunctionRequest) => Promise<RunFunctionResponse>, req: RunFunctionRequest, docs: Doc[], step: string) {
+async function runWithRequirements(run: (req: RunFunctionRequest) => Promise<RunFunctionResponse>, req: RunFunctionRequest, fetch: Fetch, step: string) {
   let previous: Requirements | undefined;
   for (let i = 0; i < MAX_REQUIREMENTS_ITERATIONS; i++) {
     const rsp = await run(req);
@@ -159,8 +164,8 @@ async function runWithRequirements(run: (req: RunFunctionRequest) => Promise<Run
     if (!hasRequirements(wanted) || rsp.results.some((r) => r.severity === Severity.FATAL)) return rsp;
     if (previous && equals(RequirementsSchema, previous, wanted)) return rsp;
     previous = wanted;
-    req.requiredResources = { ...req.requiredResources, ...answer(wanted.resources, docs) };
-    req.extraResources = answer(wanted.extraResources, docs);
+    req.requiredResources = { ...req.requiredResources, ...(await answer(wanted.resources, fetch)) };
+    req.extraResources = await answer(wanted.extraResources, fetch);
     // xfn render has no schemas to offer: an empty Schema answers "not found".
     req.requiredSchemas = Object.fromEntries(Object.keys(wanted.schemas).map((k) => [k, { $typeName: "apiextensions.fn.proto.v1.Schema" as const }]));
   }
@@ -179,33 +184,51 @@ export function tagOf(req: RunFunctionRequest): string {
   return createHash("sha256").update(toBinary(RunFunctionRequestSchema, req)).digest("hex");
 }
 
-/** render runs the pipeline and shapes the outputs as `crossplane render` prints them. */
-export async function render(inputs: RenderInputs, runner: Runner, opts: { timeoutMs: number }): Promise<RenderOutputs> {
-  const pipeline = checkComposition(inputs.xr, inputs.composition);
-  const deadline = Date.now() + opts.timeoutMs;
-  const xr = inputs.xr.obj;
+/** PipelineResult is what running a Composition's pipeline produced. */
+export interface PipelineResult {
+  desired: State;
+  context: JsonObject | undefined;
+  /** Non-fatal results, as render's Result documents. */
+  results: JsonObject[];
+  /** Conditions the functions set, as Kubernetes conditions. */
+  conditions: JsonObject[];
+  /** The shortest TTL any step asked for, in seconds. */
+  ttlSeconds: number | undefined;
+}
 
-  const observedResources: Record<string, Resource> = {};
-  for (const d of inputs.observed) {
-    const name = stringMap(meta(d.obj)["annotations"])[COMPOSITION_RESOURCE_NAME];
-    if (!name) throw new InputError(`${d.source}: an observed resource needs the ${COMPOSITION_RESOURCE_NAME} annotation to be matched to a pipeline resource`);
-    observedResources[name] = create(ResourceSchema, { resource: structuredClone(d.obj) });
-  }
-  const observed: State = create(StateSchema, { composite: { resource: structuredClone(xr) }, resources: observedResources });
+/** PipelineInputs are what each step of a pipeline is called with. */
+export interface PipelineInputs {
+  steps: PipelineStep[];
+  xr: JsonObject;
+  observed: Record<string, Resource>;
+  context: JsonObject | undefined;
+  credentials: Doc[];
+  /** Answers resource requirements (bootstrap and asked for). */
+  fetch: Fetch;
+}
+
+/**
+ * runPipeline calls each step in order, threading desired state and context,
+ * answering requirements until they settle. A Fatal result throws FatalResultError.
+ */
+export async function runPipeline(p: PipelineInputs, runner: Runner, deadline: number): Promise<PipelineResult> {
+  const observed: State = create(StateSchema, { composite: { resource: structuredClone(p.xr) }, resources: p.observed });
   let desired: State = create(StateSchema);
-  let context: JsonObject | undefined = structuredClone(inputs.context);
+  let context = p.context;
   const results: JsonObject[] = [];
   const conditions: JsonObject[] = [];
-
-  for (const s of pipeline) {
-    if (Date.now() > deadline) throw new Error(`render timed out before pipeline step ${JSON.stringify(s.step)}`);
+  let ttlSeconds: number | undefined;
+  for (const s of p.steps) {
+    if (Date.now() > deadline) throw new Error(`timed out before pipeline step ${JSON.stringify(s.step)}`);
     const credentials = Object.fromEntries(
       s.credentials.map((c) => {
-        const secret = inputs.credentials.find((d) => d.obj["kind"] === "Secret" && meta(d.obj)["name"] === c.secretName && (meta(d.obj)["namespace"] ?? "") === c.secretNamespace);
+        const secret = p.credentials.find((d) => d.obj["kind"] === "Secret" && meta(d.obj)["name"] === c.secretName && (meta(d.obj)["namespace"] ?? "") === c.secretNamespace);
         if (!secret) throw new InputError(`pipeline step ${JSON.stringify(s.step)}: cannot get credentials from secret ${JSON.stringify(c.secretName)}: not in --function-credentials`);
         return [c.name, { $typeName: "apiextensions.fn.proto.v1.Credentials" as const, source: { case: "credentialData" as const, value: { $typeName: "apiextensions.fn.proto.v1.CredentialData" as const, data: decodeSecret(secret.obj) } } }];
       }),
     );
+    const bootstrap: Record<string, Resources> = {};
+    for (const b of s.bootstrap) bootstrap[b.name] = await p.fetch(b.selector);
     const req = create(RunFunctionRequestSchema, {
       meta: { capabilities: ALL_CAPABILITIES },
       observed: clone(StateSchema, observed),
@@ -213,28 +236,49 @@ export async function render(inputs: RenderInputs, runner: Runner, opts: { timeo
       ...(context ? { context } : {}),
       ...(s.input ? { input: s.input } : {}),
       credentials,
-      requiredResources: Object.fromEntries(s.bootstrap.map((b) => [b.name, select(inputs.required, b.selector)])),
+      requiredResources: bootstrap,
     });
     req.meta!.tag = tagOf(req);
-    const rsp = await runWithRequirements((r) => runner.run(s.functionName, r, deadline), req, inputs.required, s.step);
+    const rsp = await runWithRequirements((r) => runner.run(s.functionName, r, deadline), req, p.fetch, s.step);
     const fatal = rsp.results.find((r) => r.severity === Severity.FATAL);
     if (fatal) throw new FatalResultError(s.step, fatal.message);
     desired = rsp.desired ?? create(StateSchema);
     context = rsp.context;
+    const ttl = rsp.meta?.ttl;
+    if (ttl) ttlSeconds = Math.min(ttlSeconds ?? Infinity, Number(ttl.seconds) + ttl.nanos / 1e9);
     for (const r of rsp.results) {
-      results.push({ apiVersion: RENDER_API_VERSION, kind: "Result", step: s.step, severity: `SEVERITY_${Severity[r.severity]}`, message: r.message });
+      results.push({ apiVersion: RENDER_API_VERSION, kind: "Result", step: s.step, severity: `SEVERITY_${Severity[r.severity]}`, message: r.message, ...(r.reason ? { reason: r.reason } : {}) });
     }
     for (const c of rsp.conditions) {
       const status = c.status === Status.CONDITION_TRUE ? "True" : c.status === Status.CONDITION_FALSE ? "False" : "Unknown";
       conditions.push({ type: c.type, status, reason: c.reason, ...(c.message ? { message: c.message } : {}), lastTransitionTime: CONDITION_TIME });
     }
   }
+  return { desired, context, results, conditions, ttlSeconds };
+}
 
+/** render runs the pipeline and shapes the outputs as `crossplane render` prints them. */
+export async function render(inputs: RenderInputs, runner: Runner, opts: { timeoutMs: number }): Promise<RenderOutputs> {
+  const steps = checkComposition(inputs.xr, inputs.composition);
+  const xr = inputs.xr.obj;
+  const observed: Record<string, Resource> = {};
+  for (const d of inputs.observed) {
+    const name = stringMap(meta(d.obj)["annotations"])[COMPOSITION_RESOURCE_NAME];
+    if (!name) throw new InputError(`${d.source}: an observed resource needs the ${COMPOSITION_RESOURCE_NAME} annotation to be matched to a pipeline resource`);
+    observed[name] = create(ResourceSchema, { resource: structuredClone(d.obj) });
+  }
+  const r = await runPipeline(
+    { steps, xr, observed, context: structuredClone(inputs.context), credentials: inputs.credentials, fetch: (s) => select(inputs.required, s) },
+    runner,
+    Date.now() + opts.timeoutMs,
+  );
+  // crossplane render's Result documents carry no reason.
+  const results = r.results.map(({ reason: _r, ...rest }) => rest);
   return {
-    xr: renderXR(xr, desired, conditions),
-    composed: renderComposed(xr, desired, observedResources),
+    xr: renderXR(xr, r.desired, r.conditions),
+    composed: renderComposed(xr, r.desired, observed),
     results,
-    context: { apiVersion: RENDER_API_VERSION, kind: "Context", fields: context ?? {} },
+    context: { apiVersion: RENDER_API_VERSION, kind: "Context", fields: r.context ?? {} },
   };
 }
 
