@@ -3,6 +3,7 @@ import { readFileSync } from "node:fs";
 import { Command } from "commander";
 import { callCommand } from "./call.js";
 import { devClusterCommand } from "./dev-cluster.js";
+import { hostCommand } from "./host.js";
 import { renderCommand } from "./render.js";
 import { serveCommand } from "./serve.js";
 import { testCommand } from "./test.js";
@@ -22,7 +23,8 @@ export function program(): Command {
     .addCommand(callCommand())
     .addCommand(renderCommand())
     .addCommand(testCommand())
-    .addCommand(devClusterCommand());
+    .addCommand(devClusterCommand())
+    .addCommand(hostCommand());
 }
 
 await program().parseAsync(process.argv);

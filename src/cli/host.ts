@@ -1,0 +1,100 @@
+// `xfn host`: run compositions without Crossplane, against a Kubernetes API
+// (a kubeconfig, or an embedded API server), until SIGTERM/SIGINT.
+import { existsSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { KubeConfig, KubernetesObjectApi, PatchStrategy, type KubernetesObject } from "@kubernetes/client-node";
+import { Command, InvalidArgumentError, Option } from "commander";
+import type { Logger } from "pino";
+import { startDevCluster } from "../devcluster/server.js";
+import { Host } from "../host/host.js";
+import { loadDocs, type Doc } from "../render/load.js";
+import { createRunner } from "../render/runner.js";
+import { createLogger } from "../server/log.js";
+
+const ORDER = ["CustomResourceDefinition", "Namespace", "CompositeResourceDefinition", "Composition"];
+
+/** applyManifests server-side applies every document under dir, CRDs and XRDs first. */
+export async function applyManifests(kc: KubeConfig, docs: Doc[], log: Logger): Promise<void> {
+  const api = KubernetesObjectApi.makeApiClient(kc);
+  const rank = (d: Doc) => {
+    const i = ORDER.indexOf(String(d.obj["kind"]));
+    return i < 0 ? ORDER.length : i;
+  };
+  for (const d of [...docs].sort((a, b) => rank(a) - rank(b))) {
+    try {
+      await api.patch(d.obj as unknown as KubernetesObject, undefined, undefined, "xfn-host-manifests", true, PatchStrategy.ServerSideApply);
+      log.info({ kind: d.obj["kind"], name: (d.obj["metadata"] as { name?: string } | undefined)?.name }, "applied manifest");
+      // A new CRD is served at once here, but give discovery a moment on a real cluster.
+      if (d.obj["kind"] === "CustomResourceDefinition") await new Promise((r) => setTimeout(r, 50));
+    } catch (err) {
+      throw new Error(`cannot apply ${d.source}: ${(err as { body?: { message?: string } }).body?.message ?? (err as Error).message}`);
+    }
+  }
+}
+
+interface HostFlags {
+  kubeconfig?: string;
+  embedded: boolean;
+  embeddedPort: number;
+  data?: string;
+  functions?: string;
+  manifests: string[];
+  watchGcInterval: number;
+  debug: boolean;
+}
+
+export function hostCommand(): Command {
+  return new Command("host")
+    .description("run compositions without Crossplane: watch XRDs and XRs, call the pipeline's functions, apply, delete, report status")
+    .addOption(new Option("--kubeconfig <file>", "kubeconfig of the cluster to drive").env("KUBECONFIG"))
+    .addOption(new Option("--embedded", "run an embedded API server instead of using a kubeconfig").default(false))
+    .addOption(new Option("--embedded-port <n>", "port of the embedded API server").default(0).argParser(Number))
+    .addOption(new Option("--data <file>", "with --embedded: persist the API server's state here"))
+    .addOption(new Option("--functions <file>", "Functions, as for xfn render (render.xfn.dev/module or render.crossplane.io/runtime: Development)"))
+    .addOption(new Option("--manifests <path>", "YAML file or folder to apply at start (CRDs, XRDs, Compositions, XRs); repeatable").default([]).argParser((v: string, prev: string[]) => [...prev, v]))
+    .addOption(
+      new Option("--watch-gc-interval <seconds>", "how often watches of XRs that are gone are released").default(60).argParser((v) => {
+        const n = Number(v);
+        if (!(n > 0)) throw new InvalidArgumentError(`--watch-gc-interval must be a positive number of seconds, got ${JSON.stringify(v)}`);
+        return n;
+      }),
+    )
+    .addOption(new Option("-d, --debug", "log more").default(false))
+    .action(async (flags: HostFlags) => {
+      const log = createLogger({ debug: flags.debug });
+      try {
+        const kc = new KubeConfig();
+        let stopCluster = async () => {};
+        if (flags.embedded) {
+          const cluster = await startDevCluster({ port: flags.embeddedPort, ...(flags.data ? { dataFile: resolve(flags.data) } : {}) });
+          const file = join(tmpdir(), `xfn-host-${cluster.port}.kubeconfig`);
+          writeFileSync(file, cluster.kubeconfig());
+          kc.loadFromString(cluster.kubeconfig());
+          log.info({ url: cluster.url, kubeconfig: file }, "embedded API server serving");
+          stopCluster = () => cluster.stop();
+        } else if (flags.kubeconfig) {
+          if (!existsSync(flags.kubeconfig)) throw new Error(`cannot read kubeconfig ${flags.kubeconfig}: no such file`);
+          kc.loadFromFile(flags.kubeconfig);
+        } else {
+          kc.loadFromDefault();
+        }
+        const functionsPath = flags.functions ? resolve(flags.functions) : undefined;
+        const runner = await createRunner(functionsPath ? loadDocs(functionsPath) : [], functionsPath ?? "(no --functions file)", () => new Date());
+        const host = new Host({ kc, runner, log, watchGcIntervalMs: flags.watchGcInterval * 1000 });
+        await host.start();
+        if (flags.manifests.length) await applyManifests(kc, flags.manifests.flatMap((m) => loadDocs(m)), log);
+        const stop = () =>
+          void host
+            .stop()
+            .then(stopCluster)
+            .then(() => process.exit(0));
+        process.once("SIGTERM", stop);
+        process.once("SIGINT", stop);
+      } catch (err) {
+        process.stderr.write(`xfn host: ${(err as Error).message}\n`);
+        process.exitCode = 1;
+        process.exit(1);
+      }
+    });
+}

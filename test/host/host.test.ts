@@ -1,0 +1,136 @@
+// The host loop end to end on the embedded API server: real HTTP, real
+// client-node informers, the examples' functions run in-process.
+import { join } from "node:path";
+import { PatchStrategy, setHeaderOptions } from "@kubernetes/client-node";
+import { suite } from "uvu";
+import * as assert from "uvu/assert";
+import { applyManifests } from "../../src/cli/host.js";
+import { startDevCluster, type DevCluster } from "../../src/devcluster/server.js";
+import { Host } from "../../src/host/host.js";
+import { loadDocs } from "../../src/render/load.js";
+import { createRunner } from "../../src/render/runner.js";
+import { apis, kubeconfigFor, sleep, until } from "../support/cluster.js";
+import { memoryLog } from "../support/log.js";
+import { ROOT } from "../support/spawn.js";
+
+const EX = join(ROOT, "examples");
+const BUCKETS = { group: "s3.aws.upbound.io", version: "v1beta1", plural: "buckets" };
+const XBUCKETS = { group: "example.xfn.dev", version: "v1alpha1", plural: "xbuckets" };
+const merge = setHeaderOptions("Content-Type", PatchStrategy.MergePatch);
+
+async function setup(opts: { watchGcIntervalMs?: number; withXR?: boolean } = {}) {
+  const c = await startDevCluster();
+  const kc = kubeconfigFor(c);
+  const mem = memoryLog();
+  const runner = await createRunner(loadDocs(join(EX, "functions.yaml")), join(EX, "functions.yaml"), () => new Date());
+  const host = new Host({ kc, runner, log: mem.log, watchGcIntervalMs: opts.watchGcIntervalMs ?? 60_000, baseBackoffMs: 50, maxBackoffMs: 1000 });
+  await host.start();
+  const docs = [...loadDocs(join(EX, "host")), ...loadDocs(join(EX, "composition.yaml")), ...(opts.withXR === false ? [] : loadDocs(join(EX, "xr.yaml")))];
+  await applyManifests(kc, docs, mem.log);
+  return { c, kc, host, mem, ...apis(kc) };
+}
+
+async function teardown(host: Host, c: DevCluster) {
+  await host.stop();
+  await c.stop();
+}
+
+const xrOf = async (objects: ReturnType<typeof apis>["objects"]) => (await objects.getClusterCustomObject({ ...XBUCKETS, name: "team-a" })) as any;
+const cond = (o: any, type: string) => (o?.status?.conditions ?? []).find((c: any) => c.type === type);
+const listBuckets = async (objects: ReturnType<typeof apis>["objects"]) => ((await objects.listClusterCustomObject(BUCKETS)) as { items: any[] }).items;
+
+const H = suite("host loop");
+
+H("reconciles an XR: composes with owner references, records refs and status; provider readiness makes it Ready", async () => {
+  const { c, host, objects } = await setup();
+  try {
+    await until("two buckets", async () => (await listBuckets(objects)).length === 1, 10_000); // lifecycle holds assets until logs is ready
+    let [logs] = await listBuckets(objects);
+    assert.is(logs.metadata.annotations["crossplane.io/composition-resource-name"], "bucket-logs");
+    assert.equal(logs.metadata.ownerReferences[0].blockOwnerDeletion, true);
+    assert.is(logs.metadata.ownerReferences[0].kind, "XBuckets");
+    await until("XR synced", async () => cond(await xrOf(objects), "Synced")?.status === "True");
+    const xr = await xrOf(objects);
+    assert.is(xr.spec.crossplane.resourceRefs[0].name, logs.metadata.name);
+    assert.is(xr.status.bucketCount, 2);
+    assert.is(cond(xr, "Ready").status, "False");
+    // The "provider" makes the logs bucket ready: the XR reacts at once (realtime), assets is created.
+    await objects.patchClusterCustomObjectStatus({ ...BUCKETS, name: logs.metadata.name, body: { status: { conditions: [{ type: "Ready", status: "True", reason: "Available" }] } } }, merge);
+    await until("assets composed", async () => (await listBuckets(objects)).length === 2, 10_000);
+    for (const b of await listBuckets(objects)) {
+      if (b.metadata.annotations["crossplane.io/composition-resource-name"] === "bucket-assets") {
+        await objects.patchClusterCustomObjectStatus({ ...BUCKETS, name: b.metadata.name, body: { status: { conditions: [{ type: "Ready", status: "True", reason: "Available" }] } } }, merge);
+      }
+    }
+    await until("XR Ready", async () => cond(await xrOf(objects), "Ready")?.status === "True", 10_000);
+    [logs] = await listBuckets(objects);
+    assert.ok(logs);
+  } finally {
+    await teardown(host, c);
+  }
+});
+
+H("failure mode 2: deleting the XR says Deleting and names the blocker at once; removing the finalizer completes it", async () => {
+  const { c, host, objects } = await setup();
+  try {
+    await until("a bucket", async () => (await listBuckets(objects)).length === 1, 10_000);
+    const [b] = await listBuckets(objects);
+    // The provider holds the bucket with its finalizer.
+    await objects.patchClusterCustomObject({ ...BUCKETS, name: b.metadata.name, body: { metadata: { finalizers: ["finalizer.managedresource.crossplane.io"] } } }, merge);
+    await objects.deleteClusterCustomObject({ ...XBUCKETS, name: "team-a" });
+    await until("Deleting naming the blocker", async () => {
+      const r = cond(await xrOf(objects), "Ready");
+      return r?.reason === "Deleting" && /bucket-logs \(finalizers: finalizer\.managedresource\.crossplane\.io\)/.test(r.message);
+    }, 10_000);
+    const xr = await xrOf(objects);
+    assert.equal(xr.status.deletion, { remaining: 1, deleted: 0, total: 1, since: xr.metadata.deletionTimestamp });
+    await objects.patchClusterCustomObject({ ...BUCKETS, name: b.metadata.name, body: { metadata: { finalizers: [] } } }, merge);
+    await until("the XR to be gone", async () => {
+      try {
+        await xrOf(objects);
+        return false;
+      } catch (err) {
+        return (err as { code: number }).code === 404;
+      }
+    }, 10_000);
+    assert.equal(await listBuckets(objects), []);
+  } finally {
+    await teardown(host, c);
+  }
+});
+
+H("failure mode 1: the composed kind's CRD goes first, then the XRD; the controller stops cleanly, no error, no hang", async () => {
+  const { c, host, objects, crds, mem } = await setup();
+  try {
+    await until("a bucket", async () => (await listBuckets(objects)).length === 1, 10_000);
+    await until("the controller", () => host.controllerKinds().length === 1);
+    await crds.deleteCustomResourceDefinition({ name: "buckets.s3.aws.upbound.io" });
+    await sleep(300);
+    await objects.deleteClusterCustomObject({ group: "apiextensions.crossplane.io", version: "v2", plural: "compositeresourcedefinitions", name: "xbuckets.example.xfn.dev" });
+    await until("the controller to stop", () => host.controllerKinds().length === 0, 5000);
+    assert.match(mem.text(), /stopped XR controller/);
+    const errors = mem.lines().filter((l) => l["level"] === "error");
+    assert.equal(errors, []);
+    assert.not.ok(host.watches.watching().some((k) => k.plural === "buckets" || k.plural === "xbuckets"), "no watch left on either kind");
+  } finally {
+    await teardown(host, c);
+  }
+});
+
+H("failure mode 3: an XR created long after its XRD, with watch collection running often, is reconciled without a loop", async () => {
+  const { c, host, objects, kc, mem } = await setup({ watchGcIntervalMs: 50, withXR: false });
+  try {
+    await until("the controller", () => host.controllerKinds().length === 1);
+    await sleep(500); // ten collection intervals
+    await applyManifests(kc, loadDocs(join(EX, "xr.yaml")), mem.log);
+    await until("XR synced", async () => cond(await xrOf(objects), "Synced")?.status === "True", 10_000);
+    await sleep(1000);
+    const runs = host.queue.processed.get("xbuckets.example.xfn.dev|/team-a") ?? 0;
+    assert.ok(runs >= 1 && runs <= 8, `reconciled ${runs} times in about a second: no enqueue loop`);
+    assert.ok(host.watches.watching().some((k) => k.plural === "xbuckets"), "the XR kind's watch is still there");
+  } finally {
+    await teardown(host, c);
+  }
+});
+
+H.run();
