@@ -320,7 +320,7 @@ export class Host {
     const deleting = Boolean(m["deletionTimestamp"]);
     const finalizers = Array.isArray(m["finalizers"]) ? (m["finalizers"] as string[]) : [];
     if (!deleting && !finalizers.includes(XR_FINALIZER)) {
-      await this.patchXR(c, xr, { metadata: { finalizers: [...finalizers, XR_FINALIZER] } }, false);
+      await this.patchXR(c, xr, { metadata: { finalizers: [...finalizers, XR_FINALIZER] } });
       return { requeueAfterMs: 0 };
     }
 
@@ -342,7 +342,7 @@ export class Host {
     }
 
     if (deleting && observedObjects.size === 0) {
-      await this.patchXR(c, xr, { metadata: { finalizers: finalizers.filter((f) => f !== XR_FINALIZER) } }, false);
+      await this.patchXR(c, xr, { metadata: { finalizers: finalizers.filter((f) => f !== XR_FINALIZER) } });
       log.info("all composed resources are gone; XR deleted");
       return;
     }
@@ -389,7 +389,7 @@ export class Host {
 
     // Resource references, then status and conditions, in this same reconcile.
     const current = JSON.stringify(this.resourceRefs(xr));
-    if (JSON.stringify(refs) !== current) await this.patchXR(c, xr, { spec: { crossplane: { resourceRefs: refs } } }, false);
+    if (JSON.stringify(refs) !== current) await this.patchXR(c, xr, { spec: { crossplane: { resourceRefs: refs } } });
     const conds: JsonObject[] = [{ type: "Synced", status: "True", reason: "ReconcileSuccess", lastTransitionTime: now() }];
     const xrReady = result.desired.composite?.ready ?? Ready.UNSPECIFIED;
     if (!deleting) {
@@ -460,32 +460,36 @@ export class Host {
     };
   }
 
-  private async patchXR(c: Controller, xr: JsonObject, patch: JsonObject, status: boolean): Promise<void> {
+  /** patchXR merge-patches the XR itself (finalizers, resource references). */
+  private async patchXR(c: Controller, xr: JsonObject, patch: JsonObject): Promise<void> {
     const m = metaOf(xr);
-    const base = { group: c.type.kind.group, version: c.type.kind.version, plural: c.type.kind.plural, name: String(m["name"]) };
+    const base = { group: c.type.kind.group, version: c.type.kind.version, plural: c.type.kind.plural, name: String(m["name"]), body: patch };
     const opts = setHeaderOptions("Content-Type", PatchStrategy.MergePatch);
-    if (m["namespace"]) {
-      const args = { ...base, namespace: String(m["namespace"]), body: patch };
-      await (status ? this.custom.patchNamespacedCustomObjectStatus(args, opts) : this.custom.patchNamespacedCustomObject(args, opts));
-    } else {
-      await (status ? this.custom.patchClusterCustomObjectStatus({ ...base, body: patch }, opts) : this.custom.patchClusterCustomObject({ ...base, body: patch }, opts));
-    }
+    if (m["namespace"]) await this.custom.patchNamespacedCustomObject({ ...base, namespace: String(m["namespace"]) }, opts);
+    else await this.custom.patchClusterCustomObject(base, opts);
   }
 
-  /** writeStatus merges the pipeline's desired status and sets conditions by type, keeping their transition times when unchanged. */
+  /**
+   * writeStatus server-side applies the XR's status: the pipeline's desired
+   * status plus conditions set by type (transition times kept when unchanged).
+   * Apply, not a merge patch, so status fields the pipeline stops writing are
+   * removed (a merge patch can only add).
+   */
   private async writeStatus(c: Controller, xr: JsonObject, desired: JsonObject, conds: JsonObject[]): Promise<void> {
     const existing = conditionsOf(xr);
     const merged = [...existing];
     for (const n of conds) {
       const i = merged.findIndex((x) => x["type"] === n["type"]);
       const old = i >= 0 ? merged[i]! : undefined;
-      const next = old && old["status"] === n["status"] ? { ...n, lastTransitionTime: old["lastTransitionTime"] ?? n["lastTransitionTime"]! } : n;
+      const next = old && old["status"] === n["status"] && old["reason"] === n["reason"] ? { ...n, lastTransitionTime: old["lastTransitionTime"] ?? n["lastTransitionTime"]! } : n;
       if (i >= 0) merged[i] = next;
       else merged.push(next);
     }
-    const status = { ...desired, conditions: merged };
-    const current = isObject(xr["status"]) ? xr["status"] : {};
-    if (JSON.stringify({ ...current, ...status }) === JSON.stringify(current)) return;
-    await this.patchXR(c, xr, { status }, true);
+    const m = metaOf(xr);
+    const body = { apiVersion: c.type.gvk.apiVersion, kind: c.type.gvk.kind, metadata: { name: String(m["name"]), ...(m["namespace"] ? { namespace: String(m["namespace"]) } : {}) }, status: { ...desired, conditions: merged } };
+    const base = { group: c.type.kind.group, version: c.type.kind.version, plural: c.type.kind.plural, name: String(m["name"]), body, fieldManager: `xfn-status/${String(m["uid"])}`, force: true };
+    const opts = setHeaderOptions("Content-Type", PatchStrategy.ServerSideApply);
+    if (m["namespace"]) await this.custom.patchNamespacedCustomObjectStatus({ ...base, namespace: String(m["namespace"]) }, opts);
+    else await this.custom.patchClusterCustomObjectStatus(base, opts);
   }
 }

@@ -133,4 +133,35 @@ H("failure mode 3: an XR created long after its XRD, with watch collection runni
   }
 });
 
+H("failure mode 5: three nested levels converge, without a restart, once the deepest status appears", async () => {
+  const c = await startDevCluster();
+  const kc = kubeconfigFor(c);
+  const mem = memoryLog();
+  const dir = join(ROOT, "test/fixtures/nested");
+  const runner = await createRunner(loadDocs(join(dir, "functions.yaml")), join(dir, "functions.yaml"), () => new Date());
+  const host = new Host({ kc, runner, log: mem.log, baseBackoffMs: 50, maxBackoffMs: 1000 });
+  const { objects } = apis(kc);
+  const kind = (plural: string) => ({ group: "nest.example.org", version: "v1", plural });
+  const list = async (k: { group: string; version: string; plural: string }) => ((await objects.listClusterCustomObject(k)) as { items: any[] }).items;
+  try {
+    await host.start();
+    await applyManifests(kc, [...loadDocs(join(dir, "manifests.yaml")), { obj: { apiVersion: "nest.example.org/v1", kind: "XPlatform", metadata: { name: "team-a" }, spec: {} }, source: "test" }], mem.log);
+    await until("the subnet, two levels down", async () => (await list({ group: "ec2.example.org", version: "v1", plural: "subnets" })).length === 1, 10_000);
+    await sleep(500);
+    assert.equal(await list(kind("xclusters")), [], "the cluster waits for the network's status");
+    const platform = (await list(kind("xplatforms")))[0];
+    assert.match(JSON.stringify(platform.status.waiting.cluster.for), /vpc\.status\.privateSubnet1ID/);
+    // The provider finally reports the subnet's ID: the network's status fills in, then the platform proceeds.
+    const [subnet] = await list({ group: "ec2.example.org", version: "v1", plural: "subnets" });
+    await objects.patchClusterCustomObjectStatus({ group: "ec2.example.org", version: "v1", plural: "subnets", name: subnet.metadata.name, body: { status: { atProvider: { id: "subnet-0a1b2c" } } } }, merge);
+    await until("the network's status", async () => (await list(kind("xnetworks")))[0]?.status?.privateSubnet1ID === "subnet-0a1b2c", 10_000);
+    await until("the cluster to be created", async () => (await list(kind("xclusters"))).length === 1, 10_000);
+    await until("the platform to stop waiting", async () => JSON.stringify((await list(kind("xplatforms")))[0].status.waiting) === "{}", 10_000);
+    assert.not.ok(mem.text().includes("not found"), "no 'field not found' failure on the way");
+  } finally {
+    await host.stop();
+    await c.stop();
+  }
+});
+
 H.run();
