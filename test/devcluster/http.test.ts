@@ -106,6 +106,20 @@ H("an informer sees changes, and after its watch is cut past the history (410 Go
   }
 });
 
+H("a watch with allowWatchBookmarks gets BOOKMARK events carrying the current resourceVersion; timeoutSeconds ends it", async () => {
+  const c = await startDevCluster({ bookmarkIntervalMs: 50 });
+  try {
+    const r = await fetch(`${c.url}/api/v1/namespaces/default/configmaps?watch=true&allowWatchBookmarks=true&timeoutSeconds=1&resourceVersion=${c.store.rv}`);
+    const text = await r.text(); // ends when the server times the watch out
+    const events = text.trim().split("\n").map((l) => JSON.parse(l) as { type: string; object: { metadata: { resourceVersion: string } } });
+    assert.ok(events.length >= 3, `${events.length} events`);
+    assert.ok(events.every((e) => e.type === "BOOKMARK"));
+    assert.is(events[0]!.object.metadata.resourceVersion, String(c.store.rv));
+  } finally {
+    await c.stop();
+  }
+});
+
 H("with --data, a restart loses nothing", async () => {
   const data = join(scratch, "state.json");
   const c1 = await startDevCluster({ dataFile: data });
