@@ -4,10 +4,11 @@ import { execFileSync, spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ApiextensionsV1Api, CustomObjectsApi, KubeConfig, makeInformer, PatchStrategy, setHeaderOptions, type KubernetesObject } from "@kubernetes/client-node";
+import { makeInformer, PatchStrategy, setHeaderOptions, type KubernetesObject } from "@kubernetes/client-node";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { startDevCluster, type DevCluster } from "../../src/devcluster/server.js";
+import { apis, kubeconfigFor, sleep, until } from "../support/cluster.js";
 import { XFN } from "../support/spawn.js";
 
 const CRD = {
@@ -22,20 +23,9 @@ const CRD = {
   },
 };
 const widget = (name: string, labels: Record<string, string> = {}) => ({ apiVersion: "example.org/v1", kind: "Widget", metadata: { name, labels }, spec: { size: 1 } });
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function until(what: string, check: () => boolean, ms = 5000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(20);
-  }
-}
-
 function clients(c: DevCluster) {
-  const kc = new KubeConfig();
-  kc.loadFromString(c.kubeconfig());
-  return { kc, crds: kc.makeApiClient(ApiextensionsV1Api), objects: kc.makeApiClient(CustomObjectsApi) };
+  const kc = kubeconfigFor(c);
+  return { kc, ...apis(kc) };
 }
 
 const H = suite("dev-cluster over HTTP");
