@@ -1,0 +1,225 @@
+// npm run bench [-- --quick] [--json FILE]
+//
+// Starts three servers on loopback, each in its own process: xfn running a
+// realistic function (compose N resources from the XR, keep external names,
+// mark readiness), the same function on @crossplane-org/function-sdk-typescript
+// (the peer), and a floor (bare grpc-js that moves the bytes and echoes the
+// tag). A seeded load generator sends the same request bytes to each, at
+// N = 1, 10, 100, 1000 composed resources and concurrency 1 and 16, in
+// alternating batches, and records p50/p99 latency, req/s, server CPU ms per
+// request and peak RSS. Every server's responses are verified, so a fast wrong
+// answer cannot win. Results go to stdout, bench/RESULTS.md and --json FILE.
+import { fork, type ChildProcess } from "node:child_process";
+import { writeFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { cpus, totalmem } from "node:os";
+import { join } from "node:path";
+import { fromBinary } from "@bufbuild/protobuf";
+import { Client, credentials, type ServiceError } from "@grpc/grpc-js";
+import { Ready, RunFunctionResponseSchema } from "../src/gen/fn/v1/run_function_pb.js";
+import { request } from "./workload.js";
+
+type Kind = "xfn" | "peer" | "floor";
+const KINDS: Kind[] = ["xfn", "peer", "floor"];
+const args = process.argv.slice(2);
+const quick = args.includes("--quick");
+const jsonOut = args.includes("--json") ? args[args.indexOf("--json") + 1] : undefined;
+const NS = [1, 10, 100, 1000];
+const CS = [1, 16];
+const COUNT: Record<number, number> = quick ? { 1: 300, 10: 200, 100: 60, 1000: 10 } : { 1: 3000, 10: 2000, 100: 600, 1000: 80 };
+const ROUNDS = quick ? 2 : 4; // batches per server per cell, alternating
+
+interface Running {
+  kind: Kind;
+  child: ChildProcess;
+  client: Client;
+  port: number;
+}
+
+interface Row {
+  server: Kind;
+  n: number;
+  c: number;
+  p50Ms: number;
+  p99Ms: number;
+  rps: number;
+  cpuMsPerReq: number;
+  peakRssMiB: number;
+  verified: boolean;
+}
+
+const freePort = () =>
+  new Promise<number>((resolve) => {
+    const s = createServer();
+    s.listen(0, "127.0.0.1", () => {
+      const p = (s.address() as { port: number }).port;
+      s.close(() => resolve(p));
+    });
+  });
+
+function ask(child: ChildProcess): Promise<{ cpuMicros: number; maxRssKiB: number }> {
+  return new Promise((resolve) => {
+    const on = (m: { cpuMicros?: number; maxRssKiB: number }) => {
+      if (m.cpuMicros === undefined) return;
+      child.off("message", on);
+      resolve(m as { cpuMicros: number; maxRssKiB: number });
+    };
+    child.on("message", on);
+    child.send({ cmd: "usage" });
+  });
+}
+
+async function start(kind: Kind): Promise<Running> {
+  const port = await freePort();
+  const child = fork(join(import.meta.dirname, "server.ts"), [kind, String(port)], { execArgv: ["--import", "tsx"], stdio: ["ignore", "ignore", "inherit", "ipc"] });
+  await new Promise<void>((resolve, reject) => {
+    child.once("message", () => resolve());
+    child.once("exit", (code) => reject(new Error(`${kind} server exited with ${code}`)));
+  });
+  const client = new Client(`127.0.0.1:${port}`, credentials.createInsecure(), { "grpc.max_receive_message_length": 16 * 1024 * 1024, "grpc.max_send_message_length": 16 * 1024 * 1024 });
+  return { kind, child, client, port };
+}
+
+function call(r: Running, bytes: Uint8Array): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    r.client.makeUnaryRequest(
+      "/apiextensions.fn.proto.v1.FunctionRunnerService/RunFunction",
+      (b: Uint8Array) => Buffer.from(b.buffer, b.byteOffset, b.byteLength),
+      (b: Buffer) => b,
+      bytes,
+      { deadline: Date.now() + 120_000 },
+      (err: ServiceError | null, v?: Buffer) => (err ? reject(err) : resolve(v!)),
+    );
+  });
+}
+
+/** verify checks a response is a correct answer for n, for the server's job. */
+function verify(kind: Kind, n: number, out: Buffer): boolean {
+  const rsp = fromBinary(RunFunctionResponseSchema, out);
+  if (rsp.meta?.tag !== `bench-${n}`) return false;
+  if (kind === "floor") return true;
+  const names = Object.keys(rsp.desired?.resources ?? {});
+  if (names.length !== n) return false;
+  for (let i = 0; i < n; i++) {
+    const r = rsp.desired!.resources[`instance-${i}`];
+    if (!r || r.ready === Ready.UNSPECIFIED) return false;
+    const ann = ((r.resource?.["metadata"] as Record<string, unknown> | undefined)?.["annotations"] ?? {}) as Record<string, string>;
+    if (!ann["crossplane.io/external-name"]) return false;
+  }
+  const ext = ((rsp.desired?.composite?.resource?.["status"] as Record<string, unknown> | undefined)?.["externalNames"] ?? {}) as Record<string, string>;
+  return Object.keys(ext).length === n;
+}
+
+async function batch(r: Running, bytes: Uint8Array, count: number, c: number, lat: number[]): Promise<void> {
+  let next = 0;
+  const worker = async () => {
+    while (next < count) {
+      next++;
+      const t = performance.now();
+      await call(r, bytes);
+      lat.push(performance.now() - t);
+    }
+  };
+  await Promise.all(Array.from({ length: c }, worker));
+}
+
+const pct = (xs: number[], p: number) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]!;
+};
+const r2 = (x: number) => Math.round(x * 100) / 100;
+
+async function main(): Promise<void> {
+  const started = Date.now();
+  const servers: Running[] = [];
+  for (const k of KINDS) servers.push(await start(k));
+  const rows: Row[] = [];
+  let large = "";
+  try {
+    // Large requests: 3.5 MB at xfn's default 4 MB limit.
+    const xfn = servers[0]!;
+    try {
+      const big = request(2600);
+      const out = await call(xfn, big);
+      large = `a ${(big.length / 1048576).toFixed(2)} MiB request (N=2600): answered, response ${(out.length / 1048576).toFixed(2)} MiB, verified=${verify("xfn", 2600, out)}`;
+    } catch (err) {
+      large = `a large request failed: ${(err as Error).message}`;
+    }
+    for (const n of NS) {
+      const bytes = request(n);
+      for (const c of CS) {
+        const lat = new Map<Kind, number[]>(KINDS.map((k) => [k, []]));
+        const cpu = new Map<Kind, number>(KINDS.map((k) => [k, 0]));
+        const wall = new Map<Kind, number>(KINDS.map((k) => [k, 0]));
+        const ok = new Map<Kind, boolean>();
+        for (const s of servers) {
+          ok.set(s.kind, verify(s.kind, n, await call(s, bytes)));
+          await batch(s, bytes, Math.max(2, Math.floor(COUNT[n]! / 10)), c, []); // warm up
+        }
+        const per = Math.ceil(COUNT[n]! / ROUNDS);
+        for (let round = 0; round < ROUNDS; round++) {
+          // Alternate the order each round so no server always runs first.
+          const order = round % 2 === 0 ? servers : [...servers].reverse();
+          for (const s of order) {
+            const before = await ask(s.child);
+            const t = performance.now();
+            await batch(s, bytes, per, c, lat.get(s.kind)!);
+            wall.set(s.kind, wall.get(s.kind)! + (performance.now() - t));
+            const after = await ask(s.child);
+            cpu.set(s.kind, cpu.get(s.kind)! + (after.cpuMicros - before.cpuMicros));
+          }
+        }
+        for (const s of servers) {
+          const l = lat.get(s.kind)!;
+          const usage = await ask(s.child);
+          rows.push({
+            server: s.kind,
+            n,
+            c,
+            p50Ms: r2(pct(l, 50)),
+            p99Ms: r2(pct(l, 99)),
+            rps: r2(l.length / (wall.get(s.kind)! / 1000)),
+            cpuMsPerReq: r2(cpu.get(s.kind)! / l.length / 1000),
+            peakRssMiB: r2(usage.maxRssKiB / 1024),
+            verified: ok.get(s.kind)!,
+          });
+        }
+        process.stderr.write(`done N=${n} c=${c}\n`);
+      }
+    }
+  } finally {
+    for (const s of servers) {
+      s.client.close();
+      s.child.kill();
+    }
+  }
+
+  const get = (k: Kind, n: number, c: number) => rows.find((r) => r.server === k && r.n === n && r.c === c)!;
+  const lines: string[] = [];
+  lines.push("| N | c | server | p50 ms | p99 ms | req/s | CPU ms/req | peak RSS MiB | verified |", "|---:|---:|---|---:|---:|---:|---:|---:|---|");
+  for (const r of rows) lines.push(`| ${r.n} | ${r.c} | ${r.server} | ${r.p50Ms} | ${r.p99Ms} | ${r.rps} | ${r.cpuMsPerReq} | ${r.peakRssMiB} | ${r.verified} |`);
+  const ratios: string[] = ["| N | c | xfn/floor CPU | peer/xfn CPU | xfn p99 / peer p99 |", "|---:|---:|---:|---:|---:|"];
+  for (const n of NS) {
+    for (const c of CS) {
+      const x = get("xfn", n, c);
+      const p = get("peer", n, c);
+      const f = get("floor", n, c);
+      ratios.push(`| ${n} | ${c} | ${r2(x.cpuMsPerReq / f.cpuMsPerReq)} | ${r2(p.cpuMsPerReq / x.cpuMsPerReq)} | ${r2(x.p99Ms / p.p99Ms)} |`);
+    }
+  }
+  const secs = Math.round((Date.now() - started) / 1000);
+  const table = `${lines.join("\n")}\n\nRatios (same run):\n\n${ratios.join("\n")}\n`;
+  process.stdout.write(`\n${table}\nLarge request: ${large}\nTook ${secs} s (${quick ? "quick" : "full"}).\n`);
+  if (jsonOut) writeFileSync(jsonOut, JSON.stringify({ results: rows }, null, 2));
+  const caveats = [
+    `Machine: ${cpus().length} cores (${cpus()[0]?.model ?? "?"}), ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}; shared and noisy, so compare ratios from one run, not absolute numbers across runs.`,
+    "Each server runs in its own process; the load generator runs in a third and shares the 2 cores with them, so at c=16 latency includes queueing behind the generator.",
+    "CPU is the server process's user+system time over the measured batches divided by requests (warm-up excluded); peak RSS is the process's maximum resident set.",
+    `Counts per cell: ${JSON.stringify(COUNT)}, in ${ROUNDS} alternating batches per server.`,
+  ];
+  const md = `# Benchmark results\n\nRun: \`npm run bench${quick ? " -- --quick" : ""}\` on ${new Date().toISOString().slice(0, 10)}.\n\n${table}\nLarge request: ${large}\n\n## Caveats\n\n${caveats.map((c) => `- ${c}`).join("\n")}\n`;
+  writeFileSync(join(import.meta.dirname, quick ? "RESULTS.quick.md" : "RESULTS.md"), md);
+}
+
+await main();
+process.exit(0);

@@ -1,0 +1,119 @@
+// One benchmark server in its own process, so its CPU and memory are its own.
+//   node --import tsx bench/server.ts <xfn|peer|floor> <port>
+// The parent asks for usage over IPC.
+import { Server, ServerCredentials, type sendUnaryData, type ServerUnaryCall } from "@grpc/grpc-js";
+import type { JsonObject } from "@bufbuild/protobuf";
+import { pino } from "pino";
+import { createLogger } from "../src/server/log.js";
+import { serve } from "../src/server/server.js";
+import { pipeline, step } from "../src/pipeline.js";
+import * as response from "../src/sdk/response.js";
+import * as request from "../src/sdk/request.js";
+import { externalName, readiness } from "../src/steps/index.js";
+import { composed, EXT } from "./workload.js";
+
+const [kind, portArg] = process.argv.slice(2);
+const port = Number(portArg);
+const address = `127.0.0.1:${port}`;
+
+async function startXfn() {
+  const compose = step("compose", (ctx) => {
+    const xr = request.getObservedCompositeResource(ctx.req)!;
+    const n = Number((xr["spec"] as JsonObject)["count"]);
+    for (let i = 0; i < n; i++) response.setDesiredComposedResource(ctx.rsp, `instance-${i}`, composed(xr, i));
+  });
+  const fn = pipeline(compose, externalName(), readiness());
+  await serve(fn, { address, insecure: true, maxRecvMessageSizeMB: 8 }, createLogger({ destination: { write: () => {} } }));
+}
+
+async function startPeer() {
+  const sdk = await import("@crossplane-org/function-sdk-typescript");
+  const compose = (req: any, rsp: any) => {
+    const xr = req.observed.composite.resource;
+    const n = Number(xr.spec.count);
+    const observed = req.observed.resources ?? {};
+    const names: Record<string, string> = {};
+    for (let i = 0; i < n; i++) {
+      const key = `instance-${i}`;
+      const obj = composed(xr, i) as any;
+      const seen = observed[key]?.resource;
+      const ext = seen?.metadata?.annotations?.[EXT];
+      if (ext) {
+        names[key] = ext;
+        obj.metadata.annotations = { [EXT]: ext };
+      }
+      const ready = (seen?.status?.conditions ?? []).some((c: any) => c.type === "Ready" && c.status === "True");
+      rsp.desired.resources[key] = sdk.Resource.fromJSON({ resource: obj, ready: ready ? "READY_TRUE" : "READY_FALSE" });
+    }
+    return sdk.setDesiredCompositeStatus({ rsp, status: { externalNames: names } });
+  };
+  sdk.serve(compose as never, { argv: ["--insecure", "--address", address], logger: pino({ level: "silent" }) });
+}
+
+function startFloor() {
+  // Reads the tag (RunFunctionRequest.meta = 1, RequestMeta.tag = 1) and answers
+  // an otherwise empty response: the bytes moved, nothing more.
+  const server = new Server({ "grpc.max_receive_message_length": 8 * 1024 * 1024 });
+  const tagOf = (b: Buffer): Buffer => {
+    let i = 0;
+    const varint = () => {
+      let v = 0;
+      let s = 0;
+      for (;;) {
+        const x = b[i++]!;
+        v += (x & 0x7f) * 2 ** s;
+        if (x < 0x80) return v;
+        s += 7;
+      }
+    };
+    while (i < b.length) {
+      const key = varint();
+      const wt = key & 7;
+      if (wt === 2) {
+        const len = varint();
+        if (key >>> 3 === 1) {
+          const m = b.subarray(i, i + len);
+          if (m[0] === 0x0a) return m.subarray(2, 2 + m[1]!);
+          return Buffer.alloc(0);
+        }
+        i += len;
+      } else if (wt === 0) varint();
+      else return Buffer.alloc(0);
+    }
+    return Buffer.alloc(0);
+  };
+  server.addService(
+    {
+      RunFunction: {
+        path: "/apiextensions.fn.proto.v1.FunctionRunnerService/RunFunction",
+        requestStream: false,
+        responseStream: false,
+        requestSerialize: (b: Buffer) => b,
+        requestDeserialize: (b: Buffer) => b,
+        responseSerialize: (b: Buffer) => b,
+        responseDeserialize: (b: Buffer) => b,
+      },
+    },
+    {
+      RunFunction: (call: ServerUnaryCall<Buffer, Buffer>, cb: sendUnaryData<Buffer>) => {
+        const tag = tagOf(call.request);
+        const meta = Buffer.concat([Buffer.from([0x0a, tag.length]), tag]);
+        cb(null, Buffer.concat([Buffer.from([0x0a, meta.length]), meta]));
+      },
+    },
+  );
+  server.bindAsync(address, ServerCredentials.createInsecure(), () => {});
+}
+
+if (kind === "xfn") await startXfn();
+else if (kind === "peer") await startPeer();
+else if (kind === "floor") startFloor();
+else throw new Error(`unknown server ${kind}`);
+
+process.on("message", (m: { cmd: string }) => {
+  if (m.cmd === "usage") {
+    const cpu = process.cpuUsage();
+    process.send!({ cpuMicros: cpu.user + cpu.system, maxRssKiB: process.resourceUsage().maxRSS });
+  }
+});
+process.send!({ ready: true });
