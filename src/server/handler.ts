@@ -6,16 +6,11 @@
 // Crossplane shows the message on the XR. Transport failures (bytes that do not
 // decode, a full queue, a response too large to deliver, a passed deadline)
 // become a gRPC status. Either way the handler keeps serving.
-import { fromBinary, toBinary } from "@bufbuild/protobuf";
 import { status as Code } from "@grpc/grpc-js";
 import type { Logger } from "pino";
 import PQueue from "p-queue";
-import {
-  RunFunctionRequestSchema,
-  RunFunctionResponseSchema,
-  type RunFunctionRequest,
-  type RunFunctionResponse,
-} from "../gen/fn/v1/run_function_pb.js";
+import { RunFunctionResponseSchema, type RunFunctionRequest, type RunFunctionResponse } from "../gen/fn/v1/run_function_pb.js";
+import { decodeRequest, encodeResponse } from "../wire/codec.js";
 import type { RunFunction } from "../function.js";
 import * as response from "../sdk/response.js";
 import { getString } from "../sdk/fieldpath.js";
@@ -74,7 +69,7 @@ export function createHandler(fn: RunFunction, opts: HandlerOptions, log: Logger
     const started = performance.now();
     let req: RunFunctionRequest;
     try {
-      req = fromBinary(RunFunctionRequestSchema, bytes);
+      req = decodeRequest(bytes);
     } catch (err) {
       const details = `cannot decode RunFunctionRequest (${bytes.length} bytes): ${messageOf(err)}`;
       log.warn({ version: call.version, code: "INVALID_ARGUMENT" }, details);
@@ -181,7 +176,8 @@ function thrown(req: RunFunctionRequest, err: unknown, log: Logger): RunFunction
  * encode serialises the response, making sure it echoes the request's tag.
  * A response that cannot be encoded faithfully is replaced by a Fatal result
  * that says why. That includes Struct values that are not JSON (undefined, a
- * BigInt, a function, NaN): protobuf-es would silently write them as null.
+ * BigInt, a function, NaN): protobuf-es would silently write them as null;
+ * encodeResponse refuses them, naming the path.
  */
 function encode(req: RunFunctionRequest, rsp: RunFunctionResponse, log: Logger): { bytes: Uint8Array; sent: RunFunctionResponse } {
   const tag = req.meta?.tag ?? "";
@@ -191,8 +187,7 @@ function encode(req: RunFunctionRequest, rsp: RunFunctionResponse, log: Logger):
   if (!rsp.meta) rsp.meta = response.to(req).meta;
   else if (rsp.meta.tag !== tag) rsp.meta.tag = tag;
   try {
-    checkStructs(rsp);
-    return { bytes: toBinary(RunFunctionResponseSchema, rsp), sent: rsp };
+    return { bytes: encodeResponse(rsp), sent: rsp };
   } catch (err) {
     return encodeFatal(req, `cannot encode the function's response: ${messageOf(err)}`, log);
   }
@@ -202,42 +197,7 @@ function encodeFatal(req: RunFunctionRequest, message: string, log: Logger): { b
   log.error(message);
   const rsp = response.to(req);
   response.fatal(rsp, message).withReason("FunctionError");
-  return { bytes: toBinary(RunFunctionResponseSchema, rsp), sent: rsp };
-}
-
-/** checkStructs throws, naming the path, at the first Struct value that is not JSON. */
-function checkStructs(rsp: RunFunctionResponse): void {
-  const d = rsp.desired;
-  if (d?.composite?.resource) checkJson(d.composite.resource, "desired.composite.resource");
-  for (const [name, r] of Object.entries(d?.resources ?? {})) {
-    if (r.resource) checkJson(r.resource, `desired.resources[${name}].resource`);
-  }
-  if (rsp.context) checkJson(rsp.context, "context");
-  if (rsp.output) checkJson(rsp.output, "output");
-}
-
-function checkJson(v: unknown, path: string): void {
-  switch (typeof v) {
-    case "string":
-    case "boolean":
-      return;
-    case "number":
-      if (!Number.isFinite(v)) throw new Error(`${path} is ${v}, which JSON cannot hold`);
-      return;
-    case "object":
-      if (v === null) return;
-      if (Array.isArray(v)) {
-        for (let i = 0; i < v.length; i++) checkJson(v[i], `${path}[${i}]`);
-        return;
-      }
-      if (Object.getPrototypeOf(v) !== Object.prototype && Object.getPrototypeOf(v) !== null) {
-        throw new Error(`${path} is a ${(v as object).constructor?.name ?? "non-plain object"}, not a JSON object`);
-      }
-      for (const k in v) checkJson((v as Record<string, unknown>)[k], `${path}.${k}`);
-      return;
-    default:
-      throw new Error(`${path} is ${v === undefined ? "undefined" : `a ${typeof v}`}, which JSON cannot hold`);
-  }
+  return { bytes: encodeResponse(rsp), sent: rsp };
 }
 
 function describe(v: unknown): string {

@@ -1,0 +1,140 @@
+// The fast codec must agree with protobuf-es on everything: random requests
+// and responses, and every truncation of a request.
+import { create, fromBinary, toBinary, toJson, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
+import { suite } from "uvu";
+import * as assert from "uvu/assert";
+import { RunFunctionRequestSchema, RunFunctionResponseSchema } from "../../src/gen/fn/v1/run_function_pb.js";
+import { decodeRequest, encodeResponse } from "../../src/wire/codec.js";
+
+function rng(seed: number) {
+  let a = seed >>> 0;
+  const next = () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+  return { next, int: (n: number) => Math.floor(next() * n), chance: (p: number) => next() < p };
+}
+
+const KEYS = ["a", "spec", "metadata", "crossplane.io/external-name", "ünïcödé", "", "__proto__", "with space", "0"];
+function value(r: ReturnType<typeof rng>, depth: number): JsonValue {
+  const k = r.int(depth > 3 ? 4 : 6);
+  switch (k) {
+    case 0:
+      return null;
+    case 1:
+      return [0, -1.5, 1e300, 42, 2 ** 53, -0.000001][r.int(6)]!;
+    case 2:
+      return ["", "x", "héllo wörld ✓", "a\nb", "😀"][r.int(5)]!;
+    case 3:
+      return r.chance(0.5);
+    case 4:
+      return object(r, depth + 1);
+    default:
+      return Array.from({ length: r.int(4) }, () => value(r, depth + 1));
+  }
+}
+function object(r: ReturnType<typeof rng>, depth: number): JsonObject {
+  const o: JsonObject = {};
+  for (let i = r.int(5); i > 0; i--) {
+    const key = KEYS[r.int(KEYS.length)]!;
+    Object.defineProperty(o, key, { value: value(r, depth), enumerable: true, writable: true, configurable: true });
+  }
+  return o;
+}
+const bytes = (r: ReturnType<typeof rng>) => Uint8Array.from({ length: r.int(5) }, () => r.int(256));
+const resource = (r: ReturnType<typeof rng>) => ({
+  ...(r.chance(0.9) ? { resource: object(r, 0) } : {}),
+  connectionDetails: r.chance(0.3) ? { pw: bytes(r), user: bytes(r) } : {},
+  ready: r.int(3),
+});
+const state = (r: ReturnType<typeof rng>) => ({
+  ...(r.chance(0.8) ? { composite: resource(r) } : {}),
+  resources: Object.fromEntries(Array.from({ length: r.int(4) }, (_, i) => [`res-${i}`, resource(r)])),
+});
+
+function randomRequest(seed: number) {
+  const r = rng(seed);
+  return create(RunFunctionRequestSchema, {
+    ...(r.chance(0.9) ? { meta: { tag: `t${seed}`, capabilities: [1, 2, 4] } } : {}),
+    ...(r.chance(0.9) ? { observed: state(r) } : {}),
+    ...(r.chance(0.7) ? { desired: state(r) } : {}),
+    ...(r.chance(0.5) ? { input: object(r, 0) } : {}),
+    ...(r.chance(0.5) ? { context: object(r, 0) } : {}),
+    extraResources: r.chance(0.3) ? { old: { items: [resource(r)] } } : {},
+    credentials: r.chance(0.3) ? { aws: { source: { case: "credentialData", value: { data: { key: bytes(r) } } } } } : {},
+    requiredResources: r.chance(0.3) ? { cfg: { items: [resource(r), resource(r)] }, none: {} } : {},
+    requiredSchemas: r.chance(0.3) ? { s: { openapiV3: object(r, 0) }, missing: {} } : {},
+  } as never);
+}
+
+function randomResponse(seed: number) {
+  const r = rng(seed);
+  return create(RunFunctionResponseSchema, {
+    ...(r.chance(0.9) ? { meta: { tag: `t${seed}`, ttl: { seconds: 60n, nanos: r.int(1000) } } } : {}),
+    ...(r.chance(0.9) ? { desired: state(r) } : {}),
+    results: r.chance(0.5) ? [{ severity: 3, message: "m", reason: "R", target: 2 }] : [],
+    ...(r.chance(0.5) ? { context: object(r, 0) } : {}),
+    ...(r.chance(0.3) ? { requirements: { resources: { a: { apiVersion: "v1", kind: "K", match: { case: "matchName", value: "n" } } } } } : {}),
+    conditions: r.chance(0.5) ? [{ type: "T", status: 2, reason: "R" }] : [],
+    ...(r.chance(0.3) ? { output: object(r, 0) } : {}),
+  } as never);
+}
+
+const C = suite("fast codec");
+const CASES = 400;
+
+C(`decodeRequest agrees with protobuf-es on ${CASES} random requests`, () => {
+  for (let seed = 1; seed <= CASES; seed++) {
+    const b = toBinary(RunFunctionRequestSchema, randomRequest(seed));
+    assert.equal(toJson(RunFunctionRequestSchema, decodeRequest(b)), toJson(RunFunctionRequestSchema, fromBinary(RunFunctionRequestSchema, b)), `seed ${seed}`);
+  }
+});
+
+C(`encodeResponse writes what protobuf-es reads back identically, ${CASES} random responses`, () => {
+  for (let seed = 1; seed <= CASES; seed++) {
+    const rsp = randomResponse(seed);
+    assert.equal(toJson(RunFunctionResponseSchema, fromBinary(RunFunctionResponseSchema, encodeResponse(rsp))), toJson(RunFunctionResponseSchema, rsp), `seed ${seed}`);
+  }
+});
+
+C("every truncation of a request fails in both decoders, or decodes identically in both", () => {
+  for (let seed = 1; seed <= 20; seed++) {
+    const b = toBinary(RunFunctionRequestSchema, randomRequest(seed));
+    for (let n = 0; n < b.length; n++) {
+      const cut = b.subarray(0, n);
+      let theirs: unknown;
+      let ours: unknown;
+      try {
+        theirs = toJson(RunFunctionRequestSchema, fromBinary(RunFunctionRequestSchema, cut));
+      } catch {
+        theirs = "error";
+      }
+      try {
+        ours = toJson(RunFunctionRequestSchema, decodeRequest(cut));
+      } catch {
+        ours = "error";
+      }
+      assert.equal(ours, theirs, `seed ${seed}, first ${n} of ${b.length} bytes`);
+    }
+  }
+});
+
+C("strings that are not UTF-8 are refused, as protobuf-es refuses them", () => {
+  // input = {"k": "\xff"}, then a key that is not UTF-8.
+  for (const b of [Uint8Array.of(0x22, 0x0a, 0x0a, 0x08, 0x0a, 0x01, 0x6b, 0x12, 0x03, 0x1a, 0x01, 0xff), Uint8Array.of(0x22, 0x07, 0x0a, 0x05, 0x0a, 0x01, 0xff, 0x12, 0x00)]) {
+    assert.throws(() => fromBinary(RunFunctionRequestSchema, b));
+    assert.throws(() => decodeRequest(b), /utf-8/i);
+  }
+});
+
+C("a non-JSON value is an error naming its path", () => {
+  const rsp = create(RunFunctionResponseSchema, { desired: { resources: { x: { resource: { spec: { list: [1, undefined as never] } } } } } });
+  assert.throws(() => encodeResponse(rsp), /desired\.resources\[x\]\.resource\.spec\.list\[1\] is undefined, which JSON cannot hold/);
+  const d = create(RunFunctionResponseSchema, { context: { when: new Date() as never } });
+  assert.throws(() => encodeResponse(d), /context\.when is a Date, not a JSON object/);
+});
+
+C.run();
