@@ -5,7 +5,7 @@ import { Server, ServerCredentials, type sendUnaryData, type ServerUnaryCall } f
 import type { JsonObject } from "@bufbuild/protobuf";
 import { pino } from "pino";
 import { createLogger } from "../src/server/log.js";
-import { serve } from "../src/server/server.js";
+import { rawService, serve } from "../src/server/server.js";
 import { pipeline, step } from "../src/pipeline.js";
 import * as response from "../src/sdk/response.js";
 import * as request from "../src/sdk/request.js";
@@ -83,17 +83,7 @@ function startFloor() {
     return Buffer.alloc(0);
   };
   server.addService(
-    {
-      RunFunction: {
-        path: "/apiextensions.fn.proto.v1.FunctionRunnerService/RunFunction",
-        requestStream: false,
-        responseStream: false,
-        requestSerialize: (b: Buffer) => b,
-        requestDeserialize: (b: Buffer) => b,
-        responseSerialize: (b: Buffer) => b,
-        responseDeserialize: (b: Buffer) => b,
-      },
-    },
+    rawService("apiextensions.fn.proto.v1.FunctionRunnerService"),
     {
       RunFunction: (call: ServerUnaryCall<Buffer, Buffer>, cb: sendUnaryData<Buffer>) => {
         const tag = tagOf(call.request);

@@ -4,19 +4,9 @@
 // mark readiness.
 import { create, toBinary, type JsonObject } from "@bufbuild/protobuf";
 import { RunFunctionRequestSchema } from "../src/gen/fn/v1/run_function_pb.js";
+import { mulberry32 as rng } from "../test/support/rng.js";
 
 export const EXT = "crossplane.io/external-name";
-
-function rng(seed: number) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const word = (r: () => number, n: number) => Array.from({ length: n }, () => "abcdefghijklmnopqrstuvwxyz"[Math.floor(r() * 26)]).join("");
 

@@ -57,9 +57,12 @@ export interface RunningServer {
 
 const FULL_SERVICE_NAMES = [FunctionRunnerService.typeName, BetaFunctionRunnerService.typeName];
 
-// Requests and responses cross grpc-js as raw bytes: decoding happens in the
-// handler, where a malformed request can be answered with INVALID_ARGUMENT.
-function rawService(typeName: string): ServiceDefinition {
+/**
+ * rawService defines a RunFunction service whose requests and responses cross
+ * grpc-js as raw bytes: decoding happens in the handler, where a malformed
+ * request can be answered with INVALID_ARGUMENT.
+ */
+export function rawService(typeName: string): ServiceDefinition {
   return {
     RunFunction: {
       path: `/${typeName}/RunFunction`,

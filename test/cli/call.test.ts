@@ -9,7 +9,7 @@ import * as assert from "uvu/assert";
 import hello from "../../functions/hello/index.js";
 import { RunFunctionResponseSchema } from "../../src/gen/fn/v1/run_function_pb.js";
 import * as response from "../../src/sdk/response.js";
-import { serve, type RunningServer } from "../../src/server/server.js";
+import { rawService, serve, type RunningServer } from "../../src/server/server.js";
 import { FUNCTION_HOST, makePki, type TestPki } from "../support/certs.js";
 import { memoryLog } from "../support/log.js";
 import { run } from "../support/spawn.js";
@@ -92,17 +92,7 @@ Call("falls back to v1beta1 when a server answers UNIMPLEMENTED for v1, as Cross
   // A server for Crossplane 1.14-1.16: v1beta1 only.
   const server = new Server();
   server.addService(
-    {
-      RunFunction: {
-        path: "/apiextensions.fn.proto.v1beta1.FunctionRunnerService/RunFunction",
-        requestStream: false,
-        responseStream: false,
-        requestSerialize: (b: Buffer) => b,
-        requestDeserialize: (b: Buffer) => b,
-        responseSerialize: (b: Buffer) => b,
-        responseDeserialize: (b: Buffer) => b,
-      },
-    },
+    rawService("apiextensions.fn.proto.v1beta1.FunctionRunnerService"),
     {
       RunFunction: (_call: ServerUnaryCall<Buffer, Buffer>, cb: sendUnaryData<Buffer>) => {
         const rsp = response.to({ meta: { tag: "beta" } } as never);

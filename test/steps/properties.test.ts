@@ -10,23 +10,11 @@ import { Ready, RunFunctionRequestSchema, RunFunctionResponseSchema, type RunFun
 import { runSteps, type Step } from "../../src/pipeline.js";
 import { getAnnotation } from "../../src/sdk/object.js";
 import { dependencies, deletion, externalName, lateInit, readiness } from "../../src/steps/index.js";
+import { rng } from "../support/rng.js";
 
 const EXT = "crossplane.io/external-name";
 const NOW = new Date("2026-07-01T00:00:00Z");
 const CASES = 300;
-
-// mulberry32: a tiny seeded PRNG, so every failure can be replayed by its seed.
-function rng(seed: number) {
-  let a = seed >>> 0;
-  const next = () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-  return { next, chance: (p: number) => next() < p, pick: <T>(xs: readonly T[]): T => xs[Math.floor(next() * xs.length)]! };
-}
 
 interface Scenario {
   req: JsonObject;
