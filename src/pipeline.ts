@@ -93,7 +93,7 @@ function finishHolds(req: RunFunctionRequest, rsp: RunFunctionResponse, held: Ma
     if (!Object.hasOwn(resources, name)) continue;
     if (Object.hasOwn(observed, name)) {
       const last = Object.hasOwn(before, name) ? before[name] : undefined;
-      const kept = response.setDesiredComposedResource(rsp, name, structuredClone(last?.resource ?? freeze(observed[name]!.resource ?? {})));
+      const kept = response.setDesiredComposedResource(rsp, name, lastDesired(req, name));
       // Not ready while it waits, unless an earlier function said otherwise.
       kept.ready = last && last.ready !== Ready.UNSPECIFIED ? last.ready : Ready.FALSE;
       response.normal(rsp, `${name}: waiting for ${waits.join(", ")}; keeping it as it is`).withReason("Waiting").targetCompositeAndClaim();
@@ -102,6 +102,18 @@ function finishHolds(req: RunFunctionRequest, rsp: RunFunctionResponse, held: Ma
       response.normal(rsp, `${name}: waiting for ${waits.join(", ")}; not creating it yet`).withReason("Waiting").targetCompositeAndClaim();
     }
   }
+}
+
+/**
+ * lastDesired is the desired state an existing resource keeps while it must
+ * not change: the request's desired entry (what earlier functions asked for),
+ * or else its observed identity and spec. A copy.
+ */
+export function lastDesired(req: RunFunctionRequest, name: string): JsonObject {
+  const before = request.getDesiredComposedResources(req);
+  const observed = request.getObservedComposedResources(req);
+  const last = Object.hasOwn(before, name) ? before[name]!.resource : undefined;
+  return structuredClone(last ?? freeze(Object.hasOwn(observed, name) ? (observed[name]!.resource ?? {}) : {}));
 }
 
 /**

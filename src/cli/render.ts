@@ -5,7 +5,7 @@ import { dirname, join } from "node:path";
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { Command, InvalidArgumentError, Option } from "commander";
 import { parse as parseYaml } from "yaml";
-import { FatalResultError, render } from "../render/render.js";
+import { FatalResultError, FIXED_TIME, render } from "../render/render.js";
 import { InputError, loadDocs, loadOne } from "../render/load.js";
 import { toYamlStream } from "../render/output.js";
 import { createRunner } from "../render/runner.js";
@@ -27,7 +27,7 @@ interface RenderFlags {
 }
 
 /** DEFAULT_NOW is the clock in-process functions see unless --now says otherwise: fixed, so output is reproducible. */
-export const DEFAULT_NOW = "2024-01-01T00:00:00Z";
+export const DEFAULT_NOW = FIXED_TIME;
 
 const collect = (v: string, prev: string[]) => [...prev, v];
 

@@ -8,7 +8,9 @@ import type { AddressInfo } from "node:net";
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { parse as parseYaml, stringify } from "yaml";
 import { apply, jsonPatch, mergePatch } from "./patch.js";
-import { ApiError, meta, parseSelector, Store, typeKeyOf, type ResourceType, type Snapshot, type Watcher } from "./store.js";
+import { kubeTimestamp } from "../sdk/object.js";
+import { parseSelector } from "./selector.js";
+import { ApiError, meta, Store, typeKeyOf, type ResourceType, type Snapshot, type Watcher } from "./store.js";
 
 /** DevClusterOptions configure an embedded API server. */
 export interface DevClusterOptions {
@@ -270,7 +272,7 @@ export async function startDevCluster(opts: DevClusterOptions = {}): Promise<Dev
           if (!(err instanceof ApiError && err.code === 404) || isStatus) throw err;
         }
         const scope = isStatus ? (p: string[]) => p[0] === "status" : r.type.statusSubresource ? (p: string[]) => p[0] !== "status" : () => true;
-        const merged = apply(current, applied, manager, q.get("force") === "true", scope, new Date().toISOString().replace(/\.\d{3}Z$/, "Z"));
+        const merged = apply(current, applied, manager, q.get("force") === "true", scope, kubeTimestamp(new Date()));
         if (!current) {
           meta(merged)["name"] = r.name;
           return send(res, 201, asVersion(store.create(typeKey, r.namespace, merged), r));

@@ -9,7 +9,8 @@
 // appliers own fields.
 import { randomBytes, randomUUID } from "node:crypto";
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
-import { matches, parseSelector, type Requirement } from "./selector.js";
+import { kubeTimestamp } from "../sdk/object.js";
+import { matches, type Requirement } from "./selector.js";
 
 /** ResourceType is one kind the server serves. */
 export interface ResourceType {
@@ -528,7 +529,7 @@ export class Store {
   }
 
   private timestamp(): string {
-    return this.now().toISOString().replace(/\.\d{3}Z$/, "Z");
+    return kubeTimestamp(this.now());
   }
 
   // --- persistence ---------------------------------------------------------
@@ -589,4 +590,3 @@ function deliver(w: Watcher, e: StoreEvent): void {
   else if (before) w.send("DELETED", e.object);
 }
 
-export { parseSelector };

@@ -22,6 +22,7 @@ import type { Logger } from "pino";
 import { Ready, ResourceSchema, type Resource } from "../gen/fn/v1/run_function_pb.js";
 import { checkComposition, COMPOSITE_LABEL, COMPOSITION_RESOURCE_NAME, FatalResultError, runPipeline, type Fetch } from "../render/render.js";
 import type { Runner } from "../render/runner.js";
+import { kubeTimestamp } from "../sdk/object.js";
 import { WorkQueue } from "./queue.js";
 import { kindKey, WatchManager, type Handle, type Kind, type WatchEvent } from "./watches.js";
 
@@ -71,7 +72,7 @@ const conditionsOf = (o: JsonObject): JsonObject[] => {
 };
 const keyOf = (namespace: string | undefined, name: string) => `${namespace ?? ""}/${name}`;
 const errorCode = (err: unknown): number | undefined => (err as { code?: number }).code ?? (err as { statusCode?: number }).statusCode;
-const now = () => new Date().toISOString().replace(/\.\d{3}Z$/, "Z");
+const now = () => kubeTimestamp(new Date());
 
 /**
  * plain turns an object client-node deserialized (timestamps as Date) back into
@@ -81,7 +82,7 @@ export function plain(o: unknown): JsonObject {
   return JSON.parse(
     JSON.stringify(o, function (this: Record<string, unknown>, key, value: unknown) {
       const raw = this[key];
-      return raw instanceof Date ? raw.toISOString().replace(/\.\d{3}Z$/, "Z") : value;
+      return raw instanceof Date ? kubeTimestamp(raw) : value;
     }),
   ) as JsonObject;
 }

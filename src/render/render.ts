@@ -31,8 +31,13 @@ export const CLAIM_NAMESPACE_LABEL = "crossplane.io/claim-namespace";
 export const RENDER_API_VERSION = "render.crossplane.io/v1beta1";
 /** Crossplane re-runs a function at most this many times while its requirements change. */
 export const MAX_REQUIREMENTS_ITERATIONS = 5;
-// A fixed time for lastTransitionTime, so output is stable (as crossplane render does).
-const CONDITION_TIME = "2024-01-01T00:00:00Z";
+/**
+ * FIXED_TIME is the instant offline runs use where a real clock would make
+ * output vary: crossplane render's lastTransitionTime, and the clock that
+ * in-process functions see under xfn render and xfn test unless told otherwise.
+ */
+export const FIXED_TIME = "2024-01-01T00:00:00Z";
+const CONDITION_TIME = FIXED_TIME;
 const SYSTEM_CONDITIONS = new Set(["Ready", "Synced", "Healthy"]);
 const ALL_CAPABILITIES = [Capability.CAPABILITIES, Capability.REQUIRED_RESOURCES, Capability.CREDENTIALS, Capability.CONDITIONS, Capability.REQUIRED_SCHEMAS];
 

@@ -42,6 +42,11 @@ export function getObjectCondition(obj: JsonObject | undefined, type: string): O
   return undefined;
 }
 
+/** kubeTimestamp renders a time as Kubernetes writes timestamps: RFC 3339, whole seconds, UTC. */
+export function kubeTimestamp(d: Date): string {
+  return d.toISOString().replace(/\.\d{3}Z$/, "Z");
+}
+
 /** isDeleting reports whether the object has a deletionTimestamp. */
 export function isDeleting(obj: JsonObject | undefined): boolean {
   return getString(obj, "metadata.deletionTimestamp") !== undefined;

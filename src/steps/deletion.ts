@@ -9,7 +9,7 @@
 // leaves desired state (and so is deleted) only once nothing that depends on
 // it remains. Results and the condition target the XR and its claim.
 import type { JsonObject } from "@bufbuild/protobuf";
-import { step, freeze, type Step } from "../pipeline.js";
+import { lastDesired, step, type Step } from "../pipeline.js";
 import { getArray, getNumber, getString } from "../sdk/fieldpath.js";
 import { getObjectCondition, isDeleting } from "../sdk/object.js";
 import * as request from "../sdk/request.js";
@@ -48,7 +48,6 @@ export function deletion(opts: DeletionOptions = {}): Step {
     const since = getString(xr, "metadata.deletionTimestamp")!;
     const sinceMs = Date.parse(since);
     const observed = request.getObservedComposedResources(ctx.req);
-    const before = request.getDesiredComposedResources(ctx.req);
     const remaining = sortedKeys(observed);
     const present = new Set(remaining);
 
@@ -65,8 +64,7 @@ export function deletion(opts: DeletionOptions = {}): Step {
         continue;
       }
       waitingOn.push(`${name} (after ${blockers.join(", ")})`);
-      const last = Object.hasOwn(before, name) ? before[name]!.resource : undefined;
-      response.setDesiredComposedResource(ctx.rsp, name, structuredClone(last ?? freeze(obj)), { ready: false });
+      response.setDesiredComposedResource(ctx.rsp, name, lastDesired(ctx.req, name), { ready: false });
     }
 
     const parts = remaining.map((name) => {

@@ -21,13 +21,13 @@ import { RunFunctionRequestSchema, RunFunctionResponseSchema } from "../gen/fn/v
 import { createHandler, DEFAULT_MAX_RESPONSE_BYTES } from "../server/handler.js";
 import { createLogger } from "../server/log.js";
 import { InputError, loadDocs, loadOne, type Doc } from "../render/load.js";
-import { COMPOSITION_RESOURCE_NAME, render } from "../render/render.js";
+import { COMPOSITION_RESOURCE_NAME, FIXED_TIME, render } from "../render/render.js";
 import { toYamlStream } from "../render/output.js";
 import { createRunner } from "../render/runner.js";
 import { mismatches, project } from "./expect.js";
 
 /** DEFAULT_CASE_NOW is the clock a case's functions see unless case.yaml sets `now`. */
-export const DEFAULT_CASE_NOW = "2024-01-01T00:00:00Z";
+export const DEFAULT_CASE_NOW = FIXED_TIME;
 
 export interface CaseResult {
   name: string;
