@@ -1,6 +1,6 @@
 // Helpers over a Kubernetes object held as plain JSON: metadata and status
 // conditions, the parts nearly every function reads.
-import type { JsonObject } from "@bufbuild/protobuf";
+import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { getArray, getObject, getString, setValue } from "./fieldpath.js";
 
 /** ObjectCondition is one entry of an object's status.conditions. */
@@ -12,9 +12,31 @@ export interface ObjectCondition {
   lastTransitionTime?: string;
 }
 
+const isPlain = (v: JsonValue | undefined): v is JsonObject => typeof v === "object" && v !== null && !Array.isArray(v);
+
+/**
+ * metadataEntry reads metadata[map][key] directly when every part is the type
+ * it should be; for anything else it answers through the field-path readers,
+ * which name what is wrong. (Functions call these per resource per step: a
+ * field path here was most of a step's time.)
+ */
+function metadataEntry(obj: JsonObject | undefined, map: "annotations" | "labels", key: string): string | undefined {
+  const meta = obj === undefined ? undefined : Object.hasOwn(obj, "metadata") ? obj["metadata"] : undefined;
+  if (meta === undefined) return undefined;
+  if (isPlain(meta)) {
+    const m = Object.hasOwn(meta, map) ? meta[map] : undefined;
+    if (m === undefined) return undefined;
+    if (isPlain(m)) {
+      const v = Object.hasOwn(m, key) ? m[key] : undefined;
+      if (v === undefined || typeof v === "string") return v;
+    }
+  }
+  return getString(getObject(obj, `metadata.${map}`), `[${key}]`);
+}
+
 /** getAnnotation returns metadata.annotations[key], or undefined. */
 export function getAnnotation(obj: JsonObject | undefined, key: string): string | undefined {
-  return getString(getObject(obj, "metadata.annotations"), `[${key}]`);
+  return metadataEntry(obj, "annotations", key);
 }
 
 /** setAnnotation sets metadata.annotations[key]. */
@@ -24,12 +46,23 @@ export function setAnnotation(obj: JsonObject, key: string, value: string): void
 
 /** getLabel returns metadata.labels[key], or undefined. */
 export function getLabel(obj: JsonObject | undefined, key: string): string | undefined {
-  return getString(getObject(obj, "metadata.labels"), `[${key}]`);
+  return metadataEntry(obj, "labels", key);
+}
+
+/** conditions reads status.conditions, directly when the types are as they should be. */
+function conditions(obj: JsonObject | undefined): JsonValue[] | undefined {
+  const status = obj === undefined ? undefined : Object.hasOwn(obj, "status") ? obj["status"] : undefined;
+  if (status === undefined) return undefined;
+  if (isPlain(status)) {
+    const c = Object.hasOwn(status, "conditions") ? status["conditions"] : undefined;
+    if (c === undefined || Array.isArray(c)) return c;
+  }
+  return getArray(obj, "status.conditions");
 }
 
 /** getObjectCondition returns the status condition of the given type, or undefined. */
 export function getObjectCondition(obj: JsonObject | undefined, type: string): ObjectCondition | undefined {
-  for (const c of getArray(obj, "status.conditions") ?? []) {
+  for (const c of conditions(obj) ?? []) {
     if (typeof c === "object" && c !== null && !Array.isArray(c) && c["type"] === type && typeof c["status"] === "string") {
       const out: ObjectCondition = { type, status: c["status"] };
       for (const k of ["reason", "message", "lastTransitionTime"] as const) {

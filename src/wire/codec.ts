@@ -9,8 +9,9 @@
 // is the same; protobuf-es's reader still checks wire types and UTF-8, so a
 // malformed request fails here as it would there. Tests compare the two on
 // random messages.
-import { create, fromBinary, toBinary, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
+import { create, fromBinary, toBinary, type JsonObject } from "@bufbuild/protobuf";
 import { BinaryReader, BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
+import { decodeStruct, EncodeError, Sizer, source, varintLength, Writer, type Src } from "./json.js";
 import {
   ConditionSchema,
   CredentialsSchema,
@@ -29,8 +30,6 @@ import {
   type State,
 } from "../gen/fn/v1/run_function_pb.js";
 
-const MAX_DEPTH = 100;
-
 function fail(msg: string): never {
   throw new Error(`cannot decode RunFunctionRequest: ${msg}`);
 }
@@ -39,290 +38,17 @@ function expect(wt: WireType, want: WireType, field: string): void {
   if (wt !== want) fail(`field ${field} has wire type ${wt}, want ${want}`);
 }
 
-// --- Struct, Value, ListValue -------------------------------------------------
-
-function readStruct(r: BinaryReader, end: number, depth: number): JsonObject {
-  if (depth > MAX_DEPTH) fail("Struct nested too deeply");
-  const out: JsonObject = {};
-  while (r.pos < end) {
-    const [no, wt] = r.tag();
-    if (no !== 1) {
-      r.skip(wt, no);
-      continue;
-    }
-    expect(wt, WireType.LengthDelimited, "Struct.fields");
-    const entryEnd = r.uint32() + r.pos;
-    let key = "";
-    let value: JsonValue = null;
-    while (r.pos < entryEnd) {
-      const [eno, ewt] = r.tag();
-      if (eno === 1) {
-        expect(ewt, WireType.LengthDelimited, "Struct.fields.key");
-        key = r.string(true);
-      } else if (eno === 2) {
-        expect(ewt, WireType.LengthDelimited, "Struct.fields.value");
-        value = readValue(r, r.uint32() + r.pos, depth + 1);
-      } else r.skip(ewt, eno);
-    }
-    // defineProperty: a key named __proto__ must not reach the prototype.
-    if (key === "__proto__") Object.defineProperty(out, key, { value, writable: true, enumerable: true, configurable: true });
-    else out[key] = value;
-  }
-  if (r.pos !== end) fail("Struct overruns its length");
-  return out;
+/** readStruct decodes the Struct at the reader's position (its length first), lazily. */
+function readStruct(r: BinaryReader): JsonObject {
+  const n = r.uint32();
+  const start = r.pos;
+  if (n > r.len - start) fail("a field overruns the message");
+  r.pos = start + n;
+  return decodeStruct(reading, start, start + n);
 }
 
-function readValue(r: BinaryReader, end: number, depth: number): JsonValue {
-  let v: JsonValue = null;
-  while (r.pos < end) {
-    const [no, wt] = r.tag();
-    switch (no) {
-      case 1:
-        expect(wt, WireType.Varint, "Value.null_value");
-        r.int32();
-        v = null;
-        break;
-      case 2:
-        expect(wt, WireType.Bit64, "Value.number_value");
-        v = r.double();
-        break;
-      case 3:
-        expect(wt, WireType.LengthDelimited, "Value.string_value");
-        v = r.string(true);
-        break;
-      case 4:
-        expect(wt, WireType.Varint, "Value.bool_value");
-        v = r.bool();
-        break;
-      case 5:
-        expect(wt, WireType.LengthDelimited, "Value.struct_value");
-        v = readStruct(r, r.uint32() + r.pos, depth + 1);
-        break;
-      case 6: {
-        expect(wt, WireType.LengthDelimited, "Value.list_value");
-        const listEnd = r.uint32() + r.pos;
-        const list: JsonValue[] = [];
-        while (r.pos < listEnd) {
-          const [lno, lwt] = r.tag();
-          if (lno !== 1) {
-            r.skip(lwt, lno);
-            continue;
-          }
-          expect(lwt, WireType.LengthDelimited, "ListValue.values");
-          list.push(readValue(r, r.uint32() + r.pos, depth + 1));
-        }
-        v = list;
-        break;
-      }
-      default:
-        r.skip(wt, no);
-    }
-  }
-  if (r.pos !== end) fail("Value overruns its length");
-  return v;
-}
-
-class EncodeError extends Error {
-  constructor(
-    readonly detail: string,
-    readonly path: string[] = [],
-  ) {
-    super(detail);
-  }
-}
-
-// Encoding a Struct in two passes: the first walks the value, checks it is
-// JSON and records every length (and every string's UTF-8 length) in traversal
-// order; the second writes into one buffer of exactly the right size. The
-// general-purpose writer copies at every nesting level instead.
-
-function utf8Length(s: string): number {
-  let n = 0;
-  for (let i = 0; i < s.length; i++) {
-    const c = s.charCodeAt(i);
-    if (c < 0x80) n += 1;
-    else if (c < 0x800) n += 2;
-    else if (c >= 0xd800 && c <= 0xdbff && i + 1 < s.length) {
-      n += 4;
-      i++;
-    } else n += 3;
-  }
-  return n;
-}
-
-const varintLength = (n: number) => (n < 0x80 ? 1 : n < 0x4000 ? 2 : n < 0x200000 ? 3 : n < 0x10000000 ? 4 : 5);
-
-/** sizeStruct returns the encoded length of a Struct's fields, pushing the lengths the write pass needs. */
-function sizeStruct(o: JsonObject, sizes: number[]): number {
-  let total = 0;
-  for (const k in o) {
-    const kl = utf8Length(k);
-    sizes.push(kl);
-    const slot = sizes.length;
-    sizes.push(0); // the value's length, filled in below
-    let vl: number;
-    try {
-      vl = sizeValue(o[k], sizes);
-    } catch (err) {
-      if (err instanceof EncodeError) err.path.push(`.${k}`);
-      throw err;
-    }
-    sizes[slot] = vl;
-    const entry = 1 + varintLength(kl) + kl + 1 + varintLength(vl) + vl;
-    total += 1 + varintLength(entry) + entry;
-  }
-  return total;
-}
-
-function sizeValue(v: unknown, sizes: number[]): number {
-  switch (typeof v) {
-    case "string": {
-      const l = utf8Length(v);
-      sizes.push(l);
-      return 1 + varintLength(l) + l;
-    }
-    case "number":
-      if (!Number.isFinite(v)) throw new EncodeError(`is ${v}, which JSON cannot hold`);
-      return 9;
-    case "boolean":
-      return 2;
-    case "object": {
-      if (v === null) return 2;
-      if (Array.isArray(v)) {
-        const slot = sizes.length;
-        sizes.push(0);
-        let l = 0;
-        for (let i = 0; i < v.length; i++) {
-          const eslot = sizes.length;
-          sizes.push(0);
-          let el: number;
-          try {
-            el = sizeValue(v[i], sizes);
-          } catch (err) {
-            if (err instanceof EncodeError) err.path.push(`[${i}]`);
-            throw err;
-          }
-          sizes[eslot] = el;
-          l += 1 + varintLength(el) + el;
-        }
-        sizes[slot] = l;
-        return 1 + varintLength(l) + l;
-      }
-      const proto = Object.getPrototypeOf(v);
-      if (proto !== Object.prototype && proto !== null) throw new EncodeError(`is a ${(v as object).constructor?.name ?? "non-plain object"}, not a JSON object`);
-      const slot = sizes.length;
-      sizes.push(0);
-      const l = sizeStruct(v as JsonObject, sizes);
-      sizes[slot] = l;
-      return 1 + varintLength(l) + l;
-    }
-    default:
-      throw new EncodeError(`is ${v === undefined ? "undefined" : `a ${typeof v}`}, which JSON cannot hold`);
-  }
-}
-
-class StructWriter {
-  pos = 0;
-  i = 0;
-  readonly view: DataView;
-  constructor(
-    readonly buf: Uint8Array,
-    readonly sizes: number[],
-  ) {
-    this.view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
-  }
-  varint(n: number): void {
-    while (n >= 0x80) {
-      this.buf[this.pos++] = (n & 0x7f) | 0x80;
-      n >>>= 7;
-    }
-    this.buf[this.pos++] = n;
-  }
-  string(s: string, bytes: number): void {
-    this.varint(bytes);
-    if (bytes === s.length) {
-      for (let i = 0; i < s.length; i++) this.buf[this.pos++] = s.charCodeAt(i);
-    } else {
-      const r = ENCODER.encodeInto(s, this.buf.subarray(this.pos, this.pos + bytes));
-      this.pos += r.written;
-    }
-  }
-  struct(o: JsonObject): void {
-    for (const k in o) {
-      const kl = this.sizes[this.i++]!;
-      const vslot = this.i++;
-      const vl = this.sizes[vslot]!;
-      const entry = 1 + varintLength(kl) + kl + 1 + varintLength(vl) + vl;
-      this.buf[this.pos++] = 0x0a; // field 1, length-delimited
-      this.varint(entry);
-      this.buf[this.pos++] = 0x0a; // key
-      this.string(k, kl);
-      this.buf[this.pos++] = 0x12; // value
-      this.varint(vl);
-      this.value(o[k]);
-    }
-  }
-  value(v: unknown): void {
-    switch (typeof v) {
-      case "string":
-        this.buf[this.pos++] = 0x1a;
-        this.string(v, this.sizes[this.i++]!);
-        return;
-      case "number":
-        this.buf[this.pos++] = 0x11;
-        this.view.setFloat64(this.pos, v, true);
-        this.pos += 8;
-        return;
-      case "boolean":
-        this.buf[this.pos++] = 0x20;
-        this.buf[this.pos++] = v ? 1 : 0;
-        return;
-      default:
-        if (v === null) {
-          this.buf[this.pos++] = 0x08;
-          this.buf[this.pos++] = 0;
-          return;
-        }
-        if (Array.isArray(v)) {
-          this.buf[this.pos++] = 0x32;
-          this.varint(this.sizes[this.i++]!);
-          for (const e of v) {
-            this.buf[this.pos++] = 0x0a;
-            this.varint(this.sizes[this.i++]!);
-            this.value(e);
-          }
-          return;
-        }
-        this.buf[this.pos++] = 0x2a;
-        this.varint(this.sizes[this.i++]!);
-        this.struct(v as JsonObject);
-    }
-  }
-}
-
-const ENCODER = new TextEncoder();
-
-/** encodeStruct returns the wire bytes of a Struct holding o. */
-export function encodeStruct(o: JsonObject): Uint8Array {
-  const sizes: number[] = [];
-  const total = sizeStruct(o, sizes);
-  const w = new StructWriter(new Uint8Array(total), sizes);
-  w.struct(o);
-  if (w.pos !== total) throw new Error(`internal error: encoded ${w.pos} bytes of a Struct sized ${total}`);
-  return w.buf;
-}
-
-/** writeStructField writes a Struct-typed field, naming the path of a non-JSON value on failure. */
-function writeStructField(w: BinaryWriter, no: number, o: JsonObject, path: string): void {
-  let bytes: Uint8Array;
-  try {
-    bytes = encodeStruct(o);
-  } catch (err) {
-    if (err instanceof EncodeError) throw new Error(`${path}${err.path.reverse().join("")} ${err.detail}`);
-    throw err;
-  }
-  w.tag(no, WireType.LengthDelimited).bytes(bytes);
-}
+/** The request being decoded. */
+let reading: Src = source(new Uint8Array(0));
 
 // --- Resource, State ----------------------------------------------------------
 
@@ -334,7 +60,7 @@ function readResource(r: BinaryReader, end: number): Resource {
     const [no, wt] = r.tag();
     if (no === 1) {
       expect(wt, WireType.LengthDelimited, "Resource.resource");
-      resource = readStruct(r, r.uint32() + r.pos, 0);
+      resource = readStruct(r);
     } else if (no === 2) {
       expect(wt, WireType.LengthDelimited, "Resource.connection_details");
       const [k, v] = readBytesEntry(r, r.uint32() + r.pos);
@@ -344,7 +70,8 @@ function readResource(r: BinaryReader, end: number): Resource {
       ready = r.int32();
     } else r.skip(wt, no);
   }
-  const out = create(ResourceSchema, { connectionDetails, ready });
+  // What create(ResourceSchema) builds, without its per-field reflection.
+  const out: Resource = { $typeName: ResourceSchema.typeName, connectionDetails, ready };
   if (resource) out.resource = resource;
   return out;
 }
@@ -421,6 +148,7 @@ const sub = (r: BinaryReader, bytes: Uint8Array) => {
 export function decodeRequest(bytes: Uint8Array): RunFunctionRequest {
   const r = new BinaryReader(bytes);
   const req = create(RunFunctionRequestSchema);
+  reading = source(bytes);
   try {
     while (r.pos < r.len) {
       const [no, wt] = r.tag();
@@ -439,11 +167,11 @@ export function decodeRequest(bytes: Uint8Array): RunFunctionRequest {
           break;
         case 4:
           expect(wt, WireType.LengthDelimited, "input");
-          req.input = readStruct(r, r.uint32() + r.pos, 0);
+          req.input = readStruct(r);
           break;
         case 5:
           expect(wt, WireType.LengthDelimited, "context");
-          req.context = readStruct(r, r.uint32() + r.pos, 0);
+          req.context = readStruct(r);
           break;
         case 6:
         case 8: {
@@ -478,7 +206,7 @@ export function decodeRequest(bytes: Uint8Array): RunFunctionRequest {
                 const [sno, swt] = r.tag();
                 if (sno === 1) {
                   expect(swt, WireType.LengthDelimited, "Schema.openapi_v3");
-                  s.openapiV3 = readStruct(r, r.uint32() + r.pos, 0);
+                  s.openapiV3 = readStruct(r);
                 } else r.skip(swt, sno);
               }
               return s;
@@ -496,28 +224,128 @@ export function decodeRequest(bytes: Uint8Array): RunFunctionRequest {
   } catch (err) {
     const msg = (err as Error).message;
     throw new Error(msg.startsWith("cannot decode") ? msg.slice("cannot decode RunFunctionRequest: ".length) : msg);
+  } finally {
+    reading = source(new Uint8Array(0));
   }
   return req;
 }
 
-function writeResource(w: BinaryWriter, res: Resource, path: string): void {
-  if (res.resource) writeStructField(w, 1, res.resource, `${path}.resource`);
-  for (const k in res.connectionDetails) {
-    w.tag(2, WireType.LengthDelimited).fork().tag(1, WireType.LengthDelimited).string(k).tag(2, WireType.LengthDelimited).bytes(res.connectionDetails[k]!).join();
+// Encoding sizes the whole response first (Sizer records every length in
+// traversal order), then writes it into one buffer of exactly that size, so
+// nothing is copied level by level. The small messages (meta, results,
+// conditions, requirements) go through protobuf-es and are copied in as bytes.
+
+/** Sizes of a response: the Struct sizer's lengths, plus pre-encoded small messages in order. */
+const READY = Array.from({ length: 0x80 }, (_, i) => Uint8Array.of(i));
+
+class ResponseSizer extends Sizer {
+  readonly blobs: Uint8Array[] = [];
+  blob(no: number, b: Uint8Array): number {
+    this.blobs.push(b);
+    return varintLength(no << 3) + varintLength(b.length) + b.length;
   }
-  if (res.ready !== 0) w.tag(3, WireType.Varint).int32(res.ready);
+  message(no: number, l: number): number {
+    return varintLength(no << 3) + varintLength(l) + l;
+  }
+  structField(no: number, o: JsonObject, path: string): number {
+    const slot = this.sizes.length;
+    this.sizes.push(0);
+    let l: number;
+    try {
+      l = this.struct(o, 0);
+    } catch (err) {
+      if (err instanceof EncodeError) throw new Error(err.at(path));
+      throw err;
+    }
+    this.sizes[slot] = l;
+    return this.message(no, l);
+  }
+  resource(res: Resource, path: string): number {
+    let n = 0;
+    if (res.resource) n += this.structField(1, res.resource, `${path}.resource`);
+    for (const k in res.connectionDetails) {
+      const entry = new BinaryWriter().tag(1, WireType.LengthDelimited).string(k).tag(2, WireType.LengthDelimited).bytes(res.connectionDetails[k]!).finish();
+      n += this.blob(2, entry);
+    }
+    if (res.ready !== 0) {
+      // An enum is an int32 varint: ten bytes when negative.
+      const b = res.ready > 0 && res.ready < 0x80 ? READY[res.ready]! : new BinaryWriter().int32(res.ready).finish();
+      this.blobs.push(b);
+      n += 1 + b.length;
+    }
+    return n;
+  }
+  state(s: State, path: string): number {
+    let n = 0;
+    if (s.composite) {
+      const slot = this.sizes.length;
+      this.sizes.push(0);
+      const l = this.resource(s.composite, `${path}.composite`);
+      this.sizes[slot] = l;
+      n += this.message(1, l);
+    }
+    for (const k in s.resources) {
+      const kl = Buffer.byteLength(k);
+      const slot = this.sizes.length;
+      this.sizes.push(kl, 0, 0);
+      const l = this.resource(s.resources[k]!, `${path}.resources[${k}]`);
+      const entry = 1 + varintLength(kl) + kl + this.message(2, l);
+      this.sizes[slot + 1] = entry;
+      this.sizes[slot + 2] = l;
+      n += this.message(2, entry);
+    }
+    return n;
+  }
 }
 
-function writeState(w: BinaryWriter, s: State, path: string): void {
-  if (s.composite) {
-    w.tag(1, WireType.LengthDelimited).fork();
-    writeResource(w, s.composite, `${path}.composite`);
-    w.join();
+class ResponseWriter extends Writer {
+  private b = 0;
+  constructor(
+    buf: Buffer,
+    private readonly z: ResponseSizer,
+  ) {
+    super(buf, z);
   }
-  for (const k in s.resources) {
-    w.tag(2, WireType.LengthDelimited).fork().tag(1, WireType.LengthDelimited).string(k).tag(2, WireType.LengthDelimited).fork();
-    writeResource(w, s.resources[k]!, `${path}.resources[${k}]`);
-    w.join().join();
+  private next(): number {
+    return this.z.sizes[this.i++]!;
+  }
+  blob(tag: number): void {
+    const b = this.z.blobs[this.b++]!;
+    this.byte(tag);
+    this.varint(b.length);
+    this.bytes(b);
+  }
+  structField(tag: number, o: JsonObject): void {
+    this.byte(tag);
+    this.varint(this.next());
+    this.struct(o);
+  }
+  resource(res: Resource): void {
+    if (res.resource) this.structField(0x0a, res.resource);
+    for (const _ in res.connectionDetails) this.blob(0x12);
+    if (res.ready !== 0) {
+      this.byte(0x18);
+      this.bytes(this.z.blobs[this.b++]!);
+    }
+  }
+  state(s: State): void {
+    if (s.composite) {
+      this.byte(0x0a);
+      this.varint(this.next());
+      this.resource(s.composite);
+    }
+    for (const k in s.resources) {
+      const kl = this.next();
+      const entry = this.next();
+      const l = this.next();
+      this.byte(0x12);
+      this.varint(entry);
+      this.byte(0x0a);
+      this.string(k, kl);
+      this.byte(0x12);
+      this.varint(l);
+      this.resource(s.resources[k]!);
+    }
   }
 }
 
@@ -527,18 +355,34 @@ function writeState(w: BinaryWriter, s: State, path: string): void {
  * where protobuf-es would silently write null.
  */
 export function encodeResponse(rsp: RunFunctionResponse): Uint8Array {
-  const w = new BinaryWriter();
-  if (rsp.meta) w.tag(1, WireType.LengthDelimited).bytes(toBinary(ResponseMetaSchema, rsp.meta));
+  const z = new ResponseSizer();
+  let total = 0;
+  if (rsp.meta) total += z.blob(1, toBinary(ResponseMetaSchema, rsp.meta));
   if (rsp.desired) {
-    w.tag(2, WireType.LengthDelimited).fork();
-    writeState(w, rsp.desired, "desired");
-    w.join();
+    const slot = z.sizes.length;
+    z.sizes.push(0);
+    const l = z.state(rsp.desired, "desired");
+    z.sizes[slot] = l;
+    total += z.message(2, l);
   }
-  for (const r of rsp.results) w.tag(3, WireType.LengthDelimited).bytes(toBinary(ResultSchema, r));
-  if (rsp.context) writeStructField(w, 4, rsp.context, "context");
-  if (rsp.requirements) w.tag(5, WireType.LengthDelimited).bytes(toBinary(RequirementsSchema, rsp.requirements));
-  for (const c of rsp.conditions) w.tag(6, WireType.LengthDelimited).bytes(toBinary(ConditionSchema, c));
-  if (rsp.output) writeStructField(w, 7, rsp.output, "output");
-  return w.finish();
-}
+  for (const r of rsp.results) total += z.blob(3, toBinary(ResultSchema, r));
+  if (rsp.context) total += z.structField(4, rsp.context, "context");
+  if (rsp.requirements) total += z.blob(5, toBinary(RequirementsSchema, rsp.requirements));
+  for (const c of rsp.conditions) total += z.blob(6, toBinary(ConditionSchema, c));
+  if (rsp.output) total += z.structField(7, rsp.output, "output");
 
+  const w = new ResponseWriter(Buffer.allocUnsafe(total), z);
+  if (rsp.meta) w.blob(0x0a);
+  if (rsp.desired) {
+    w.byte(0x12);
+    w.varint(z.sizes[w.i++]!);
+    w.state(rsp.desired);
+  }
+  for (const _ of rsp.results) w.blob(0x1a);
+  if (rsp.context) w.structField(0x22, rsp.context);
+  if (rsp.requirements) w.blob(0x2a);
+  for (const _ of rsp.conditions) w.blob(0x32);
+  if (rsp.output) w.structField(0x3a, rsp.output);
+  if (w.pos !== total) throw new Error(`internal error: encoded ${w.pos} bytes of a response sized ${total}`);
+  return w.buf;
+}

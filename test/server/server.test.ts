@@ -170,7 +170,7 @@ const badBytes: Record<string, { bytes: Uint8Array; want: RegExp }> = {
   // Field 4 (input, a Struct) with {"k": "\xff"}: a string that is not UTF-8.
   InvalidUtf8InStruct: {
     bytes: Uint8Array.of(0x22, 0x0a, 0x0a, 0x08, 0x0a, 0x01, 0x6b, 0x12, 0x03, 0x1a, 0x01, 0xff),
-    want: /cannot decode RunFunctionRequest .*not valid for encoding utf-8/,
+    want: /cannot decode RunFunctionRequest .*a string is not valid UTF-8/,
   },
   // meta.tag = "\xff".
   InvalidUtf8InTag: { bytes: Uint8Array.of(0x0a, 0x03, 0x0a, 0x01, 0xff), want: /not valid for encoding utf-8/ },

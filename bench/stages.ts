@@ -1,0 +1,45 @@
+// In-process stage costs for one request size: decode, function, encode.
+//   node --import tsx bench/stages.ts [N] [iterations]
+// Prints the median wall time of each stage and the process CPU per request
+// (all threads, so garbage collection counts). Used to find where xfn's time
+// goes; not part of npm run bench.
+import type { JsonObject } from "@bufbuild/protobuf";
+import { pipeline, step } from "../src/pipeline.js";
+import * as request from "../src/sdk/request.js";
+import * as response from "../src/sdk/response.js";
+import { externalName, readiness } from "../src/steps/index.js";
+import { decodeRequest, encodeResponse } from "../src/wire/codec.js";
+import { composed, request as build } from "./workload.js";
+
+const n = Number(process.argv[2] ?? 1000);
+const iters = Number(process.argv[3] ?? 50);
+const bytes = build(n);
+const compose = step("compose", (ctx) => {
+  const xr = request.getObservedCompositeResource(ctx.req)!;
+  const count = Number((xr["spec"] as JsonObject)["count"]);
+  for (let i = 0; i < count; i++) response.setDesiredComposedResource(ctx.rsp, `instance-${i}`, composed(xr, i));
+});
+const fn = pipeline(compose, externalName(), readiness());
+const t = { decode: [] as number[], fn: [] as number[], encode: [] as number[] };
+let out = 0;
+let cpu = 0;
+for (let k = 0; k < iters + 10; k++) {
+  const u = process.cpuUsage();
+  const a = performance.now();
+  const req = decodeRequest(bytes);
+  const b = performance.now();
+  const rsp = fn(req, { now: () => new Date(0) } as never) as never;
+  const c = performance.now();
+  out = encodeResponse(rsp).length;
+  const d = performance.now();
+  const du = process.cpuUsage(u);
+  if (k >= 10) {
+    t.decode.push(b - a);
+    t.fn.push(c - b);
+    t.encode.push(d - c);
+    cpu += (du.user + du.system) / 1000;
+  }
+}
+// Medians: the machine is shared, and a mean takes in every pause.
+const r = (xs: number[]) => Math.round(xs.sort((a, b) => a - b)[xs.length >> 1]! * 100) / 100;
+console.log(`N=${n} request ${bytes.length} B, response ${out} B: decode ${r(t.decode)} ms, function ${r(t.fn)} ms, encode ${r(t.encode)} ms (medians); CPU ${Math.round((cpu / iters) * 100) / 100} ms/request`);

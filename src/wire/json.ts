@@ -1,0 +1,772 @@
+// google.protobuf.Struct straight to and from plain JSON, decoding lazily and
+// passing untouched values through as bytes.
+//
+// Nearly all of a RunFunctionRequest is Structs: every Kubernetes object, the
+// observed and the desired state. Most functions read a few fields of each
+// object (an annotation, a condition) and return the desired state they were
+// given plus a little. So:
+//
+// - Decoding builds plain objects, but a struct or list value of LAZY_MIN bytes
+//   or more is not decoded until first read. Its key is an ordinary enumerable
+//   property with a getter; the first read decodes the bytes and turns the key
+//   into an ordinary data property. Object.keys, for..in, spread,
+//   JSON.stringify, structuredClone, util.inspect and deep-equality helpers see
+//   a plain JSON object either way.
+// - Encoding a value that was never read copies its original bytes. A value
+//   that was read, assigned or redefined is encoded from what it holds now.
+// - cloneJson copies an object without decoding the values not read yet, so a
+//   response that starts as a copy of the request's desired state costs little.
+//
+// Bytes are checked when they are used: decoding a value checks its wire
+// types, lengths and UTF-8, and so does copying a value through on encoding. A
+// malformed value that is neither read nor returned is never looked at.
+import { isUtf8 } from "node:buffer";
+import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
+
+const MAX_DEPTH = 100;
+
+/** LAZY_MIN is the encoded size at which a struct or list value is decoded on first read. */
+export const LAZY_MIN = 128;
+let lazyMin = LAZY_MIN;
+
+/** setLazyMin changes the lazy threshold (tests use 0 to make every value lazy); it returns the old one. */
+export function setLazyMin(n: number): number {
+  const old = lazyMin;
+  lazyMin = n;
+  return old;
+}
+
+/** DecodeError names what is malformed. */
+export class DecodeError extends Error {}
+
+const fail = (msg: string): never => {
+  throw new DecodeError(msg);
+};
+
+// --- reading ------------------------------------------------------------------
+
+/** Src is one buffer being read: the bytes, a Buffer view of them and a DataView. */
+export interface Src {
+  readonly bytes: Uint8Array;
+  readonly nb: Buffer;
+  readonly view: DataView;
+}
+
+/** source wraps bytes for reading; keep it for every Struct read from the same bytes. */
+export function source(bytes: Uint8Array): Src {
+  return {
+    bytes,
+    nb: Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength),
+    view: new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength),
+  };
+}
+
+// The reader's state. Decoding never calls out to other code, so one cursor
+// serves every call; entry points set it and clear it.
+const EMPTY = source(new Uint8Array(0));
+let src: Src = EMPTY;
+let buf: Uint8Array = EMPTY.bytes;
+let p = 0;
+
+const STRICT_UTF8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
+
+function varint(): number {
+  let b = buf[p++]!;
+  if (b < 0x80) return b;
+  let v = b & 0x7f;
+  b = buf[p++]!;
+  v |= (b & 0x7f) << 7;
+  if (b < 0x80) return v;
+  b = buf[p++]!;
+  v |= (b & 0x7f) << 14;
+  if (b < 0x80) return v;
+  b = buf[p++]!;
+  v |= (b & 0x7f) << 21;
+  if (b < 0x80) return v >>> 0;
+  b = buf[p++]!;
+  v = (v >>> 0) + (b & 0x7f) * 2 ** 28;
+  if (b < 0x80) return v;
+  // A 64-bit varint (a negative enum, say): the high bytes do not matter here.
+  for (let i = 0; i < 5; i++) if (buf[p++]! < 0x80) return v;
+  return fail("invalid varint");
+}
+
+/** len reads a length and checks it fits before end. */
+function len(end: number): number {
+  const n = varint();
+  if (n > end - p) fail("a length-delimited field overruns its message");
+  return n;
+}
+
+// Short strings repeat: keys (apiVersion, metadata, type, status) and many
+// values (True, Ready, a region). A direct-mapped cache keyed by a hash of the
+// bytes returns the same string again without allocating one (V8 would
+// otherwise also look every new key up in its string table).
+const CACHE_BITS = 12;
+const CACHE_MAX_LEN = 32;
+const cacheStrings: string[] = new Array<string>(1 << CACHE_BITS).fill("");
+const cacheLengths = new Int32Array(1 << CACHE_BITS).fill(-1);
+
+function str(n: number): string {
+  const s = p;
+  const e = p + n;
+  p = e;
+  if (n <= CACHE_MAX_LEN) {
+    let h = n;
+    for (let i = s; i < e; i++) {
+      const c = buf[i]!;
+      if (c >= 0x80) return utf8(s, e);
+      h = (Math.imul(h, 31) + c) | 0;
+    }
+    const slot = (h ^ (h >>> CACHE_BITS)) & ((1 << CACHE_BITS) - 1);
+    if (cacheLengths[slot] === n) {
+      const hit = cacheStrings[slot]!;
+      let i = 0;
+      while (i < n && hit.charCodeAt(i) === buf[s + i]) i++;
+      if (i === n) return hit;
+    }
+    let r: string;
+    if (n < 13) {
+      r = "";
+      for (let i = s; i < e; i++) r += String.fromCharCode(buf[i]!);
+    } else r = src.nb.toString("latin1", s, e);
+    cacheStrings[slot] = r;
+    cacheLengths[slot] = n;
+    return r;
+  }
+  for (let i = s; i < e; i++) if (buf[i]! >= 0x80) return utf8(s, e);
+  return src.nb.toString("latin1", s, e);
+}
+
+function utf8(s: number, e: number): string {
+  try {
+    return STRICT_UTF8.decode(buf.subarray(s, e));
+  } catch {
+    return fail("a string is not valid UTF-8");
+  }
+}
+
+/** skip skips a field of wire type wt (the tag already read). */
+function skip(tag: number, end: number): void {
+  switch (tag & 7) {
+    case 0:
+      varint();
+      break;
+    case 1:
+      p += 8;
+      break;
+    case 2:
+      p += len(end);
+      break;
+    case 3:
+      for (;;) {
+        if (p >= end) fail("unterminated group");
+        const t = varint();
+        if ((t & 7) === 4) {
+          if (t >>> 3 !== tag >>> 3) fail("mismatched end of group");
+          break;
+        }
+        skip(t, end);
+      }
+      break;
+    case 5:
+      p += 4;
+      break;
+    default:
+      fail(`invalid wire type ${tag & 7}`);
+  }
+  if (p > end) fail("a field overruns its message");
+}
+
+function wrongType(field: string): never {
+  return fail(`field ${field} has the wrong wire type`);
+}
+
+function readValue(end: number, depth: number): JsonValue {
+  if (depth > MAX_DEPTH) fail("Struct nested too deeply");
+  let v: JsonValue = null;
+  while (p < end) {
+    const tag = varint();
+    switch (tag) {
+      case 0x08: // null_value
+        varint();
+        v = null;
+        break;
+      case 0x11: // number_value
+        if (end - p < 8) fail("a number overruns its message");
+        v = src.view.getFloat64(p, true);
+        p += 8;
+        break;
+      case 0x1a: // string_value
+        v = str(len(end));
+        break;
+      case 0x20: // bool_value
+        v = varint() !== 0;
+        break;
+      case 0x2a: {
+        // struct_value
+        const e = len(end) + p;
+        v = readStruct(e, depth + 1);
+        break;
+      }
+      case 0x32: {
+        // list_value
+        const e = len(end) + p;
+        v = readList(e, depth + 1);
+        break;
+      }
+      default:
+        if (tag >>> 3 >= 1 && tag >>> 3 <= 6) wrongType(`Value.${VALUE_FIELDS[tag >>> 3]}`);
+        skip(tag, end);
+    }
+  }
+  if (p !== end) fail("a Value overruns its length");
+  return v;
+}
+
+const VALUE_FIELDS = ["", "null_value", "number_value", "string_value", "bool_value", "struct_value", "list_value"];
+
+function readList(end: number, depth: number): JsonValue[] {
+  if (depth > MAX_DEPTH) fail("Struct nested too deeply");
+  const out: JsonValue[] = [];
+  while (p < end) {
+    const tag = varint();
+    if (tag === 0x0a) {
+      const e = len(end) + p;
+      out.push(readValue(e, depth + 1));
+    } else {
+      if (tag >>> 3 === 1) wrongType("ListValue.values");
+      skip(tag, end);
+    }
+  }
+  if (p !== end) fail("a ListValue overruns its length");
+  return out;
+}
+
+function readStruct(end: number, depth: number): JsonObject {
+  if (depth > MAX_DEPTH) fail("Struct nested too deeply");
+  const out: JsonObject = {};
+  let lazy: Lazy | undefined;
+  while (p < end) {
+    const tag = varint();
+    if (tag !== 0x0a) {
+      if (tag >>> 3 === 1) wrongType("Struct.fields");
+      skip(tag, end);
+      continue;
+    }
+    const entryEnd = len(end) + p;
+    let key = "";
+    let value: JsonValue = null;
+    let rawStart = -1;
+    let rawEnd = -1;
+    while (p < entryEnd) {
+      const t = varint();
+      if (t === 0x0a) key = str(len(entryEnd));
+      else if (t === 0x12) {
+        const n = len(entryEnd);
+        const first = buf[p];
+        if (n >= lazyMin && n > 0 && (first === 0x2a || first === 0x32)) {
+          rawStart = p;
+          rawEnd = p + n;
+          p = rawEnd;
+        } else {
+          rawStart = -1;
+          value = readValue(p + n, depth + 1);
+        }
+      } else {
+        if (t >>> 3 === 1 || t >>> 3 === 2) wrongType(t >>> 3 === 1 ? "Struct.fields.key" : "Struct.fields.value");
+        skip(t, entryEnd);
+      }
+    }
+    if (p !== entryEnd) fail("a Struct entry overruns its length");
+    if (rawStart >= 0) {
+      lazy ??= attach(out, src, depth);
+      defer(out, lazy, key, rawStart, rawEnd);
+    } else put(out, key, value, lazy);
+  }
+  if (p !== end) fail("a Struct overruns its length");
+  return out;
+}
+
+/** put sets o[key] as an own data property (a key named __proto__ must not reach the prototype). */
+function put(o: JsonObject, key: string, value: JsonValue, lazy?: Lazy): void {
+  // A lazy value under the same key (the wire repeated it; the last one wins)
+  // is replaced by data, not written through its setter.
+  if (key === "__proto__" || (lazy && find(lazy, key) >= 0)) Object.defineProperty(o, key, { value, writable: true, enumerable: true, configurable: true });
+  else o[key] = value;
+}
+
+/**
+ * decodeStruct decodes the Struct in bytes[start, end). Values of LAZY_MIN
+ * bytes or more keep s (and so the bytes) until they are read.
+ */
+export function decodeStruct(s: Src, start: number, end: number): JsonObject {
+  src = s;
+  buf = s.bytes;
+  p = start;
+  try {
+    return readStruct(end, 0);
+  } finally {
+    src = EMPTY;
+    buf = EMPTY.bytes;
+  }
+}
+
+// --- lazy values ----------------------------------------------------------------
+
+const LAZY = Symbol("xfn.lazy");
+const INSPECT = Symbol.for("nodejs.util.inspect.custom");
+
+/**
+ * Lazy is what an object with values not decoded yet keeps: where each
+ * value's bytes are, and the value once read or assigned. Such a key stays a
+ * getter and setter for good: turning it into a data property on first read
+ * costs V8 far more than the getter does.
+ */
+interface Lazy {
+  readonly src: Src;
+  readonly depth: number;
+  /** Per key, four entries: the key, the start and end of its bytes, and the value (UNREAD until read or assigned). */
+  readonly e: unknown[];
+}
+
+/** find returns where key's four entries start, or -1. */
+function find(lazy: Lazy, key: string): number {
+  const e = lazy.e;
+  for (let i = 0; i < e.length; i += 4) if (e[i] === key) return i;
+  return -1;
+}
+
+const UNREAD = Symbol("unread");
+
+/** The getters of lazy values, so encoding can tell a key still ours from one redefined. */
+const GETTERS = new WeakSet<object>();
+const DESCRIPTORS = new Map<string, PropertyDescriptor>();
+
+function descriptor(key: string): PropertyDescriptor {
+  let d = DESCRIPTORS.get(key);
+  if (d) return d;
+  const get = function (this: JsonObject): unknown {
+    const lazy = lazyOf(this);
+    if (!lazy) return undefined;
+    const i = find(lazy, key);
+    const e = lazy.e;
+    let v = e[i + 3];
+    if (v === UNREAD) v = e[i + 3] = decodeValue(lazy.src, e[i + 1] as number, e[i + 2] as number, lazy.depth + 1);
+    return v;
+  };
+  const set = function (this: JsonObject, v: unknown): void {
+    const lazy = lazyOf(this);
+    if (lazy) lazy.e[find(lazy, key) + 3] = v;
+  };
+  GETTERS.add(get);
+  d = { get, set, enumerable: true, configurable: true };
+  // Keys are few in practice (metadata, spec, status, ...); do not grow without bound.
+  if (DESCRIPTORS.size < 10_000) DESCRIPTORS.set(key, d);
+  return d;
+}
+
+const INSPECT_DESCRIPTOR: PropertyDescriptor = {
+  // util.inspect would print [Getter/Setter]: show a plain copy instead.
+  value: function (this: JsonObject) {
+    const out: JsonObject = {};
+    for (const k in this) put(out, k, this[k]!);
+    return out;
+  },
+};
+
+const HIDDEN: PropertyDescriptor = { value: undefined };
+
+function attach(o: JsonObject, s: Src, depth: number): Lazy {
+  const lazy: Lazy = { src: s, depth, e: [] };
+  HIDDEN.value = lazy;
+  Object.defineProperty(o, LAZY, HIDDEN);
+  HIDDEN.value = undefined;
+  Object.defineProperty(o, INSPECT, INSPECT_DESCRIPTOR);
+  return lazy;
+}
+
+function defer(o: JsonObject, lazy: Lazy, key: string, start: number, end: number): void {
+  const i = find(lazy, key);
+  if (i >= 0) {
+    lazy.e[i + 1] = start;
+    lazy.e[i + 2] = end;
+    lazy.e[i + 3] = UNREAD;
+  } else lazy.e.push(key, start, end, UNREAD);
+  Object.defineProperty(o, key, descriptor(key));
+}
+
+function decodeValue(s: Src, start: number, end: number, depth: number): JsonValue {
+  src = s;
+  buf = s.bytes;
+  p = start;
+  try {
+    return readValue(end, depth);
+  } catch (err) {
+    if (err instanceof DecodeError) throw new DecodeError(`cannot decode a value of the request: ${err.message}`);
+    throw err;
+  } finally {
+    src = EMPTY;
+    buf = EMPTY.bytes;
+  }
+}
+
+/** pending returns the index of o's value for key if it was never read, assigned nor redefined, else -1. */
+function pending(o: JsonObject, lazy: Lazy, key: string): number {
+  const i = find(lazy, key);
+  if (i < 0 || lazy.e[i + 3] !== UNREAD) return -1;
+  const d = Object.getOwnPropertyDescriptor(o, key);
+  return d?.get && GETTERS.has(d.get) ? i : -1;
+}
+
+const lazyOf = (o: object): Lazy | undefined => (o as { [LAZY]?: Lazy })[LAZY];
+
+/**
+ * cloneJson deep-copies a JSON value. Values not read yet stay unread in the
+ * copy (both refer to the same bytes, which nothing changes).
+ */
+export function cloneJson<T extends JsonValue>(v: T): T {
+  if (typeof v !== "object" || v === null) return v;
+  if (Array.isArray(v)) return v.map((e) => cloneJson(e)) as T;
+  const o = v as JsonObject;
+  const lazy = lazyOf(o);
+  const out: JsonObject = {};
+  let copy: Lazy | undefined;
+  for (const k in o) {
+    const i = lazy ? pending(o, lazy, k) : -1;
+    if (i >= 0) {
+      copy ??= attach(out, lazy!.src, lazy!.depth);
+      defer(out, copy, k, lazy!.e[i + 1] as number, lazy!.e[i + 2] as number);
+    } else put(out, k, cloneJson(o[k]!), copy);
+  }
+  return out as T;
+}
+
+// --- checking bytes copied through ------------------------------------------------
+
+function checkValue(end: number, depth: number): void {
+  if (depth > MAX_DEPTH) fail("Struct nested too deeply");
+  while (p < end) {
+    const tag = varint();
+    switch (tag) {
+      case 0x08:
+      case 0x20:
+        varint();
+        break;
+      case 0x11:
+        p += 8;
+        break;
+      case 0x1a:
+        checkString(len(end));
+        break;
+      case 0x2a:
+      case 0x32: {
+        const e = len(end) + p;
+        checkFields(e, depth + 1, tag === 0x2a);
+        break;
+      }
+      default:
+        if (tag >>> 3 >= 1 && tag >>> 3 <= 6) wrongType(`Value.${VALUE_FIELDS[tag >>> 3]}`);
+        skip(tag, end);
+    }
+  }
+  if (p !== end) fail("a Value overruns its length");
+}
+
+/** checkFields checks a Struct (entries of key and Value) or a ListValue (Values). */
+function checkFields(end: number, depth: number, struct: boolean): void {
+  while (p < end) {
+    const tag = varint();
+    if (tag !== 0x0a) {
+      if (tag >>> 3 === 1) wrongType(struct ? "Struct.fields" : "ListValue.values");
+      skip(tag, end);
+      continue;
+    }
+    const e = len(end) + p;
+    if (!struct) {
+      checkValue(e, depth + 1);
+      continue;
+    }
+    while (p < e) {
+      const t = varint();
+      if (t === 0x0a) checkString(len(e));
+      else if (t === 0x12) {
+        const ve = len(e) + p;
+        checkValue(ve, depth + 1);
+      } else {
+        if (t >>> 3 === 1 || t >>> 3 === 2) wrongType(t >>> 3 === 1 ? "Struct.fields.key" : "Struct.fields.value");
+        skip(t, e);
+      }
+    }
+    if (p !== e) fail("a Struct entry overruns its length");
+  }
+  if (p !== end) fail(struct ? "a Struct overruns its length" : "a ListValue overruns its length");
+}
+
+function checkString(n: number): void {
+  const s = p;
+  const e = p + n;
+  p = e;
+  for (let i = s; i < e; i++) {
+    if (buf[i]! >= 0x80) {
+      if (!isUtf8(buf.subarray(s, e))) fail("a string is not valid UTF-8");
+      return;
+    }
+  }
+}
+
+/** checkRaw checks that bytes about to be copied through are a well-formed Value. */
+function checkRaw(s: Src, start: number, end: number, depth: number): void {
+  src = s;
+  buf = s.bytes;
+  p = start;
+  try {
+    checkValue(end, depth);
+  } finally {
+    src = EMPTY;
+    buf = EMPTY.bytes;
+  }
+}
+
+// --- encoding ---------------------------------------------------------------------
+
+/** EncodeError is a value that cannot be encoded; path is filled in innermost first. */
+export class EncodeError extends Error {
+  constructor(
+    readonly detail: string,
+    readonly path: string[] = [],
+  ) {
+    super(detail);
+  }
+  /** at names the path under prefix. */
+  at(prefix: string): string {
+    return `${prefix}${[...this.path].reverse().join("")} ${this.detail}`;
+  }
+}
+
+function utf8Length(s: string): number {
+  let n = s.length;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 0x80) continue;
+    if (c < 0x800) n += 1;
+    else if (c >= 0xd800 && c <= 0xdbff && i + 1 < s.length) {
+      const d = s.charCodeAt(i + 1);
+      if (d >= 0xdc00 && d <= 0xdfff) {
+        n += 2; // four bytes for two UTF-16 units
+        i++;
+      } else n += 2; // a lone surrogate becomes U+FFFD, three bytes
+    } else n += 2;
+  }
+  return n;
+}
+
+export const varintLength = (n: number): number => (n < 0x80 ? 1 : n < 0x4000 ? 2 : n < 0x200000 ? 3 : n < 0x10000000 ? 4 : 5);
+
+/**
+ * Sizer measures values in a first pass, recording every length the write
+ * pass needs in traversal order, so the write pass fills one buffer of exactly
+ * the right size.
+ */
+export class Sizer {
+  readonly sizes: number[] = [];
+  /** Bytes to copy through, in traversal order: [src, start, end] per value. */
+  readonly raws: Array<Src | number> = [];
+
+  /** struct returns the encoded length of a Struct's fields. */
+  struct(o: JsonObject, depth: number): number {
+    if (depth > MAX_DEPTH) throw new EncodeError(`is nested more than ${MAX_DEPTH} deep (a cycle?)`);
+    const sizes = this.sizes;
+    const lazy = lazyOf(o);
+    let total = 0;
+    for (const k in o) {
+      const kl = utf8Length(k);
+      sizes.push(kl);
+      const slot = sizes.length;
+      sizes.push(0);
+      let vl: number;
+      const i = lazy ? pending(o, lazy, k) : -1;
+      if (i >= 0) {
+        const start = lazy!.e[i + 1] as number;
+        const end = lazy!.e[i + 2] as number;
+        try {
+          checkRaw(lazy!.src, start, end, lazy!.depth + 1);
+        } catch (err) {
+          throw new EncodeError(`holds bytes from the request that do not decode: ${(err as Error).message}`, [`.${k}`]);
+        }
+        this.raws.push(lazy!.src, start, end);
+        vl = -(end - start) - 1; // negative: copy through
+      } else {
+        try {
+          vl = this.value(o[k], depth + 1);
+        } catch (err) {
+          if (err instanceof EncodeError) err.path.push(`.${k}`);
+          throw err;
+        }
+      }
+      sizes[slot] = vl;
+      const l = vl < 0 ? -vl - 1 : vl;
+      const entry = 1 + varintLength(kl) + kl + 1 + varintLength(l) + l;
+      total += 1 + varintLength(entry) + entry;
+    }
+    return total;
+  }
+
+  value(v: unknown, depth: number): number {
+    switch (typeof v) {
+      case "string": {
+        const l = utf8Length(v);
+        this.sizes.push(l);
+        return 1 + varintLength(l) + l;
+      }
+      case "number":
+        if (!Number.isFinite(v)) throw new EncodeError(`is ${v}, which JSON cannot hold`);
+        return 9;
+      case "boolean":
+        return 2;
+      case "object": {
+        if (v === null) return 2;
+        const sizes = this.sizes;
+        if (Array.isArray(v)) {
+          if (depth > MAX_DEPTH) throw new EncodeError(`is nested more than ${MAX_DEPTH} deep (a cycle?)`);
+          const slot = sizes.length;
+          sizes.push(0);
+          let l = 0;
+          for (let i = 0; i < v.length; i++) {
+            const eslot = sizes.length;
+            sizes.push(0);
+            let el: number;
+            try {
+              el = this.value(v[i], depth + 1);
+            } catch (err) {
+              if (err instanceof EncodeError) err.path.push(`[${i}]`);
+              throw err;
+            }
+            sizes[eslot] = el;
+            l += 1 + varintLength(el) + el;
+          }
+          sizes[slot] = l;
+          return 1 + varintLength(l) + l;
+        }
+        const proto = Object.getPrototypeOf(v);
+        if (proto !== Object.prototype && proto !== null) throw new EncodeError(`is a ${(v as object).constructor?.name ?? "non-plain object"}, not a JSON object`);
+        const slot = sizes.length;
+        sizes.push(0);
+        const l = this.struct(v as JsonObject, depth);
+        sizes[slot] = l;
+        return 1 + varintLength(l) + l;
+      }
+      default:
+        throw new EncodeError(`is ${v === undefined ? "undefined" : `a ${typeof v}`}, which JSON cannot hold`);
+    }
+  }
+}
+
+/** Writer fills a buffer sized by a Sizer, in the same traversal order. */
+export class Writer {
+  pos = 0;
+  /** The next entry of the sizer's lengths. */
+  i = 0;
+  private r = 0;
+  readonly view: DataView;
+  constructor(
+    readonly buf: Buffer,
+    private readonly sizer: Sizer,
+  ) {
+    this.view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
+  }
+  byte(b: number): void {
+    this.buf[this.pos++] = b;
+  }
+  varint(n: number): void {
+    while (n >= 0x80) {
+      this.buf[this.pos++] = (n & 0x7f) | 0x80;
+      n = Math.floor(n / 128);
+    }
+    this.buf[this.pos++] = n;
+  }
+  bytes(b: Uint8Array): void {
+    this.buf.set(b, this.pos);
+    this.pos += b.length;
+  }
+  string(s: string, bytes: number): void {
+    this.varint(bytes);
+    if (bytes === s.length) {
+      if (bytes < 16) {
+        const buf = this.buf;
+        let pos = this.pos;
+        for (let i = 0; i < s.length; i++) buf[pos++] = s.charCodeAt(i);
+        this.pos = pos;
+      } else this.pos += this.buf.write(s, this.pos, bytes, "latin1");
+    } else this.pos += this.buf.write(s, this.pos, bytes, "utf8");
+  }
+  struct(o: JsonObject): void {
+    const sizes = this.sizer.sizes;
+    for (const k in o) {
+      const kl = sizes[this.i++]!;
+      const vl = sizes[this.i++]!;
+      const l = vl < 0 ? -vl - 1 : vl;
+      const entry = 1 + varintLength(kl) + kl + 1 + varintLength(l) + l;
+      this.buf[this.pos++] = 0x0a; // fields, length-delimited
+      this.varint(entry);
+      this.buf[this.pos++] = 0x0a; // key
+      this.string(k, kl);
+      this.buf[this.pos++] = 0x12; // value
+      this.varint(l);
+      if (vl < 0) {
+        const raws = this.sizer.raws;
+        const s = raws[this.r++] as Src;
+        const start = raws[this.r++] as number;
+        const end = raws[this.r++] as number;
+        this.pos += s.nb.copy(this.buf, this.pos, start, end);
+      } else this.value(o[k]);
+    }
+  }
+  value(v: unknown): void {
+    const sizes = this.sizer.sizes;
+    switch (typeof v) {
+      case "string":
+        this.buf[this.pos++] = 0x1a;
+        this.string(v, sizes[this.i++]!);
+        return;
+      case "number":
+        this.buf[this.pos++] = 0x11;
+        this.view.setFloat64(this.pos, v, true);
+        this.pos += 8;
+        return;
+      case "boolean":
+        this.buf[this.pos++] = 0x20;
+        this.buf[this.pos++] = v ? 1 : 0;
+        return;
+      default:
+        if (v === null) {
+          this.buf[this.pos++] = 0x08;
+          this.buf[this.pos++] = 0;
+          return;
+        }
+        if (Array.isArray(v)) {
+          this.buf[this.pos++] = 0x32;
+          this.varint(sizes[this.i++]!);
+          for (const e of v) {
+            this.buf[this.pos++] = 0x0a;
+            this.varint(sizes[this.i++]!);
+            this.value(e);
+          }
+          return;
+        }
+        this.buf[this.pos++] = 0x2a;
+        this.varint(sizes[this.i++]!);
+        this.struct(v as JsonObject);
+    }
+  }
+}
+
+/** encodeStruct returns the wire bytes of a Struct holding o. */
+export function encodeStruct(o: JsonObject): Uint8Array {
+  const sizer = new Sizer();
+  const total = sizer.struct(o, 0);
+  const w = new Writer(Buffer.allocUnsafe(total), sizer);
+  w.struct(o);
+  if (w.pos !== total) throw new Error(`internal error: encoded ${w.pos} bytes of a Struct sized ${total}`);
+  return w.buf;
+}
