@@ -19,6 +19,7 @@ import type { RunContext, RunFunction } from "./function.js";
 import { Ready, type RunFunctionRequest, type RunFunctionResponse } from "./gen/fn/v1/run_function_pb.js";
 import * as request from "./sdk/request.js";
 import * as response from "./sdk/response.js";
+import { cloneJson } from "./wire/json.js";
 
 /** StepContext is what a step works with. */
 export interface StepContext {
@@ -113,7 +114,7 @@ export function lastDesired(req: RunFunctionRequest, name: string): JsonObject {
   const before = request.getDesiredComposedResources(req);
   const observed = request.getObservedComposedResources(req);
   const last = Object.hasOwn(before, name) ? before[name]!.resource : undefined;
-  return structuredClone(last ?? freeze(Object.hasOwn(observed, name) ? (observed[name]!.resource ?? {}) : {}));
+  return last ? cloneJson(last) : freeze(Object.hasOwn(observed, name) ? (observed[name]!.resource ?? {}) : {});
 }
 
 /**
@@ -128,7 +129,7 @@ export function freeze(obj: JsonObject): JsonObject {
   for (const k of ["name", "namespace", "labels", "annotations"]) if (meta[k] !== undefined) m[k] = meta[k]!;
   out["metadata"] = m;
   if (obj["spec"] !== undefined) out["spec"] = obj["spec"]!;
-  return structuredClone(out);
+  return cloneJson(out);
 }
 
 /** pipeline turns steps into a function that `xfn serve` can serve. */

@@ -5,7 +5,7 @@
 // and context, the request's tag, and a TTL. Desired state is cumulative across
 // a pipeline, so anything a function leaves out of its response is deleted:
 // start from `to` and add, rather than building desired state from scratch.
-import { clone, create, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
+import { create, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
 import { DurationSchema, type Duration } from "@bufbuild/protobuf/wkt";
 import { setValue } from "./fieldpath.js";
 import {
@@ -27,7 +27,9 @@ import {
   type Result,
   type RunFunctionRequest,
   type RunFunctionResponse,
+  type State,
 } from "../gen/fn/v1/run_function_pb.js";
+import { cloneJson } from "../wire/json.js";
 
 /** DEFAULT_TTL_SECONDS is how long a response stays valid unless told otherwise (as in the Go SDK). */
 export const DEFAULT_TTL_SECONDS = 60;
@@ -42,10 +44,30 @@ export interface ResponseOptions {
 export function to(req: RunFunctionRequest, opts: ResponseOptions = {}): RunFunctionResponse {
   const rsp = create(RunFunctionResponseSchema, {
     meta: { tag: req.meta?.tag ?? "", ttl: seconds(opts.ttlSeconds ?? DEFAULT_TTL_SECONDS) },
-    desired: req.desired ? clone(StateSchema, req.desired) : create(StateSchema),
+    desired: req.desired ? cloneState(req.desired) : create(StateSchema),
   });
-  if (req.context) rsp.context = structuredClone(req.context);
+  if (req.context) rsp.context = cloneJson(req.context);
   return rsp;
+}
+
+// The copies below are what clone(StateSchema, s) makes, except that parts of
+// an object the function has not read stay undecoded (see wire/json.ts): a
+// function that returns the desired state it was given as it was pays little
+// for it.
+
+function cloneResource(r: Resource): Resource {
+  const connectionDetails: Record<string, Uint8Array> = {};
+  for (const k in r.connectionDetails) connectionDetails[k] = r.connectionDetails[k]!.slice();
+  const out: Resource = { $typeName: ResourceSchema.typeName, connectionDetails, ready: r.ready };
+  if (r.resource) out.resource = cloneJson(r.resource);
+  return out;
+}
+
+function cloneState(s: State): State {
+  const out = create(StateSchema);
+  if (s.composite) out.composite = cloneResource(s.composite);
+  for (const k in s.resources) out.resources[k] = cloneResource(s.resources[k]!);
+  return out;
 }
 
 function seconds(s: number): Duration {

@@ -167,8 +167,19 @@ async function runUntilAborted(
 
 function thrown(req: RunFunctionRequest, err: unknown, log: Logger): RunFunctionResponse {
   log.error({ err: messageOf(err) }, "function threw");
+  return fatalResponse(req, `function failed: ${messageOf(err)}`);
+}
+
+/**
+ * fatalResponse is the tag, TTL and one Fatal result. Crossplane ignores the
+ * rest of a Fatal response, and the request's desired state or context may be
+ * what failed (bytes from a malformed request, copied through).
+ */
+function fatalResponse(req: RunFunctionRequest, message: string): RunFunctionResponse {
   const rsp = response.to(req);
-  response.fatal(rsp, `function failed: ${messageOf(err)}`).withReason("FunctionError");
+  delete rsp.desired;
+  delete rsp.context;
+  response.fatal(rsp, message).withReason("FunctionError");
   return rsp;
 }
 
@@ -195,8 +206,7 @@ function encode(req: RunFunctionRequest, rsp: RunFunctionResponse, log: Logger):
 
 function encodeFatal(req: RunFunctionRequest, message: string, log: Logger): { bytes: Uint8Array; sent: RunFunctionResponse } {
   log.error(message);
-  const rsp = response.to(req);
-  response.fatal(rsp, message).withReason("FunctionError");
+  const rsp = fatalResponse(req, message);
   return { bytes: encodeResponse(rsp), sent: rsp };
 }
 

@@ -423,12 +423,16 @@ const lazyOf = (o: object): Lazy | undefined => (o as { [LAZY]?: Lazy })[LAZY];
 
 /**
  * cloneJson deep-copies a JSON value. Values not read yet stay unread in the
- * copy (both refer to the same bytes, which nothing changes).
+ * copy (both refer to the same bytes, which nothing changes). It is a JSON
+ * copy: an object with another prototype is not copied but shared.
  */
 export function cloneJson<T extends JsonValue>(v: T): T {
   if (typeof v !== "object" || v === null) return v;
   if (Array.isArray(v)) return v.map((e) => cloneJson(e)) as T;
   const o = v as JsonObject;
+  // Not JSON (a Date, a Map): returned as it is, for the encoder to refuse by path.
+  const proto = Object.getPrototypeOf(o);
+  if (proto !== Object.prototype && proto !== null) return v;
   const lazy = lazyOf(o);
   const out: JsonObject = {};
   let copy: Lazy | undefined;

@@ -1,0 +1,226 @@
+// Lazy decoding: values decoded on first read must look and behave exactly
+// like plain JSON, values never read must be copied through unchanged, and
+// anything read, changed or replaced must be encoded as it is now.
+import { create, fromBinary, toBinary, toJson, type JsonObject } from "@bufbuild/protobuf";
+import { deepStrictEqual } from "node:assert";
+import { inspect } from "node:util";
+import { suite } from "uvu";
+import * as assert from "uvu/assert";
+import { RunFunctionRequestSchema, RunFunctionResponseSchema } from "../../src/gen/fn/v1/run_function_pb.js";
+import { createHandler } from "../../src/server/handler.js";
+import * as response from "../../src/sdk/response.js";
+import { decodeRequest, encodeResponse } from "../../src/wire/codec.js";
+import { cloneJson, encodeStruct, setLazyMin } from "../../src/wire/json.js";
+import { rng } from "../support/rng.js";
+import { memoryLog } from "../support/log.js";
+
+const L = suite("lazy Struct values");
+
+const big = (tag: string) => ({
+  forProvider: { region: "eu-west-1", tags: Object.fromEntries(Array.from({ length: 12 }, (_, i) => [`k${i}`, `${tag}-${i}`])) },
+  list: Array.from({ length: 8 }, (_, i) => ({ i, name: `${tag}-${i}` })),
+});
+const obj = (name: string): JsonObject => ({ apiVersion: "v1", kind: "Thing", metadata: { name, labels: { a: "b" } }, spec: big(name), status: { conditions: [{ type: "Ready", status: "True" }], atProvider: big(`${name}-status`) } });
+
+/** requestBytes encodes a request whose observed and desired state hold these objects. */
+function requestBytes(objs: Record<string, JsonObject>): Uint8Array {
+  const resources = Object.fromEntries(Object.entries(objs).map(([k, o]) => [k, { resource: o }]));
+  return toBinary(
+    RunFunctionRequestSchema,
+    create(RunFunctionRequestSchema, { meta: { tag: "t" }, observed: { resources }, desired: { resources } } as never),
+  );
+}
+
+const decodedObject = (o: JsonObject) => decodeRequest(requestBytes({ x: o })).observed!.resources["x"]!.resource!;
+const roundTrip = (o: JsonObject): JsonObject => {
+  const rsp = create(RunFunctionResponseSchema, { desired: { resources: { x: { resource: o } } } });
+  return toJson(RunFunctionResponseSchema, fromBinary(RunFunctionResponseSchema, encodeResponse(rsp)), { alwaysEmitImplicit: false }) as never;
+};
+const desiredOf = (j: JsonObject) => (((j["desired"] as JsonObject)["resources"] as JsonObject)["x"] as JsonObject)["resource"];
+
+L("big values are left undecoded, and read as the same JSON", () => {
+  const o = decodedObject(obj("a"));
+  const d = Object.getOwnPropertyDescriptor(o, "spec")!;
+  assert.type(d.get, "function", "spec should be lazy at the default threshold");
+  assert.type(Object.getOwnPropertyDescriptor(o, "apiVersion")!.value, "string");
+  assert.equal(o, obj("a"));
+  deepStrictEqual(o, obj("a"));
+  assert.equal(JSON.parse(JSON.stringify(o)), obj("a"));
+  assert.equal(structuredClone(o), obj("a"));
+  assert.equal({ ...o }, obj("a"));
+  assert.equal(Object.keys(o), ["apiVersion", "kind", "metadata", "spec", "status"]);
+  assert.ok(!inspect(o, { depth: 10 }).includes("Getter"), inspect(o));
+  assert.ok(inspect(o, { depth: 10 }).includes("eu-west-1"));
+});
+
+L("a value never read is copied through byte for byte", () => {
+  const bytes = requestBytes({ x: obj("a") });
+  const req = decodeRequest(bytes);
+  const rsp = response.to(req);
+  const out = encodeResponse(rsp);
+  // The desired state goes out exactly as it came in (same field, same bytes).
+  const reqDesired = toBinary(RunFunctionRequestSchema, create(RunFunctionRequestSchema, { desired: fromBinary(RunFunctionRequestSchema, bytes).desired }));
+  const rspDesired = toBinary(RunFunctionResponseSchema, create(RunFunctionResponseSchema, { desired: fromBinary(RunFunctionResponseSchema, out).desired }));
+  assert.equal(rspDesired.subarray(1), reqDesired.subarray(1));
+  assert.equal(desiredOf(toJson(RunFunctionResponseSchema, fromBinary(RunFunctionResponseSchema, out)) as JsonObject), obj("a"));
+});
+
+L("a value read and then changed is encoded as changed", () => {
+  const o = decodedObject(obj("a"));
+  ((o["spec"] as JsonObject)["forProvider"] as JsonObject)["region"] = "us-east-1";
+  ((o["status"] as JsonObject)["atProvider"] as JsonObject)["list"] = [];
+  const want = obj("a");
+  ((want["spec"] as JsonObject)["forProvider"] as JsonObject)["region"] = "us-east-1";
+  ((want["status"] as JsonObject)["atProvider"] as JsonObject)["list"] = [];
+  assert.equal(desiredOf(roundTrip(o)), want);
+});
+
+L("assigning, deleting and re-adding, and redefining a lazy key all win over the original bytes", () => {
+  const assigned = decodedObject(obj("a"));
+  assigned["spec"] = { replaced: true };
+  assert.equal((desiredOf(roundTrip(assigned)) as JsonObject)["spec"], { replaced: true });
+
+  const readded = decodedObject(obj("a"));
+  delete readded["spec"];
+  assert.equal(Object.keys(readded), ["apiVersion", "kind", "metadata", "status"]);
+  assert.not.ok("spec" in (desiredOf(roundTrip(readded)) as JsonObject));
+  readded["spec"] = { again: 1 };
+  assert.equal((desiredOf(roundTrip(readded)) as JsonObject)["spec"], { again: 1 });
+
+  const redefined = decodedObject(obj("a"));
+  Object.defineProperty(redefined, "spec", { value: { defined: "x" }, enumerable: true, writable: true, configurable: true });
+  assert.equal((desiredOf(roundTrip(redefined)) as JsonObject)["spec"], { defined: "x" });
+});
+
+L("a frozen object still reads its lazy values, and encodes what was read", () => {
+  const o = Object.freeze(decodedObject(obj("a")));
+  const spec = o["spec"] as JsonObject;
+  assert.equal(spec, big("a"));
+  assert.is(o["spec"], spec, "the same object on every read");
+  spec["extra"] = "kept";
+  assert.equal((desiredOf(roundTrip(o)) as JsonObject)["spec"], { ...big("a"), extra: "kept" });
+});
+
+L("cloneJson copies without decoding; the copy and the original are independent", () => {
+  const o = decodedObject(obj("a"));
+  const c = cloneJson(o);
+  assert.type(Object.getOwnPropertyDescriptor(c, "spec")!.get, "function", "the copy's spec is still undecoded");
+  (c["spec"] as JsonObject)["mine"] = 1;
+  assert.not.ok("mine" in (o["spec"] as JsonObject));
+  assert.equal(o, obj("a"));
+  assert.equal(desiredOf(roundTrip(c)), { ...obj("a"), spec: { ...big("a"), mine: 1 } });
+  // Not JSON: shared, not copied, so the encoder can name it.
+  const when = new Date(0);
+  assert.is(cloneJson({ when } as never)["when"], when);
+});
+
+L("with every value lazy, decoding agrees with protobuf-es on random requests and every cut", () => {
+  const old = setLazyMin(0);
+  try {
+    const r = rng(7);
+    const value = (d: number): unknown =>
+      d > 3 || r.chance(0.4) ? ["s", 1.5, true, null, "ü✓"][r.int(5)] : r.chance(0.5) ? Array.from({ length: r.int(4) }, () => value(d + 1)) : Object.fromEntries(Array.from({ length: r.int(4) }, (_, i) => [["a", "spec", "__proto__", "ü"][i]!, value(d + 1)]));
+    for (let seed = 0; seed < 150; seed++) {
+      const o = { k: value(0), spec: value(0), status: value(0) } as JsonObject;
+      const bytes = requestBytes({ x: o, y: { o } });
+      const theirs = toJson(RunFunctionRequestSchema, fromBinary(RunFunctionRequestSchema, bytes));
+      assert.equal(toJson(RunFunctionRequestSchema, decodeRequest(bytes)), theirs, `seed ${seed}`);
+      // Copied through untouched, then read back by protobuf-es.
+      const rsp = response.to(decodeRequest(bytes));
+      const back = toJson(RunFunctionResponseSchema, fromBinary(RunFunctionResponseSchema, encodeResponse(rsp))) as JsonObject;
+      assert.equal(back["desired"], (theirs as JsonObject)["desired"], `seed ${seed}`);
+    }
+    const bytes = requestBytes({ x: obj("a") });
+    for (let n = 0; n < bytes.length; n += 7) {
+      let ours: unknown;
+      let theirs: unknown;
+      try {
+        theirs = toJson(RunFunctionRequestSchema, fromBinary(RunFunctionRequestSchema, bytes.subarray(0, n)));
+      } catch {
+        theirs = "error";
+      }
+      try {
+        ours = toJson(RunFunctionRequestSchema, decodeRequest(bytes.subarray(0, n)));
+      } catch {
+        ours = "error";
+      }
+      assert.equal(ours, theirs, `first ${n} bytes`);
+    }
+  } finally {
+    setLazyMin(old);
+  }
+});
+
+/** withBadSpec is a request whose x (observed and desired) has a big spec holding a string that is not UTF-8. */
+function withBadSpec(): Uint8Array {
+  const marker = "Q".repeat(200);
+  const bytes = requestBytes({ x: { spec: { s: marker } } });
+  const text = Buffer.from(bytes).toString("latin1");
+  const out = Uint8Array.from(bytes);
+  let corrupted = 0;
+  for (let at = text.indexOf(marker); at >= 0; at = text.indexOf(marker, at + 1)) {
+    out[at + 100] = 0xff;
+    corrupted++;
+  }
+  assert.is(corrupted, 2);
+  return out;
+}
+
+L("bytes never read are not checked; reading them or copying them through names what is wrong", () => {
+  const req = decodeRequest(withBadSpec());
+  const o = req.observed!.resources["x"]!.resource!;
+  assert.throws(() => o["spec"], /cannot decode a value of the request: a string is not valid UTF-8/);
+  const rsp = response.to(req);
+  assert.throws(() => encodeResponse(rsp), /desired\.resources\[x\]\.resource\.spec holds bytes from the request that do not decode: .*not valid UTF-8/);
+});
+
+L("through the server: a step reading a bad value, or copying one through, gets a Fatal result naming it", async () => {
+  const run = async (read: boolean) => {
+    const h = createHandler(
+      (req) => {
+        if (read) void req.observed!.resources["x"]!.resource!["spec"];
+        return response.to(req);
+      },
+      { maxConcurrency: 1, maxQueue: 1, maxResponseBytes: 1 << 22 },
+      memoryLog(false).log,
+    );
+    const out = await h.handle(withBadSpec(), { version: "v1", deadline: Infinity, signal: new AbortController().signal });
+    assert.ok("ok" in out);
+    return fromBinary(RunFunctionResponseSchema, (out as { ok: Uint8Array }).ok);
+  };
+  const read = await run(true);
+  assert.is(read.results[0]?.severity, 1);
+  assert.match(read.results[0]!.message, /function failed: cannot decode a value of the request: a string is not valid UTF-8/);
+  const copied = await run(false);
+  assert.match(copied.results[0]!.message, /cannot encode the function's response: desired\.resources\[x\]\.resource\.spec holds bytes/);
+});
+
+L("a key repeated on the wire: the last one wins, lazy or not", () => {
+  const bigBytes = encodeStruct({ v: big("first") });
+  const small = encodeStruct({ v: 1 });
+  const bigAgain = encodeStruct({ v: big("last") });
+  for (const [parts, want] of [
+    [[bigBytes, small], 1],
+    [[small, bigBytes], big("first")],
+    [[bigBytes, bigAgain], big("last")],
+  ] as const) {
+    const struct = Buffer.concat(parts.map((p) => Buffer.from(p)));
+    const req = Buffer.concat([Buffer.from([0x22]), Buffer.from(varint(struct.length)), struct]);
+    const input = decodeRequest(req).input!;
+    assert.equal(Object.keys(input), ["v"]);
+    assert.equal(input["v"], want);
+    assert.equal(fromBinary(RunFunctionRequestSchema, req).input, { v: want });
+  }
+});
+
+function varint(n: number): number[] {
+  const out: number[] = [];
+  while (n >= 0x80) {
+    out.push((n & 0x7f) | 0x80);
+    n >>>= 7;
+  }
+  out.push(n);
+  return out;
+}
+
+L.run();
