@@ -41,6 +41,19 @@ export function getAnnotation(obj: JsonObject | undefined, key: string): string 
 
 /** setAnnotation sets metadata.annotations[key]. */
 export function setAnnotation(obj: JsonObject, key: string, value: string): void {
+  // Directly when metadata and annotations are objects or absent; otherwise the
+  // field path write, which refuses what it must and names why.
+  if (key !== "__proto__") {
+    const meta = Object.hasOwn(obj, "metadata") ? obj["metadata"] : undefined;
+    if (meta === undefined || isPlain(meta)) {
+      const m: JsonObject = meta ?? (obj["metadata"] = {});
+      const a = Object.hasOwn(m, "annotations") ? m["annotations"] : undefined;
+      if (a === undefined || a === null || isPlain(a)) {
+        (isPlain(a) ? a : (m["annotations"] = {}))[key] = value;
+        return;
+      }
+    }
+  }
   setValue(obj, `metadata.annotations[${key}]`, value);
 }
 
@@ -82,5 +95,12 @@ export function kubeTimestamp(d: Date): string {
 
 /** isDeleting reports whether the object has a deletionTimestamp. */
 export function isDeleting(obj: JsonObject | undefined): boolean {
+  const meta = obj === undefined ? undefined : Object.hasOwn(obj, "metadata") ? obj["metadata"] : undefined;
+  if (meta === undefined) return false;
+  if (isPlain(meta)) {
+    const t = Object.hasOwn(meta, "deletionTimestamp") ? meta["deletionTimestamp"] : undefined;
+    if (t === undefined || t === null) return false;
+    if (typeof t === "string") return true;
+  }
   return getString(obj, "metadata.deletionTimestamp") !== undefined;
 }

@@ -107,15 +107,17 @@ export function createHandler(fn: RunFunction, opts: HandlerOptions, log: Logger
         return { code: Code.RESOURCE_EXHAUSTED, details };
       }
       opts.onResponse?.(req, sent, at);
-      rlog.debug(
-        {
-          durationMs: round(performance.now() - started),
-          results: sent.results.length,
-          resources: Object.keys(sent.desired?.resources ?? {}).length,
-          bytes: out.length,
-        },
-        "ran function",
-      );
+      if (rlog.isLevelEnabled("debug")) {
+        rlog.debug(
+          {
+            durationMs: round(performance.now() - started),
+            results: sent.results.length,
+            resources: Object.keys(sent.desired?.resources ?? {}).length,
+            bytes: out.length,
+          },
+          "ran function",
+        );
+      }
       return { ok: out };
     } catch (err) {
       const reason = ac.signal.reason ?? err;
