@@ -101,7 +101,7 @@ export function setDesiredCompositeStatus(rsp: RunFunctionResponse, status: Json
   d.composite ??= create(ResourceSchema, { resource: {} });
   const xr = (d.composite.resource ??= {});
   const current = xr["status"];
-  xr["status"] = { ...(isObject(current) ? current : {}), ...structuredClone(status) };
+  xr["status"] = { ...(isObject(current) ? current : {}), ...cloneJson(status) };
 }
 
 /**
@@ -112,7 +112,7 @@ export function setDesiredCompositeField(rsp: RunFunctionResponse, path: string,
   if (!/^status(\.|\[)/.test(path)) throw new Error(`cannot set ${JSON.stringify(path)} on the desired XR: only status fields can be set`);
   const d = desired(rsp);
   d.composite ??= create(ResourceSchema, { resource: {} });
-  setValue((d.composite.resource ??= {}), path, structuredClone(value));
+  setValue((d.composite.resource ??= {}), path, cloneJson(value));
 }
 
 /** setCompositeReady asserts the XR's readiness, overriding Crossplane's own (v1.19+). */
@@ -169,12 +169,12 @@ export function setReady(rsp: RunFunctionResponse, name: string, ready: boolean)
 /** setContextKey sets a key of the context handed to the next step. */
 export function setContextKey(rsp: RunFunctionResponse, key: string, value: JsonValue): void {
   const ctx = (rsp.context ??= {});
-  Object.defineProperty(ctx, key, { value: structuredClone(value), writable: true, enumerable: true, configurable: true });
+  Object.defineProperty(ctx, key, { value: cloneJson(value), writable: true, enumerable: true, configurable: true });
 }
 
 /** setOutput sets the free-form output an Operation reports. XRs ignore it. */
 export function setOutput(rsp: RunFunctionResponse, output: JsonObject): void {
-  rsp.output = structuredClone(output);
+  rsp.output = cloneJson(output);
 }
 
 const isObject = (v: JsonValue | undefined): v is JsonObject => typeof v === "object" && v !== null && !Array.isArray(v);

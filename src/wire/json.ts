@@ -426,9 +426,10 @@ const lazyOf = (o: object): Lazy | undefined => (o as { [LAZY]?: Lazy })[LAZY];
  * copy (both refer to the same bytes, which nothing changes). It is a JSON
  * copy: an object with another prototype is not copied but shared.
  */
-export function cloneJson<T extends JsonValue>(v: T): T {
+export function cloneJson<T extends JsonValue>(v: T, depth = 0): T {
   if (typeof v !== "object" || v === null) return v;
-  if (Array.isArray(v)) return v.map((e) => cloneJson(e)) as T;
+  if (depth > MAX_DEPTH) throw new Error(`cannot copy a value nested more than ${MAX_DEPTH} deep (a cycle?)`);
+  if (Array.isArray(v)) return v.map((e) => cloneJson(e, depth + 1)) as T;
   const o = v as JsonObject;
   // Not JSON (a Date, a Map): returned as it is, for the encoder to refuse by path.
   const proto = Object.getPrototypeOf(o);
@@ -441,7 +442,7 @@ export function cloneJson<T extends JsonValue>(v: T): T {
     if (i >= 0) {
       copy ??= attach(out, lazy!.src, lazy!.depth);
       defer(out, copy, k, lazy!.e[i + 1] as number, lazy!.e[i + 2] as number);
-    } else put(out, k, cloneJson(o[k]!), copy);
+    } else put(out, k, cloneJson(o[k]!, depth + 1), copy);
   }
   return out as T;
 }
