@@ -323,11 +323,22 @@ const INSPECT = Symbol.for("nodejs.util.inspect.custom");
  * getter and setter for good: turning it into a data property on first read
  * costs V8 far more than the getter does.
  */
-interface Lazy {
-  readonly src: Src;
-  readonly depth: number;
+class Lazy {
+  // Private, so that walking an object's own keys (a deep-freeze helper using
+  // Reflect.ownKeys, say) never reaches the request's bytes: a typed array
+  // cannot be frozen.
+  readonly #src: Src;
   /** Per key, four entries: the key, the start and end of its bytes, and the value (UNREAD until read or assigned). */
-  readonly e: unknown[];
+  readonly e: unknown[] = [];
+  constructor(
+    src: Src,
+    readonly depth: number,
+  ) {
+    this.#src = src;
+  }
+  get src(): Src {
+    return this.#src;
+  }
 }
 
 /** find returns where key's four entries start, or -1. */
@@ -378,7 +389,7 @@ const INSPECT_DESCRIPTOR: PropertyDescriptor = {
 const HIDDEN: PropertyDescriptor = { value: undefined };
 
 function attach(o: JsonObject, s: Src, depth: number): Lazy {
-  const lazy: Lazy = { src: s, depth, e: [] };
+  const lazy = new Lazy(s, depth);
   HIDDEN.value = lazy;
   Object.defineProperty(o, LAZY, HIDDEN);
   HIDDEN.value = undefined;

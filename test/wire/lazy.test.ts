@@ -101,6 +101,21 @@ L("a frozen object still reads its lazy values, and encodes what was read", () =
   assert.equal((desiredOf(roundTrip(o)) as JsonObject)["spec"], { ...big("a"), extra: "kept" });
 });
 
+L("a deep freeze that walks every own key, symbols too, works and reads the same JSON", () => {
+  const deepFreeze = (v: object): void => {
+    Object.freeze(v);
+    for (const k of Reflect.ownKeys(v)) {
+      const c = (v as Record<PropertyKey, unknown>)[k];
+      if (c && typeof c === "object" && !Object.isFrozen(c)) deepFreeze(c);
+    }
+  };
+  const o = decodedObject(obj("a"));
+  deepFreeze(o);
+  assert.equal(o, obj("a"));
+  assert.ok(Object.isFrozen(o["spec"]));
+  assert.equal(desiredOf(roundTrip(o)), obj("a"));
+});
+
 L("cloneJson copies without decoding; the copy and the original are independent", () => {
   const o = decodedObject(obj("a"));
   const c = cloneJson(o);
