@@ -4,11 +4,13 @@
 // Kubernetes object). protobuf-es decodes a Struct into Struct/Value messages
 // and then converts those to JSON, and encodes the other way round; at 1000
 // composed resources that is about 25 times the cost of moving the bytes. This
-// codec reads and writes Struct, Value and ListValue straight from and to plain
-// JSON, and hands every other (small) message to protobuf-es. The wire format
-// is the same; protobuf-es's reader still checks wire types and UTF-8, so a
-// malformed request fails here as it would there. Tests compare the two on
-// random messages.
+// codec reads Struct straight into plain JSON, lazily, and writes it straight
+// from plain JSON, copying through values never read (json.ts); the small
+// messages (meta, results, credentials, requirements) go through protobuf-es.
+// The wire format is the same. Wire types, lengths and UTF-8 are checked for
+// everything decoded or copied through, so a malformed request fails as it
+// would in protobuf-es, except for bytes nobody reads or returns (json.ts).
+// Tests compare the two on random messages.
 import { create, fromBinary, toBinary, type JsonObject } from "@bufbuild/protobuf";
 import { BinaryReader, BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
 import { decodeStruct, EncodeError, Sizer, source, varintLength, Writer, type Src } from "./json.js";
