@@ -83,7 +83,8 @@ function parseUncached(path: string): Segment[] {
   return out;
 }
 
-const isObject = (v: JsonValue | undefined): v is JsonObject => typeof v === "object" && v !== null && !Array.isArray(v);
+/** isObject is true for a JSON object (not null, not an array). */
+export const isObject = (v: JsonValue | undefined): v is JsonObject => typeof v === "object" && v !== null && !Array.isArray(v);
 
 function describe(v: JsonValue | undefined): string {
   if (v === null) return "null";

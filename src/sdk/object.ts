@@ -1,7 +1,7 @@
 // Helpers over a Kubernetes object held as plain JSON: metadata and status
 // conditions, the parts nearly every function reads.
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
-import { getArray, getObject, getString, setValue } from "./fieldpath.js";
+import { getArray, getObject, getString, isObject, setValue } from "./fieldpath.js";
 
 /** ObjectCondition is one entry of an object's status.conditions. */
 export interface ObjectCondition {
@@ -12,7 +12,8 @@ export interface ObjectCondition {
   lastTransitionTime?: string;
 }
 
-const isPlain = (v: JsonValue | undefined): v is JsonObject => typeof v === "object" && v !== null && !Array.isArray(v);
+/** own reads o's own key (never the prototype's), or undefined. */
+const own = (o: JsonObject | undefined, key: string): JsonValue | undefined => (o !== undefined && Object.hasOwn(o, key) ? o[key] : undefined);
 
 /**
  * metadataEntry reads metadata[map][key] directly when every part is the type
@@ -21,13 +22,13 @@ const isPlain = (v: JsonValue | undefined): v is JsonObject => typeof v === "obj
  * field path here was most of a step's time.)
  */
 function metadataEntry(obj: JsonObject | undefined, map: "annotations" | "labels", key: string): string | undefined {
-  const meta = obj === undefined ? undefined : Object.hasOwn(obj, "metadata") ? obj["metadata"] : undefined;
+  const meta = own(obj, "metadata");
   if (meta === undefined) return undefined;
-  if (isPlain(meta)) {
-    const m = Object.hasOwn(meta, map) ? meta[map] : undefined;
+  if (isObject(meta)) {
+    const m = own(meta, map);
     if (m === undefined) return undefined;
-    if (isPlain(m)) {
-      const v = Object.hasOwn(m, key) ? m[key] : undefined;
+    if (isObject(m)) {
+      const v = own(m, key);
       if (v === undefined || typeof v === "string") return v;
     }
   }
@@ -44,12 +45,12 @@ export function setAnnotation(obj: JsonObject, key: string, value: string): void
   // Directly when metadata and annotations are objects or absent; otherwise the
   // field path write, which refuses what it must and names why.
   if (key !== "__proto__") {
-    const meta = Object.hasOwn(obj, "metadata") ? obj["metadata"] : undefined;
-    if (meta === undefined || isPlain(meta)) {
+    const meta = own(obj, "metadata");
+    if (meta === undefined || isObject(meta)) {
       const m: JsonObject = meta ?? (obj["metadata"] = {});
-      const a = Object.hasOwn(m, "annotations") ? m["annotations"] : undefined;
-      if (a === undefined || a === null || isPlain(a)) {
-        (isPlain(a) ? a : (m["annotations"] = {}))[key] = value;
+      const a = own(m, "annotations");
+      if (a === undefined || a === null || isObject(a)) {
+        (isObject(a) ? a : (m["annotations"] = {}))[key] = value;
         return;
       }
     }
@@ -64,10 +65,10 @@ export function getLabel(obj: JsonObject | undefined, key: string): string | und
 
 /** conditions reads status.conditions, directly when the types are as they should be. */
 function conditions(obj: JsonObject | undefined): JsonValue[] | undefined {
-  const status = obj === undefined ? undefined : Object.hasOwn(obj, "status") ? obj["status"] : undefined;
+  const status = own(obj, "status");
   if (status === undefined) return undefined;
-  if (isPlain(status)) {
-    const c = Object.hasOwn(status, "conditions") ? status["conditions"] : undefined;
+  if (isObject(status)) {
+    const c = own(status, "conditions");
     if (c === undefined || Array.isArray(c)) return c;
   }
   return getArray(obj, "status.conditions");
@@ -95,10 +96,10 @@ export function kubeTimestamp(d: Date): string {
 
 /** isDeleting reports whether the object has a deletionTimestamp. */
 export function isDeleting(obj: JsonObject | undefined): boolean {
-  const meta = obj === undefined ? undefined : Object.hasOwn(obj, "metadata") ? obj["metadata"] : undefined;
+  const meta = own(obj, "metadata");
   if (meta === undefined) return false;
-  if (isPlain(meta)) {
-    const t = Object.hasOwn(meta, "deletionTimestamp") ? meta["deletionTimestamp"] : undefined;
+  if (isObject(meta)) {
+    const t = own(meta, "deletionTimestamp");
     if (t === undefined || t === null) return false;
     if (typeof t === "string") return true;
   }

@@ -7,7 +7,7 @@
 // start from `to` and add, rather than building desired state from scratch.
 import { create, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
 import { DurationSchema, type Duration } from "@bufbuild/protobuf/wkt";
-import { setValue } from "./fieldpath.js";
+import { isObject, setValue } from "./fieldpath.js";
 import {
   ConditionSchema,
   Ready,
@@ -177,7 +177,6 @@ export function setOutput(rsp: RunFunctionResponse, output: JsonObject): void {
   rsp.output = cloneJson(output);
 }
 
-const isObject = (v: JsonValue | undefined): v is JsonObject => typeof v === "object" && v !== null && !Array.isArray(v);
 
 // --- results -----------------------------------------------------------------
 

@@ -301,11 +301,16 @@ function put(o: JsonObject, key: string, value: JsonValue, lazy?: Lazy): void {
  * bytes or more keep s (and so the bytes) until they are read.
  */
 export function decodeStruct(s: Src, start: number, end: number): JsonObject {
+  return reading(s, start, () => readStruct(end, 0));
+}
+
+/** reading points the reader at s from start for read, and lets go of the bytes after. */
+function reading<T>(s: Src, start: number, read: () => T): T {
   src = s;
   buf = s.bytes;
   p = start;
   try {
-    return readStruct(end, 0);
+    return read();
   } finally {
     src = EMPTY;
     buf = EMPTY.bytes;
@@ -408,17 +413,11 @@ function defer(o: JsonObject, lazy: Lazy, key: string, start: number, end: numbe
 }
 
 function decodeValue(s: Src, start: number, end: number, depth: number): JsonValue {
-  src = s;
-  buf = s.bytes;
-  p = start;
   try {
-    return readValue(end, depth);
+    return reading(s, start, () => readValue(end, depth));
   } catch (err) {
     if (err instanceof DecodeError) throw new DecodeError(`cannot decode a value of the request: ${err.message}`);
     throw err;
-  } finally {
-    src = EMPTY;
-    buf = EMPTY.bytes;
   }
 }
 
@@ -533,15 +532,7 @@ function checkString(n: number): void {
 
 /** checkRaw checks that bytes about to be copied through are a well-formed Value. */
 function checkRaw(s: Src, start: number, end: number, depth: number): void {
-  src = s;
-  buf = s.bytes;
-  p = start;
-  try {
-    checkValue(end, depth);
-  } finally {
-    src = EMPTY;
-    buf = EMPTY.bytes;
-  }
+  reading(s, start, () => checkValue(end, depth));
 }
 
 // --- encoding ---------------------------------------------------------------------
