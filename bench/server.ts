@@ -2,27 +2,17 @@
 //   node --import tsx bench/server.ts <xfn|peer|floor> <port>
 // The parent asks for usage over IPC.
 import { Server, ServerCredentials, type sendUnaryData, type ServerUnaryCall } from "@grpc/grpc-js";
-import type { JsonObject } from "@bufbuild/protobuf";
 import { pino } from "pino";
 import { createLogger } from "../src/server/log.js";
 import { rawService, serve } from "../src/server/server.js";
-import { pipeline, step } from "../src/pipeline.js";
-import * as response from "../src/sdk/response.js";
-import * as request from "../src/sdk/request.js";
-import { externalName, readiness } from "../src/steps/index.js";
-import { composed, EXT } from "./workload.js";
+import { composed, EXT, xfnFunction } from "./workload.js";
 
 const [kind, portArg] = process.argv.slice(2);
 const port = Number(portArg);
 const address = `127.0.0.1:${port}`;
 
 async function startXfn() {
-  const compose = step("compose", (ctx) => {
-    const xr = request.getObservedCompositeResource(ctx.req)!;
-    const n = Number((xr["spec"] as JsonObject)["count"]);
-    for (let i = 0; i < n; i++) response.setDesiredComposedResource(ctx.rsp, `instance-${i}`, composed(xr, i));
-  });
-  const fn = pipeline(compose, externalName(), readiness());
+  const fn = xfnFunction();
   await serve(fn, { address, insecure: true, maxRecvMessageSizeMB: 8 }, createLogger({ destination: { write: () => {} } }));
 }
 

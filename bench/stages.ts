@@ -3,23 +3,13 @@
 // Prints the median wall time of each stage and the process CPU per request
 // (all threads, so garbage collection counts). Used to find where xfn's time
 // goes; not part of npm run bench.
-import type { JsonObject } from "@bufbuild/protobuf";
-import { pipeline, step } from "../src/pipeline.js";
-import * as request from "../src/sdk/request.js";
-import * as response from "../src/sdk/response.js";
-import { externalName, readiness } from "../src/steps/index.js";
 import { decodeRequest, encodeResponse } from "../src/wire/codec.js";
-import { composed, request as build } from "./workload.js";
+import { request as build, xfnFunction } from "./workload.js";
 
 const n = Number(process.argv[2] ?? 1000);
 const iters = Number(process.argv[3] ?? 50);
 const bytes = build(n);
-const compose = step("compose", (ctx) => {
-  const xr = request.getObservedCompositeResource(ctx.req)!;
-  const count = Number((xr["spec"] as JsonObject)["count"]);
-  for (let i = 0; i < count; i++) response.setDesiredComposedResource(ctx.rsp, `instance-${i}`, composed(xr, i));
-});
-const fn = pipeline(compose, externalName(), readiness());
+const fn = xfnFunction();
 const t = { decode: [] as number[], fn: [] as number[], encode: [] as number[] };
 let out = 0;
 let cpu = 0;

@@ -5,6 +5,11 @@
 import { create, toBinary, type JsonObject } from "@bufbuild/protobuf";
 import { RunFunctionRequestSchema } from "../src/gen/fn/v1/run_function_pb.js";
 import { mulberry32 as rng } from "../test/support/rng.js";
+import type { RunFunction } from "../src/function.js";
+import { pipeline, step } from "../src/pipeline.js";
+import * as req from "../src/sdk/request.js";
+import * as response from "../src/sdk/response.js";
+import { externalName, readiness } from "../src/steps/index.js";
 
 export const EXT = "crossplane.io/external-name";
 
@@ -52,4 +57,14 @@ export function request(n: number, seed = 42): Uint8Array {
     observed[`instance-${i}`] = { resource: c };
   }
   return toBinary(RunFunctionRequestSchema, create(RunFunctionRequestSchema, { meta: { tag: `bench-${n}` }, observed: { composite: { resource: xr }, resources: observed }, desired: {} } as never));
+}
+
+/** xfnFunction is the bench function on xfn: compose, then the externalName and readiness steps. */
+export function xfnFunction(): RunFunction {
+  const compose = step("compose", (ctx) => {
+    const xr = req.getObservedCompositeResource(ctx.req)!;
+    const n = Number((xr["spec"] as JsonObject)["count"]);
+    for (let i = 0; i < n; i++) response.setDesiredComposedResource(ctx.rsp, `instance-${i}`, composed(xr, i));
+  });
+  return pipeline(compose, externalName(), readiness());
 }
