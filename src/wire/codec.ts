@@ -250,8 +250,7 @@ class ResponseSizer extends Sizer {
     return varintLength(no << 3) + varintLength(l) + l;
   }
   structField(no: number, o: JsonObject, path: string): number {
-    const slot = this.sizes.length;
-    this.sizes.push(0);
+    const slot = this.slot();
     let l: number;
     try {
       l = this.struct(o, 0);
@@ -280,20 +279,20 @@ class ResponseSizer extends Sizer {
   state(s: State, path: string): number {
     let n = 0;
     if (s.composite) {
-      const slot = this.sizes.length;
-      this.sizes.push(0);
+      const slot = this.slot();
       const l = this.resource(s.composite, `${path}.composite`);
       this.sizes[slot] = l;
       n += this.message(1, l);
     }
     for (const k in s.resources) {
       const kl = Buffer.byteLength(k);
-      const slot = this.sizes.length;
-      this.sizes.push(kl, 0, 0);
+      this.push(kl);
+      const slot = this.slot();
+      this.slot();
       const l = this.resource(s.resources[k]!, `${path}.resources[${k}]`);
       const entry = 1 + varintLength(kl) + kl + this.message(2, l);
-      this.sizes[slot + 1] = entry;
-      this.sizes[slot + 2] = l;
+      this.sizes[slot] = entry;
+      this.sizes[slot + 1] = l;
       n += this.message(2, entry);
     }
     return n;
@@ -308,8 +307,8 @@ class ResponseWriter extends Writer {
   ) {
     super(buf, z);
   }
-  private next(): number {
-    return this.z.sizes[this.i++]!;
+  next(): number {
+    return this.sizes[this.i++]!;
   }
   blob(tag: number): void {
     const b = this.z.blobs[this.b++]!;
@@ -358,11 +357,18 @@ class ResponseWriter extends Writer {
  */
 export function encodeResponse(rsp: RunFunctionResponse): Uint8Array {
   const z = new ResponseSizer();
+  try {
+    return encodeWith(z, rsp);
+  } finally {
+    z.release();
+  }
+}
+
+function encodeWith(z: ResponseSizer, rsp: RunFunctionResponse): Uint8Array {
   let total = 0;
   if (rsp.meta) total += z.blob(1, toBinary(ResponseMetaSchema, rsp.meta));
   if (rsp.desired) {
-    const slot = z.sizes.length;
-    z.sizes.push(0);
+    const slot = z.slot();
     const l = z.state(rsp.desired, "desired");
     z.sizes[slot] = l;
     total += z.message(2, l);
@@ -377,7 +383,7 @@ export function encodeResponse(rsp: RunFunctionResponse): Uint8Array {
   if (rsp.meta) w.blob(0x0a);
   if (rsp.desired) {
     w.byte(0x12);
-    w.varint(z.sizes[w.i++]!);
+    w.varint(w.next());
     w.state(rsp.desired);
   }
   for (const _ of rsp.results) w.blob(0x1a);

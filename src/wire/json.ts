@@ -570,27 +570,66 @@ function utf8Length(s: string): number {
 
 export const varintLength = (n: number): number => (n < 0x80 ? 1 : n < 0x4000 ? 2 : n < 0x200000 ? 3 : n < 0x10000000 ? 4 : 5);
 
+// A string of at most SHORT UTF-16 units takes at most 3 * SHORT = 126 bytes
+// of UTF-8, so its length is one byte: the writer measures such a string as it
+// writes it, and the sizer records no length for it.
+const SHORT = 42;
+
+// The lengths array of the last sizer, kept for the next: a response records
+// tens of thousands of lengths, and growing a fresh array each time showed in
+// profiles. An encoding that starts while another holds it gets its own.
+let spare: Int32Array | undefined = new Int32Array(1 << 12);
+const SPARE_MAX = 1 << 20;
+
 /**
- * Sizer measures values in a first pass, recording every length the write
- * pass needs in traversal order, so the write pass fills one buffer of exactly
- * the right size.
+ * Sizer measures values in a first pass, recording in traversal order every
+ * length the write pass cannot work out as it goes, so the write pass fills
+ * one buffer of exactly the right size. Call release when the writer is done.
  */
 export class Sizer {
-  readonly sizes: number[] = [];
+  sizes: Int32Array;
+  /** How many entries of sizes are used. */
+  n = 0;
   /** Bytes to copy through, in traversal order: [src, start, end] per value. */
   readonly raws: Array<Src | number> = [];
+
+  constructor() {
+    this.sizes = spare ?? new Int32Array(1 << 12);
+    spare = undefined;
+  }
+
+  /** slot reserves the next entry, for a length filled in later. */
+  slot(): number {
+    if (this.n === this.sizes.length) {
+      const grown = new Int32Array(this.sizes.length * 2);
+      grown.set(this.sizes);
+      this.sizes = grown;
+    }
+    return this.n++;
+  }
+
+  push(v: number): void {
+    const i = this.slot();
+    this.sizes[i] = v;
+  }
+
+  /** release hands the lengths array on to the next sizer; neither this sizer nor its writer may be used after. */
+  release(): void {
+    if (this.sizes.length <= SPARE_MAX) spare = this.sizes;
+  }
 
   /** struct returns the encoded length of a Struct's fields. */
   struct(o: JsonObject, depth: number): number {
     if (depth > MAX_DEPTH) throw new EncodeError(`is nested more than ${MAX_DEPTH} deep (a cycle?)`);
-    const sizes = this.sizes;
     const lazy = lazyOf(o);
     let total = 0;
     for (const k in o) {
+      // Per entry: its length, the value's length (negative: copied through),
+      // then the key's length if the key is long.
+      const slot = this.slot();
+      const vslot = this.slot();
       const kl = utf8Length(k);
-      sizes.push(kl);
-      const slot = sizes.length;
-      sizes.push(0);
+      if (k.length > SHORT) this.push(kl);
       let vl: number;
       const i = lazy ? pending(o, lazy, k) : -1;
       if (i >= 0) {
@@ -602,7 +641,7 @@ export class Sizer {
           throw new EncodeError(`holds bytes from the request that do not decode: ${(err as Error).message}`, [`.${k}`]);
         }
         this.raws.push(lazy!.src, start, end);
-        vl = -(end - start) - 1; // negative: copy through
+        vl = -(end - start) - 1;
       } else {
         try {
           vl = this.value(o[k], depth + 1);
@@ -611,9 +650,11 @@ export class Sizer {
           throw err;
         }
       }
-      sizes[slot] = vl;
       const l = vl < 0 ? -vl - 1 : vl;
       const entry = 1 + varintLength(kl) + kl + 1 + varintLength(l) + l;
+      const sizes = this.sizes;
+      sizes[slot] = entry;
+      sizes[vslot] = vl;
       total += 1 + varintLength(entry) + entry;
     }
     return total;
@@ -623,7 +664,7 @@ export class Sizer {
     switch (typeof v) {
       case "string": {
         const l = utf8Length(v);
-        this.sizes.push(l);
+        if (v.length > SHORT) this.push(l);
         return 1 + varintLength(l) + l;
       }
       case "number":
@@ -633,15 +674,12 @@ export class Sizer {
         return 2;
       case "object": {
         if (v === null) return 2;
-        const sizes = this.sizes;
         if (Array.isArray(v)) {
           if (depth > MAX_DEPTH) throw new EncodeError(`is nested more than ${MAX_DEPTH} deep (a cycle?)`);
-          const slot = sizes.length;
-          sizes.push(0);
+          const slot = this.slot();
           let l = 0;
           for (let i = 0; i < v.length; i++) {
-            const eslot = sizes.length;
-            sizes.push(0);
+            const eslot = this.slot();
             let el: number;
             try {
               el = this.value(v[i], depth + 1);
@@ -649,18 +687,17 @@ export class Sizer {
               if (err instanceof EncodeError) err.path.push(`[${i}]`);
               throw err;
             }
-            sizes[eslot] = el;
+            this.sizes[eslot] = el;
             l += 1 + varintLength(el) + el;
           }
-          sizes[slot] = l;
+          this.sizes[slot] = l;
           return 1 + varintLength(l) + l;
         }
         const proto = Object.getPrototypeOf(v);
         if (proto !== Object.prototype && proto !== null) throw new EncodeError(`is a ${(v as object).constructor?.name ?? "non-plain object"}, not a JSON object`);
-        const slot = sizes.length;
-        sizes.push(0);
+        const slot = this.slot();
         const l = this.struct(v as JsonObject, depth);
-        sizes[slot] = l;
+        this.sizes[slot] = l;
         return 1 + varintLength(l) + l;
       }
       default:
@@ -676,11 +713,14 @@ export class Writer {
   i = 0;
   private r = 0;
   readonly view: DataView;
+  /** The sizer's lengths, final now that sizing is done. */
+  protected readonly sizes: Int32Array;
   constructor(
     readonly buf: Buffer,
     private readonly sizer: Sizer,
   ) {
     this.view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
+    this.sizes = sizer.sizes;
   }
   byte(b: number): void {
     this.buf[this.pos++] = b;
@@ -696,6 +736,7 @@ export class Writer {
     this.buf.set(b, this.pos);
     this.pos += b.length;
   }
+  /** string writes the length, then s, which is bytes long in UTF-8. */
   string(s: string, bytes: number): void {
     this.varint(bytes);
     if (bytes === s.length) {
@@ -707,62 +748,84 @@ export class Writer {
       } else this.pos += this.buf.write(s, this.pos, bytes, "latin1");
     } else this.pos += this.buf.write(s, this.pos, bytes, "utf8");
   }
+  /** short writes a string of at most SHORT units and its one-byte length, measuring as it goes. */
+  short(s: string): void {
+    const buf = this.buf;
+    const at = this.pos;
+    let pos = at + 1;
+    for (let i = 0; i < s.length; i++) {
+      const c = s.charCodeAt(i);
+      if (c >= 0x80) {
+        const n = buf.write(s, at + 1, "utf8");
+        buf[at] = n;
+        this.pos = at + 1 + n;
+        return;
+      }
+      buf[pos++] = c;
+    }
+    buf[at] = s.length;
+    this.pos = pos;
+  }
   struct(o: JsonObject): void {
-    const sizes = this.sizer.sizes;
+    const sizes = this.sizes;
+    const buf = this.buf;
     for (const k in o) {
-      const kl = sizes[this.i++]!;
+      const entry = sizes[this.i++]!;
       const vl = sizes[this.i++]!;
-      const l = vl < 0 ? -vl - 1 : vl;
-      const entry = 1 + varintLength(kl) + kl + 1 + varintLength(l) + l;
-      this.buf[this.pos++] = 0x0a; // fields, length-delimited
+      buf[this.pos++] = 0x0a; // fields, length-delimited
       this.varint(entry);
-      this.buf[this.pos++] = 0x0a; // key
-      this.string(k, kl);
-      this.buf[this.pos++] = 0x12; // value
-      this.varint(l);
+      buf[this.pos++] = 0x0a; // key
+      if (k.length > SHORT) this.string(k, sizes[this.i++]!);
+      else this.short(k);
+      buf[this.pos++] = 0x12; // value
       if (vl < 0) {
+        this.varint(-vl - 1);
         const raws = this.sizer.raws;
         const s = raws[this.r++] as Src;
         const start = raws[this.r++] as number;
         const end = raws[this.r++] as number;
-        this.pos += s.nb.copy(this.buf, this.pos, start, end);
-      } else this.value(o[k]);
+        this.pos += s.nb.copy(buf, this.pos, start, end);
+      } else {
+        this.varint(vl);
+        this.value(o[k]);
+      }
     }
   }
   value(v: unknown): void {
-    const sizes = this.sizer.sizes;
+    const buf = this.buf;
     switch (typeof v) {
       case "string":
-        this.buf[this.pos++] = 0x1a;
-        this.string(v, sizes[this.i++]!);
+        buf[this.pos++] = 0x1a;
+        if (v.length > SHORT) this.string(v, this.sizes[this.i++]!);
+        else this.short(v);
         return;
       case "number":
-        this.buf[this.pos++] = 0x11;
+        buf[this.pos++] = 0x11;
         this.view.setFloat64(this.pos, v, true);
         this.pos += 8;
         return;
       case "boolean":
-        this.buf[this.pos++] = 0x20;
-        this.buf[this.pos++] = v ? 1 : 0;
+        buf[this.pos++] = 0x20;
+        buf[this.pos++] = v ? 1 : 0;
         return;
       default:
         if (v === null) {
-          this.buf[this.pos++] = 0x08;
-          this.buf[this.pos++] = 0;
+          buf[this.pos++] = 0x08;
+          buf[this.pos++] = 0;
           return;
         }
         if (Array.isArray(v)) {
-          this.buf[this.pos++] = 0x32;
-          this.varint(sizes[this.i++]!);
+          buf[this.pos++] = 0x32;
+          this.varint(this.sizes[this.i++]!);
           for (const e of v) {
-            this.buf[this.pos++] = 0x0a;
-            this.varint(sizes[this.i++]!);
+            buf[this.pos++] = 0x0a;
+            this.varint(this.sizes[this.i++]!);
             this.value(e);
           }
           return;
         }
-        this.buf[this.pos++] = 0x2a;
-        this.varint(sizes[this.i++]!);
+        buf[this.pos++] = 0x2a;
+        this.varint(this.sizes[this.i++]!);
         this.struct(v as JsonObject);
     }
   }
@@ -771,9 +834,13 @@ export class Writer {
 /** encodeStruct returns the wire bytes of a Struct holding o. */
 export function encodeStruct(o: JsonObject): Uint8Array {
   const sizer = new Sizer();
-  const total = sizer.struct(o, 0);
-  const w = new Writer(Buffer.allocUnsafe(total), sizer);
-  w.struct(o);
-  if (w.pos !== total) throw new Error(`internal error: encoded ${w.pos} bytes of a Struct sized ${total}`);
-  return w.buf;
+  try {
+    const total = sizer.struct(o, 0);
+    const w = new Writer(Buffer.allocUnsafe(total), sizer);
+    w.struct(o);
+    if (w.pos !== total) throw new Error(`internal error: encoded ${w.pos} bytes of a Struct sized ${total}`);
+    return w.buf;
+  } finally {
+    sizer.release();
+  }
 }

@@ -1,10 +1,12 @@
 // The fast codec must agree with protobuf-es on everything: random requests
 // and responses, and every truncation of a request.
-import { create, fromBinary, toBinary, toJson, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
+import { create, fromBinary, fromJson, toBinary, toJson, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { RunFunctionRequestSchema, RunFunctionResponseSchema } from "../../src/gen/fn/v1/run_function_pb.js";
 import { decodeRequest, encodeResponse } from "../../src/wire/codec.js";
+import { StructSchema } from "@bufbuild/protobuf/wkt";
+import { encodeStruct } from "../../src/wire/json.js";
 import { rng } from "../support/rng.js";
 
 const KEYS = ["a", "spec", "metadata", "crossplane.io/external-name", "ünïcödé", "", "__proto__", "with space", "0"];
@@ -124,6 +126,33 @@ C("a non-JSON value is an error naming its path", () => {
   assert.throws(() => encodeResponse(rsp), /desired\.resources\[x\]\.resource\.spec\.list\[1\] is undefined, which JSON cannot hold/);
   const d = create(RunFunctionResponseSchema, { context: { when: new Date() as never } });
   assert.throws(() => encodeResponse(d), /context\.when is a Date, not a JSON object/);
+});
+
+C("strings and keys near the one-byte length boundary encode byte for byte as protobuf-es encodes them", () => {
+  // Up to 42 UTF-16 units a string's UTF-8 length fits one byte whatever it
+  // holds, and the writer measures such strings itself; longer ones are sized first.
+  const units = ["a", "é", "✓", "😀", "\ud800"]; // 1, 2, 3, 4 (two units) and 3 (a lone surrogate) bytes
+  const o: JsonObject = {};
+  for (const u of units) {
+    for (let n = 38; n <= 46; n++) {
+      const s = u.repeat(Math.ceil(n / u.length)).slice(0, n);
+      o[`v-${s}`] = s;
+      o[s] = [s, { [s]: s }];
+    }
+  }
+  const ours = encodeStruct(o);
+  const theirs = toBinary(StructSchema, fromJson(StructSchema, o));
+  assert.equal(Buffer.from(ours).equals(Buffer.from(theirs)), true);
+});
+
+C("the encoder's reused length table survives a failed encoding and grows for large values", () => {
+  const big: JsonObject = Object.fromEntries(Array.from({ length: 6000 }, (_, i) => [`k${i}`, { n: i, s: `v${i}`, l: [i, `${i}`] }]));
+  const want = Buffer.from(toBinary(StructSchema, fromJson(StructSchema, big)));
+  assert.equal(Buffer.from(encodeStruct(big)).equals(want), true);
+  const bad = create(RunFunctionResponseSchema, { desired: { resources: { x: { resource: { a: big, b: undefined as never } } } } });
+  assert.throws(() => encodeResponse(bad), /resource\.b is undefined/);
+  assert.equal(Buffer.from(encodeStruct(big)).equals(want), true);
+  assert.equal(Buffer.from(encodeStruct({ small: "x" })).equals(Buffer.from(toBinary(StructSchema, fromJson(StructSchema, { small: "x" })))), true);
 });
 
 C.run();
