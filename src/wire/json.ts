@@ -101,41 +101,59 @@ function len(end: number): number {
 // Short strings repeat: keys (apiVersion, metadata, type, status) and many
 // values (True, Ready, a region). A direct-mapped cache keyed by a hash of the
 // bytes returns the same string again without allocating one (V8 would
-// otherwise also look every new key up in its string table).
+// otherwise also look every new key up in its string table). The hash reads
+// at most three words, not every byte: a hit is then one pass comparing the
+// bytes with a copy of the cached string's bytes, which also proves them
+// ASCII. (Comparing with the string itself was slower: a string used as a
+// property key becomes a thin reference to V8's interned copy.)
 const CACHE_BITS = 12;
+const CACHE_MASK = (1 << CACHE_BITS) - 1;
 const CACHE_MAX_LEN = 32;
 const cacheStrings: string[] = new Array<string>(1 << CACHE_BITS).fill("");
 const cacheLengths = new Int32Array(1 << CACHE_BITS).fill(-1);
+const cacheBytes = new Uint8Array((1 << CACHE_BITS) * CACHE_MAX_LEN);
 
 function str(n: number): string {
+  const b = buf;
   const s = p;
   const e = p + n;
   p = e;
-  if (n <= CACHE_MAX_LEN) {
-    let h = n;
-    for (let i = s; i < e; i++) {
-      const c = buf[i]!;
-      if (c >= 0x80) return utf8(s, e);
-      h = (Math.imul(h, 31) + c) | 0;
-    }
-    const slot = (h ^ (h >>> CACHE_BITS)) & ((1 << CACHE_BITS) - 1);
-    if (cacheLengths[slot] === n) {
-      const hit = cacheStrings[slot]!;
-      let i = 0;
-      while (i < n && hit.charCodeAt(i) === buf[s + i]) i++;
-      if (i === n) return hit;
-    }
-    let r: string;
-    if (n < 13) {
-      r = "";
-      for (let i = s; i < e; i++) r += String.fromCharCode(buf[i]!);
-    } else r = src.nb.toString("latin1", s, e);
-    cacheStrings[slot] = r;
-    cacheLengths[slot] = n;
-    return r;
+  if (n > CACHE_MAX_LEN) {
+    for (let i = s; i < e; i++) if (b[i]! >= 0x80) return utf8(s, e);
+    return src.nb.toString("latin1", s, e);
   }
-  for (let i = s; i < e; i++) if (buf[i]! >= 0x80) return utf8(s, e);
-  return src.nb.toString("latin1", s, e);
+  let h: number;
+  if (n >= 4) {
+    const v = src.view;
+    h = Math.imul(v.getInt32(s, true), 0x9e3779b1) ^ Math.imul(v.getInt32(e - 4, true), 0x85ebca6b) ^ v.getInt32(s + (n >> 1) - 2, true);
+  } else {
+    h = 0;
+    for (let i = s; i < e; i++) h = (h << 8) | b[i]!;
+  }
+  h = Math.imul(h ^ (h >>> 15) ^ n, 0x2c1b3c6d);
+  const slot = (h ^ (h >>> 17)) & CACHE_MASK;
+  const at = slot * CACHE_MAX_LEN;
+  if (cacheLengths[slot] === n) {
+    let i = 0;
+    while (i < n && cacheBytes[at + i] === b[s + i]) i++;
+    if (i === n) return cacheStrings[slot]!;
+  }
+  // A miss: check the bytes are ASCII while copying them into the slot.
+  cacheLengths[slot] = -1;
+  for (let i = 0; i < n; i++) {
+    const c = b[s + i]!;
+    if (c >= 0x80) return utf8(s, e);
+    cacheBytes[at + i] = c;
+  }
+  let r: string;
+  // Below about 7 characters, concatenating beats the call into Buffer.
+  if (n < 7) {
+    r = "";
+    for (let i = s; i < e; i++) r += String.fromCharCode(b[i]!);
+  } else r = src.nb.toString("latin1", s, e);
+  cacheStrings[slot] = r;
+  cacheLengths[slot] = n;
+  return r;
 }
 
 function utf8(s: number, e: number): string {

@@ -128,6 +128,26 @@ C("a non-JSON value is an error naming its path", () => {
   assert.throws(() => encodeResponse(d), /context\.when is a Date, not a JSON object/);
 });
 
+C("short strings come back right from the string cache: near-identical strings, non-ASCII, every length up to past the cache's limit", () => {
+  // Strings sharing their first, middle and last bytes, many of each length,
+  // so that slots collide and get replaced; decoded twice (misses, then hits).
+  const r = rng(7);
+  const alphabet = ["a", "b", "c", "é", "0", "-", "✓"];
+  const strings: string[] = [];
+  for (let n = 0; n <= 34; n++) {
+    for (let k = 0; k < 300; k++) {
+      const chars = Array.from({ length: n }, (_, i) => (i < 4 || i >= n - 4 || Math.abs(i - n / 2) < 3 ? "x" : alphabet[r.int(alphabet.length)]!));
+      if (n > 0 && r.chance(0.1)) chars[r.int(n)] = "é";
+      strings.push(chars.join(""));
+    }
+  }
+  const input: JsonObject = {};
+  strings.forEach((s, i) => (input[`${s}`] = s + String(i % 3 === 0 ? "" : i)));
+  const b = toBinary(RunFunctionRequestSchema, create(RunFunctionRequestSchema, { input }));
+  const want = toJson(RunFunctionRequestSchema, fromBinary(RunFunctionRequestSchema, b));
+  for (let pass = 0; pass < 2; pass++) assert.equal(toJson(RunFunctionRequestSchema, decodeRequest(b)), want, `pass ${pass + 1}`);
+});
+
 C("strings and keys near the one-byte length boundary encode byte for byte as protobuf-es encodes them", () => {
   // Up to 42 UTF-16 units a string's UTF-8 length fits one byte whatever it
   // holds, and the writer measures such strings itself; longer ones are sized first.
