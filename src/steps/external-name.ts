@@ -67,14 +67,15 @@ export function externalName(opts: ExternalNameOptions = {}): Step {
     const names: Record<string, string> = { ...recorded };
 
     // Names held by objects that are being deleted, and by whom.
+    const observedKeys = sortedKeys(observed);
     const deletingHolders = new Map<string, string>();
-    for (const key of sortedKeys(observed)) {
+    for (const key of observedKeys) {
       const obj = observed[key]!.resource ?? {};
       const ext = getAnnotation(obj, EXTERNAL_NAME);
       if (ext && isDeleting(obj)) deletingHolders.set(ext, key);
     }
 
-    for (const key of sortedKeys(observed)) {
+    for (const key of observedKeys) {
       const obj = observed[key]!.resource ?? {};
       const seen = getAnnotation(obj, EXTERNAL_NAME);
       const rec = recorded[key];
