@@ -1,10 +1,11 @@
 // One benchmark server in its own process, so its CPU and memory are its own.
-//   node --import tsx bench/server.ts <xfn|peer|floor> <port>
+//   node --import tsx bench/server.ts <xfn|peer|floor|send-floor> <port>
 // The parent asks for usage over IPC.
 import { Server, ServerCredentials, type sendUnaryData, type ServerUnaryCall } from "@grpc/grpc-js";
 import { pino } from "pino";
 import { createLogger } from "../src/server/log.js";
 import { rawService, serve } from "../src/server/server.js";
+import { decodeRequest, encodeResponse } from "../src/wire/codec.js";
 import { composed, EXT, xfnFunction } from "./workload.js";
 
 const [kind, portArg] = process.argv.slice(2);
@@ -40,10 +41,15 @@ async function startPeer() {
   sdk.serve(compose as never, { argv: ["--insecure", "--address", address], logger: pino({ level: "silent" }) });
 }
 
-function startFloor() {
-  // Reads the tag (RunFunctionRequest.meta = 1, RequestMeta.tag = 1) and answers
-  // an otherwise empty response: the bytes moved, nothing more.
+function startFloor(send: boolean) {
+  // floor: reads the tag (RunFunctionRequest.meta = 1, RequestMeta.tag = 1) and
+  // answers an otherwise empty response: the bytes moved, nothing more.
+  // send-floor: answers with the bytes of xfn's response to the same request,
+  // worked out on the first request with that tag and kept: the request moved
+  // in and the response moved out, which any server doing this job pays.
   const server = new Server({ "grpc.max_receive_message_length": 8 * 1024 * 1024 });
+  const fn = xfnFunction();
+  const answers = new Map<string, Buffer>();
   const tagOf = (b: Buffer): Buffer => {
     let i = 0;
     const varint = () => {
@@ -77,6 +83,17 @@ function startFloor() {
     {
       RunFunction: (call: ServerUnaryCall<Buffer, Buffer>, cb: sendUnaryData<Buffer>) => {
         const tag = tagOf(call.request);
+        if (send) {
+          const known = answers.get(tag.toString());
+          if (known) return cb(null, known);
+          void (async () => {
+            const rsp = await fn(decodeRequest(call.request), { now: () => new Date(0) } as never);
+            const out = Buffer.from(encodeResponse(rsp));
+            answers.set(tag.toString(), out);
+            cb(null, out);
+          })();
+          return;
+        }
         const meta = Buffer.concat([Buffer.from([0x0a, tag.length]), tag]);
         cb(null, Buffer.concat([Buffer.from([0x0a, meta.length]), meta]));
       },
@@ -87,7 +104,7 @@ function startFloor() {
 
 if (kind === "xfn") await startXfn();
 else if (kind === "peer") await startPeer();
-else if (kind === "floor") startFloor();
+else if (kind === "floor" || kind === "send-floor") startFloor(kind === "send-floor");
 else throw new Error(`unknown server ${kind}`);
 
 process.on("message", (m: { cmd: string }) => {
