@@ -1,7 +1,7 @@
 // One benchmark server in its own process, so its CPU and memory are its own.
 //   node --import tsx bench/server.ts <xfn|peer|floor|send-floor> <port>
 // The parent asks for usage over IPC.
-import { Server, ServerCredentials, type sendUnaryData, type ServerUnaryCall } from "@grpc/grpc-js";
+import { Server, ServerCredentials, status, type sendUnaryData, type ServerUnaryCall } from "@grpc/grpc-js";
 import { pino } from "pino";
 import { createLogger } from "../src/server/log.js";
 import { rawService, serve } from "../src/server/server.js";
@@ -84,14 +84,17 @@ function startFloor(send: boolean) {
       RunFunction: (call: ServerUnaryCall<Buffer, Buffer>, cb: sendUnaryData<Buffer>) => {
         const tag = tagOf(call.request);
         if (send) {
-          const known = answers.get(tag.toString());
+          const key = tag.toString();
+          const known = answers.get(key);
           if (known) return cb(null, known);
-          void (async () => {
-            const rsp = await fn(decodeRequest(call.request), { now: () => new Date(0) } as never);
-            const out = Buffer.from(encodeResponse(rsp));
-            answers.set(tag.toString(), out);
-            cb(null, out);
-          })();
+          // A failure answers INTERNAL, so the bench reports it instead of waiting out the deadline.
+          (async () => Buffer.from(encodeResponse(await fn(decodeRequest(call.request), { now: () => new Date(0) } as never))))().then(
+            (out) => {
+              answers.set(key, out);
+              cb(null, out);
+            },
+            (err: unknown) => cb({ code: status.INTERNAL, details: `send-floor: ${err instanceof Error ? err.message : String(err)}` }),
+          );
           return;
         }
         const meta = Buffer.concat([Buffer.from([0x0a, tag.length]), tag]);
