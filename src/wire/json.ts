@@ -173,9 +173,12 @@ function skip(tag: number, end: number): void {
     case 1:
       p += 8;
       break;
-    case 2:
-      p += len(end);
+    case 2: {
+      // Not p += len(end): that reads p before len moves it past the length.
+      const n = len(end);
+      p += n;
       break;
+    }
     case 3:
       for (;;) {
         if (p >= end) fail("unterminated group");

@@ -6,8 +6,9 @@ import * as assert from "uvu/assert";
 import { RunFunctionRequestSchema, RunFunctionResponseSchema } from "../../src/gen/fn/v1/run_function_pb.js";
 import { decodeRequest, encodeResponse } from "../../src/wire/codec.js";
 import { StructSchema } from "@bufbuild/protobuf/wkt";
-import { encodeStruct } from "../../src/wire/json.js";
+import { encodeStruct, LAZY_MIN, setLazyMin } from "../../src/wire/json.js";
 import { rng } from "../support/rng.js";
+import * as response from "../../src/sdk/response.js";
 
 const KEYS = ["a", "spec", "metadata", "crossplane.io/external-name", "ünïcödé", "", "__proto__", "with space", "0"];
 function value(r: ReturnType<typeof rng>, depth: number): JsonValue {
@@ -109,6 +110,83 @@ C("every truncation of a request fails in both decoders, or decodes identically 
         ours = "error";
       }
       assert.equal(ours, theirs, `seed ${seed}, first ${n} of ${b.length} bytes`);
+    }
+  }
+});
+
+/**
+ * withUnknown rewrites an encoded Struct, adding fields no schema knows (one of
+ * each wire type: varint, fixed64, length-delimited, group, fixed32) to every
+ * Struct, Value and ListValue in it, and to every map entry if entries is set.
+ * Decoders must skip them. (protobuf-es misreads unknown fields inside a map
+ * entry, so it is compared only without those.)
+ */
+function withUnknown(struct: Uint8Array, entries = false): Uint8Array {
+  const UNKNOWN = [0x48, 0x96, 0x01, 0x51, 1, 2, 3, 4, 5, 6, 7, 8, 0x5a, 0x03, 0x78, 0x79, 0x7a, 0x6b, 0x08, 0x01, 0x6c, 0x65, 1, 2, 3, 4];
+  const out = (tag: number, body: number[]) => [tag, ...varintBytes(body.length), ...body];
+  // Each message: its length-delimited fields, rewritten when they are messages we know.
+  const fields = (b: Uint8Array, nested: Record<number, (x: Uint8Array) => number[]>, unknown = UNKNOWN): number[] => {
+    const res: number[] = [...unknown];
+    let p = 0;
+    while (p < b.length) {
+      const tag = b[p++]!;
+      if ((tag & 7) !== 2) {
+        // Scalars of Value: a varint (null, bool) or 8 bytes (number).
+        const n = (tag & 7) === 1 ? 8 : 1;
+        res.push(tag, ...b.subarray(p, p + n));
+        p += n;
+        continue;
+      }
+      let n = 0;
+      for (let s = 0; ; s += 7) {
+        const x = b[p++]!;
+        n |= (x & 0x7f) << s;
+        if (x < 0x80) break;
+      }
+      const body = b.subarray(p, p + n);
+      p += n;
+      const rewrite = nested[tag];
+      res.push(...out(tag, rewrite ? rewrite(body) : [...body]));
+    }
+    return [...res, ...unknown];
+  };
+  const structOf = (b: Uint8Array): number[] => fields(b, { 0x0a: entry });
+  const entry = (b: Uint8Array): number[] => fields(b, { 0x12: valueOf }, entries ? UNKNOWN : []);
+  const valueOf = (b: Uint8Array): number[] => fields(b, { 0x2a: structOf, 0x32: listOf });
+  const listOf = (b: Uint8Array): number[] => fields(b, { 0x0a: valueOf });
+  return Uint8Array.from(structOf(struct));
+}
+function varintBytes(n: number): number[] {
+  const out: number[] = [];
+  while (n >= 0x80) {
+    out.push((n & 0x7f) | 0x80);
+    n >>>= 7;
+  }
+  out.push(n);
+  return out;
+}
+
+C("fields no schema knows, of every wire type, anywhere in a Struct are skipped as protobuf-es skips them", () => {
+  for (let seed = 1; seed <= 60; seed++) {
+    const input = object(rng(seed), 0);
+    const struct = withUnknown(encodeStruct(input));
+    const req = Uint8Array.from([0x22, ...varintBytes(struct.length), ...struct]);
+    const theirs = toJson(RunFunctionRequestSchema, fromBinary(RunFunctionRequestSchema, req));
+    for (const lazyMin of [LAZY_MIN, 0]) {
+      const old = setLazyMin(lazyMin);
+      try {
+        assert.equal(toJson(RunFunctionRequestSchema, decodeRequest(req)), theirs, `seed ${seed}, lazy from ${lazyMin} bytes`);
+        // With unknown fields in the entries too, the same JSON still (as Go's protobuf reads it).
+        const all = withUnknown(encodeStruct(input), true);
+        const req2 = Uint8Array.from([0x22, ...varintBytes(all.length), ...all]);
+        assert.equal(toJson(RunFunctionRequestSchema, decodeRequest(req2)), theirs, `seed ${seed}, unknown fields in entries, lazy from ${lazyMin} bytes`);
+        // As the context, copied through to the response unread: checked, and read back by protobuf-es.
+        const ctx = Uint8Array.from([0x2a, ...varintBytes(struct.length), ...struct]);
+        const back = fromBinary(RunFunctionResponseSchema, encodeResponse(response.to(decodeRequest(ctx))));
+        assert.equal(back.context ?? {}, (theirs as JsonObject)["input"] ?? {}, `seed ${seed}, copied through, lazy from ${lazyMin} bytes`);
+      } finally {
+        setLazyMin(old);
+      }
     }
   }
 });
