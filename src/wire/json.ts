@@ -452,6 +452,12 @@ function pending(o: JsonObject, lazy: Lazy, key: string): number {
 
 const lazyOf = (o: object): Lazy | undefined => (o as { [LAZY]?: Lazy })[LAZY];
 
+/** isUnread reports whether o[key] is still bytes of the request, never read (for tests). */
+export function isUnread(o: JsonObject, key: string): boolean {
+  const lazy = lazyOf(o);
+  return lazy !== undefined && pending(o, lazy, key) >= 0;
+}
+
 /**
  * cloneJson deep-copies a JSON value. Values not read yet stay unread in the
  * copy (both refer to the same bytes, which nothing changes). It is a JSON
@@ -476,6 +482,149 @@ export function cloneJson<T extends JsonValue>(v: T, depth = 0): T {
     } else put(out, k, cloneJson(o[k]!, depth + 1), copy);
   }
   return out as T;
+}
+
+// --- reading one value out of unread bytes -----------------------------------------
+
+/** UNPEEKED is peek's answer when it cannot answer from the bytes: read the object as usual. */
+export const UNPEEKED = Symbol("unpeeked");
+
+/** The UTF-8 bytes of keys peek has looked for (a handful: annotation names, "status"). */
+const KEY_BYTES = new Map<string, Uint8Array>();
+
+function keyBytes(key: string): Uint8Array {
+  let b = KEY_BYTES.get(key);
+  if (b) return b;
+  b = Buffer.from(key, "utf8");
+  if (KEY_BYTES.size < 1000) KEY_BYTES.set(key, b);
+  return b;
+}
+
+/**
+ * peek reads o[keys[0]][keys[1]]... when o[keys[0]] is a value not read yet,
+ * walking its bytes to the value at the end and decoding only that. Reading one
+ * annotation of an observed object so costs a scan, not the decoding of its
+ * whole metadata (the lifecycle steps read a few such fields of every observed
+ * resource on every call). The object stays unread.
+ *
+ * The answer is undefined when a key on the way is absent, and UNPEEKED when
+ * o[keys[0]] was already read (or was never lazy), when a value on the way is
+ * not an object, or when the bytes on the way do not decode: the caller then
+ * reads the object as usual, which gives the same value or names the problem.
+ */
+export function peek(o: JsonObject, keys: readonly string[]): JsonValue | undefined | typeof UNPEEKED {
+  const lazy = lazyOf(o);
+  if (!lazy || keys.length === 0) return UNPEEKED;
+  const i = pending(o, lazy, keys[0]!);
+  if (i < 0) return UNPEEKED;
+  const s = lazy.src;
+  src = s;
+  buf = s.bytes;
+  try {
+    let start = lazy.e[i + 1] as number;
+    let end = lazy.e[i + 2] as number;
+    for (let k = 1; k < keys.length; k++) {
+      const at = structIn(start, end);
+      if (at < 0) return UNPEEKED;
+      const found = entryOf(at, p, keyBytes(keys[k]!));
+      if (found === ABSENT) return undefined;
+      if (found === NULL_ENTRY) return k === keys.length - 1 ? null : UNPEEKED;
+      if (found === BAD) return UNPEEKED;
+      start = found;
+      end = p;
+    }
+    p = start;
+    return readValue(end, lazy.depth + 2 * keys.length - 1);
+  } catch (err) {
+    if (err instanceof DecodeError) return UNPEEKED;
+    throw err;
+  } finally {
+    src = EMPTY;
+    buf = EMPTY.bytes;
+  }
+}
+
+/**
+ * structIn finds the Struct a Value in [start, end) holds: its start is
+ * returned and its end left in p. -1 when the Value holds anything else (the
+ * last of its fields wins, as when decoding).
+ */
+function structIn(start: number, end: number): number {
+  p = start;
+  let at = -1;
+  let e = -1;
+  while (p < end) {
+    const tag = varint();
+    if (tag === 0x2a) {
+      const n = len(end);
+      at = p;
+      e = p + n;
+      p = e;
+    } else {
+      if (tag >>> 3 >= 1 && tag >>> 3 <= 6) at = -1;
+      skip(tag, end);
+    }
+  }
+  if (p !== end) return -1;
+  p = e;
+  return at;
+}
+
+const ABSENT = -1;
+const NULL_ENTRY = -2;
+const BAD = -3;
+
+/**
+ * entryOf finds key in the Struct fields in [start, end): the start of its
+ * Value is returned and its end left in p. The last entry with the key wins, as
+ * when decoding. ABSENT if no entry has it, NULL_ENTRY if the entry has no
+ * Value (null), BAD for a field of the wrong wire type.
+ */
+function entryOf(start: number, end: number, key: Uint8Array): number {
+  p = start;
+  let found = ABSENT;
+  let foundEnd = -1;
+  while (p < end) {
+    const tag = varint();
+    if (tag !== 0x0a) {
+      if (tag >>> 3 === 1) return BAD;
+      skip(tag, end);
+      continue;
+    }
+    const entryEnd = len(end) + p;
+    let match = key.length === 0; // an entry without a key has the key ""
+    let vs = NULL_ENTRY;
+    let ve = -1;
+    while (p < entryEnd) {
+      const t = varint();
+      if (t === 0x0a) {
+        const n = len(entryEnd);
+        match = n === key.length && sameBytes(p, key);
+        p += n;
+      } else if (t === 0x12) {
+        const n = len(entryEnd);
+        vs = p;
+        ve = p + n;
+        p = ve;
+      } else {
+        if (t >>> 3 === 1 || t >>> 3 === 2) return BAD;
+        skip(t, entryEnd);
+      }
+    }
+    if (p !== entryEnd) return BAD;
+    if (match) {
+      found = vs;
+      foundEnd = ve;
+    }
+  }
+  if (p !== end) return BAD;
+  p = foundEnd;
+  return found;
+}
+
+function sameBytes(at: number, key: Uint8Array): boolean {
+  for (let i = 0; i < key.length; i++) if (buf[at + i] !== key[i]) return false;
+  return true;
 }
 
 // --- checking bytes copied through ------------------------------------------------

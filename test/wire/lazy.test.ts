@@ -1,7 +1,7 @@
 // Lazy decoding: values decoded on first read must look and behave exactly
 // like plain JSON, values never read must be copied through unchanged, and
 // anything read, changed or replaced must be encoded as it is now.
-import { create, fromBinary, toBinary, toJson, type JsonObject } from "@bufbuild/protobuf";
+import { create, fromBinary, toBinary, toJson, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
 import { deepStrictEqual } from "node:assert";
 import { inspect } from "node:util";
 import { suite } from "uvu";
@@ -10,7 +10,7 @@ import { RunFunctionRequestSchema, RunFunctionResponseSchema } from "../../src/g
 import { createHandler } from "../../src/server/handler.js";
 import * as response from "../../src/sdk/response.js";
 import { decodeRequest, encodeResponse } from "../../src/wire/codec.js";
-import { cloneJson, encodeStruct, setLazyMin } from "../../src/wire/json.js";
+import { cloneJson, encodeStruct, isUnread, peek, setLazyMin, UNPEEKED } from "../../src/wire/json.js";
 import { rng } from "../support/rng.js";
 import { memoryLog } from "../support/log.js";
 
@@ -225,6 +225,93 @@ L("a key repeated on the wire: the last one wins, lazy or not", () => {
     assert.equal(Object.keys(input), ["v"]);
     assert.equal(input["v"], want);
     assert.equal(fromBinary(RunFunctionRequestSchema, req).input, { v: want });
+  }
+});
+
+/** walk reads path from o as plain JSON: what peek must answer, or UNPEEKED where the way is not an object. */
+function walk(o: unknown, path: readonly string[]): unknown {
+  let cur = o;
+  for (const k of path) {
+    if (typeof cur !== "object" || cur === null || Array.isArray(cur)) return UNPEEKED;
+    if (!Object.hasOwn(cur, k)) return undefined;
+    cur = (cur as JsonObject)[k];
+  }
+  return cur;
+}
+
+L("peek reads one value out of unread bytes, as reading the object would, and leaves it unread", () => {
+  const old = setLazyMin(0);
+  try {
+    const r = rng(11);
+    // No __proto__: protobuf-es, which writes these bytes, drops such keys.
+    const keys = ["a", "spec", "status", "ü", ""];
+    const value = (d: number): unknown =>
+      d > 3 || r.chance(0.3) ? ["s", 1.5, true, null, "ü✓"][r.int(5)] : r.chance(0.25) ? Array.from({ length: r.int(3) }, () => value(d + 1)) : Object.fromEntries(Array.from({ length: r.int(5) }, (_, i) => [keys[i]!, value(d + 1)]));
+    let answered = 0;
+    for (let seed = 0; seed < 300; seed++) {
+      const plain = { k: value(0), spec: value(0) } as JsonObject;
+      const bytes = requestBytes({ x: plain });
+      const want = plain;
+      for (let q = 0; q < 8; q++) {
+        const path = [r.chance(0.5) ? "k" : "spec", ...Array.from({ length: r.int(4) }, () => keys[r.int(keys.length)]!)];
+        const o = decodeRequest(bytes).observed!.resources["x"]!.resource!;
+        const got = peek(o, path);
+        const first = want[path[0]!];
+        const lazy = typeof first === "object" && first !== null;
+        if (!lazy) {
+          assert.ok(got === UNPEEKED, `seed ${seed} ${JSON.stringify(path)}: a value decoded already is not peeked`);
+          continue;
+        }
+        const expect = walk(want, path);
+        // (uvu cannot print a symbol in a diff: compare UNPEEKED first.)
+        assert.ok((got === UNPEEKED) === (expect === UNPEEKED), `seed ${seed} ${JSON.stringify(path)}: ${String(got)} vs ${String(expect)}`);
+        assert.equal(got, expect, `seed ${seed} ${JSON.stringify(path)}`);
+        if (got !== UNPEEKED) answered++;
+        assert.ok(isUnread(o, path[0]!), "peeking must leave the value unread");
+        // Once read, the value is the object's, not the bytes': peek steps aside.
+        void o[path[0]!];
+        assert.not.ok(isUnread(o, path[0]!));
+        assert.is(peek(o, path), UNPEEKED);
+      }
+    }
+    assert.ok(answered > 300, `only ${answered} paths answered from the bytes`);
+  } finally {
+    setLazyMin(old);
+  }
+});
+
+L("peek: the last of a repeated key wins, a key-less entry is \"\", a value-less entry is null, a bad wire type or a changed value steps aside", () => {
+  const old = setLazyMin(0);
+  try {
+    // meta is a Struct whose entries are written by hand.
+    const entry = (key: Uint8Array | undefined, value: Uint8Array | undefined) => {
+      const body = Buffer.concat([key ? Buffer.from([0x0a, ...varint(key.length), ...key]) : Buffer.alloc(0), value ? Buffer.from([0x12, ...varint(value.length), ...value]) : Buffer.alloc(0)]);
+      return Buffer.from([0x0a, ...varint(body.length), ...body]);
+    };
+    const str = (s: string) => Buffer.from([0x1a, ...varint(Buffer.byteLength(s)), ...Buffer.from(s)]);
+    const k = (s: string) => Buffer.from(s);
+    const inner = Buffer.concat([entry(k("name"), str("first")), entry(k("name"), str("last")), entry(undefined, str("no key")), entry(k("gone"), undefined), entry(k("odd"), Buffer.from([0x2d, 0, 0, 0, 0]))]);
+    const innerValue = Buffer.from([0x2a, ...varint(inner.length), ...inner]);
+    const outer = entry(k("meta"), innerValue);
+    const req = Buffer.concat([Buffer.from([0x22]), Buffer.from(varint(outer.length)), outer]);
+    const input = () => decodeRequest(req).input!;
+    assert.is(peek(input(), ["meta", "name"]), "last");
+    assert.is(peek(input(), ["meta", ""]), "no key");
+    assert.is(peek(input(), ["meta", "gone"]), null);
+    assert.is(peek(input(), ["meta", "gone", "deeper"]), UNPEEKED);
+    assert.is(peek(input(), ["meta", "missing"]), undefined);
+    assert.is(peek(input(), ["meta", "missing", "deeper"]), undefined);
+    assert.is(peek(input(), ["meta", "odd"]), UNPEEKED);
+    assert.throws(() => (input()["meta"] as JsonObject)["odd"], /wrong wire type/);
+    const changed = input();
+    (changed as { meta: JsonValue })["meta"] = { name: "mine" };
+    assert.is(peek(changed, ["meta", "name"]), UNPEEKED);
+    const deleted = input();
+    delete deleted["meta"];
+    assert.is(peek(deleted, ["meta", "name"]), UNPEEKED);
+    assert.is(peek({ meta: { name: "plain" } }, ["meta", "name"]), UNPEEKED);
+  } finally {
+    setLazyMin(old);
   }
 });
 
