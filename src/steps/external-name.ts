@@ -66,20 +66,17 @@ export function externalName(opts: ExternalNameOptions = {}): Step {
     const desired = ctx.rsp.desired?.resources ?? {};
     const names: Record<string, string> = { ...recorded };
 
-    // Names held by objects that are being deleted, and by whom.
-    const observedKeys = sortedKeys(observed);
+    // Each observed object's external name (read once: each read is a scan of
+    // its metadata), and the names held by objects being deleted, and by whom.
+    const seenNames = new Map<string, string>();
     const deletingHolders = new Map<string, string>();
-    for (const key of observedKeys) {
-      const obj = observed[key]!.resource ?? {};
-      const ext = getAnnotation(obj, EXTERNAL_NAME);
-      if (ext && isDeleting(obj)) deletingHolders.set(ext, key);
-    }
-
-    for (const key of observedKeys) {
+    for (const key of sortedKeys(observed)) {
       const obj = observed[key]!.resource ?? {};
       const seen = getAnnotation(obj, EXTERNAL_NAME);
       const rec = recorded[key];
       if (seen) {
+        seenNames.set(key, seen);
+        if (isDeleting(obj)) deletingHolders.set(seen, key);
         if (rec && rec !== seen) {
           response
             .warning(ctx.rsp, `${key}: recorded external name ${JSON.stringify(rec)} differs from the observed ${JSON.stringify(seen)}; keeping the observed one`)
@@ -104,8 +101,8 @@ export function externalName(opts: ExternalNameOptions = {}): Step {
       const name = explicit ?? names[key];
       if (!name) continue;
       const holder = deletingHolders.get(name);
-      const observedObj = Object.hasOwn(observed, key) ? observed[key]!.resource : undefined;
-      if (holder !== undefined && holder !== key && !(observedObj && getAnnotation(observedObj, EXTERNAL_NAME) === name)) {
+      const observedName = seenNames.get(key);
+      if (holder !== undefined && holder !== key && observedName !== name) {
         response
           .warning(ctx.rsp, `${key}: external name ${JSON.stringify(name)} is still held by ${holder}, which is being deleted; waiting until it is gone`)
           .withReason("ExternalNameInUse")
@@ -118,7 +115,7 @@ export function externalName(opts: ExternalNameOptions = {}): Step {
         names[key] = explicit;
       } else {
         setAnnotation(want, EXTERNAL_NAME, name);
-        if (!observedObj || !getAnnotation(observedObj, EXTERNAL_NAME)) {
+        if (!observedName) {
           response.normal(ctx.rsp, `${key}: restored external name ${JSON.stringify(name)}`).withReason("ExternalNameRestored");
         }
       }
