@@ -13,7 +13,7 @@
 // Tests compare the two on random messages.
 import { create, fromBinary, toBinary, type JsonObject } from "@bufbuild/protobuf";
 import { BinaryReader, BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
-import { decodeStruct, EncodeError, Sizer, source, varintLength, Writer, type Src } from "./json.js";
+import { decodeStruct, EncodeError, Emitter, source, type Src } from "./json.js";
 import {
   ConditionSchema,
   CredentialsSchema,
@@ -232,120 +232,66 @@ export function decodeRequest(bytes: Uint8Array): RunFunctionRequest {
   return req;
 }
 
-// Encoding sizes the whole response first (Sizer records every length in
-// traversal order), then writes it into one buffer of exactly that size, so
-// nothing is copied level by level. The small messages (meta, results,
-// conditions, requirements) go through protobuf-es and are copied in as bytes.
+// Encoding writes the response in one pass into one buffer (json.ts Emitter:
+// a length gets one byte up front and the content moves up only when it turns
+// out to need more). The small messages (meta, results, conditions,
+// requirements) go through protobuf-es and are copied in as bytes.
 
-/** Sizes of a response: the Struct sizer's lengths, plus pre-encoded small messages in order. */
 const READY = Array.from({ length: 0x80 }, (_, i) => Uint8Array.of(i));
 
-class ResponseSizer extends Sizer {
-  readonly blobs: Uint8Array[] = [];
-  blob(no: number, b: Uint8Array): number {
-    this.blobs.push(b);
-    return varintLength(no << 3) + varintLength(b.length) + b.length;
-  }
-  message(no: number, l: number): number {
-    return varintLength(no << 3) + varintLength(l) + l;
-  }
-  structField(no: number, o: JsonObject, path: string): number {
-    const slot = this.slot();
-    let l: number;
-    try {
-      l = this.struct(o, 0);
-    } catch (err) {
-      if (err instanceof EncodeError) throw new Error(err.at(path));
-      throw err;
-    }
-    this.sizes[slot] = l;
-    return this.message(no, l);
-  }
-  resource(res: Resource, path: string): number {
-    let n = 0;
-    if (res.resource) n += this.structField(1, res.resource, `${path}.resource`);
-    for (const k in res.connectionDetails) {
-      const entry = new BinaryWriter().tag(1, WireType.LengthDelimited).string(k).tag(2, WireType.LengthDelimited).bytes(res.connectionDetails[k]!).finish();
-      n += this.blob(2, entry);
-    }
-    if (res.ready !== 0) {
-      // An enum is an int32 varint: ten bytes when negative.
-      const b = res.ready > 0 && res.ready < 0x80 ? READY[res.ready]! : new BinaryWriter().int32(res.ready).finish();
-      this.blobs.push(b);
-      n += 1 + b.length;
-    }
-    return n;
-  }
-  state(s: State, path: string): number {
-    let n = 0;
-    if (s.composite) {
-      const slot = this.slot();
-      const l = this.resource(s.composite, `${path}.composite`);
-      this.sizes[slot] = l;
-      n += this.message(1, l);
-    }
-    for (const k in s.resources) {
-      const kl = Buffer.byteLength(k);
-      this.push(kl);
-      const slot = this.slot();
-      this.slot();
-      const l = this.resource(s.resources[k]!, `${path}.resources[${k}]`);
-      const entry = 1 + varintLength(kl) + kl + this.message(2, l);
-      this.sizes[slot] = entry;
-      this.sizes[slot + 1] = l;
-      n += this.message(2, entry);
-    }
-    return n;
-  }
-}
-
-class ResponseWriter extends Writer {
-  private b = 0;
-  constructor(
-    buf: Buffer,
-    private readonly z: ResponseSizer,
-  ) {
-    super(buf, z);
-  }
-  next(): number {
-    return this.sizes[this.i++]!;
-  }
-  blob(tag: number): void {
-    const b = this.z.blobs[this.b++]!;
+class ResponseEmitter extends Emitter {
+  /** blob writes a field holding bytes encoded already. */
+  blob(tag: number, b: Uint8Array): void {
+    this.room(6);
     this.byte(tag);
     this.varint(b.length);
     this.bytes(b);
   }
-  structField(tag: number, o: JsonObject): void {
+  structField(tag: number, o: JsonObject, path: string): void {
+    this.room(2);
     this.byte(tag);
-    this.varint(this.next());
-    this.struct(o);
+    const at = this.open();
+    try {
+      this.struct(o, 0);
+    } catch (err) {
+      if (err instanceof EncodeError) throw new Error(err.at(path));
+      throw err;
+    }
+    this.close(at);
   }
-  resource(res: Resource): void {
-    if (res.resource) this.structField(0x0a, res.resource);
-    for (const _ in res.connectionDetails) this.blob(0x12);
+  resource(res: Resource, path: string): void {
+    if (res.resource) this.structField(0x0a, res.resource, `${path}.resource`);
+    for (const k in res.connectionDetails) {
+      this.blob(0x12, new BinaryWriter().tag(1, WireType.LengthDelimited).string(k).tag(2, WireType.LengthDelimited).bytes(res.connectionDetails[k]!).finish());
+    }
     if (res.ready !== 0) {
+      // An enum is an int32 varint: ten bytes when negative.
+      this.room(1);
       this.byte(0x18);
-      this.bytes(this.z.blobs[this.b++]!);
+      this.bytes(res.ready > 0 && res.ready < 0x80 ? READY[res.ready]! : new BinaryWriter().int32(res.ready).finish());
     }
   }
-  state(s: State): void {
+  state(s: State, path: string): void {
     if (s.composite) {
+      this.room(2);
       this.byte(0x0a);
-      this.varint(this.next());
-      this.resource(s.composite);
+      const at = this.open();
+      this.resource(s.composite, `${path}.composite`);
+      this.close(at);
     }
     for (const k in s.resources) {
-      const kl = this.next();
-      const entry = this.next();
-      const l = this.next();
+      // resources: map entry (key, Resource)
+      this.room(2);
       this.byte(0x12);
-      this.varint(entry);
+      const entry = this.open();
+      this.room(1);
       this.byte(0x0a);
-      this.string(k, kl);
+      this.string(k);
+      this.room(2);
       this.byte(0x12);
-      this.varint(l);
-      this.resource(s.resources[k]!);
+      const at = this.open();
+      this.resource(s.resources[k]!, `${path}.resources[${k}]`);
+      this.close2(entry, at);
     }
   }
 }
@@ -356,41 +302,24 @@ class ResponseWriter extends Writer {
  * where protobuf-es would silently write null.
  */
 export function encodeResponse(rsp: RunFunctionResponse): Uint8Array {
-  const z = new ResponseSizer();
+  const w = new ResponseEmitter();
   try {
-    return encodeWith(z, rsp);
-  } finally {
-    z.release();
+    if (rsp.meta) w.blob(0x0a, toBinary(ResponseMetaSchema, rsp.meta));
+    if (rsp.desired) {
+      w.room(2);
+      w.byte(0x12);
+      const at = w.open();
+      w.state(rsp.desired, "desired");
+      w.close(at);
+    }
+    for (const r of rsp.results) w.blob(0x1a, toBinary(ResultSchema, r));
+    if (rsp.context) w.structField(0x22, rsp.context, "context");
+    if (rsp.requirements) w.blob(0x2a, toBinary(RequirementsSchema, rsp.requirements));
+    for (const c of rsp.conditions) w.blob(0x32, toBinary(ConditionSchema, c));
+    if (rsp.output) w.structField(0x3a, rsp.output, "output");
+    return w.finish();
+  } catch (err) {
+    w.release();
+    throw err;
   }
-}
-
-function encodeWith(z: ResponseSizer, rsp: RunFunctionResponse): Uint8Array {
-  let total = 0;
-  if (rsp.meta) total += z.blob(1, toBinary(ResponseMetaSchema, rsp.meta));
-  if (rsp.desired) {
-    const slot = z.slot();
-    const l = z.state(rsp.desired, "desired");
-    z.sizes[slot] = l;
-    total += z.message(2, l);
-  }
-  for (const r of rsp.results) total += z.blob(3, toBinary(ResultSchema, r));
-  if (rsp.context) total += z.structField(4, rsp.context, "context");
-  if (rsp.requirements) total += z.blob(5, toBinary(RequirementsSchema, rsp.requirements));
-  for (const c of rsp.conditions) total += z.blob(6, toBinary(ConditionSchema, c));
-  if (rsp.output) total += z.structField(7, rsp.output, "output");
-
-  const w = new ResponseWriter(Buffer.allocUnsafe(total), z);
-  if (rsp.meta) w.blob(0x0a);
-  if (rsp.desired) {
-    w.byte(0x12);
-    w.varint(w.next());
-    w.state(rsp.desired);
-  }
-  for (const _ of rsp.results) w.blob(0x1a);
-  if (rsp.context) w.structField(0x22, rsp.context);
-  if (rsp.requirements) w.blob(0x2a);
-  for (const _ of rsp.conditions) w.blob(0x32);
-  if (rsp.output) w.structField(0x3a, rsp.output);
-  if (w.pos !== total) throw new Error(`internal error: encoded ${w.pos} bytes of a response sized ${total}`);
-  return w.buf;
 }

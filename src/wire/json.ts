@@ -7,13 +7,17 @@
 // given plus a little. So:
 //
 // - Decoding builds plain objects, but a struct or list value of LAZY_MIN bytes
-//   or more is not decoded until first read. Its key is an ordinary enumerable
-//   property with a getter; the first read decodes the bytes and turns the key
-//   into an ordinary data property. Object.keys, for..in, spread,
-//   JSON.stringify, structuredClone, util.inspect and deep-equality helpers see
-//   a plain JSON object either way.
+//   or more is not decoded until first read. Its key is an enumerable property
+//   with a getter and setter; the first read decodes the bytes and keeps the
+//   value (the key stays an accessor: V8 handles turning it into a data
+//   property badly). Object.keys, for..in, spread, JSON.stringify,
+//   structuredClone, util.inspect and deep-equality helpers see a plain JSON
+//   object either way.
+// - peek reads one value deep inside a value not read yet (an annotation, the
+//   conditions) by walking its bytes, leaving it unread.
 // - Encoding a value that was never read copies its original bytes. A value
 //   that was read, assigned or redefined is encoded from what it holds now.
+//   Encoding is one pass (Emitter).
 // - cloneJson copies an object without decoding the values not read yet, so a
 //   response that starts as a copy of the request's desired state costs little.
 //
@@ -721,180 +725,70 @@ export class EncodeError extends Error {
   }
 }
 
-function utf8Length(s: string): number {
-  let n = s.length;
-  for (let i = 0; i < s.length; i++) {
-    const c = s.charCodeAt(i);
-    if (c < 0x80) continue;
-    if (c < 0x800) n += 1;
-    else if (c >= 0xd800 && c <= 0xdbff && i + 1 < s.length) {
-      const d = s.charCodeAt(i + 1);
-      if (d >= 0xdc00 && d <= 0xdfff) {
-        n += 2; // four bytes for two UTF-16 units
-        i++;
-      } else n += 2; // a lone surrogate becomes U+FFFD, three bytes
-    } else n += 2;
-  }
-  return n;
-}
-
-export const varintLength = (n: number): number => (n < 0x80 ? 1 : n < 0x4000 ? 2 : n < 0x200000 ? 3 : n < 0x10000000 ? 4 : 5);
+const varintLength = (n: number): number => (n < 0x80 ? 1 : n < 0x4000 ? 2 : n < 0x200000 ? 3 : n < 0x10000000 ? 4 : 5);
 
 // A string of at most SHORT UTF-16 units takes at most 3 * SHORT = 126 bytes
-// of UTF-8, so its length is one byte: the writer measures such a string as it
-// writes it, and the sizer records no length for it.
+// of UTF-8, so its length is one byte: the emitter measures such a string as it
+// writes it.
 const SHORT = 42;
 
-// The lengths array of the last sizer, kept for the next: a response records
-// tens of thousands of lengths, and growing a fresh array each time showed in
-// profiles. An encoding that starts while another holds it gets its own.
-let spare: Int32Array | undefined = new Int32Array(1 << 12);
-const SPARE_MAX = 1 << 20;
+// --- one-pass encoding ---------------------------------------------------------------
+
+// A buffer kept for the next encoding: responses are written into it and copied
+// out at the exact size (a fresh buffer per response, grown by doubling, showed
+// as garbage collection). An encoding that starts while another holds it gets its own.
+let spareBuf: Buffer | undefined;
+const SPARE_BUF_MAX = 8 << 20;
 
 /**
- * Sizer measures values in a first pass, recording in traversal order every
- * length the write pass cannot work out as it goes, so the write pass fills
- * one buffer of exactly the right size. Call release when the writer is done.
+ * Emitter writes in one pass. A length-delimited value gets one byte for its
+ * length before its content is written; if the content turns out to be 128
+ * bytes or more, the content moves up to make room for the longer length
+ * (close). No sizing pass, and small values (most of them) never move.
  */
-export class Sizer {
-  sizes: Int32Array;
-  /** How many entries of sizes are used. */
-  n = 0;
-  /** Bytes to copy through, in traversal order: [src, start, end] per value. */
-  readonly raws: Array<Src | number> = [];
-
-  constructor() {
-    this.sizes = spare ?? new Int32Array(1 << 12);
-    spare = undefined;
-  }
-
-  /** slot reserves the next entry, for a length filled in later. */
-  slot(): number {
-    if (this.n === this.sizes.length) {
-      const grown = new Int32Array(this.sizes.length * 2);
-      grown.set(this.sizes);
-      this.sizes = grown;
-    }
-    return this.n++;
-  }
-
-  push(v: number): void {
-    const i = this.slot();
-    this.sizes[i] = v;
-  }
-
-  /** release hands the lengths array on to the next sizer; neither this sizer nor its writer may be used after. */
-  release(): void {
-    if (this.sizes.length <= SPARE_MAX) spare = this.sizes;
-  }
-
-  /** struct returns the encoded length of a Struct's fields. */
-  struct(o: JsonObject, depth: number): number {
-    if (depth > MAX_DEPTH) throw new EncodeError(`is nested more than ${MAX_DEPTH} deep (a cycle?)`);
-    const lazy = lazyOf(o);
-    let total = 0;
-    for (const k in o) {
-      // Per entry: its length, the value's length (negative: copied through),
-      // then the key's length if the key is long.
-      const slot = this.slot();
-      const vslot = this.slot();
-      const kl = utf8Length(k);
-      if (k.length > SHORT) this.push(kl);
-      let vl: number;
-      const i = lazy ? pending(o, lazy, k) : -1;
-      if (i >= 0) {
-        const start = lazy!.e[i + 1] as number;
-        const end = lazy!.e[i + 2] as number;
-        try {
-          checkRaw(lazy!.src, start, end, lazy!.depth + 1);
-        } catch (err) {
-          throw new EncodeError(`holds bytes from the request that do not decode: ${(err as Error).message}`, [`.${k}`]);
-        }
-        this.raws.push(lazy!.src, start, end);
-        vl = -(end - start) - 1;
-      } else {
-        try {
-          vl = this.value(o[k], depth + 1);
-        } catch (err) {
-          if (err instanceof EncodeError) err.path.push(`.${k}`);
-          throw err;
-        }
-      }
-      const l = vl < 0 ? -vl - 1 : vl;
-      const entry = 1 + varintLength(kl) + kl + 1 + varintLength(l) + l;
-      const sizes = this.sizes;
-      sizes[slot] = entry;
-      sizes[vslot] = vl;
-      total += 1 + varintLength(entry) + entry;
-    }
-    return total;
-  }
-
-  value(v: unknown, depth: number): number {
-    switch (typeof v) {
-      case "string": {
-        const l = utf8Length(v);
-        if (v.length > SHORT) this.push(l);
-        return 1 + varintLength(l) + l;
-      }
-      case "number":
-        if (!Number.isFinite(v)) throw new EncodeError(`is ${v}, which JSON cannot hold`);
-        return 9;
-      case "boolean":
-        return 2;
-      case "object": {
-        if (v === null) return 2;
-        if (Array.isArray(v)) {
-          if (depth > MAX_DEPTH) throw new EncodeError(`is nested more than ${MAX_DEPTH} deep (a cycle?)`);
-          const slot = this.slot();
-          let l = 0;
-          for (let i = 0; i < v.length; i++) {
-            const eslot = this.slot();
-            let el: number;
-            try {
-              el = this.value(v[i], depth + 1);
-            } catch (err) {
-              if (err instanceof EncodeError) err.path.push(`[${i}]`);
-              throw err;
-            }
-            this.sizes[eslot] = el;
-            l += 1 + varintLength(el) + el;
-          }
-          this.sizes[slot] = l;
-          return 1 + varintLength(l) + l;
-        }
-        const proto = Object.getPrototypeOf(v);
-        if (proto !== Object.prototype && proto !== null) throw new EncodeError(`is a ${(v as object).constructor?.name ?? "non-plain object"}, not a JSON object`);
-        const slot = this.slot();
-        const l = this.struct(v as JsonObject, depth);
-        this.sizes[slot] = l;
-        return 1 + varintLength(l) + l;
-      }
-      default:
-        throw new EncodeError(`is ${v === undefined ? "undefined" : `a ${typeof v}`}, which JSON cannot hold`);
-    }
-  }
-}
-
-/** Writer fills a buffer sized by a Sizer, in the same traversal order. */
-export class Writer {
+export class Emitter {
+  buf: Buffer;
   pos = 0;
-  /** The next entry of the sizer's lengths. */
-  i = 0;
-  private r = 0;
-  readonly view: DataView;
-  /** The sizer's lengths, final now that sizing is done. */
-  protected readonly sizes: Int32Array;
-  constructor(
-    readonly buf: Buffer,
-    private readonly sizer: Sizer,
-  ) {
-    this.view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
-    this.sizes = sizer.sizes;
+  view: DataView;
+
+  /** capacity: start with a buffer of this size (tests: growth everywhere) instead of the kept one. */
+  constructor(capacity?: number) {
+    if (capacity === undefined) {
+      this.buf = spareBuf ?? Buffer.allocUnsafe(1 << 16);
+      spareBuf = undefined;
+    } else this.buf = Buffer.allocUnsafe(capacity);
+    this.view = new DataView(this.buf.buffer, this.buf.byteOffset, this.buf.byteLength);
   }
+
+  /** room makes sure n more bytes fit. */
+  room(n: number): void {
+    if (this.pos + n > this.buf.length) this.grow(n);
+  }
+
+  private grow(n: number): void {
+    const b = Buffer.allocUnsafe(Math.max(this.buf.length * 2, this.pos + n));
+    this.buf.copy(b, 0, 0, this.pos);
+    this.buf = b;
+    this.view = new DataView(b.buffer, b.byteOffset, b.byteLength);
+  }
+
+  /** finish returns a copy of what was written, and keeps the buffer for the next encoding. */
+  finish(): Uint8Array {
+    const out = Buffer.allocUnsafe(this.pos);
+    this.buf.copy(out, 0, 0, this.pos);
+    this.release();
+    return out;
+  }
+
+  /** release hands the buffer on; the emitter may not be used after. */
+  release(): void {
+    if (this.buf.length <= SPARE_BUF_MAX) spareBuf = this.buf;
+  }
+
   byte(b: number): void {
     this.buf[this.pos++] = b;
   }
+
   varint(n: number): void {
     while (n >= 0x80) {
       this.buf[this.pos++] = (n & 0x7f) | 0x80;
@@ -902,115 +796,249 @@ export class Writer {
     }
     this.buf[this.pos++] = n;
   }
+
   bytes(b: Uint8Array): void {
+    this.room(b.length);
     this.buf.set(b, this.pos);
     this.pos += b.length;
   }
-  /** string writes the length, then s, which is bytes long in UTF-8. */
-  string(s: string, bytes: number): void {
+
+  /** open reserves one byte for a length; close(at) fills it in. Callers make room for that byte. */
+  open(): number {
+    return this.pos++;
+  }
+
+  close(at: number): void {
+    const len = this.pos - at - 1;
+    if (len < 0x80) {
+      this.buf[at] = len;
+      return;
+    }
+    const k = varintLength(len) - 1;
+    this.room(k);
+    const buf = this.buf;
+    buf.copyWithin(at + 1 + k, at + 1, this.pos);
+    this.pos += k;
+    putVarint(buf, at, len);
+  }
+
+  /** close2 closes two nested lengths at once (a holds b, both ending here). */
+  close2(a: number, b: number): void {
+    const end = this.pos;
+    const lb = end - b - 1;
+    const db = varintLength(lb) - 1;
+    const la = end - a - 1 + db;
+    const da = varintLength(la) - 1;
+    if (da + db === 0) {
+      this.buf[a] = la;
+      this.buf[b] = lb;
+      return;
+    }
+    this.room(da + db);
+    const buf = this.buf;
+    buf.copyWithin(b + 1 + da + db, b + 1, end);
+    buf.copyWithin(a + 1 + da, a + 1, b);
+    this.pos = end + da + db;
+    putVarint(buf, a, la);
+    putVarint(buf, b + da, lb);
+  }
+
+  /**
+   * close3 closes three nested lengths at once (a holds b holds c, all ending
+   * here: a Struct entry, its Value, the Struct or list in it), so the content
+   * moves once, not three times.
+   */
+  close3(a: number, b: number, c: number): void {
+    const end = this.pos;
+    const lc = end - c - 1;
+    const dc = varintLength(lc) - 1;
+    const lb = end - b - 1 + dc;
+    const db = varintLength(lb) - 1;
+    const la = end - a - 1 + dc + db;
+    const da = varintLength(la) - 1;
+    const buf0 = this.buf;
+    if (da + db + dc === 0) {
+      buf0[a] = la;
+      buf0[b] = lb;
+      buf0[c] = lc;
+      return;
+    }
+    this.room(da + db + dc);
+    const buf = this.buf;
+    // Rightmost first, so nothing is overwritten before it moves.
+    buf.copyWithin(c + 1 + da + db + dc, c + 1, end);
+    buf.copyWithin(b + 1 + da + db, b + 1, c);
+    buf.copyWithin(a + 1 + da, a + 1, b);
+    this.pos = end + da + db + dc;
+    putVarint(buf, a, la);
+    putVarint(buf, b + da, lb);
+    putVarint(buf, c + da + db, lc);
+  }
+
+  /** string writes s with its length. */
+  string(s: string): void {
+    const n = s.length;
+    this.room(3 * n + 5);
+    const buf = this.buf;
+    if (n <= SHORT) {
+      // One length byte whatever the content: measured while written.
+      const at = this.pos;
+      let pos = at + 1;
+      for (let i = 0; i < n; i++) {
+        const c = s.charCodeAt(i);
+        if (c >= 0x80) {
+          const w = buf.write(s, at + 1, "utf8");
+          buf[at] = w;
+          this.pos = at + 1 + w;
+          return;
+        }
+        buf[pos++] = c;
+      }
+      buf[at] = n;
+      this.pos = pos;
+      return;
+    }
+    const bytes = Buffer.byteLength(s, "utf8");
     this.varint(bytes);
-    if (bytes === s.length) {
-      if (bytes < 16) {
-        const buf = this.buf;
-        let pos = this.pos;
-        for (let i = 0; i < s.length; i++) buf[pos++] = s.charCodeAt(i);
-        this.pos = pos;
-      } else this.pos += this.buf.write(s, this.pos, bytes, "latin1");
-    } else this.pos += this.buf.write(s, this.pos, bytes, "utf8");
+    this.pos += buf.write(s, this.pos, bytes, bytes === n ? "latin1" : "utf8");
   }
-  /** short writes a string of at most SHORT units and its one-byte length, measuring as it goes. */
-  short(s: string): void {
-    const buf = this.buf;
-    const at = this.pos;
-    let pos = at + 1;
-    for (let i = 0; i < s.length; i++) {
-      const c = s.charCodeAt(i);
-      if (c >= 0x80) {
-        const n = buf.write(s, at + 1, "utf8");
-        buf[at] = n;
-        this.pos = at + 1 + n;
-        return;
-      }
-      buf[pos++] = c;
-    }
-    buf[at] = s.length;
-    this.pos = pos;
-  }
-  struct(o: JsonObject): void {
-    const sizes = this.sizes;
-    const buf = this.buf;
+
+  /** struct writes the fields of a Struct holding o. */
+  struct(o: JsonObject, depth: number): void {
+    if (depth > MAX_DEPTH) throw new EncodeError(`is nested more than ${MAX_DEPTH} deep (a cycle?)`);
+    const lazy = lazyOf(o);
     for (const k in o) {
-      const entry = sizes[this.i++]!;
-      const vl = sizes[this.i++]!;
-      buf[this.pos++] = 0x0a; // fields, length-delimited
-      this.varint(entry);
-      buf[this.pos++] = 0x0a; // key
-      if (k.length > SHORT) this.string(k, sizes[this.i++]!);
-      else this.short(k);
-      buf[this.pos++] = 0x12; // value
-      if (vl < 0) {
-        this.varint(-vl - 1);
-        const raws = this.sizer.raws;
-        const s = raws[this.r++] as Src;
-        const start = raws[this.r++] as number;
-        const end = raws[this.r++] as number;
-        this.pos += s.nb.copy(buf, this.pos, start, end);
+      this.room(4);
+      this.buf[this.pos++] = 0x0a; // fields, length-delimited
+      const entry = this.open();
+      this.buf[this.pos++] = 0x0a; // key
+      this.string(k);
+      this.room(7);
+      this.buf[this.pos++] = 0x12; // value
+      const i = lazy ? pending(o, lazy, k) : -1;
+      if (i >= 0) {
+        const src = lazy!.src;
+        const start = lazy!.e[i + 1] as number;
+        const end = lazy!.e[i + 2] as number;
+        try {
+          checkRaw(src, start, end, lazy!.depth + 1);
+        } catch (err) {
+          throw new EncodeError(`holds bytes from the request that do not decode: ${(err as Error).message}`, [`.${k}`]);
+        }
+        this.varint(end - start);
+        this.room(end - start);
+        this.pos += src.nb.copy(this.buf, this.pos, start, end);
+        this.close(entry);
       } else {
-        this.varint(vl);
-        this.value(o[k]);
+        const value = this.open();
+        const v = o[k];
+        try {
+          if (typeof v === "object" && v !== null) {
+            const c = this.container(v, depth + 1);
+            this.close3(entry, value, c);
+            continue;
+          }
+          this.value(v, depth + 1);
+        } catch (err) {
+          if (err instanceof EncodeError) err.path.push(`.${k}`);
+          throw err;
+        }
+        this.close(value);
+        this.close(entry);
       }
     }
   }
-  value(v: unknown): void {
-    const buf = this.buf;
+
+  /**
+   * container writes the Value field of an object or array v (tag, one byte
+   * reserved for the length, content) and returns where that byte is, for the
+   * caller to close.
+   */
+  container(v: object, depth: number): number {
+    this.room(2);
+    if (Array.isArray(v)) {
+      if (depth > MAX_DEPTH) throw new EncodeError(`is nested more than ${MAX_DEPTH} deep (a cycle?)`);
+      this.buf[this.pos++] = 0x32;
+      const list = this.open();
+      for (let i = 0; i < v.length; i++) {
+        this.room(2);
+        this.buf[this.pos++] = 0x0a;
+        const e = this.open();
+        const x = v[i];
+        try {
+          if (typeof x === "object" && x !== null) this.close2(e, this.container(x, depth + 1));
+          else {
+            this.value(x, depth + 1);
+            this.close(e);
+          }
+        } catch (err) {
+          if (err instanceof EncodeError) err.path.push(`[${i}]`);
+          throw err;
+        }
+      }
+      return list;
+    }
+    const proto = Object.getPrototypeOf(v);
+    if (proto !== Object.prototype && proto !== null) throw new EncodeError(`is a ${v.constructor?.name ?? "non-plain object"}, not a JSON object`);
+    this.buf[this.pos++] = 0x2a;
+    const s = this.open();
+    this.struct(v as JsonObject, depth);
+    return s;
+  }
+
+  /** value writes the fields of a Value holding v. */
+  value(v: unknown, depth: number): void {
     switch (typeof v) {
       case "string":
-        buf[this.pos++] = 0x1a;
-        if (v.length > SHORT) this.string(v, this.sizes[this.i++]!);
-        else this.short(v);
+        this.room(1);
+        this.buf[this.pos++] = 0x1a;
+        this.string(v);
         return;
       case "number":
-        buf[this.pos++] = 0x11;
+        if (!Number.isFinite(v)) throw new EncodeError(`is ${v}, which JSON cannot hold`);
+        this.room(9);
+        this.buf[this.pos++] = 0x11;
         this.view.setFloat64(this.pos, v, true);
         this.pos += 8;
         return;
       case "boolean":
-        buf[this.pos++] = 0x20;
-        buf[this.pos++] = v ? 1 : 0;
+        this.room(2);
+        this.buf[this.pos++] = 0x20;
+        this.buf[this.pos++] = v ? 1 : 0;
         return;
-      default:
+      case "object": {
         if (v === null) {
-          buf[this.pos++] = 0x08;
-          buf[this.pos++] = 0;
+          this.room(2);
+          this.buf[this.pos++] = 0x08;
+          this.buf[this.pos++] = 0;
           return;
         }
-        if (Array.isArray(v)) {
-          buf[this.pos++] = 0x32;
-          this.varint(this.sizes[this.i++]!);
-          for (const e of v) {
-            buf[this.pos++] = 0x0a;
-            this.varint(this.sizes[this.i++]!);
-            this.value(e);
-          }
-          return;
-        }
-        buf[this.pos++] = 0x2a;
-        this.varint(this.sizes[this.i++]!);
-        this.struct(v as JsonObject);
+        this.close(this.container(v, depth));
+        return;
+      }
+      default:
+        throw new EncodeError(`is ${v === undefined ? "undefined" : `a ${typeof v}`}, which JSON cannot hold`);
     }
   }
 }
 
+/** putVarint writes n at buf[at]. */
+function putVarint(buf: Uint8Array, at: number, n: number): void {
+  while (n >= 0x80) {
+    buf[at++] = (n & 0x7f) | 0x80;
+    n = Math.floor(n / 128);
+  }
+  buf[at] = n;
+}
+
 /** encodeStruct returns the wire bytes of a Struct holding o. */
 export function encodeStruct(o: JsonObject): Uint8Array {
-  const sizer = new Sizer();
+  const w = new Emitter();
   try {
-    const total = sizer.struct(o, 0);
-    const w = new Writer(Buffer.allocUnsafe(total), sizer);
-    w.struct(o);
-    if (w.pos !== total) throw new Error(`internal error: encoded ${w.pos} bytes of a Struct sized ${total}`);
-    return w.buf;
-  } finally {
-    sizer.release();
+    w.struct(o, 0);
+  } catch (err) {
+    w.release();
+    throw err;
   }
+  return w.finish();
 }

@@ -6,7 +6,7 @@ import * as assert from "uvu/assert";
 import { RunFunctionRequestSchema, RunFunctionResponseSchema } from "../../src/gen/fn/v1/run_function_pb.js";
 import { decodeRequest, encodeResponse } from "../../src/wire/codec.js";
 import { StructSchema } from "@bufbuild/protobuf/wkt";
-import { encodeStruct, LAZY_MIN, setLazyMin } from "../../src/wire/json.js";
+import { Emitter, encodeStruct, LAZY_MIN, setLazyMin } from "../../src/wire/json.js";
 import { rng } from "../support/rng.js";
 import * as response from "../../src/sdk/response.js";
 
@@ -166,6 +166,55 @@ function varintBytes(n: number): number[] {
   return out;
 }
 
+C("lengths around 128, 16384 and 2^21 bytes, nested up to three deep, encode byte for byte as protobuf-es encodes them, from a buffer that grows at every step", () => {
+  const shapes: [string, (s: string) => JsonObject][] = [
+    ["string", (s) => ({ a: s })],
+    ["struct", (s) => ({ a: { b: s } })],
+    ["struct in struct", (s) => ({ a: { b: { c: s } } })],
+    ["list", (s) => ({ a: [s] })],
+    ["struct in list", (s) => ({ a: [{ b: s }, 1] })],
+    ["list in struct in list", (s) => ({ k: true, a: [{ b: [s, null] }] })],
+  ];
+  const sizes = [...range(100, 140), ...range(16330, 16400), ...range(2 ** 21 - 40, 2 ** 21 + 10, 7)];
+  for (const [name, shape] of shapes) {
+    for (const n of sizes) {
+      const o = shape("x".repeat(n));
+      const theirs = Buffer.from(toBinary(StructSchema, fromJson(StructSchema, o)));
+      for (const capacity of [1, undefined]) {
+        const e = new Emitter(capacity);
+        e.struct(o, 0);
+        const ours = Buffer.from(e.finish());
+        assert.ok(ours.equals(theirs), `${name}, ${n} bytes, starting from ${capacity ?? "the kept"} buffer`);
+      }
+    }
+  }
+  // Numbers reserve exactly what they write, so a buffer sized to the content
+  // is full when the lengths are closed, and closing must make room.
+  for (const [name, shape] of shapes) {
+    for (const n of [...range(10, 20), ...range(1815, 1825)]) {
+      const o = JSON.parse(JSON.stringify(shape("x")).replace('"x"', JSON.stringify(Array.from({ length: n }, (_, i) => i + 0.5)))) as JsonObject;
+      const theirs = Buffer.from(toBinary(StructSchema, fromJson(StructSchema, o)));
+      for (let capacity = theirs.length - 8; capacity <= theirs.length; capacity++) {
+        const e = new Emitter(capacity);
+        e.struct(o, 0);
+        assert.ok(Buffer.from(e.finish()).equals(theirs), `${name} of ${n} numbers, starting from ${capacity} bytes`);
+        // The same Struct as a message field (as the response writes context).
+        const f = new Emitter(capacity + 2);
+        f.byte(0x22);
+        const at = f.open();
+        f.struct(o, 0);
+        f.close(at);
+        assert.ok(Buffer.from(f.finish()).equals(Buffer.concat([Buffer.from([0x22, ...varintBytes(theirs.length)]), theirs])), `${name} of ${n} numbers as a field`);
+      }
+    }
+  }
+});
+function range(from: number, to: number, step = 1): number[] {
+  const out: number[] = [];
+  for (let i = from; i <= to; i += step) out.push(i);
+  return out;
+}
+
 C("fields no schema knows, of every wire type, anywhere in a Struct are skipped as protobuf-es skips them", () => {
   for (let seed = 1; seed <= 60; seed++) {
     const input = object(rng(seed), 0);
@@ -228,7 +277,7 @@ C("short strings come back right from the string cache: near-identical strings, 
 
 C("strings and keys near the one-byte length boundary encode byte for byte as protobuf-es encodes them", () => {
   // Up to 42 UTF-16 units a string's UTF-8 length fits one byte whatever it
-  // holds, and the writer measures such strings itself; longer ones are sized first.
+  // holds, and the encoder measures such strings as it writes them; longer ones first.
   const units = ["a", "é", "✓", "😀", "\ud800"]; // 1, 2, 3, 4 (two units) and 3 (a lone surrogate) bytes
   const o: JsonObject = {};
   for (const u of units) {
@@ -243,7 +292,7 @@ C("strings and keys near the one-byte length boundary encode byte for byte as pr
   assert.equal(Buffer.from(ours).equals(Buffer.from(theirs)), true);
 });
 
-C("the encoder's reused length table survives a failed encoding and grows for large values", () => {
+C("the encoder's reused buffer survives a failed encoding and grows for large values", () => {
   const big: JsonObject = Object.fromEntries(Array.from({ length: 6000 }, (_, i) => [`k${i}`, { n: i, s: `v${i}`, l: [i, `${i}`] }]));
   const want = Buffer.from(toBinary(StructSchema, fromJson(StructSchema, big)));
   assert.equal(Buffer.from(encodeStruct(big)).equals(want), true);
