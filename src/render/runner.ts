@@ -79,7 +79,7 @@ export async function createRunner(functions: Doc[], functionsPath: string, now:
           throw new Error(`cannot run Function ${JSON.stringify(name)}: ${e.message}${hint}`);
         }
       }
-      const res = await b.handler.handle(toBinary(RunFunctionRequestSchema, req), { version: "v1", deadline, signal: new AbortController().signal });
+      const res = await b.handler.handle(toBinary(RunFunctionRequestSchema, req), { version: "v1", deadline });
       if ("ok" in res) return fromBinary(RunFunctionResponseSchema, res.ok);
       throw new Error(`cannot run Function ${JSON.stringify(name)}: ${Code[res.code]}: ${res.details}`);
     },

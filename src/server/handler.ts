@@ -11,7 +11,7 @@ import type { Logger } from "pino";
 import PQueue from "p-queue";
 import { RunFunctionResponseSchema, type RunFunctionRequest, type RunFunctionResponse } from "../gen/fn/v1/run_function_pb.js";
 import { decodeRequest, encodeResponse } from "../wire/codec.js";
-import type { RunFunction } from "../function.js";
+import type { RunContext, RunFunction } from "../function.js";
 import * as response from "../sdk/response.js";
 import { getString } from "../sdk/fieldpath.js";
 
@@ -38,8 +38,28 @@ export interface CallInfo {
   version: "v1" | "v1beta1";
   /** Absolute deadline in ms since the epoch, or Infinity. */
   deadline: number;
-  /** Aborted when the client cancels or the server shuts down. */
-  signal: AbortSignal;
+  /** How the transport ends the call early (the client cancels, the server stops). None: it never does. */
+  cancel?: Cancel;
+}
+
+/**
+ * Cancel lets the transport end a call early. It is a plain object, not an
+ * AbortController: making an AbortController and listening on its signal cost
+ * more than decoding a small request, and a call needs one only if its
+ * function reads ctx.signal.
+ */
+export class Cancel {
+  cancelled = false;
+  private fn: (() => void) | undefined;
+  cancel(): void {
+    if (this.cancelled) return;
+    this.cancelled = true;
+    this.fn?.();
+  }
+  /** onCancel sets the one listener (the handler's). */
+  onCancel(fn: (() => void) | undefined): void {
+    this.fn = fn;
+  }
 }
 
 /** HandlerResult is either encoded response bytes or a gRPC status. */
@@ -75,40 +95,44 @@ export function createHandler(fn: RunFunction, opts: HandlerOptions, log: Logger
       log.warn({ version: call.version, code: "INVALID_ARGUMENT" }, details);
       return { code: Code.INVALID_ARGUMENT, details };
     }
-    const tag = req.meta?.tag ?? "";
-    const rlog = log.child({ tag, version: call.version, xr: xrName(req) });
+    const rlog = new LazyLog(log, () => ({ tag: req.meta?.tag ?? "", version: call.version, xr: xrName(req) }));
 
     if (queue.size >= opts.maxQueue) {
       const details = `server busy: ${queue.pending} requests running and ${queue.size} queued (limit ${opts.maxQueue}); retry later`;
-      rlog.warn({ code: "RESOURCE_EXHAUSTED" }, details);
+      rlog.get().warn({ code: "RESOURCE_EXHAUSTED" }, details);
       return { code: Code.RESOURCE_EXHAUSTED, details };
     }
 
-    // One signal for everything that ends the call early: the client's
-    // deadline, its cancellation, or the server shutting down.
-    const ac = new AbortController();
+    // Everything that ends the call early: the client's deadline, its
+    // cancellation, or the server shutting down.
     // grpc-js cancels a call whose deadline passed a moment before our own
     // timer fires, so a cancellation at the deadline is reported as the deadline.
-    const onAbort = () =>
-      ac.abort(Date.now() >= call.deadline - DEADLINE_SLACK_MS ? new DeadlineExceeded("the client's deadline passed") : new Cancelled("the call was cancelled"));
-    call.signal.addEventListener("abort", onAbort, { once: true });
+    const end = new Ending();
+    call.cancel?.onCancel(() =>
+      end.end(Date.now() >= call.deadline - DEADLINE_SLACK_MS ? new DeadlineExceeded("the client's deadline passed") : new Cancelled("the call was cancelled")),
+    );
+    if (call.cancel?.cancelled) end.end(new Cancelled("the call was cancelled"));
     let timer: NodeJS.Timeout | undefined;
     if (Number.isFinite(call.deadline)) {
-      timer = setTimeout(() => ac.abort(new DeadlineExceeded("the client's deadline passed")), Math.max(0, call.deadline - Date.now()));
+      timer = setTimeout(() => end.end(new DeadlineExceeded("the client's deadline passed")), Math.max(0, call.deadline - Date.now()));
     }
 
     try {
       const at = now();
-      const rsp = await queue.add(() => runUntilAborted(fn, req, ac.signal, rlog, () => at), { signal: ac.signal });
-      const { bytes: out, sent } = encode(req, rsp, rlog);
+      const ctx = runContext(end, rlog, () => at);
+      // The task returns as soon as the call ends, even if fn never settles, so
+      // a hung function cannot hold a concurrency slot past its deadline; one
+      // still queued when the call ends returns without running.
+      const rsp = await end.race(queue.add(() => end.race(run(fn, req, ctx, end))));
+      const { bytes: out, sent } = encode(req, rsp, rlog.get());
       if (out.length > opts.maxResponseBytes) {
         const details = `response is ${out.length} bytes, larger than the ${opts.maxResponseBytes}-byte limit Crossplane accepts`;
-        rlog.error({ code: "RESOURCE_EXHAUSTED", bytes: out.length }, details);
+        rlog.get().error({ code: "RESOURCE_EXHAUSTED", bytes: out.length }, details);
         return { code: Code.RESOURCE_EXHAUSTED, details };
       }
       opts.onResponse?.(req, sent, at);
-      if (rlog.isLevelEnabled("debug")) {
-        rlog.debug(
+      if (log.isLevelEnabled("debug")) {
+        rlog.get().debug(
           {
             durationMs: round(performance.now() - started),
             results: sent.results.length,
@@ -120,21 +144,21 @@ export function createHandler(fn: RunFunction, opts: HandlerOptions, log: Logger
       }
       return { ok: out };
     } catch (err) {
-      const reason = ac.signal.reason ?? err;
+      const reason = end.reason ?? err;
       if (reason instanceof DeadlineExceeded) {
-        rlog.warn({ code: "DEADLINE_EXCEEDED", durationMs: round(performance.now() - started) }, "function did not finish before the client's deadline");
+        rlog.get().warn({ code: "DEADLINE_EXCEEDED", durationMs: round(performance.now() - started) }, "function did not finish before the client's deadline");
         return { code: Code.DEADLINE_EXCEEDED, details: "function did not finish before the deadline" };
       }
       if (reason instanceof Cancelled) {
-        rlog.debug({ code: "CANCELLED" }, "call cancelled");
+        rlog.get().debug({ code: "CANCELLED" }, "call cancelled");
         return { code: Code.CANCELLED, details: "call cancelled" };
       }
-      // Not reachable through runUntilAborted, which turns a throw into a Fatal result.
-      rlog.error({ err }, "unexpected handler failure");
+      // Not reachable through run, which turns a throw into a Fatal result.
+      rlog.get().error({ err }, "unexpected handler failure");
       return { code: Code.INTERNAL, details: `unexpected failure: ${messageOf(err)}` };
     } finally {
       clearTimeout(timer);
-      call.signal.removeEventListener("abort", onAbort);
+      call.cancel?.onCancel(undefined);
     }
   }
 
@@ -142,28 +166,72 @@ export function createHandler(fn: RunFunction, opts: HandlerOptions, log: Logger
 }
 
 /**
- * runUntilAborted runs fn, turning a throw into a Fatal result. It returns (by
- * rejecting) as soon as signal aborts, even if fn never settles, so a hung
- * function cannot hold a concurrency slot past its deadline.
+ * Ending is one call's early end. A signal for the function is made only if it
+ * reads ctx.signal.
  */
-async function runUntilAborted(
-  fn: RunFunction,
-  req: RunFunctionRequest,
-  signal: AbortSignal,
-  log: Logger,
-  now: () => Date,
-): Promise<RunFunctionResponse> {
-  signal.throwIfAborted();
-  let stop: (() => void) | undefined;
-  const aborted = new Promise<never>((_, reject) => {
-    stop = () => reject(signal.reason);
-    signal.addEventListener("abort", stop, { once: true });
-  });
+class Ending {
+  reason: Error | undefined;
+  private ac: AbortController | undefined;
+  private reject: ((reason: Error) => void) | undefined;
+  private ended: Promise<never> | undefined;
+  end(reason: Error): void {
+    if (this.reason) return;
+    this.reason = reason;
+    this.ac?.abort(reason);
+    this.reject?.(reason);
+  }
+  get signal(): AbortSignal {
+    if (!this.ac) {
+      this.ac = new AbortController();
+      if (this.reason) this.ac.abort(this.reason);
+    }
+    return this.ac.signal;
+  }
+  /** race settles as p does, or rejects with the reason as soon as the call ends. */
+  race<T>(p: Promise<T>): Promise<T> {
+    if (this.reason) {
+      p.catch(() => {}); // settles unwatched: its rejection is this one
+      return Promise.reject(this.reason);
+    }
+    this.ended ??= new Promise<never>((_, reject) => {
+      this.reject = reject;
+    });
+    return Promise.race([p, this.ended]);
+  }
+}
+
+/** LazyLog makes the request's child logger when something first logs (a child per request showed in profiles). */
+class LazyLog {
+  private child: Logger | undefined;
+  constructor(
+    private readonly log: Logger,
+    private readonly bindings: () => Record<string, unknown>,
+  ) {}
+  get(): Logger {
+    return (this.child ??= this.log.child(this.bindings()));
+  }
+}
+
+/** runContext is the RunContext a function sees; its signal and logger are made when first read. */
+function runContext(end: Ending, log: LazyLog, now: () => Date): RunContext {
+  return {
+    get signal() {
+      return end.signal;
+    },
+    get log() {
+      return log.get();
+    },
+    now,
+  };
+}
+
+/** run runs fn unless the call has ended, turning a throw into a Fatal result. */
+async function run(fn: RunFunction, req: RunFunctionRequest, ctx: RunContext, end: Ending): Promise<RunFunctionResponse> {
+  if (end.reason) throw end.reason;
   try {
-    const run = (async () => fn(req, { signal, log, now }))();
-    return await Promise.race([run.catch((err: unknown) => thrown(req, err, log)), aborted]);
-  } finally {
-    if (stop) signal.removeEventListener("abort", stop);
+    return await fn(req, ctx);
+  } catch (err) {
+    return thrown(req, err, ctx.log);
   }
 }
 

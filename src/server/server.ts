@@ -13,7 +13,7 @@ import type { Logger } from "pino";
 import type { RunFunction } from "../function.js";
 import { FunctionRunnerService } from "../gen/fn/v1/run_function_pb.js";
 import { FunctionRunnerService as BetaFunctionRunnerService } from "../gen/fn/v1beta1/zz_generated_run_function_pb.js";
-import { createHandler, DEFAULT_MAX_RESPONSE_BYTES, type CallInfo, type HandlerOptions } from "./handler.js";
+import { Cancel, createHandler, DEFAULT_MAX_RESPONSE_BYTES, type CallInfo, type HandlerOptions } from "./handler.js";
 import { addHealth } from "./health.js";
 import { loadServerCredentials } from "./tls.js";
 
@@ -115,24 +115,24 @@ export async function serve(fn: RunFunction, opts: ServeOptions, log: Logger): P
     log,
   );
 
-  // Aborted on a forced stop, so functions still running see their signal fire.
-  const stopping = new AbortController();
+  // Calls in flight, cancelled on a forced stop so functions still running see their signal fire.
+  const live = new Set<Cancel>();
 
   const runFunction = (version: CallInfo["version"]) => (call: ServerUnaryCall<Buffer, Uint8Array>, callback: sendUnaryData<Uint8Array>) => {
-    const ac = new AbortController();
-    const abort = () => ac.abort();
-    call.once("cancelled", abort);
-    stopping.signal.addEventListener("abort", abort, { once: true });
+    const cancel = new Cancel();
+    const onCancelled = () => cancel.cancel();
+    call.once("cancelled", onCancelled);
+    live.add(cancel);
     handler
-      .handle(call.request, { version, deadline: deadlineOf(call), signal: ac.signal })
+      .handle(call.request, { version, deadline: deadlineOf(call), cancel })
       .then((res) => {
         if ("ok" in res) callback(null, res.ok);
         else callback({ code: res.code, details: res.details });
       })
       .catch((err: unknown) => callback({ code: Code.INTERNAL, details: err instanceof Error ? err.message : String(err) }))
       .finally(() => {
-        call.removeListener("cancelled", abort);
-        stopping.signal.removeEventListener("abort", abort);
+        call.removeListener("cancelled", onCancelled);
+        live.delete(cancel);
       });
   };
 
@@ -161,7 +161,7 @@ export async function serve(fn: RunFunction, opts: ServeOptions, log: Logger): P
         log.info({ inFlight: handler.inFlight(), graceMs }, "shutting down");
         const force = setTimeout(() => {
           log.warn({ inFlight: handler.inFlight() }, "grace period over; cancelling in-flight calls");
-          stopping.abort();
+          for (const c of live) c.cancel();
           server.forceShutdown();
           resolve();
         }, graceMs);

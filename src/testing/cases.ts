@@ -106,7 +106,7 @@ async function runRequestCase(dir: string, cfg: CaseConfig): Promise<JsonValue> 
   }
   const at = new Date(cfg.now ?? DEFAULT_CASE_NOW);
   const handler = createHandler(await fn, { maxConcurrency: 1, maxQueue: 1, maxResponseBytes: DEFAULT_MAX_RESPONSE_BYTES, now: () => at }, quiet);
-  const res = await handler.handle(toBinary(RunFunctionRequestSchema, req), { version: "v1", deadline: Date.now() + 60_000, signal: new AbortController().signal });
+  const res = await handler.handle(toBinary(RunFunctionRequestSchema, req), { version: "v1", deadline: Date.now() + 60_000 });
   if (!("ok" in res)) throw new Error(`the function's call failed: ${res.details}`);
   return toJson(RunFunctionResponseSchema, fromBinary(RunFunctionResponseSchema, res.ok));
 }

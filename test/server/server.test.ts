@@ -7,6 +7,7 @@ import * as assert from "uvu/assert";
 import type { RunFunction } from "../../src/function.js";
 import { RunFunctionRequestSchema, Severity } from "../../src/gen/fn/v1/run_function_pb.js";
 import * as response from "../../src/sdk/response.js";
+import { Cancel, createHandler } from "../../src/server/handler.js";
 import { serve, type RunningServer, type ServeOptions } from "../../src/server/server.js";
 import { makePki, type TestPki } from "../support/certs.js";
 import { codeOf, mtlsCredentials, rawClient, V1, V1BETA1 } from "../support/client.js";
@@ -265,6 +266,74 @@ Limits("a hung function ends at the client's deadline, frees its slot, and sees 
     client.close();
     await srv.stop(1000);
   }
+});
+
+Limits("a call whose deadline passes while it waits for a slot answers DEADLINE_EXCEEDED and never runs", async () => {
+  let release!: () => void;
+  const gate = new Promise<void>((r) => (release = r));
+  const tags: string[] = [];
+  const { srv, client } = await start(
+    async (req, ctx) => {
+      tags.push(req.meta?.tag ?? "");
+      await gate;
+      return echo(req, ctx);
+    },
+    { maxConcurrency: 1 },
+  );
+  try {
+    const first = client.run(request({ meta: { tag: "first" } }));
+    await sleep(100);
+    const began = Date.now();
+    const { code } = await codeOf(client.run(request({ meta: { tag: "queued" } }), { timeoutMs: 300 }));
+    assert.is(code, Code.DEADLINE_EXCEEDED);
+    assert.ok(Date.now() - began < 2000, "answered at the deadline, not when the slot came free");
+    // The server's own deadline timer fires about when the client's does; let it.
+    await sleep(200);
+    release();
+    assert.is((await first).meta?.tag, "first");
+    assert.is((await client.run(request({ meta: { tag: "after" } }))).meta?.tag, "after");
+    assert.equal(tags, ["first", "after"], "the queued call never ran");
+  } finally {
+    client.close();
+    await srv.stop(1000);
+  }
+});
+
+Limits("a call the client cancels ends: a running function sees its signal abort and frees its slot, a queued one never runs", async () => {
+  const mem = memoryLog();
+  const ran: string[] = [];
+  let aborted = false;
+  const h = createHandler(
+    (req, ctx) => {
+      const tag = req.meta?.tag ?? "";
+      ran.push(tag);
+      if (tag !== "hang") return echo(req, ctx);
+      ctx.signal.addEventListener("abort", () => (aborted = true));
+      return new Promise(() => {});
+    },
+    { maxConcurrency: 1, maxQueue: 4, maxResponseBytes: 1 << 22 },
+    mem.log,
+  );
+  const bytes = (tag: string) => toBinary(RunFunctionRequestSchema, request({ meta: { tag } }));
+  const hung = new Cancel();
+  const queued = new Cancel();
+  const first = h.handle(bytes("hang"), { version: "v1", deadline: Infinity, cancel: hung });
+  const second = h.handle(bytes("queued"), { version: "v1", deadline: Infinity, cancel: queued });
+  await sleep(50);
+  assert.is(h.inFlight(), 2);
+  queued.cancel();
+  assert.equal(await second, { code: Code.CANCELLED, details: "call cancelled" });
+  hung.cancel();
+  assert.equal(await first, { code: Code.CANCELLED, details: "call cancelled" });
+  assert.ok(aborted, "the running function saw its signal abort");
+  const after = await h.handle(bytes("after"), { version: "v1", deadline: Infinity });
+  assert.ok("ok" in after, "the slot is free again");
+  assert.equal(ran, ["hang", "after"]);
+  // Cancelled before it reached the handler: answered without running.
+  const early = new Cancel();
+  early.cancel();
+  assert.equal(await h.handle(bytes("early"), { version: "v1", deadline: Infinity, cancel: early }), { code: Code.CANCELLED, details: "call cancelled" });
+  assert.equal(ran, ["hang", "after"]);
 });
 
 Limits("a full queue answers RESOURCE_EXHAUSTED instead of growing", async () => {

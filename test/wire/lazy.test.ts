@@ -199,7 +199,7 @@ L("through the server: a step reading a bad value, or copying one through, gets 
       { maxConcurrency: 1, maxQueue: 1, maxResponseBytes: 1 << 22 },
       memoryLog(false).log,
     );
-    const out = await h.handle(withBadSpec(), { version: "v1", deadline: Infinity, signal: new AbortController().signal });
+    const out = await h.handle(withBadSpec(), { version: "v1", deadline: Infinity });
     assert.ok("ok" in out);
     return fromBinary(RunFunctionResponseSchema, (out as { ok: Uint8Array }).ok);
   };
