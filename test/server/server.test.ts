@@ -336,6 +336,37 @@ Limits("a call the client cancels ends: a running function sees its signal abort
   assert.equal(ran, ["hang", "after"]);
 });
 
+Limits("the context: signal, log and now can be destructured; a signal first read after the call ended is already aborted", async () => {
+  const mem = memoryLog(true);
+  let late: boolean | undefined;
+  let early: boolean | undefined;
+  const h = createHandler(
+    async (req, { signal, log, now }) => {
+      log.info({ at: now().toISOString() }, "hello from the function");
+      early = signal.aborted;
+      return echo(req, { signal, log, now });
+    },
+    { maxConcurrency: 2, maxQueue: 2, maxResponseBytes: 1 << 22, now: () => new Date(0) },
+    mem.log,
+  );
+  const bytes = (tag: string) => toBinary(RunFunctionRequestSchema, request({ meta: { tag } }));
+  assert.ok("ok" in (await h.handle(bytes("fast"), { version: "v1", deadline: Infinity })));
+  assert.is(early, false);
+  assert.match(mem.text(), /"tag":"fast".*"at":"1970-01-01T00:00:00.000Z".*hello from the function/);
+  const slow = createHandler(
+    async (req, ctx) => {
+      await sleep(150);
+      late = ctx.signal.aborted;
+      return echo(req, ctx);
+    },
+    { maxConcurrency: 1, maxQueue: 1, maxResponseBytes: 1 << 22 },
+    mem.log,
+  );
+  assert.equal(await slow.handle(bytes("slow"), { version: "v1", deadline: Date.now() + 30 }), { code: Code.DEADLINE_EXCEEDED, details: "function did not finish before the deadline" });
+  await sleep(250);
+  assert.is(late, true);
+});
+
 Limits("a full queue answers RESOURCE_EXHAUSTED instead of growing", async () => {
   let release!: () => void;
   const gate = new Promise<void>((r) => (release = r));
