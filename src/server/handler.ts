@@ -124,7 +124,7 @@ export function createHandler(fn: RunFunction, opts: HandlerOptions, log: Logger
       // a hung function cannot hold a concurrency slot past its deadline; one
       // still queued when the call ends returns without running.
       const rsp = await end.race(queue.add(() => end.race(run(fn, req, ctx, end))));
-      const { bytes: out, sent } = encode(req, rsp, rlog.get());
+      const { bytes: out, sent } = encode(req, rsp, rlog);
       if (out.length > opts.maxResponseBytes) {
         const details = `response is ${out.length} bytes, larger than the ${opts.maxResponseBytes}-byte limit Crossplane accepts`;
         rlog.get().error({ code: "RESOURCE_EXHAUSTED", bytes: out.length }, details);
@@ -273,7 +273,7 @@ function fatalResponse(req: RunFunctionRequest, message: string): RunFunctionRes
  * BigInt, a function, NaN): protobuf-es would silently write them as null;
  * encodeResponse refuses them, naming the path.
  */
-function encode(req: RunFunctionRequest, rsp: RunFunctionResponse, log: Logger): { bytes: Uint8Array; sent: RunFunctionResponse } {
+function encode(req: RunFunctionRequest, rsp: RunFunctionResponse, log: LazyLog): { bytes: Uint8Array; sent: RunFunctionResponse } {
   const tag = req.meta?.tag ?? "";
   if (!rsp || typeof rsp !== "object" || rsp.$typeName !== RunFunctionResponseSchema.typeName) {
     return encodeFatal(req, `function returned ${describe(rsp)}, not a RunFunctionResponse (start one with response.to(req))`, log);
@@ -287,8 +287,8 @@ function encode(req: RunFunctionRequest, rsp: RunFunctionResponse, log: Logger):
   }
 }
 
-function encodeFatal(req: RunFunctionRequest, message: string, log: Logger): { bytes: Uint8Array; sent: RunFunctionResponse } {
-  log.error(message);
+function encodeFatal(req: RunFunctionRequest, message: string, log: LazyLog): { bytes: Uint8Array; sent: RunFunctionResponse } {
+  log.get().error(message);
   const rsp = fatalResponse(req, message);
   return { bytes: encodeResponse(rsp), sent: rsp };
 }
