@@ -138,15 +138,6 @@ async function main(): Promise<void> {
   const rows: Row[] = [];
   let large = "";
   try {
-    // Large requests: 3.5 MB at xfn's default 4 MB limit.
-    const xfn = servers[0]!;
-    try {
-      const big = request(2600);
-      const out = await call(xfn, big);
-      large = `a ${(big.length / 1048576).toFixed(2)} MiB request (N=2600): answered, response ${(out.length / 1048576).toFixed(2)} MiB, verified=${verify("xfn", 2600, out)}`;
-    } catch (err) {
-      large = `a large request failed: ${(err as Error).message}`;
-    }
     for (const n of NS) {
       const bytes = request(n);
       for (const c of CS) {
@@ -189,6 +180,17 @@ async function main(): Promise<void> {
         process.stderr.write(`done N=${n} c=${c}\n`);
       }
     }
+    // Large requests: 3.5 MB at xfn's default 4 MB limit. Last, so that the
+    // garbage it leaves in xfn's heap (the other servers get no such request)
+    // is not collected during a measured cell, and peak RSS is the cells' own.
+    const xfn = servers[0]!;
+    try {
+      const big = request(2600);
+      const out = await call(xfn, big);
+      large = `a ${(big.length / 1048576).toFixed(2)} MiB request (N=2600): answered, response ${(out.length / 1048576).toFixed(2)} MiB, verified=${verify("xfn", 2600, out)}`;
+    } catch (err) {
+      large = `a large request failed: ${(err as Error).message}`;
+    }
   } finally {
     for (const s of servers) {
       s.client.close();
@@ -219,7 +221,7 @@ async function main(): Promise<void> {
     `Machine: ${cpus().length} cores (${cpus()[0]?.model ?? "?"}), ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}; shared and noisy, so compare ratios from one run, not absolute numbers across runs.`,
     "Each server runs in its own process; the load generator runs in a third and shares the 2 cores with them, so at c=16 latency includes queueing behind the generator.",
     "send-floor is a bare grpc-js server that answers with the bytes of xfn's response to the same request (worked out once per N, before measuring): what moving this request in and this response out costs any server, before any work.",
-    "CPU is the server process's user+system time over the measured batches divided by requests (warm-up excluded); peak RSS is the process's maximum resident set.",
+    "CPU is the server process's user+system time over the measured batches divided by requests (warm-up excluded); peak RSS is the process's maximum resident set so far (the large request is sent after all cells, so it is not in these figures).",
     `Counts per cell: ${JSON.stringify(COUNT)}, in ${ROUNDS} alternating batches per server.`,
   ];
   const md = `# Benchmark results\n\nRun: \`npm run bench${quick ? " -- --quick" : ""}\` on ${new Date().toISOString().slice(0, 10)}.\n\n${table}\nLarge request: ${large}\n\n## Caveats\n\n${caveats.map((c) => `- ${c}`).join("\n")}\n`;

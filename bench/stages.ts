@@ -1,10 +1,11 @@
 // In-process stage costs for one request size: decode, function, encode.
 //   node --import tsx bench/stages.ts [N] [iterations]
 // Prints the median wall time of each stage and the process CPU per request
-// (all threads, so garbage collection counts). Used to find where xfn's time
-// goes; not part of npm run bench.
+// (all threads, so garbage collection counts), then, for scale, what V8's own
+// JSON code takes for the same data. Used to find where xfn's time goes; not
+// part of npm run bench.
 import { decodeRequest, encodeResponse } from "../src/wire/codec.js";
-import { request as build, xfnFunction } from "./workload.js";
+import { composed, request as build, xfnFunction } from "./workload.js";
 
 const n = Number(process.argv[2] ?? 1000);
 const iters = Number(process.argv[3] ?? 50);
@@ -33,3 +34,29 @@ for (let k = 0; k < iters + 10; k++) {
 // Medians: the machine is shared, and a mean takes in every pause.
 const r = (xs: number[]) => Math.round(xs.sort((a, b) => a - b)[xs.length >> 1]! * 100) / 100;
 console.log(`N=${n} request ${bytes.length} B, response ${out} B: decode ${r(t.decode)} ms, function ${r(t.fn)} ms, encode ${r(t.encode)} ms (medians); CPU ${Math.round((cpu / iters) * 100) / 100} ms/request`);
+
+// For scale: the same data through V8's JSON code. Build the composed objects,
+// JSON.stringify them, make bytes of that; JSON.parse the observed resources as JSON text.
+const plain = (v: unknown) => JSON.parse(JSON.stringify(v)) as never;
+const decoded = decodeRequest(bytes);
+const xr = plain(decoded.observed!.composite!.resource);
+const text = JSON.stringify(Object.fromEntries(Object.entries(decoded.observed!.resources).map(([k, v]) => [k, plain(v.resource)])));
+const j = { build: [] as number[], stringify: [] as number[], bytes: [] as number[], parse: [] as number[] };
+for (let k = 0; k < iters + 10; k++) {
+  const a = performance.now();
+  const objs = Array.from({ length: n }, (_, i) => composed(xr, i));
+  const b = performance.now();
+  const s = JSON.stringify(objs);
+  const c = performance.now();
+  out = Buffer.from(s).length;
+  const d = performance.now();
+  JSON.parse(text);
+  const e = performance.now();
+  if (k >= 10) {
+    j.build.push(b - a);
+    j.stringify.push(c - b);
+    j.bytes.push(d - c);
+    j.parse.push(e - d);
+  }
+}
+console.log(`JSON for scale: build the ${n} objects ${r(j.build)} ms, JSON.stringify them ${r(j.stringify)} ms, Buffer.from that ${r(j.bytes)} ms; JSON.parse the observed resources (${text.length} B of JSON) ${r(j.parse)} ms`);

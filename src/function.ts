@@ -7,7 +7,11 @@
 import type { Logger } from "pino";
 import type { RunFunctionRequest, RunFunctionResponse } from "./gen/fn/v1/run_function_pb.js";
 
-/** RunContext is what the server hands a function with each request. */
+/**
+ * RunContext is what the server hands a function with each request. The
+ * server's signal and log are getters, made when first read (most functions
+ * read neither): read or destructure them; spreading the context does not copy them.
+ */
 export interface RunContext {
   /** Aborted when the caller's deadline passes, it cancels, or the server stops. */
   readonly signal: AbortSignal;
