@@ -735,8 +735,10 @@ const SHORT = 42;
 // --- one-pass encoding ---------------------------------------------------------------
 
 // A buffer kept for the next encoding: responses are written into it and copied
-// out at the exact size (a fresh buffer per response, grown by doubling, showed
-// as garbage collection). An encoding that starts while another holds it gets its own.
+// out at their size, so a response grows a buffer only when it is the largest
+// yet. (Writing each response into a fresh buffer sized by the last one and
+// returning it without the copy measured the same.) An encoding that starts
+// while another holds it gets its own.
 let spareBuf: Buffer | undefined;
 const SPARE_BUF_MAX = 8 << 20;
 

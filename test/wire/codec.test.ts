@@ -8,6 +8,7 @@ import { decodeRequest, encodeResponse } from "../../src/wire/codec.js";
 import { StructSchema } from "@bufbuild/protobuf/wkt";
 import { Emitter, encodeStruct, LAZY_MIN, setLazyMin } from "../../src/wire/json.js";
 import { rng } from "../support/rng.js";
+import { varintBytes } from "../support/wire.js";
 import * as response from "../../src/sdk/response.js";
 
 const KEYS = ["a", "spec", "metadata", "crossplane.io/external-name", "ünïcödé", "", "__proto__", "with space", "0"];
@@ -155,15 +156,6 @@ function withUnknown(struct: Uint8Array, entries = false): Uint8Array {
   const valueOf = (b: Uint8Array): number[] => fields(b, { 0x2a: structOf, 0x32: listOf });
   const listOf = (b: Uint8Array): number[] => fields(b, { 0x0a: valueOf });
   return Uint8Array.from(structOf(struct));
-}
-function varintBytes(n: number): number[] {
-  const out: number[] = [];
-  while (n >= 0x80) {
-    out.push((n & 0x7f) | 0x80);
-    n >>>= 7;
-  }
-  out.push(n);
-  return out;
 }
 
 C("lengths around 128, 16384 and 2^21 bytes, nested up to three deep, encode byte for byte as protobuf-es encodes them, from a buffer that grows at every step", () => {

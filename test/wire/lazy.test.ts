@@ -12,6 +12,7 @@ import * as response from "../../src/sdk/response.js";
 import { decodeRequest, encodeResponse } from "../../src/wire/codec.js";
 import { cloneJson, encodeStruct, isUnread, peek, setLazyMin, UNPEEKED } from "../../src/wire/json.js";
 import { rng } from "../support/rng.js";
+import { varintBytes as varint } from "../support/wire.js";
 import { memoryLog } from "../support/log.js";
 
 const L = suite("lazy Struct values");
@@ -315,14 +316,5 @@ L("peek: the last of a repeated key wins, a key-less entry is \"\", a value-less
   }
 });
 
-function varint(n: number): number[] {
-  const out: number[] = [];
-  while (n >= 0x80) {
-    out.push((n & 0x7f) | 0x80);
-    n >>>= 7;
-  }
-  out.push(n);
-  return out;
-}
 
 L.run();
