@@ -247,20 +247,25 @@ class ResponseEmitter extends Emitter {
     this.varint(b.length);
     this.bytes(b);
   }
-  structField(tag: number, o: JsonObject, path: string): void {
+  // A path for an error is put together only when one is thrown (EncodeError
+  // collects it innermost first), not built for every resource of every
+  // response in case one fails.
+  structField(tag: number, o: JsonObject): void {
     this.room(2);
     this.byte(tag);
     const at = this.open();
-    try {
-      this.struct(o, 0);
-    } catch (err) {
-      if (err instanceof EncodeError) throw new Error(err.at(path));
-      throw err;
-    }
+    this.struct(o, 0);
     this.close(at);
   }
-  resource(res: Resource, path: string): void {
-    if (res.resource) this.structField(0x0a, res.resource, `${path}.resource`);
+  resource(res: Resource): void {
+    if (res.resource) {
+      try {
+        this.structField(0x0a, res.resource);
+      } catch (err) {
+        if (err instanceof EncodeError) err.path.push(".resource");
+        throw err;
+      }
+    }
     for (const k in res.connectionDetails) {
       this.blob(0x12, new BinaryWriter().tag(1, WireType.LengthDelimited).string(k).tag(2, WireType.LengthDelimited).bytes(res.connectionDetails[k]!).finish());
     }
@@ -271,12 +276,17 @@ class ResponseEmitter extends Emitter {
       this.bytes(res.ready > 0 && res.ready < 0x80 ? READY[res.ready]! : new BinaryWriter().int32(res.ready).finish());
     }
   }
-  state(s: State, path: string): void {
+  state(s: State): void {
     if (s.composite) {
       this.room(2);
       this.byte(0x0a);
       const at = this.open();
-      this.resource(s.composite, `${path}.composite`);
+      try {
+        this.resource(s.composite);
+      } catch (err) {
+        if (err instanceof EncodeError) err.path.push(".composite");
+        throw err;
+      }
       this.close(at);
     }
     for (const k in s.resources) {
@@ -290,7 +300,12 @@ class ResponseEmitter extends Emitter {
       this.room(2);
       this.byte(0x12);
       const at = this.open();
-      this.resource(s.resources[k]!, `${path}.resources[${k}]`);
+      try {
+        this.resource(s.resources[k]!);
+      } catch (err) {
+        if (err instanceof EncodeError) err.path.push(`.resources[${k}]`);
+        throw err;
+      }
       this.close2(entry, at);
     }
   }
@@ -303,23 +318,28 @@ class ResponseEmitter extends Emitter {
  */
 export function encodeResponse(rsp: RunFunctionResponse): Uint8Array {
   const w = new ResponseEmitter();
+  let where = "";
   try {
     if (rsp.meta) w.blob(0x0a, toBinary(ResponseMetaSchema, rsp.meta));
     if (rsp.desired) {
+      where = "desired";
       w.room(2);
       w.byte(0x12);
       const at = w.open();
-      w.state(rsp.desired, "desired");
+      w.state(rsp.desired);
       w.close(at);
     }
     for (const r of rsp.results) w.blob(0x1a, toBinary(ResultSchema, r));
-    if (rsp.context) w.structField(0x22, rsp.context, "context");
+    where = "context";
+    if (rsp.context) w.structField(0x22, rsp.context);
     if (rsp.requirements) w.blob(0x2a, toBinary(RequirementsSchema, rsp.requirements));
     for (const c of rsp.conditions) w.blob(0x32, toBinary(ConditionSchema, c));
-    if (rsp.output) w.structField(0x3a, rsp.output, "output");
+    where = "output";
+    if (rsp.output) w.structField(0x3a, rsp.output);
     return w.finish();
   } catch (err) {
     w.release();
+    if (err instanceof EncodeError) throw new Error(err.at(where));
     throw err;
   }
 }

@@ -245,6 +245,10 @@ C("a non-JSON value is an error naming its path", () => {
   assert.throws(() => encodeResponse(rsp), /desired\.resources\[x\]\.resource\.spec\.list\[1\] is undefined, which JSON cannot hold/);
   const d = create(RunFunctionResponseSchema, { context: { when: new Date() as never } });
   assert.throws(() => encodeResponse(d), /context\.when is a Date, not a JSON object/);
+  const o = create(RunFunctionResponseSchema, { output: { a: [NaN] }, desired: {} });
+  assert.throws(() => encodeResponse(o), /^output\.a\[0\] is NaN, which JSON cannot hold$/);
+  const x = create(RunFunctionResponseSchema, { desired: { composite: { resource: { s: { d: new Map() as never } } } } });
+  assert.throws(() => encodeResponse(x), /desired\.composite\.resource\.s\.d is a Map, not a JSON object/);
 });
 
 C("short strings come back right from the string cache: near-identical strings, non-ASCII, every length up to past the cache's limit", () => {
