@@ -54,6 +54,29 @@ L("big values are left undecoded, and read as the same JSON", () => {
   assert.ok(inspect(o, { depth: 10 }).includes("eu-west-1"));
 });
 
+/** notPlain names the first place in v that is not a plain data property (a getter, a symbol key), if any. */
+function notPlain(v: unknown, at = ""): string | undefined {
+  if (typeof v !== "object" || v === null) return undefined;
+  if (Object.getOwnPropertySymbols(v).length > 0) return `${at || "the top"} has symbol keys`;
+  for (const [k, d] of Object.entries(Object.getOwnPropertyDescriptors(v))) {
+    if (!("value" in d)) return `${at}.${k} is an accessor`;
+    const inner = notPlain(d.value, `${at}.${k}`);
+    if (inner) return inner;
+  }
+  return undefined;
+}
+
+L("structuredClone of a value from the request is a plain copy that keeps nothing of the request", () => {
+  // README: an object from the request keeps the request's bytes alive while it
+  // is referenced; keep structuredClone(part) to hold it past the call.
+  const o = decodedObject(obj("a"));
+  assert.ok(isUnread(o, "spec"));
+  assert.ok(notPlain(o), "the probe should see the lazy value");
+  const copy = structuredClone(o);
+  assert.is(notPlain(copy), undefined);
+  assert.equal(copy, obj("a"));
+});
+
 L("a value never read is copied through byte for byte", () => {
   const bytes = requestBytes({ x: obj("a") });
   const req = decodeRequest(bytes);
