@@ -12,6 +12,7 @@ import { serve, type RunningServer, type ServeOptions } from "../../src/server/s
 import { makePki, type TestPki } from "../support/certs.js";
 import { codeOf, mtlsCredentials, rawClient, V1, V1BETA1 } from "../support/client.js";
 import { memoryLog } from "../support/log.js";
+import { until } from "../support/cluster.js";
 import { request } from "../support/requests.js";
 
 // echo returns the desired state it was given plus one resource and a result.
@@ -272,7 +273,7 @@ Limits("a call whose deadline passes while it waits for a slot answers DEADLINE_
   let release!: () => void;
   const gate = new Promise<void>((r) => (release = r));
   const tags: string[] = [];
-  const { srv, client } = await start(
+  const { srv, client, mem } = await start(
     async (req, ctx) => {
       tags.push(req.meta?.tag ?? "");
       await gate;
@@ -287,8 +288,12 @@ Limits("a call whose deadline passes while it waits for a slot answers DEADLINE_
     const { code } = await codeOf(client.run(request({ meta: { tag: "queued" } }), { timeoutMs: 300 }));
     assert.is(code, Code.DEADLINE_EXCEEDED);
     assert.ok(Date.now() - began < 2000, "answered at the deadline, not when the slot came free");
-    // The server's own deadline timer fires about when the client's does; let it.
-    await sleep(200);
+    // The server ends the call on its own deadline timer or on the client's
+    // cancel, about when the client gives up; free the slot only after it has
+    // (a fixed sleep here could lose that race on a loaded machine).
+    await until("the server to end the queued call", () =>
+      mem.lines().some((l) => l["tag"] === "queued" && (l["code"] === "DEADLINE_EXCEEDED" || l["code"] === "CANCELLED")),
+    );
     release();
     assert.is((await first).meta?.tag, "first");
     assert.is((await client.run(request({ meta: { tag: "after" } }))).meta?.tag, "after");
