@@ -14,7 +14,7 @@ Q("deduplicates queued keys and reruns a key added while it runs, exactly once",
     if (runs.length === 1) await gate;
   });
   q.add("a");
-  await sleep(10);
+  await until("the first run", () => runs.length === 1);
   q.add("a");
   q.add("a");
   q.add("a");

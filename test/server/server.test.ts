@@ -68,7 +68,7 @@ Serve("health: Check says SERVING; a Watch hears NOT_SERVING on stop and does no
     const stream = watch.makeServerStreamRequest("/grpc.health.v1.Health/Watch", (b: Uint8Array) => Buffer.from(b), (b: Buffer) => b, req(""));
     const ended = new Promise<void>((r) => stream.on("end", r).on("error", () => r()));
     stream.on("data", (d: Buffer) => seen.push([...d]));
-    await sleep(100);
+    await until("the Watch's first status", () => seen.length === 1);
     await srv.stop(5000);
     await ended;
     assert.equal(seen, [[0x08, 0x01], [0x08, 0x02]]);
@@ -375,8 +375,10 @@ Limits("the context: signal, log and now can be destructured; a signal first rea
 Limits("a full queue answers RESOURCE_EXHAUSTED instead of growing", async () => {
   let release!: () => void;
   const gate = new Promise<void>((r) => (release = r));
+  const started: string[] = [];
   const { srv, client } = await start(
     async (req, ctx) => {
+      started.push(req.meta?.tag ?? "");
       await gate;
       return echo(req, ctx);
     },
@@ -384,9 +386,9 @@ Limits("a full queue answers RESOURCE_EXHAUSTED instead of growing", async () =>
   );
   try {
     const first = client.run(request({ meta: { tag: "1" } }));
-    await sleep(100);
+    await until("the first call to run", () => started.length === 1);
     const second = client.run(request({ meta: { tag: "2" } }));
-    await sleep(100);
+    await sleep(100); // a queued call shows nowhere outside the server: give it time to arrive
     const { code, details } = await codeOf(client.run(request({ meta: { tag: "3" } })));
     assert.is(code, Code.RESOURCE_EXHAUSTED);
     assert.match(details, /server busy: 1 requests running and 1 queued \(limit 1\)/);
@@ -399,13 +401,15 @@ Limits("a full queue answers RESOURCE_EXHAUSTED instead of growing", async () =>
 });
 
 Limits("stop lets an in-flight request finish and refuses new connections", async () => {
+  let running = false;
   const { srv, client } = await start(async (req, ctx) => {
+    running = true;
     await sleep(300);
     return echo(req, ctx);
   });
   try {
     const inFlight = client.run(request({ meta: { tag: "slow" } }));
-    await sleep(100);
+    await until("the call to run", () => running);
     const stopped = srv.stop(5000);
     assert.is((await inFlight).meta?.tag, "slow");
     await stopped;
@@ -420,13 +424,15 @@ Limits("stop lets an in-flight request finish and refuses new connections", asyn
 
 Limits("stop cancels a function still running after the grace period", async () => {
   let aborted = false;
+  let running = false;
   const { srv, client } = await start((_req, ctx) => {
+    running = true;
     ctx.signal.addEventListener("abort", () => (aborted = true));
     return new Promise(() => {});
   });
   try {
     const call = codeOf(client.run(request(), { timeoutMs: 10_000 }));
-    await sleep(100);
+    await until("the call to run", () => running);
     await srv.stop(200);
     const { code } = await call;
     assert.ok(aborted, "the function saw its signal abort");
