@@ -348,7 +348,14 @@ export class Host {
       return;
     }
 
-    const composition = await this.composition(c, xr);
+    let composition: JsonObject;
+    try {
+      composition = this.composition(c, xr);
+    } catch (err) {
+      const message = `cannot select a Composition: ${(err as Error).message}`;
+      await this.writeStatus(c, xr, {}, [{ type: "Synced", status: "False", reason: "ReconcileError", message, lastTransitionTime: now() }]);
+      throw new Error(message);
+    }
     let result;
     try {
       result = await runPipeline(
@@ -415,22 +422,52 @@ export class Host {
     return refs.filter(isObject).map((r) => ({ apiVersion: String(r["apiVersion"]), kind: String(r["kind"]), name: String(r["name"]), ...(r["namespace"] ? { namespace: String(r["namespace"]) } : {}) }));
   }
 
-  private async composition(c: Controller, xr: JsonObject): Promise<JsonObject> {
+  /**
+   * composition picks the XR's Composition as Crossplane does: the XRD's
+   * enforcedCompositionRef; else the XR's compositionRef; else, when the XR has
+   * no compositionSelector either, the XRD's defaultCompositionRef; else the
+   * Compositions for the XR's kind whose labels match the selector (all of
+   * them without one). Where Crossplane would pick one of several at random
+   * and record it on the XR, the host asks for a choice instead.
+   */
+  private composition(c: Controller, xr: JsonObject): JsonObject {
     const spec = isObject(xr["spec"]) ? xr["spec"] : {};
     const cp = isObject(spec["crossplane"]) ? spec["crossplane"] : {};
-    const ref = str(((cp["compositionRef"] ?? spec["compositionRef"]) as JsonObject | undefined)?.["name"]);
+    const field = (k: string) => cp[k] ?? spec[k]; // v2 XRs keep these under spec.crossplane, v1 XRs at spec
+    const xrd = XRD_KINDS.flatMap((k) => this.watches.cached(k) as unknown as JsonObject[]).find((x) => metaOf(x)["name"] === c.type.xrd);
+    const xrdSpec = xrd && isObject(xrd["spec"]) ? xrd["spec"] : {};
+    const nameOf = (ref: JsonValue | undefined) => (isObject(ref) ? str(ref["name"]) : undefined);
     const all = this.watches.cached(COMPOSITIONS) as unknown as JsonObject[];
+    const { apiVersion, kind } = c.type.gvk;
+    const typeOf = (x: JsonObject) => {
+      const t = isObject(x["spec"]) && isObject(x["spec"]["compositeTypeRef"]) ? x["spec"]["compositeTypeRef"] : {};
+      return `${String(t["apiVersion"])} ${String(t["kind"])}`;
+    };
+    const forKind = (x: JsonObject) => typeOf(x) === `${apiVersion} ${kind}`;
+
+    const selector = isObject(field("compositionSelector")) ? (field("compositionSelector") as JsonObject) : undefined;
+    const enforced = nameOf(xrdSpec["enforcedCompositionRef"]);
+    const own = nameOf(field("compositionRef"));
+    const ref = enforced ?? own ?? (selector ? undefined : nameOf(xrdSpec["defaultCompositionRef"]));
     if (ref) {
       const found = all.find((x) => metaOf(x)["name"] === ref);
-      if (!found) throw new Error(`Composition ${JSON.stringify(ref)} not found`);
+      const why = enforced ? " (the XRD's enforcedCompositionRef)" : own ? "" : " (the XRD's defaultCompositionRef)";
+      if (!found) throw new Error(`Composition ${JSON.stringify(ref)}${why} not found`);
+      if (!forKind(found)) throw new Error(`Composition ${JSON.stringify(ref)}${why} composes ${typeOf(found)}, not ${apiVersion} ${kind}`);
       return found;
     }
+    const want = selector && isObject(selector["matchLabels"]) ? selector["matchLabels"] : {};
     const matching = all.filter((x) => {
-      const t = ((x["spec"] ?? {}) as JsonObject)["compositeTypeRef"] as JsonObject | undefined;
-      return t?.["kind"] === c.type.gvk.kind && t?.["apiVersion"] === c.type.gvk.apiVersion;
+      if (!forKind(x)) return false;
+      const labels = isObject(metaOf(x)["labels"]) ? (metaOf(x)["labels"] as JsonObject) : {};
+      return Object.entries(want).every(([k, v]) => labels[k] === v);
     });
-    if (matching.length !== 1) {
-      throw new Error(matching.length === 0 ? `no Composition for ${c.type.gvk.apiVersion} ${c.type.gvk.kind}` : `${matching.length} Compositions match ${c.type.gvk.kind}: set spec.crossplane.compositionRef`);
+    const what = `for ${apiVersion} ${kind}${selector ? ` with labels ${JSON.stringify(want)}` : ""}`;
+    if (matching.length === 0) throw new Error(`no Composition ${what}`);
+    if (matching.length > 1) {
+      const names = matching.map((x) => String(metaOf(x)["name"])).sort();
+      const choose = selector ? "compositionRef, or narrow compositionSelector" : "compositionRef or compositionSelector, or give the XRD a defaultCompositionRef";
+      throw new Error(`${matching.length} Compositions ${what} (${names.join(", ")}): set the XR's ${choose}`);
     }
     return matching[0]!;
   }

@@ -164,4 +164,57 @@ H("failure mode 5: three nested levels converge, without a restart, once the dee
   }
 });
 
+H("chooses the Composition as Crossplane does (enforced, the XR's ref, the XRD's default, labels) and says on the XR why it cannot", async () => {
+  const { c, host, objects, kc, mem } = await setup({ withXR: false });
+  const XRDS = { group: "apiextensions.crossplane.io", version: "v2", plural: "compositeresourcedefinitions", name: "xbuckets.example.xfn.dev" };
+  const comp = (name: string, labels: Record<string, string>, kind: string, region: string) => ({
+    obj: {
+      apiVersion: "apiextensions.crossplane.io/v1",
+      kind: "Composition",
+      metadata: { name, labels },
+      spec: {
+        compositeTypeRef: { apiVersion: "example.xfn.dev/v1alpha1", kind },
+        mode: "Pipeline",
+        pipeline: [{ step: "compose", functionRef: { name: "function-hello" }, input: { apiVersion: "hello.xfn.dev/v1alpha1", kind: "Input", defaultRegion: region } }],
+      },
+    },
+    source: "test",
+  });
+  const xr = (name: string, crossplane: Record<string, unknown> = {}) =>
+    objects.createClusterCustomObject({ ...XBUCKETS, body: { apiVersion: "example.xfn.dev/v1alpha1", kind: "XBuckets", metadata: { name }, spec: { buckets: [{ name: "logs" }], crossplane } } });
+  const syncedMessage = async (name: string) => cond(await objects.getClusterCustomObject({ ...XBUCKETS, name }), "Synced")?.message ?? "";
+  // The region of the bucket composed for an XR tells which Composition composed it.
+  const regionOf = async (name: string) => (await listBuckets(objects)).find((b) => b.metadata.ownerReferences?.[0]?.name === name)?.spec?.forProvider?.region;
+  try {
+    // examples/composition.yaml (xbuckets, default region us-east-1) and two more.
+    await applyManifests(kc, [comp("xbuckets-south", { zone: "south" }, "XBuckets", "ap-south-1"), comp("for-xother", {}, "XOther", "eu-north-1")], mem.log);
+    // Before any XR: with only examples/composition.yaml seen, "ambiguous" would be composed by it.
+    await until("the host to see all three Compositions", () => host.watches.cached({ group: "apiextensions.crossplane.io", version: "v1", plural: "compositions" }).length === 3);
+
+    await xr("ambiguous");
+    await xr("by-label", { compositionSelector: { matchLabels: { zone: "south" } } });
+    await xr("no-match", { compositionSelector: { matchLabels: { zone: "mars" } } });
+    await xr("wrong-kind", { compositionRef: { name: "for-xother" } });
+    await xr("missing", { compositionRef: { name: "nowhere" } });
+    await until("by-label composed by xbuckets-south", async () => (await regionOf("by-label")) === "ap-south-1", 10_000);
+    await until("ambiguous says why", async () => /2 Compositions for example\.xfn\.dev\/v1alpha1 XBuckets \(xbuckets, xbuckets-south\)/.test(await syncedMessage("ambiguous")), 10_000);
+    await until("no-match says why", async () => (await syncedMessage("no-match")).includes('no Composition for example.xfn.dev/v1alpha1 XBuckets with labels {"zone":"mars"}'), 10_000);
+    await until("wrong-kind says why", async () => (await syncedMessage("wrong-kind")).includes('Composition "for-xother" composes example.xfn.dev/v1alpha1 XOther, not example.xfn.dev/v1alpha1 XBuckets'), 10_000);
+    await until("missing says why", async () => (await syncedMessage("missing")).includes('Composition "nowhere" not found'), 10_000);
+    assert.is(await regionOf("ambiguous"), undefined, "nothing composed while no Composition is chosen");
+
+    // The XRD's default settles the XR that chose nothing (it is retried with backoff).
+    await objects.patchClusterCustomObject({ ...XRDS, body: { spec: { defaultCompositionRef: { name: "xbuckets-south" } } } }, merge);
+    await until("ambiguous composed by the default", async () => (await regionOf("ambiguous")) === "ap-south-1", 10_000);
+    await until("ambiguous synced", async () => cond(await objects.getClusterCustomObject({ ...XBUCKETS, name: "ambiguous" }), "Synced")?.status === "True", 10_000);
+
+    // An enforced Composition wins over the XR's own choice.
+    await objects.patchClusterCustomObject({ ...XRDS, body: { spec: { enforcedCompositionRef: { name: "xbuckets-south" } } } }, merge);
+    await xr("enforced", { compositionRef: { name: "xbuckets" } });
+    await until("enforced composed by xbuckets-south", async () => (await regionOf("enforced")) === "ap-south-1", 10_000);
+  } finally {
+    await teardown(host, c);
+  }
+});
+
 H.run();
