@@ -3,11 +3,11 @@
 import { existsSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { KubeConfig, KubernetesObjectApi, PatchStrategy, type KubernetesObject } from "@kubernetes/client-node";
+import { KubeConfig, KubernetesObjectApi, PatchStrategy } from "@kubernetes/client-node";
 import { Command, InvalidArgumentError, Option } from "commander";
 import type { Logger } from "pino";
 import { startDevCluster } from "../devcluster/server.js";
-import { Host } from "../host/host.js";
+import { Host, kubeObject } from "../host/host.js";
 import { loadDocs, type Doc } from "../render/load.js";
 import { createRunner } from "../render/runner.js";
 import { createLogger } from "../server/log.js";
@@ -23,7 +23,7 @@ export async function applyManifests(kc: KubeConfig, docs: Doc[], log: Logger): 
   };
   for (const d of [...docs].sort((a, b) => rank(a) - rank(b))) {
     try {
-      await api.patch(d.obj as unknown as KubernetesObject, undefined, undefined, "xfn-host-manifests", true, PatchStrategy.ServerSideApply);
+      await api.patch(kubeObject(d.obj), undefined, undefined, "xfn-host-manifests", true, PatchStrategy.ServerSideApply);
       log.info({ kind: d.obj["kind"], name: (d.obj["metadata"] as { name?: string } | undefined)?.name }, "applied manifest");
       // A new CRD is served at once here, but give discovery a moment on a real cluster.
       if (d.obj["kind"] === "CustomResourceDefinition") await new Promise((r) => setTimeout(r, 50));

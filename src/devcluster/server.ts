@@ -7,6 +7,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from "node:net";
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { parse as parseYaml, stringify } from "yaml";
+import { applyDefaults } from "./defaults.js";
 import { apply, jsonPatch, mergePatch } from "./patch.js";
 import { kubeTimestamp } from "../sdk/object.js";
 import { parseSelector } from "./selector.js";
@@ -139,6 +140,12 @@ function checkKind(r: Route, body: JsonValue): JsonObject {
   return { ...body, apiVersion: apiVersionOf(r), kind: r.type.kind };
 }
 
+/** defaulted fills in the defaults the CRD's schema for the request's version declares (the object as it will be stored). */
+function defaulted(r: Route, obj: JsonObject): JsonObject {
+  applyDefaults(obj, r.type.schemas?.[r.version]);
+  return obj;
+}
+
 /** startDevCluster starts an embedded API server on 127.0.0.1. */
 export async function startDevCluster(opts: DevClusterOptions = {}): Promise<DevCluster> {
   const store = new Store({ ...(opts.historySize ? { historySize: opts.historySize } : {}) });
@@ -247,13 +254,13 @@ export async function startDevCluster(opts: DevClusterOptions = {}): Promise<Dev
     if (method === "GET") return send(res, 200, asVersion(store.get(typeKey, r.namespace, r.name!), r));
 
     if (method === "POST" && r.name === undefined) {
-      const body = checkKind(r, parseBody(await readBody(req), false));
+      const body = defaulted(r, checkKind(r, parseBody(await readBody(req), false)));
       return send(res, 201, asVersion(store.create(typeKey, r.namespace, body), r));
     }
     if (r.name === undefined) throw new ApiError(405, "MethodNotAllowed", `${method} is not allowed on a collection`);
 
     if (method === "PUT") {
-      const body = checkKind(r, parseBody(await readBody(req), false));
+      const body = defaulted(r, checkKind(r, parseBody(await readBody(req), false)));
       return send(res, 200, asVersion(store.update(typeKey, r.namespace, r.name, body, { status: isStatus }), r));
     }
     if (method === "PATCH") {
@@ -272,7 +279,8 @@ export async function startDevCluster(opts: DevClusterOptions = {}): Promise<Dev
           if (!(err instanceof ApiError && err.code === 404) || isStatus) throw err;
         }
         const scope = isStatus ? (p: string[]) => p[0] === "status" : r.type.statusSubresource ? (p: string[]) => p[0] !== "status" : () => true;
-        const merged = apply(current, applied, manager, q.get("force") === "true", scope, kubeTimestamp(new Date()));
+        // Defaults go into the stored object, not the applier's intent, so the applier does not own them.
+        const merged = defaulted(r, apply(current, applied, manager, q.get("force") === "true", scope, kubeTimestamp(new Date())));
         if (!current) {
           meta(merged)["name"] = r.name;
           return send(res, 201, asVersion(store.create(typeKey, r.namespace, merged), r));
@@ -288,7 +296,7 @@ export async function startDevCluster(opts: DevClusterOptions = {}): Promise<Dev
       // A patch that names no resourceVersion never conflicts.
       const named = isObject(patch) && isObject(patch["metadata"]) && patch["metadata"]["resourceVersion"] !== undefined;
       if (!named) meta(next)["resourceVersion"] = meta(current)["resourceVersion"]!;
-      return send(res, 200, asVersion(store.update(typeKey, r.namespace, r.name, checkKind(r, next), { status: isStatus }), r));
+      return send(res, 200, asVersion(store.update(typeKey, r.namespace, r.name, defaulted(r, checkKind(r, next)), { status: isStatus }), r));
     }
     if (method === "DELETE") {
       const text = await readBody(req);

@@ -25,6 +25,8 @@ export interface ResourceType {
   shortNames: string[];
   /** The CRD that defines it, if any. */
   crd?: string;
+  /** Per served version, the CRD's openAPIV3Schema (its defaults are applied on write). */
+  schemas?: Record<string, JsonObject>;
 }
 
 /** ApiError carries a Kubernetes Status reason and HTTP code. */
@@ -452,6 +454,12 @@ export class Store {
       statusSubresource: versions.some((v) => isObject(v["subresources"]) && isObject((v["subresources"] as JsonObject)["status"])),
       shortNames: stringList(names["shortNames"]),
       crd: String(meta(crd)["name"]),
+      schemas: Object.fromEntries(
+        versions.flatMap((v) => {
+          const schema = isObject(v["schema"]) ? v["schema"]["openAPIV3Schema"] : undefined;
+          return isObject(schema) ? [[String(v["name"]), schema]] : [];
+        }),
+      ),
     };
     if (meta(crd)["deletionTimestamp"]) return;
     this.addType(t);

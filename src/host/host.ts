@@ -17,7 +17,7 @@
 import { createHash } from "node:crypto";
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { create } from "@bufbuild/protobuf";
-import { CustomObjectsApi, KubernetesObjectApi, PatchStrategy, setHeaderOptions, type KubeConfig, type KubernetesObject } from "@kubernetes/client-node";
+import { CustomObjectsApi, KubernetesObjectApi, loadYaml, PatchStrategy, setHeaderOptions, type KubeConfig, type KubernetesObject } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import { Ready, ResourceSchema, type Resource } from "../gen/fn/v1/run_function_pb.js";
 import { checkComposition, COMPOSITE_LABEL, COMPOSITION_RESOURCE_NAME, FatalResultError, runPipeline, type Fetch } from "../render/render.js";
@@ -87,8 +87,32 @@ export function plain(o: unknown): JsonObject {
   ) as JsonObject;
 }
 
+// An XRD's scope defaults by the version it is written in, as in Crossplane's
+// own CRD: Namespaced in v2, LegacyCluster in v1. The API server stores the
+// default, so every version then reads the same scope.
+const XRD_SCOPE_DEFAULT: Record<string, string> = { v2: "Namespaced", v1: "LegacyCluster" };
+
+/**
+ * kubeObject readies a plain JSON object for client-node's KubernetesObjectApi.
+ * For kinds it has models of (CustomResourceDefinition, Deployment, ...) that
+ * API writes the model's fields by their TypeScript names, so fields whose JSON
+ * names differ (`x-kubernetes-preserve-unknown-fields`, `default`, `enum`,
+ * `$ref`) would be dropped without a word: a CRD would lose what keeps its
+ * objects from being pruned. client-node's own loader turns JSON into its model.
+ */
+export function kubeObject(o: JsonObject): KubernetesObject {
+  return loadYaml(JSON.stringify(o));
+}
+
 /** The minimal CRDs the host needs to read XRDs and Compositions on a bare API server. */
 export function crossplaneCRDs(): JsonObject[] {
+  const schema = (kind: string, v: string): JsonObject => ({
+    type: "object",
+    "x-kubernetes-preserve-unknown-fields": true,
+    ...(kind === "CompositeResourceDefinition"
+      ? { properties: { spec: { type: "object", "x-kubernetes-preserve-unknown-fields": true, properties: { scope: { type: "string", default: XRD_SCOPE_DEFAULT[v]! } } } } }
+      : {}),
+  });
   const mk = (kind: string, plural: string, versions: string[]) => ({
     apiVersion: "apiextensions.k8s.io/v1",
     kind: "CustomResourceDefinition",
@@ -97,7 +121,7 @@ export function crossplaneCRDs(): JsonObject[] {
       group: XP_GROUP,
       names: { kind, plural, singular: kind.toLowerCase(), listKind: `${kind}List`, ...(kind === "CompositeResourceDefinition" ? { shortNames: ["xrd", "xrds"] } : { shortNames: ["comp"] }) },
       scope: "Cluster",
-      versions: versions.map((v, i) => ({ name: v, served: true, storage: i === 0, subresources: { status: {} }, schema: { openAPIV3Schema: { type: "object", "x-kubernetes-preserve-unknown-fields": true } } })),
+      versions: versions.map((v, i) => ({ name: v, served: true, storage: i === 0, subresources: { status: {} }, schema: { openAPIV3Schema: schema(kind, v) } })),
     },
   });
   return [mk("CompositeResourceDefinition", "compositeresourcedefinitions", ["v2", "v1"]), mk("Composition", "compositions", ["v1"])];
@@ -127,7 +151,7 @@ export class Host {
   async start(): Promise<void> {
     for (const c of crossplaneCRDs()) {
       try {
-        await this.objects.create(c as KubernetesObject);
+        await this.objects.create(kubeObject(c));
       } catch (err) {
         if (errorCode(err) !== 409) throw new Error(`cannot install CRD ${String(metaOf(c)["name"])}: ${(err as Error).message}`);
       }
@@ -163,7 +187,10 @@ export class Host {
     const versions = Array.isArray(spec["versions"]) ? (spec["versions"] as JsonObject[]) : [];
     const version = str((versions.find((v) => v["referenceable"] === true) ?? versions.find((v) => v["served"] !== false))?.["name"]);
     if (!group || !kind || !plural || !version) return undefined;
-    const namespaced = String(xrd["apiVersion"]).endsWith("/v2") && spec["scope"] !== "Cluster" && spec["scope"] !== "LegacyCluster";
+    // The API server stores the scope's default (see crossplaneCRDs); without
+    // one, the version the XRD is read in decides, as its default would.
+    const scope = str(spec["scope"]) ?? (String(xrd["apiVersion"]).endsWith("/v2") ? "Namespaced" : "LegacyCluster");
+    const namespaced = scope === "Namespaced";
     return { xrd: String(metaOf(xrd)["name"]), kind: { group, version, plural }, gvk: { apiVersion: `${group}/${version}`, kind }, namespaced };
   }
 
@@ -209,7 +236,7 @@ export class Host {
         })),
       },
     };
-    await this.objects.patch(crd as KubernetesObject, undefined, undefined, "xfn-host", true, PatchStrategy.ServerSideApply);
+    await this.objects.patch(kubeObject(crd as JsonObject), undefined, undefined, "xfn-host", true, PatchStrategy.ServerSideApply);
   }
 
   private async stopController(name: string): Promise<void> {
@@ -369,13 +396,20 @@ export class Host {
       throw new Error(message);
     }
 
+    // While the XR is deleted, what the pipeline still desires is what it wants
+    // kept for now: the deletion step drops resources in dependency order and
+    // says so (Ready=False, reason Deleting). A pipeline without such a step
+    // desires everything still; then, as in Crossplane, everything goes.
+    const ordered = deleting && result.conditions.some((fc) => fc["type"] === "Ready" && fc["reason"] === "Deleting");
+    const desiredResources = deleting && !ordered ? {} : result.desired.resources;
+
     // Apply desired composed resources; delete the dropped ones.
     const refs: Array<{ apiVersion: string; kind: string; name: string; namespace?: string }> = [];
     const unready: string[] = [];
-    for (const rn of Object.keys(result.desired.resources).sort()) {
-      const d = result.desired.resources[rn]!;
+    for (const rn of Object.keys(desiredResources).sort()) {
+      const d = desiredResources[rn]!;
       const obj = this.composedObject(xr, rn, d.resource ?? {}, observedObjects.get(rn));
-      const applied = plain(await this.objects.patch(obj as KubernetesObject, undefined, undefined, `xfn/${String(m["uid"])}`, true, PatchStrategy.ServerSideApply));
+      const applied = plain(await this.objects.patch(kubeObject(obj), undefined, undefined, `xfn/${String(m["uid"])}`, true, PatchStrategy.ServerSideApply));
       const am = metaOf(applied);
       refs.push({ apiVersion: String(applied["apiVersion"]), kind: String(applied["kind"]), name: String(am["name"]), ...(am["namespace"] ? { namespace: String(am["namespace"]) } : {}) });
       await this.watchComposed(c, key, String(applied["apiVersion"]), String(applied["kind"]));
@@ -383,7 +417,7 @@ export class Host {
       if (!ready) unready.push(rn);
     }
     for (const [rn, o] of observedObjects) {
-      if (Object.hasOwn(result.desired.resources, rn)) continue;
+      if (Object.hasOwn(desiredResources, rn)) continue;
       const om = metaOf(o);
       if (!om["deletionTimestamp"]) {
         await this.objects.delete(o as KubernetesObject, undefined, undefined, undefined, undefined, deleting ? "Foreground" : "Background").catch((err) => {
@@ -404,9 +438,13 @@ export class Host {
       if (xrReady === Ready.TRUE || (xrReady === Ready.UNSPECIFIED && unready.length === 0)) conds.push({ type: "Ready", status: "True", reason: "Available", lastTransitionTime: now() });
       else conds.push({ type: "Ready", status: "False", reason: "Creating", ...(unready.length ? { message: `Unready resources: ${unready.join(", ")}` } : {}), lastTransitionTime: now() });
     }
+    if (deleting && !ordered) {
+      const left = [...observedObjects.keys()].sort();
+      conds.push({ type: "Ready", status: "False", reason: "Deleting", message: `deleting ${left.length} composed resource${left.length === 1 ? "" : "s"}: ${left.join(", ")}`, lastTransitionTime: now() });
+    }
     for (const fc of result.conditions) {
       // Functions may not override system conditions, except Ready while the XR is deleted (the deletion step's report).
-      if (fc["type"] === "Synced" || (fc["type"] === "Ready" && !deleting)) continue;
+      if (fc["type"] === "Synced" || (fc["type"] === "Ready" && !ordered)) continue;
       conds.push({ ...fc, lastTransitionTime: now() });
     }
     const desiredStatus = isObject(result.desired.composite?.resource?.["status"]) ? (result.desired.composite!.resource!["status"] as JsonObject) : {};

@@ -61,6 +61,66 @@ H("client-node: CRD, create, list by label, merge patch, status, delete", async 
   }
 });
 
+H("schema defaults are stored on write, by the version written: absent fields only, at any depth, not owned by an applier", async () => {
+  const c = await startDevCluster();
+  try {
+    const call = async (method: string, path: string, body?: unknown, type = "application/json") => {
+      const r = await fetch(`${c.url}${path}`, { method, headers: { "content-type": type }, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+      return { code: r.status, body: (await r.json()) as any };
+    };
+    const schema = (mode: string) => ({
+      type: "object",
+      properties: {
+        spec: {
+          type: "object",
+          properties: {
+            mode: { type: "string", default: mode },
+            ports: { type: "array", items: { type: "object", properties: { protocol: { type: "string", default: "TCP" } } } },
+            labels: { type: "object", additionalProperties: { type: "object", properties: { weight: { type: "integer", default: 1 } } } },
+          },
+        },
+      },
+    });
+    const crd = {
+      apiVersion: "apiextensions.k8s.io/v1",
+      kind: "CustomResourceDefinition",
+      metadata: { name: "gadgets.example.org" },
+      spec: {
+        group: "example.org",
+        names: { kind: "Gadget", plural: "gadgets" },
+        scope: "Cluster",
+        versions: [
+          { name: "v2", served: true, storage: true, schema: { openAPIV3Schema: schema("fast") } },
+          { name: "v1", served: true, storage: false, schema: { openAPIV3Schema: schema("legacy") } },
+        ],
+      },
+    };
+    assert.is((await call("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)).code, 201);
+    const gadget = (name: string, spec: unknown) => ({ apiVersion: "example.org/v2", kind: "Gadget", metadata: { name }, spec });
+
+    const a = await call("POST", "/apis/example.org/v2/gadgets", gadget("a", { ports: [{ port: 80 }, { port: 53, protocol: "UDP" }], labels: { x: {}, y: { weight: 5 } } }));
+    assert.is(a.code, 201);
+    assert.equal(a.body.spec, { mode: "fast", ports: [{ port: 80, protocol: "TCP" }, { port: 53, protocol: "UDP" }], labels: { x: { weight: 1 }, y: { weight: 5 } } });
+    // Written through v1, the v1 default is stored; every version then reads it.
+    const b = await call("POST", "/apis/example.org/v1/gadgets", { ...gadget("b", {}), apiVersion: "example.org/v1" });
+    assert.is(b.body.spec.mode, "legacy");
+    assert.is((await call("GET", "/apis/example.org/v2/gadgets/b")).body.spec.mode, "legacy");
+    // An explicit value stays; a field a merge patch removes comes back as the default.
+    const cc = await call("POST", "/apis/example.org/v2/gadgets", gadget("c", { mode: "slow" }));
+    assert.is(cc.body.spec.mode, "slow");
+    const patched = await call("PATCH", "/apis/example.org/v2/gadgets/c", { spec: { mode: null } }, "application/merge-patch+json");
+    assert.is(patched.body.spec.mode, "fast");
+    // Server-side apply: the default is stored, but the applier does not own it.
+    const d = await call("PATCH", "/apis/example.org/v2/gadgets/d?fieldManager=me", gadget("d", { ports: [] }), "application/apply-patch+yaml");
+    assert.is(d.code, 201);
+    assert.is(d.body.spec.mode, "fast");
+    const mine = d.body.metadata.managedFields.find((f: any) => f.manager === "me");
+    assert.equal(mine.fieldsV1, { "f:spec": { "f:ports": {} } });
+  } finally {
+    await c.stop();
+  }
+});
+
 H("an informer sees changes, and after its watch is cut past the history (410 Gone) it relists and carries on", async () => {
   const c = await startDevCluster({ historySize: 5 });
   try {

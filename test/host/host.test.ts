@@ -41,6 +41,37 @@ const listBuckets = async (objects: ReturnType<typeof apis>["objects"]) => ((awa
 
 const H = suite("host loop");
 
+H("xfn host --manifests and the host's own CRDs keep every field of a schema (client-node's models would drop x-kubernetes-* and default)", async () => {
+  const c = await startDevCluster();
+  const kc = kubeconfigFor(c);
+  const mem = memoryLog();
+  const host = new Host({ kc, runner: await createRunner([], "(none)", () => new Date()), log: mem.log });
+  const raw = async (path: string) => (await (await fetch(`${c.url}${path}`)).json()) as any;
+  try {
+    await host.start();
+    const schema = { type: "object", "x-kubernetes-preserve-unknown-fields": true, properties: { spec: { type: "object", properties: { tier: { type: "string", enum: ["a", "b"], default: "a" } } } } };
+    const crd = {
+      apiVersion: "apiextensions.k8s.io/v1",
+      kind: "CustomResourceDefinition",
+      metadata: { name: "things.example.org" },
+      spec: { group: "example.org", names: { kind: "Thing", plural: "things" }, scope: "Cluster", versions: [{ name: "v1", served: true, storage: true, schema: { openAPIV3Schema: schema } }] },
+    };
+    await applyManifests(kc, [{ obj: crd, source: "test" }, ...loadDocs(join(EX, "host", "xrd.yaml"))], mem.log);
+    assert.equal((await raw("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/things.example.org")).spec.versions[0].schema.openAPIV3Schema, schema);
+    const xrds = await raw("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/compositeresourcedefinitions.apiextensions.crossplane.io");
+    assert.equal(xrds.spec.versions.map((v: any) => [v.name, v.schema.openAPIV3Schema["x-kubernetes-preserve-unknown-fields"], v.schema.openAPIV3Schema.properties.spec.properties.scope.default]), [
+      ["v2", true, "Namespaced"],
+      ["v1", true, "LegacyCluster"],
+    ]);
+    await until("the XR kind's CRD", async () => (await raw("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/xbuckets.example.xfn.dev")).spec !== undefined);
+    const xrCrd = await raw("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/xbuckets.example.xfn.dev");
+    assert.is(xrCrd.spec.versions[0].schema.openAPIV3Schema["x-kubernetes-preserve-unknown-fields"], true);
+  } finally {
+    await host.stop();
+    await c.stop();
+  }
+});
+
 H("reconciles an XR: composes with owner references, records refs and status; provider readiness makes it Ready", async () => {
   const { c, host, objects } = await setup();
   try {
@@ -214,6 +245,68 @@ H("chooses the Composition as Crossplane does (enforced, the XR's ref, the XRD's
     await until("enforced composed by xbuckets-south", async () => (await regionOf("enforced")) === "ap-south-1", 10_000);
   } finally {
     await teardown(host, c);
+  }
+});
+
+H("namespaced XRs (a v2 XRD's default): composed in the XR's namespace, two XRs of one name kept apart, status and deletion per namespace", async () => {
+  const c = await startDevCluster();
+  const kc = kubeconfigFor(c);
+  const mem = memoryLog();
+  const dir = join(ROOT, "test/fixtures/namespaced");
+  const runner = await createRunner(loadDocs(join(dir, "functions.yaml")), join(dir, "functions.yaml"), () => new Date());
+  const host = new Host({ kc, runner, log: mem.log, baseBackoffMs: 50, maxBackoffMs: 1000 });
+  const { objects } = apis(kc);
+  const STORES = { group: "example.org", version: "v1", plural: "xstores" };
+  const BUCKETS_NS = { group: "storage.example.org", version: "v1", plural: "buckets" };
+  const buckets = async (namespace: string) => ((await objects.listNamespacedCustomObject({ ...BUCKETS_NS, namespace })) as { items: any[] }).items;
+  const store = (namespace: string) => objects.getNamespacedCustomObject({ ...STORES, namespace, name: "shop" }) as Promise<any>;
+  try {
+    await host.start();
+    const xr = (namespace: string, size: number) => ({ obj: { apiVersion: "example.org/v1", kind: "XStore", metadata: { name: "shop", namespace }, spec: { size } }, source: "test" });
+    const ns = (name: string) => ({ obj: { apiVersion: "v1", kind: "Namespace", metadata: { name } }, source: "test" });
+    await applyManifests(kc, [...loadDocs(join(dir, "manifests.yaml")), ns("team-a"), ns("team-b"), xr("team-a", 1), xr("team-b", 2)], mem.log);
+    await until("a bucket in each namespace", async () => (await buckets("team-a")).length === 1 && (await buckets("team-b")).length === 1, 10_000);
+    const [a] = await buckets("team-a");
+    const [b] = await buckets("team-b");
+    assert.is(a.spec.size, 1);
+    assert.is(b.spec.size, 2);
+    const owner = a.metadata.ownerReferences[0];
+    assert.equal([owner.kind, owner.name, owner.uid, owner.controller], ["XStore", "shop", (await store("team-a")).metadata.uid, true]);
+    assert.equal((await store("team-a")).spec.crossplane.resourceRefs, [{ apiVersion: "storage.example.org/v1", kind: "Bucket", name: a.metadata.name, namespace: "team-a" }]);
+
+    // The provider reports team-a's bucket: team-a's XR hears of it at once; team-b's does not.
+    await objects.patchNamespacedCustomObjectStatus({ ...BUCKETS_NS, namespace: "team-a", name: a.metadata.name, body: { status: { atProvider: { id: "bkt-a" }, conditions: [{ type: "Ready", status: "True", reason: "Available" }] } } }, merge);
+    await until("team-a's XR Ready with the bucket's ID", async () => {
+      const x = await store("team-a");
+      return x.status?.bucketID === "bkt-a" && cond(x, "Ready")?.status === "True";
+    }, 10_000);
+    assert.is((await store("team-b")).status?.bucketID, undefined);
+
+    // Deleting team-a's XR takes only team-a's bucket. This Composition has no
+    // deletion step, so the host deletes everything at once and says so; the
+    // provider's finalizer holds the bucket for a while.
+    await objects.patchNamespacedCustomObject({ ...BUCKETS_NS, namespace: "team-a", name: a.metadata.name, body: { metadata: { finalizers: ["example.org/hold"] } } }, merge);
+    await objects.deleteNamespacedCustomObject({ ...STORES, namespace: "team-a", name: "shop" });
+    await until("team-a's XR to say it is deleting the bucket", async () => {
+      const r = cond(await store("team-a"), "Ready");
+      return r?.reason === "Deleting" && r.message === "deleting 1 composed resource: bucket";
+    }, 10_000);
+    assert.ok((await buckets("team-a"))[0].metadata.deletionTimestamp, "the bucket's deletion was requested");
+    await objects.patchNamespacedCustomObject({ ...BUCKETS_NS, namespace: "team-a", name: a.metadata.name, body: { metadata: { finalizers: null } } }, merge);
+    await until("team-a's bucket and XR gone", async () => {
+      if ((await buckets("team-a")).length > 0) return false;
+      try {
+        await store("team-a");
+        return false;
+      } catch (err) {
+        return (err as { code: number }).code === 404;
+      }
+    }, 10_000);
+    assert.is((await buckets("team-b")).length, 1);
+    assert.is(cond(await store("team-b"), "Synced")?.status, "True");
+  } finally {
+    await host.stop();
+    await c.stop();
   }
 });
 
