@@ -30,6 +30,17 @@ async function setup(opts: { watchGcIntervalMs?: number; withXR?: boolean } = {}
   return { c, kc, host, mem, ...apis(kc) };
 }
 
+/** fixtureHost starts a cluster and a (not yet started) host running the functions of test/fixtures/<name>. */
+async function fixtureHost(name: string) {
+  const c = await startDevCluster();
+  const kc = kubeconfigFor(c);
+  const mem = memoryLog();
+  const dir = join(ROOT, "test/fixtures", name);
+  const runner = await createRunner(loadDocs(join(dir, "functions.yaml")), join(dir, "functions.yaml"), () => new Date());
+  const host = new Host({ kc, runner, log: mem.log, baseBackoffMs: 50, maxBackoffMs: 1000 });
+  return { c, kc, mem, host, dir, ...apis(kc) };
+}
+
 async function teardown(host: Host, c: DevCluster) {
   await host.stop();
   await c.stop();
@@ -165,13 +176,7 @@ H("failure mode 3: an XR created long after its XRD, with watch collection runni
 });
 
 H("failure mode 5: three nested levels converge, without a restart, once the deepest status appears", async () => {
-  const c = await startDevCluster();
-  const kc = kubeconfigFor(c);
-  const mem = memoryLog();
-  const dir = join(ROOT, "test/fixtures/nested");
-  const runner = await createRunner(loadDocs(join(dir, "functions.yaml")), join(dir, "functions.yaml"), () => new Date());
-  const host = new Host({ kc, runner, log: mem.log, baseBackoffMs: 50, maxBackoffMs: 1000 });
-  const { objects } = apis(kc);
+  const { c, kc, mem, host, objects, dir } = await fixtureHost("nested");
   const kind = (plural: string) => ({ group: "nest.example.org", version: "v1", plural });
   const list = async (k: { group: string; version: string; plural: string }) => ((await objects.listClusterCustomObject(k)) as { items: any[] }).items;
   try {
@@ -249,13 +254,7 @@ H("chooses the Composition as Crossplane does (enforced, the XR's ref, the XRD's
 });
 
 H("namespaced XRs (a v2 XRD's default): composed in the XR's namespace, two XRs of one name kept apart, status and deletion per namespace", async () => {
-  const c = await startDevCluster();
-  const kc = kubeconfigFor(c);
-  const mem = memoryLog();
-  const dir = join(ROOT, "test/fixtures/namespaced");
-  const runner = await createRunner(loadDocs(join(dir, "functions.yaml")), join(dir, "functions.yaml"), () => new Date());
-  const host = new Host({ kc, runner, log: mem.log, baseBackoffMs: 50, maxBackoffMs: 1000 });
-  const { objects } = apis(kc);
+  const { c, kc, mem, host, objects, dir } = await fixtureHost("namespaced");
   const STORES = { group: "example.org", version: "v1", plural: "xstores" };
   const BUCKETS_NS = { group: "storage.example.org", version: "v1", plural: "buckets" };
   const buckets = async (namespace: string) => ((await objects.listNamespacedCustomObject({ ...BUCKETS_NS, namespace })) as { items: any[] }).items;
