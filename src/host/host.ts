@@ -214,6 +214,10 @@ export class Host {
     const handle = this.watches.ensure(t.kind, `xrd:${name}`, (ev) => this.onXR(name, ev));
     this.controllers.set(name, { type: t, handle, composed: new Map() });
     this.o.log.info({ xrd: name, kind: t.gvk.kind }, "started XR controller");
+    const claims = isObject(xrd["spec"]) ? xrd["spec"]["claimNames"] : undefined;
+    if (isObject(claims)) {
+      this.o.log.warn({ xrd: name, claimKind: claims["kind"] }, "the XRD offers claims, which the host does not serve: create its XRs directly");
+    }
   }
 
   /** ensureXRCRD serves the XR kind, as Crossplane does for an XRD. */

@@ -83,6 +83,24 @@ H("xfn host --manifests and the host's own CRDs keep every field of a schema (cl
   }
 });
 
+H("a v1 XRD's XRs are cluster-scoped; claims are not served, and the host says so", async () => {
+  const c = await startDevCluster();
+  const kc = kubeconfigFor(c);
+  const mem = memoryLog();
+  const host = new Host({ kc, runner: await createRunner([], "(none)", () => new Date()), log: mem.log });
+  try {
+    await host.start();
+    const xrd = { apiVersion: "apiextensions.crossplane.io/v1", kind: "CompositeResourceDefinition", metadata: { name: "xdbs.example.org" }, spec: { group: "example.org", names: { kind: "XDB", plural: "xdbs" }, claimNames: { kind: "DB", plural: "dbs" }, versions: [{ name: "v1", served: true, referenceable: true }] } };
+    await applyManifests(kc, [{ obj: xrd, source: "test" }], mem.log);
+    await until("the warning about claims", () => mem.lines().some((l) => l["xrd"] === "xdbs.example.org" && l["claimKind"] === "DB" && /does not serve/.test(String(l["msg"]))));
+    const crd = (await (await fetch(`${c.url}/apis/apiextensions.k8s.io/v1/customresourcedefinitions/xdbs.example.org`)).json()) as any;
+    assert.is(crd.spec.scope, "Cluster", "v1 XRDs default to LegacyCluster");
+  } finally {
+    await host.stop();
+    await c.stop();
+  }
+});
+
 H("reconciles an XR: composes with owner references, records refs and status; provider readiness makes it Ready", async () => {
   const { c, host, objects } = await setup();
   try {
