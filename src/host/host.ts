@@ -443,7 +443,11 @@ export class Host {
       else conds.push({ type: "Ready", status: "False", reason: "Creating", ...(unready.length ? { message: `Unready resources: ${unready.join(", ")}` } : {}), lastTransitionTime: now() });
     }
     if (deleting && !ordered) {
-      const left = [...observedObjects.keys()].sort();
+      // Name what is left and what holds it, as the deletion step does.
+      const left = [...observedObjects.keys()].sort().map((rn) => {
+        const f = metaOf(observedObjects.get(rn)!)["finalizers"];
+        return Array.isArray(f) && f.length > 0 ? `${rn} (finalizers: ${f.join(", ")})` : rn;
+      });
       conds.push({ type: "Ready", status: "False", reason: "Deleting", message: `deleting ${left.length} composed resource${left.length === 1 ? "" : "s"}: ${left.join(", ")}`, lastTransitionTime: now() });
     }
     for (const fc of result.conditions) {

@@ -306,7 +306,7 @@ H("namespaced XRs (a v2 XRD's default): composed in the XR's namespace, two XRs 
     await objects.deleteNamespacedCustomObject({ ...STORES, namespace: "team-a", name: "shop" });
     await until("team-a's XR to say it is deleting the bucket", async () => {
       const r = cond(await store("team-a"), "Ready");
-      return r?.reason === "Deleting" && r.message === "deleting 1 composed resource: bucket";
+      return r?.reason === "Deleting" && r.message === "deleting 1 composed resource: bucket (finalizers: example.org/hold)";
     }, 10_000);
     assert.ok((await buckets("team-a"))[0].metadata.deletionTimestamp, "the bucket's deletion was requested");
     await objects.patchNamespacedCustomObject({ ...BUCKETS_NS, namespace: "team-a", name: a.metadata.name, body: { metadata: { finalizers: null } } }, merge);
