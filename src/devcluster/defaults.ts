@@ -16,7 +16,7 @@ export function applyDefaults(v: JsonValue | undefined, schema: JsonValue | unde
   }
   const props = isObject(schema["properties"]) ? schema["properties"] : {};
   for (const [k, ps] of Object.entries(props)) {
-    if (!isObject(ps)) continue;
+    if (!isObject(ps) || k === "__proto__") continue;
     if (!(k in v) && ps["default"] !== undefined) v[k] = structuredClone(ps["default"]);
     applyDefaults(v[k], ps);
   }
