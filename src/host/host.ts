@@ -381,7 +381,12 @@ export class Host {
 
     let composition: JsonObject;
     try {
-      composition = this.composition(c, xr);
+      const chosen = this.composition(c, xr);
+      composition = chosen.obj;
+      // Record the choice on the XR, as Crossplane does, so that it holds when
+      // other Compositions for the kind come (or the XRD's default changes).
+      const name = String(metaOf(composition)["name"]);
+      if (!deleting && chosen.recorded !== name) await this.patchXR(c, xr, { spec: { crossplane: { compositionRef: { name } } } });
     } catch (err) {
       const message = `cannot select a Composition: ${(err as Error).message}`;
       await this.writeStatus(c, xr, {}, [{ type: "Synced", status: "False", reason: "ReconcileError", message, lastTransitionTime: now() }]);
@@ -474,9 +479,10 @@ export class Host {
    * no compositionSelector either, the XRD's defaultCompositionRef; else the
    * Compositions for the XR's kind whose labels match the selector (all of
    * them without one). Where Crossplane would pick one of several at random
-   * and record it on the XR, the host asks for a choice instead.
+   * and record it on the XR, the host asks for a choice instead. recorded is
+   * the XR's own compositionRef, if any.
    */
-  private composition(c: Controller, xr: JsonObject): JsonObject {
+  private composition(c: Controller, xr: JsonObject): { obj: JsonObject; recorded: string | undefined } {
     const spec = isObject(xr["spec"]) ? xr["spec"] : {};
     const cp = isObject(spec["crossplane"]) ? spec["crossplane"] : {};
     const field = (k: string) => cp[k] ?? spec[k]; // v2 XRs keep these under spec.crossplane, v1 XRs at spec
@@ -500,7 +506,7 @@ export class Host {
       const why = enforced ? " (the XRD's enforcedCompositionRef)" : own ? "" : " (the XRD's defaultCompositionRef)";
       if (!found) throw new Error(`Composition ${JSON.stringify(ref)}${why} not found`);
       if (!forKind(found)) throw new Error(`Composition ${JSON.stringify(ref)}${why} composes ${typeOf(found)}, not ${apiVersion} ${kind}`);
-      return found;
+      return { obj: found, recorded: own };
     }
     const want = selector && isObject(selector["matchLabels"]) ? selector["matchLabels"] : {};
     const matching = all.filter((x) => {
@@ -515,7 +521,7 @@ export class Host {
       const choose = selector ? "compositionRef, or narrow compositionSelector" : "compositionRef or compositionSelector, or give the XRD a defaultCompositionRef";
       throw new Error(`${matching.length} Compositions ${what} (${names.join(", ")}): set the XR's ${choose}`);
     }
-    return matching[0]!;
+    return { obj: matching[0]!, recorded: own };
   }
 
   /** composedObject gives a desired resource the identity Crossplane gives composed resources. */

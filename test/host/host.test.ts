@@ -256,16 +256,21 @@ H("chooses the Composition as Crossplane does (enforced, the XR's ref, the XRD's
     await until("wrong-kind says why", async () => (await syncedMessage("wrong-kind")).includes('Composition "for-xother" composes example.xfn.dev/v1alpha1 XOther, not example.xfn.dev/v1alpha1 XBuckets'), 10_000);
     await until("missing says why", async () => (await syncedMessage("missing")).includes('Composition "nowhere" not found'), 10_000);
     assert.is(await regionOf("ambiguous"), undefined, "nothing composed while no Composition is chosen");
+    const refOf = async (name: string) => ((await objects.getClusterCustomObject({ ...XBUCKETS, name })) as any).spec.crossplane?.compositionRef?.name;
+    assert.is(await refOf("by-label"), "xbuckets-south", "the choice is recorded on the XR, as Crossplane does");
+    assert.is(await refOf("ambiguous"), undefined);
 
     // The XRD's default settles the XR that chose nothing (it is retried with backoff).
     await objects.patchClusterCustomObject({ ...XRDS, body: { spec: { defaultCompositionRef: { name: "xbuckets-south" } } } }, merge);
     await until("ambiguous composed by the default", async () => (await regionOf("ambiguous")) === "ap-south-1", 10_000);
     await until("ambiguous synced", async () => cond(await objects.getClusterCustomObject({ ...XBUCKETS, name: "ambiguous" }), "Synced")?.status === "True", 10_000);
+    assert.is(await refOf("ambiguous"), "xbuckets-south");
 
     // An enforced Composition wins over the XR's own choice.
     await objects.patchClusterCustomObject({ ...XRDS, body: { spec: { enforcedCompositionRef: { name: "xbuckets-south" } } } }, merge);
     await xr("enforced", { compositionRef: { name: "xbuckets" } });
     await until("enforced composed by xbuckets-south", async () => (await regionOf("enforced")) === "ap-south-1", 10_000);
+    assert.is(await refOf("enforced"), "xbuckets-south", "the enforced Composition replaces the XR's own choice");
   } finally {
     await teardown(host, c);
   }
