@@ -30,6 +30,15 @@ async function setup(opts: { watchGcIntervalMs?: number; withXR?: boolean } = {}
   return { c, kc, host, mem, ...apis(kc) };
 }
 
+/** bareHost starts a cluster and a (not yet started) host with no functions. */
+async function bareHost() {
+  const c = await startDevCluster();
+  const kc = kubeconfigFor(c);
+  const mem = memoryLog();
+  const host = new Host({ kc, runner: await createRunner([], "(none)", () => new Date()), log: mem.log });
+  return { c, kc, mem, host };
+}
+
 /** fixtureHost starts a cluster and a (not yet started) host running the functions of test/fixtures/<name>. */
 async function fixtureHost(name: string) {
   const c = await startDevCluster();
@@ -53,10 +62,7 @@ const listBuckets = async (objects: ReturnType<typeof apis>["objects"]) => ((awa
 const H = suite("host loop");
 
 H("xfn host --manifests and the host's own CRDs keep every field of a schema (client-node's models would drop x-kubernetes-* and default)", async () => {
-  const c = await startDevCluster();
-  const kc = kubeconfigFor(c);
-  const mem = memoryLog();
-  const host = new Host({ kc, runner: await createRunner([], "(none)", () => new Date()), log: mem.log });
+  const { c, kc, mem, host } = await bareHost();
   const raw = async (path: string) => (await (await fetch(`${c.url}${path}`)).json()) as any;
   try {
     await host.start();
@@ -84,10 +90,7 @@ H("xfn host --manifests and the host's own CRDs keep every field of a schema (cl
 });
 
 H("a v1 XRD's XRs are cluster-scoped; claims are not served, and the host says so", async () => {
-  const c = await startDevCluster();
-  const kc = kubeconfigFor(c);
-  const mem = memoryLog();
-  const host = new Host({ kc, runner: await createRunner([], "(none)", () => new Date()), log: mem.log });
+  const { c, kc, mem, host } = await bareHost();
   try {
     await host.start();
     const xrd = { apiVersion: "apiextensions.crossplane.io/v1", kind: "CompositeResourceDefinition", metadata: { name: "xdbs.example.org" }, spec: { group: "example.org", names: { kind: "XDB", plural: "xdbs" }, claimNames: { kind: "DB", plural: "dbs" }, versions: [{ name: "v1", served: true, referenceable: true }] } };
