@@ -792,11 +792,7 @@ export class Emitter {
   }
 
   varint(n: number): void {
-    while (n >= 0x80) {
-      this.buf[this.pos++] = (n & 0x7f) | 0x80;
-      n = Math.floor(n / 128);
-    }
-    this.buf[this.pos++] = n;
+    this.pos = putVarint(this.buf, this.pos, n);
   }
 
   bytes(b: Uint8Array): void {
@@ -1024,13 +1020,14 @@ export class Emitter {
   }
 }
 
-/** putVarint writes n at buf[at]. */
-function putVarint(buf: Uint8Array, at: number, n: number): void {
+/** putVarint writes n at buf[at] and returns where it ends. */
+function putVarint(buf: Uint8Array, at: number, n: number): number {
   while (n >= 0x80) {
     buf[at++] = (n & 0x7f) | 0x80;
     n = Math.floor(n / 128);
   }
   buf[at] = n;
+  return at + 1;
 }
 
 /** encodeStruct returns the wire bytes of a Struct holding o. */
