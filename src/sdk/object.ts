@@ -1,7 +1,7 @@
 // Helpers over a Kubernetes object held as plain JSON: metadata and status
 // conditions, the parts nearly every function reads.
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
-import { peek, UNPEEKED } from "../wire/json.js";
+import { peek } from "../wire/json.js";
 import { getArray, getObject, getString, isObject, setValue } from "./fieldpath.js";
 
 /** ObjectCondition is one entry of an object's status.conditions. */
@@ -24,7 +24,7 @@ const own = (o: JsonObject | undefined, key: string): JsonValue | undefined => (
  */
 function metadataEntry(obj: JsonObject | undefined, map: "annotations" | "labels", key: string): string | undefined {
   // An observed object's metadata not read yet: find the one entry in its bytes.
-  const seen = obj === undefined ? UNPEEKED : peek(obj, ["metadata", map, key]);
+  const seen = peek(obj, ["metadata", map, key]);
   if (seen === undefined || typeof seen === "string") return seen;
   const meta = own(obj, "metadata");
   if (meta === undefined) return undefined;
@@ -69,7 +69,7 @@ export function getLabel(obj: JsonObject | undefined, key: string): string | und
 
 /** conditions reads status.conditions, directly when the types are as they should be. */
 function conditions(obj: JsonObject | undefined): JsonValue[] | undefined {
-  const seen = obj === undefined ? UNPEEKED : peek(obj, ["status", "conditions"]);
+  const seen = peek(obj, ["status", "conditions"]);
   if (seen === undefined || Array.isArray(seen)) return seen;
   const status = own(obj, "status");
   if (status === undefined) return undefined;
@@ -102,7 +102,7 @@ export function kubeTimestamp(d: Date): string {
 
 /** isDeleting reports whether the object has a deletionTimestamp. */
 export function isDeleting(obj: JsonObject | undefined): boolean {
-  const seen = obj === undefined ? UNPEEKED : peek(obj, ["metadata", "deletionTimestamp"]);
+  const seen = peek(obj, ["metadata", "deletionTimestamp"]);
   if (seen === undefined || seen === null) return false;
   if (typeof seen === "string") return true;
   const meta = own(obj, "metadata");

@@ -512,11 +512,12 @@ function keyBytes(key: string): Uint8Array {
  * resource on every call). The object stays unread.
  *
  * The answer is undefined when a key on the way is absent, and UNPEEKED when
- * o[keys[0]] was already read (or was never lazy), when a value on the way is
+ * there is no o, when o[keys[0]] was already read (or was never lazy), when a value on the way is
  * not an object, or when the bytes on the way do not decode: the caller then
  * reads the object as usual, which gives the same value or names the problem.
  */
-export function peek(o: JsonObject, keys: readonly string[]): JsonValue | undefined | typeof UNPEEKED {
+export function peek(o: JsonObject | undefined, keys: readonly string[]): JsonValue | undefined | typeof UNPEEKED {
+  if (o === undefined) return UNPEEKED;
   const lazy = lazyOf(o);
   if (!lazy || keys.length === 0) return UNPEEKED;
   const i = pending(o, lazy, keys[0]!);
