@@ -8,7 +8,7 @@ import { makeInformer, PatchStrategy, setHeaderOptions, type KubernetesObject } 
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { startDevCluster, type DevCluster } from "../../src/devcluster/server.js";
-import { apis, kubeconfigFor, sleep, until } from "../support/cluster.js";
+import { apis, crd, kubeconfigFor, sleep, until } from "../support/cluster.js";
 import { XFN } from "../support/spawn.js";
 
 const CRD = {
@@ -81,21 +81,11 @@ H("schema defaults are stored on write, by the version written: absent fields on
         },
       },
     });
-    const crd = {
-      apiVersion: "apiextensions.k8s.io/v1",
-      kind: "CustomResourceDefinition",
-      metadata: { name: "gadgets.example.org" },
-      spec: {
-        group: "example.org",
-        names: { kind: "Gadget", plural: "gadgets" },
-        scope: "Cluster",
-        versions: [
-          { name: "v2", served: true, storage: true, schema: { openAPIV3Schema: schema("fast") } },
-          { name: "v1", served: true, storage: false, schema: { openAPIV3Schema: schema("legacy") } },
-        ],
-      },
-    };
-    assert.is((await call("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)).code, 201);
+    const gadgets = crd("example.org", "Gadget", "gadgets", "Cluster", [
+      { name: "v2", served: true, storage: true, schema: { openAPIV3Schema: schema("fast") } },
+      { name: "v1", served: true, storage: false, schema: { openAPIV3Schema: schema("legacy") } },
+    ]);
+    assert.is((await call("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", gadgets)).code, 201);
     const gadget = (name: string, spec: unknown) => ({ apiVersion: "example.org/v2", kind: "Gadget", metadata: { name }, spec });
 
     const a = await call("POST", "/apis/example.org/v2/gadgets", gadget("a", { ports: [{ port: 80 }, { port: 53, protocol: "UDP" }], labels: { x: {}, y: { weight: 5 } } }));

@@ -9,7 +9,7 @@ import { startDevCluster, type DevCluster } from "../../src/devcluster/server.js
 import { Host } from "../../src/host/host.js";
 import { loadDocs } from "../../src/render/load.js";
 import { createRunner } from "../../src/render/runner.js";
-import { apis, kubeconfigFor, sleep, until } from "../support/cluster.js";
+import { apis, crd, kubeconfigFor, sleep, until } from "../support/cluster.js";
 import { memoryLog } from "../support/log.js";
 import { ROOT } from "../support/spawn.js";
 
@@ -67,13 +67,8 @@ H("xfn host --manifests and the host's own CRDs keep every field of a schema (cl
   try {
     await host.start();
     const schema = { type: "object", "x-kubernetes-preserve-unknown-fields": true, properties: { spec: { type: "object", properties: { tier: { type: "string", enum: ["a", "b"], default: "a" } } } } };
-    const crd = {
-      apiVersion: "apiextensions.k8s.io/v1",
-      kind: "CustomResourceDefinition",
-      metadata: { name: "things.example.org" },
-      spec: { group: "example.org", names: { kind: "Thing", plural: "things" }, scope: "Cluster", versions: [{ name: "v1", served: true, storage: true, schema: { openAPIV3Schema: schema } }] },
-    };
-    await applyManifests(kc, [{ obj: crd, source: "test" }, ...loadDocs(join(EX, "host", "xrd.yaml"))], mem.log);
+    const things = crd("example.org", "Thing", "things", "Cluster", [{ name: "v1", served: true, storage: true, schema: { openAPIV3Schema: schema } }]);
+    await applyManifests(kc, [{ obj: things, source: "test" }, ...loadDocs(join(EX, "host", "xrd.yaml"))], mem.log);
     assert.equal((await raw("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/things.example.org")).spec.versions[0].schema.openAPIV3Schema, schema);
     const xrds = await raw("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/compositeresourcedefinitions.apiextensions.crossplane.io");
     assert.equal(xrds.spec.versions.map((v: any) => [v.name, v.schema.openAPIV3Schema["x-kubernetes-preserve-unknown-fields"], v.schema.openAPIV3Schema.properties.spec.properties.scope.default]), [

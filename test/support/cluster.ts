@@ -1,5 +1,6 @@
 // Helpers for tests against the embedded API server.
 import { ApiextensionsV1Api, CustomObjectsApi, KubeConfig } from "@kubernetes/client-node";
+import type { JsonObject } from "@bufbuild/protobuf";
 import type { DevCluster } from "../../src/devcluster/server.js";
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -19,8 +20,16 @@ export function kubeconfigFor(c: DevCluster): KubeConfig {
   return kc;
 }
 
-/** crd builds a CustomResourceDefinition for a kind with a status subresource. */
-export function crd(group: string, kind: string, plural: string, scope: "Namespaced" | "Cluster" = "Cluster") {
+const PRESERVE: JsonObject = { type: "object", "x-kubernetes-preserve-unknown-fields": true };
+
+/** crd builds a CustomResourceDefinition for a kind: by default one version, v1, with a status subresource and any fields. */
+export function crd(
+  group: string,
+  kind: string,
+  plural: string,
+  scope: "Namespaced" | "Cluster" = "Cluster",
+  versions: JsonObject[] = [{ name: "v1", served: true, storage: true, subresources: { status: {} }, schema: { openAPIV3Schema: PRESERVE } }],
+) {
   return {
     apiVersion: "apiextensions.k8s.io/v1",
     kind: "CustomResourceDefinition",
@@ -29,7 +38,7 @@ export function crd(group: string, kind: string, plural: string, scope: "Namespa
       group,
       names: { kind, plural, singular: kind.toLowerCase(), listKind: `${kind}List` },
       scope,
-      versions: [{ name: "v1", served: true, storage: true, subresources: { status: {} }, schema: { openAPIV3Schema: { type: "object", "x-kubernetes-preserve-unknown-fields": true } } }],
+      versions,
     },
   };
 }
