@@ -497,9 +497,19 @@ export class Host {
     };
     const forKind = (x: JsonObject) => typeOf(x) === `${apiVersion} ${kind}`;
 
-    const selector = isObject(field("compositionSelector")) ? (field("compositionSelector") as JsonObject) : undefined;
+    // What the XR says must be well formed (Crossplane's schema would refuse it otherwise).
+    const rawSelector = field("compositionSelector");
+    const rawRef = field("compositionRef");
+    if (rawSelector !== undefined && rawSelector !== null) {
+      const labels = isObject(rawSelector) ? rawSelector["matchLabels"] : undefined;
+      if (!isObject(rawSelector) || (labels !== undefined && labels !== null && !(isObject(labels) && Object.values(labels).every((v) => typeof v === "string")))) {
+        throw new Error(`compositionSelector must be {matchLabels: {key: "value", ...}}, got ${JSON.stringify(rawSelector)}`);
+      }
+    }
+    if (rawRef !== undefined && rawRef !== null && !nameOf(rawRef)) throw new Error(`compositionRef must be {name: "..."}, got ${JSON.stringify(rawRef)}`);
+    const selector = isObject(rawSelector) ? rawSelector : undefined;
     const enforced = nameOf(xrdSpec["enforcedCompositionRef"]);
-    const own = nameOf(field("compositionRef"));
+    const own = nameOf(rawRef);
     const ref = enforced ?? own ?? (selector ? undefined : nameOf(xrdSpec["defaultCompositionRef"]));
     if (ref) {
       const found = all.find((x) => metaOf(x)["name"] === ref);

@@ -248,11 +248,16 @@ H("chooses the Composition as Crossplane does (enforced, the XR's ref, the XRD's
     await xr("no-match", { compositionSelector: { matchLabels: { zone: "mars" } } });
     await xr("wrong-kind", { compositionRef: { name: "for-xother" } });
     await xr("missing", { compositionRef: { name: "nowhere" } });
+    await xr("bad-selector", { compositionSelector: { matchLabels: "zone=south" } });
+    await xr("bad-ref", { compositionRef: "xbuckets" });
     await until("by-label composed by xbuckets-south", async () => (await regionOf("by-label")) === "ap-south-1", 10_000);
     await until("ambiguous says why", async () => /2 Compositions for example\.xfn\.dev\/v1alpha1 XBuckets \(xbuckets, xbuckets-south\)/.test(await syncedMessage("ambiguous")), 10_000);
     await until("no-match says why", async () => (await syncedMessage("no-match")).includes('no Composition for example.xfn.dev/v1alpha1 XBuckets with labels {"zone":"mars"}'), 10_000);
     await until("wrong-kind says why", async () => (await syncedMessage("wrong-kind")).includes('Composition "for-xother" composes example.xfn.dev/v1alpha1 XOther, not example.xfn.dev/v1alpha1 XBuckets'), 10_000);
     await until("missing says why", async () => (await syncedMessage("missing")).includes('Composition "nowhere" not found'), 10_000);
+    await until("bad-selector says why", async () => (await syncedMessage("bad-selector")).includes('compositionSelector must be {matchLabels: {key: "value", ...}}, got {"matchLabels":"zone=south"}'), 10_000);
+    await until("bad-ref says why", async () => (await syncedMessage("bad-ref")).includes('compositionRef must be {name: "..."}, got "xbuckets"'), 10_000);
+    assert.is(await regionOf("bad-selector"), undefined, "nothing composed from a malformed selector");
     assert.is(await regionOf("ambiguous"), undefined, "nothing composed while no Composition is chosen");
     const refOf = async (name: string) => ((await objects.getClusterCustomObject({ ...XBUCKETS, name })) as any).spec.crossplane?.compositionRef?.name;
     assert.is(await refOf("by-label"), "xbuckets-south", "the choice is recorded on the XR, as Crossplane does");
