@@ -29,7 +29,7 @@ import {
   type RunFunctionResponse,
   type State,
 } from "../gen/fn/v1/run_function_pb.js";
-import { cloneJson } from "../wire/json.js";
+import { cloneJson, setOwn } from "../wire/json.js";
 
 /** DEFAULT_TTL_SECONDS is how long a response stays valid unless told otherwise (as in the Go SDK). */
 export const DEFAULT_TTL_SECONDS = 60;
@@ -57,7 +57,7 @@ export function to(req: RunFunctionRequest, opts: ResponseOptions = {}): RunFunc
 
 function cloneResource(r: Resource): Resource {
   const connectionDetails: Record<string, Uint8Array> = {};
-  for (const k in r.connectionDetails) connectionDetails[k] = r.connectionDetails[k]!.slice();
+  for (const k in r.connectionDetails) setOwn(connectionDetails, k, r.connectionDetails[k]!.slice());
   const out: Resource = { $typeName: ResourceSchema.typeName, connectionDetails, ready: r.ready };
   if (r.resource) out.resource = cloneJson(r.resource);
   return out;
@@ -66,7 +66,7 @@ function cloneResource(r: Resource): Resource {
 function cloneState(s: State): State {
   const out = create(StateSchema);
   if (s.composite) out.composite = cloneResource(s.composite);
-  for (const k in s.resources) out.resources[k] = cloneResource(s.resources[k]!);
+  for (const k in s.resources) setOwn(out.resources, k, cloneResource(s.resources[k]!));
   return out;
 }
 
@@ -146,7 +146,7 @@ export function setDesiredComposedResource(
     resource,
     ready: opts.ready === undefined ? (previous?.ready ?? Ready.UNSPECIFIED) : opts.ready ? Ready.TRUE : Ready.FALSE,
   });
-  d.resources[name] = r;
+  setOwn(d.resources, name, r);
   return r;
 }
 

@@ -7,13 +7,18 @@
 // codec reads Struct straight into plain JSON, lazily, and writes it straight
 // from plain JSON, copying through values never read (json.ts); the small
 // messages (meta, results, credentials, requirements) go through protobuf-es.
-// The wire format is the same. Wire types, lengths and UTF-8 are checked for
-// everything decoded or copied through, so a malformed request fails as it
-// would in protobuf-es, except for bytes nobody reads or returns (json.ts).
-// Tests compare the two on random messages.
+// The wire format is the same. Wire types, field numbers (1 to 2^29 - 1),
+// lengths (no field may run past the message holding it) and UTF-8 are
+// checked for everything decoded or copied through, and for a value the wire
+// replaces with a later one; bytes nobody reads or returns are not (json.ts).
+// protobuf-es is more lenient here (it lets a field run past its message), so
+// tests compare the two on well-formed random messages and hold malformed ones
+// to the protobuf rules (test/wire/malformed.test.ts). One difference from
+// protobuf, in what Crossplane never sends: a message field given twice is
+// taken from its last occurrence, not merged with the first.
 import { create, fromBinary, toBinary, type JsonObject } from "@bufbuild/protobuf";
 import { BinaryReader, BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
-import { decodeStruct, EncodeError, Emitter, source, type Src } from "./json.js";
+import { decodeStruct, EncodeError, Emitter, readAll, setOwn, source, type Src } from "./json.js";
 import {
   ConditionSchema,
   CredentialsSchema,
@@ -40,6 +45,21 @@ function expect(wt: WireType, want: WireType, field: string): void {
   if (wt !== want) fail(`field ${field} has wire type ${wt}, want ${want}`);
 }
 
+/** ended checks that a message's last field ended where its length said it would. */
+function ended(r: BinaryReader, end: number, what: string): void {
+  if (r.pos !== end) fail(`a field overruns its ${what}`);
+}
+
+/**
+ * replaced is a value the wire gives again (a map key or a message field
+ * repeated: the last one is kept). Its lazy values are read now, so that
+ * malformed bytes fail the request as they would if it were decoded in full,
+ * not vanish unread.
+ */
+function replaced(v: unknown): void {
+  if (v !== undefined) readAll(v);
+}
+
 /** readStruct decodes the Struct at the reader's position (its length first), lazily. */
 function readStruct(r: BinaryReader): JsonObject {
   const n = r.uint32();
@@ -62,16 +82,18 @@ function readResource(r: BinaryReader, end: number): Resource {
     const [no, wt] = r.tag();
     if (no === 1) {
       expect(wt, WireType.LengthDelimited, "Resource.resource");
+      replaced(resource);
       resource = readStruct(r);
     } else if (no === 2) {
       expect(wt, WireType.LengthDelimited, "Resource.connection_details");
       const [k, v] = readBytesEntry(r, r.uint32() + r.pos);
-      connectionDetails[k] = v;
+      setOwn(connectionDetails, k, v);
     } else if (no === 3) {
       expect(wt, WireType.Varint, "Resource.ready");
       ready = r.int32();
     } else r.skip(wt, no);
   }
+  ended(r, end, "Resource");
   // What create(ResourceSchema) builds, without its per-field reflection.
   const out: Resource = { $typeName: ResourceSchema.typeName, connectionDetails, ready };
   if (resource) out.resource = resource;
@@ -89,6 +111,7 @@ function readBytesEntry(r: BinaryReader, end: number): [string, Uint8Array] {
       v = r.bytes();
     } else r.skip(wt, no);
   }
+  ended(r, end, "map entry");
   return [k, v];
 }
 
@@ -103,9 +126,11 @@ function readEntry<T>(r: BinaryReader, end: number, read: (end: number) => T, em
       k = r.string(true);
     } else if (no === 2) {
       expect(wt, WireType.LengthDelimited, "map value");
+      replaced(v);
       v = read(r.uint32() + r.pos);
     } else r.skip(wt, no);
   }
+  ended(r, end, "map entry");
   return [k, v ?? empty()];
 }
 
@@ -115,13 +140,16 @@ function readState(r: BinaryReader, end: number): State {
     const [no, wt] = r.tag();
     if (no === 1) {
       expect(wt, WireType.LengthDelimited, "State.composite");
+      replaced(state.composite);
       state.composite = readResource(r, r.uint32() + r.pos);
     } else if (no === 2) {
       expect(wt, WireType.LengthDelimited, "State.resources");
       const [k, v] = readEntry(r, r.uint32() + r.pos, (e) => readResource(r, e), () => create(ResourceSchema));
-      state.resources[k] = v;
+      if (Object.hasOwn(state.resources, k)) replaced(state.resources[k]);
+      setOwn(state.resources, k, v);
     } else r.skip(wt, no);
   }
+  ended(r, end, "State");
   return state;
 }
 
@@ -134,6 +162,7 @@ function readResources(r: BinaryReader, end: number) {
       out.items.push(readResource(r, r.uint32() + r.pos));
     } else r.skip(wt, no);
   }
+  ended(r, end, "Resources");
   return out;
 }
 
@@ -161,25 +190,31 @@ export function decodeRequest(bytes: Uint8Array): RunFunctionRequest {
           break;
         case 2:
           expect(wt, WireType.LengthDelimited, "observed");
+          replaced(req.observed);
           req.observed = readState(r, r.uint32() + r.pos);
           break;
         case 3:
           expect(wt, WireType.LengthDelimited, "desired");
+          replaced(req.desired);
           req.desired = readState(r, r.uint32() + r.pos);
           break;
         case 4:
           expect(wt, WireType.LengthDelimited, "input");
+          replaced(req.input);
           req.input = readStruct(r);
           break;
         case 5:
           expect(wt, WireType.LengthDelimited, "context");
+          replaced(req.context);
           req.context = readStruct(r);
           break;
         case 6:
         case 8: {
           expect(wt, WireType.LengthDelimited, no === 6 ? "extra_resources" : "required_resources");
           const [k, v] = readEntry(r, r.uint32() + r.pos, (e) => readResources(r, e), () => create(ResourcesSchema));
-          (no === 6 ? req.extraResources : req.requiredResources)[k] = v;
+          const map = no === 6 ? req.extraResources : req.requiredResources;
+          if (Object.hasOwn(map, k)) replaced(map[k]);
+          setOwn(map, k, v);
           break;
         }
         case 7: {
@@ -194,7 +229,7 @@ export function decodeRequest(bytes: Uint8Array): RunFunctionRequest {
             },
             () => create(CredentialsSchema),
           );
-          req.credentials[k] = v;
+          setOwn(req.credentials, k, v);
           break;
         }
         case 9: {
@@ -208,14 +243,17 @@ export function decodeRequest(bytes: Uint8Array): RunFunctionRequest {
                 const [sno, swt] = r.tag();
                 if (sno === 1) {
                   expect(swt, WireType.LengthDelimited, "Schema.openapi_v3");
+                  replaced(s.openapiV3);
                   s.openapiV3 = readStruct(r);
                 } else r.skip(swt, sno);
               }
+              ended(r, e, "Schema");
               return s;
             },
             () => create(SchemaSchema),
           );
-          req.requiredSchemas[k] = v;
+          if (Object.hasOwn(req.requiredSchemas, k)) replaced(req.requiredSchemas[k]);
+          setOwn(req.requiredSchemas, k, v);
           break;
         }
         default:
@@ -288,6 +326,10 @@ class ResponseEmitter extends Emitter {
         throw err;
       }
       this.close(at);
+    }
+    const proto = Object.getPrototypeOf(s.resources);
+    if (proto !== Object.prototype && proto !== null) {
+      throw new EncodeError("has a prototype that is not Object's (a resource named __proto__ set by assignment? setDesiredComposedResource keeps such a name)", [".resources"]);
     }
     for (const k in s.resources) {
       // resources: map entry (key, Resource)

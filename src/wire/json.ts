@@ -170,6 +170,8 @@ function utf8(s: number, e: number): string {
 
 /** skip skips a field of wire type wt (the tag already read). */
 function skip(tag: number, end: number): void {
+  // Field numbers run from 1 to 2^29 - 1: a tag outside is not protobuf.
+  if (tag < 8 || tag > 0xffffffff) fail(`invalid field number ${Math.floor(tag / 8)}`);
   switch (tag & 7) {
     case 0:
       varint();
@@ -288,6 +290,8 @@ function readStruct(end: number, depth: number): JsonObject {
       const t = varint();
       if (t === 0x0a) key = str(len(entryEnd));
       else if (t === 0x12) {
+        // A second Value in one entry wins; the first must still be well formed.
+        if (rawStart >= 0) checkRaw(src, rawStart, rawEnd, depth + 1);
         const n = len(entryEnd);
         const first = buf[p];
         if (n >= lazyMin && n > 0 && (first === 0x2a || first === 0x32)) {
@@ -317,7 +321,9 @@ function readStruct(end: number, depth: number): JsonObject {
 function put(o: JsonObject, key: string, value: JsonValue, lazy?: Lazy): void {
   // A lazy value under the same key (the wire repeated it; the last one wins)
   // is replaced by data, not written through its setter.
-  if (key === "__proto__" || (lazy && find(lazy, key) >= 0)) Object.defineProperty(o, key, { value, writable: true, enumerable: true, configurable: true });
+  const i = lazy ? find(lazy, key) : -1;
+  if (i >= 0) checkReplaced(lazy!, i);
+  if (key === "__proto__" || i >= 0) Object.defineProperty(o, key, { value, writable: true, enumerable: true, configurable: true });
   else o[key] = value;
 }
 
@@ -430,6 +436,7 @@ function attach(o: JsonObject, s: Src, depth: number): Lazy {
 function defer(o: JsonObject, lazy: Lazy, key: string, start: number, end: number): void {
   const i = find(lazy, key);
   if (i >= 0) {
+    checkReplaced(lazy, i);
     lazy.e[i + 1] = start;
     lazy.e[i + 2] = end;
     lazy.e[i + 3] = UNREAD;
@@ -446,6 +453,15 @@ function decodeValue(s: Src, start: number, end: number, depth: number): JsonVal
   }
 }
 
+/**
+ * checkReplaced checks the bytes of a lazy value that a later entry with the
+ * same key replaces while decoding (the last one wins): decoding eagerly would
+ * have read them, so a malformed one must fail here too, not vanish unread.
+ */
+function checkReplaced(lazy: Lazy, i: number): void {
+  if (lazy.e[i + 3] === UNREAD) checkRaw(lazy.src, lazy.e[i + 1] as number, lazy.e[i + 2] as number, lazy.depth + 1);
+}
+
 /** pending returns the index of o's value for key if it was never read, assigned nor redefined, else -1. */
 function pending(o: JsonObject, lazy: Lazy, key: string): number {
   const i = find(lazy, key);
@@ -455,6 +471,23 @@ function pending(o: JsonObject, lazy: Lazy, key: string): number {
 }
 
 const lazyOf = (o: object): Lazy | undefined => (o as { [LAZY]?: Lazy })[LAZY];
+
+/** setOwn sets map[key] as an own property, also for the key __proto__ (which an assignment would make map's prototype). */
+export function setOwn<T>(map: Record<string, T>, key: string, v: T): void {
+  if (key === "__proto__") Object.defineProperty(map, key, { value: v, writable: true, enumerable: true, configurable: true });
+  else map[key] = v;
+}
+
+/**
+ * readAll reads every value under v, decoding whatever is still lazy, so that
+ * malformed bytes in it throw now. Messages holding JSON (a Resource, a State)
+ * are walked too; byte arrays are not.
+ */
+export function readAll(v: unknown, depth = 0): void {
+  if (typeof v !== "object" || v === null || ArrayBuffer.isView(v) || depth > MAX_DEPTH) return;
+  if (Array.isArray(v)) for (const x of v) readAll(x, depth + 1);
+  else for (const k in v) readAll((v as Record<string, unknown>)[k], depth + 1);
+}
 
 /** isUnread reports whether o[key] is still bytes of the request, never read (for tests). */
 export function isUnread(o: JsonObject, key: string): boolean {
@@ -705,9 +738,25 @@ function checkString(n: number): void {
   }
 }
 
-/** checkRaw checks that bytes about to be copied through are a well-formed Value. */
+/**
+ * checkRaw checks that bytes[start, end) of s are a well-formed Value: bytes
+ * about to be copied through, or dropped while decoding. The reader's position
+ * is kept, so a decoding in progress goes on where it was.
+ */
 function checkRaw(s: Src, start: number, end: number, depth: number): void {
-  reading(s, start, () => checkValue(end, depth));
+  const s0 = src;
+  const b0 = buf;
+  const p0 = p;
+  src = s;
+  buf = s.bytes;
+  p = start;
+  try {
+    checkValue(end, depth);
+  } finally {
+    src = s0;
+    buf = b0;
+    p = p0;
+  }
 }
 
 // --- encoding ---------------------------------------------------------------------
