@@ -51,13 +51,19 @@ function ended(r: BinaryReader, end: number, what: string): void {
 }
 
 /**
- * replaced is a value the wire gives again (a map key or a message field
- * repeated: the last one is kept). Its lazy values are read now, so that
+ * checkDropped takes a value the wire gives again (a map key or a message
+ * field repeated: the last one is kept) and reads its lazy values now, so that
  * malformed bytes fail the request as they would if it were decoded in full,
- * not vanish unread.
+ * instead of vanishing unread.
  */
-function replaced(v: unknown): void {
+function checkDropped(v: unknown): void {
   if (v !== undefined) readAll(v);
+}
+
+/** setEntry sets a map entry decoded from the wire: an own key whatever its name, the last one winning. */
+function setEntry<T>(map: Record<string, T>, k: string, v: T): void {
+  if (Object.hasOwn(map, k)) checkDropped(map[k]);
+  setOwn(map, k, v);
 }
 
 /** readStruct decodes the Struct at the reader's position (its length first), lazily. */
@@ -82,12 +88,12 @@ function readResource(r: BinaryReader, end: number): Resource {
     const [no, wt] = r.tag();
     if (no === 1) {
       expect(wt, WireType.LengthDelimited, "Resource.resource");
-      replaced(resource);
+      checkDropped(resource);
       resource = readStruct(r);
     } else if (no === 2) {
       expect(wt, WireType.LengthDelimited, "Resource.connection_details");
       const [k, v] = readBytesEntry(r, r.uint32() + r.pos);
-      setOwn(connectionDetails, k, v);
+      setEntry(connectionDetails, k, v);
     } else if (no === 3) {
       expect(wt, WireType.Varint, "Resource.ready");
       ready = r.int32();
@@ -105,8 +111,10 @@ function readBytesEntry(r: BinaryReader, end: number): [string, Uint8Array] {
   let v: Uint8Array = new Uint8Array();
   while (r.pos < end) {
     const [no, wt] = r.tag();
-    if (no === 1) k = r.string(true);
-    else if (no === 2) {
+    if (no === 1) {
+      expect(wt, WireType.LengthDelimited, "map key");
+      k = r.string(true);
+    } else if (no === 2) {
       expect(wt, WireType.LengthDelimited, "map value");
       v = r.bytes();
     } else r.skip(wt, no);
@@ -126,7 +134,7 @@ function readEntry<T>(r: BinaryReader, end: number, read: (end: number) => T, em
       k = r.string(true);
     } else if (no === 2) {
       expect(wt, WireType.LengthDelimited, "map value");
-      replaced(v);
+      checkDropped(v);
       v = read(r.uint32() + r.pos);
     } else r.skip(wt, no);
   }
@@ -140,13 +148,12 @@ function readState(r: BinaryReader, end: number): State {
     const [no, wt] = r.tag();
     if (no === 1) {
       expect(wt, WireType.LengthDelimited, "State.composite");
-      replaced(state.composite);
+      checkDropped(state.composite);
       state.composite = readResource(r, r.uint32() + r.pos);
     } else if (no === 2) {
       expect(wt, WireType.LengthDelimited, "State.resources");
       const [k, v] = readEntry(r, r.uint32() + r.pos, (e) => readResource(r, e), () => create(ResourceSchema));
-      if (Object.hasOwn(state.resources, k)) replaced(state.resources[k]);
-      setOwn(state.resources, k, v);
+      setEntry(state.resources, k, v);
     } else r.skip(wt, no);
   }
   ended(r, end, "State");
@@ -190,31 +197,29 @@ export function decodeRequest(bytes: Uint8Array): RunFunctionRequest {
           break;
         case 2:
           expect(wt, WireType.LengthDelimited, "observed");
-          replaced(req.observed);
+          checkDropped(req.observed);
           req.observed = readState(r, r.uint32() + r.pos);
           break;
         case 3:
           expect(wt, WireType.LengthDelimited, "desired");
-          replaced(req.desired);
+          checkDropped(req.desired);
           req.desired = readState(r, r.uint32() + r.pos);
           break;
         case 4:
           expect(wt, WireType.LengthDelimited, "input");
-          replaced(req.input);
+          checkDropped(req.input);
           req.input = readStruct(r);
           break;
         case 5:
           expect(wt, WireType.LengthDelimited, "context");
-          replaced(req.context);
+          checkDropped(req.context);
           req.context = readStruct(r);
           break;
         case 6:
         case 8: {
           expect(wt, WireType.LengthDelimited, no === 6 ? "extra_resources" : "required_resources");
           const [k, v] = readEntry(r, r.uint32() + r.pos, (e) => readResources(r, e), () => create(ResourcesSchema));
-          const map = no === 6 ? req.extraResources : req.requiredResources;
-          if (Object.hasOwn(map, k)) replaced(map[k]);
-          setOwn(map, k, v);
+          setEntry(no === 6 ? req.extraResources : req.requiredResources, k, v);
           break;
         }
         case 7: {
@@ -229,7 +234,7 @@ export function decodeRequest(bytes: Uint8Array): RunFunctionRequest {
             },
             () => create(CredentialsSchema),
           );
-          setOwn(req.credentials, k, v);
+          setEntry(req.credentials, k, v);
           break;
         }
         case 9: {
@@ -243,7 +248,7 @@ export function decodeRequest(bytes: Uint8Array): RunFunctionRequest {
                 const [sno, swt] = r.tag();
                 if (sno === 1) {
                   expect(swt, WireType.LengthDelimited, "Schema.openapi_v3");
-                  replaced(s.openapiV3);
+                  checkDropped(s.openapiV3);
                   s.openapiV3 = readStruct(r);
                 } else r.skip(swt, sno);
               }
@@ -252,8 +257,7 @@ export function decodeRequest(bytes: Uint8Array): RunFunctionRequest {
             },
             () => create(SchemaSchema),
           );
-          if (Object.hasOwn(req.requiredSchemas, k)) replaced(req.requiredSchemas[k]);
-          setOwn(req.requiredSchemas, k, v);
+          setEntry(req.requiredSchemas, k, v);
           break;
         }
         default:

@@ -79,6 +79,15 @@ M("a field running past the end of the message holding it is refused, though the
   assert.equal(decodeRequest(Uint8Array.from(field(0x12, e))).observed!.resources["x"]!.resource, { a: "b" });
 });
 
+M("a map key or value of the wrong wire type is refused, naming it", () => {
+  // observed.resources["x"] = Resource { connection_details: entry }
+  const withDetail = (detail: number[]) =>
+    Uint8Array.from(field(0x12, field(0x12, field(0x0a, bytesOf("x")), field(0x12, field(0x12, detail)))));
+  assert.equal(Object.keys(decodeRequest(withDetail([...field(0x0a, bytesOf("pw")), ...field(0x12, [1])])).observed!.resources["x"]!.connectionDetails), ["pw"]);
+  bothFail(withDetail([0x08, 0x02, ...field(0x12, [1])]), /field map key has wire type 0, want 2/, "a varint key");
+  bothFail(withDetail([...field(0x0a, bytesOf("pw")), 0x10, 0x01]), /field map value has wire type 0, want 2/, "a varint value");
+});
+
 M("a malformed value the wire replaces with a later one still fails the request, lazy as when decoded in full", () => {
   const good = bigValue(false);
   const bad = bigValue(true);
