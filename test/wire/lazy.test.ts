@@ -340,4 +340,76 @@ L("peek: the last of a repeated key wins, a key-less entry is \"\", a value-less
 });
 
 
+L("random edits a function might make to lazy objects (set, delete, alias, spread, clone, freeze) encode as the same edits to plain JSON", () => {
+  const r = rng(23);
+  const KEYS = ["a", "b", "spec", "status", "list", "ü"];
+  const value = (d: number): JsonValue => {
+    const k = r.int(d > 3 ? 3 : 6);
+    if (k === 0) return r.chance(0.5) ? `s${r.int(100)}` : "x".repeat(r.int(200));
+    if (k === 1) return r.int(1000) / 7;
+    if (k === 2) return r.chance(0.3) ? null : r.chance(0.5);
+    if (k === 5) return Array.from({ length: r.int(4) }, () => value(d + 1));
+    return Object.fromEntries(Array.from({ length: r.int(5) }, () => [KEYS[r.int(KEYS.length)]!, value(d + 1)]));
+  };
+  const plain = <T>(v: T): T => JSON.parse(JSON.stringify(v)) as T;
+  const old = setLazyMin(0);
+  try {
+    for (let n = 0; n < 300; n++) {
+      if (n === 150) setLazyMin(64);
+      const objs = Object.fromEntries(["r0", "r1", "r2"].map((k, i) => [k, { spec: value(0), status: value(0), meta: { big: "y".repeat(150), n: i } } as JsonObject]));
+      const rsp = response.to(decodeRequest(requestBytes(objs)));
+      // The model: the same objects as plain JSON, edited the same way.
+      const model = plain(objs) as Record<string, JsonObject>;
+      const steps: string[] = [];
+      for (let op = 0; op < 8; op++) {
+        const name = `r${r.int(3)}`;
+        let l = rsp.desired!.resources[name]!.resource as Record<string, unknown>;
+        let m = model[name] as Record<string, unknown>;
+        // Down a few levels, in step.
+        for (let d = 0; d < 3 && r.chance(0.6); d++) {
+          const ks = Object.keys(m).filter((k) => typeof m[k] === "object" && m[k] !== null);
+          if (ks.length === 0) break;
+          const k = ks[r.int(ks.length)]!;
+          l = l[k] as Record<string, unknown>;
+          m = m[k] as Record<string, unknown>;
+        }
+        if (Object.isFrozen(l)) continue;
+        const ks = Object.keys(m);
+        const k = ks.length > 0 && r.chance(0.7) ? ks[r.int(ks.length)]! : Array.isArray(m) ? String(m.length) : KEYS[r.int(KEYS.length)]!;
+        const kind = r.int(7);
+        steps.push(`${name} ${k} ${kind}`);
+        const has = m[k] !== undefined;
+        const isObj = has && typeof m[k] === "object" && m[k] !== null;
+        if (kind === 0) void l[k];
+        else if (kind === 1) {
+          const v = value(2);
+          l[k] = cloneJson(v);
+          m[k] = plain(v);
+        } else if (kind === 2 && !Array.isArray(m)) {
+          delete l[k];
+          delete m[k];
+        } else if (kind === 3 && isObj && !Array.isArray(m[k])) {
+          l[k] = { ...(l[k] as object) }; // shallow: nested objects stay shared
+          m[k] = { ...(m[k] as object) };
+        } else if (kind === 4 && has) {
+          l[k] = r.chance(0.5) ? structuredClone(l[k]) : cloneJson(l[k] as JsonValue);
+          m[k] = plain(m[k]);
+        } else if (kind === 5 && has && !Array.isArray(m)) {
+          const k2 = KEYS[r.int(KEYS.length)]!; // one object under two keys
+          l[k2] = l[k];
+          m[k2] = m[k];
+        } else if (kind === 6 && isObj) Object.freeze(l[k]);
+      }
+      const want = Object.fromEntries(Object.entries(model).map(([k, v]) => [k, plain(v)]));
+      const read = Object.fromEntries(Object.entries(rsp.desired!.resources).map(([k, v]) => [k, plain(v.resource)]));
+      assert.equal(read, want, `case ${n}, read: ${steps.join("; ")}`);
+      const back = toJson(RunFunctionResponseSchema, fromBinary(RunFunctionResponseSchema, encodeResponse(rsp))) as JsonObject;
+      const encoded = Object.fromEntries(Object.entries((back["desired"] as JsonObject)["resources"] as JsonObject).map(([k, v]) => [k, (v as JsonObject)["resource"]]));
+      assert.equal(encoded, want, `case ${n}, encoded: ${steps.join("; ")}`);
+    }
+  } finally {
+    setLazyMin(old);
+  }
+});
+
 L.run();
