@@ -1,18 +1,17 @@
-// Malformed and unusual requests. protobuf-es is lenient in places (a field may run past
-// the end of the message holding it; unknown fields inside a map entry are
-// misread), so these tests hold the codec to the protobuf rules Crossplane's
-// own (Go) decoder follows, and to itself: decoding lazily must accept and
-// refuse exactly what decoding everything at once does.
+// Malformed and unusual requests. protobuf-es is lenient in places (a field
+// may run past the end of the message holding it; unknown fields inside a map
+// entry are misread), so these tests hold the codec to protobuf's rules (field
+// numbers, lengths) rather than to protobuf-es, and to itself: decoding lazily
+// must accept and refuse exactly what decoding everything at once does.
 import { BinaryReader } from "@bufbuild/protobuf/wire";
 import { create, toBinary, toJson, type JsonObject } from "@bufbuild/protobuf";
 import { isDeepStrictEqual } from "node:util";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
-import { RunFunctionRequestSchema } from "../../src/gen/fn/v1/run_function_pb.js";
+import { ResourceSchema, RunFunctionRequestSchema, RunFunctionResponseSchema } from "../../src/gen/fn/v1/run_function_pb.js";
 import { getAnnotation, getLabel, getObjectCondition, isDeleting } from "../../src/sdk/object.js";
 import * as response from "../../src/sdk/response.js";
 import { decodeRequest, encodeResponse } from "../../src/wire/codec.js";
-import { ResourceSchema, RunFunctionResponseSchema } from "../../src/gen/fn/v1/run_function_pb.js";
 import { encodeStruct, setLazyMin } from "../../src/wire/json.js";
 import { rng } from "../support/rng.js";
 import { varintBytes } from "../support/wire.js";
