@@ -317,14 +317,14 @@ function readStruct(end: number, depth: number): JsonObject {
   return out;
 }
 
-/** put sets o[key] as an own data property (a key named __proto__ must not reach the prototype). */
+/** put sets o[key] as an own data property: through setOwn, or over a lazy value the wire gave first under the same key. */
 function put(o: JsonObject, key: string, value: JsonValue, lazy?: Lazy): void {
   // A lazy value under the same key (the wire repeated it; the last one wins)
   // is replaced by data, not written through its setter.
   const i = lazy ? find(lazy, key) : -1;
-  if (i >= 0) checkReplaced(lazy!, i);
-  if (key === "__proto__" || i >= 0) Object.defineProperty(o, key, { value, writable: true, enumerable: true, configurable: true });
-  else o[key] = value;
+  if (i < 0) return setOwn(o, key, value);
+  checkReplaced(lazy!, i);
+  Object.defineProperty(o, key, { value, writable: true, enumerable: true, configurable: true });
 }
 
 /**
