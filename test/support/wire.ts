@@ -10,3 +10,9 @@ export function varintBytes(n: number): number[] {
   out.push(n);
   return out;
 }
+
+/** lengthDelimited is one length-delimited field: its tag byte, the length of parts together, then parts. */
+export function lengthDelimited(tag: number, ...parts: (Uint8Array | number[])[]): number[] {
+  const body = parts.flatMap((p) => [...p]);
+  return [tag, ...varintBytes(body.length), ...body];
+}

@@ -8,7 +8,7 @@ import { decodeRequest, encodeResponse } from "../../src/wire/codec.js";
 import { StructSchema } from "@bufbuild/protobuf/wkt";
 import { Emitter, encodeStruct, LAZY_MIN, setLazyMin } from "../../src/wire/json.js";
 import { rng } from "../support/rng.js";
-import { varintBytes } from "../support/wire.js";
+import { lengthDelimited, varintBytes } from "../support/wire.js";
 import * as response from "../../src/sdk/response.js";
 
 const KEYS = ["a", "spec", "metadata", "crossplane.io/external-name", "ünïcödé", "", "__proto__", "with space", "0"];
@@ -124,7 +124,6 @@ C("every truncation of a request fails in both decoders, or decodes identically 
  */
 function withUnknown(struct: Uint8Array, entries = false): Uint8Array {
   const UNKNOWN = [0x48, 0x96, 0x01, 0x51, 1, 2, 3, 4, 5, 6, 7, 8, 0x5a, 0x03, 0x78, 0x79, 0x7a, 0x6b, 0x08, 0x01, 0x6c, 0x65, 1, 2, 3, 4];
-  const out = (tag: number, body: number[]) => [tag, ...varintBytes(body.length), ...body];
   // Each message: its length-delimited fields, rewritten when they are messages we know.
   const fields = (b: Uint8Array, nested: Record<number, (x: Uint8Array) => number[]>, unknown = UNKNOWN): number[] => {
     const res: number[] = [...unknown];
@@ -147,7 +146,7 @@ function withUnknown(struct: Uint8Array, entries = false): Uint8Array {
       const body = b.subarray(p, p + n);
       p += n;
       const rewrite = nested[tag];
-      res.push(...out(tag, rewrite ? rewrite(body) : [...body]));
+      res.push(...lengthDelimited(tag, rewrite ? rewrite(body) : [...body]));
     }
     return [...res, ...unknown];
   };

@@ -14,15 +14,10 @@ import * as response from "../../src/sdk/response.js";
 import { decodeRequest, encodeResponse } from "../../src/wire/codec.js";
 import { encodeStruct, setLazyMin } from "../../src/wire/json.js";
 import { rng } from "../support/rng.js";
-import { varintBytes } from "../support/wire.js";
+import { lengthDelimited as field, varintBytes } from "../support/wire.js";
 
 const M = suite("malformed requests");
 
-/** field is one length-delimited field: its tag byte, its length, its bytes. */
-const field = (tag: number, ...parts: (Uint8Array | number[])[]): number[] => {
-  const body = parts.flatMap((p) => [...p]);
-  return [tag, ...varintBytes(body.length), ...body];
-};
 const bytesOf = (s: string) => [...Buffer.from(s)];
 /** entry is a Struct entry: key and Value bytes. */
 const entry = (key: string, value: number[]) => field(0x0a, field(0x0a, bytesOf(key)), field(0x12, value));
