@@ -1,8 +1,12 @@
 #!/usr/bin/env node
-// Entry point of the `xfn` command. xfn and the function modules it serves are
-// TypeScript; tsx's loader compiles them on import, so no build step is needed
-// after `npm ci`.
-import { register } from "tsx/esm/api";
+// Entry point of the `xfn` command: xfn's compiled JavaScript in lib/, run by
+// plain Node. Only a function module written in TypeScript brings in a
+// TypeScript loader (see lib/cli/load.js).
+import { existsSync } from "node:fs";
 
-register();
-await import("../src/cli/main.ts");
+const main = new URL("../lib/cli/main.js", import.meta.url);
+if (!existsSync(main)) {
+  process.stderr.write("xfn: lib/ is missing: in a checkout of xfn, run `npm run build` (npm ci does it)\n");
+  process.exit(1);
+}
+await import(main.href);

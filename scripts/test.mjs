@@ -20,7 +20,7 @@ const TOTAL_TIMEOUT_MS = 15 * 60_000;
 
 const child = spawn(
   process.execPath,
-  ["--import", "tsx", join(root, "node_modules/uvu/bin.js"), ".", pattern, "-i", "node_modules", "--color", "false"],
+  ["--conditions=xfn-source", "--import", "tsx", join(root, "node_modules/uvu/bin.js"), ".", pattern, "-i", "node_modules", "--color", "false"],
   { cwd: root, stdio: ["ignore", "pipe", "inherit"], env: { ...process.env, NO_COLOR: "1" } },
 );
 

@@ -16,7 +16,7 @@ Readme("the tutorial's greeter function runs as written", async () => {
   const readme = readFileSync(join(root, "README.md"), "utf8");
   const code = /```ts\n([\s\S]*?)```/.exec(readme)?.[1];
   assert.ok(code, "README has a ts code block");
-  // Inside the repository, so that `from "xfn"` resolves as the README says.
+  // Inside the repository, so that `from "xfn-runtime"` resolves as the README says.
   const dir = join(root, ".tmp", `readme-${process.pid}`);
   mkdirSync(dir, { recursive: true });
   try {

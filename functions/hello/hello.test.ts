@@ -1,7 +1,7 @@
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
-import type { JsonObject, RunContext, RunFunctionResponse } from "xfn";
-import { Ready, Severity, Status, Target } from "xfn";
+import type { JsonObject, RunContext, RunFunctionResponse } from "xfn-runtime";
+import { Ready, Severity, Status, Target } from "xfn-runtime";
 import { request } from "../../test/support/requests.js";
 import hello from "./index.js";
 

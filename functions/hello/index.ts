@@ -14,8 +14,8 @@
 //   apiVersion: hello.xfn.dev/v1alpha1
 //   kind: Input
 //   defaultRegion: us-east-1     # used when neither the bucket nor the XR sets one
-import type { JsonObject } from "xfn";
-import { defineFunction, fieldpath, getObjectCondition, Ready, request, response } from "xfn";
+import type { JsonObject } from "xfn-runtime";
+import { defineFunction, fieldpath, getObjectCondition, Ready, request, response } from "xfn-runtime";
 
 /** Input is the function's optional configuration. */
 export interface Input {

@@ -1,7 +1,7 @@
 // lifecycle: every built-in lifecycle step, configured from a Composition's
 // input, for platform teams who write no TypeScript. Put it after any other
 // function in a pipeline; see README.md beside this file.
-import { defineFunction, request, response, runSteps, steps, type Step } from "xfn";
+import { defineFunction, request, response, runSteps, steps, type Step } from "xfn-runtime";
 import { parseInput, type Options } from "./input.js";
 
 /** stepsFor builds the step list, in the order the steps must run. */

@@ -1,8 +1,8 @@
 // The Lifecycle input: which built-in steps run, and how. Parsing is strict:
 // an unknown key or a value of the wrong shape is an error naming where it is
 // in the input, so a typo in a Composition is caught rather than ignored.
-import type { JsonObject, JsonValue } from "xfn";
-import { steps } from "xfn";
+import type { JsonObject, JsonValue } from "xfn-runtime";
+import { steps } from "xfn-runtime";
 
 export const API_VERSION = "lifecycle.xfn.dev/v1alpha1";
 export const KIND = "Lifecycle";

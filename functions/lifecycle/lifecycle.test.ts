@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { parse } from "yaml";
-import { Ready, serve, Severity } from "xfn";
+import { Ready, serve, Severity } from "xfn-runtime";
 import { rawClient } from "../../test/support/client.js";
 import { memoryLog } from "../../test/support/log.js";
 import { request } from "../../test/support/requests.js";

@@ -7,7 +7,7 @@ import { fromJson, toJson, type JsonValue } from "@bufbuild/protobuf";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { parse } from "yaml";
-import { RunFunctionRequestSchema, RunFunctionResponseSchema } from "xfn";
+import { RunFunctionRequestSchema, RunFunctionResponseSchema } from "xfn-runtime";
 import { mismatches } from "../../src/testing/expect.js";
 import { memoryLog } from "../../test/support/log.js";
 import lifecycle from "./index.js";

@@ -1,12 +1,19 @@
 // The entry point of a bundled function package: `xfn serve` with the
-// function built in. `npm run package` bundles this with one function module
-// into a single file that runs on plain Node, without tsx or node_modules.
+// function built in. `xfn package` bundles this with one function module into
+// a single file that runs on plain Node, without tsx or node_modules.
 import { Command } from "commander";
 import type { RunFunction } from "../function.js";
+import { pickFunction } from "./pick.js";
 import { addServeFlags, startServing, type ServeFlags } from "./serve.js";
 
-/** main serves fn with the serve flags given in argv. */
-export async function main(fn: RunFunction, name: string, argv: string[]): Promise<void> {
+/** main serves the function mod exports with the serve flags given in argv. */
+export async function main(mod: Record<string, unknown>, name: string, argv: string[]): Promise<void> {
+  const fn: RunFunction | undefined = pickFunction(mod);
+  if (!fn) {
+    process.stderr.write(`${name}: the bundled module exports no function (export one as default or as runFunction)\n`);
+    process.exitCode = 1;
+    return;
+  }
   await addServeFlags(new Command(name).description(`serve ${name} over gRPC (RunFunction v1 and v1beta1)`))
     .action((flags: ServeFlags) => startServing(async () => fn, flags, name))
     .parseAsync(argv, { from: "user" });

@@ -3,35 +3,8 @@
 import { existsSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { KubeConfig, KubernetesObjectApi, PatchStrategy } from "@kubernetes/client-node";
 import { Command, InvalidArgumentError, Option } from "commander";
-import type { Logger } from "pino";
-import { startDevCluster } from "../devcluster/server.js";
-import { Host, kubeObject } from "../host/host.js";
-import { loadDocs, type Doc } from "../render/load.js";
-import { createRunner } from "../render/runner.js";
 import { createLogger } from "../server/log.js";
-
-const ORDER = ["CustomResourceDefinition", "Namespace", "CompositeResourceDefinition", "Composition"];
-
-/** applyManifests server-side applies every document under dir, CRDs and XRDs first. */
-export async function applyManifests(kc: KubeConfig, docs: Doc[], log: Logger): Promise<void> {
-  const api = KubernetesObjectApi.makeApiClient(kc);
-  const rank = (d: Doc) => {
-    const i = ORDER.indexOf(String(d.obj["kind"]));
-    return i < 0 ? ORDER.length : i;
-  };
-  for (const d of [...docs].sort((a, b) => rank(a) - rank(b))) {
-    try {
-      await api.patch(kubeObject(d.obj), undefined, undefined, "xfn-host-manifests", true, PatchStrategy.ServerSideApply);
-      log.info({ kind: d.obj["kind"], name: (d.obj["metadata"] as { name?: string } | undefined)?.name }, "applied manifest");
-      // A new CRD is served at once here, but give discovery a moment on a real cluster.
-      if (d.obj["kind"] === "CustomResourceDefinition") await new Promise((r) => setTimeout(r, 50));
-    } catch (err) {
-      throw new Error(`cannot apply ${d.source}: ${(err as { body?: { message?: string } }).body?.message ?? (err as Error).message}`);
-    }
-  }
-}
 
 interface HostFlags {
   kubeconfig?: string;
@@ -64,6 +37,16 @@ export function hostCommand(): Command {
     .action(async (flags: HostFlags) => {
       const log = createLogger({ debug: flags.debug });
       try {
+        // Imported here, not at the top: client-node alone takes longer to load
+        // than every other command's start-up (see bench/startup.ts).
+        const [{ KubeConfig }, { startDevCluster }, { Host }, { loadDocs }, { createRunner }, { applyManifests }] = await Promise.all([
+          import("@kubernetes/client-node"),
+          import("../devcluster/server.js"),
+          import("../host/host.js"),
+          import("../render/load.js"),
+          import("../render/runner.js"),
+          import("../host/manifests.js"),
+        ]);
         const kc = new KubeConfig();
         let stopCluster = async () => {};
         if (flags.embedded) {

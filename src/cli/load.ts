@@ -2,14 +2,33 @@
 //
 // <module> is a file, or a directory holding package.json#main or an index
 // file. The module exports its function as the default export or as a named
-// export `runFunction`. TypeScript modules load directly through tsx, also a
-// lone .ts file with no package.json (which tsx treats as CommonJS: its
-// exports then arrive wrapped in `default`, and pickFunction unwraps them).
+// export `runFunction`. JavaScript modules are imported as they are. For a
+// TypeScript module, tsx's loader is registered once, for the whole process
+// (not namespaced): the module's own `import ... from "xfn-runtime"` must
+// then load the very modules the CLI runs, not a second copy of them. A .ts
+// file outside any package that says `"type": "module"` is CommonJS to tsx,
+// and Node refuses to load such a file written with `import`/`export` through
+// the global loader ("Cannot require() ES Module ... in a cycle"); it is
+// imported through tsx's own tsImport instead, which copes, at the price of
+// its own copy of the modules it imports. Its exports arrive wrapped in
+// `default`, and pickFunction unwraps them.
 import { existsSync, readFileSync, statSync } from "node:fs";
-import { join, resolve } from "node:path";
+import { dirname, extname, join, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
-import { tsImport } from "tsx/esm/api";
 import type { RunFunction } from "../function.js";
+import { pickFunction } from "./pick.js";
+
+const TS_EXTENSIONS = new Set([".ts", ".mts", ".cts", ".tsx"]);
+let tsxRegistered: Promise<void> | undefined;
+
+/** registerTypeScript lets import() load TypeScript, once per process. */
+export function registerTypeScript(): Promise<void> {
+  tsxRegistered ??= import("tsx/esm/api").then(({ register }) => {
+    // Under `node --import tsx` (the repository's own tests) it is already there.
+    if (!process.execArgv.some((a) => a === "tsx" || a.includes("/tsx/"))) register();
+  });
+  return tsxRegistered;
+}
 
 const INDEX_FILES = ["index.ts", "index.mts", "index.js", "index.mjs"];
 
@@ -44,7 +63,16 @@ export async function loadFunction(spec: string, cwd = process.cwd()): Promise<R
   const file = resolveModule(spec, cwd);
   let mod: Record<string, unknown>;
   try {
-    mod = (await tsImport(pathToFileURL(file).href, import.meta.url)) as Record<string, unknown>;
+    const url = pathToFileURL(file).href;
+    if (!TS_EXTENSIONS.has(extname(file))) {
+      mod = (await import(url)) as Record<string, unknown>;
+    } else if (extname(file) === ".mts" || packageType(file) === "module") {
+      await registerTypeScript();
+      mod = (await import(url)) as Record<string, unknown>;
+    } else {
+      const { tsImport } = await import("tsx/esm/api");
+      mod = (await tsImport(url, import.meta.url)) as Record<string, unknown>;
+    }
   } catch (err) {
     throw new Error(`cannot load function module ${spec}: ${(err as Error).message}`, { cause: err });
   }
@@ -55,10 +83,18 @@ export async function loadFunction(spec: string, cwd = process.cwd()): Promise<R
   return fn;
 }
 
-/** pickFunction finds the exported function in an ES module or CommonJS namespace. */
-function pickFunction(mod: Record<string, unknown>): RunFunction | undefined {
-  const candidates = [mod["default"], mod["runFunction"]];
-  const d = mod["default"];
-  if (d && typeof d === "object") candidates.push((d as Record<string, unknown>)["default"], (d as Record<string, unknown>)["runFunction"]);
-  return candidates.find((c): c is RunFunction => typeof c === "function");
+/** packageType is the "type" of the nearest package.json above file, as Node reads it. */
+function packageType(file: string): string | undefined {
+  for (let dir = dirname(file); ; dir = dirname(dir)) {
+    const pkg = join(dir, "package.json");
+    if (existsSync(pkg)) {
+      try {
+        const type = (JSON.parse(readFileSync(pkg, "utf8")) as { type?: unknown }).type;
+        return typeof type === "string" ? type : undefined;
+      } catch {
+        return undefined;
+      }
+    }
+    if (dirname(dir) === dir) return undefined;
+  }
 }

@@ -4,6 +4,7 @@ import { Command } from "commander";
 import { callCommand } from "./call.js";
 import { devClusterCommand } from "./dev-cluster.js";
 import { hostCommand } from "./host.js";
+import { packageCommand } from "./package.js";
 import { renderCommand } from "./render.js";
 import { serveCommand } from "./serve.js";
 import { testCommand } from "./test.js";
@@ -23,6 +24,7 @@ export function program(): Command {
     .addCommand(callCommand())
     .addCommand(renderCommand())
     .addCommand(testCommand())
+    .addCommand(packageCommand())
     .addCommand(devClusterCommand())
     .addCommand(hostCommand());
 }

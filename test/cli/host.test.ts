@@ -25,7 +25,12 @@ C("the README demo: xfn host --embedded composes the example buckets and reports
       const r = await fetch(`${url}/apis/s3.aws.upbound.io/v1beta1/buckets`);
       return ((await r.json()) as { items: unknown[] }).items.length === 1;
     }, 20_000);
-    const xr = (await (await fetch(`${url}/apis/example.xfn.dev/v1alpha1/xbuckets/team-a`)).json()) as any;
+    // The status is written after the apply, in the same reconcile: wait for it too.
+    let xr: any;
+    await until("the XR's status", async () => {
+      xr = await (await fetch(`${url}/apis/example.xfn.dev/v1alpha1/xbuckets/team-a`)).json();
+      return xr.status?.bucketCount !== undefined;
+    }, 20_000);
     assert.is(xr.status.bucketCount, 2);
   } finally {
     child.kill("SIGTERM");

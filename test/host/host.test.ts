@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { PatchStrategy, setHeaderOptions } from "@kubernetes/client-node";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
-import { applyManifests } from "../../src/cli/host.js";
+import { applyManifests } from "../../src/host/manifests.js";
 import { startDevCluster, type DevCluster } from "../../src/devcluster/server.js";
 import { Host } from "../../src/host/host.js";
 import { loadDocs } from "../../src/render/load.js";

@@ -1,0 +1,123 @@
+// `xfn package [dir]`: bundle a function module with xfn's server into one
+// file, function.mjs, that runs on plain Node 20 with no node_modules and no
+// TypeScript loader, beside the Crossplane package metadata (package/). A
+// runtime image copies the folder and runs `node function.mjs`.
+import { cpSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { basename, dirname, extname, join, relative, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { Command, Option } from "commander";
+import { parse as parseYaml } from "yaml";
+import { resolveModule } from "./load.js";
+
+/** PackageOptions say what to bundle and where. */
+export interface PackageOptions {
+  /** dir is the function's folder (its module, and package/ if it has one). */
+  dir: string;
+  /** out is the folder to write function.mjs and package/ to (emptied first). */
+  out: string;
+  /** name is the package's name; default: package/crossplane.yaml's, else function-<folder>. */
+  name?: string;
+}
+
+/** PackageResult says what was written. */
+export interface PackageResult {
+  name: string;
+  bundle: string;
+  /** generatedMetadata is true when package/crossplane.yaml was made up, not copied. */
+  generatedMetadata: boolean;
+}
+
+const here = dirname(fileURLToPath(import.meta.url));
+// Run from src/ (this repository's tests) the sources are bundled; from lib/, the compiled code.
+const fromSource = extname(fileURLToPath(import.meta.url)) === ".ts";
+
+function metadataName(file: string): string | undefined {
+  try {
+    const meta = parseYaml(readFileSync(file, "utf8")) as { metadata?: { name?: unknown } } | null;
+    return typeof meta?.metadata?.name === "string" ? meta.metadata.name : undefined;
+  } catch (err) {
+    throw new Error(`cannot read ${file}: ${(err as Error).message}`, { cause: err });
+  }
+}
+
+/** functionMetadata is a minimal meta.pkg.crossplane.io/v1 Function for a folder with none. */
+export function functionMetadata(name: string): string {
+  return [
+    "# Made by xfn package: this function has no package/crossplane.yaml of its own.",
+    "apiVersion: meta.pkg.crossplane.io/v1",
+    "kind: Function",
+    "metadata:",
+    `  name: ${name}`,
+    "spec:",
+    "  crossplane:",
+    '    version: ">=v1.17.0-0"',
+    "",
+  ].join("\n");
+}
+
+/** packageFunction bundles the function in opts.dir into opts.out. */
+export async function packageFunction(opts: PackageOptions): Promise<PackageResult> {
+  const dir = resolve(opts.dir);
+  const module = resolveModule(dir);
+  const metaFile = join(dir, "package", "crossplane.yaml");
+  const hasMeta = existsSync(metaFile);
+  const name = opts.name ?? (hasMeta ? metadataName(metaFile) : undefined) ?? `function-${basename(dir)}`;
+  const out = resolve(opts.out);
+  if (out === dir || relative(out, dir).split(/[\\/]/)[0] !== "..") {
+    throw new Error(`cannot package into ${opts.out}: it would empty the function's own folder`);
+  }
+  rmSync(out, { recursive: true, force: true });
+  mkdirSync(out, { recursive: true });
+  const { build } = await import("esbuild");
+  const entry = join(here, fromSource ? "bundled.ts" : "bundled.js");
+  await build({
+    stdin: {
+      contents: [
+        `import * as mod from ${JSON.stringify(module)};`,
+        `import { main } from ${JSON.stringify(entry)};`,
+        `await main(mod, ${JSON.stringify(name)}, process.argv.slice(2));`,
+      ].join("\n"),
+      resolveDir: dir,
+      loader: "ts",
+      sourcefile: `${name}-entry.ts`,
+    },
+    bundle: true,
+    platform: "node",
+    format: "esm",
+    target: "node20",
+    outfile: join(out, "function.mjs"),
+    // In this repository, `import ... from "xfn-runtime"` must bundle the same sources as the entry.
+    conditions: fromSource ? ["xfn-source"] : [],
+    // CommonJS dependencies (grpc-js, pino) call require() for Node built-ins.
+    banner: { js: "import { createRequire as __xfnCreateRequire } from 'node:module'; const require = __xfnCreateRequire(import.meta.url);" },
+    legalComments: "linked",
+    logLevel: "warning",
+  });
+  if (existsSync(join(dir, "package"))) cpSync(join(dir, "package"), join(out, "package"), { recursive: true });
+  if (!hasMeta) {
+    mkdirSync(join(out, "package"), { recursive: true });
+    writeFileSync(join(out, "package", "crossplane.yaml"), functionMetadata(name));
+  }
+  return { name, bundle: join(out, "function.mjs"), generatedMetadata: !hasMeta };
+}
+
+/** packageCommand builds the `package` subcommand. */
+export function packageCommand(): Command {
+  return new Command("package")
+    .description("bundle a function with xfn's server into function.mjs (plain Node, no node_modules) beside its Crossplane package metadata")
+    .argument("[dir]", "the function's folder", ".")
+    .addOption(new Option("-o, --out <dir>", "where to write function.mjs and package/ (emptied first)").default("dist"))
+    .addOption(new Option("--name <name>", "package name (default: package/crossplane.yaml's metadata.name, else function-<folder>)"))
+    .action(async (dir: string, flags: { out: string; name?: string }) => {
+      try {
+        const r = await packageFunction({ dir, out: flags.out, ...(flags.name ? { name: flags.name } : {}) });
+        process.stdout.write(`packaged ${dir} as ${r.name} -> ${relative(process.cwd(), r.bundle) || r.bundle}\n`);
+        if (r.generatedMetadata) {
+          process.stdout.write(`note: ${dir} has no package/crossplane.yaml; wrote a minimal one (name ${r.name}) beside the bundle\n`);
+        }
+      } catch (err) {
+        process.stderr.write(`xfn package: ${(err as Error).message}\n`);
+        process.exitCode = 1;
+      }
+    });
+}

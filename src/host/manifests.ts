@@ -1,0 +1,28 @@
+// Applies the manifests given to `xfn host --manifests` (and used by tests to
+// set up a cluster): server-side apply, CRDs and XRDs before what they serve.
+import { KubernetesObjectApi, PatchStrategy, type KubeConfig } from "@kubernetes/client-node";
+import type { Logger } from "pino";
+import type { Doc } from "../render/load.js";
+import { kubeObject } from "./host.js";
+
+const ORDER = ["CustomResourceDefinition", "Namespace", "CompositeResourceDefinition", "Composition"];
+
+/** applyManifests server-side applies every document under dir, CRDs and XRDs first. */
+export async function applyManifests(kc: KubeConfig, docs: Doc[], log: Logger): Promise<void> {
+  const api = KubernetesObjectApi.makeApiClient(kc);
+  const rank = (d: Doc) => {
+    const i = ORDER.indexOf(String(d.obj["kind"]));
+    return i < 0 ? ORDER.length : i;
+  };
+  for (const d of [...docs].sort((a, b) => rank(a) - rank(b))) {
+    try {
+      await api.patch(kubeObject(d.obj), undefined, undefined, "xfn-host-manifests", true, PatchStrategy.ServerSideApply);
+      log.info({ kind: d.obj["kind"], name: (d.obj["metadata"] as { name?: string } | undefined)?.name }, "applied manifest");
+      // A new CRD is served at once here, but give discovery a moment on a real cluster.
+      if (d.obj["kind"] === "CustomResourceDefinition") await new Promise((r) => setTimeout(r, 50));
+    } catch (err) {
+      throw new Error(`cannot apply ${d.source}: ${(err as { body?: { message?: string } }).body?.message ?? (err as Error).message}`);
+    }
+  }
+}
+
