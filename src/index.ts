@@ -3,6 +3,7 @@ export * as request from "./sdk/request.js";
 export * as response from "./sdk/response.js";
 export * as fieldpath from "./sdk/fieldpath.js";
 export * from "./sdk/object.js";
+export type { TypedResource } from "./sdk/response.js";
 export { FieldPathError } from "./sdk/fieldpath.js";
 export { defineFunction, type RunContext, type RunFunction } from "./function.js";
 export { pipeline, runSteps, step, freeze, type Step, type StepContext } from "./pipeline.js";

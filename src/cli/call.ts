@@ -31,6 +31,7 @@ interface CallFlags {
   tlsCertsDir?: string;
   serverName?: string;
   timeout: number;
+  wait: number;
   api?: "v1" | "v1beta1";
 }
 
@@ -47,6 +48,13 @@ export function callCommand(): Command {
       new Option("--timeout <seconds>", "deadline for the call").default(60).argParser((v) => {
         const n = Number(v);
         if (!(n > 0)) throw new InvalidArgumentError(`--timeout must be a positive number of seconds, got ${JSON.stringify(v)}`);
+        return n;
+      }),
+    )
+    .addOption(
+      new Option("--wait <seconds>", "how long to wait for the function to accept a connection (one still starting)").default(10).argParser((v) => {
+        const n = Number(v);
+        if (!(n >= 0)) throw new InvalidArgumentError(`--wait must be a number of seconds, 0 or more, got ${JSON.stringify(v)}`);
         return n;
       }),
     )
@@ -67,6 +75,7 @@ export function callCommand(): Command {
           ...(flags.serverName ? { serverName: flags.serverName } : {}),
         });
         try {
+          if (flags.wait > 0) await client.waitForReady(flags.wait * 1000);
           const rsp = await client.run(req, { timeoutMs: flags.timeout * 1000, ...(flags.api ? { api: flags.api } : {}) });
           process.stdout.write(JSON.stringify(toJson(RunFunctionResponseSchema, rsp), null, 2) + "\n");
           if (rsp.results.some((r) => r.severity === Severity.FATAL)) process.exitCode = EXIT_FATAL;

@@ -3,6 +3,7 @@ import { readFileSync } from "node:fs";
 import { Command } from "commander";
 import { callCommand } from "./call.js";
 import { devClusterCommand } from "./dev-cluster.js";
+import { generateCommand } from "./generate.js";
 import { hostCommand } from "./host.js";
 import { packageCommand } from "./package.js";
 import { renderCommand } from "./render.js";
@@ -25,6 +26,7 @@ export function program(): Command {
     .addCommand(renderCommand())
     .addCommand(testCommand())
     .addCommand(packageCommand())
+    .addCommand(generateCommand())
     .addCommand(devClusterCommand())
     .addCommand(hostCommand());
 }

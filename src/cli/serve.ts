@@ -24,9 +24,12 @@ function positiveInt(name: string) {
   };
 }
 
+/** LOOPBACK_ADDRESS is where `xfn serve --insecure` listens unless --address says otherwise. */
+export const LOOPBACK_ADDRESS = "127.0.0.1:9443";
+
 /** ServeFlags are the parsed serve flags. */
 export interface ServeFlags {
-  address: string;
+  address?: string;
   tlsCertsDir?: string;
   insecure: boolean;
   debug: boolean;
@@ -37,10 +40,20 @@ export interface ServeFlags {
   recordDir?: string;
 }
 
-/** addServeFlags adds the function server's flags to cmd. */
-export function addServeFlags(cmd: Command): Command {
+/**
+ * addServeFlags adds the function server's flags to cmd. With loopbackWhenInsecure,
+ * --insecure without --address listens on 127.0.0.1 only: plaintext is for
+ * local development, never for the network. A bundled package's image keeps
+ * 0.0.0.0 instead: `crossplane render`'s Docker runtime starts it with
+ * --insecure and reaches it through a published port, from outside the
+ * container's own loopback.
+ */
+export function addServeFlags(cmd: Command, opts: { loopbackWhenInsecure?: boolean } = {}): Command {
+  const help = opts.loopbackWhenInsecure
+    ? `address to listen on (default: ${DEFAULT_ADDRESS}; ${LOOPBACK_ADDRESS} with --insecure)`
+    : `address to listen on (default: ${DEFAULT_ADDRESS})`;
   return cmd
-    .addOption(new Option("--address <host:port>", "address to listen on").default(DEFAULT_ADDRESS))
+    .addOption(new Option("--address <host:port>", help))
     .addOption(
       new Option("--tls-certs-dir <dir>", "directory with tls.crt, tls.key and ca.crt; clients must present a certificate signed by ca.crt").env(
         "TLS_SERVER_CERTS_DIR",
@@ -76,7 +89,7 @@ export async function startServing(load: () => Promise<RunFunction>, flags: Serv
     running = await serve(
       fn,
       {
-        address: flags.address,
+        address: flags.address ?? DEFAULT_ADDRESS,
         insecure: flags.insecure,
         ...(flags.tlsCertsDir ? { tlsCertsDir: flags.tlsCertsDir } : {}),
         maxRecvMessageSizeMB: flags.maxRecvMessageSize,
@@ -110,7 +123,9 @@ export function serveCommand(): Command {
     new Command("serve")
       .description("serve a function module over gRPC, as Crossplane calls it (RunFunction v1 and v1beta1)")
       .argument("<module>", "function module: a file, or a directory with package.json main or index.ts/index.js"),
+    { loopbackWhenInsecure: true },
   ).action(async (module: string, flags: ServeFlags) => {
+    if (flags.address === undefined && flags.insecure) flags.address = LOOPBACK_ADDRESS;
     let file: string | undefined;
     try {
       file = resolveModule(module);

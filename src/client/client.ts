@@ -29,6 +29,11 @@ export interface ClientOptions {
 /** FunctionClient calls one function. */
 export interface FunctionClient {
   run(req: RunFunctionRequest, opts?: { timeoutMs?: number; api?: "v1" | "v1beta1" }): Promise<RunFunctionResponse>;
+  /**
+   * waitForReady resolves once the function accepts a connection, retrying
+   * with gRPC's backoff (a server still starting), or rejects after waitMs.
+   */
+  waitForReady(waitMs: number): Promise<void>;
   close(): void;
 }
 
@@ -81,6 +86,14 @@ export function dial(address: string, opts: ClientOptions = {}): FunctionClient 
       }
       return fromBinary(RunFunctionResponseSchema, out);
     },
+    waitForReady: (waitMs) =>
+      new Promise<void>((resolve, reject) => {
+        client.waitForReady(Date.now() + waitMs, (err) => {
+          if (!err) return resolve();
+          const secs = Math.round(waitMs / 100) / 10;
+          reject(new Error(`cannot reach a function at ${address} within ${secs} s (is it serving, with the same TLS setting?)`, { cause: err }));
+        });
+      }),
     close: () => client.close(),
   };
 }

@@ -19,9 +19,23 @@ export function getObservedComposite(req: RunFunctionRequest): Resource | undefi
   return req.observed?.composite;
 }
 
-/** getObservedCompositeResource returns the observed XR's object, or undefined. */
-export function getObservedCompositeResource(req: RunFunctionRequest): JsonObject | undefined {
-  return req.observed?.composite?.resource;
+/**
+ * getObservedCompositeResource returns the observed XR's object, or undefined.
+ * A type argument (say an interface from `xfn generate types`) states what you
+ * expect the XR to be; nothing checks it, just as for JSON.parse: read fields
+ * that users set through fieldpath, or validate them, before trusting them.
+ */
+export function getObservedCompositeResource<T extends object = JsonObject>(req: RunFunctionRequest): T | undefined {
+  return req.observed?.composite?.resource as T | undefined;
+}
+
+/**
+ * getObservedComposedResource returns one observed composed resource's object,
+ * or undefined. A type argument is unchecked, as for getObservedCompositeResource.
+ */
+export function getObservedComposedResource<T extends object = JsonObject>(req: RunFunctionRequest, name: string): T | undefined {
+  const resources = req.observed?.resources;
+  return (resources && Object.hasOwn(resources, name) ? resources[name]?.resource : undefined) as T | undefined;
 }
 
 /** getObservedComposedResources returns the observed composed resources by name. */

@@ -93,15 +93,34 @@ function desired(rsp: RunFunctionResponse) {
 }
 
 /**
+ * TypedResource is a Kubernetes object typed by an interface, such as those
+ * `xfn generate types` writes from CRDs and XRDs. TypeScript cannot prove that
+ * an interface holds only JSON values (an interface has no index signature),
+ * so the writers below accept one as it is, and a value that is not JSON (a
+ * Date, a function, undefined in a list) is reported when the response is
+ * encoded: a Fatal result naming its path.
+ */
+export interface TypedResource {
+  readonly apiVersion: string;
+  readonly kind: string;
+}
+
+/** asJson is the one place a typed object is taken as JSON; see TypedResource. */
+function asJson(v: object): JsonObject {
+  return v as JsonObject;
+}
+
+/**
  * setDesiredCompositeStatus merges status into the desired XR's status.
  * Crossplane honours only `status` on a desired XR, so that is all this writes.
+ * status is a JsonObject or a typed status, e.g. `NonNullable<XBuckets["status"]>`.
  */
-export function setDesiredCompositeStatus(rsp: RunFunctionResponse, status: JsonObject): void {
+export function setDesiredCompositeStatus(rsp: RunFunctionResponse, status: JsonObject | object): void {
   const d = desired(rsp);
   d.composite ??= create(ResourceSchema, { resource: {} });
   const xr = (d.composite.resource ??= {});
   const current = xr["status"];
-  xr["status"] = { ...(isObject(current) ? current : {}), ...cloneJson(status) };
+  xr["status"] = { ...(isObject(current) ? current : {}), ...cloneJson(asJson(status)) };
 }
 
 /**
@@ -136,14 +155,14 @@ export interface DesiredOptions {
 export function setDesiredComposedResource(
   rsp: RunFunctionResponse,
   name: string,
-  resource: JsonObject,
+  resource: JsonObject | TypedResource,
   opts: DesiredOptions = {},
 ): Resource {
   if (name === "") throw new Error("cannot set desired composed resource: the name is empty");
   const d = desired(rsp);
   const previous = Object.hasOwn(d.resources, name) ? d.resources[name] : undefined;
   const r = create(ResourceSchema, {
-    resource,
+    resource: asJson(resource),
     ready: opts.ready === undefined ? (previous?.ready ?? Ready.UNSPECIFIED) : opts.ready ? Ready.TRUE : Ready.FALSE,
   });
   setOwn(d.resources, name, r);
@@ -173,8 +192,8 @@ export function setContextKey(rsp: RunFunctionResponse, key: string, value: Json
 }
 
 /** setOutput sets the free-form output an Operation reports. XRs ignore it. */
-export function setOutput(rsp: RunFunctionResponse, output: JsonObject): void {
-  rsp.output = cloneJson(output);
+export function setOutput(rsp: RunFunctionResponse, output: JsonObject | object): void {
+  rsp.output = cloneJson(asJson(output));
 }
 
 

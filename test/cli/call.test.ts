@@ -1,5 +1,6 @@
 // `xfn call` as a user runs it, against real servers on loopback.
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { createServer, type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Server, ServerCredentials, type ServerUnaryCall, type sendUnaryData } from "@grpc/grpc-js";
@@ -15,6 +16,18 @@ import { memoryLog } from "../support/log.js";
 import { run } from "../support/spawn.js";
 
 const Call = suite("cli: xfn call");
+
+/** freePort returns a port nothing listens on just now. */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.on("error", reject);
+    s.listen(0, "127.0.0.1", () => {
+      const port = (s.address() as AddressInfo).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
 
 const example = "functions/hello/example/request.yaml";
 let srv: RunningServer;
@@ -67,9 +80,26 @@ for (const [name, tc] of Object.entries(bad)) {
 }
 
 Call("an unreachable function is a clear error, exit code 1", async () => {
-  const r = await run(["call", "127.0.0.1:1", example, "--insecure", "--timeout", "2"]);
+  const r = await run(["call", "127.0.0.1:1", example, "--insecure", "--wait", "1"]);
   assert.is(r.code, 1);
-  assert.match(r.stderr, /xfn call: (14 UNAVAILABLE|4 DEADLINE_EXCEEDED)/);
+  assert.match(r.stderr, /xfn call: cannot reach a function at 127\.0\.0\.1:1 within 1 s/);
+  const now = await run(["call", "127.0.0.1:1", example, "--insecure", "--wait", "0", "--timeout", "2"]);
+  assert.is(now.code, 1);
+  assert.match(now.stderr, /xfn call: (14 UNAVAILABLE|4 DEADLINE_EXCEEDED)/);
+});
+
+Call("a call started before the server listens waits for it (serve & call, as the README runs them)", async () => {
+  const port = await freePort();
+  const calling = run(["call", `127.0.0.1:${port}`, example, "--insecure", "--wait", "15"]);
+  await new Promise((r) => setTimeout(r, 300));
+  const late = await serve(hello, { address: `127.0.0.1:${port}`, insecure: true }, memoryLog().log);
+  try {
+    const r = await calling;
+    assert.is(r.code, 0, r.stderr);
+    assert.is(JSON.parse(r.stdout).meta.tag, "example-1");
+  } finally {
+    await late.stop(1000);
+  }
 });
 
 Call("mTLS with a client certificates directory and the server name Crossplane verifies", async () => {

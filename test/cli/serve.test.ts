@@ -36,7 +36,10 @@ Cli("--help lists every command and every serve flag", async () => {
     assert.ok(serve.stdout.includes(flag), `serve --help lacks ${flag}`);
   }
   assert.match(serve.stdout, /TLS_SERVER_CERTS_DIR/);
-  assert.match(serve.stdout, /default: "0\.0\.0\.0:9443"/);
+  assert.match(serve.stdout.replace(/\s+/g, " "), /default: 0\.0\.0\.0:9443; 127\.0\.0\.1:9443 with --insecure/);
+  for (const cmd of ["call", "render", "test", "package", "generate", "dev-cluster", "host"]) {
+    assert.match(root.stdout, new RegExp(`^  ${cmd} `, "m"), `xfn --help lacks ${cmd}`);
+  }
 });
 
 const refusals: Record<string, { args: string[]; env?: NodeJS.ProcessEnv; want: RegExp }> = {
@@ -129,10 +132,11 @@ Cli("--max-recv-message-size 8 accepts a 5 MB request that the default refuses",
   }
 });
 
-Cli("serves --insecure on the default port, dialled as localhost:9443 like crossplane render", async () => {
+Cli("serves --insecure on loopback port 9443 by default, dialled as localhost:9443 like crossplane render", async () => {
   const r = await startServe(["functions/hello", "--insecure"], {}, { defaultAddress: true });
   assert.is(r.port, 9443);
-  assert.match(r.output(), /"address":"0\.0\.0\.0:9443"/);
+  // Plaintext never listens on every interface unless --address asks for it.
+  assert.match(r.output(), /"address":"127\.0\.0\.1:9443"/);
   const client = dial("localhost:9443", { insecure: true });
   try {
     const rsp = await client.run(request({ observed: { composite: { resource: { kind: "XBuckets", spec: { buckets: [{ name: "a" }] } } } } }));
