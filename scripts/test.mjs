@@ -58,7 +58,7 @@ child.on("exit", (code, signal) => {
   // uvu prints each file's path, then one line per suite ending in "(n / m)".
   // A file with no suite line after it never called .run().
   const lines = plain.split("\n").map((l) => l.trim());
-  const silent = lines.filter((l, i) => /\.test\.ts$/.test(l) && !/\(\d+ \/ \d+\)/.test(lines[i + 1] ?? ""));
+  const silent = lines.filter((l, i) => /^[\w./-]+\.test\.ts$/.test(l) && !/\(\d+ \/ \d+\)/.test(lines[i + 1] ?? ""));
   for (const f of silent) console.error(`${f} ran no test: does it call .run() on its suites?`);
   const failed = ran - passed - (skipped || 0) + silent.length;
   const bad = failed > 0 || code !== 0 || signal !== null || skipped > 0;

@@ -6,6 +6,7 @@ export * from "./sdk/object.js";
 export type { TypedResource } from "./sdk/response.js";
 export { FieldPathError } from "./sdk/fieldpath.js";
 export { defineFunction, type RunContext, type RunFunction } from "./function.js";
+export * as testing from "./testing/unit.js";
 export { pipeline, runSteps, step, freeze, type Step, type StepContext } from "./pipeline.js";
 export * as steps from "./steps/index.js";
 export {

@@ -5,6 +5,7 @@ import { callCommand } from "./call.js";
 import { devClusterCommand } from "./dev-cluster.js";
 import { generateCommand } from "./generate.js";
 import { hostCommand } from "./host.js";
+import { initCommand } from "./init.js";
 import { packageCommand } from "./package.js";
 import { renderCommand } from "./render.js";
 import { serveCommand } from "./serve.js";
@@ -21,6 +22,7 @@ export function program(): Command {
     .description("xfn: write, serve and test Crossplane composition functions in TypeScript")
     .version(version())
     .showHelpAfterError()
+    .addCommand(initCommand())
     .addCommand(serveCommand())
     .addCommand(callCommand())
     .addCommand(renderCommand())

@@ -1,0 +1,210 @@
+// Adopting xfn from outside this repository, as a platform team would: pack
+// the runtime, scaffold a project with `xfn init` in an empty temp folder,
+// install, and use every command the scaffold's README names. Slow (npm
+// installs, from the npm cache when warm), so everything shares one project.
+import { execFileSync, spawn } from "node:child_process";
+import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { suite } from "uvu";
+import * as assert from "uvu/assert";
+import { rawClient } from "./support/client.js";
+import { request } from "./support/requests.js";
+import { ROOT } from "./support/spawn.js";
+
+const A = suite("adopt: xfn-runtime from an empty folder outside the repository");
+const NPM = process.platform === "win32" ? "npm.cmd" : "npm";
+const quiet = { npm_config_audit: "false", npm_config_fund: "false", npm_config_update_notifier: "false" };
+
+let work: string;
+let tarball: string;
+let project: string;
+
+interface Ran {
+  code: number | null;
+  /** out is stdout and stderr together, for messages; stdout alone, for output to parse. */
+  out: string;
+  stdout: string;
+}
+
+/** sh runs a command to completion with a generous limit (installs). */
+function sh(cmd: string, args: string[], cwd: string, env: NodeJS.ProcessEnv = {}, timeoutMs = 240_000): Promise<Ran> {
+  return new Promise((resolve) => {
+    const child = spawn(cmd, args, { cwd, env: { ...process.env, ...quiet, ...env } });
+    let out = "";
+    let stdout = "";
+    child.stdout.on("data", (d) => ((out += d), (stdout += d)));
+    child.stderr.on("data", (d) => (out += d));
+    const t = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
+    child.on("error", (err) => {
+      clearTimeout(t);
+      resolve({ code: -1, out: `${out}\ncannot run ${cmd}: ${err.message}`, stdout });
+    });
+    child.on("close", (code) => {
+      clearTimeout(t);
+      resolve({ code, out, stdout });
+    });
+  });
+}
+
+// After the installs, nothing may reach the network.
+const offline = { npm_config_offline: "true" };
+
+/** serveFrom starts a server command and resolves with its port once it logs it. */
+function serveFrom(cmd: string, args: string[], cwd: string): Promise<{ port: number; stop(): Promise<number | null>; output(): string }> {
+  // npx runs xfn in a child of its own: signals go to the whole group.
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, { cwd, env: { ...process.env, ...quiet, ...offline }, detached: true });
+    let out = "";
+    const exited = new Promise<number | null>((r) => child.on("exit", (code) => r(code)));
+    const t = setTimeout(() => {
+      child.kill("SIGKILL");
+      reject(new Error(`${args.join(" ")} did not start:\n${out}`));
+    }, 30_000);
+    child.stdout.on("data", (d) => {
+      out += d;
+      const m = /"port":(\d+)/.exec(out);
+      if (m) {
+        clearTimeout(t);
+        resolve({ port: Number(m[1]), output: () => out, stop: () => (process.kill(-child.pid!, "SIGTERM"), exited) });
+      }
+    });
+    child.stderr.on("data", (d) => (out += d));
+    void exited.then((code) => {
+      clearTimeout(t);
+      reject(new Error(`${args.join(" ")} exited with ${code} before listening:\n${out}`));
+    });
+  });
+}
+
+A.before(() => {
+  work = mkdtempSync(join(tmpdir(), "xfn-adopt-"));
+  // npm test has just built lib/; packing must not rebuild it under the other tests' feet.
+  const name = execFileSync(NPM, ["pack", "--ignore-scripts", "--pack-destination", work], { cwd: ROOT, encoding: "utf8", env: { ...process.env, ...quiet } })
+    .trim()
+    .split("\n")
+    .pop()!;
+  tarball = join(work, name);
+  project = join(work, "function-storage");
+});
+A.after(() => rmSync(work, { recursive: true, force: true }));
+
+A("the tarball ships compiled JavaScript, type declarations, the bin and the template; no TypeScript sources", () => {
+  const files = execFileSync("tar", ["tzf", tarball], { encoding: "utf8" }).split("\n");
+  for (const f of ["package/bin/xfn.js", "package/lib/index.js", "package/lib/index.d.ts", "package/lib/cli/main.js", "package/templates/function/gitignore"]) {
+    assert.ok(files.includes(f), `${f} missing from the tarball`);
+  }
+  assert.not.ok(files.some((f) => f.startsWith("package/src/")), "src/ is not shipped");
+  assert.not.ok(files.some((f) => f.endsWith(".tsbuildinfo")), "the build's bookkeeping is not shipped");
+  const pkg = JSON.parse(execFileSync("tar", ["xzOf", tarball, "package/package.json"], { encoding: "utf8" }));
+  assert.is(pkg.name, "xfn-runtime");
+  assert.is(pkg.exports["."].types, "./lib/index.d.ts");
+  assert.is(pkg.exports["."].default, "./lib/index.js");
+});
+
+A("xfn init from the packed runtime writes a project (npm exec, as with a published package)", async () => {
+  const r = await sh(NPM, ["exec", "--yes", "--prefer-offline", `--package=${tarball}`, "--", "xfn", "init", "function-storage"], work);
+  assert.is(r.code, 0, r.out);
+  for (const f of [
+    "package.json",
+    "tsconfig.json",
+    "src/index.ts",
+    "src/generated/types.ts",
+    "example/request.yaml",
+    "testdata/cases/two-buckets/expected.yaml",
+    "test/function.test.ts",
+    "package/crossplane.yaml",
+    "package/input/storage.fn.example.org_inputs.yaml",
+    "Dockerfile",
+    ".dockerignore",
+    ".gitignore",
+    "README.md",
+  ]) {
+    assert.ok(existsSync(join(project, f)), `${f} not written`);
+  }
+  const pkg = JSON.parse(readFileSync(join(project, "package.json"), "utf8"));
+  const own = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8"));
+  assert.is(pkg.dependencies["xfn-runtime"], `^${own.version}`);
+  const again = await sh(NPM, ["exec", "--yes", "--offline", `--package=${tarball}`, "--", "xfn", "init", "function-storage"], work);
+  assert.is(again.code, 1);
+  assert.match(again.out, /cannot create a project in function-storage: it exists and is not an empty folder/);
+});
+
+A("npm install of the tarball, then npm install", async () => {
+  const a = await sh(NPM, ["install", "--prefer-offline", tarball], project);
+  assert.is(a.code, 0, a.out);
+  const b = await sh(NPM, ["install", "--prefer-offline"], project);
+  assert.is(b.code, 0, b.out);
+});
+
+A("offline: npm test typechecks, replays the recorded case and runs the unit tests", async () => {
+  const r = await sh(NPM, ["test"], project, offline);
+  assert.is(r.code, 0, r.out);
+  assert.match(r.out, /^1 passed, 0 failed$/m);
+  assert.match(r.out, /^# pass 3$/m);
+  assert.match(r.out, /^# fail 0$/m);
+});
+
+A("offline: a broken function fails npm test, naming the difference", async () => {
+  const file = join(project, "src/index.ts");
+  const original = readFileSync(file, "utf8");
+  try {
+    writeFileSync(file, original.replace("`bucket-${b.name}`", "`bkt-${b.name}`"));
+    assert.ok(readFileSync(file, "utf8") !== original, "the function was changed");
+    const r = await sh(NPM, ["test"], project, offline);
+    assert.is(r.code, 1, r.out);
+    assert.match(r.out, /^FAIL +cases\/two-buckets$/m);
+    assert.match(r.out, /bkt-logs/);
+  } finally {
+    writeFileSync(file, original);
+  }
+});
+
+A("offline: npx xfn serve . --insecure answers npx xfn call with the example request", async () => {
+  const s = await serveFrom("npx", ["xfn", "serve", ".", "--insecure", "--address", "127.0.0.1:0"], project);
+  try {
+    const r = await sh("npx", ["xfn", "call", `127.0.0.1:${s.port}`, "example/request.yaml", "--insecure"], project, offline);
+    assert.is(r.code, 0, r.out);
+    const rsp = JSON.parse(r.stdout);
+    assert.equal(Object.keys(rsp.desired.resources).sort(), ["bucket-assets", "bucket-logs"]);
+    assert.is(rsp.desired.composite.resource.status.externalNames["bucket-logs"], "team-a-logs-x7k2p");
+  } finally {
+    // npm exec itself ends by the signal; the server under it exits 0 (seen in the bundle's test below).
+    await s.stop();
+  }
+  assert.match(s.output(), /"msg":"stopped"/);
+});
+
+A("offline: npx xfn render renders the example like crossplane render", async () => {
+  const r = await sh("npx", ["xfn", "render", "example/xr.yaml", "example/composition.yaml", "example/functions.yaml"], project, offline);
+  assert.is(r.code, 0, r.out);
+  assert.is((r.out.match(/^kind: Bucket$/gm) ?? []).length, 2, r.out);
+  assert.match(r.out, /bucketCount: 2/);
+});
+
+A("offline: npx xfn generate types reproduces the committed types", async () => {
+  const r = await sh("npx", ["xfn", "generate", "types", "crds"], project, offline);
+  assert.is(r.code, 0, r.out);
+  assert.is(r.stdout, readFileSync(join(project, "src/generated/types.ts"), "utf8"));
+});
+
+A("offline: npm run package bundles a function that starts on plain node away from node_modules", async () => {
+  const r = await sh(NPM, ["run", "package"], project, offline);
+  assert.is(r.code, 0, r.out);
+  const away = join(work, "image");
+  cpSync(join(project, "dist"), away, { recursive: true });
+  assert.ok(existsSync(join(away, "package/crossplane.yaml")));
+  assert.equal(readdirSync(join(away, "package/input")), ["storage.fn.example.org_inputs.yaml"]);
+  const s = await serveFrom(process.execPath, [join(away, "function.mjs"), "--insecure", "--address", "127.0.0.1:0"], away);
+  const c = rawClient(s.port);
+  try {
+    const rsp = await c.run(request({ observed: { composite: { resource: { apiVersion: "example.org/v1alpha1", kind: "XBuckets", spec: { buckets: [{ name: "a" }] } } } } }));
+    assert.equal(Object.keys(rsp.desired?.resources ?? {}), ["bucket-a"]);
+    assert.match(s.output(), /"module":"function-storage"/);
+  } finally {
+    c.close();
+    assert.is(await s.stop(), 0);
+  }
+});
+
+A.run();

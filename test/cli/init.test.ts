@@ -1,0 +1,61 @@
+// xfn init: the project it writes (the whole install-and-use story is
+// test/adopt.test.ts, from outside the repository).
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, relative } from "node:path";
+import { suite } from "uvu";
+import * as assert from "uvu/assert";
+import { initProject } from "../../src/cli/init.js";
+import { run } from "../support/spawn.js";
+
+const I = suite("cli: xfn init");
+let scratch: string;
+I.before(() => {
+  scratch = mkdtempSync(join(tmpdir(), "xfn-init-"));
+});
+I.after(() => rmSync(scratch, { recursive: true, force: true }));
+
+function walk(dir: string): string[] {
+  return readdirSync(dir).flatMap((n) => (statSync(join(dir, n)).isDirectory() ? walk(join(dir, n)) : [join(dir, n)]));
+}
+
+I("fills every placeholder: names from the folder or --name, the runtime version, the image", async () => {
+  const dir = join(scratch, "function-db");
+  await initProject({ dir, image: "ghcr.io/acme/function-db" });
+  for (const f of walk(dir)) assert.not.match(readFileSync(f, "utf8"), /\{\{\w+\}\}/, `${relative(dir, f)} keeps a placeholder`);
+  const pkg = JSON.parse(readFileSync(join(dir, "package.json"), "utf8"));
+  const own = JSON.parse(readFileSync(join(import.meta.dirname, "../../package.json"), "utf8"));
+  assert.is(pkg.name, "function-db");
+  assert.is(pkg.dependencies["xfn-runtime"], `^${own.version}`);
+  assert.is(pkg.devDependencies.typescript, own.devDependencies.typescript);
+  assert.match(readFileSync(join(dir, "example/functions.yaml"), "utf8"), /package: ghcr\.io\/acme\/function-db:v0\.1\.0/);
+  assert.ok(existsSync(join(dir, "package/input/db.fn.example.org_inputs.yaml")));
+  assert.ok(existsSync(join(dir, ".gitignore")) && existsSync(join(dir, ".dockerignore")));
+
+  const named = join(scratch, "anything");
+  await initProject({ dir: named, name: "net", runtime: "file:../xfn-runtime.tgz" });
+  const p2 = JSON.parse(readFileSync(join(named, "package.json"), "utf8"));
+  assert.is(p2.name, "function-net");
+  assert.is(p2.dependencies["xfn-runtime"], "file:../xfn-runtime.tgz");
+});
+
+I("refuses a folder that is not empty, and a name that is not a DNS label, writing nothing", async () => {
+  const full = join(scratch, "full");
+  await initProject({ dir: full });
+  writeFileSync(join(scratch, "file"), "x");
+  const cases: Record<string, { args: string[]; want: RegExp }> = {
+    NotEmpty: { args: [full], want: /cannot create a project in .*full: it exists and is not an empty folder/ },
+    AFile: { args: [join(scratch, "file")], want: /it exists and is not an empty folder/ },
+    BadName: { args: [join(scratch, "Bad_Name")], want: /cannot name the function "Bad_Name": use lowercase letters/ },
+    BadFlag: { args: [join(scratch, "ok"), "--name", "x.y"], want: /cannot name the function "x\.y"/ },
+  };
+  for (const [name, tc] of Object.entries(cases)) {
+    const r = await run(["init", ...tc.args]);
+    assert.is(r.code, 1, name);
+    assert.match(r.stderr, tc.want, name);
+  }
+  assert.not.ok(existsSync(join(scratch, "Bad_Name")));
+  assert.not.ok(existsSync(join(scratch, "ok")));
+});
+
+I.run();

@@ -1,0 +1,161 @@
+// xfn generate types: Kubernetes structural schemas to TypeScript, and the
+// typed objects passing to the response writers without a cast.
+import { mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { suite } from "uvu";
+import * as assert from "uvu/assert";
+import ts from "typescript";
+import { generateTypes, toJsonSchema } from "../../src/codegen/types.js";
+import { loadDocs } from "../../src/render/load.js";
+import { run, ROOT } from "../support/spawn.js";
+
+const T = suite("codegen: types from CRDs and XRDs");
+
+const schemas: Record<string, { reason: string; args: object; want: object }> = {
+  ClosedObject: {
+    reason: "an object with properties is pruned to them by the API server, so it accepts no other keys",
+    args: { type: "object", properties: { a: { type: "string" } } },
+    want: { type: "object", properties: { a: { type: "string" } }, additionalProperties: false },
+  },
+  PreserveUnknown: {
+    reason: "x-kubernetes-preserve-unknown-fields keeps any key",
+    args: { type: "object", properties: { a: { type: "string" } }, "x-kubernetes-preserve-unknown-fields": true },
+    want: { type: "object", properties: { a: { type: "string" } }, additionalProperties: true },
+  },
+  Map: {
+    reason: "additionalProperties with a schema is a map",
+    args: { type: "object", additionalProperties: { type: "string" } },
+    want: { type: "object", additionalProperties: { type: "string" } },
+  },
+  IntOrString: {
+    reason: "x-kubernetes-int-or-string is either",
+    args: { "x-kubernetes-int-or-string": true },
+    want: { anyOf: [{ type: "integer" }, { type: "string" }] },
+  },
+  Nullable: {
+    reason: "nullable adds null",
+    args: { type: "string", nullable: true },
+    want: { type: ["string", "null"] },
+  },
+  Nested: {
+    reason: "items, allOf and nested properties are rewritten too; defaults are dropped",
+    args: { type: "array", items: { type: "object", properties: { n: { type: "integer", default: 1 } } } },
+    want: { type: "array", items: { type: "object", properties: { n: { type: "integer" } }, additionalProperties: false } },
+  },
+};
+for (const [name, tc] of Object.entries(schemas)) {
+  T(`toJsonSchema: ${name}`, () => {
+    assert.equal(toJsonSchema(tc.args as never), tc.want, tc.reason);
+  });
+}
+
+const crd = (kind: string, versions: string[]) => ({
+  obj: {
+    apiVersion: "apiextensions.k8s.io/v1",
+    kind: "CustomResourceDefinition",
+    metadata: { name: `${kind.toLowerCase()}s.example.org` },
+    spec: {
+      group: "example.org",
+      names: { kind, plural: `${kind.toLowerCase()}s` },
+      versions: versions.map((v) => ({
+        name: v,
+        served: true,
+        storage: v === versions[0],
+        schema: { openAPIV3Schema: { type: "object", properties: { spec: { type: "object", required: ["size"], properties: { size: { type: "integer" } } } } } },
+      })),
+    },
+  },
+  source: "test",
+});
+
+T("one interface per served version, apiVersion and kind as literal types", async () => {
+  const { code, kinds } = await generateTypes([crd("Disk", ["v1"]), crd("Volume", ["v1", "v2"])]);
+  assert.equal(
+    kinds.map((k) => [k.name, k.apiVersion]),
+    [
+      ["Disk", "example.org/v1"],
+      ["VolumeV1", "example.org/v1"],
+      ["VolumeV2", "example.org/v2"],
+    ],
+  );
+  assert.match(code, /export interface Disk \{\n {2}apiVersion: "example\.org\/v1";\n {2}kind: "Disk";/);
+  assert.match(code, /size: number;/);
+});
+
+T("documents of other kinds are skipped; none at all is an error; two kinds of one name are refused", async () => {
+  const cm = { obj: { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "x" } }, source: "cm.yaml" };
+  assert.is((await generateTypes([cm, crd("Disk", ["v1"])])).kinds.length, 1);
+  try {
+    await generateTypes([cm]);
+    assert.unreachable();
+  } catch (err) {
+    assert.match((err as Error).message, /found no CustomResourceDefinition or CompositeResourceDefinition/);
+  }
+  try {
+    await generateTypes([crd("Disk", ["v1"]), { ...crd("Disk", ["v1"]), source: "other.yaml" }]);
+    assert.unreachable();
+  } catch (err) {
+    assert.match((err as Error).message, /other\.yaml: two kinds would both be named Disk \(the other from test\)/);
+  }
+});
+
+T("generated types pass to the response writers without casts, and tsc catches a wrong kind", async () => {
+  const { code } = await generateTypes([...loadDocs(join(ROOT, "templates/function/crds"))]);
+  const dir = join(ROOT, ".tmp", `typed-${process.pid}`);
+  mkdirSync(dir, { recursive: true });
+  try {
+    writeFileSync(join(dir, "types.ts"), code);
+    const use = (kind: string) => `import { request, response, type RunFunctionRequest } from "xfn-runtime";
+import type { Bucket, XBuckets } from "./types.js";
+export function f(req: RunFunctionRequest) {
+  const rsp = response.to(req);
+  const xr = request.getObservedCompositeResource<XBuckets>(req);
+  const b: Bucket = { apiVersion: "s3.aws.upbound.io/v1beta1", kind: ${JSON.stringify(kind)}, spec: { forProvider: { region: xr?.spec?.region ?? "x" } } };
+  response.setDesiredComposedResource(rsp, "b", b);
+  const status: NonNullable<XBuckets["status"]> = { bucketCount: 1, externalNames: { b: "name" } };
+  response.setDesiredCompositeStatus(rsp, status);
+  return rsp;
+}
+`;
+    const diagnostics = (kind: string) => {
+      writeFileSync(join(dir, "use.ts"), use(kind));
+      const program = ts.createProgram([join(dir, "use.ts")], {
+        strict: true,
+        exactOptionalPropertyTypes: true,
+        noEmit: true,
+        module: ts.ModuleKind.NodeNext,
+        moduleResolution: ts.ModuleResolutionKind.NodeNext,
+        target: ts.ScriptTarget.ES2022,
+        customConditions: ["xfn-source"],
+        skipLibCheck: true,
+        types: ["node"],
+      });
+      return ts.getPreEmitDiagnostics(program).map((d) => ts.flattenDiagnosticMessageText(d.messageText, "\n"));
+    };
+    assert.equal(diagnostics("Bucket"), []);
+    const wrong = diagnostics("Bukket");
+    assert.is(wrong.length, 1, wrong.join("\n"));
+    assert.match(wrong[0]!, /Type '"Bukket"' is not assignable to type '"Bucket"'/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+T("xfn generate types: to a file, and clear errors for bad input", async () => {
+  const dir = join(ROOT, ".tmp", `gen-${process.pid}`);
+  try {
+    const ok = await run(["generate", "types", "templates/function/crds", "-o", join(dir, "t.ts")]);
+    assert.is(ok.code, 0, ok.stderr);
+    assert.match(ok.stderr, /wrote .*t\.ts: Bucket \(s3\.aws\.upbound\.io\/v1beta1 Bucket\), XBuckets \(example\.org\/v1alpha1 XBuckets\)/);
+    const none = await run(["generate", "types", "examples/xr.yaml"]);
+    assert.is(none.code, 1);
+    assert.match(none.stderr, /xfn generate types: found no CustomResourceDefinition/);
+    const missing = await run(["generate", "types", "nope.yaml"]);
+    assert.is(missing.code, 1);
+    assert.match(missing.stderr, /cannot read nope\.yaml: no such file or directory/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+T.run();
