@@ -51,7 +51,9 @@ export function make(n: number) {
     format: "esm",
     outfile: out,
     nodePaths: [join(here, "node_modules")],
-    banner: { js: `import { createRequire } from "node:module"; const require = createRequire(${JSON.stringify(join(here, "package.json"))});` },
+    banner: {
+      js: `import { createRequire } from "node:module"; const require = createRequire(${JSON.stringify(join(here, "package.json"))});`,
+    },
     logLevel: "error",
   });
   return ((await import(pathToFileURL(out).href)) as { make: (n: number) => Run }).make;

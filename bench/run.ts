@@ -73,12 +73,18 @@ function ask(child: ChildProcess): Promise<{ cpuMicros: number; maxRssKiB: numbe
 
 async function start(kind: Kind): Promise<Running> {
   const port = await freePort();
-  const child = fork(join(import.meta.dirname, "server.ts"), [kind, String(port)], { execArgv: ["--import", "tsx"], stdio: ["ignore", "ignore", "inherit", "ipc"] });
+  const child = fork(join(import.meta.dirname, "server.ts"), [kind, String(port)], {
+    execArgv: ["--import", "tsx"],
+    stdio: ["ignore", "ignore", "inherit", "ipc"],
+  });
   await new Promise<void>((resolve, reject) => {
     child.once("message", () => resolve());
     child.once("exit", (code) => reject(new Error(`${kind} server exited with ${code}`)));
   });
-  const client = new Client(`127.0.0.1:${port}`, credentials.createInsecure(), { "grpc.max_receive_message_length": 16 * 1024 * 1024, "grpc.max_send_message_length": 16 * 1024 * 1024 });
+  const client = new Client(`127.0.0.1:${port}`, credentials.createInsecure(), {
+    "grpc.max_receive_message_length": 16 * 1024 * 1024,
+    "grpc.max_send_message_length": 16 * 1024 * 1024,
+  });
   return { kind, child, client, port };
 }
 
@@ -108,7 +114,10 @@ function verify(kind: Kind, n: number, out: Buffer): boolean {
     const ann = ((r.resource?.["metadata"] as Record<string, unknown> | undefined)?.["annotations"] ?? {}) as Record<string, string>;
     if (!ann["crossplane.io/external-name"]) return false;
   }
-  const ext = ((rsp.desired?.composite?.resource?.["status"] as Record<string, unknown> | undefined)?.["externalNames"] ?? {}) as Record<string, string>;
+  const ext = ((rsp.desired?.composite?.resource?.["status"] as Record<string, unknown> | undefined)?.["externalNames"] ?? {}) as Record<
+    string,
+    string
+  >;
   return Object.keys(ext).length === n;
 }
 
@@ -200,16 +209,27 @@ async function main(): Promise<void> {
 
   const get = (k: Kind, n: number, c: number) => rows.find((r) => r.server === k && r.n === n && r.c === c)!;
   const lines: string[] = [];
-  lines.push("| N | c | server | p50 ms | p99 ms | req/s | CPU ms/req | peak RSS MiB | verified |", "|---:|---:|---|---:|---:|---:|---:|---:|---|");
-  for (const r of rows) lines.push(`| ${r.n} | ${r.c} | ${r.server} | ${r.p50Ms} | ${r.p99Ms} | ${r.rps} | ${r.cpuMsPerReq} | ${r.peakRssMiB} | ${r.verified} |`);
-  const ratios: string[] = ["| N | c | xfn/floor CPU | peer/xfn CPU | xfn p99 / peer p99 | xfn/send-floor CPU |", "|---:|---:|---:|---:|---:|---:|"];
+  lines.push(
+    "| N | c | server | p50 ms | p99 ms | req/s | CPU ms/req | peak RSS MiB | verified |",
+    "|---:|---:|---|---:|---:|---:|---:|---:|---|",
+  );
+  for (const r of rows)
+    lines.push(
+      `| ${r.n} | ${r.c} | ${r.server} | ${r.p50Ms} | ${r.p99Ms} | ${r.rps} | ${r.cpuMsPerReq} | ${r.peakRssMiB} | ${r.verified} |`,
+    );
+  const ratios: string[] = [
+    "| N | c | xfn/floor CPU | peer/xfn CPU | xfn p99 / peer p99 | xfn/send-floor CPU |",
+    "|---:|---:|---:|---:|---:|---:|",
+  ];
   for (const n of NS) {
     for (const c of CS) {
       const x = get("xfn", n, c);
       const p = get("peer", n, c);
       const f = get("floor", n, c);
       const sf = get("send-floor", n, c);
-      ratios.push(`| ${n} | ${c} | ${r2(x.cpuMsPerReq / f.cpuMsPerReq)} | ${r2(p.cpuMsPerReq / x.cpuMsPerReq)} | ${r2(x.p99Ms / p.p99Ms)} | ${r2(x.cpuMsPerReq / sf.cpuMsPerReq)} |`);
+      ratios.push(
+        `| ${n} | ${c} | ${r2(x.cpuMsPerReq / f.cpuMsPerReq)} | ${r2(p.cpuMsPerReq / x.cpuMsPerReq)} | ${r2(x.p99Ms / p.p99Ms)} | ${r2(x.cpuMsPerReq / sf.cpuMsPerReq)} |`,
+      );
     }
   }
   const secs = Math.round((Date.now() - started) / 1000);

@@ -78,30 +78,27 @@ function startFloor(send: boolean) {
     }
     return Buffer.alloc(0);
   };
-  server.addService(
-    rawService("apiextensions.fn.proto.v1.FunctionRunnerService"),
-    {
-      RunFunction: (call: ServerUnaryCall<Buffer, Buffer>, cb: sendUnaryData<Buffer>) => {
-        const tag = tagOf(call.request);
-        if (send) {
-          const key = tag.toString();
-          const known = answers.get(key);
-          if (known) return cb(null, known);
-          // A failure answers INTERNAL, so the bench reports it instead of waiting out the deadline.
-          (async () => Buffer.from(encodeResponse(await fn(decodeRequest(call.request), { now: () => new Date(0) } as never))))().then(
-            (out) => {
-              answers.set(key, out);
-              cb(null, out);
-            },
-            (err: unknown) => cb({ code: status.INTERNAL, details: `send-floor: ${err instanceof Error ? err.message : String(err)}` }),
-          );
-          return;
-        }
-        const meta = Buffer.concat([Buffer.from([0x0a, tag.length]), tag]);
-        cb(null, Buffer.concat([Buffer.from([0x0a, meta.length]), meta]));
-      },
+  server.addService(rawService("apiextensions.fn.proto.v1.FunctionRunnerService"), {
+    RunFunction: (call: ServerUnaryCall<Buffer, Buffer>, cb: sendUnaryData<Buffer>) => {
+      const tag = tagOf(call.request);
+      if (send) {
+        const key = tag.toString();
+        const known = answers.get(key);
+        if (known) return cb(null, known);
+        // A failure answers INTERNAL, so the bench reports it instead of waiting out the deadline.
+        (async () => Buffer.from(encodeResponse(await fn(decodeRequest(call.request), { now: () => new Date(0) } as never))))().then(
+          (out) => {
+            answers.set(key, out);
+            cb(null, out);
+          },
+          (err: unknown) => cb({ code: status.INTERNAL, details: `send-floor: ${err instanceof Error ? err.message : String(err)}` }),
+        );
+        return;
+      }
+      const meta = Buffer.concat([Buffer.from([0x0a, tag.length]), tag]);
+      cb(null, Buffer.concat([Buffer.from([0x0a, meta.length]), meta]));
     },
-  );
+  });
   server.bindAsync(address, ServerCredentials.createInsecure(), () => {});
 }
 

@@ -33,7 +33,9 @@ for (let k = 0; k < iters + 10; k++) {
 }
 // Medians: the machine is shared, and a mean takes in every pause.
 const r = (xs: number[]) => Math.round(xs.sort((a, b) => a - b)[xs.length >> 1]! * 100) / 100;
-console.log(`N=${n} request ${bytes.length} B, response ${out} B: decode ${r(t.decode)} ms, function ${r(t.fn)} ms, encode ${r(t.encode)} ms (medians); CPU ${Math.round((cpu / iters) * 100) / 100} ms/request`);
+console.log(
+  `N=${n} request ${bytes.length} B, response ${out} B: decode ${r(t.decode)} ms, function ${r(t.fn)} ms, encode ${r(t.encode)} ms (medians); CPU ${Math.round((cpu / iters) * 100) / 100} ms/request`,
+);
 
 // For scale: the same data through V8's JSON code. Build the composed objects,
 // JSON.stringify them, make bytes of that; JSON.parse the observed resources as JSON text.
@@ -59,4 +61,6 @@ for (let k = 0; k < iters + 10; k++) {
     j.parse.push(e - d);
   }
 }
-console.log(`JSON for scale: build the ${n} objects ${r(j.build)} ms, JSON.stringify them ${r(j.stringify)} ms, Buffer.from that ${r(j.bytes)} ms; JSON.parse the observed resources (${text.length} B of JSON) ${r(j.parse)} ms`);
+console.log(
+  `JSON for scale: build the ${n} objects ${r(j.build)} ms, JSON.stringify them ${r(j.stringify)} ms, Buffer.from that ${r(j.bytes)} ms; JSON.parse the observed resources (${text.length} B of JSON) ${r(j.parse)} ms`,
+);

@@ -41,14 +41,27 @@ export function request(n: number, seed = 42): Uint8Array {
   const r = rng(seed + n);
   const tags: Record<string, string> = {};
   for (let i = 0; i < 8; i++) tags[`tag-${word(r, 6)}`] = word(r, 12);
-  const xr = { apiVersion: "bench.xfn.dev/v1", kind: "XFleet", metadata: { name: "fleet", uid: "0b5e3c1c-bench" }, spec: { count: n, region: "eu-west-1", team: "platform", tags, userData: word(r, 120) } };
+  const xr = {
+    apiVersion: "bench.xfn.dev/v1",
+    kind: "XFleet",
+    metadata: { name: "fleet", uid: "0b5e3c1c-bench" },
+    spec: { count: n, region: "eu-west-1", team: "platform", tags, userData: word(r, 120) },
+  };
   const observed: Record<string, { resource: JsonObject }> = {};
   for (let i = 0; i < n; i++) {
     const c = composed(xr, i);
     (c["metadata"] as JsonObject)["name"] = `fleet-${word(r, 5)}`;
-    (c["metadata"] as JsonObject)["annotations"] = { "crossplane.io/composition-resource-name": `instance-${i}`, [EXT]: `i-${word(r, 17)}` };
+    (c["metadata"] as JsonObject)["annotations"] = {
+      "crossplane.io/composition-resource-name": `instance-${i}`,
+      [EXT]: `i-${word(r, 17)}`,
+    };
     c["status"] = {
-      atProvider: { id: `i-${word(r, 17)}`, arn: `arn:aws:ec2:eu-west-1:123456789012:instance/i-${word(r, 17)}`, privateIp: `10.0.${i % 250}.${(i * 7) % 250}`, state: "running" },
+      atProvider: {
+        id: `i-${word(r, 17)}`,
+        arn: `arn:aws:ec2:eu-west-1:123456789012:instance/i-${word(r, 17)}`,
+        privateIp: `10.0.${i % 250}.${(i * 7) % 250}`,
+        state: "running",
+      },
       conditions: [
         { type: "Ready", status: r() < 0.8 ? "True" : "False", reason: "Available", lastTransitionTime: "2026-01-01T00:00:00Z" },
         { type: "Synced", status: "True", reason: "ReconcileSuccess", lastTransitionTime: "2026-01-01T00:00:00Z" },
@@ -56,7 +69,14 @@ export function request(n: number, seed = 42): Uint8Array {
     };
     observed[`instance-${i}`] = { resource: c };
   }
-  return toBinary(RunFunctionRequestSchema, create(RunFunctionRequestSchema, { meta: { tag: `bench-${n}` }, observed: { composite: { resource: xr }, resources: observed }, desired: {} } as never));
+  return toBinary(
+    RunFunctionRequestSchema,
+    create(RunFunctionRequestSchema, {
+      meta: { tag: `bench-${n}` },
+      observed: { composite: { resource: xr }, resources: observed },
+      desired: {},
+    } as never),
+  );
 }
 
 /** xfnFunction is the bench function on xfn: compose, then the externalName and readiness steps. */

@@ -17,7 +17,9 @@ if (!existsSync(join(root, "lib/cli/package.js"))) {
   process.exit(1);
 }
 const { packageFunction } = await import("../lib/cli/package.js");
-const all = readdirSync(join(root, "functions")).filter((n) => statSync(join(root, "functions", n)).isDirectory()).sort();
+const all = readdirSync(join(root, "functions"))
+  .filter((n) => statSync(join(root, "functions", n)).isDirectory())
+  .sort();
 const wanted = process.argv.slice(2);
 for (const n of wanted) {
   if (!all.includes(n)) {
@@ -28,8 +30,14 @@ for (const n of wanted) {
 
 for (const name of wanted.length ? wanted : all) {
   try {
-    const r = await packageFunction({ dir: join(root, "functions", name), out: join(root, "dist/functions", name), name: `function-${name}` });
-    console.log(`packaged functions/${name} -> dist/functions/${name}/function.mjs${r.generatedMetadata ? " (no package/crossplane.yaml: wrote a minimal one)" : ""}`);
+    const r = await packageFunction({
+      dir: join(root, "functions", name),
+      out: join(root, "dist/functions", name),
+      name: `function-${name}`,
+    });
+    console.log(
+      `packaged functions/${name} -> dist/functions/${name}/function.mjs${r.generatedMetadata ? " (no package/crossplane.yaml: wrote a minimal one)" : ""}`,
+    );
   } catch (err) {
     console.error(`package: functions/${name}: ${err.message}`);
     process.exit(1);

@@ -20,7 +20,18 @@ const TOTAL_TIMEOUT_MS = 15 * 60_000;
 
 const child = spawn(
   process.execPath,
-  ["--conditions=xfn-source", "--import", "tsx", join(root, "node_modules/uvu/bin.js"), ".", pattern, "-i", "node_modules", "--color", "false"],
+  [
+    "--conditions=xfn-source",
+    "--import",
+    "tsx",
+    join(root, "node_modules/uvu/bin.js"),
+    ".",
+    pattern,
+    "-i",
+    "node_modules",
+    "--color",
+    "false",
+  ],
   { cwd: root, stdio: ["ignore", "pipe", "inherit"], env: { ...process.env, NO_COLOR: "1" } },
 );
 
@@ -45,6 +56,7 @@ child.stdout.on("data", (chunk) => {
 child.on("exit", (code, signal) => {
   clearTimeout(total);
   clearTimeout(exitTimer);
+  // eslint-disable-next-line no-control-regex -- ANSI colour codes start with ESC
   const plain = out.replace(/\x1b\[[0-9;]*m/g, "");
   const num = (label) => Number((new RegExp(`${label}:\\s+(\\d+)`).exec(plain) ?? [])[1] ?? NaN);
   const ran = num("Total");

@@ -22,10 +22,7 @@ export interface RunContext {
 }
 
 /** RunFunction computes one pipeline step's response. */
-export type RunFunction = (
-  req: RunFunctionRequest,
-  ctx: RunContext,
-) => RunFunctionResponse | Promise<RunFunctionResponse>;
+export type RunFunction = (req: RunFunctionRequest, ctx: RunContext) => RunFunctionResponse | Promise<RunFunctionResponse>;
 
 /** defineFunction returns fn unchanged; it exists for type inference in function modules. */
 export function defineFunction(fn: RunFunction): RunFunction {

@@ -97,10 +97,16 @@ function finishHolds(req: RunFunctionRequest, rsp: RunFunctionResponse, held: Ma
       const kept = response.setDesiredComposedResource(rsp, name, lastDesired(req, name));
       // Not ready while it waits, unless an earlier function said otherwise.
       kept.ready = last && last.ready !== Ready.UNSPECIFIED ? last.ready : Ready.FALSE;
-      response.normal(rsp, `${name}: waiting for ${waits.join(", ")}; keeping it as it is`).withReason("Waiting").targetCompositeAndClaim();
+      response
+        .normal(rsp, `${name}: waiting for ${waits.join(", ")}; keeping it as it is`)
+        .withReason("Waiting")
+        .targetCompositeAndClaim();
     } else {
       delete resources[name];
-      response.normal(rsp, `${name}: waiting for ${waits.join(", ")}; not creating it yet`).withReason("Waiting").targetCompositeAndClaim();
+      response
+        .normal(rsp, `${name}: waiting for ${waits.join(", ")}; not creating it yet`)
+        .withReason("Waiting")
+        .targetCompositeAndClaim();
     }
   }
 }
@@ -139,4 +145,3 @@ export function pipeline(...steps: Step[]): RunFunction {
   }
   return (req: RunFunctionRequest, ctx: RunContext) => runSteps(steps, req, ctx.now());
 }
-

@@ -80,7 +80,11 @@ function serveFrom(cmd: string, args: string[], cwd: string): Promise<{ port: nu
 A.before(() => {
   work = mkdtempSync(join(tmpdir(), "xfn-adopt-"));
   // npm test has just built lib/; packing must not rebuild it under the other tests' feet.
-  const name = execFileSync(NPM, ["pack", "--ignore-scripts", "--pack-destination", work], { cwd: ROOT, encoding: "utf8", env: { ...process.env, ...quiet } })
+  const name = execFileSync(NPM, ["pack", "--ignore-scripts", "--pack-destination", work], {
+    cwd: ROOT,
+    encoding: "utf8",
+    env: { ...process.env, ...quiet },
+  })
     .trim()
     .split("\n")
     .pop()!;
@@ -91,11 +95,23 @@ A.after(() => rmSync(work, { recursive: true, force: true }));
 
 A("the tarball ships compiled JavaScript, type declarations, the bin and the template; no TypeScript sources", () => {
   const files = execFileSync("tar", ["tzf", tarball], { encoding: "utf8" }).split("\n");
-  for (const f of ["package/bin/xfn.js", "package/lib/index.js", "package/lib/index.d.ts", "package/lib/cli/main.js", "package/templates/function/gitignore"]) {
+  for (const f of [
+    "package/bin/xfn.js",
+    "package/lib/index.js",
+    "package/lib/index.d.ts",
+    "package/lib/cli/main.js",
+    "package/templates/function/gitignore",
+  ]) {
     assert.ok(files.includes(f), `${f} missing from the tarball`);
   }
-  assert.not.ok(files.some((f) => f.startsWith("package/src/")), "src/ is not shipped");
-  assert.not.ok(files.some((f) => f.endsWith(".tsbuildinfo")), "the build's bookkeeping is not shipped");
+  assert.not.ok(
+    files.some((f) => f.startsWith("package/src/")),
+    "src/ is not shipped",
+  );
+  assert.not.ok(
+    files.some((f) => f.endsWith(".tsbuildinfo")),
+    "the build's bookkeeping is not shipped",
+  );
   const pkg = JSON.parse(execFileSync("tar", ["xzOf", tarball, "package/package.json"], { encoding: "utf8" }));
   assert.is(pkg.name, "xfn-runtime");
   assert.is(pkg.exports["."].types, "./lib/index.d.ts");
@@ -198,7 +214,11 @@ A("offline: npm run package bundles a function that starts on plain node away fr
   const s = await serveFrom(process.execPath, [join(away, "function.mjs"), "--insecure", "--address", "127.0.0.1:0"], away);
   const c = rawClient(s.port);
   try {
-    const rsp = await c.run(request({ observed: { composite: { resource: { apiVersion: "example.org/v1alpha1", kind: "XBuckets", spec: { buckets: [{ name: "a" }] } } } } }));
+    const rsp = await c.run(
+      request({
+        observed: { composite: { resource: { apiVersion: "example.org/v1alpha1", kind: "XBuckets", spec: { buckets: [{ name: "a" }] } } } },
+      }),
+    );
     assert.equal(Object.keys(rsp.desired?.resources ?? {}), ["bucket-a"]);
     assert.match(s.output(), /"module":"function-storage"/);
   } finally {

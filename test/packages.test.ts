@@ -13,7 +13,9 @@ import { rawClient } from "./support/client.js";
 import { request } from "./support/requests.js";
 import { ROOT } from "./support/spawn.js";
 
-const functions = readdirSync(join(ROOT, "functions")).filter((n) => statSync(join(ROOT, "functions", n)).isDirectory()).sort();
+const functions = readdirSync(join(ROOT, "functions"))
+  .filter((n) => statSync(join(ROOT, "functions", n)).isDirectory())
+  .sort();
 const P = suite("function packages");
 
 let bundles: string;
@@ -50,7 +52,10 @@ for (const name of functions) {
       assert.is(crd.apiVersion, "apiextensions.k8s.io/v1", f);
       assert.is(crd.kind, "CustomResourceDefinition", f);
       assert.is(crd.metadata.name, `${crd.spec.names.plural}.${crd.spec.group}`, `${f}: name must be <plural>.<group>`);
-      assert.ok(crd.spec.versions.some((v: any) => v.served && v.storage && v.schema?.openAPIV3Schema?.type === "object"), `${f}: a served storage version with a schema`);
+      assert.ok(
+        crd.spec.versions.some((v: any) => v.served && v.storage && v.schema?.openAPIV3Schema?.type === "object"),
+        `${f}: a served storage version with a schema`,
+      );
       assert.not.ok(JSON.stringify(crd).includes("$ref"), `${f}: structural schemas cannot use $ref`);
     }
   });
@@ -67,7 +72,9 @@ for (const name of functions) {
   });
 
   P(`${name}: the bundle starts on plain Node, answers a request, and stops on SIGTERM`, async () => {
-    const child = spawn(process.execPath, [join(bundles, name, "function.mjs"), "--insecure", "--address", "127.0.0.1:0"], { cwd: bundles });
+    const child = spawn(process.execPath, [join(bundles, name, "function.mjs"), "--insecure", "--address", "127.0.0.1:0"], {
+      cwd: bundles,
+    });
     let out = "";
     child.stdout.on("data", (d) => (out += d));
     child.stderr.on("data", (d) => (out += d));
@@ -100,7 +107,11 @@ for (const name of functions) {
 
   P(`${name}: the bundle refuses to start without TLS or --insecure`, () => {
     try {
-      execFileSync(process.execPath, [join(bundles, name, "function.mjs")], { cwd: bundles, stdio: "pipe", env: { ...process.env, TLS_SERVER_CERTS_DIR: "" } });
+      execFileSync(process.execPath, [join(bundles, name, "function.mjs")], {
+        cwd: bundles,
+        stdio: "pipe",
+        env: { ...process.env, TLS_SERVER_CERTS_DIR: "" },
+      });
       assert.unreachable("started without TLS");
     } catch (err) {
       const e = err as { status: number; stderr: Buffer };

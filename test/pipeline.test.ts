@@ -36,7 +36,10 @@ P("a throwing step becomes a Fatal result naming the step; later steps do not ru
     now,
   );
   assert.not.ok(ran);
-  assert.equal(rsp.results.map((r) => [r.severity, r.message, r.reason]), [[Severity.FATAL, "step boom: bad thing", "StepFailed"]]);
+  assert.equal(
+    rsp.results.map((r) => [r.severity, r.message, r.reason]),
+    [[Severity.FATAL, "step boom: bad thing", "StepFailed"]],
+  );
 });
 
 P("an unnamed step is named by its function name, or its position", () => {
@@ -44,7 +47,19 @@ P("an unnamed step is named by its function name, or its position", () => {
     throw new Error("x");
   }
   assert.is(runSteps([mine], request(), now).results[0]!.message, "step mine: x");
-  assert.is(runSteps([() => {}, (() => { throw new Error("y"); }) as never], request(), now).results[0]!.message, "step step 2: y");
+  assert.is(
+    runSteps(
+      [
+        () => {},
+        (() => {
+          throw new Error("y");
+        }) as never,
+      ],
+      request(),
+      now,
+    ).results[0]!.message,
+    "step step 2: y",
+  );
 });
 
 P("a held resource that does not exist yet is not created, and a Normal result says why", () => {
@@ -60,7 +75,10 @@ P("a held resource that does not exist yet is not created, and a Normal result s
     now,
   );
   assert.equal(rsp.desired!.resources, {});
-  assert.equal(rsp.results.map((r) => r.message), ["subnet: waiting for vpc.status.atProvider.id; not creating it yet"]);
+  assert.equal(
+    rsp.results.map((r) => r.message),
+    ["subnet: waiting for vpc.status.atProvider.id; not creating it yet"],
+  );
 });
 
 P("a held resource that exists keeps its last desired state (the request's), never deleted", () => {
@@ -70,7 +88,10 @@ P("a held resource that exists keeps its last desired state (the request's), nev
       step("gate", (ctx) => ctx.hold("subnet", "vpc to be ready")),
     ],
     request({
-      observed: { composite: { resource: { kind: "X" } }, resources: { subnet: { resource: { kind: "Subnet", spec: { vpcId: "v-1", extra: 1 } } } } },
+      observed: {
+        composite: { resource: { kind: "X" } },
+        resources: { subnet: { resource: { kind: "Subnet", spec: { vpcId: "v-1", extra: 1 } } } },
+      },
       desired: { resources: { subnet: { resource: { kind: "Subnet", spec: { vpcId: "v-1" } } } } },
     }),
     now,
@@ -89,16 +110,28 @@ P("an existing held resource with no earlier desired state is kept as observed (
     status: { atProvider: { id: "s" } },
   };
   const rsp = runSteps(
-    [step("compose", (ctx) => response.setDesiredComposedResource(ctx.rsp, "subnet", { kind: "Subnet" })), step("gate", (ctx) => ctx.hold("subnet", "x"))],
+    [
+      step("compose", (ctx) => response.setDesiredComposedResource(ctx.rsp, "subnet", { kind: "Subnet" })),
+      step("gate", (ctx) => ctx.hold("subnet", "x")),
+    ],
     request({ observed: { composite: { resource: {} }, resources: { subnet: { resource: observedSubnet } } } }),
     now,
   );
   assert.equal(rsp.desired!.resources["subnet"]!.resource, freeze(observedSubnet));
-  assert.equal(freeze(observedSubnet), { apiVersion: "ec2/v1", kind: "Subnet", metadata: { name: "s-1", labels: { a: "b" } }, spec: { vpcId: "v-1" } });
+  assert.equal(freeze(observedSubnet), {
+    apiVersion: "ec2/v1",
+    kind: "Subnet",
+    metadata: { name: "s-1", labels: { a: "b" } },
+    spec: { vpcId: "v-1" },
+  });
 });
 
 P("requeueAfter lowers the TTL to the smallest asked for, never raises it", () => {
-  const rsp = runSteps([step("a", (ctx) => ctx.requeueAfter(30)), step("b", (ctx) => ctx.requeueAfter(10)), step("c", (ctx) => ctx.requeueAfter(120))], request(), now);
+  const rsp = runSteps(
+    [step("a", (ctx) => ctx.requeueAfter(30)), step("b", (ctx) => ctx.requeueAfter(10)), step("c", (ctx) => ctx.requeueAfter(120))],
+    request(),
+    now,
+  );
   assert.is(response.getTTLSeconds(rsp), 10);
   assert.is(response.getTTLSeconds(runSteps([step("x", (ctx) => ctx.requeueAfter(300))], request(), now)), 60);
 });
@@ -108,7 +141,14 @@ P("pipeline() serves through RunFunction with the context's clock, and rejects n
   const fn = pipeline(step("clock", (ctx) => (seen = ctx.now)));
   await fn(request(), { signal: new AbortController().signal, log: memoryLog().log, now: () => now });
   assert.equal(seen, now);
-  assert.throws(() => pipeline(step("ok", () => {}), "nope" as never), /step 2 is string, not a function/);
+  assert.throws(
+    () =>
+      pipeline(
+        step("ok", () => {}),
+        "nope" as never,
+      ),
+    /step 2 is string, not a function/,
+  );
 });
 
 P.run();

@@ -48,7 +48,9 @@ Readme("the pipeline example runs as written: the subnet waits for the VPC's ID"
     const ctx = { signal: new AbortController().signal, log: memoryLog().log, now: () => new Date("2026-01-01T00:00:00Z") };
     const first = await fn(request(), ctx);
     assert.equal(Object.keys(first.desired!.resources), ["vpc"]);
-    assert.ok(first.results.some((r) => r.message === "subnet: waiting for vpc to be ready, vpc.status.atProvider.id; not creating it yet"));
+    assert.ok(
+      first.results.some((r) => r.message === "subnet: waiting for vpc to be ready, vpc.status.atProvider.id; not creating it yet"),
+    );
     const vpc = { kind: "VPC", status: { atProvider: { id: "vpc-1" }, conditions: [{ type: "Ready", status: "True" }] } };
     const later = await fn(request({ observed: { composite: { resource: { kind: "X" } }, resources: { vpc: { resource: vpc } } } }), ctx);
     assert.equal(Object.keys(later.desired!.resources).sort(), ["subnet", "vpc"]);
@@ -72,7 +74,10 @@ Readme("every xfn render and xfn test command the README shows succeeds", async 
 Readme("the first lines give the two commands, and .ci/run runs the same test command", () => {
   const readme = readFileSync(join(root, "README.md"), "utf8");
   const block = /```sh\n([\s\S]*?)```/.exec(readme)?.[1] ?? "";
-  const [setup, tests] = block.trim().split("\n").map((l) => l.split("#")[0]!.trim());
+  const [setup, tests] = block
+    .trim()
+    .split("\n")
+    .map((l) => l.split("#")[0]!.trim());
   assert.is(setup, "npm ci && npx xfn serve functions/hello --insecure");
   assert.is(tests, "npm test");
   const ci = readFileSync(join(root, ".ci/run"), "utf8");

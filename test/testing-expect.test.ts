@@ -12,7 +12,10 @@ const cases: Record<string, { expected: unknown; want: string[] }> = {
   Absent: { expected: { z: "$absent", a: "$absent" }, want: ["$.a: expected it absent, got 1"] },
   NullIsNotAbsent: { expected: { g: "$absent" }, want: ["$.g: expected it absent, got null"] },
   OddKeys: { expected: { "crossplane.io/x": 1 }, want: ['$["crossplane.io/x"]: expected 1, got nothing'] },
-  TypeMismatch: { expected: { a: { x: 1 }, b: [1] }, want: ["$.a: expected an object, got 1", '$.b: expected a list, got {"c":"x","d":[1,{"e":true,"f":2}]}'] },
+  TypeMismatch: {
+    expected: { a: { x: 1 }, b: [1] },
+    want: ["$.a: expected an object, got 1", '$.b: expected a list, got {"c":"x","d":[1,{"e":true,"f":2}]}'],
+  },
 };
 for (const [name, tc] of Object.entries(cases)) M(name, () => assert.equal(mismatches(actual, tc.expected), tc.want));
 
@@ -21,8 +24,16 @@ const conditions = [
   { type: "Synced", status: "True" },
 ];
 M("lists of objects with a type are paired by it, in any order", () => {
-  assert.equal(mismatches(conditions, [{ type: "Synced", status: "True" }, { type: "Ready", reason: "Creating" }]), []);
-  assert.equal(mismatches(conditions, [{ type: "Synced", status: "False" }, { type: "Ready" }]), ['$[type="Synced"].status: expected "False", got "True"']);
+  assert.equal(
+    mismatches(conditions, [
+      { type: "Synced", status: "True" },
+      { type: "Ready", reason: "Creating" },
+    ]),
+    [],
+  );
+  assert.equal(mismatches(conditions, [{ type: "Synced", status: "False" }, { type: "Ready" }]), [
+    '$[type="Synced"].status: expected "False", got "True"',
+  ]);
   assert.equal(mismatches(conditions, [{ type: "Ready" }, { type: "Healthy" }]), ['$[type="Healthy"]: missing']);
   assert.equal(mismatches(conditions, [{ type: "Ready" }]).length, 1, "an extra condition is a mismatch");
 });

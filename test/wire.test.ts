@@ -96,7 +96,10 @@ Gen("src/gen is exactly what buf generate writes today", () => {
     execFileSync(process.execPath, [join(root, "scripts/generate.mjs"), "--out", out], { cwd: root, stdio: "pipe" });
     const fresh = join(out, "src/gen");
     const committed = join(root, "src/gen");
-    const rel = (base: string) => listFiles(base).map((f) => relative(base, f)).sort();
+    const rel = (base: string) =>
+      listFiles(base)
+        .map((f) => relative(base, f))
+        .sort();
     assert.equal(rel(committed), rel(fresh), "generated file list differs: run npm run generate");
     for (const f of rel(fresh)) {
       assert.fixture(readFileSync(join(committed, f), "utf8"), readFileSync(join(fresh, f), "utf8"), `${f} is stale: run npm run generate`);

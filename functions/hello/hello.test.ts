@@ -95,7 +95,10 @@ for (const [name, tc] of Object.entries(cases)) {
       assert.match(rsp.results[0]!.message, w.fatal, tc.reason);
       return;
     }
-    assert.not.ok(rsp.results.some((r) => r.severity === Severity.FATAL), tc.reason);
+    assert.not.ok(
+      rsp.results.some((r) => r.severity === Severity.FATAL),
+      tc.reason,
+    );
     const resources = rsp.desired?.resources ?? {};
     if (w.regions) {
       const got = Object.fromEntries(

@@ -66,7 +66,10 @@ export default defineFunction((req) => {
     input = request.getInput(req, parseInput);
     buckets = readBuckets(xr);
   } catch (err) {
-    response.fatal(rsp, err as Error).withReason("InvalidSpec").targetCompositeAndClaim();
+    response
+      .fatal(rsp, err as Error)
+      .withReason("InvalidSpec")
+      .targetCompositeAndClaim();
     return rsp;
   }
 
@@ -89,7 +92,10 @@ export default defineFunction((req) => {
 
   response.setDesiredCompositeStatus(rsp, { bucketCount: buckets.length });
   if (notReady.length > 0) {
-    response.conditionFalse(rsp, "BucketsReady", "Creating").withMessage(`waiting for ${notReady.join(", ")}`).targetCompositeAndClaim();
+    response
+      .conditionFalse(rsp, "BucketsReady", "Creating")
+      .withMessage(`waiting for ${notReady.join(", ")}`)
+      .targetCompositeAndClaim();
   } else {
     response.conditionTrue(rsp, "BucketsReady", "Available").targetCompositeAndClaim();
   }

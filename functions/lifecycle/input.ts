@@ -71,7 +71,8 @@ function check(v: JsonValue | undefined, where: string): steps.ReadinessCheck {
       if (typeof c["matchString"] !== "string") fail(`${where}.matchString`, "must be a string");
       return { type, fieldPath: field(), matchString: c["matchString"] as string };
     case "MatchInteger":
-      if (!Number.isInteger(c["matchInteger"])) fail(`${where}.matchInteger`, `must be an integer, got ${JSON.stringify(c["matchInteger"])}`);
+      if (!Number.isInteger(c["matchInteger"]))
+        fail(`${where}.matchInteger`, `must be an integer, got ${JSON.stringify(c["matchInteger"])}`);
       return { type, fieldPath: field(), matchInteger: c["matchInteger"] as number };
     default:
       return fail(`${where}.type`, `unknown check type ${JSON.stringify(type)}; expected one of ${steps.CHECK_TYPES.join(", ")}`);
@@ -81,14 +82,17 @@ function check(v: JsonValue | undefined, where: string): steps.ReadinessCheck {
 /** parseInput validates a Lifecycle input. It throws an Error naming the path of the first problem. */
 export function parseInput(raw: JsonObject): Options {
   const top = object(raw, "input", ["apiVersion", "kind", "externalNames", "lateInit", "readiness", "dependencies", "deletion"]);
-  if (top["apiVersion"] !== undefined && top["apiVersion"] !== API_VERSION) fail("input.apiVersion", `must be ${API_VERSION}, got ${JSON.stringify(top["apiVersion"])}`);
+  if (top["apiVersion"] !== undefined && top["apiVersion"] !== API_VERSION)
+    fail("input.apiVersion", `must be ${API_VERSION}, got ${JSON.stringify(top["apiVersion"])}`);
   if (top["kind"] !== undefined && top["kind"] !== KIND) fail("input.kind", `must be ${KIND}, got ${JSON.stringify(top["kind"])}`);
   const out: Options = {};
 
   // externalNames is on unless switched off.
   const en = top["externalNames"] === undefined ? {} : object(top["externalNames"], "input.externalNames", ["statusField", "enabled"]);
   if (en["enabled"] !== undefined && typeof en["enabled"] !== "boolean") fail("input.externalNames.enabled", "must be true or false");
-  if (en["enabled"] !== false) out.externalNames = en["statusField"] === undefined ? {} : { statusField: string(en["statusField"], "input.externalNames.statusField") };
+  if (en["enabled"] !== false)
+    out.externalNames =
+      en["statusField"] === undefined ? {} : { statusField: string(en["statusField"], "input.externalNames.statusField") };
 
   if (top["lateInit"] !== undefined) {
     const li = object(top["lateInit"], "input.lateInit", ["fields"]);

@@ -14,8 +14,14 @@ const ctx = { signal: new AbortController().signal, log: memoryLog().log, now: (
 const L = suite("functions/lifecycle");
 
 const invalid: Record<string, { input: Record<string, unknown>; want: string }> = {
-  UnknownStepKey: { input: { readyness: {} }, want: 'input: unknown key "readyness"; allowed: apiVersion, kind, externalNames, lateInit, readiness, dependencies, deletion' },
-  BadDuration: { input: { deletion: { stuckAfter: "5 minutes" } }, want: 'input.deletion.stuckAfter: "5 minutes" is not a duration (examples: 30s, 5m, 1h30m)' },
+  UnknownStepKey: {
+    input: { readyness: {} },
+    want: 'input: unknown key "readyness"; allowed: apiVersion, kind, externalNames, lateInit, readiness, dependencies, deletion',
+  },
+  BadDuration: {
+    input: { deletion: { stuckAfter: "5 minutes" } },
+    want: 'input.deletion.stuckAfter: "5 minutes" is not a duration (examples: 30s, 5m, 1h30m)',
+  },
   UnknownCheckType: {
     input: { readiness: { checks: { bucket: [{ type: "MatchSometimes" }] } } },
     want: 'input.readiness.checks.bucket[0].type: unknown check type "MatchSometimes"; expected one of MatchCondition, NonEmpty, MatchString, MatchInteger, MatchTrue, MatchFalse, None',
@@ -24,24 +30,45 @@ const invalid: Record<string, { input: Record<string, unknown>; want: string }> 
     input: { dependencies: { subnet: { waitFor: ["vpc"] } } },
     want: 'input.dependencies.subnet.waitFor[0]: "vpc" is not resource:field.path (e.g. vpc:status.atProvider.id or xr:status.network.id)',
   },
-  CheckWithoutFieldPath: { input: { readiness: { checks: { db: [{ type: "NonEmpty" }] } } }, want: "input.readiness.checks.db[0].fieldPath: must be a non-empty string, got undefined" },
+  CheckWithoutFieldPath: {
+    input: { readiness: { checks: { db: [{ type: "NonEmpty" }] } } },
+    want: "input.readiness.checks.db[0].fieldPath: must be a non-empty string, got undefined",
+  },
   MatchIntegerNotInteger: {
     input: { readiness: { checks: { db: [{ type: "MatchInteger", fieldPath: "status.x", matchInteger: 1.5 }] } } },
     want: "input.readiness.checks.db[0].matchInteger: must be an integer, got 1.5",
   },
-  UnknownCheckKey: { input: { readiness: { checks: { db: [{ type: "None", fieldpath: "x" }] } } }, want: 'input.readiness.checks.db[0]: unknown key "fieldpath"; allowed: type, matchCondition, fieldPath, matchString, matchInteger' },
+  UnknownCheckKey: {
+    input: { readiness: { checks: { db: [{ type: "None", fieldpath: "x" }] } } },
+    want: 'input.readiness.checks.db[0]: unknown key "fieldpath"; allowed: type, matchCondition, fieldPath, matchString, matchInteger',
+  },
   LateInitNotAList: { input: { lateInit: { fields: "spec.x" } }, want: 'input.lateInit.fields: must be a list of strings, got "spec.x"' },
-  DependsOnNotStrings: { input: { dependencies: { a: { dependsOn: [1] } } }, want: "input.dependencies.a.dependsOn[0]: must be a non-empty string, got 1" },
-  WrongKind: { input: { apiVersion: "lifecycle.xfn.dev/v1alpha1", kind: "Lifecyle" }, want: 'input.kind: must be Lifecycle, got "Lifecyle"' },
-  WrongApiVersion: { input: { apiVersion: "lifecycle.xfn.dev/v1", kind: "Lifecycle" }, want: 'input.apiVersion: must be lifecycle.xfn.dev/v1alpha1, got "lifecycle.xfn.dev/v1"' },
+  DependsOnNotStrings: {
+    input: { dependencies: { a: { dependsOn: [1] } } },
+    want: "input.dependencies.a.dependsOn[0]: must be a non-empty string, got 1",
+  },
+  WrongKind: {
+    input: { apiVersion: "lifecycle.xfn.dev/v1alpha1", kind: "Lifecyle" },
+    want: 'input.kind: must be Lifecycle, got "Lifecyle"',
+  },
+  WrongApiVersion: {
+    input: { apiVersion: "lifecycle.xfn.dev/v1", kind: "Lifecycle" },
+    want: 'input.apiVersion: must be lifecycle.xfn.dev/v1alpha1, got "lifecycle.xfn.dev/v1"',
+  },
   BadEnabled: { input: { externalNames: { enabled: "yes" } }, want: "input.externalNames.enabled: must be true or false" },
-  StatusFieldOutsideStatus: { input: { externalNames: { statusField: "spec.names" } }, want: 'externalName statusField must be under status, got "spec.names"' },
+  StatusFieldOutsideStatus: {
+    input: { externalNames: { statusField: "spec.names" } },
+    want: 'externalName statusField must be under status, got "spec.names"',
+  },
   LateInitOutsideSpec: { input: { lateInit: { fields: ["status.id"] } }, want: 'lateInit field "status.id" must be under spec' },
 };
 for (const [name, tc] of Object.entries(invalid)) {
   L(`invalid input is a Fatal result saying what and where: ${name}`, async () => {
     const rsp = await lifecycle(request({ input: tc.input as never, desired: { resources: { kept: { resource: { kind: "K" } } } } }), ctx);
-    assert.equal(rsp.results.map((r) => [r.severity, r.message]), [[Severity.FATAL, `invalid Lifecycle input: ${tc.want}`]]);
+    assert.equal(
+      rsp.results.map((r) => [r.severity, r.message]),
+      [[Severity.FATAL, `invalid Lifecycle input: ${tc.want}`]],
+    );
   });
 }
 
@@ -50,12 +77,21 @@ L("the README's example input parses into all five steps, in order", () => {
   const yaml = /```yaml\n(apiVersion: lifecycle\.xfn\.dev[\s\S]*?)```/.exec(readme)?.[1];
   assert.ok(yaml, "README has the example input");
   const list = stepsFor(parseInput(parse(yaml!)));
-  assert.equal(list.map((s) => s.stepName), ["externalName", "lateInit", "readiness", "dependencies", "deletion"]);
+  assert.equal(
+    list.map((s) => s.stepName),
+    ["externalName", "lateInit", "readiness", "dependencies", "deletion"],
+  );
 });
 
 L("defaults: externalNames and deletion on; the rest off until configured", () => {
-  assert.equal(stepsFor(parseInput({})).map((s) => s.stepName), ["externalName", "deletion"]);
-  assert.equal(stepsFor(parseInput({ externalNames: { enabled: false }, deletion: { enabled: false } })).map((s) => s.stepName), []);
+  assert.equal(
+    stepsFor(parseInput({})).map((s) => s.stepName),
+    ["externalName", "deletion"],
+  );
+  assert.equal(
+    stepsFor(parseInput({ externalNames: { enabled: false }, deletion: { enabled: false } })).map((s) => s.stepName),
+    [],
+  );
 });
 
 L("served over gRPC after another function: passes through what it does not own, adds what it does", async () => {
@@ -64,10 +100,22 @@ L("served over gRPC after another function: passes through what it does not own,
   try {
     const rsp = await client.run(
       request({
-        input: { apiVersion: "lifecycle.xfn.dev/v1alpha1", kind: "Lifecycle", readiness: { checks: { db: [{ type: "NonEmpty", fieldPath: "status.atProvider.endpoint" }] } } },
+        input: {
+          apiVersion: "lifecycle.xfn.dev/v1alpha1",
+          kind: "Lifecycle",
+          readiness: { checks: { db: [{ type: "NonEmpty", fieldPath: "status.atProvider.endpoint" }] } },
+        },
         observed: {
           composite: { resource: { kind: "XApp", metadata: { name: "a" } } },
-          resources: { db: { resource: { kind: "DB", metadata: { annotations: { "crossplane.io/external-name": "db-1" } }, status: { atProvider: { endpoint: "db:5432" } } } } },
+          resources: {
+            db: {
+              resource: {
+                kind: "DB",
+                metadata: { annotations: { "crossplane.io/external-name": "db-1" } },
+                status: { atProvider: { endpoint: "db:5432" } },
+              },
+            },
+          },
         },
         // What an earlier function (say, patch-and-transform) produced.
         desired: {
@@ -77,9 +125,16 @@ L("served over gRPC after another function: passes through what it does not own,
         context: { "apiextensions.crossplane.io/environment": { region: "eu" } },
       }),
     );
-    assert.equal(rsp.results.filter((r) => r.severity === Severity.FATAL), []);
+    assert.equal(
+      rsp.results.filter((r) => r.severity === Severity.FATAL),
+      [],
+    );
     assert.equal(rsp.desired!.composite!.resource, { status: { fromEarlier: true, externalNames: { db: "db-1" } } });
-    assert.equal(rsp.desired!.resources["db"]!.resource, { kind: "DB", spec: { size: 1 }, metadata: { annotations: { "crossplane.io/external-name": "db-1" } } });
+    assert.equal(rsp.desired!.resources["db"]!.resource, {
+      kind: "DB",
+      spec: { size: 1 },
+      metadata: { annotations: { "crossplane.io/external-name": "db-1" } },
+    });
     assert.is(rsp.desired!.resources["db"]!.ready, Ready.TRUE);
     assert.is(rsp.desired!.resources["cache"]!.ready, Ready.TRUE, "an earlier function's readiness stands");
     assert.equal(rsp.context, { "apiextensions.crossplane.io/environment": { region: "eu" } });

@@ -19,11 +19,18 @@ interface Story {
 }
 
 const dir = join(import.meta.dirname, "testdata/stories");
-const files = readdirSync(dir).filter((f) => f.endsWith(".yaml")).sort();
+const files = readdirSync(dir)
+  .filter((f) => f.endsWith(".yaml"))
+  .sort();
 const S = suite("lifecycle stories");
 
 S("every failure-mode story is present", () => {
-  assert.equal(files, ["external-name-provider-restart.yaml", "foreground-deletion.yaml", "nested-status.yaml", "same-name-while-deleting.yaml"]);
+  assert.equal(files, [
+    "external-name-provider-restart.yaml",
+    "foreground-deletion.yaml",
+    "nested-status.yaml",
+    "same-name-while-deleting.yaml",
+  ]);
 });
 
 for (const file of files) {

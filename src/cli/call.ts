@@ -18,7 +18,8 @@ export function readRequest(text: string, source: string) {
   } catch (err) {
     throw new Error(`cannot parse ${source}: ${(err as Error).message}`);
   }
-  if (typeof doc !== "object" || doc === null || Array.isArray(doc)) throw new Error(`cannot read ${source}: expected a RunFunctionRequest object`);
+  if (typeof doc !== "object" || doc === null || Array.isArray(doc))
+    throw new Error(`cannot read ${source}: expected a RunFunctionRequest object`);
   try {
     return fromJson(RunFunctionRequestSchema, doc as JsonValue);
   } catch (err) {
@@ -42,7 +43,11 @@ export function callCommand(): Command {
     .argument("<address>", "host:port of the function")
     .argument("<request>", "request file, or - for standard input")
     .addOption(new Option("--insecure", "dial without TLS").default(false))
-    .addOption(new Option("--tls-certs-dir <dir>", "directory with this client's tls.crt and tls.key, and the server's ca.crt").env("TLS_CLIENT_CERTS_DIR"))
+    .addOption(
+      new Option("--tls-certs-dir <dir>", "directory with this client's tls.crt and tls.key, and the server's ca.crt").env(
+        "TLS_CLIENT_CERTS_DIR",
+      ),
+    )
     .addOption(new Option("--server-name <name>", "name to verify the server certificate against, e.g. function-hello.crossplane-system"))
     .addOption(
       new Option("--timeout <seconds>", "deadline for the call").default(60).argParser((v) => {
@@ -52,13 +57,17 @@ export function callCommand(): Command {
       }),
     )
     .addOption(
-      new Option("--wait <seconds>", "how long to wait for the function to accept a connection (one still starting)").default(10).argParser((v) => {
-        const n = Number(v);
-        if (!(n >= 0)) throw new InvalidArgumentError(`--wait must be a number of seconds, 0 or more, got ${JSON.stringify(v)}`);
-        return n;
-      }),
+      new Option("--wait <seconds>", "how long to wait for the function to accept a connection (one still starting)")
+        .default(10)
+        .argParser((v) => {
+          const n = Number(v);
+          if (!(n >= 0)) throw new InvalidArgumentError(`--wait must be a number of seconds, 0 or more, got ${JSON.stringify(v)}`);
+          return n;
+        }),
     )
-    .addOption(new Option("--api <version>", "call only this API version (default: v1, falling back to v1beta1)").choices(["v1", "v1beta1"]))
+    .addOption(
+      new Option("--api <version>", "call only this API version (default: v1, falling back to v1beta1)").choices(["v1", "v1beta1"]),
+    )
     .action(async (address: string, file: string, flags: CallFlags) => {
       try {
         const source = file === "-" ? "standard input" : file;

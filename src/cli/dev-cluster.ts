@@ -15,7 +15,9 @@ export function devClusterCommand(): Command {
         return n;
       }),
     )
-    .addOption(new Option("--kubeconfig <file>", "write a kubeconfig for this server here (default: a file in the temp directory, printed)"))
+    .addOption(
+      new Option("--kubeconfig <file>", "write a kubeconfig for this server here (default: a file in the temp directory, printed)"),
+    )
     .addOption(new Option("--data <file>", "persist state to this file, so a restart loses nothing"))
     .action(async (flags: { port: number; kubeconfig?: string; data?: string }) => {
       let cluster;

@@ -24,8 +24,14 @@ export function hostCommand(): Command {
     .addOption(new Option("--embedded", "run an embedded API server instead of using a kubeconfig").default(false))
     .addOption(new Option("--embedded-port <n>", "port of the embedded API server").default(0).argParser(Number))
     .addOption(new Option("--data <file>", "with --embedded: persist the API server's state here"))
-    .addOption(new Option("--functions <file>", "Functions, as for xfn render (render.xfn.dev/module or render.crossplane.io/runtime: Development)"))
-    .addOption(new Option("--manifests <path>", "YAML file or folder to apply at start (CRDs, XRDs, Compositions, XRs); repeatable").default([]).argParser((v: string, prev: string[]) => [...prev, v]))
+    .addOption(
+      new Option("--functions <file>", "Functions, as for xfn render (render.xfn.dev/module or render.crossplane.io/runtime: Development)"),
+    )
+    .addOption(
+      new Option("--manifests <path>", "YAML file or folder to apply at start (CRDs, XRDs, Compositions, XRs); repeatable")
+        .default([])
+        .argParser((v: string, prev: string[]) => [...prev, v]),
+    )
     .addOption(
       new Option("--watch-gc-interval <seconds>", "how often watches of XRs that are gone are released").default(60).argParser((v) => {
         const n = Number(v);
@@ -63,10 +69,19 @@ export function hostCommand(): Command {
           kc.loadFromDefault();
         }
         const functionsPath = flags.functions ? resolve(flags.functions) : undefined;
-        const runner = await createRunner(functionsPath ? loadDocs(functionsPath) : [], functionsPath ?? "(no --functions file)", () => new Date());
+        const runner = await createRunner(
+          functionsPath ? loadDocs(functionsPath) : [],
+          functionsPath ?? "(no --functions file)",
+          () => new Date(),
+        );
         const host = new Host({ kc, runner, log, watchGcIntervalMs: flags.watchGcInterval * 1000 });
         await host.start();
-        if (flags.manifests.length) await applyManifests(kc, flags.manifests.flatMap((m) => loadDocs(m)), log);
+        if (flags.manifests.length)
+          await applyManifests(
+            kc,
+            flags.manifests.flatMap((m) => loadDocs(m)),
+            log,
+          );
         const stop = () =>
           void host
             .stop()

@@ -43,7 +43,9 @@ export async function initProject(opts: InitOptions): Promise<string[]> {
   }
   const name = opts.name ?? basename(dir).replace(/^function-/, "");
   if (!DNS_LABEL.test(name)) {
-    throw new Error(`cannot name the function ${JSON.stringify(name)}: use lowercase letters, digits and "-" (a DNS label), e.g. --name storage`);
+    throw new Error(
+      `cannot name the function ${JSON.stringify(name)}: use lowercase letters, digits and "-" (a DNS label), e.g. --name storage`,
+    );
   }
   const pkg = manifest();
   const deps = { ...pkg.devDependencies, ...pkg.dependencies };
@@ -89,8 +91,18 @@ export function initCommand(): Command {
     .description("write a new function project: a typed pipeline, examples, a recorded case, unit tests, package metadata, Dockerfile")
     .argument("<dir>", "the project's folder (created; must be empty if it exists)")
     .addOption(new Option("--name <name>", "the function's short name; its package is function-<name> (default: the folder's name)"))
-    .addOption(new Option("--image <ref>", "registry path the package is pushed to, without a tag (default: xpkg.example.org/your-org/function-<name>)"))
-    .addOption(new Option("--runtime <spec>", "the xfn-runtime dependency for package.json: a version range or a tarball path (default: ^ this xfn's version)"))
+    .addOption(
+      new Option(
+        "--image <ref>",
+        "registry path the package is pushed to, without a tag (default: xpkg.example.org/your-org/function-<name>)",
+      ),
+    )
+    .addOption(
+      new Option(
+        "--runtime <spec>",
+        "the xfn-runtime dependency for package.json: a version range or a tarball path (default: ^ this xfn's version)",
+      ),
+    )
     .action(async (dir: string, flags: { name?: string; image?: string; runtime?: string }) => {
       try {
         const files = await initProject({ dir, ...flags });

@@ -89,7 +89,9 @@ export async function packageFunction(opts: PackageOptions): Promise<PackageResu
     // In this repository, `import ... from "xfn-runtime"` must bundle the same sources as the entry.
     conditions: fromSource ? ["xfn-source"] : [],
     // CommonJS dependencies (grpc-js, pino) call require() for Node built-ins.
-    banner: { js: "import { createRequire as __xfnCreateRequire } from 'node:module'; const require = __xfnCreateRequire(import.meta.url);" },
+    banner: {
+      js: "import { createRequire as __xfnCreateRequire } from 'node:module'; const require = __xfnCreateRequire(import.meta.url);",
+    },
     legalComments: "linked",
     logLevel: "warning",
   });
@@ -104,7 +106,9 @@ export async function packageFunction(opts: PackageOptions): Promise<PackageResu
 /** packageCommand builds the `package` subcommand. */
 export function packageCommand(): Command {
   return new Command("package")
-    .description("bundle a function with xfn's server into function.mjs (plain Node, no node_modules) beside its Crossplane package metadata")
+    .description(
+      "bundle a function with xfn's server into function.mjs (plain Node, no node_modules) beside its Crossplane package metadata",
+    )
     .argument("[dir]", "the function's folder", ".")
     .addOption(new Option("-o, --out <dir>", "where to write function.mjs and package/ (emptied first)").default("dist"))
     .addOption(new Option("--name <name>", "package name (default: package/crossplane.yaml's metadata.name, else function-<folder>)"))

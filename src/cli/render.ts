@@ -66,7 +66,14 @@ export function contextFrom(files: string[], values: string[]): Record<string, J
 }
 
 /** runRender does the work of the command; it returns the exit code. */
-export async function runRender(xrPath: string, compPath: string, fnPath: string | undefined, flags: RenderFlags, out: NodeJS.WritableStream, err: NodeJS.WritableStream): Promise<number> {
+export async function runRender(
+  xrPath: string,
+  compPath: string,
+  fnPath: string | undefined,
+  flags: RenderFlags,
+  out: NodeJS.WritableStream,
+  err: NodeJS.WritableStream,
+): Promise<number> {
   let runner;
   try {
     const xr = loadOne(xrPath, "composite resource");
@@ -79,7 +86,10 @@ export async function runRender(xrPath: string, compPath: string, fnPath: string
       xr,
       composition,
       observed: flags.observedResources ? loadDocs(flags.observedResources) : [],
-      required: [...(flags.extraResources ? loadDocs(flags.extraResources) : []), ...(flags.requiredResources ? loadDocs(flags.requiredResources) : [])],
+      required: [
+        ...(flags.extraResources ? loadDocs(flags.extraResources) : []),
+        ...(flags.requiredResources ? loadDocs(flags.requiredResources) : []),
+      ],
       credentials: flags.functionCredentials ? loadDocs(flags.functionCredentials) : [],
       context: contextFrom(flags.contextFiles, flags.contextValues),
     };
@@ -110,15 +120,26 @@ export async function runRender(xrPath: string, compPath: string, fnPath: string
 /** renderCommand builds the `render` subcommand. */
 export function renderCommand(): Command {
   return new Command("render")
-    .description("run a Composition's function pipeline offline and print the XR and composed resources Crossplane would produce, like crossplane render")
+    .description(
+      "run a Composition's function pipeline offline and print the XR and composed resources Crossplane would produce, " +
+        "like crossplane render",
+    )
     .argument("<composite-resource>", "YAML file with the composite resource (XR)")
     .argument("<composition>", "YAML file with the Composition (mode: Pipeline)")
     .argument("[functions]", "YAML file or directory with the Functions (default: functions.yaml beside the Composition)")
     .addOption(new Option("-o, --observed-resources <path>", "YAML file or directory with the observed composed resources"))
     .addOption(new Option("-e, --required-resources <path>", "YAML file or directory with resources that functions may require"))
     .addOption(new Option("--extra-resources <path>", "deprecated name for --required-resources"))
-    .addOption(new Option("--context-values <key=value>", "a context key and its JSON/YAML value; repeatable; wins over --context-files").default([]).argParser(collect))
-    .addOption(new Option("--context-files <key=path>", "a context key and a file holding its JSON/YAML value; repeatable").default([]).argParser(collect))
+    .addOption(
+      new Option("--context-values <key=value>", "a context key and its JSON/YAML value; repeatable; wins over --context-files")
+        .default([])
+        .argParser(collect),
+    )
+    .addOption(
+      new Option("--context-files <key=path>", "a context key and a file holding its JSON/YAML value; repeatable")
+        .default([])
+        .argParser(collect),
+    )
     .addOption(new Option("--function-credentials <path>", "YAML file or directory with Secrets the pipeline's credentials refer to"))
     .addOption(
       new Option("--timeout <duration>", "how long to run before timing out").default(60_000, "1m").argParser((v) => {
@@ -134,7 +155,8 @@ export function renderCommand(): Command {
         .default(new Date(DEFAULT_NOW), DEFAULT_NOW)
         .argParser((v) => {
           const d = new Date(v);
-          if (Number.isNaN(d.getTime())) throw new InvalidArgumentError(`${JSON.stringify(v)} is not an RFC 3339 time (e.g. 2026-05-01T08:00:00Z)`);
+          if (Number.isNaN(d.getTime()))
+            throw new InvalidArgumentError(`${JSON.stringify(v)} is not an RFC 3339 time (e.g. 2026-05-01T08:00:00Z)`);
           return d;
         }),
     )

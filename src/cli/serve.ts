@@ -55,22 +55,33 @@ export function addServeFlags(cmd: Command, opts: { loopbackWhenInsecure?: boole
   return cmd
     .addOption(new Option("--address <host:port>", help))
     .addOption(
-      new Option("--tls-certs-dir <dir>", "directory with tls.crt, tls.key and ca.crt; clients must present a certificate signed by ca.crt").env(
-        "TLS_SERVER_CERTS_DIR",
-      ),
+      new Option(
+        "--tls-certs-dir <dir>",
+        "directory with tls.crt, tls.key and ca.crt; clients must present a certificate signed by ca.crt",
+      ).env("TLS_SERVER_CERTS_DIR"),
     )
-    .addOption(new Option("--insecure", "serve plaintext gRPC (local development, crossplane render); wins over --tls-certs-dir").default(false))
+    .addOption(
+      new Option("--insecure", "serve plaintext gRPC (local development, crossplane render); wins over --tls-certs-dir").default(false),
+    )
     .addOption(new Option("-d, --debug", "log every request").default(false))
-    .addOption(new Option("--max-recv-message-size <MB>", "largest request accepted, in MB").default(4).argParser(positive("--max-recv-message-size")))
+    .addOption(
+      new Option("--max-recv-message-size <MB>", "largest request accepted, in MB")
+        .default(4)
+        .argParser(positive("--max-recv-message-size")),
+    )
     .addOption(new Option("--max-concurrency <n>", "requests running at once").default(16).argParser(positiveInt("--max-concurrency")))
     .addOption(
       new Option("--max-queue <n>", "requests waiting for a slot; beyond that the server answers RESOURCE_EXHAUSTED")
         .default(128)
         .argParser(positiveInt("--max-queue")),
     )
-    .addOption(new Option("--record-dir <dir>", "write every request and its response as a test case xfn test can replay (secrets redacted)"))
     .addOption(
-      new Option("--grace-period <seconds>", "on SIGTERM/SIGINT, how long in-flight requests may finish").default(10).argParser(positive("--grace-period")),
+      new Option("--record-dir <dir>", "write every request and its response as a test case xfn test can replay (secrets redacted)"),
+    )
+    .addOption(
+      new Option("--grace-period <seconds>", "on SIGTERM/SIGINT, how long in-flight requests may finish")
+        .default(10)
+        .argParser(positive("--grace-period")),
     );
 }
 

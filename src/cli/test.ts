@@ -14,7 +14,9 @@ export async function runTests(dir: string, update: boolean, out: NodeJS.Writabl
     return 1;
   }
   if (cases.length === 0) {
-    out.write(`xfn test: no cases under ${dir} (a case is a folder with expected.yaml and request.yaml, or xr.yaml and composition.yaml)\n`);
+    out.write(
+      `xfn test: no cases under ${dir} (a case is a folder with expected.yaml and request.yaml, or xr.yaml and composition.yaml)\n`,
+    );
     return 1;
   }
   let passed = 0;

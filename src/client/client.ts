@@ -91,7 +91,9 @@ export function dial(address: string, opts: ClientOptions = {}): FunctionClient 
         client.waitForReady(Date.now() + waitMs, (err) => {
           if (!err) return resolve();
           const secs = Math.round(waitMs / 100) / 10;
-          reject(new Error(`cannot reach a function at ${address} within ${secs} s (is it serving, with the same TLS setting?)`, { cause: err }));
+          reject(
+            new Error(`cannot reach a function at ${address} within ${secs} s (is it serving, with the same TLS setting?)`, { cause: err }),
+          );
         });
       }),
     close: () => client.close(),

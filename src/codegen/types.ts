@@ -21,7 +21,10 @@ export interface GeneratedKind {
 }
 
 const CRD = "apiextensions.k8s.io/v1/CustomResourceDefinition";
-const XRD_KINDS = new Set(["apiextensions.crossplane.io/v1/CompositeResourceDefinition", "apiextensions.crossplane.io/v2/CompositeResourceDefinition"]);
+const XRD_KINDS = new Set([
+  "apiextensions.crossplane.io/v1/CompositeResourceDefinition",
+  "apiextensions.crossplane.io/v2/CompositeResourceDefinition",
+]);
 
 function isObject(v: JsonValue | undefined): v is JsonObject {
   return typeof v === "object" && v !== null && !Array.isArray(v);
@@ -130,7 +133,10 @@ export async function generateTypes(docs: TypeSource[]): Promise<{ code: string;
       const name = k.versions.length === 1 ? pascal(k.kind) : `${pascal(k.kind)}${pascal(v.name)}`;
       const apiVersion = `${k.group}/${v.name}`;
       const clash = taken.get(name);
-      if (clash) throw new Error(`${doc.source}: two kinds would both be named ${name} (the other from ${clash}); generate them into separate files`);
+      if (clash)
+        throw new Error(
+          `${doc.source}: two kinds would both be named ${name} (the other from ${clash}); generate them into separate files`,
+        );
       taken.set(name, doc.source);
       const body = toJsonSchema(v.schema);
       const props = isObject(body["properties"]) ? { ...body["properties"] } : {};
@@ -148,10 +154,19 @@ export async function generateTypes(docs: TypeSource[]): Promise<{ code: string;
           metadata: { tsType: "ObjectMeta" },
           ...props,
         },
-        required: ["apiVersion", "kind", ...(Array.isArray(body["required"]) ? body["required"].filter((r) => r !== "apiVersion" && r !== "kind") : [])],
+        required: [
+          "apiVersion",
+          "kind",
+          ...(Array.isArray(body["required"]) ? body["required"].filter((r) => r !== "apiVersion" && r !== "kind") : []),
+        ],
         additionalProperties: body["additionalProperties"] ?? false,
       };
-      const ts = await compile(schema as never, name, { bannerComment: "", additionalProperties: false, strictIndexSignatures: true, format: true });
+      const ts = await compile(schema as never, name, {
+        bannerComment: "",
+        additionalProperties: false,
+        strictIndexSignatures: true,
+        format: true,
+      });
       parts.push(ts);
       kinds.push({ name, apiVersion, kind: k.kind, source: doc.source });
     }

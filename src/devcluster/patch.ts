@@ -21,7 +21,10 @@ export function mergePatch(target: JsonValue | undefined, patch: JsonValue): Jso
 function pointer(path: string): string[] {
   if (path === "") return [];
   if (!path.startsWith("/")) throw new ApiError(422, "Invalid", `json patch path ${JSON.stringify(path)} must start with "/"`);
-  return path.slice(1).split("/").map((p) => p.replace(/~1/g, "/").replace(/~0/g, "~"));
+  return path
+    .slice(1)
+    .split("/")
+    .map((p) => p.replace(/~1/g, "/").replace(/~0/g, "~"));
 }
 
 /** jsonPatch applies RFC 6902 operations add, remove, replace and test. */
@@ -29,7 +32,8 @@ export function jsonPatch(doc: JsonObject, ops: JsonValue): JsonObject {
   if (!Array.isArray(ops)) throw new ApiError(400, "BadRequest", "a json patch must be a list of operations");
   const out = structuredClone(doc);
   for (const [i, raw] of ops.entries()) {
-    if (!isObject(raw) || typeof raw["op"] !== "string" || typeof raw["path"] !== "string") throw new ApiError(400, "BadRequest", `json patch operation ${i}: op and path are required`);
+    if (!isObject(raw) || typeof raw["op"] !== "string" || typeof raw["path"] !== "string")
+      throw new ApiError(400, "BadRequest", `json patch operation ${i}: op and path are required`);
     const parts = pointer(raw["path"]);
     const last = parts.pop();
     let parent: JsonValue = out;
@@ -58,11 +62,16 @@ export function jsonPatch(doc: JsonObject, ops: JsonValue): JsonObject {
         break;
       case "test": {
         const v = Array.isArray(container) ? container[idx as number] : container[last];
-        if (JSON.stringify(v) !== JSON.stringify(raw["value"])) throw new ApiError(422, "Invalid", `json patch test failed at ${raw["path"]}`);
+        if (JSON.stringify(v) !== JSON.stringify(raw["value"]))
+          throw new ApiError(422, "Invalid", `json patch test failed at ${raw["path"]}`);
         break;
       }
       default:
-        throw new ApiError(422, "Invalid", `json patch operation ${i}: op ${JSON.stringify(raw["op"])} is not supported (add, remove, replace, test)`);
+        throw new ApiError(
+          422,
+          "Invalid",
+          `json patch operation ${i}: op ${JSON.stringify(raw["op"])} is not supported (add, remove, replace, test)`,
+        );
     }
   }
   return out;
@@ -158,9 +167,20 @@ function fromFieldsV1(f: JsonValue | undefined, prefix: Path = []): Path[] {
  * Only the paths under `scope` (e.g. ["status"] for the status subresource)
  * are applied.
  */
-export function apply(current: JsonObject | undefined, applied: JsonObject, manager: string, force: boolean, scope: (p: Path) => boolean, time: string): JsonObject {
-  const base: JsonObject = current ? structuredClone(current) : { apiVersion: applied["apiVersion"]!, kind: applied["kind"]!, metadata: {} };
-  const managed: ManagedEntry[] = (Array.isArray(meta(base)["managedFields"]) ? (meta(base)["managedFields"] as unknown as ManagedEntry[]) : []).map((e) => structuredClone(e));
+export function apply(
+  current: JsonObject | undefined,
+  applied: JsonObject,
+  manager: string,
+  force: boolean,
+  scope: (p: Path) => boolean,
+  time: string,
+): JsonObject {
+  const base: JsonObject = current
+    ? structuredClone(current)
+    : { apiVersion: applied["apiVersion"]!, kind: applied["kind"]!, metadata: {} };
+  const managed: ManagedEntry[] = (
+    Array.isArray(meta(base)["managedFields"]) ? (meta(base)["managedFields"] as unknown as ManagedEntry[]) : []
+  ).map((e) => structuredClone(e));
   const owned = new Map(managed.map((e) => [e.manager, fromFieldsV1(e.fieldsV1)]));
   const paths = leafPaths(applied).filter(scope);
   const conflicts: string[] = [];
@@ -170,12 +190,21 @@ export function apply(current: JsonObject | undefined, applied: JsonObject, mana
       for (const q of theirs) {
         if (!overlaps(p, q)) continue;
         if (JSON.stringify(getAt(base, p)) === JSON.stringify(getAt(applied, p))) continue;
-        if (force) owned.set(other, (owned.get(other) ?? []).filter((x) => !overlaps(x, p)));
+        if (force)
+          owned.set(
+            other,
+            (owned.get(other) ?? []).filter((x) => !overlaps(x, p)),
+          );
         else conflicts.push(`conflict with "${other}": .${p.join(".")}`);
       }
     }
   }
-  if (conflicts.length) throw new ApiError(409, "Conflict", `Apply failed with ${conflicts.length} conflict${conflicts.length > 1 ? "s" : ""}: ${[...new Set(conflicts)].join("; ")}`);
+  if (conflicts.length)
+    throw new ApiError(
+      409,
+      "Conflict",
+      `Apply failed with ${conflicts.length} conflict${conflicts.length > 1 ? "s" : ""}: ${[...new Set(conflicts)].join("; ")}`,
+    );
   const previous = (owned.get(manager) ?? []).filter(scope);
   const kept = new Set(paths.map(enc));
   for (const p of previous) {
@@ -186,7 +215,10 @@ export function apply(current: JsonObject | undefined, applied: JsonObject, mana
   let merged = base;
   for (const p of paths) {
     const v = getAt(applied, p)!;
-    merged = deepMerge(merged, p.reduceRight<JsonValue>((acc, k) => ({ [k]: acc }), v)) as JsonObject;
+    merged = deepMerge(
+      merged,
+      p.reduceRight<JsonValue>((acc, k) => ({ [k]: acc }), v),
+    ) as JsonObject;
   }
   owned.set(manager, [...(owned.get(manager) ?? []).filter((q) => !scope(q)), ...paths]);
   const entries: ManagedEntry[] = [...owned]

@@ -30,7 +30,14 @@ export function parseSelector(text: string): Requirement[] {
     if ((m = /^(\S+?)\s*(!=|==|=)\s*(\S*)$/.exec(p))) {
       out.push({ key: m[1]!, op: m[2] === "!=" ? "!=" : "=", value: m[3]! });
     } else if ((m = /^(\S+)\s+(in|notin)\s+\(([^)]*)\)$/.exec(p))) {
-      out.push({ key: m[1]!, op: m[2] as "in" | "notin", values: m[3]!.split(",").map((v) => v.trim()).filter(Boolean) });
+      out.push({
+        key: m[1]!,
+        op: m[2] as "in" | "notin",
+        values: m[3]!
+          .split(",")
+          .map((v) => v.trim())
+          .filter(Boolean),
+      });
     } else if ((m = /^!\s*(\S+)$/.exec(p))) {
       out.push({ key: m[1]!, op: "!exists" });
     } else if (KEY.test(p)) {

@@ -39,7 +39,15 @@ export interface DevCluster {
 const isObject = (v: unknown): v is JsonObject => typeof v === "object" && v !== null && !Array.isArray(v);
 
 function status(res: ServerResponse, err: ApiError): void {
-  send(res, err.code, { kind: "Status", apiVersion: "v1", metadata: {}, status: "Failure", message: err.message, reason: err.reason, code: err.code });
+  send(res, err.code, {
+    kind: "Status",
+    apiVersion: "v1",
+    metadata: {},
+    status: "Failure",
+    message: err.message,
+    reason: err.reason,
+    code: err.code,
+  });
 }
 
 function send(res: ServerResponse, code: number, body: unknown): void {
@@ -89,7 +97,14 @@ function discovery(store: Store, group: string, version: string): JsonObject | u
       ...(t.shortNames.length ? { shortNames: t.shortNames } : {}),
       ...(t.crd ? { categories: [] } : {}),
     });
-    if (t.statusSubresource) resources.push({ name: `${t.plural}/status`, singularName: "", namespaced: t.namespaced, kind: t.kind, verbs: ["get", "patch", "update"] });
+    if (t.statusSubresource)
+      resources.push({
+        name: `${t.plural}/status`,
+        singularName: "",
+        namespaced: t.namespaced,
+        kind: t.kind,
+        verbs: ["get", "patch", "update"],
+      });
   }
   if (resources.length === 0) return undefined;
   return { kind: "APIResourceList", apiVersion: "v1", groupVersion: group ? `${group}/${version}` : version, resources };
@@ -97,7 +112,8 @@ function discovery(store: Store, group: string, version: string): JsonObject | u
 
 function groups(store: Store): JsonObject {
   const byGroup = new Map<string, Set<string>>();
-  for (const t of store.types.values()) if (t.group) for (const v of t.versions) (byGroup.get(t.group) ?? byGroup.set(t.group, new Set()).get(t.group)!).add(v);
+  for (const t of store.types.values())
+    if (t.group) for (const v of t.versions) (byGroup.get(t.group) ?? byGroup.set(t.group, new Set()).get(t.group)!).add(v);
   return {
     kind: "APIGroupList",
     apiVersion: "v1",
@@ -123,9 +139,21 @@ function route(store: Store, path: string): Route | "discovery" | undefined {
     rest = rest.slice(2);
   }
   const type = store.findType(group, version, rest[0]!);
-  if (!type) throw new ApiError(404, "NotFound", `the server could not find the requested resource (${group ? `${group}/` : ""}${version} ${rest[0]})`);
+  if (!type)
+    throw new ApiError(
+      404,
+      "NotFound",
+      `the server could not find the requested resource (${group ? `${group}/` : ""}${version} ${rest[0]})`,
+    );
   if (type.namespaced === false && namespace !== undefined) throw new ApiError(404, "NotFound", `${type.plural} is not namespaced`);
-  return { group, version, type, ...(namespace !== undefined ? { namespace } : {}), ...(rest[1] !== undefined ? { name: rest[1] } : {}), ...(rest[2] !== undefined ? { subresource: rest[2] } : {}) };
+  return {
+    group,
+    version,
+    type,
+    ...(namespace !== undefined ? { namespace } : {}),
+    ...(rest[1] !== undefined ? { name: rest[1] } : {}),
+    ...(rest[2] !== undefined ? { subresource: rest[2] } : {}),
+  };
 }
 
 const apiVersionOf = (r: Route) => (r.group ? `${r.group}/${r.version}` : r.version);
@@ -133,8 +161,9 @@ const asVersion = (o: JsonObject, r: Route): JsonObject => ({ ...o, apiVersion: 
 
 function checkKind(r: Route, body: JsonValue): JsonObject {
   if (!isObject(body)) throw new ApiError(400, "BadRequest", "the request body must be an object");
-  if (body["kind"] !== undefined && body["kind"] !== r.type.kind) throw new ApiError(400, "BadRequest", `kind ${String(body["kind"])} does not match the resource (${r.type.kind})`);
-  if (body["apiVersion"] !== undefined && String(body["apiVersion"]).split("/").length === 2 !== Boolean(r.group)) {
+  if (body["kind"] !== undefined && body["kind"] !== r.type.kind)
+    throw new ApiError(400, "BadRequest", `kind ${String(body["kind"])} does not match the resource (${r.type.kind})`);
+  if (body["apiVersion"] !== undefined && (String(body["apiVersion"]).split("/").length === 2) !== Boolean(r.group)) {
     throw new ApiError(400, "BadRequest", `apiVersion ${String(body["apiVersion"])} does not match the resource (${apiVersionOf(r)})`);
   }
   return { ...body, apiVersion: apiVersionOf(r), kind: r.type.kind };
@@ -179,7 +208,12 @@ export async function startDevCluster(opts: DevClusterOptions = {}): Promise<Dev
     const path = url.pathname;
     if (["/healthz", "/readyz", "/livez"].includes(path)) return void res.end("ok");
     if (path === "/version") return send(res, 200, { major: "1", minor: "31", gitVersion: "v1.31.0-xfn-dev", platform: "linux/amd64" });
-    if (path === "/api") return send(res, 200, { kind: "APIVersions", versions: ["v1"], serverAddressByClientCIDRs: [{ clientCIDR: "0.0.0.0/0", serverAddress: req.headers.host ?? "" }] });
+    if (path === "/api")
+      return send(res, 200, {
+        kind: "APIVersions",
+        versions: ["v1"],
+        serverAddressByClientCIDRs: [{ clientCIDR: "0.0.0.0/0", serverAddress: req.headers.host ?? "" }],
+      });
     if (path === "/apis") return send(res, 200, groups(store));
     // No schemas are published: kubectl then skips client-side validation of
     // kinds it cannot find, and the server validates no schemas either.
@@ -202,7 +236,8 @@ export async function startDevCluster(opts: DevClusterOptions = {}): Promise<Dev
     }
     const typeKey = typeKeyOf(r.type.group, r.type.plural);
     const method = req.method ?? "GET";
-    if (r.subresource !== undefined && r.subresource !== "status") throw new ApiError(404, "NotFound", `subresource ${r.subresource} is not served`);
+    if (r.subresource !== undefined && r.subresource !== "status")
+      throw new ApiError(404, "NotFound", `subresource ${r.subresource} is not served`);
     const isStatus = r.subresource === "status";
     if (isStatus && !r.type.statusSubresource) throw new ApiError(404, "NotFound", `${r.type.plural} has no status subresource`);
 
@@ -215,7 +250,8 @@ export async function startDevCluster(opts: DevClusterOptions = {}): Promise<Dev
       }
       const fieldSel = q.get("fieldSelector") ?? "";
       const fm = /^metadata\.name=([^,]+)$/.exec(fieldSel);
-      if (fieldSel && !fm) throw new ApiError(400, "BadRequest", `field selector ${JSON.stringify(fieldSel)} is not supported (only metadata.name=...)`);
+      if (fieldSel && !fm)
+        throw new ApiError(400, "BadRequest", `field selector ${JSON.stringify(fieldSel)} is not supported (only metadata.name=...)`);
       if (q.get("watch") === "true" || q.get("watch") === "1") {
         res.writeHead(200, { "Content-Type": "application/json", "Transfer-Encoding": "chunked" });
         // Send the headers now: clients wait for them before reading events.
@@ -237,13 +273,15 @@ export async function startDevCluster(opts: DevClusterOptions = {}): Promise<Dev
           labels,
           ...(fm ? { fieldName: fm[1]! } : {}),
           send: (type, object) => {
-            if (!res.writableEnded) res.write(`${JSON.stringify({ type, object: type === "ERROR" || type === "BOOKMARK" ? object : asVersion(object, r) })}\n`);
+            if (!res.writableEnded)
+              res.write(`${JSON.stringify({ type, object: type === "ERROR" || type === "BOOKMARK" ? object : asVersion(object, r) })}\n`);
           },
           close: end,
         };
         req.on("close", end);
         unsubscribe = store.watch(w, q.get("resourceVersion") ?? undefined);
-        if (q.get("allowWatchBookmarks") === "true") bookmark = setInterval(() => store.bookmark(w, apiVersionOf(r), r.type.kind), bookmarkMs);
+        if (q.get("allowWatchBookmarks") === "true")
+          bookmark = setInterval(() => store.bookmark(w, apiVersionOf(r), r.type.kind), bookmarkMs);
         const secs = Number(q.get("timeoutSeconds") ?? "0");
         if (secs > 0) timeout = setTimeout(end, secs * 1000);
         return;
@@ -271,14 +309,23 @@ export async function startDevCluster(opts: DevClusterOptions = {}): Promise<Dev
         if (!manager) throw new ApiError(400, "BadRequest", "fieldManager is required for apply patch");
         const applied = checkKind(r, parseBody(text, true));
         const am = isObject(applied["metadata"]) ? applied["metadata"] : {};
-        if (am["name"] !== undefined && am["name"] !== r.name) throw new ApiError(400, "BadRequest", `the name of the object (${String(am["name"])}) does not match the name on the URL (${r.name})`);
+        if (am["name"] !== undefined && am["name"] !== r.name)
+          throw new ApiError(
+            400,
+            "BadRequest",
+            `the name of the object (${String(am["name"])}) does not match the name on the URL (${r.name})`,
+          );
         let current: JsonObject | undefined;
         try {
           current = store.get(typeKey, r.namespace, r.name);
         } catch (err) {
           if (!(err instanceof ApiError && err.code === 404) || isStatus) throw err;
         }
-        const scope = isStatus ? (p: string[]) => p[0] === "status" : r.type.statusSubresource ? (p: string[]) => p[0] !== "status" : () => true;
+        const scope = isStatus
+          ? (p: string[]) => p[0] === "status"
+          : r.type.statusSubresource
+            ? (p: string[]) => p[0] !== "status"
+            : () => true;
         // Defaults go into the stored object, not the applier's intent, so the applier does not own them.
         const merged = defaulted(r, apply(current, applied, manager, q.get("force") === "true", scope, kubeTimestamp(new Date())));
         if (!current) {
@@ -290,19 +337,25 @@ export async function startDevCluster(opts: DevClusterOptions = {}): Promise<Dev
       const current = store.get(typeKey, r.namespace, r.name);
       const patch = parseBody(text, false);
       let next: JsonObject;
-      if (ct === "application/merge-patch+json" || ct === "application/strategic-merge-patch+json") next = mergePatch(current, patch) as JsonObject;
+      if (ct === "application/merge-patch+json" || ct === "application/strategic-merge-patch+json")
+        next = mergePatch(current, patch) as JsonObject;
       else if (ct === "application/json-patch+json") next = jsonPatch(current, patch);
       else throw new ApiError(415, "UnsupportedMediaType", `the patch content type ${JSON.stringify(ct)} is not supported`);
       // A patch that names no resourceVersion never conflicts.
       const named = isObject(patch) && isObject(patch["metadata"]) && patch["metadata"]["resourceVersion"] !== undefined;
       if (!named) meta(next)["resourceVersion"] = meta(current)["resourceVersion"]!;
-      return send(res, 200, asVersion(store.update(typeKey, r.namespace, r.name, defaulted(r, checkKind(r, next)), { status: isStatus }), r));
+      return send(
+        res,
+        200,
+        asVersion(store.update(typeKey, r.namespace, r.name, defaulted(r, checkKind(r, next)), { status: isStatus }), r),
+      );
     }
     if (method === "DELETE") {
       const text = await readBody(req);
       const opts = text.trim() ? parseBody(text, false) : {};
       const policy = (q.get("propagationPolicy") ?? (isObject(opts) ? opts["propagationPolicy"] : undefined) ?? "Background") as string;
-      if (!["Foreground", "Background", "Orphan"].includes(policy)) throw new ApiError(400, "BadRequest", `propagationPolicy ${JSON.stringify(policy)} is not one of Foreground, Background, Orphan`);
+      if (!["Foreground", "Background", "Orphan"].includes(policy))
+        throw new ApiError(400, "BadRequest", `propagationPolicy ${JSON.stringify(policy)} is not one of Foreground, Background, Orphan`);
       const pre = isObject(opts) && isObject(opts["preconditions"]) ? opts["preconditions"]["uid"] : undefined;
       const last = store.delete(typeKey, r.namespace, r.name, policy as "Foreground", typeof pre === "string" ? pre : undefined);
       return send(res, 200, asVersion(last, r));

@@ -61,7 +61,8 @@ export interface Watcher {
 }
 
 const isObject = (v: unknown): v is JsonObject => typeof v === "object" && v !== null && !Array.isArray(v);
-export const meta = (o: JsonObject): JsonObject => (isObject(o["metadata"]) ? o["metadata"] : ((o["metadata"] = {}), o["metadata"] as JsonObject));
+export const meta = (o: JsonObject): JsonObject =>
+  isObject(o["metadata"]) ? o["metadata"] : ((o["metadata"] = {}), o["metadata"] as JsonObject);
 const labelsOf = (o: JsonObject): Record<string, string> => {
   const l = meta(o)["labels"];
   return isObject(l) ? (Object.fromEntries(Object.entries(l).filter(([, v]) => typeof v === "string")) as Record<string, string>) : {};
@@ -71,10 +72,50 @@ export const typeKeyOf = (group: string, plural: string) => `${group}/${plural}`
 const objectKey = (namespace: string | undefined, name: string) => `${namespace ?? ""}/${name}`;
 
 const BUILTIN: ResourceType[] = [
-  { group: "", versions: ["v1"], kind: "Namespace", listKind: "NamespaceList", plural: "namespaces", singular: "namespace", namespaced: false, statusSubresource: true, shortNames: ["ns"] },
-  { group: "", versions: ["v1"], kind: "ConfigMap", listKind: "ConfigMapList", plural: "configmaps", singular: "configmap", namespaced: true, statusSubresource: false, shortNames: ["cm"] },
-  { group: "", versions: ["v1"], kind: "Secret", listKind: "SecretList", plural: "secrets", singular: "secret", namespaced: true, statusSubresource: false, shortNames: [] },
-  { group: "", versions: ["v1"], kind: "Event", listKind: "EventList", plural: "events", singular: "event", namespaced: true, statusSubresource: false, shortNames: ["ev"] },
+  {
+    group: "",
+    versions: ["v1"],
+    kind: "Namespace",
+    listKind: "NamespaceList",
+    plural: "namespaces",
+    singular: "namespace",
+    namespaced: false,
+    statusSubresource: true,
+    shortNames: ["ns"],
+  },
+  {
+    group: "",
+    versions: ["v1"],
+    kind: "ConfigMap",
+    listKind: "ConfigMapList",
+    plural: "configmaps",
+    singular: "configmap",
+    namespaced: true,
+    statusSubresource: false,
+    shortNames: ["cm"],
+  },
+  {
+    group: "",
+    versions: ["v1"],
+    kind: "Secret",
+    listKind: "SecretList",
+    plural: "secrets",
+    singular: "secret",
+    namespaced: true,
+    statusSubresource: false,
+    shortNames: [],
+  },
+  {
+    group: "",
+    versions: ["v1"],
+    kind: "Event",
+    listKind: "EventList",
+    plural: "events",
+    singular: "event",
+    namespaced: true,
+    statusSubresource: false,
+    shortNames: ["ev"],
+  },
   {
     group: "apiextensions.k8s.io",
     versions: ["v1"],
@@ -173,7 +214,11 @@ export class Store {
       if (!matches(labels, labelsOf(o))) continue;
       out.push(structuredClone(o));
     }
-    return out.sort((a, b) => objectKey(meta(a)["namespace"] as string, meta(a)["name"] as string).localeCompare(objectKey(meta(b)["namespace"] as string, meta(b)["name"] as string)));
+    return out.sort((a, b) =>
+      objectKey(meta(a)["namespace"] as string, meta(a)["name"] as string).localeCompare(
+        objectKey(meta(b)["namespace"] as string, meta(b)["name"] as string),
+      ),
+    );
   }
 
   // --- writing -------------------------------------------------------------
@@ -205,10 +250,15 @@ export class Store {
     const obj = structuredClone(body);
     const m = meta(obj);
     if (m["namespace"] !== undefined && m["namespace"] !== namespace) {
-      throw new ApiError(400, "BadRequest", `the namespace of the object (${String(m["namespace"])}) does not match the namespace on the request (${namespace})`);
+      throw new ApiError(
+        400,
+        "BadRequest",
+        `the namespace of the object (${String(m["namespace"])}) does not match the namespace on the request (${namespace})`,
+      );
     }
     if (!m["name"]) {
-      if (typeof m["generateName"] !== "string" || m["generateName"] === "") throw new ApiError(422, "Invalid", `${t.kind}: metadata.name or metadata.generateName is required`);
+      if (typeof m["generateName"] !== "string" || m["generateName"] === "")
+        throw new ApiError(422, "Invalid", `${t.kind}: metadata.name or metadata.generateName is required`);
       m["name"] = `${m["generateName"]}${randomBytes(4).toString("hex").slice(0, 5)}`;
     }
     const name = String(m["name"]);
@@ -216,7 +266,8 @@ export class Store {
       throw new ApiError(422, "Invalid", `${t.kind} "${name}" is invalid: metadata.name: must be a lowercase RFC 1123 subdomain`);
     }
     const map = this.objects.get(typeKey)!;
-    if (map.has(objectKey(namespace, name))) throw new ApiError(409, "AlreadyExists", `${t.plural}.${t.group || "core"} "${name}" already exists`);
+    if (map.has(objectKey(namespace, name)))
+      throw new ApiError(409, "AlreadyExists", `${t.plural}.${t.group || "core"} "${name}" already exists`);
     if (namespace) m["namespace"] = namespace;
     m["uid"] = randomUUID();
     m["creationTimestamp"] = this.timestamp();
@@ -236,16 +287,28 @@ export class Store {
    * subresource); otherwise .status is kept as is when the type has a status
    * subresource. A stale resourceVersion is a 409 Conflict.
    */
-  update(typeKey: string, namespace: string | undefined, name: string, body: JsonObject, opts: { status?: boolean; applied?: boolean } = {}): JsonObject {
+  update(
+    typeKey: string,
+    namespace: string | undefined,
+    name: string,
+    body: JsonObject,
+    opts: { status?: boolean; applied?: boolean } = {},
+  ): JsonObject {
     const t = this.mustType(typeKey);
     const map = this.objects.get(typeKey)!;
     const key = objectKey(namespace, name);
     const current = map.get(key);
     if (!current) throw new ApiError(404, "NotFound", `${t.plural} "${name}" not found`);
     const bm = isObject(body["metadata"]) ? body["metadata"] : {};
-    if (bm["name"] !== undefined && bm["name"] !== name) throw new ApiError(400, "BadRequest", `the name of the object (${String(bm["name"])}) does not match the name on the URL (${name})`);
+    if (bm["name"] !== undefined && bm["name"] !== name)
+      throw new ApiError(400, "BadRequest", `the name of the object (${String(bm["name"])}) does not match the name on the URL (${name})`);
     if (bm["resourceVersion"] !== undefined && bm["resourceVersion"] !== "" && bm["resourceVersion"] !== meta(current)["resourceVersion"]) {
-      throw new ApiError(409, "Conflict", `Operation cannot be fulfilled on ${t.plural} "${name}": the object has been modified; please apply your changes to the latest version and try again`);
+      throw new ApiError(
+        409,
+        "Conflict",
+        `Operation cannot be fulfilled on ${t.plural} "${name}": the object has been modified; ` +
+          "please apply your changes to the latest version and try again",
+      );
     }
     let next: JsonObject;
     if (opts.status) {
@@ -262,7 +325,15 @@ export class Store {
     const nm = meta(next);
     const cm = meta(current);
     // Server-owned fields never come from the client; managedFields only from apply.
-    const serverOwned = ["uid", "creationTimestamp", "deletionTimestamp", "namespace", "name", "generation", ...(opts.applied ? [] : ["managedFields"])];
+    const serverOwned = [
+      "uid",
+      "creationTimestamp",
+      "deletionTimestamp",
+      "namespace",
+      "name",
+      "generation",
+      ...(opts.applied ? [] : ["managedFields"]),
+    ];
     if (opts.applied && opts.status) nm["managedFields"] = structuredClone(meta(body)["managedFields"] ?? []);
     for (const k of serverOwned) {
       if (cm[k] === undefined) delete nm[k];
@@ -272,10 +343,13 @@ export class Store {
     if (cm["deletionTimestamp"]) {
       const before = new Set(stringList(cm["finalizers"]));
       const added = stringList(nm["finalizers"]).filter((f) => !before.has(f));
-      if (added.length) throw new ApiError(422, "Forbidden", `${t.kind} "${name}" is being deleted: finalizers ${added.join(", ")} cannot be added`);
+      if (added.length)
+        throw new ApiError(422, "Forbidden", `${t.kind} "${name}" is being deleted: finalizers ${added.join(", ")} cannot be added`);
     }
-    if (!opts.status && JSON.stringify(current["spec"]) !== JSON.stringify(next["spec"])) nm["generation"] = Number(cm["generation"] ?? 1) + 1;
-    if (JSON.stringify(stripVolatile(current)) === JSON.stringify(stripVolatile(next))) return structuredClone(current); // no-op: no new version
+    if (!opts.status && JSON.stringify(current["spec"]) !== JSON.stringify(next["spec"]))
+      nm["generation"] = Number(cm["generation"] ?? 1) + 1;
+    // A write that changes nothing is a no-op: no new version.
+    if (JSON.stringify(stripVolatile(current)) === JSON.stringify(stripVolatile(next))) return structuredClone(current);
     if (typeKey === CRD_KEY) this.validateCRD(next);
     nm["resourceVersion"] = this.bump();
     map.set(key, next);
@@ -286,14 +360,25 @@ export class Store {
   }
 
   /** delete starts deleting an object, honouring finalizers and the propagation policy. */
-  delete(typeKey: string, namespace: string | undefined, name: string, propagation: "Foreground" | "Background" | "Orphan" = "Background", preconditionUid?: string): JsonObject {
+  delete(
+    typeKey: string,
+    namespace: string | undefined,
+    name: string,
+    propagation: "Foreground" | "Background" | "Orphan" = "Background",
+    preconditionUid?: string,
+  ): JsonObject {
     const t = this.mustType(typeKey);
     const map = this.objects.get(typeKey)!;
     const key = objectKey(namespace, name);
     const current = map.get(key);
     if (!current) throw new ApiError(404, "NotFound", `${t.plural} "${name}" not found`);
     const m = meta(current);
-    if (preconditionUid && m["uid"] !== preconditionUid) throw new ApiError(409, "Conflict", `Precondition failed: UID in precondition: ${preconditionUid}, UID in object meta: ${String(m["uid"])}`);
+    if (preconditionUid && m["uid"] !== preconditionUid)
+      throw new ApiError(
+        409,
+        "Conflict",
+        `Precondition failed: UID in precondition: ${preconditionUid}, UID in object meta: ${String(m["uid"])}`,
+      );
     if (propagation === "Orphan") {
       for (const d of this.dependentsOf(String(m["uid"]))) {
         const dm = meta(d.object);
@@ -378,7 +463,7 @@ export class Store {
   }
 
   private collectOnce(): void {
-    for (let changed = true; changed; ) {
+    for (let changed = true; changed;) {
       changed = false;
       for (const [typeKey, map] of this.objects) {
         for (const key of [...map.keys()]) {
@@ -415,7 +500,11 @@ export class Store {
             continue;
           }
           const refs = m["ownerReferences"];
-          if (Array.isArray(refs) && refs.length > 0 && refs.every((r) => isObject(r) && typeof r["uid"] === "string" && !this.uidExists(r["uid"]))) {
+          if (
+            Array.isArray(refs) &&
+            refs.length > 0 &&
+            refs.every((r) => isObject(r) && typeof r["uid"] === "string" && !this.uidExists(r["uid"]))
+          ) {
             this.delete(typeKey, m["namespace"] as string | undefined, String(m["name"]), "Background");
             changed = true;
           }
@@ -430,12 +519,19 @@ export class Store {
     const spec = isObject(crd["spec"]) ? crd["spec"] : {};
     const names = isObject(spec["names"]) ? spec["names"] : {};
     const group = spec["group"];
-    if (typeof group !== "string" || !group.includes(".")) throw new ApiError(422, "Invalid", "CustomResourceDefinition: spec.group must be a domain with at least one dot");
-    if (typeof names["plural"] !== "string" || typeof names["kind"] !== "string") throw new ApiError(422, "Invalid", "CustomResourceDefinition: spec.names.plural and spec.names.kind are required");
+    if (typeof group !== "string" || !group.includes("."))
+      throw new ApiError(422, "Invalid", "CustomResourceDefinition: spec.group must be a domain with at least one dot");
+    if (typeof names["plural"] !== "string" || typeof names["kind"] !== "string")
+      throw new ApiError(422, "Invalid", "CustomResourceDefinition: spec.names.plural and spec.names.kind are required");
     if (meta(crd)["name"] !== `${names["plural"]}.${group}`) {
-      throw new ApiError(422, "Invalid", `CustomResourceDefinition: metadata.name must be spec.names.plural+"."+spec.group (${names["plural"]}.${group})`);
+      throw new ApiError(
+        422,
+        "Invalid",
+        `CustomResourceDefinition: metadata.name must be spec.names.plural+"."+spec.group (${names["plural"]}.${group})`,
+      );
     }
-    if (!Array.isArray(spec["versions"]) || spec["versions"].length === 0) throw new ApiError(422, "Invalid", "CustomResourceDefinition: spec.versions must not be empty");
+    if (!Array.isArray(spec["versions"]) || spec["versions"].length === 0)
+      throw new ApiError(422, "Invalid", "CustomResourceDefinition: spec.versions must not be empty");
   }
 
   /** establishCRD serves a CRD's kind and marks it Established. */
@@ -464,15 +560,29 @@ export class Store {
     if (meta(crd)["deletionTimestamp"]) return;
     this.addType(t);
     const status = isObject(crd["status"]) ? crd["status"] : {};
-    const established = Array.isArray(status["conditions"]) && status["conditions"].some((c) => isObject(c) && c["type"] === "Established" && c["status"] === "True");
+    const established =
+      Array.isArray(status["conditions"]) &&
+      status["conditions"].some((c) => isObject(c) && c["type"] === "Established" && c["status"] === "True");
     if (!established) {
       const next = structuredClone(this.objects.get(CRD_KEY)!.get(objectKey(undefined, String(meta(crd)["name"])))!);
       const at = this.timestamp();
       next["status"] = {
-        acceptedNames: { kind: t.kind, listKind: t.listKind, plural: t.plural, singular: t.singular, ...(t.shortNames.length ? { shortNames: t.shortNames } : {}) },
+        acceptedNames: {
+          kind: t.kind,
+          listKind: t.listKind,
+          plural: t.plural,
+          singular: t.singular,
+          ...(t.shortNames.length ? { shortNames: t.shortNames } : {}),
+        },
         conditions: [
           { type: "NamesAccepted", status: "True", reason: "NoConflicts", message: "no conflicts found", lastTransitionTime: at },
-          { type: "Established", status: "True", reason: "InitialNamesAccepted", message: "the initial names have been accepted", lastTransitionTime: at },
+          {
+            type: "Established",
+            status: "True",
+            reason: "InitialNamesAccepted",
+            message: "the initial names have been accepted",
+            lastTransitionTime: at,
+          },
         ],
         storedVersions: t.versions.slice(0, 1),
       };
@@ -507,7 +617,15 @@ export class Store {
   watch(w: Watcher, from: string | undefined): () => void {
     const start = from === undefined || from === "" || from === "0" ? undefined : Number(from);
     if (start !== undefined && (Number.isNaN(start) || start < Math.max(this.oldestResourceVersion(), this.compactedAt))) {
-      w.send("ERROR", { kind: "Status", apiVersion: "v1", metadata: {}, status: "Failure", message: `too old resource version: ${from} (${this.rv})`, reason: "Expired", code: 410 });
+      w.send("ERROR", {
+        kind: "Status",
+        apiVersion: "v1",
+        metadata: {},
+        status: "Failure",
+        message: `too old resource version: ${from} (${this.rv})`,
+        reason: "Expired",
+        code: 410,
+      });
       w.close();
       return () => {};
     }
@@ -597,4 +715,3 @@ function deliver(w: Watcher, e: StoreEvent): void {
   else if (now) w.send("ADDED", e.object);
   else if (before) w.send("DELETED", e.object);
 }
-

@@ -17,10 +17,25 @@
 import { createHash } from "node:crypto";
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { create } from "@bufbuild/protobuf";
-import { CustomObjectsApi, KubernetesObjectApi, loadYaml, PatchStrategy, setHeaderOptions, type KubeConfig, type KubernetesObject } from "@kubernetes/client-node";
+import {
+  CustomObjectsApi,
+  KubernetesObjectApi,
+  loadYaml,
+  PatchStrategy,
+  setHeaderOptions,
+  type KubeConfig,
+  type KubernetesObject,
+} from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import { Ready, ResourceSchema, type Resource } from "../gen/fn/v1/run_function_pb.js";
-import { checkComposition, COMPOSITE_LABEL, COMPOSITION_RESOURCE_NAME, FatalResultError, runPipeline, type Fetch } from "../render/render.js";
+import {
+  checkComposition,
+  COMPOSITE_LABEL,
+  COMPOSITION_RESOURCE_NAME,
+  FatalResultError,
+  runPipeline,
+  type Fetch,
+} from "../render/render.js";
 import type { Runner } from "../render/runner.js";
 import { kubeTimestamp } from "../sdk/object.js";
 import { WorkQueue } from "./queue.js";
@@ -110,7 +125,15 @@ export function crossplaneCRDs(): JsonObject[] {
     type: "object",
     "x-kubernetes-preserve-unknown-fields": true,
     ...(kind === "CompositeResourceDefinition"
-      ? { properties: { spec: { type: "object", "x-kubernetes-preserve-unknown-fields": true, properties: { scope: { type: "string", default: XRD_SCOPE_DEFAULT[v]! } } } } }
+      ? {
+          properties: {
+            spec: {
+              type: "object",
+              "x-kubernetes-preserve-unknown-fields": true,
+              properties: { scope: { type: "string", default: XRD_SCOPE_DEFAULT[v]! } },
+            },
+          },
+        }
       : {}),
   });
   const mk = (kind: string, plural: string, versions: string[]) => ({
@@ -119,9 +142,21 @@ export function crossplaneCRDs(): JsonObject[] {
     metadata: { name: `${plural}.${XP_GROUP}` },
     spec: {
       group: XP_GROUP,
-      names: { kind, plural, singular: kind.toLowerCase(), listKind: `${kind}List`, ...(kind === "CompositeResourceDefinition" ? { shortNames: ["xrd", "xrds"] } : { shortNames: ["comp"] }) },
+      names: {
+        kind,
+        plural,
+        singular: kind.toLowerCase(),
+        listKind: `${kind}List`,
+        ...(kind === "CompositeResourceDefinition" ? { shortNames: ["xrd", "xrds"] } : { shortNames: ["comp"] }),
+      },
       scope: "Cluster",
-      versions: versions.map((v, i) => ({ name: v, served: true, storage: i === 0, subresources: { status: {} }, schema: { openAPIV3Schema: schema(kind, v) } })),
+      versions: versions.map((v, i) => ({
+        name: v,
+        served: true,
+        storage: i === 0,
+        subresources: { status: {} },
+        schema: { openAPIV3Schema: schema(kind, v) },
+      })),
     },
   });
   return [mk("CompositeResourceDefinition", "compositeresourcedefinitions", ["v2", "v1"]), mk("Composition", "compositions", ["v1"])];
@@ -142,8 +177,10 @@ export class Host {
     this.objects = KubernetesObjectApi.makeApiClient(o.kc);
     this.custom = o.kc.makeApiClient(CustomObjectsApi);
     this.watches = new WatchManager(o.kc, o.log, { initialBackoffMs: 200, maxBackoffMs: 10_000 });
-    this.queue = new WorkQueue((k) => this.reconcile(k), { workers: o.workers ?? 4, baseBackoffMs: o.baseBackoffMs ?? 200, maxBackoffMs: o.maxBackoffMs ?? 30_000 }, (key, err, retry) =>
-      o.log.warn({ xr: key, err: (err as Error).message, retryInMs: retry }, "reconcile failed; retrying"),
+    this.queue = new WorkQueue(
+      (k) => this.reconcile(k),
+      { workers: o.workers ?? 4, baseBackoffMs: o.baseBackoffMs ?? 200, maxBackoffMs: o.maxBackoffMs ?? 30_000 },
+      (key, err, retry) => o.log.warn({ xr: key, err: (err as Error).message, retryInMs: retry }, "reconcile failed; retrying"),
     );
   }
 
@@ -191,7 +228,12 @@ export class Host {
     // one, the version the XRD is read in decides, as its default would.
     const scope = str(spec["scope"]) ?? (String(xrd["apiVersion"]).endsWith("/v2") ? "Namespaced" : "LegacyCluster");
     const namespaced = scope === "Namespaced";
-    return { xrd: String(metaOf(xrd)["name"]), kind: { group, version, plural }, gvk: { apiVersion: `${group}/${version}`, kind }, namespaced };
+    return {
+      xrd: String(metaOf(xrd)["name"]),
+      kind: { group, version, plural },
+      gvk: { apiVersion: `${group}/${version}`, kind },
+      namespaced,
+    };
   }
 
   private async onXRD(e: WatchEvent): Promise<void> {
@@ -216,7 +258,10 @@ export class Host {
     this.o.log.info({ xrd: name, kind: t.gvk.kind }, "started XR controller");
     const claims = isObject(xrd["spec"]) ? xrd["spec"]["claimNames"] : undefined;
     if (isObject(claims)) {
-      this.o.log.warn({ xrd: name, claimKind: claims["kind"] }, "the XRD offers claims, which the host does not serve: create its XRs directly");
+      this.o.log.warn(
+        { xrd: name, claimKind: claims["kind"] },
+        "the XRD offers claims, which the host does not serve: create its XRs directly",
+      );
     }
   }
 
@@ -229,7 +274,11 @@ export class Host {
       metadata: { name: `${t.kind.plural}.${t.kind.group}` },
       spec: {
         group: t.kind.group,
-        names: { ...(spec["names"] as JsonObject), listKind: `${t.gvk.kind}List`, singular: String((spec["names"] as JsonObject)["singular"] ?? t.gvk.kind.toLowerCase()) },
+        names: {
+          ...(spec["names"] as JsonObject),
+          listKind: `${t.gvk.kind}List`,
+          singular: String((spec["names"] as JsonObject)["singular"] ?? t.gvk.kind.toLowerCase()),
+        },
         scope: t.namespaced ? "Namespaced" : "Cluster",
         versions: (spec["versions"] as JsonObject[]).map((v) => ({
           name: v["name"],
@@ -282,7 +331,8 @@ export class Host {
     const ref = (spec["compositeTypeRef"] ?? {}) as JsonObject;
     for (const c of this.controllers.values()) {
       if (ref["kind"] !== c.type.gvk.kind) continue;
-      for (const o of this.watches.cached(c.type.kind)) this.queue.add(`${c.type.xrd}|${keyOf(o.metadata?.namespace, o.metadata?.name ?? "")}`);
+      for (const o of this.watches.cached(c.type.kind))
+        this.queue.add(`${c.type.xrd}|${keyOf(o.metadata?.namespace, o.metadata?.name ?? "")}`);
     }
   }
 
@@ -293,7 +343,9 @@ export class Host {
    */
   private async collectWatches(): Promise<void> {
     for (const c of this.controllers.values()) {
-      const live = new Set(this.watches.cached(c.type.kind).map((o) => `${c.type.xrd}|${keyOf(o.metadata?.namespace, o.metadata?.name ?? "")}`));
+      const live = new Set(
+        this.watches.cached(c.type.kind).map((o) => `${c.type.xrd}|${keyOf(o.metadata?.namespace, o.metadata?.name ?? "")}`),
+      );
       for (const [xrKey, handles] of c.composed) {
         if (live.has(xrKey)) continue;
         c.composed.delete(xrKey);
@@ -309,7 +361,10 @@ export class Host {
     const plural = await this.pluralOf(apiVersion, kind);
     const [group, version] = apiVersion.includes("/") ? apiVersion.split("/") : ["", apiVersion];
     if (!group) return; // core kinds are not composed here
-    handles.set(id, this.watches.ensure({ group, version: version!, plural }, `xr:${xrKey}`, (e) => this.onComposed(e)));
+    handles.set(
+      id,
+      this.watches.ensure({ group, version: version!, plural }, `xr:${xrKey}`, (e) => this.onComposed(e)),
+    );
   }
 
   private readonly plurals = new Map<string, string>();
@@ -338,7 +393,13 @@ export class Host {
 
     let xr: JsonObject;
     try {
-      xr = plain(await this.objects.read({ apiVersion: c.type.gvk.apiVersion, kind: c.type.gvk.kind, metadata: { name, ...(namespace ? { namespace } : {}) } }));
+      xr = plain(
+        await this.objects.read({
+          apiVersion: c.type.gvk.apiVersion,
+          kind: c.type.gvk.kind,
+          metadata: { name, ...(namespace ? { namespace } : {}) },
+        }),
+      );
     } catch (err) {
       if (errorCode(err) !== 404) throw err;
       // Gone: release the watches held for it; they may be needed by nobody now.
@@ -361,7 +422,13 @@ export class Host {
     const observedObjects = new Map<string, JsonObject>();
     for (const ref of this.resourceRefs(xr)) {
       try {
-        const o = plain(await this.objects.read({ apiVersion: ref.apiVersion, kind: ref.kind, metadata: { name: ref.name, ...(ref.namespace ? { namespace: ref.namespace } : {}) } }));
+        const o = plain(
+          await this.objects.read({
+            apiVersion: ref.apiVersion,
+            kind: ref.kind,
+            metadata: { name: ref.name, ...(ref.namespace ? { namespace: ref.namespace } : {}) },
+          }),
+        );
         const rn = str((metaOf(o)["annotations"] as JsonObject | undefined)?.[COMPOSITION_RESOURCE_NAME]);
         if (!rn) continue;
         observed[rn] = create(ResourceSchema, { resource: o });
@@ -389,19 +456,33 @@ export class Host {
       if (!deleting && chosen.recorded !== name) await this.patchXR(c, xr, { spec: { crossplane: { compositionRef: { name } } } });
     } catch (err) {
       const message = `cannot select a Composition: ${(err as Error).message}`;
-      await this.writeStatus(c, xr, {}, [{ type: "Synced", status: "False", reason: "ReconcileError", message, lastTransitionTime: now() }]);
+      await this.writeStatus(c, xr, {}, [
+        { type: "Synced", status: "False", reason: "ReconcileError", message, lastTransitionTime: now() },
+      ]);
       throw new Error(message);
     }
     let result;
     try {
       result = await runPipeline(
-        { steps: checkComposition({ obj: xr, source: `${c.type.gvk.kind} ${name}` }, { obj: composition, source: `Composition ${String(metaOf(composition)["name"])}` }), xr, observed, context: undefined, credentials: [], fetch: this.fetcher() },
+        {
+          steps: checkComposition(
+            { obj: xr, source: `${c.type.gvk.kind} ${name}` },
+            { obj: composition, source: `Composition ${String(metaOf(composition)["name"])}` },
+          ),
+          xr,
+          observed,
+          context: undefined,
+          credentials: [],
+          fetch: this.fetcher(),
+        },
         this.o.runner,
         Date.now() + (this.o.functionTimeoutMs ?? 30_000),
       );
     } catch (err) {
       const message = err instanceof FatalResultError ? err.message : `cannot run the composition pipeline: ${(err as Error).message}`;
-      await this.writeStatus(c, xr, {}, [{ type: "Synced", status: "False", reason: "ReconcileError", message, lastTransitionTime: now() }]);
+      await this.writeStatus(c, xr, {}, [
+        { type: "Synced", status: "False", reason: "ReconcileError", message, lastTransitionTime: now() },
+      ]);
       throw new Error(message);
     }
 
@@ -418,24 +499,40 @@ export class Host {
     for (const rn of Object.keys(desiredResources).sort()) {
       const d = desiredResources[rn]!;
       const obj = this.composedObject(xr, rn, d.resource ?? {}, observedObjects.get(rn));
-      const applied = plain(await this.objects.patch(kubeObject(obj), undefined, undefined, `xfn/${String(m["uid"])}`, true, PatchStrategy.ServerSideApply));
+      const applied = plain(
+        await this.objects.patch(kubeObject(obj), undefined, undefined, `xfn/${String(m["uid"])}`, true, PatchStrategy.ServerSideApply),
+      );
       const am = metaOf(applied);
-      refs.push({ apiVersion: String(applied["apiVersion"]), kind: String(applied["kind"]), name: String(am["name"]), ...(am["namespace"] ? { namespace: String(am["namespace"]) } : {}) });
+      refs.push({
+        apiVersion: String(applied["apiVersion"]),
+        kind: String(applied["kind"]),
+        name: String(am["name"]),
+        ...(am["namespace"] ? { namespace: String(am["namespace"]) } : {}),
+      });
       await this.watchComposed(c, key, String(applied["apiVersion"]), String(applied["kind"]));
-      const ready = d.ready === Ready.TRUE || (d.ready === Ready.UNSPECIFIED && conditionsOf(applied).some((x) => x["type"] === "Ready" && x["status"] === "True"));
+      const ready =
+        d.ready === Ready.TRUE ||
+        (d.ready === Ready.UNSPECIFIED && conditionsOf(applied).some((x) => x["type"] === "Ready" && x["status"] === "True"));
       if (!ready) unready.push(rn);
     }
     for (const [rn, o] of observedObjects) {
       if (Object.hasOwn(desiredResources, rn)) continue;
       const om = metaOf(o);
       if (!om["deletionTimestamp"]) {
-        await this.objects.delete(o as KubernetesObject, undefined, undefined, undefined, undefined, deleting ? "Foreground" : "Background").catch((err) => {
-          if (errorCode(err) !== 404) throw err;
-        });
+        await this.objects
+          .delete(o as KubernetesObject, undefined, undefined, undefined, undefined, deleting ? "Foreground" : "Background")
+          .catch((err) => {
+            if (errorCode(err) !== 404) throw err;
+          });
         log.info({ resource: rn }, deleting ? "deleting composed resource" : "deleted dropped composed resource");
       }
       // Still there until it is gone: keep the reference so it stays observed.
-      refs.push({ apiVersion: String(o["apiVersion"]), kind: String(o["kind"]), name: String(om["name"]), ...(om["namespace"] ? { namespace: String(om["namespace"]) } : {}) });
+      refs.push({
+        apiVersion: String(o["apiVersion"]),
+        kind: String(o["kind"]),
+        name: String(om["name"]),
+        ...(om["namespace"] ? { namespace: String(om["namespace"]) } : {}),
+      });
     }
 
     // Resource references, then status and conditions, in this same reconcile.
@@ -444,8 +541,16 @@ export class Host {
     const conds: JsonObject[] = [{ type: "Synced", status: "True", reason: "ReconcileSuccess", lastTransitionTime: now() }];
     const xrReady = result.desired.composite?.ready ?? Ready.UNSPECIFIED;
     if (!deleting) {
-      if (xrReady === Ready.TRUE || (xrReady === Ready.UNSPECIFIED && unready.length === 0)) conds.push({ type: "Ready", status: "True", reason: "Available", lastTransitionTime: now() });
-      else conds.push({ type: "Ready", status: "False", reason: "Creating", ...(unready.length ? { message: `Unready resources: ${unready.join(", ")}` } : {}), lastTransitionTime: now() });
+      if (xrReady === Ready.TRUE || (xrReady === Ready.UNSPECIFIED && unready.length === 0))
+        conds.push({ type: "Ready", status: "True", reason: "Available", lastTransitionTime: now() });
+      else
+        conds.push({
+          type: "Ready",
+          status: "False",
+          reason: "Creating",
+          ...(unready.length ? { message: `Unready resources: ${unready.join(", ")}` } : {}),
+          lastTransitionTime: now(),
+        });
     }
     if (deleting && !ordered) {
       // Name what is left and what holds it, as the deletion step does.
@@ -453,14 +558,22 @@ export class Host {
         const f = metaOf(observedObjects.get(rn)!)["finalizers"];
         return Array.isArray(f) && f.length > 0 ? `${rn} (finalizers: ${f.join(", ")})` : rn;
       });
-      conds.push({ type: "Ready", status: "False", reason: "Deleting", message: `deleting ${left.length} composed resource${left.length === 1 ? "" : "s"}: ${left.join(", ")}`, lastTransitionTime: now() });
+      conds.push({
+        type: "Ready",
+        status: "False",
+        reason: "Deleting",
+        message: `deleting ${left.length} composed resource${left.length === 1 ? "" : "s"}: ${left.join(", ")}`,
+        lastTransitionTime: now(),
+      });
     }
     for (const fc of result.conditions) {
       // Functions may not override system conditions, except Ready while the XR is deleted (the deletion step's report).
       if (fc["type"] === "Synced" || (fc["type"] === "Ready" && !ordered)) continue;
       conds.push({ ...fc, lastTransitionTime: now() });
     }
-    const desiredStatus = isObject(result.desired.composite?.resource?.["status"]) ? (result.desired.composite!.resource!["status"] as JsonObject) : {};
+    const desiredStatus = isObject(result.desired.composite?.resource?.["status"])
+      ? (result.desired.composite!.resource!["status"] as JsonObject)
+      : {};
     await this.writeStatus(c, xr, desiredStatus, conds);
     const ttl = deleting ? Math.min(result.ttlSeconds ?? 2, 2) : (result.ttlSeconds ?? 60);
     return { requeueAfterMs: ttl * 1000 };
@@ -470,7 +583,12 @@ export class Host {
     const spec = isObject(xr["spec"]) ? xr["spec"] : {};
     const cp = isObject(spec["crossplane"]) ? spec["crossplane"] : {};
     const refs = Array.isArray(cp["resourceRefs"]) ? cp["resourceRefs"] : Array.isArray(spec["resourceRefs"]) ? spec["resourceRefs"] : [];
-    return refs.filter(isObject).map((r) => ({ apiVersion: String(r["apiVersion"]), kind: String(r["kind"]), name: String(r["name"]), ...(r["namespace"] ? { namespace: String(r["namespace"]) } : {}) }));
+    return refs.filter(isObject).map((r) => ({
+      apiVersion: String(r["apiVersion"]),
+      kind: String(r["kind"]),
+      name: String(r["name"]),
+      ...(r["namespace"] ? { namespace: String(r["namespace"]) } : {}),
+    }));
   }
 
   /**
@@ -502,11 +620,15 @@ export class Host {
     const rawRef = field("compositionRef");
     if (rawSelector !== undefined && rawSelector !== null) {
       const labels = isObject(rawSelector) ? rawSelector["matchLabels"] : undefined;
-      if (!isObject(rawSelector) || (labels !== undefined && labels !== null && !(isObject(labels) && Object.values(labels).every((v) => typeof v === "string")))) {
+      if (
+        !isObject(rawSelector) ||
+        (labels !== undefined && labels !== null && !(isObject(labels) && Object.values(labels).every((v) => typeof v === "string")))
+      ) {
         throw new Error(`compositionSelector must be {matchLabels: {key: "value", ...}}, got ${JSON.stringify(rawSelector)}`);
       }
     }
-    if (rawRef !== undefined && rawRef !== null && !nameOf(rawRef)) throw new Error(`compositionRef must be {name: "..."}, got ${JSON.stringify(rawRef)}`);
+    if (rawRef !== undefined && rawRef !== null && !nameOf(rawRef))
+      throw new Error(`compositionRef must be {name: "..."}, got ${JSON.stringify(rawRef)}`);
     const selector = isObject(rawSelector) ? rawSelector : undefined;
     const enforced = nameOf(xrdSpec["enforcedCompositionRef"]);
     const own = nameOf(rawRef);
@@ -528,7 +650,9 @@ export class Host {
     if (matching.length === 0) throw new Error(`no Composition ${what}`);
     if (matching.length > 1) {
       const names = matching.map((x) => String(metaOf(x)["name"])).sort();
-      const choose = selector ? "compositionRef, or narrow compositionSelector" : "compositionRef or compositionSelector, or give the XRD a defaultCompositionRef";
+      const choose = selector
+        ? "compositionRef, or narrow compositionSelector"
+        : "compositionRef or compositionSelector, or give the XRD a defaultCompositionRef";
       throw new Error(`${matching.length} Compositions ${what} (${names.join(", ")}): set the XR's ${choose}`);
     }
     return { obj: matching[0]!, recorded: own };
@@ -543,27 +667,68 @@ export class Host {
     o["metadata"] = m;
     const om = observed ? metaOf(observed) : undefined;
     // A deterministic name: a crash between create and recording the reference never makes a second object.
-    m["name"] = str(om?.["name"]) ?? str(m["name"]) ?? `${String(xm["name"])}-${createHash("sha256").update(`${String(xm["uid"])}/${rn}`).digest("hex").slice(0, 5)}`;
+    m["name"] =
+      str(om?.["name"]) ??
+      str(m["name"]) ??
+      `${String(xm["name"])}-${createHash("sha256")
+        .update(`${String(xm["uid"])}/${rn}`)
+        .digest("hex")
+        .slice(0, 5)}`;
     delete m["generateName"];
     if (xm["namespace"]) m["namespace"] = xm["namespace"]!;
     m["annotations"] = { ...((m["annotations"] as JsonObject | undefined) ?? {}), [COMPOSITION_RESOURCE_NAME]: rn };
-    m["labels"] = { ...((m["labels"] as JsonObject | undefined) ?? {}), [COMPOSITE_LABEL]: String(((xm["labels"] as JsonObject | undefined)?.[COMPOSITE_LABEL] as string | undefined) ?? xm["name"]) };
-    m["ownerReferences"] = [{ apiVersion: String(xr["apiVersion"]), kind: String(xr["kind"]), name: String(xm["name"]), uid: String(xm["uid"]), controller: true, blockOwnerDeletion: true }];
+    m["labels"] = {
+      ...((m["labels"] as JsonObject | undefined) ?? {}),
+      [COMPOSITE_LABEL]: String(((xm["labels"] as JsonObject | undefined)?.[COMPOSITE_LABEL] as string | undefined) ?? xm["name"]),
+    };
+    m["ownerReferences"] = [
+      {
+        apiVersion: String(xr["apiVersion"]),
+        kind: String(xr["kind"]),
+        name: String(xm["name"]),
+        uid: String(xm["uid"]),
+        controller: true,
+        blockOwnerDeletion: true,
+      },
+    ];
     return o;
   }
 
   private fetcher(): Fetch {
     return async (s) => {
-      const sel = s.match.case === "matchLabels" ? Object.entries(s.match.value.labels).map(([k, v]) => `${k}=${v}`).join(",") : undefined;
-      const list = await this.objects.list(s.apiVersion, s.kind, s.namespace, undefined, undefined, undefined, s.match.case === "matchName" ? `metadata.name=${s.match.value}` : undefined, sel);
-      return { $typeName: "apiextensions.fn.proto.v1.Resources", items: list.items.map((i) => create(ResourceSchema, { resource: plain(i) })) };
+      const sel =
+        s.match.case === "matchLabels"
+          ? Object.entries(s.match.value.labels)
+              .map(([k, v]) => `${k}=${v}`)
+              .join(",")
+          : undefined;
+      const list = await this.objects.list(
+        s.apiVersion,
+        s.kind,
+        s.namespace,
+        undefined,
+        undefined,
+        undefined,
+        s.match.case === "matchName" ? `metadata.name=${s.match.value}` : undefined,
+        sel,
+      );
+      return {
+        $typeName: "apiextensions.fn.proto.v1.Resources",
+        items: list.items.map((i) => create(ResourceSchema, { resource: plain(i) })),
+      };
     };
   }
 
   /** patchXR merge-patches the XR itself (finalizers, resource references). */
   private async patchXR(c: Controller, xr: JsonObject, patch: JsonObject): Promise<void> {
     const m = metaOf(xr);
-    const base = { group: c.type.kind.group, version: c.type.kind.version, plural: c.type.kind.plural, name: String(m["name"]), body: patch };
+    const base = {
+      group: c.type.kind.group,
+      version: c.type.kind.version,
+      plural: c.type.kind.plural,
+      name: String(m["name"]),
+      body: patch,
+    };
     const opts = setHeaderOptions("Content-Type", PatchStrategy.MergePatch);
     if (m["namespace"]) await this.custom.patchNamespacedCustomObject({ ...base, namespace: String(m["namespace"]) }, opts);
     else await this.custom.patchClusterCustomObject(base, opts);
@@ -581,13 +746,29 @@ export class Host {
     for (const n of conds) {
       const i = merged.findIndex((x) => x["type"] === n["type"]);
       const old = i >= 0 ? merged[i]! : undefined;
-      const next = old && old["status"] === n["status"] && old["reason"] === n["reason"] ? { ...n, lastTransitionTime: old["lastTransitionTime"] ?? n["lastTransitionTime"]! } : n;
+      const next =
+        old && old["status"] === n["status"] && old["reason"] === n["reason"]
+          ? { ...n, lastTransitionTime: old["lastTransitionTime"] ?? n["lastTransitionTime"]! }
+          : n;
       if (i >= 0) merged[i] = next;
       else merged.push(next);
     }
     const m = metaOf(xr);
-    const body = { apiVersion: c.type.gvk.apiVersion, kind: c.type.gvk.kind, metadata: { name: String(m["name"]), ...(m["namespace"] ? { namespace: String(m["namespace"]) } : {}) }, status: { ...desired, conditions: merged } };
-    const base = { group: c.type.kind.group, version: c.type.kind.version, plural: c.type.kind.plural, name: String(m["name"]), body, fieldManager: `xfn-status/${String(m["uid"])}`, force: true };
+    const body = {
+      apiVersion: c.type.gvk.apiVersion,
+      kind: c.type.gvk.kind,
+      metadata: { name: String(m["name"]), ...(m["namespace"] ? { namespace: String(m["namespace"]) } : {}) },
+      status: { ...desired, conditions: merged },
+    };
+    const base = {
+      group: c.type.kind.group,
+      version: c.type.kind.version,
+      plural: c.type.kind.plural,
+      name: String(m["name"]),
+      body,
+      fieldManager: `xfn-status/${String(m["uid"])}`,
+      force: true,
+    };
     const opts = setHeaderOptions("Content-Type", PatchStrategy.ServerSideApply);
     if (m["namespace"]) await this.custom.patchNamespacedCustomObjectStatus({ ...base, namespace: String(m["namespace"]) }, opts);
     else await this.custom.patchClusterCustomObjectStatus(base, opts);

@@ -25,4 +25,3 @@ export async function applyManifests(kc: KubeConfig, docs: Doc[], log: Logger): 
     }
   }
 }
-

@@ -11,7 +11,14 @@
 // - client-node's informer restarts itself only after a 410 Gone; on any other
 //   error it stops. Here a failed informer is restarted with exponential
 //   backoff until it connects again or its last owner leaves.
-import { CustomObjectsApi, makeInformer, type Informer, type KubeConfig, type KubernetesObject, type ObjectCache } from "@kubernetes/client-node";
+import {
+  CustomObjectsApi,
+  makeInformer,
+  type Informer,
+  type KubeConfig,
+  type KubernetesObject,
+  type ObjectCache,
+} from "@kubernetes/client-node";
 import type { Logger } from "pino";
 
 /** Kind identifies a watched resource type by group, version and plural. */
@@ -131,7 +138,14 @@ export class WatchManager {
     const path = `/apis/${kind.group}/${kind.version}/${kind.plural}`;
     const list = () => this.api.listClusterCustomObject({ group: kind.group, version: kind.version, plural: kind.plural }) as never;
     const informer = makeInformer<KubernetesObject>(this.kc, path, list);
-    const e: Entry = { kind, informer, handlers: new Map(), stopping: false, backoffMs: this.opts.initialBackoffMs ?? 200, started: Promise.resolve() };
+    const e: Entry = {
+      kind,
+      informer,
+      handlers: new Map(),
+      stopping: false,
+      backoffMs: this.opts.initialBackoffMs ?? 200,
+      started: Promise.resolve(),
+    };
     const emit = (type: WatchEventType) => (object: KubernetesObject) => {
       for (const h of [...e.handlers.values()]) {
         try {

@@ -48,7 +48,8 @@ export function loadDocs(path: string): Doc[] {
       if (doc.errors.length > 0) throw new InputError(`cannot parse ${where}: ${doc.errors[0]!.message.split("\n")[0]}`);
       const v = doc.toJS() as unknown;
       if (v === null || v === undefined) continue; // an empty document between separators
-      if (typeof v !== "object" || Array.isArray(v)) throw new InputError(`${where}: expected a Kubernetes object, got ${Array.isArray(v) ? "a list" : typeof v}`);
+      if (typeof v !== "object" || Array.isArray(v))
+        throw new InputError(`${where}: expected a Kubernetes object, got ${Array.isArray(v) ? "a list" : typeof v}`);
       out.push({ obj: v as JsonObject, source: where });
     }
   }

@@ -39,7 +39,13 @@ export const MAX_REQUIREMENTS_ITERATIONS = 5;
 export const FIXED_TIME = "2024-01-01T00:00:00Z";
 const CONDITION_TIME = FIXED_TIME;
 const SYSTEM_CONDITIONS = new Set(["Ready", "Synced", "Healthy"]);
-const ALL_CAPABILITIES = [Capability.CAPABILITIES, Capability.REQUIRED_RESOURCES, Capability.CREDENTIALS, Capability.CONDITIONS, Capability.REQUIRED_SCHEMAS];
+const ALL_CAPABILITIES = [
+  Capability.CAPABILITIES,
+  Capability.REQUIRED_RESOURCES,
+  Capability.CREDENTIALS,
+  Capability.CONDITIONS,
+  Capability.REQUIRED_SCHEMAS,
+];
 
 /** RenderInputs are the parsed inputs of one render. */
 export interface RenderInputs {
@@ -92,13 +98,19 @@ export function checkComposition(xr: Doc, comp: Doc): PipelineStep[] {
   }
   const spec = isObject(comp.obj["spec"]) ? comp.obj["spec"] : {};
   const ref = isObject(spec["compositeTypeRef"]) ? spec["compositeTypeRef"] : {};
-  if (ref["kind"] !== x.kind) throw new InputError(`composition's compositeTypeRef.kind (${String(ref["kind"])}) does not match XR's kind (${x.kind})`);
+  if (ref["kind"] !== x.kind)
+    throw new InputError(`composition's compositeTypeRef.kind (${String(ref["kind"])}) does not match XR's kind (${x.kind})`);
   if (ref["apiVersion"] !== x.apiVersion) {
-    throw new InputError(`composition's compositeTypeRef.apiVersion (${String(ref["apiVersion"])}) does not match XR's apiVersion (${x.apiVersion})`);
+    throw new InputError(
+      `composition's compositeTypeRef.apiVersion (${String(ref["apiVersion"])}) does not match XR's apiVersion (${x.apiVersion})`,
+    );
   }
   const mode = spec["mode"] ?? "Pipeline";
   if (mode !== "Pipeline" || !Array.isArray(spec["pipeline"])) {
-    throw new InputError(`render only supports Composition Function pipelines: Composition ${JSON.stringify(c.name)} must use spec.mode: Pipeline with a spec.pipeline`);
+    throw new InputError(
+      `render only supports Composition Function pipelines: Composition ${JSON.stringify(c.name)} ` +
+        "must use spec.mode: Pipeline with a spec.pipeline",
+    );
   }
   return spec["pipeline"].map((raw, i): PipelineStep => {
     const where = `${comp.source}: spec.pipeline[${i}]`;
@@ -110,7 +122,13 @@ export function checkComposition(xr: Doc, comp: Doc): PipelineStep[] {
     if (raw["input"] !== undefined && !isObject(raw["input"])) throw new InputError(`${where} (${step}): input must be an object`);
     const credentials = (Array.isArray(raw["credentials"]) ? raw["credentials"] : []).flatMap((cr) => {
       if (!isObject(cr) || cr["source"] !== "Secret" || !isObject(cr["secretRef"])) return [];
-      return [{ name: String(cr["name"]), secretName: String(cr["secretRef"]["name"]), secretNamespace: String(cr["secretRef"]["namespace"] ?? "") }];
+      return [
+        {
+          name: String(cr["name"]),
+          secretName: String(cr["secretRef"]["name"]),
+          secretNamespace: String(cr["secretRef"]["namespace"] ?? ""),
+        },
+      ];
     });
     const req = isObject(raw["requirements"]) ? raw["requirements"] : {};
     const bootstrap = (Array.isArray(req["requiredResources"]) ? req["requiredResources"] : []).flatMap((s) => {
@@ -118,7 +136,10 @@ export function checkComposition(xr: Doc, comp: Doc): PipelineStep[] {
       const selector: Omit<ResourceSelector, "$typeName"> = {
         apiVersion: String(s["apiVersion"] ?? ""),
         kind: String(s["kind"] ?? ""),
-        match: typeof s["name"] === "string" ? { case: "matchName", value: s["name"] } : { case: "matchLabels", value: { $typeName: "apiextensions.fn.proto.v1.MatchLabels", labels: stringMap(s["matchLabels"]) } },
+        match:
+          typeof s["name"] === "string"
+            ? { case: "matchName", value: s["name"] }
+            : { case: "matchLabels", value: { $typeName: "apiextensions.fn.proto.v1.MatchLabels", labels: stringMap(s["matchLabels"]) } },
         ...(typeof s["namespace"] === "string" ? { namespace: s["namespace"] } : {}),
       };
       return [{ name: s["requirementName"], selector }];
@@ -142,7 +163,10 @@ export function select(docs: Doc[], s: Omit<ResourceSelector, "$typeName">): Res
       return false;
     })
     .sort((a, b) => String(meta(a)["name"]).localeCompare(String(meta(b)["name"])));
-  return { $typeName: "apiextensions.fn.proto.v1.Resources", items: items.map((o) => create(ResourceSchema, { resource: structuredClone(o) })) };
+  return {
+    $typeName: "apiextensions.fn.proto.v1.Resources",
+    items: items.map((o) => create(ResourceSchema, { resource: structuredClone(o) })),
+  };
 }
 
 /** Fetch answers one resource requirement. */
@@ -161,7 +185,12 @@ const hasRequirements = (r: Requirements | undefined): r is Requirements =>
  * runWithRequirements calls a function, answers what it asks for, and calls it
  * again until its requirements stop changing, at most 5 times, as Crossplane does.
  */
-async function runWithRequirements(run: (req: RunFunctionRequest) => Promise<RunFunctionResponse>, req: RunFunctionRequest, fetch: Fetch, step: string) {
+async function runWithRequirements(
+  run: (req: RunFunctionRequest) => Promise<RunFunctionResponse>,
+  req: RunFunctionRequest,
+  fetch: Fetch,
+  step: string,
+) {
   let previous: Requirements | undefined;
   for (let i = 0; i < MAX_REQUIREMENTS_ITERATIONS; i++) {
     const rsp = await run(req);
@@ -172,7 +201,9 @@ async function runWithRequirements(run: (req: RunFunctionRequest) => Promise<Run
     req.requiredResources = { ...req.requiredResources, ...(await answer(wanted.resources, fetch)) };
     req.extraResources = await answer(wanted.extraResources, fetch);
     // xfn render has no schemas to offer: an empty Schema answers "not found".
-    req.requiredSchemas = Object.fromEntries(Object.keys(wanted.schemas).map((k) => [k, { $typeName: "apiextensions.fn.proto.v1.Schema" as const }]));
+    req.requiredSchemas = Object.fromEntries(
+      Object.keys(wanted.schemas).map((k) => [k, { $typeName: "apiextensions.fn.proto.v1.Schema" as const }]),
+    );
   }
   throw new Error(`pipeline step ${JSON.stringify(step)}: requirements did not stabilize after ${MAX_REQUIREMENTS_ITERATIONS} iterations`);
 }
@@ -227,9 +258,25 @@ export async function runPipeline(p: PipelineInputs, runner: Runner, deadline: n
     if (Date.now() > deadline) throw new Error(`timed out before pipeline step ${JSON.stringify(s.step)}`);
     const credentials = Object.fromEntries(
       s.credentials.map((c) => {
-        const secret = p.credentials.find((d) => d.obj["kind"] === "Secret" && meta(d.obj)["name"] === c.secretName && (meta(d.obj)["namespace"] ?? "") === c.secretNamespace);
-        if (!secret) throw new InputError(`pipeline step ${JSON.stringify(s.step)}: cannot get credentials from secret ${JSON.stringify(c.secretName)}: not in --function-credentials`);
-        return [c.name, { $typeName: "apiextensions.fn.proto.v1.Credentials" as const, source: { case: "credentialData" as const, value: { $typeName: "apiextensions.fn.proto.v1.CredentialData" as const, data: decodeSecret(secret.obj) } } }];
+        const secret = p.credentials.find(
+          (d) =>
+            d.obj["kind"] === "Secret" && meta(d.obj)["name"] === c.secretName && (meta(d.obj)["namespace"] ?? "") === c.secretNamespace,
+        );
+        if (!secret)
+          throw new InputError(
+            `pipeline step ${JSON.stringify(s.step)}: cannot get credentials from secret ${JSON.stringify(c.secretName)}: ` +
+              "not in --function-credentials",
+          );
+        return [
+          c.name,
+          {
+            $typeName: "apiextensions.fn.proto.v1.Credentials" as const,
+            source: {
+              case: "credentialData" as const,
+              value: { $typeName: "apiextensions.fn.proto.v1.CredentialData" as const, data: decodeSecret(secret.obj) },
+            },
+          },
+        ];
       }),
     );
     const bootstrap: Record<string, Resources> = {};
@@ -252,11 +299,24 @@ export async function runPipeline(p: PipelineInputs, runner: Runner, deadline: n
     const ttl = rsp.meta?.ttl;
     if (ttl) ttlSeconds = Math.min(ttlSeconds ?? Infinity, Number(ttl.seconds) + ttl.nanos / 1e9);
     for (const r of rsp.results) {
-      results.push({ apiVersion: RENDER_API_VERSION, kind: "Result", step: s.step, severity: `SEVERITY_${Severity[r.severity]}`, message: r.message, ...(r.reason ? { reason: r.reason } : {}) });
+      results.push({
+        apiVersion: RENDER_API_VERSION,
+        kind: "Result",
+        step: s.step,
+        severity: `SEVERITY_${Severity[r.severity]}`,
+        message: r.message,
+        ...(r.reason ? { reason: r.reason } : {}),
+      });
     }
     for (const c of rsp.conditions) {
       const status = c.status === Status.CONDITION_TRUE ? "True" : c.status === Status.CONDITION_FALSE ? "False" : "Unknown";
-      conditions.push({ type: c.type, status, reason: c.reason, ...(c.message ? { message: c.message } : {}), lastTransitionTime: CONDITION_TIME });
+      conditions.push({
+        type: c.type,
+        status,
+        reason: c.reason,
+        ...(c.message ? { message: c.message } : {}),
+        lastTransitionTime: CONDITION_TIME,
+      });
     }
   }
   return { desired, context, results, conditions, ttlSeconds };
@@ -269,11 +329,21 @@ export async function render(inputs: RenderInputs, runner: Runner, opts: { timeo
   const observed: Record<string, Resource> = {};
   for (const d of inputs.observed) {
     const name = stringMap(meta(d.obj)["annotations"])[COMPOSITION_RESOURCE_NAME];
-    if (!name) throw new InputError(`${d.source}: an observed resource needs the ${COMPOSITION_RESOURCE_NAME} annotation to be matched to a pipeline resource`);
+    if (!name)
+      throw new InputError(
+        `${d.source}: an observed resource needs the ${COMPOSITION_RESOURCE_NAME} annotation to be matched to a pipeline resource`,
+      );
     observed[name] = create(ResourceSchema, { resource: structuredClone(d.obj) });
   }
   const r = await runPipeline(
-    { steps, xr, observed, context: structuredClone(inputs.context), credentials: inputs.credentials, fetch: (s) => select(inputs.required, s) },
+    {
+      steps,
+      xr,
+      observed,
+      context: structuredClone(inputs.context),
+      credentials: inputs.credentials,
+      fetch: (s) => select(inputs.required, s),
+    },
     runner,
     Date.now() + opts.timeoutMs,
   );
@@ -301,7 +371,13 @@ function renderXR(xr: JsonObject, desired: State, conditions: JsonObject[]): Jso
   if (xrReady === Ready.FALSE) ready = { type: "Ready", status: "False", reason: "Creating", lastTransitionTime: CONDITION_TIME };
   else if (xrReady === Ready.UNSPECIFIED && unready.length > 0) {
     const shown = unready.length > 3 ? `${unready.slice(0, 3).join(", ")}, and ${unready.length - 3} more` : unready.join(", ");
-    ready = { type: "Ready", status: "False", reason: "Creating", message: `Unready resources: ${shown}`, lastTransitionTime: CONDITION_TIME };
+    ready = {
+      type: "Ready",
+      status: "False",
+      reason: "Creating",
+      message: `Unready resources: ${shown}`,
+      lastTransitionTime: CONDITION_TIME,
+    };
   }
   const status = isObject(out["status"]) ? out["status"] : {};
   const conds: JsonObject[] = [ready];
@@ -320,7 +396,9 @@ function renderComposed(xr: JsonObject, desired: State, observed: Record<string,
   const xm = meta(xr);
   const xrLabels = stringMap(xm["labels"]);
   const prefix = xrLabels[COMPOSITE_LABEL] || String(xm["name"]);
-  const claim = isObject((xr["spec"] as JsonObject | undefined)?.["claimRef"]) ? ((xr["spec"] as JsonObject)["claimRef"] as JsonObject) : undefined;
+  const claim = isObject((xr["spec"] as JsonObject | undefined)?.["claimRef"])
+    ? ((xr["spec"] as JsonObject)["claimRef"] as JsonObject)
+    : undefined;
   return Object.keys(desired.resources)
     .sort()
     .map((name) => {
@@ -355,7 +433,9 @@ function renderComposed(xr: JsonObject, desired: State, observed: Record<string,
         controller: true,
         blockOwnerDeletion: true,
       };
-      const refs = (Array.isArray(m["ownerReferences"]) ? m["ownerReferences"] : []).filter((r) => !(isObject(r) && r["controller"] === true));
+      const refs = (Array.isArray(m["ownerReferences"]) ? m["ownerReferences"] : []).filter(
+        (r) => !(isObject(r) && r["controller"] === true),
+      );
       m["ownerReferences"] = [...refs, owner];
       return cd;
     });

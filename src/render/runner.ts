@@ -13,7 +13,12 @@ import { fromBinary, toBinary, type JsonObject } from "@bufbuild/protobuf";
 import { status as Code, type ServiceError } from "@grpc/grpc-js";
 import { dial, type FunctionClient } from "../client/client.js";
 import { loadFunction } from "../cli/load.js";
-import { RunFunctionRequestSchema, RunFunctionResponseSchema, type RunFunctionRequest, type RunFunctionResponse } from "../gen/fn/v1/run_function_pb.js";
+import {
+  RunFunctionRequestSchema,
+  RunFunctionResponseSchema,
+  type RunFunctionRequest,
+  type RunFunctionResponse,
+} from "../gen/fn/v1/run_function_pb.js";
 import { createHandler, DEFAULT_MAX_RESPONSE_BYTES, type Handler } from "../server/handler.js";
 import { createLogger } from "../server/log.js";
 import { identity, InputError, type Doc } from "./load.js";
@@ -31,7 +36,8 @@ export interface Runner {
 
 type Backend = { kind: "module"; handler: Handler } | { kind: "grpc"; client: FunctionClient; target: string };
 
-const annotations = (o: JsonObject): Record<string, unknown> => (((o["metadata"] ?? {}) as JsonObject)["annotations"] ?? {}) as Record<string, unknown>;
+const annotations = (o: JsonObject): Record<string, unknown> =>
+  (((o["metadata"] ?? {}) as JsonObject)["annotations"] ?? {}) as Record<string, unknown>;
 
 /** createRunner prepares every Function in the functions file. */
 export async function createRunner(functions: Doc[], functionsPath: string, now: () => Date): Promise<Runner> {
@@ -56,12 +62,17 @@ export async function createRunner(functions: Doc[], functionsPath: string, now:
         handler: createHandler(fn, { maxConcurrency: 1, maxQueue: 1, maxResponseBytes: DEFAULT_MAX_RESPONSE_BYTES, now }, quiet),
       });
     } else if (a[ANNOTATION_RUNTIME] === "Development") {
-      const target = typeof a[ANNOTATION_TARGET] === "string" && a[ANNOTATION_TARGET] !== "" ? (a[ANNOTATION_TARGET] as string) : DEFAULT_DEVELOPMENT_TARGET;
+      const target =
+        typeof a[ANNOTATION_TARGET] === "string" && a[ANNOTATION_TARGET] !== ""
+          ? (a[ANNOTATION_TARGET] as string)
+          : DEFAULT_DEVELOPMENT_TARGET;
       backends.set(name, { kind: "grpc", client: dial(target, { insecure: true }), target });
     } else {
       throw new InputError(
-        `Function ${JSON.stringify(name)} (${doc.source}) has no runtime xfn can use: annotate it with ${ANNOTATION_MODULE}: <path to a function module> ` +
-          `to run it in-process, or ${ANNOTATION_RUNTIME}: Development to call one already serving at ${DEFAULT_DEVELOPMENT_TARGET} (xfn runs no container engine)`,
+        `Function ${JSON.stringify(name)} (${doc.source}) has no runtime xfn can use: ` +
+          `annotate it with ${ANNOTATION_MODULE}: <path to a function module> to run it in-process, ` +
+          `or ${ANNOTATION_RUNTIME}: Development to call one already serving at ${DEFAULT_DEVELOPMENT_TARGET} ` +
+          "(xfn runs no container engine)",
       );
     }
   }

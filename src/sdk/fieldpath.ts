@@ -199,7 +199,14 @@ export function deleteValue(obj: JsonObject, path: string): boolean {
   let cur: JsonValue | undefined = obj;
   for (const s of parentPath) {
     if (cur === null || typeof cur !== "object") return false;
-    cur = "field" in s ? (Array.isArray(cur) || !Object.hasOwn(cur, s.field) ? undefined : cur[s.field]) : Array.isArray(cur) ? cur[s.index] : undefined;
+    cur =
+      "field" in s
+        ? Array.isArray(cur) || !Object.hasOwn(cur, s.field)
+          ? undefined
+          : cur[s.field]
+        : Array.isArray(cur)
+          ? cur[s.index]
+          : undefined;
   }
   const last = segments[segments.length - 1]!;
   if ("field" in last) {

@@ -14,7 +14,8 @@ export interface ObjectCondition {
 }
 
 /** own reads o's own key (never the prototype's), or undefined. */
-const own = (o: JsonObject | undefined, key: string): JsonValue | undefined => (o !== undefined && Object.hasOwn(o, key) ? o[key] : undefined);
+const own = (o: JsonObject | undefined, key: string): JsonValue | undefined =>
+  o !== undefined && Object.hasOwn(o, key) ? o[key] : undefined;
 
 /**
  * metadataEntry reads metadata[map][key] directly when every part is the type

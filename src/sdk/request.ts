@@ -3,11 +3,7 @@
 // the request's own objects: treat them as read-only, and write through the
 // response (which starts as a copy, see response.ts).
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
-import {
-  Capability,
-  type Resource,
-  type RunFunctionRequest,
-} from "../gen/fn/v1/run_function_pb.js";
+import { Capability, type Resource, type RunFunctionRequest } from "../gen/fn/v1/run_function_pb.js";
 
 /** getTag returns the request's opaque tag ("" when Crossplane sent none). */
 export function getTag(req: RunFunctionRequest): string {
@@ -91,7 +87,8 @@ export const ENVIRONMENT_KEY = "apiextensions.crossplane.io/environment";
  * means it looked and found nothing.
  */
 export function getRequiredResources(req: RunFunctionRequest, name: string): JsonObject[] | undefined {
-  const found = (Object.hasOwn(req.requiredResources, name) ? req.requiredResources[name] : undefined) ??
+  const found =
+    (Object.hasOwn(req.requiredResources, name) ? req.requiredResources[name] : undefined) ??
     (Object.hasOwn(req.extraResources, name) ? req.extraResources[name] : undefined);
   if (!found) return undefined;
   return found.items.map((r) => r.resource ?? {});

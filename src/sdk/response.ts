@@ -196,7 +196,6 @@ export function setOutput(rsp: RunFunctionResponse, output: JsonObject | object)
   rsp.output = cloneJson(asJson(output));
 }
 
-
 // --- results -----------------------------------------------------------------
 
 /** ResultBuilder refines a result just added to a response. */

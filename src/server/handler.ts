@@ -109,7 +109,11 @@ export function createHandler(fn: RunFunction, opts: HandlerOptions, log: Logger
     // timer fires, so a cancellation at the deadline is reported as the deadline.
     const end = new Ending();
     call.cancel?.onCancel(() =>
-      end.end(Date.now() >= call.deadline - DEADLINE_SLACK_MS ? new DeadlineExceeded("the client's deadline passed") : new Cancelled("the call was cancelled")),
+      end.end(
+        Date.now() >= call.deadline - DEADLINE_SLACK_MS
+          ? new DeadlineExceeded("the client's deadline passed")
+          : new Cancelled("the call was cancelled"),
+      ),
     );
     if (call.cancel?.cancelled) end.end(new Cancelled("the call was cancelled"));
     let timer: NodeJS.Timeout | undefined;
@@ -146,7 +150,12 @@ export function createHandler(fn: RunFunction, opts: HandlerOptions, log: Logger
     } catch (err) {
       const reason = end.reason ?? err;
       if (reason instanceof DeadlineExceeded) {
-        rlog.get().warn({ code: "DEADLINE_EXCEEDED", durationMs: round(performance.now() - started) }, "function did not finish before the client's deadline");
+        rlog
+          .get()
+          .warn(
+            { code: "DEADLINE_EXCEEDED", durationMs: round(performance.now() - started) },
+            "function did not finish before the client's deadline",
+          );
         return { code: Code.DEADLINE_EXCEEDED, details: "function did not finish before the deadline" };
       }
       if (reason instanceof Cancelled) {

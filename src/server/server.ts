@@ -1,14 +1,7 @@
 // The function server: one grpc-js server serving RunFunction for both the v1
 // and v1beta1 APIs (wire-identical, so one handler serves both), plus the gRPC
 // health service.
-import {
-  Server,
-  ServerCredentials,
-  status as Code,
-  type ServerUnaryCall,
-  type sendUnaryData,
-  type ServiceDefinition,
-} from "@grpc/grpc-js";
+import { Server, ServerCredentials, status as Code, type ServerUnaryCall, type sendUnaryData, type ServiceDefinition } from "@grpc/grpc-js";
 import type { Logger } from "pino";
 import type { RunFunction } from "../function.js";
 import { FunctionRunnerService } from "../gen/fn/v1/run_function_pb.js";
@@ -86,7 +79,8 @@ export function credentialsFor(opts: ServeOptions): { creds: ServerCredentials; 
   if (opts.insecure) return { creds: ServerCredentials.createInsecure(), mtls: false };
   if (!opts.tlsCertsDir) {
     throw new Error(
-      "refusing to serve without TLS: give --tls-certs-dir (or set TLS_SERVER_CERTS_DIR) to serve mTLS, or --insecure for local development",
+      "refusing to serve without TLS: give --tls-certs-dir (or set TLS_SERVER_CERTS_DIR) to serve mTLS, " +
+        "or --insecure for local development",
     );
   }
   return { creds: loadServerCredentials(opts.tlsCertsDir), mtls: true };
@@ -99,7 +93,11 @@ export async function serve(fn: RunFunction, opts: ServeOptions, log: Logger): P
   const maxRecvMB = opts.maxRecvMessageSizeMB ?? 4;
   if (!(maxRecvMB > 0)) throw new Error(`--max-recv-message-size must be a positive number of MB, got ${maxRecvMB}`);
   const address = opts.address ?? DEFAULT_ADDRESS;
-  for (const [name, v] of [["maxConcurrency", opts.maxConcurrency], ["maxQueue", opts.maxQueue], ["maxResponseBytes", opts.maxResponseBytes]] as const) {
+  for (const [name, v] of [
+    ["maxConcurrency", opts.maxConcurrency],
+    ["maxQueue", opts.maxQueue],
+    ["maxResponseBytes", opts.maxResponseBytes],
+  ] as const) {
     if (v !== undefined && !(Number.isInteger(v) && v > 0)) throw new Error(`${name} must be a positive whole number, got ${v}`);
   }
 
@@ -118,23 +116,24 @@ export async function serve(fn: RunFunction, opts: ServeOptions, log: Logger): P
   // Calls in flight, cancelled on a forced stop so functions still running see their signal fire.
   const live = new Set<Cancel>();
 
-  const runFunction = (version: CallInfo["version"]) => (call: ServerUnaryCall<Buffer, Uint8Array>, callback: sendUnaryData<Uint8Array>) => {
-    const cancel = new Cancel();
-    const onCancelled = () => cancel.cancel();
-    call.once("cancelled", onCancelled);
-    live.add(cancel);
-    handler
-      .handle(call.request, { version, deadline: deadlineOf(call), cancel })
-      .then((res) => {
-        if ("ok" in res) callback(null, res.ok);
-        else callback({ code: res.code, details: res.details });
-      })
-      .catch((err: unknown) => callback({ code: Code.INTERNAL, details: err instanceof Error ? err.message : String(err) }))
-      .finally(() => {
-        call.removeListener("cancelled", onCancelled);
-        live.delete(cancel);
-      });
-  };
+  const runFunction =
+    (version: CallInfo["version"]) => (call: ServerUnaryCall<Buffer, Uint8Array>, callback: sendUnaryData<Uint8Array>) => {
+      const cancel = new Cancel();
+      const onCancelled = () => cancel.cancel();
+      call.once("cancelled", onCancelled);
+      live.add(cancel);
+      handler
+        .handle(call.request, { version, deadline: deadlineOf(call), cancel })
+        .then((res) => {
+          if ("ok" in res) callback(null, res.ok);
+          else callback({ code: res.code, details: res.details });
+        })
+        .catch((err: unknown) => callback({ code: Code.INTERNAL, details: err instanceof Error ? err.message : String(err) }))
+        .finally(() => {
+          call.removeListener("cancelled", onCancelled);
+          live.delete(cancel);
+        });
+    };
 
   const server = new Server({
     "grpc.max_receive_message_length": Math.floor(maxRecvMB * 1024 * 1024),
@@ -149,7 +148,10 @@ export async function serve(fn: RunFunction, opts: ServeOptions, log: Logger): P
   const port = await new Promise<number>((resolve, reject) => {
     server.bindAsync(address, creds, (err, p) => (err ? reject(new Error(`cannot listen on ${address}: ${err.message}`)) : resolve(p)));
   });
-  log.info({ address, port, mtls, maxRecvMessageSizeMB: maxRecvMB }, mtls ? "serving mTLS gRPC" : "serving insecure gRPC (local development only)");
+  log.info(
+    { address, port, mtls, maxRecvMessageSizeMB: maxRecvMB },
+    mtls ? "serving mTLS gRPC" : "serving insecure gRPC (local development only)",
+  );
 
   let stopped: Promise<void> | undefined;
   return {

@@ -81,7 +81,12 @@ export function deletion(opts: DeletionOptions = {}): Step {
 
     const recordedTotal = getNumber(xr, `${DELETION_FIELD}.total`) ?? 0;
     const total = Math.max(recordedTotal, remaining.length);
-    response.setDesiredCompositeField(ctx.rsp, DELETION_FIELD, { remaining: remaining.length, deleted: total - remaining.length, total, since });
+    response.setDesiredCompositeField(ctx.rsp, DELETION_FIELD, {
+      remaining: remaining.length,
+      deleted: total - remaining.length,
+      total,
+      since,
+    });
 
     for (const name of remaining) {
       const obj = observed[name]!.resource ?? {};
@@ -96,7 +101,11 @@ export function deletion(opts: DeletionOptions = {}): Step {
         describeCondition(obj, "Synced"),
       ].filter(Boolean);
       response
-        .warning(ctx.rsp, `${name} has blocked deletion for ${formatDuration(blockedMs)}, longer than ${formatDuration(stuckAfterMs)}: ${details.join("; ")}`)
+        .warning(
+          ctx.rsp,
+          `${name} has blocked deletion for ${formatDuration(blockedMs)}, ` +
+            `longer than ${formatDuration(stuckAfterMs)}: ${details.join("; ")}`,
+        )
         .withReason("DeletionBlocked")
         .targetCompositeAndClaim();
     }

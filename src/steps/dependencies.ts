@@ -45,7 +45,9 @@ interface FieldWait {
 export function parseWaitFor(entry: string, where: string): FieldWait {
   const i = entry.indexOf(":");
   if (i <= 0 || i === entry.length - 1) {
-    throw new Error(`${where}: ${JSON.stringify(entry)} is not resource:field.path (e.g. vpc:status.atProvider.id or xr:status.network.id)`);
+    throw new Error(
+      `${where}: ${JSON.stringify(entry)} is not resource:field.path (e.g. vpc:status.atProvider.id or xr:status.network.id)`,
+    );
   }
   const path = entry.slice(i + 1);
   try {

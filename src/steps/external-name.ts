@@ -79,7 +79,11 @@ export function externalName(opts: ExternalNameOptions = {}): Step {
         if (isDeleting(obj)) deletingHolders.set(seen, key);
         if (rec && rec !== seen) {
           response
-            .warning(ctx.rsp, `${key}: recorded external name ${JSON.stringify(rec)} differs from the observed ${JSON.stringify(seen)}; keeping the observed one`)
+            .warning(
+              ctx.rsp,
+              `${key}: recorded external name ${JSON.stringify(rec)} differs from the observed ${JSON.stringify(seen)}; ` +
+                "keeping the observed one",
+            )
             .withReason("ExternalNameChanged")
             .targetCompositeAndClaim();
         }
@@ -88,7 +92,11 @@ export function externalName(opts: ExternalNameOptions = {}): Step {
       const pending = incompleteCreate(obj);
       if (pending) {
         response
-          .warning(ctx.rsp, `${key}: the provider began creating it at ${pending} and recorded no result; check the cloud for a resource it may have lost track of`)
+          .warning(
+            ctx.rsp,
+            `${key}: the provider began creating it at ${pending} and recorded no result; ` +
+              "check the cloud for a resource it may have lost track of",
+          )
           .withReason("ExternalCreateIncomplete")
           .targetCompositeAndClaim();
       }
@@ -104,7 +112,10 @@ export function externalName(opts: ExternalNameOptions = {}): Step {
       const observedName = seenNames.get(key);
       if (holder !== undefined && holder !== key && observedName !== name) {
         response
-          .warning(ctx.rsp, `${key}: external name ${JSON.stringify(name)} is still held by ${holder}, which is being deleted; waiting until it is gone`)
+          .warning(
+            ctx.rsp,
+            `${key}: external name ${JSON.stringify(name)} is still held by ${holder}, which is being deleted; waiting until it is gone`,
+          )
           .withReason("ExternalNameInUse")
           .targetCompositeAndClaim();
         ctx.hold(key, `${holder} to finish deleting`);

@@ -44,7 +44,10 @@ export function discoverCases(root: string): string[] {
   const out: string[] = [];
   const walk = (dir: string) => {
     const names = readdirSync(dir);
-    if (names.includes("expected.yaml") && (names.includes("request.yaml") || (names.includes("xr.yaml") && names.includes("composition.yaml")))) {
+    if (
+      names.includes("expected.yaml") &&
+      (names.includes("request.yaml") || (names.includes("xr.yaml") && names.includes("composition.yaml")))
+    ) {
       out.push(dir);
       return;
     }
@@ -71,8 +74,11 @@ function readConfig(dir: string): CaseConfig {
   if (v === null || v === undefined) return {};
   if (typeof v !== "object" || Array.isArray(v)) throw new InputError(`${p}: expected a map with function, now or context`);
   const c = v as Record<string, unknown>;
-  for (const k of Object.keys(c)) if (!["function", "now", "context"].includes(k)) throw new InputError(`${p}: unknown key ${JSON.stringify(k)}; allowed: function, now, context`);
-  if (c["now"] !== undefined && Number.isNaN(new Date(String(c["now"])).getTime())) throw new InputError(`${p}: now ${JSON.stringify(c["now"])} is not an RFC 3339 time`);
+  for (const k of Object.keys(c))
+    if (!["function", "now", "context"].includes(k))
+      throw new InputError(`${p}: unknown key ${JSON.stringify(k)}; allowed: function, now, context`);
+  if (c["now"] !== undefined && Number.isNaN(new Date(String(c["now"])).getTime()))
+    throw new InputError(`${p}: now ${JSON.stringify(c["now"])} is not an RFC 3339 time`);
   return c as CaseConfig;
 }
 
@@ -87,7 +93,9 @@ function findModule(dir: string, cfg: CaseConfig): string {
     }
     if (dirname(d) === d) break;
   }
-  throw new InputError(`${dir}: no function for this request: set function: in case.yaml, or put the case inside a function module's folder`);
+  throw new InputError(
+    `${dir}: no function for this request: set function: in case.yaml, or put the case inside a function module's folder`,
+  );
 }
 
 const loaded = new Map<string, Promise<RunFunction>>();
@@ -105,7 +113,11 @@ async function runRequestCase(dir: string, cfg: CaseConfig): Promise<JsonValue> 
     throw new InputError(`cannot read ${reqPath} as a RunFunctionRequest: ${(err as Error).message}`);
   }
   const at = new Date(cfg.now ?? DEFAULT_CASE_NOW);
-  const handler = createHandler(await fn, { maxConcurrency: 1, maxQueue: 1, maxResponseBytes: DEFAULT_MAX_RESPONSE_BYTES, now: () => at }, quiet);
+  const handler = createHandler(
+    await fn,
+    { maxConcurrency: 1, maxQueue: 1, maxResponseBytes: DEFAULT_MAX_RESPONSE_BYTES, now: () => at },
+    quiet,
+  );
   const res = await handler.handle(toBinary(RunFunctionRequestSchema, req), { version: "v1", deadline: Date.now() + 60_000 });
   if (!("ok" in res)) throw new Error(`the function's call failed: ${res.details}`);
   return toJson(RunFunctionResponseSchema, fromBinary(RunFunctionResponseSchema, res.ok));
@@ -221,7 +233,11 @@ export async function runCase(dir: string, root: string, update = false): Promis
     if (problems.length === 0) return { name, status: "passed" };
     const patch = createTwoFilesPatch(`${name}/expected.yaml`, `${name} (actual)`, want, got, "", "", { context: 3 });
     // Drop the "=====" banner and the trailing tabs of the empty file headers.
-    const diff = patch.split("\n").slice(1).map((l) => l.replace(/\t$/, "")).join("\n");
+    const diff = patch
+      .split("\n")
+      .slice(1)
+      .map((l) => l.replace(/\t$/, ""))
+      .join("\n");
     return { name, status: "failed", detail: `${problems.map((p) => `  ${p}`).join("\n")}\n${diff}` };
   } catch (err) {
     return { name, status: "failed", detail: `  ${(err as Error).message}` };

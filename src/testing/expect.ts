@@ -68,7 +68,15 @@ export function project(actual: unknown, expected: unknown): unknown {
     if (key) {
       const paired = (expected as Obj[]).map((e) => (actual as Obj[]).find((a) => a[key] === e[key])).filter((a) => a !== undefined);
       const extra = (actual as Obj[]).filter((a) => !(expected as Obj[]).some((e) => e[key] === a[key]));
-      return [...paired.map((a) => project(a, (expected as Obj[]).find((e) => e[key] === a![key]))), ...extra];
+      return [
+        ...paired.map((a) =>
+          project(
+            a,
+            (expected as Obj[]).find((e) => e[key] === a![key]),
+          ),
+        ),
+        ...extra,
+      ];
     }
     return actual.map((a, i) => (i < expected.length ? project(a, expected[i]) : a));
   }

@@ -36,7 +36,8 @@ export function redactRequest(req: RunFunctionRequest): RunFunctionRequest {
   for (const c of Object.values(out.credentials)) if (c.source.case === "credentialData") redactMap(c.source.value.data);
   redactState(out.observed);
   redactState(out.desired);
-  for (const rs of [...Object.values(out.requiredResources), ...Object.values(out.extraResources)]) for (const r of rs.items) redactMap(r.connectionDetails);
+  for (const rs of [...Object.values(out.requiredResources), ...Object.values(out.extraResources)])
+    for (const r of rs.items) redactMap(r.connectionDetails);
   return out;
 }
 

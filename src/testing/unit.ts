@@ -8,7 +8,12 @@ import { readFileSync } from "node:fs";
 import { fromBinary, fromJson, toBinary, toJson, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
 import { parse } from "yaml";
 import type { RunFunction } from "../function.js";
-import { RunFunctionRequestSchema, RunFunctionResponseSchema, type RunFunctionRequest, type RunFunctionResponse } from "../gen/fn/v1/run_function_pb.js";
+import {
+  RunFunctionRequestSchema,
+  RunFunctionResponseSchema,
+  type RunFunctionRequest,
+  type RunFunctionResponse,
+} from "../gen/fn/v1/run_function_pb.js";
 import { createHandler, DEFAULT_MAX_RESPONSE_BYTES } from "../server/handler.js";
 import { createLogger } from "../server/log.js";
 
@@ -33,7 +38,8 @@ export function readRequest(file: string): RunFunctionRequest {
   } catch (err) {
     throw new Error(`cannot read ${file}: ${(err as Error).message}`, { cause: err });
   }
-  if (typeof doc !== "object" || doc === null || Array.isArray(doc)) throw new Error(`cannot read ${file}: expected a RunFunctionRequest object`);
+  if (typeof doc !== "object" || doc === null || Array.isArray(doc))
+    throw new Error(`cannot read ${file}: expected a RunFunctionRequest object`);
   try {
     return fromJson(RunFunctionRequestSchema, doc as JsonValue);
   } catch (err) {
@@ -63,7 +69,11 @@ export async function callFunction(fn: RunFunction, req: RunFunctionRequest, opt
   const at = opts.now;
   // Made on first use: importing xfn-runtime does no work of its own.
   quiet ??= createLogger({ destination: { write: () => {} } });
-  const handler = createHandler(fn, { maxConcurrency: 1, maxQueue: 1, maxResponseBytes: DEFAULT_MAX_RESPONSE_BYTES, ...(at ? { now: () => at } : {}) }, quiet);
+  const handler = createHandler(
+    fn,
+    { maxConcurrency: 1, maxQueue: 1, maxResponseBytes: DEFAULT_MAX_RESPONSE_BYTES, ...(at ? { now: () => at } : {}) },
+    quiet,
+  );
   const res = await handler.handle(toBinary(RunFunctionRequestSchema, req), { version: "v1", deadline: Date.now() + 60_000 });
   if (!("ok" in res)) throw new Error(`the function's call failed with gRPC status ${res.code}: ${res.details}`);
   return fromBinary(RunFunctionResponseSchema, res.ok);

@@ -152,7 +152,12 @@ function readState(r: BinaryReader, end: number): State {
       state.composite = readResource(r, r.uint32() + r.pos);
     } else if (no === 2) {
       expect(wt, WireType.LengthDelimited, "State.resources");
-      const [k, v] = readEntry(r, r.uint32() + r.pos, (e) => readResource(r, e), () => create(ResourceSchema));
+      const [k, v] = readEntry(
+        r,
+        r.uint32() + r.pos,
+        (e) => readResource(r, e),
+        () => create(ResourceSchema),
+      );
       setEntry(state.resources, k, v);
     } else r.skip(wt, no);
   }
@@ -218,7 +223,12 @@ export function decodeRequest(bytes: Uint8Array): RunFunctionRequest {
         case 6:
         case 8: {
           expect(wt, WireType.LengthDelimited, no === 6 ? "extra_resources" : "required_resources");
-          const [k, v] = readEntry(r, r.uint32() + r.pos, (e) => readResources(r, e), () => create(ResourcesSchema));
+          const [k, v] = readEntry(
+            r,
+            r.uint32() + r.pos,
+            (e) => readResources(r, e),
+            () => create(ResourcesSchema),
+          );
           setEntry(no === 6 ? req.extraResources : req.requiredResources, k, v);
           break;
         }
@@ -309,7 +319,15 @@ class ResponseEmitter extends Emitter {
       }
     }
     for (const k in res.connectionDetails) {
-      this.blob(0x12, new BinaryWriter().tag(1, WireType.LengthDelimited).string(k).tag(2, WireType.LengthDelimited).bytes(res.connectionDetails[k]!).finish());
+      this.blob(
+        0x12,
+        new BinaryWriter()
+          .tag(1, WireType.LengthDelimited)
+          .string(k)
+          .tag(2, WireType.LengthDelimited)
+          .bytes(res.connectionDetails[k]!)
+          .finish(),
+      );
     }
     if (res.ready !== 0) {
       // An enum is an int32 varint: ten bytes when negative.
@@ -333,7 +351,10 @@ class ResponseEmitter extends Emitter {
     }
     const proto = Object.getPrototypeOf(s.resources);
     if (proto !== Object.prototype && proto !== null) {
-      throw new EncodeError("has a prototype that is not Object's (a resource named __proto__ set by assignment? setDesiredComposedResource keeps such a name)", [".resources"]);
+      throw new EncodeError(
+        "has a prototype that is not Object's (a resource named __proto__ set by assignment? setDesiredComposedResource keeps such a name)",
+        [".resources"],
+      );
     }
     for (const k in s.resources) {
       // resources: map entry (key, Resource)

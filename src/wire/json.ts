@@ -1027,7 +1027,8 @@ export class Emitter {
       return list;
     }
     const proto = Object.getPrototypeOf(v);
-    if (proto !== Object.prototype && proto !== null) throw new EncodeError(`is a ${v.constructor?.name ?? "non-plain object"}, not a JSON object`);
+    if (proto !== Object.prototype && proto !== null)
+      throw new EncodeError(`is a ${v.constructor?.name ?? "non-plain object"}, not a JSON object`);
     this.buf[this.pos++] = 0x2a;
     const s = this.open();
     this.struct(v as JsonObject, depth);

@@ -121,17 +121,16 @@ Call("mTLS with a client certificates directory and the server name Crossplane v
 Call("falls back to v1beta1 when a server answers UNIMPLEMENTED for v1, as Crossplane does", async () => {
   // A server for Crossplane 1.14-1.16: v1beta1 only.
   const server = new Server();
-  server.addService(
-    rawService("apiextensions.fn.proto.v1beta1.FunctionRunnerService"),
-    {
-      RunFunction: (_call: ServerUnaryCall<Buffer, Buffer>, cb: sendUnaryData<Buffer>) => {
-        const rsp = response.to({ meta: { tag: "beta" } } as never);
-        response.normal(rsp, "served by v1beta1");
-        cb(null, Buffer.from(toBinary(RunFunctionResponseSchema, rsp)));
-      },
+  server.addService(rawService("apiextensions.fn.proto.v1beta1.FunctionRunnerService"), {
+    RunFunction: (_call: ServerUnaryCall<Buffer, Buffer>, cb: sendUnaryData<Buffer>) => {
+      const rsp = response.to({ meta: { tag: "beta" } } as never);
+      response.normal(rsp, "served by v1beta1");
+      cb(null, Buffer.from(toBinary(RunFunctionResponseSchema, rsp)));
     },
+  });
+  const port = await new Promise<number>((res, rej) =>
+    server.bindAsync("127.0.0.1:0", ServerCredentials.createInsecure(), (e, p) => (e ? rej(e) : res(p))),
   );
-  const port = await new Promise<number>((res, rej) => server.bindAsync("127.0.0.1:0", ServerCredentials.createInsecure(), (e, p) => (e ? rej(e) : res(p))));
   try {
     const r = await run(["call", `127.0.0.1:${port}`, example, "--insecure"]);
     assert.is(r.code, 0, r.stderr);

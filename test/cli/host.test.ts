@@ -10,7 +10,19 @@ const C = suite("cli: xfn host");
 C("the README demo: xfn host --embedded composes the example buckets and reports status", async () => {
   const child = spawn(
     process.execPath,
-    [XFN, "host", "--embedded", "--functions", "examples/functions.yaml", "--manifests", "examples/host", "--manifests", "examples/composition.yaml", "--manifests", "examples/xr.yaml"],
+    [
+      XFN,
+      "host",
+      "--embedded",
+      "--functions",
+      "examples/functions.yaml",
+      "--manifests",
+      "examples/host",
+      "--manifests",
+      "examples/composition.yaml",
+      "--manifests",
+      "examples/xr.yaml",
+    ],
     { cwd: ROOT },
   );
   let out = "";
@@ -18,19 +30,31 @@ C("the README demo: xfn host --embedded composes the example buckets and reports
   child.stderr.on("data", (d) => (out += d));
   const exited = new Promise<number | null>((r) => child.on("exit", (code) => r(code)));
   try {
-    await until("the XR controller and an applied bucket", () => /started XR controller/.test(out) && /"kind":"XBuckets"/.test(out), 20_000);
+    await until(
+      "the XR controller and an applied bucket",
+      () => /started XR controller/.test(out) && /"kind":"XBuckets"/.test(out),
+      20_000,
+    );
     const url = /"url":"(http:\/\/127\.0\.0\.1:\d+)"/.exec(out)?.[1];
     assert.ok(url, out);
-    await until("a composed bucket", async () => {
-      const r = await fetch(`${url}/apis/s3.aws.upbound.io/v1beta1/buckets`);
-      return ((await r.json()) as { items: unknown[] }).items.length === 1;
-    }, 20_000);
+    await until(
+      "a composed bucket",
+      async () => {
+        const r = await fetch(`${url}/apis/s3.aws.upbound.io/v1beta1/buckets`);
+        return ((await r.json()) as { items: unknown[] }).items.length === 1;
+      },
+      20_000,
+    );
     // The status is written after the apply, in the same reconcile: wait for it too.
     let xr: any;
-    await until("the XR's status", async () => {
-      xr = await (await fetch(`${url}/apis/example.xfn.dev/v1alpha1/xbuckets/team-a`)).json();
-      return xr.status?.bucketCount !== undefined;
-    }, 20_000);
+    await until(
+      "the XR's status",
+      async () => {
+        xr = await (await fetch(`${url}/apis/example.xfn.dev/v1alpha1/xbuckets/team-a`)).json();
+        return xr.status?.bucketCount !== undefined;
+      },
+      20_000,
+    );
     assert.is(xr.status.bucketCount, 2);
   } finally {
     child.kill("SIGTERM");

@@ -15,7 +15,6 @@ import { ROOT, run } from "../support/spawn.js";
 const F = join(ROOT, "test/fixtures/render");
 const EX = join(ROOT, "examples");
 
-
 const flags = (over: Record<string, unknown> = {}) => ({
   contextValues: [] as string[],
   contextFiles: [] as string[],
@@ -59,17 +58,33 @@ R("renders the examples: XR status, composed resources with Crossplane's metadat
   assert.equal(xr!["metadata"], { name: "team-a" });
   assert.is(xr!["status"].bucketCount, 2);
   assert.equal(xr!["status"].externalNames, { "bucket-logs": "team-a-logs-7xq2m" });
-  assert.equal(xr!["status"].conditions[0], { type: "Ready", status: "False", reason: "Creating", message: "Unready resources: bucket-assets", lastTransitionTime: "2024-01-01T00:00:00Z" });
+  assert.equal(xr!["status"].conditions[0], {
+    type: "Ready",
+    status: "False",
+    reason: "Creating",
+    message: "Unready resources: bucket-assets",
+    lastTransitionTime: "2024-01-01T00:00:00Z",
+  });
   assert.is(assets!["metadata"].annotations["crossplane.io/composition-resource-name"], "bucket-assets");
   assert.is(assets!["metadata"].generateName, "team-a-");
   assert.is(assets!["metadata"].labels["crossplane.io/composite"], "team-a");
   assert.equal(assets!["metadata"].ownerReferences, [
-    { apiVersion: "example.xfn.dev/v1alpha1", kind: "XBuckets", name: "team-a", uid: "5f1d3e2a-9c41-4b7e-8f0e-2d6a7c9b1e44", controller: true, blockOwnerDeletion: true },
+    {
+      apiVersion: "example.xfn.dev/v1alpha1",
+      kind: "XBuckets",
+      name: "team-a",
+      uid: "5f1d3e2a-9c41-4b7e-8f0e-2d6a7c9b1e44",
+      controller: true,
+      blockOwnerDeletion: true,
+    },
   ]);
   assert.is(logs!["metadata"].name, "team-a-7xq2m", "an observed resource keeps its name");
   assert.is(logs!["metadata"].generateName, undefined);
   assert.is(logs!["metadata"].annotations["crossplane.io/external-name"], "team-a-logs-7xq2m");
-  assert.equal(results.map((d) => [d["kind"], d["step"], d["severity"]]), [["Result", "compose-buckets", "SEVERITY_NORMAL"]]);
+  assert.equal(
+    results.map((d) => [d["kind"], d["step"], d["severity"]]),
+    [["Result", "compose-buckets", "SEVERITY_NORMAL"]],
+  );
 });
 
 R("the examples render byte-identically twice (a spawned CLI run)", async () => {
@@ -101,7 +116,11 @@ R("answers requirements (by name and namespace, by labels), loops until they set
   assert.is(queue!["metadata"].namespace, "team-a", "a namespaced XR composes into its namespace");
   assert.is(queue!["metadata"].labels["crossplane.io/claim-name"], "orders");
   assert.equal([result!["kind"], result!["severity"], result!["message"]], ["Result", "SEVERITY_WARNING", "using region from settings"]);
-  assert.equal(context!["fields"], { "apiextensions.crossplane.io/environment": { tier: "gold" }, other: { from: "values" }, "seen-by": "needs-config" });
+  assert.equal(context!["fields"], {
+    "apiextensions.crossplane.io/environment": { tier: "gold" },
+    other: { from: "values" },
+    "seen-by": "needs-config",
+  });
   assert.not.ok(r.out.includes("hunter2"), "credential values are never printed");
 });
 
@@ -131,31 +150,94 @@ R("requirements that never settle stop after 5 iterations", async () => {
 });
 
 const bad: Record<string, { args: () => [string, string, string | undefined]; over?: Record<string, unknown>; want: RegExp }> = {
-  MissingXRFile: { args: () => ["/nonexistent/xr.yaml", join(F, "composition.yaml"), join(F, "functions.yaml")], want: /cannot read \/nonexistent\/xr\.yaml: no such file or directory/ },
-  XRIsNotAnObject: { args: () => [write("list.yaml", "- a\n- b\n"), join(F, "composition.yaml"), join(F, "functions.yaml")], want: /list\.yaml: expected a Kubernetes object, got a list/ },
-  XRWithoutKind: { args: () => [write("nokind.yaml", "metadata: {name: x}\n"), join(F, "composition.yaml"), join(F, "functions.yaml")], want: /nokind\.yaml: not a Kubernetes object \(a composite resource needs apiVersion and kind\)/ },
-  BrokenYaml: { args: () => [write("broken.yaml", "kind: [unclosed\n"), join(F, "composition.yaml"), join(F, "functions.yaml")], want: /cannot parse .*broken\.yaml/ },
-  TwoXRs: { args: () => [write("two.yaml", "kind: A\n---\nkind: B\n"), join(F, "composition.yaml"), join(F, "functions.yaml")], want: /two\.yaml: expected exactly one composite resource, found 2 documents/ },
-  NotAComposition: { args: () => [join(F, "xr.yaml"), join(F, "xr.yaml"), join(F, "functions.yaml")], want: /expected an apiextensions\.crossplane\.io Composition, got example\.org\/v1 XQueue/ },
+  MissingXRFile: {
+    args: () => ["/nonexistent/xr.yaml", join(F, "composition.yaml"), join(F, "functions.yaml")],
+    want: /cannot read \/nonexistent\/xr\.yaml: no such file or directory/,
+  },
+  XRIsNotAnObject: {
+    args: () => [write("list.yaml", "- a\n- b\n"), join(F, "composition.yaml"), join(F, "functions.yaml")],
+    want: /list\.yaml: expected a Kubernetes object, got a list/,
+  },
+  XRWithoutKind: {
+    args: () => [write("nokind.yaml", "metadata: {name: x}\n"), join(F, "composition.yaml"), join(F, "functions.yaml")],
+    want: /nokind\.yaml: not a Kubernetes object \(a composite resource needs apiVersion and kind\)/,
+  },
+  BrokenYaml: {
+    args: () => [write("broken.yaml", "kind: [unclosed\n"), join(F, "composition.yaml"), join(F, "functions.yaml")],
+    want: /cannot parse .*broken\.yaml/,
+  },
+  TwoXRs: {
+    args: () => [write("two.yaml", "kind: A\n---\nkind: B\n"), join(F, "composition.yaml"), join(F, "functions.yaml")],
+    want: /two\.yaml: expected exactly one composite resource, found 2 documents/,
+  },
+  NotAComposition: {
+    args: () => [join(F, "xr.yaml"), join(F, "xr.yaml"), join(F, "functions.yaml")],
+    want: /expected an apiextensions\.crossplane\.io Composition, got example\.org\/v1 XQueue/,
+  },
   ResourcesMode: {
-    args: () => [join(F, "xr.yaml"), write("res.yaml", "apiVersion: apiextensions.crossplane.io/v1\nkind: Composition\nmetadata: {name: old}\nspec:\n  compositeTypeRef: {apiVersion: example.org/v1, kind: XQueue}\n  mode: Resources\n  resources: []\n"), join(F, "functions.yaml")],
+    args: () => [
+      join(F, "xr.yaml"),
+      write(
+        "res.yaml",
+        "apiVersion: apiextensions.crossplane.io/v1\nkind: Composition\nmetadata: {name: old}\nspec:\n  compositeTypeRef: {apiVersion: example.org/v1, kind: XQueue}\n  mode: Resources\n  resources: []\n",
+      ),
+      join(F, "functions.yaml"),
+    ],
     want: /render only supports Composition Function pipelines: Composition "old" must use spec\.mode: Pipeline/,
   },
-  TypeRefMismatch: { args: () => [join(EX, "xr.yaml"), join(F, "composition.yaml"), join(F, "functions.yaml")], want: /compositeTypeRef\.kind \(XQueue\) does not match XR's kind \(XBuckets\)/ },
-  UnknownFunction: { args: () => [join(F, "xr.yaml"), withStep("nope"), join(F, "functions.yaml")], want: /unknown Function "nope": it is not in .*functions\.yaml/ },
+  TypeRefMismatch: {
+    args: () => [join(EX, "xr.yaml"), join(F, "composition.yaml"), join(F, "functions.yaml")],
+    want: /compositeTypeRef\.kind \(XQueue\) does not match XR's kind \(XBuckets\)/,
+  },
+  UnknownFunction: {
+    args: () => [join(F, "xr.yaml"), withStep("nope"), join(F, "functions.yaml")],
+    want: /unknown Function "nope": it is not in .*functions\.yaml/,
+  },
   FunctionWithoutRuntime: {
-    args: () => [join(F, "xr.yaml"), withStep("plain"), write("fns.yaml", "apiVersion: pkg.crossplane.io/v1\nkind: Function\nmetadata: {name: plain}\nspec: {package: xpkg.example.org/fn:v1}\n")],
+    args: () => [
+      join(F, "xr.yaml"),
+      withStep("plain"),
+      write(
+        "fns.yaml",
+        "apiVersion: pkg.crossplane.io/v1\nkind: Function\nmetadata: {name: plain}\nspec: {package: xpkg.example.org/fn:v1}\n",
+      ),
+    ],
     want: /Function "plain" .* has no runtime xfn can use: annotate it with render\.xfn\.dev\/module/,
   },
   ModuleMissing: {
-    args: () => [join(F, "xr.yaml"), withStep("gone"), write("fns-gone.yaml", "apiVersion: pkg.crossplane.io/v1\nkind: Function\nmetadata: {name: gone, annotations: {render.xfn.dev/module: ./nowhere}}\n")],
+    args: () => [
+      join(F, "xr.yaml"),
+      withStep("gone"),
+      write(
+        "fns-gone.yaml",
+        "apiVersion: pkg.crossplane.io/v1\nkind: Function\nmetadata: {name: gone, annotations: {render.xfn.dev/module: ./nowhere}}\n",
+      ),
+    ],
     want: /Function "gone" .*cannot load function module .*nowhere: no such file or directory/,
   },
-  NoFunctionsFile: { args: () => [join(F, "xr.yaml"), withStep("x"), undefined], want: /no functions file: give one after the Composition, or put functions\.yaml beside/ },
-  ObservedWithoutAnnotation: { args: () => [join(F, "xr.yaml"), join(F, "composition.yaml"), join(F, "functions.yaml")], over: { observedResources: join(F, "xr.yaml") }, want: /needs the crossplane\.io\/composition-resource-name annotation/ },
-  MissingCredentials: { args: () => [join(F, "xr.yaml"), join(F, "composition.yaml"), join(F, "functions.yaml")], want: /cannot get credentials from secret "db-creds": not in --function-credentials/ },
-  BadContextValue: { args: () => [join(F, "xr.yaml"), join(F, "composition.yaml"), join(F, "functions.yaml")], over: { contextValues: ["novalue"] }, want: /--context-values "novalue": expected key=value/ },
-  MissingContextFile: { args: () => [join(F, "xr.yaml"), join(F, "composition.yaml"), join(F, "functions.yaml")], over: { contextFiles: ["k=/nonexistent.json"] }, want: /--context-files: cannot read \/nonexistent\.json for key "k"/ },
+  NoFunctionsFile: {
+    args: () => [join(F, "xr.yaml"), withStep("x"), undefined],
+    want: /no functions file: give one after the Composition, or put functions\.yaml beside/,
+  },
+  ObservedWithoutAnnotation: {
+    args: () => [join(F, "xr.yaml"), join(F, "composition.yaml"), join(F, "functions.yaml")],
+    over: { observedResources: join(F, "xr.yaml") },
+    want: /needs the crossplane\.io\/composition-resource-name annotation/,
+  },
+  MissingCredentials: {
+    args: () => [join(F, "xr.yaml"), join(F, "composition.yaml"), join(F, "functions.yaml")],
+    want: /cannot get credentials from secret "db-creds": not in --function-credentials/,
+  },
+  BadContextValue: {
+    args: () => [join(F, "xr.yaml"), join(F, "composition.yaml"), join(F, "functions.yaml")],
+    over: { contextValues: ["novalue"] },
+    want: /--context-values "novalue": expected key=value/,
+  },
+  MissingContextFile: {
+    args: () => [join(F, "xr.yaml"), join(F, "composition.yaml"), join(F, "functions.yaml")],
+    over: { contextFiles: ["k=/nonexistent.json"] },
+    want: /--context-files: cannot read \/nonexistent\.json for key "k"/,
+  },
 };
 // Each bad input runs through the real CLI, as a user would. The processes are
 // started together (at most four at a time) and each test awaits its own.
@@ -200,8 +282,14 @@ R("a Development-runtime Function is called over gRPC at its target", async () =
     );
     const r = await render(join(EX, "xr.yaml"), comp, fns);
     assert.is(r.code, 0, r.err);
-    assert.equal(r.docs.slice(1).map((d) => d["metadata"].annotations["crossplane.io/composition-resource-name"]), ["bucket-assets", "bucket-logs"]);
-    const down = write("down.yaml", "apiVersion: pkg.crossplane.io/v1\nkind: Function\nmetadata:\n  name: function-hello\n  annotations:\n    render.crossplane.io/runtime: Development\n    render.crossplane.io/runtime-development-target: 127.0.0.1:1\n");
+    assert.equal(
+      r.docs.slice(1).map((d) => d["metadata"].annotations["crossplane.io/composition-resource-name"]),
+      ["bucket-assets", "bucket-logs"],
+    );
+    const down = write(
+      "down.yaml",
+      "apiVersion: pkg.crossplane.io/v1\nkind: Function\nmetadata:\n  name: function-hello\n  annotations:\n    render.crossplane.io/runtime: Development\n    render.crossplane.io/runtime-development-target: 127.0.0.1:1\n",
+    );
     const d = await render(join(EX, "xr.yaml"), comp, down, { timeout: 2000 });
     assert.is(d.code, 1);
     assert.match(d.err, /cannot run Function "function-hello": .*(UNAVAILABLE|DEADLINE_EXCEEDED)/);

@@ -32,7 +32,16 @@ Cli("--help lists every command and every serve flag", async () => {
   assert.match(root.stdout, /serve \[options\] <module>/);
   const serve = await run(["serve", "--help"]);
   assert.is(serve.code, 0);
-  for (const flag of ["--address", "--tls-certs-dir", "--insecure", "--debug", "--max-recv-message-size", "--max-concurrency", "--max-queue", "--grace-period"]) {
+  for (const flag of [
+    "--address",
+    "--tls-certs-dir",
+    "--insecure",
+    "--debug",
+    "--max-recv-message-size",
+    "--max-concurrency",
+    "--max-queue",
+    "--grace-period",
+  ]) {
     assert.ok(serve.stdout.includes(flag), `serve --help lacks ${flag}`);
   }
   assert.match(serve.stdout, /TLS_SERVER_CERTS_DIR/);
@@ -43,10 +52,20 @@ Cli("--help lists every command and every serve flag", async () => {
 });
 
 const refusals: Record<string, { args: string[]; env?: NodeJS.ProcessEnv; want: RegExp }> = {
-  NeitherTlsNorInsecure: { args: ["functions/hello"], env: { TLS_SERVER_CERTS_DIR: "" }, want: /refusing to serve without TLS: give --tls-certs-dir/ },
-  CertsDirWithoutFiles: { args: ["functions/hello", "--tls-certs-dir", "/nonexistent-xfn"], want: /cannot load TLS certificates from \/nonexistent-xfn: tls\.crt/ },
+  NeitherTlsNorInsecure: {
+    args: ["functions/hello"],
+    env: { TLS_SERVER_CERTS_DIR: "" },
+    want: /refusing to serve without TLS: give --tls-certs-dir/,
+  },
+  CertsDirWithoutFiles: {
+    args: ["functions/hello", "--tls-certs-dir", "/nonexistent-xfn"],
+    want: /cannot load TLS certificates from \/nonexistent-xfn: tls\.crt/,
+  },
   MissingModule: { args: ["functions/nope", "--insecure"], want: /cannot load function module functions\/nope: no such file or directory/ },
-  BadFlagValue: { args: ["functions/hello", "--insecure", "--max-recv-message-size", "lots"], want: /--max-recv-message-size must be a positive number, got "lots"/ },
+  BadFlagValue: {
+    args: ["functions/hello", "--insecure", "--max-recv-message-size", "lots"],
+    want: /--max-recv-message-size must be a positive number, got "lots"/,
+  },
   UnknownFlag: { args: ["functions/hello", "--insecur"], want: /unknown option '--insecur'/ },
   PortInUse: { args: ["functions/hello", "--insecure", "--address", "256.0.0.1:1"], want: /cannot listen on 256\.0\.0\.1:1/ },
 };
@@ -76,7 +95,10 @@ Cli("serves a TypeScript module with a named runFunction export", async () => {
   const s = await startServe([f, "--insecure"]);
   const c = rawClient(s.port);
   try {
-    assert.equal((await c.run(request())).results.map((r) => r.message), ["named"]);
+    assert.equal(
+      (await c.run(request())).results.map((r) => r.message),
+      ["named"],
+    );
   } finally {
     c.close();
     await s.stop();
@@ -88,7 +110,9 @@ Cli("mTLS from TLS_SERVER_CERTS_DIR; SIGTERM shuts down cleanly with exit code 0
   const c = rawClient(s.port, mtlsCredentials(pki));
   try {
     assert.match(s.output(), /"mtls":true/);
-    const rsp = await c.run(request({ observed: { composite: { resource: { kind: "XBuckets", metadata: { name: "x" }, spec: { buckets: [{ name: "a" }] } } } } }));
+    const rsp = await c.run(
+      request({ observed: { composite: { resource: { kind: "XBuckets", metadata: { name: "x" }, spec: { buckets: [{ name: "a" }] } } } } }),
+    );
     assert.equal(Object.keys(rsp.desired?.resources ?? {}), ["bucket-a"]);
     // The line is written before the response is sent, but its pipe and the socket race here.
     await until("the debug line", () => /"msg":"ran function"/.test(s.output()), 5_000);
@@ -139,7 +163,9 @@ Cli("serves --insecure on loopback port 9443 by default, dialled as localhost:94
   assert.match(r.output(), /"address":"127\.0\.0\.1:9443"/);
   const client = dial("localhost:9443", { insecure: true });
   try {
-    const rsp = await client.run(request({ observed: { composite: { resource: { kind: "XBuckets", spec: { buckets: [{ name: "a" }] } } } } }));
+    const rsp = await client.run(
+      request({ observed: { composite: { resource: { kind: "XBuckets", spec: { buckets: [{ name: "a" }] } } } } }),
+    );
     assert.equal(Object.keys(rsp.desired?.resources ?? {}), ["bucket-a"]);
   } finally {
     client.close();

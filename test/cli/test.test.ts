@@ -10,7 +10,6 @@ import { request } from "../support/requests.js";
 import { sink } from "../support/sink.js";
 import { ROOT, run, startServe } from "../support/spawn.js";
 
-
 async function xfnTest(dir: string, update = false) {
   const out = sink();
   const code = await runTests(dir, update, out.stream);
@@ -51,8 +50,8 @@ T("a failing request case: FAIL line, the path, a unified diff, exit 1", async (
   assert.match(r.out, /^FAIL {5}\.$/m);
   assert.match(r.out, /\$\.desired\.composite\.resource\.status\.bucketCount: expected 3, got 2/);
   assert.match(r.out, /^--- \.\/expected\.yaml$/m);
-  assert.match(r.out, /^-        bucketCount: 3$/m);
-  assert.match(r.out, /^\+        bucketCount: 2$/m);
+  assert.match(r.out, /^- {8}bucketCount: 3$/m);
+  assert.match(r.out, /^\+ {8}bucketCount: 2$/m);
   assert.match(r.out, /^0 passed, 1 failed$/m);
 });
 
@@ -63,7 +62,7 @@ T("--update rewrites expectations from the actual results, which then pass", asy
   assert.is((await xfnTest(join(scratch, "upd"))).code, 1);
   const u = await xfnTest(join(scratch, "upd"), true);
   assert.is(u.code, 0);
-  assert.match(u.out, /^UPDATED  case$/m);
+  assert.match(u.out, /^UPDATED {2}case$/m);
   assert.match(readFileSync(join(dir, "expected.yaml"), "utf8"), /tag: example-1/);
   assert.is((await xfnTest(join(scratch, "upd"))).code, 0);
 });
@@ -71,24 +70,45 @@ T("--update rewrites expectations from the actual results, which then pass", asy
 T("a pipeline case pairs documents by identity and catches a missing or extra resource", async () => {
   const dir = copyCase("examples/cases/logs-exists", "pipe");
   // Paths in functions.yaml are relative to the case; point them at the repo.
-  writeFileSync(join(dir, "functions.yaml"), readFileSync(join(dir, "functions.yaml"), "utf8").replaceAll("../../../functions/", `${ROOT}/functions/`));
+  writeFileSync(
+    join(dir, "functions.yaml"),
+    readFileSync(join(dir, "functions.yaml"), "utf8").replaceAll("../../../functions/", `${ROOT}/functions/`),
+  );
   assert.is((await xfnTest(dir)).code, 0);
   const expected = readFileSync(join(dir, "expected.yaml"), "utf8");
   writeFileSync(join(dir, "expected.yaml"), expected.replace(/---\napiVersion: s3[\s\S]*?bucket-assets[\s\S]*?(?=---)/, ""));
   const extra = await xfnTest(dir);
   assert.is(extra.code, 1);
   assert.match(extra.out, /resource bucket-assets: rendered, but not expected/);
-  writeFileSync(join(dir, "expected.yaml"), `${expected}---\napiVersion: s3.aws.upbound.io/v1beta1\nkind: Bucket\nmetadata:\n  annotations: {crossplane.io/composition-resource-name: bucket-media}\n`);
+  writeFileSync(
+    join(dir, "expected.yaml"),
+    `${expected}---\napiVersion: s3.aws.upbound.io/v1beta1\nkind: Bucket\nmetadata:\n  annotations: {crossplane.io/composition-resource-name: bucket-media}\n`,
+  );
   const missing = await xfnTest(dir);
   assert.match(missing.out, /resource bucket-media: expected, but not rendered/);
 });
 
 const broken: Record<string, { files: Record<string, string>; want: RegExp }> = {
-  NoFunction: { files: { "request.yaml": "meta: {tag: t}\n", "expected.yaml": "{}\n" }, want: /no function for this request: set function: in case\.yaml/ },
-  BadRequest: { files: { "request.yaml": "meta: {tagg: t}\n", "expected.yaml": "{}\n", "case.yaml": `function: ${ROOT}/functions/hello\n` }, want: /cannot read .*request\.yaml as a RunFunctionRequest: .*tagg/ },
-  UnknownCaseKey: { files: { "request.yaml": "{}\n", "expected.yaml": "{}\n", "case.yaml": "fn: x\n" }, want: /case\.yaml: unknown key "fn"; allowed: function, now, context/ },
-  BadNow: { files: { "request.yaml": "{}\n", "expected.yaml": "{}\n", "case.yaml": "now: yesterday\n" }, want: /now "yesterday" is not an RFC 3339 time/ },
-  PipelineWithoutFunctions: { files: { "xr.yaml": "kind: X\n", "composition.yaml": "kind: C\n", "expected.yaml": "{}\n" }, want: /a pipeline case needs functions\.yaml beside xr\.yaml/ },
+  NoFunction: {
+    files: { "request.yaml": "meta: {tag: t}\n", "expected.yaml": "{}\n" },
+    want: /no function for this request: set function: in case\.yaml/,
+  },
+  BadRequest: {
+    files: { "request.yaml": "meta: {tagg: t}\n", "expected.yaml": "{}\n", "case.yaml": `function: ${ROOT}/functions/hello\n` },
+    want: /cannot read .*request\.yaml as a RunFunctionRequest: .*tagg/,
+  },
+  UnknownCaseKey: {
+    files: { "request.yaml": "{}\n", "expected.yaml": "{}\n", "case.yaml": "fn: x\n" },
+    want: /case\.yaml: unknown key "fn"; allowed: function, now, context/,
+  },
+  BadNow: {
+    files: { "request.yaml": "{}\n", "expected.yaml": "{}\n", "case.yaml": "now: yesterday\n" },
+    want: /now "yesterday" is not an RFC 3339 time/,
+  },
+  PipelineWithoutFunctions: {
+    files: { "xr.yaml": "kind: X\n", "composition.yaml": "kind: C\n", "expected.yaml": "{}\n" },
+    want: /a pipeline case needs functions\.yaml beside xr\.yaml/,
+  },
 };
 for (const [name, tc] of Object.entries(broken)) {
   T(`a broken case fails with the reason, and the others still run: ${name}`, async () => {
@@ -124,7 +144,10 @@ T("a recorded session replays unchanged, with secrets redacted", async () => {
         request({
           meta: { tag },
           observed: {
-            composite: { resource: { kind: "XBuckets", metadata: { name: "x" }, spec: { buckets: [{ name: "a" }] } }, connectionDetails: { pw: secret } },
+            composite: {
+              resource: { kind: "XBuckets", metadata: { name: "x" }, spec: { buckets: [{ name: "a" }] } },
+              connectionDetails: { pw: secret },
+            },
           },
           desired: { resources: { kept: { resource: { kind: "K" }, connectionDetails: { pw: secret } } } },
           credentials: { aws: { credentialData: { data: { key: secret } } } },

@@ -61,7 +61,12 @@ const crd = (kind: string, versions: string[]) => ({
         name: v,
         served: true,
         storage: v === versions[0],
-        schema: { openAPIV3Schema: { type: "object", properties: { spec: { type: "object", required: ["size"], properties: { size: { type: "integer" } } } } } },
+        schema: {
+          openAPIV3Schema: {
+            type: "object",
+            properties: { spec: { type: "object", required: ["size"], properties: { size: { type: "integer" } } } },
+          },
+        },
       })),
     },
   },

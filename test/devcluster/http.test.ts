@@ -19,10 +19,23 @@ const CRD = {
     group: "example.org",
     names: { kind: "Widget", plural: "widgets", singular: "widget", listKind: "WidgetList" },
     scope: "Namespaced",
-    versions: [{ name: "v1", served: true, storage: true, subresources: { status: {} }, schema: { openAPIV3Schema: { type: "object", "x-kubernetes-preserve-unknown-fields": true } } }],
+    versions: [
+      {
+        name: "v1",
+        served: true,
+        storage: true,
+        subresources: { status: {} },
+        schema: { openAPIV3Schema: { type: "object", "x-kubernetes-preserve-unknown-fields": true } },
+      },
+    ],
   },
 };
-const widget = (name: string, labels: Record<string, string> = {}) => ({ apiVersion: "example.org/v1", kind: "Widget", metadata: { name, labels }, spec: { size: 1 } });
+const widget = (name: string, labels: Record<string, string> = {}) => ({
+  apiVersion: "example.org/v1",
+  kind: "Widget",
+  metadata: { name, labels },
+  spec: { size: 1 },
+});
 function clients(c: DevCluster) {
   const kc = kubeconfigFor(c);
   return { kc, ...apis(kc) };
@@ -44,10 +57,19 @@ H("client-node: CRD, create, list by label, merge patch, status, delete", async 
     await objects.createNamespacedCustomObject({ ...base, body: widget("a", { app: "x" }) });
     await objects.createNamespacedCustomObject({ ...base, body: widget("b", { app: "y" }) });
     const list = (await objects.listNamespacedCustomObject({ ...base, labelSelector: "app=x" })) as { items: KubernetesObject[] };
-    assert.equal(list.items.map((o) => o.metadata?.name), ["a"]);
-    const patched = (await objects.patchNamespacedCustomObject({ ...base, name: "a", body: { spec: { size: 7 } } }, setHeaderOptions("Content-Type", PatchStrategy.MergePatch))) as any;
+    assert.equal(
+      list.items.map((o) => o.metadata?.name),
+      ["a"],
+    );
+    const patched = (await objects.patchNamespacedCustomObject(
+      { ...base, name: "a", body: { spec: { size: 7 } } },
+      setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
+    )) as any;
     assert.is(patched.spec.size, 7);
-    const st = (await objects.patchNamespacedCustomObjectStatus({ ...base, name: "a", body: { status: { phase: "Ready" } } }, setHeaderOptions("Content-Type", PatchStrategy.MergePatch))) as any;
+    const st = (await objects.patchNamespacedCustomObjectStatus(
+      { ...base, name: "a", body: { status: { phase: "Ready" } } },
+      setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
+    )) as any;
     assert.is(st.status.phase, "Ready");
     await objects.deleteNamespacedCustomObject({ ...base, name: "b" });
     try {
@@ -65,7 +87,11 @@ H("schema defaults are stored on write, by the version written: absent fields on
   const c = await startDevCluster();
   try {
     const call = async (method: string, path: string, body?: unknown, type = "application/json") => {
-      const r = await fetch(`${c.url}${path}`, { method, headers: { "content-type": type }, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+      const r = await fetch(`${c.url}${path}`, {
+        method,
+        headers: { "content-type": type },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      });
       return { code: r.status, body: (await r.json()) as any };
     };
     const schema = (mode: string) => ({
@@ -88,9 +114,20 @@ H("schema defaults are stored on write, by the version written: absent fields on
     assert.is((await call("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", gadgets)).code, 201);
     const gadget = (name: string, spec: unknown) => ({ apiVersion: "example.org/v2", kind: "Gadget", metadata: { name }, spec });
 
-    const a = await call("POST", "/apis/example.org/v2/gadgets", gadget("a", { ports: [{ port: 80 }, { port: 53, protocol: "UDP" }], labels: { x: {}, y: { weight: 5 } } }));
+    const a = await call(
+      "POST",
+      "/apis/example.org/v2/gadgets",
+      gadget("a", { ports: [{ port: 80 }, { port: 53, protocol: "UDP" }], labels: { x: {}, y: { weight: 5 } } }),
+    );
     assert.is(a.code, 201);
-    assert.equal(a.body.spec, { mode: "fast", ports: [{ port: 80, protocol: "TCP" }, { port: 53, protocol: "UDP" }], labels: { x: { weight: 1 }, y: { weight: 5 } } });
+    assert.equal(a.body.spec, {
+      mode: "fast",
+      ports: [
+        { port: 80, protocol: "TCP" },
+        { port: 53, protocol: "UDP" },
+      ],
+      labels: { x: { weight: 1 }, y: { weight: 5 } },
+    });
     // Written through v1, the v1 default is stored; every version then reads it.
     const b = await call("POST", "/apis/example.org/v1/gadgets", { ...gadget("b", {}), apiVersion: "example.org/v1" });
     assert.is(b.body.spec.mode, "legacy");
@@ -101,7 +138,12 @@ H("schema defaults are stored on write, by the version written: absent fields on
     const patched = await call("PATCH", "/apis/example.org/v2/gadgets/c", { spec: { mode: null } }, "application/merge-patch+json");
     assert.is(patched.body.spec.mode, "fast");
     // Server-side apply: the default is stored, but the applier does not own it.
-    const d = await call("PATCH", "/apis/example.org/v2/gadgets/d?fieldManager=me", gadget("d", { ports: [] }), "application/apply-patch+yaml");
+    const d = await call(
+      "PATCH",
+      "/apis/example.org/v2/gadgets/d?fieldManager=me",
+      gadget("d", { ports: [] }),
+      "application/apply-patch+yaml",
+    );
     assert.is(d.code, 201);
     assert.is(d.body.spec.mode, "fast");
     const mine = d.body.metadata.managedFields.find((f: any) => f.manager === "me");
@@ -149,9 +191,14 @@ H("an informer sees changes, and after its watch is cut past the history (410 Go
 H("a watch with allowWatchBookmarks gets BOOKMARK events carrying the current resourceVersion; timeoutSeconds ends it", async () => {
   const c = await startDevCluster({ bookmarkIntervalMs: 50 });
   try {
-    const r = await fetch(`${c.url}/api/v1/namespaces/default/configmaps?watch=true&allowWatchBookmarks=true&timeoutSeconds=1&resourceVersion=${c.store.rv}`);
+    const r = await fetch(
+      `${c.url}/api/v1/namespaces/default/configmaps?watch=true&allowWatchBookmarks=true&timeoutSeconds=1&resourceVersion=${c.store.rv}`,
+    );
     const text = await r.text(); // ends when the server times the watch out
-    const events = text.trim().split("\n").map((l) => JSON.parse(l) as { type: string; object: { metadata: { resourceVersion: string } } });
+    const events = text
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as { type: string; object: { metadata: { resourceVersion: string } } });
     assert.ok(events.length >= 3, `${events.length} events`);
     assert.ok(events.every((e) => e.type === "BOOKMARK"));
     assert.is(events[0]!.object.metadata.resourceVersion, String(c.store.rv));
@@ -166,11 +213,23 @@ H("with --data, a restart loses nothing", async () => {
   const port = c1.port;
   const a = clients(c1);
   await a.crds.createCustomResourceDefinition({ body: CRD as never });
-  const created = (await a.objects.createNamespacedCustomObject({ group: "example.org", version: "v1", namespace: "default", plural: "widgets", body: widget("kept") })) as any;
+  const created = (await a.objects.createNamespacedCustomObject({
+    group: "example.org",
+    version: "v1",
+    namespace: "default",
+    plural: "widgets",
+    body: widget("kept"),
+  })) as any;
   await c1.stop();
   const c2 = await startDevCluster({ dataFile: data, port });
   try {
-    const got = (await clients(c2).objects.getNamespacedCustomObject({ group: "example.org", version: "v1", namespace: "default", plural: "widgets", name: "kept" })) as any;
+    const got = (await clients(c2).objects.getNamespacedCustomObject({
+      group: "example.org",
+      version: "v1",
+      namespace: "default",
+      plural: "widgets",
+      name: "kept",
+    })) as any;
     assert.is(got.metadata.uid, created.metadata.uid);
     assert.is(got.metadata.resourceVersion, created.metadata.resourceVersion);
   } finally {
@@ -182,22 +241,49 @@ H("bad requests get Kubernetes Status errors naming the problem", async () => {
   const c = await startDevCluster();
   try {
     const call = async (method: string, path: string, body?: string, contentType = "application/json") => {
-      const r = await fetch(`${c.url}${path}`, { method, ...(body !== undefined ? { body, headers: { "Content-Type": contentType } } : {}) });
+      const r = await fetch(`${c.url}${path}`, {
+        method,
+        ...(body !== undefined ? { body, headers: { "Content-Type": contentType } } : {}),
+      });
       return { code: r.status, body: (await r.json()) as { kind: string; reason: string; message: string } };
     };
     const cases: Array<[Promise<{ code: number; body: { kind: string; reason: string; message: string } }>, number, RegExp]> = [
       [call("GET", "/apis/nope.example.org/v1/things"), 404, /could not find the requested resource/],
       [call("POST", "/api/v1/namespaces/default/configmaps", "{not json"), 400, /cannot decode the request body/],
-      [call("POST", "/api/v1/namespaces/default/configmaps", JSON.stringify({ kind: "Secret", metadata: { name: "x" } })), 400, /kind Secret does not match the resource \(ConfigMap\)/],
+      [
+        call("POST", "/api/v1/namespaces/default/configmaps", JSON.stringify({ kind: "Secret", metadata: { name: "x" } })),
+        400,
+        /kind Secret does not match the resource \(ConfigMap\)/,
+      ],
       [call("GET", "/api/v1/namespaces/default/configmaps?labelSelector=a%20in%20b"), 400, /invalid labelSelector/],
-      [call("PATCH", "/api/v1/namespaces/default/configmaps/nope", "{}", "application/merge-patch+json"), 404, /configmaps "nope" not found/],
+      [
+        call("PATCH", "/api/v1/namespaces/default/configmaps/nope", "{}", "application/merge-patch+json"),
+        404,
+        /configmaps "nope" not found/,
+      ],
       [call("DELETE", "/api/v1/namespaces/default/configmaps/nope"), 404, /not found/],
-      [call("POST", "/api/v1/namespaces/missing/configmaps", JSON.stringify({ metadata: { name: "x" } })), 404, /namespaces "missing" not found/],
+      [
+        call("POST", "/api/v1/namespaces/missing/configmaps", JSON.stringify({ metadata: { name: "x" } })),
+        404,
+        /namespaces "missing" not found/,
+      ],
     ];
     await call("POST", "/api/v1/namespaces/default/configmaps", JSON.stringify({ metadata: { name: "cm" } }));
-    cases.push([call("PATCH", "/api/v1/namespaces/default/configmaps/cm", "{}", "text/plain"), 415, /content type "text\/plain" is not supported/]);
-    cases.push([call("PATCH", "/api/v1/namespaces/default/configmaps/cm", "data: {a: b}", "application/apply-patch+yaml"), 400, /fieldManager is required/]);
-    cases.push([call("DELETE", "/api/v1/namespaces/default/configmaps/cm?propagationPolicy=Sometimes"), 400, /propagationPolicy "Sometimes"/]);
+    cases.push([
+      call("PATCH", "/api/v1/namespaces/default/configmaps/cm", "{}", "text/plain"),
+      415,
+      /content type "text\/plain" is not supported/,
+    ]);
+    cases.push([
+      call("PATCH", "/api/v1/namespaces/default/configmaps/cm", "data: {a: b}", "application/apply-patch+yaml"),
+      400,
+      /fieldManager is required/,
+    ]);
+    cases.push([
+      call("DELETE", "/api/v1/namespaces/default/configmaps/cm?propagationPolicy=Sometimes"),
+      400,
+      /propagationPolicy "Sometimes"/,
+    ]);
     for (const [p, code, msg] of cases) {
       const r = await p;
       assert.is(r.code, code, r.body.message);
@@ -218,7 +304,8 @@ H("kubectl against xfn dev-cluster: create a CRD, apply server-side, get by labe
   child.stderr.on("data", (d) => (out += d));
   try {
     await until("dev-cluster to serve", () => out.includes("dev-cluster serving"), 15_000);
-    const kubectl = (...args: string[]) => execFileSync("kubectl", ["--kubeconfig", kubeconfig, "--cache-dir", cache, ...args], { encoding: "utf8", stdio: "pipe" });
+    const kubectl = (...args: string[]) =>
+      execFileSync("kubectl", ["--kubeconfig", kubeconfig, "--cache-dir", cache, ...args], { encoding: "utf8", stdio: "pipe" });
     const crdFile = join(scratch, "crd.json");
     writeFileSync(crdFile, JSON.stringify(CRD));
     assert.match(kubectl("create", "-f", crdFile), /widgets\.example\.org created/);

@@ -20,7 +20,13 @@ const crd = (statusSub = true): JsonObject => ({
 });
 const widget = (name: string, extra: JsonObject = {}): JsonObject => {
   const { metadata, ...rest } = extra;
-  return { apiVersion: "example.org/v1", kind: "Widget", metadata: { name, ...((metadata as JsonObject) ?? {}) }, spec: { size: 1 }, ...rest };
+  return {
+    apiVersion: "example.org/v1",
+    kind: "Widget",
+    metadata: { name, ...((metadata as JsonObject) ?? {}) },
+    spec: { size: 1 },
+    ...rest,
+  };
 };
 
 function store(opts = {}) {
@@ -79,7 +85,10 @@ S("finalizers: delete sets deletionTimestamp; removing the last finalizer delete
   const d = s.delete(W, "default", "a");
   assert.ok((d["metadata"] as any).deletionTimestamp);
   const cur = s.get(W, "default", "a");
-  assert.throws(() => s.update(W, "default", "a", { ...cur, metadata: { ...(cur["metadata"] as any), finalizers: ["example.org/hold", "new"] } }), /cannot be added/);
+  assert.throws(
+    () => s.update(W, "default", "a", { ...cur, metadata: { ...(cur["metadata"] as any), finalizers: ["example.org/hold", "new"] } }),
+    /cannot be added/,
+  );
   s.update(W, "default", "a", { ...cur, metadata: { ...(cur["metadata"] as any), finalizers: [] } });
   assert.throws(() => s.get(W, "default", "a"), /not found/);
 });
@@ -87,7 +96,20 @@ S("finalizers: delete sets deletionTimestamp; removing the last finalizer delete
 S("foreground deletion waits for blocking dependents; background deletion collects orphans", () => {
   const s = store();
   const owner = s.create(W, "default", widget("owner"));
-  const ref = (block: boolean) => ({ metadata: { ownerReferences: [{ apiVersion: "example.org/v1", kind: "Widget", name: "owner", uid: (owner["metadata"] as any).uid, controller: true, blockOwnerDeletion: block }] } });
+  const ref = (block: boolean) => ({
+    metadata: {
+      ownerReferences: [
+        {
+          apiVersion: "example.org/v1",
+          kind: "Widget",
+          name: "owner",
+          uid: (owner["metadata"] as any).uid,
+          controller: true,
+          blockOwnerDeletion: block,
+        },
+      ],
+    },
+  });
   s.create(W, "default", widget("held", { metadata: { ...ref(true).metadata, finalizers: ["example.org/hold"] } }));
   s.create(W, "default", widget("free", ref(false)));
   s.delete(W, "default", "owner", "Foreground");
@@ -99,11 +121,23 @@ S("foreground deletion waits for blocking dependents; background deletion collec
   assert.throws(() => s.get(W, "default", "owner"), /not found/, "the owner goes once its blocking dependent is gone");
 
   const o2 = s.create(W, "default", widget("o2"));
-  s.create(W, "default", widget("child", { metadata: { ownerReferences: [{ apiVersion: "example.org/v1", kind: "Widget", name: "o2", uid: (o2["metadata"] as any).uid }] } }));
+  s.create(
+    W,
+    "default",
+    widget("child", {
+      metadata: { ownerReferences: [{ apiVersion: "example.org/v1", kind: "Widget", name: "o2", uid: (o2["metadata"] as any).uid }] },
+    }),
+  );
   s.delete(W, "default", "o2", "Orphan");
   assert.not.ok((s.get(W, "default", "child")["metadata"] as any).ownerReferences, "orphaned, not deleted");
   const o3 = s.create(W, "default", widget("o3"));
-  s.create(W, "default", widget("child3", { metadata: { ownerReferences: [{ apiVersion: "example.org/v1", kind: "Widget", name: "o3", uid: (o3["metadata"] as any).uid }] } }));
+  s.create(
+    W,
+    "default",
+    widget("child3", {
+      metadata: { ownerReferences: [{ apiVersion: "example.org/v1", kind: "Widget", name: "o3", uid: (o3["metadata"] as any).uid }] },
+    }),
+  );
   s.delete(W, "default", "o3");
   assert.throws(() => s.get(W, "default", "child3"), /not found/, "background: the dependent is collected");
 });
@@ -117,7 +151,10 @@ S("watches: replay from a version, selector transitions become ADDED/DELETED, 41
   s.update(W, "default", "a", { ...a, metadata: { ...(a["metadata"] as any), labels: { app: "y" } } });
   const b = s.create(W, "default", widget("b", { metadata: { labels: { app: "y" } } }));
   s.update(W, "default", "b", { ...b, metadata: { ...(b["metadata"] as any), labels: { app: "x" } } });
-  assert.equal(w.events, [["DELETED", "a"], ["ADDED", "b"]]);
+  assert.equal(w.events, [
+    ["DELETED", "a"],
+    ["ADDED", "b"],
+  ]);
   for (let i = 0; i < 10; i++) s.create(W, "default", widget(`n${i}`));
   const old = recorder(W);
   s.watch(old, from);
@@ -168,17 +205,30 @@ const t = "2026-01-01T00:00:00Z";
 const all = () => true;
 
 SSA("applies, then removes what the manager stops applying", () => {
-  const one = apply(undefined, { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "c", labels: { a: "1" } }, data: { x: "1", y: "2" } }, "host", false, all, t);
+  const one = apply(
+    undefined,
+    { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "c", labels: { a: "1" } }, data: { x: "1", y: "2" } },
+    "host",
+    false,
+    all,
+    t,
+  );
   assert.equal(one["data"], { x: "1", y: "2" });
   const two = apply(one, { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "c" }, data: { x: "1" } }, "host", false, all, t);
   assert.equal(two["data"], { x: "1" });
   assert.is((two["metadata"] as any).labels, undefined);
-  assert.equal((two["metadata"] as any).managedFields.map((m: any) => m.manager), ["host"]);
+  assert.equal(
+    (two["metadata"] as any).managedFields.map((m: any) => m.manager),
+    ["host"],
+  );
 });
 
 SSA("a field another manager owns with a different value conflicts, unless forced", () => {
   const a = apply(undefined, { apiVersion: "v1", kind: "ConfigMap", data: { x: "1", keep: "k" } }, "alice", false, all, t);
-  assert.throws(() => apply(a, { apiVersion: "v1", kind: "ConfigMap", data: { x: "2" } }, "bob", false, all, t), /Apply failed with 1 conflict: conflict with "alice": \.data\.x/);
+  assert.throws(
+    () => apply(a, { apiVersion: "v1", kind: "ConfigMap", data: { x: "2" } }, "bob", false, all, t),
+    /Apply failed with 1 conflict: conflict with "alice": \.data\.x/,
+  );
   const same = apply(a, { apiVersion: "v1", kind: "ConfigMap", data: { x: "1" } }, "bob", false, all, t);
   assert.equal(same["data"], { x: "1", keep: "k" }, "agreeing on a value is no conflict");
   const forced = apply(a, { apiVersion: "v1", kind: "ConfigMap", data: { x: "2" } }, "bob", true, all, t);

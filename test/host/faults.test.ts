@@ -36,18 +36,35 @@ F("API server restart, cut watches (410) and a provider wiping the annotation: t
   const port = c.port;
   const kc = kubeconfigFor(c);
   const mem = memoryLog();
-  const host = new Host({ kc, runner: await createRunner(loadDocs(join(EX, "functions.yaml")), join(EX, "functions.yaml"), () => new Date()), log: mem.log, baseBackoffMs: 50, maxBackoffMs: 500 });
+  const host = new Host({
+    kc,
+    runner: await createRunner(loadDocs(join(EX, "functions.yaml")), join(EX, "functions.yaml"), () => new Date()),
+    log: mem.log,
+    baseBackoffMs: 50,
+    maxBackoffMs: 500,
+  });
   const { objects } = apis(kc);
-  const bucket = async () => ((await objects.listClusterCustomObject(BUCKETS)) as { items: any[] }).items.find((b) => b.metadata.annotations["crossplane.io/composition-resource-name"] === "bucket-logs");
+  const bucket = async () =>
+    ((await objects.listClusterCustomObject(BUCKETS)) as { items: any[] }).items.find(
+      (b) => b.metadata.annotations["crossplane.io/composition-resource-name"] === "bucket-logs",
+    );
   const xr = async () => (await objects.getClusterCustomObject({ ...XBUCKETS, name: "team-a" })) as any;
   try {
     await host.start();
-    await applyManifests(kc, [...loadDocs(join(EX, "host")), ...loadDocs(join(EX, "composition.yaml")), ...loadDocs(join(EX, "xr.yaml"))], mem.log);
+    await applyManifests(
+      kc,
+      [...loadDocs(join(EX, "host")), ...loadDocs(join(EX, "composition.yaml")), ...loadDocs(join(EX, "xr.yaml"))],
+      mem.log,
+    );
     await until("the logs bucket", async () => (await bucket()) !== undefined, 10_000);
     const name = (await bucket()).metadata.name;
     // The provider creates it in the cloud and records the external name.
     await objects.patchClusterCustomObject({ ...BUCKETS, name, body: { metadata: { annotations: { [EXT]: "team-a-logs-4f9a" } } } }, merge);
-    await until("the name recorded in the XR", async () => (await xr()).status?.externalNames?.["bucket-logs"] === "team-a-logs-4f9a", 10_000);
+    await until(
+      "the name recorded in the XR",
+      async () => (await xr()).status?.externalNames?.["bucket-logs"] === "team-a-logs-4f9a",
+      10_000,
+    );
 
     // Watches are cut and the history compacted: resuming gets 410 Gone and relists.
     c.store.closeAllWatches();
@@ -81,12 +98,26 @@ F("a function down for a while: Synced=False with the reason, then convergence o
     `apiVersion: pkg.crossplane.io/v1\nkind: Function\nmetadata:\n  name: function-hello\n  annotations:\n    render.crossplane.io/runtime: Development\n    render.crossplane.io/runtime-development-target: 127.0.0.1:${port}\n---\n` +
       `apiVersion: pkg.crossplane.io/v1\nkind: Function\nmetadata:\n  name: function-lifecycle\n  annotations:\n    render.xfn.dev/module: ${join(ROOT, "functions/lifecycle")}\n`,
   );
-  const host = new Host({ kc, runner: await createRunner(loadDocs(functions), functions, () => new Date()), log: mem.log, baseBackoffMs: 50, maxBackoffMs: 400, functionTimeoutMs: 2000 });
+  const host = new Host({
+    kc,
+    runner: await createRunner(loadDocs(functions), functions, () => new Date()),
+    log: mem.log,
+    baseBackoffMs: 50,
+    maxBackoffMs: 400,
+    functionTimeoutMs: 2000,
+  });
   const { objects } = apis(kc);
-  const synced = async () => ((await objects.getClusterCustomObject({ ...XBUCKETS, name: "team-a" }).catch(() => undefined)) as any)?.status?.conditions?.find((x: any) => x.type === "Synced");
+  const synced = async () =>
+    ((await objects.getClusterCustomObject({ ...XBUCKETS, name: "team-a" }).catch(() => undefined)) as any)?.status?.conditions?.find(
+      (x: any) => x.type === "Synced",
+    );
   try {
     await host.start();
-    await applyManifests(kc, [...loadDocs(join(EX, "host")), ...loadDocs(join(EX, "composition.yaml")), ...loadDocs(join(EX, "xr.yaml"))], mem.log);
+    await applyManifests(
+      kc,
+      [...loadDocs(join(EX, "host")), ...loadDocs(join(EX, "composition.yaml")), ...loadDocs(join(EX, "xr.yaml"))],
+      mem.log,
+    );
     await until("Synced=False naming the function", async () => (await synced())?.status === "False", 10_000);
     assert.match((await synced()).message, /cannot run Function "function-hello"/);
     fn = await serve(hello, { address: `127.0.0.1:${port}`, insecure: true }, memoryLog().log);

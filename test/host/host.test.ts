@@ -23,9 +23,20 @@ async function setup(opts: { watchGcIntervalMs?: number; withXR?: boolean } = {}
   const kc = kubeconfigFor(c);
   const mem = memoryLog();
   const runner = await createRunner(loadDocs(join(EX, "functions.yaml")), join(EX, "functions.yaml"), () => new Date());
-  const host = new Host({ kc, runner, log: mem.log, watchGcIntervalMs: opts.watchGcIntervalMs ?? 60_000, baseBackoffMs: 50, maxBackoffMs: 1000 });
+  const host = new Host({
+    kc,
+    runner,
+    log: mem.log,
+    watchGcIntervalMs: opts.watchGcIntervalMs ?? 60_000,
+    baseBackoffMs: 50,
+    maxBackoffMs: 1000,
+  });
   await host.start();
-  const docs = [...loadDocs(join(EX, "host")), ...loadDocs(join(EX, "composition.yaml")), ...(opts.withXR === false ? [] : loadDocs(join(EX, "xr.yaml")))];
+  const docs = [
+    ...loadDocs(join(EX, "host")),
+    ...loadDocs(join(EX, "composition.yaml")),
+    ...(opts.withXR === false ? [] : loadDocs(join(EX, "xr.yaml"))),
+  ];
   await applyManifests(kc, docs, mem.log);
   return { c, kc, host, mem, ...apis(kc) };
 }
@@ -55,42 +66,80 @@ async function teardown(host: Host, c: DevCluster) {
   await c.stop();
 }
 
-const xrOf = async (objects: ReturnType<typeof apis>["objects"]) => (await objects.getClusterCustomObject({ ...XBUCKETS, name: "team-a" })) as any;
+const xrOf = async (objects: ReturnType<typeof apis>["objects"]) =>
+  (await objects.getClusterCustomObject({ ...XBUCKETS, name: "team-a" })) as any;
 const cond = (o: any, type: string) => (o?.status?.conditions ?? []).find((c: any) => c.type === type);
-const listBuckets = async (objects: ReturnType<typeof apis>["objects"]) => ((await objects.listClusterCustomObject(BUCKETS)) as { items: any[] }).items;
+const listBuckets = async (objects: ReturnType<typeof apis>["objects"]) =>
+  ((await objects.listClusterCustomObject(BUCKETS)) as { items: any[] }).items;
 
 const H = suite("host loop");
 
-H("xfn host --manifests and the host's own CRDs keep every field of a schema (client-node's models would drop x-kubernetes-* and default)", async () => {
-  const { c, kc, mem, host } = await bareHost();
-  const raw = async (path: string) => (await (await fetch(`${c.url}${path}`)).json()) as any;
-  try {
-    await host.start();
-    const schema = { type: "object", "x-kubernetes-preserve-unknown-fields": true, properties: { spec: { type: "object", properties: { tier: { type: "string", enum: ["a", "b"], default: "a" } } } } };
-    const things = crd("example.org", "Thing", "things", "Cluster", [{ name: "v1", served: true, storage: true, schema: { openAPIV3Schema: schema } }]);
-    await applyManifests(kc, [{ obj: things, source: "test" }, ...loadDocs(join(EX, "host", "xrd.yaml"))], mem.log);
-    assert.equal((await raw("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/things.example.org")).spec.versions[0].schema.openAPIV3Schema, schema);
-    const xrds = await raw("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/compositeresourcedefinitions.apiextensions.crossplane.io");
-    assert.equal(xrds.spec.versions.map((v: any) => [v.name, v.schema.openAPIV3Schema["x-kubernetes-preserve-unknown-fields"], v.schema.openAPIV3Schema.properties.spec.properties.scope.default]), [
-      ["v2", true, "Namespaced"],
-      ["v1", true, "LegacyCluster"],
-    ]);
-    await until("the XR kind's CRD", async () => (await raw("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/xbuckets.example.xfn.dev")).spec !== undefined);
-    const xrCrd = await raw("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/xbuckets.example.xfn.dev");
-    assert.is(xrCrd.spec.versions[0].schema.openAPIV3Schema["x-kubernetes-preserve-unknown-fields"], true);
-  } finally {
-    await host.stop();
-    await c.stop();
-  }
-});
+H(
+  "xfn host --manifests and the host's own CRDs keep every field of a schema (client-node's models would drop x-kubernetes-* and default)",
+  async () => {
+    const { c, kc, mem, host } = await bareHost();
+    const raw = async (path: string) => (await (await fetch(`${c.url}${path}`)).json()) as any;
+    try {
+      await host.start();
+      const schema = {
+        type: "object",
+        "x-kubernetes-preserve-unknown-fields": true,
+        properties: { spec: { type: "object", properties: { tier: { type: "string", enum: ["a", "b"], default: "a" } } } },
+      };
+      const things = crd("example.org", "Thing", "things", "Cluster", [
+        { name: "v1", served: true, storage: true, schema: { openAPIV3Schema: schema } },
+      ]);
+      await applyManifests(kc, [{ obj: things, source: "test" }, ...loadDocs(join(EX, "host", "xrd.yaml"))], mem.log);
+      assert.equal(
+        (await raw("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/things.example.org")).spec.versions[0].schema.openAPIV3Schema,
+        schema,
+      );
+      const xrds = await raw(
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/compositeresourcedefinitions.apiextensions.crossplane.io",
+      );
+      assert.equal(
+        xrds.spec.versions.map((v: any) => [
+          v.name,
+          v.schema.openAPIV3Schema["x-kubernetes-preserve-unknown-fields"],
+          v.schema.openAPIV3Schema.properties.spec.properties.scope.default,
+        ]),
+        [
+          ["v2", true, "Namespaced"],
+          ["v1", true, "LegacyCluster"],
+        ],
+      );
+      await until(
+        "the XR kind's CRD",
+        async () => (await raw("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/xbuckets.example.xfn.dev")).spec !== undefined,
+      );
+      const xrCrd = await raw("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/xbuckets.example.xfn.dev");
+      assert.is(xrCrd.spec.versions[0].schema.openAPIV3Schema["x-kubernetes-preserve-unknown-fields"], true);
+    } finally {
+      await host.stop();
+      await c.stop();
+    }
+  },
+);
 
 H("a v1 XRD's XRs are cluster-scoped; claims are not served, and the host says so", async () => {
   const { c, kc, mem, host } = await bareHost();
   try {
     await host.start();
-    const xrd = { apiVersion: "apiextensions.crossplane.io/v1", kind: "CompositeResourceDefinition", metadata: { name: "xdbs.example.org" }, spec: { group: "example.org", names: { kind: "XDB", plural: "xdbs" }, claimNames: { kind: "DB", plural: "dbs" }, versions: [{ name: "v1", served: true, referenceable: true }] } };
+    const xrd = {
+      apiVersion: "apiextensions.crossplane.io/v1",
+      kind: "CompositeResourceDefinition",
+      metadata: { name: "xdbs.example.org" },
+      spec: {
+        group: "example.org",
+        names: { kind: "XDB", plural: "xdbs" },
+        claimNames: { kind: "DB", plural: "dbs" },
+        versions: [{ name: "v1", served: true, referenceable: true }],
+      },
+    };
     await applyManifests(kc, [{ obj: xrd, source: "test" }], mem.log);
-    await until("the warning about claims", () => mem.lines().some((l) => l["xrd"] === "xdbs.example.org" && l["claimKind"] === "DB" && /does not serve/.test(String(l["msg"]))));
+    await until("the warning about claims", () =>
+      mem.lines().some((l) => l["xrd"] === "xdbs.example.org" && l["claimKind"] === "DB" && /does not serve/.test(String(l["msg"]))),
+    );
     const crd = (await (await fetch(`${c.url}/apis/apiextensions.k8s.io/v1/customresourcedefinitions/xdbs.example.org`)).json()) as any;
     assert.is(crd.spec.scope, "Cluster", "v1 XRDs default to LegacyCluster");
   } finally {
@@ -113,11 +162,17 @@ H("reconciles an XR: composes with owner references, records refs and status; pr
     assert.is(xr.status.bucketCount, 2);
     assert.is(cond(xr, "Ready").status, "False");
     // The "provider" makes the logs bucket ready: the XR reacts at once (realtime), assets is created.
-    await objects.patchClusterCustomObjectStatus({ ...BUCKETS, name: logs.metadata.name, body: { status: { conditions: [{ type: "Ready", status: "True", reason: "Available" }] } } }, merge);
+    await objects.patchClusterCustomObjectStatus(
+      { ...BUCKETS, name: logs.metadata.name, body: { status: { conditions: [{ type: "Ready", status: "True", reason: "Available" }] } } },
+      merge,
+    );
     await until("assets composed", async () => (await listBuckets(objects)).length === 2, 10_000);
     for (const b of await listBuckets(objects)) {
       if (b.metadata.annotations["crossplane.io/composition-resource-name"] === "bucket-assets") {
-        await objects.patchClusterCustomObjectStatus({ ...BUCKETS, name: b.metadata.name, body: { status: { conditions: [{ type: "Ready", status: "True", reason: "Available" }] } } }, merge);
+        await objects.patchClusterCustomObjectStatus(
+          { ...BUCKETS, name: b.metadata.name, body: { status: { conditions: [{ type: "Ready", status: "True", reason: "Available" }] } } },
+          merge,
+        );
       }
     }
     await until("XR Ready", async () => cond(await xrOf(objects), "Ready")?.status === "True", 10_000);
@@ -134,23 +189,34 @@ H("failure mode 2: deleting the XR says Deleting and names the blocker at once; 
     await until("a bucket", async () => (await listBuckets(objects)).length === 1, 10_000);
     const [b] = await listBuckets(objects);
     // The provider holds the bucket with its finalizer.
-    await objects.patchClusterCustomObject({ ...BUCKETS, name: b.metadata.name, body: { metadata: { finalizers: ["finalizer.managedresource.crossplane.io"] } } }, merge);
+    await objects.patchClusterCustomObject(
+      { ...BUCKETS, name: b.metadata.name, body: { metadata: { finalizers: ["finalizer.managedresource.crossplane.io"] } } },
+      merge,
+    );
     await objects.deleteClusterCustomObject({ ...XBUCKETS, name: "team-a" });
-    await until("Deleting naming the blocker", async () => {
-      const r = cond(await xrOf(objects), "Ready");
-      return r?.reason === "Deleting" && /bucket-logs \(finalizers: finalizer\.managedresource\.crossplane\.io\)/.test(r.message);
-    }, 10_000);
+    await until(
+      "Deleting naming the blocker",
+      async () => {
+        const r = cond(await xrOf(objects), "Ready");
+        return r?.reason === "Deleting" && /bucket-logs \(finalizers: finalizer\.managedresource\.crossplane\.io\)/.test(r.message);
+      },
+      10_000,
+    );
     const xr = await xrOf(objects);
     assert.equal(xr.status.deletion, { remaining: 1, deleted: 0, total: 1, since: xr.metadata.deletionTimestamp });
     await objects.patchClusterCustomObject({ ...BUCKETS, name: b.metadata.name, body: { metadata: { finalizers: [] } } }, merge);
-    await until("the XR to be gone", async () => {
-      try {
-        await xrOf(objects);
-        return false;
-      } catch (err) {
-        return (err as { code: number }).code === 404;
-      }
-    }, 10_000);
+    await until(
+      "the XR to be gone",
+      async () => {
+        try {
+          await xrOf(objects);
+          return false;
+        } catch (err) {
+          return (err as { code: number }).code === 404;
+        }
+      },
+      10_000,
+    );
     assert.equal(await listBuckets(objects), []);
   } finally {
     await teardown(host, c);
@@ -164,12 +230,20 @@ H("failure mode 1: the composed kind's CRD goes first, then the XRD; the control
     await until("the controller", () => host.controllerKinds().length === 1);
     await crds.deleteCustomResourceDefinition({ name: "buckets.s3.aws.upbound.io" });
     await sleep(300);
-    await objects.deleteClusterCustomObject({ group: "apiextensions.crossplane.io", version: "v2", plural: "compositeresourcedefinitions", name: "xbuckets.example.xfn.dev" });
+    await objects.deleteClusterCustomObject({
+      group: "apiextensions.crossplane.io",
+      version: "v2",
+      plural: "compositeresourcedefinitions",
+      name: "xbuckets.example.xfn.dev",
+    });
     await until("the controller to stop", () => host.controllerKinds().length === 0, 5000);
     assert.match(mem.text(), /stopped XR controller/);
     const errors = mem.lines().filter((l) => l["level"] === "error");
     assert.equal(errors, []);
-    assert.not.ok(host.watches.watching().some((k) => k.plural === "buckets" || k.plural === "xbuckets"), "no watch left on either kind");
+    assert.not.ok(
+      host.watches.watching().some((k) => k.plural === "buckets" || k.plural === "xbuckets"),
+      "no watch left on either kind",
+    );
   } finally {
     await teardown(host, c);
   }
@@ -185,7 +259,10 @@ H("failure mode 3: an XR created long after its XRD, with watch collection runni
     await sleep(1000);
     const runs = host.queue.processed.get("xbuckets.example.xfn.dev|/team-a") ?? 0;
     assert.ok(runs >= 1 && runs <= 8, `reconciled ${runs} times in about a second: no enqueue loop`);
-    assert.ok(host.watches.watching().some((k) => k.plural === "xbuckets"), "the XR kind's watch is still there");
+    assert.ok(
+      host.watches.watching().some((k) => k.plural === "xbuckets"),
+      "the XR kind's watch is still there",
+    );
   } finally {
     await teardown(host, c);
   }
@@ -194,21 +271,50 @@ H("failure mode 3: an XR created long after its XRD, with watch collection runni
 H("failure mode 5: three nested levels converge, without a restart, once the deepest status appears", async () => {
   const { c, kc, mem, host, objects, dir } = await fixtureHost("nested");
   const kind = (plural: string) => ({ group: "nest.example.org", version: "v1", plural });
-  const list = async (k: { group: string; version: string; plural: string }) => ((await objects.listClusterCustomObject(k)) as { items: any[] }).items;
+  const list = async (k: { group: string; version: string; plural: string }) =>
+    ((await objects.listClusterCustomObject(k)) as { items: any[] }).items;
   try {
     await host.start();
-    await applyManifests(kc, [...loadDocs(join(dir, "manifests.yaml")), { obj: { apiVersion: "nest.example.org/v1", kind: "XPlatform", metadata: { name: "team-a" }, spec: {} }, source: "test" }], mem.log);
-    await until("the subnet, two levels down", async () => (await list({ group: "ec2.example.org", version: "v1", plural: "subnets" })).length === 1, 10_000);
+    await applyManifests(
+      kc,
+      [
+        ...loadDocs(join(dir, "manifests.yaml")),
+        { obj: { apiVersion: "nest.example.org/v1", kind: "XPlatform", metadata: { name: "team-a" }, spec: {} }, source: "test" },
+      ],
+      mem.log,
+    );
+    await until(
+      "the subnet, two levels down",
+      async () => (await list({ group: "ec2.example.org", version: "v1", plural: "subnets" })).length === 1,
+      10_000,
+    );
     await sleep(500);
     assert.equal(await list(kind("xclusters")), [], "the cluster waits for the network's status");
     const platform = (await list(kind("xplatforms")))[0];
     assert.match(JSON.stringify(platform.status.waiting.cluster.for), /vpc\.status\.privateSubnet1ID/);
     // The provider finally reports the subnet's ID: the network's status fills in, then the platform proceeds.
     const [subnet] = await list({ group: "ec2.example.org", version: "v1", plural: "subnets" });
-    await objects.patchClusterCustomObjectStatus({ group: "ec2.example.org", version: "v1", plural: "subnets", name: subnet.metadata.name, body: { status: { atProvider: { id: "subnet-0a1b2c" } } } }, merge);
-    await until("the network's status", async () => (await list(kind("xnetworks")))[0]?.status?.privateSubnet1ID === "subnet-0a1b2c", 10_000);
+    await objects.patchClusterCustomObjectStatus(
+      {
+        group: "ec2.example.org",
+        version: "v1",
+        plural: "subnets",
+        name: subnet.metadata.name,
+        body: { status: { atProvider: { id: "subnet-0a1b2c" } } },
+      },
+      merge,
+    );
+    await until(
+      "the network's status",
+      async () => (await list(kind("xnetworks")))[0]?.status?.privateSubnet1ID === "subnet-0a1b2c",
+      10_000,
+    );
     await until("the cluster to be created", async () => (await list(kind("xclusters"))).length === 1, 10_000);
-    await until("the platform to stop waiting", async () => JSON.stringify((await list(kind("xplatforms")))[0].status.waiting) === "{}", 10_000);
+    await until(
+      "the platform to stop waiting",
+      async () => JSON.stringify((await list(kind("xplatforms")))[0].status.waiting) === "{}",
+      10_000,
+    );
     assert.not.ok(mem.text().includes("not found"), "no 'field not found' failure on the way");
   } finally {
     await host.stop();
@@ -216,123 +322,230 @@ H("failure mode 5: three nested levels converge, without a restart, once the dee
   }
 });
 
-H("chooses the Composition as Crossplane does (enforced, the XR's ref, the XRD's default, labels) and says on the XR why it cannot", async () => {
-  const { c, host, objects, kc, mem } = await setup({ withXR: false });
-  const XRDS = { group: "apiextensions.crossplane.io", version: "v2", plural: "compositeresourcedefinitions", name: "xbuckets.example.xfn.dev" };
-  const comp = (name: string, labels: Record<string, string>, kind: string, region: string) => ({
-    obj: {
-      apiVersion: "apiextensions.crossplane.io/v1",
-      kind: "Composition",
-      metadata: { name, labels },
-      spec: {
-        compositeTypeRef: { apiVersion: "example.xfn.dev/v1alpha1", kind },
-        mode: "Pipeline",
-        pipeline: [{ step: "compose", functionRef: { name: "function-hello" }, input: { apiVersion: "hello.xfn.dev/v1alpha1", kind: "Input", defaultRegion: region } }],
+H(
+  "chooses the Composition as Crossplane does (enforced, the XR's ref, the XRD's default, labels) and says on the XR why it cannot",
+  async () => {
+    const { c, host, objects, kc, mem } = await setup({ withXR: false });
+    const XRDS = {
+      group: "apiextensions.crossplane.io",
+      version: "v2",
+      plural: "compositeresourcedefinitions",
+      name: "xbuckets.example.xfn.dev",
+    };
+    const comp = (name: string, labels: Record<string, string>, kind: string, region: string) => ({
+      obj: {
+        apiVersion: "apiextensions.crossplane.io/v1",
+        kind: "Composition",
+        metadata: { name, labels },
+        spec: {
+          compositeTypeRef: { apiVersion: "example.xfn.dev/v1alpha1", kind },
+          mode: "Pipeline",
+          pipeline: [
+            {
+              step: "compose",
+              functionRef: { name: "function-hello" },
+              input: { apiVersion: "hello.xfn.dev/v1alpha1", kind: "Input", defaultRegion: region },
+            },
+          ],
+        },
       },
-    },
-    source: "test",
-  });
-  const xr = (name: string, crossplane: Record<string, unknown> = {}) =>
-    objects.createClusterCustomObject({ ...XBUCKETS, body: { apiVersion: "example.xfn.dev/v1alpha1", kind: "XBuckets", metadata: { name }, spec: { buckets: [{ name: "logs" }], crossplane } } });
-  const syncedMessage = async (name: string) => cond(await objects.getClusterCustomObject({ ...XBUCKETS, name }), "Synced")?.message ?? "";
-  // The region of the bucket composed for an XR tells which Composition composed it.
-  const regionOf = async (name: string) => (await listBuckets(objects)).find((b) => b.metadata.ownerReferences?.[0]?.name === name)?.spec?.forProvider?.region;
-  try {
-    // examples/composition.yaml (xbuckets, default region us-east-1) and two more.
-    await applyManifests(kc, [comp("xbuckets-south", { zone: "south" }, "XBuckets", "ap-south-1"), comp("for-xother", {}, "XOther", "eu-north-1")], mem.log);
-    // Before any XR: with only examples/composition.yaml seen, "ambiguous" would be composed by it.
-    await until("the host to see all three Compositions", () => host.watches.cached({ group: "apiextensions.crossplane.io", version: "v1", plural: "compositions" }).length === 3);
+      source: "test",
+    });
+    const xr = (name: string, crossplane: Record<string, unknown> = {}) =>
+      objects.createClusterCustomObject({
+        ...XBUCKETS,
+        body: {
+          apiVersion: "example.xfn.dev/v1alpha1",
+          kind: "XBuckets",
+          metadata: { name },
+          spec: { buckets: [{ name: "logs" }], crossplane },
+        },
+      });
+    const syncedMessage = async (name: string) =>
+      cond(await objects.getClusterCustomObject({ ...XBUCKETS, name }), "Synced")?.message ?? "";
+    // The region of the bucket composed for an XR tells which Composition composed it.
+    const regionOf = async (name: string) =>
+      (await listBuckets(objects)).find((b) => b.metadata.ownerReferences?.[0]?.name === name)?.spec?.forProvider?.region;
+    try {
+      // examples/composition.yaml (xbuckets, default region us-east-1) and two more.
+      await applyManifests(
+        kc,
+        [comp("xbuckets-south", { zone: "south" }, "XBuckets", "ap-south-1"), comp("for-xother", {}, "XOther", "eu-north-1")],
+        mem.log,
+      );
+      // Before any XR: with only examples/composition.yaml seen, "ambiguous" would be composed by it.
+      await until(
+        "the host to see all three Compositions",
+        () => host.watches.cached({ group: "apiextensions.crossplane.io", version: "v1", plural: "compositions" }).length === 3,
+      );
 
-    await xr("ambiguous");
-    await xr("by-label", { compositionSelector: { matchLabels: { zone: "south" } } });
-    await xr("no-match", { compositionSelector: { matchLabels: { zone: "mars" } } });
-    await xr("wrong-kind", { compositionRef: { name: "for-xother" } });
-    await xr("missing", { compositionRef: { name: "nowhere" } });
-    await xr("bad-selector", { compositionSelector: { matchLabels: "zone=south" } });
-    await xr("bad-ref", { compositionRef: "xbuckets" });
-    await until("by-label composed by xbuckets-south", async () => (await regionOf("by-label")) === "ap-south-1", 10_000);
-    await until("ambiguous says why", async () => /2 Compositions for example\.xfn\.dev\/v1alpha1 XBuckets \(xbuckets, xbuckets-south\)/.test(await syncedMessage("ambiguous")), 10_000);
-    await until("no-match says why", async () => (await syncedMessage("no-match")).includes('no Composition for example.xfn.dev/v1alpha1 XBuckets with labels {"zone":"mars"}'), 10_000);
-    await until("wrong-kind says why", async () => (await syncedMessage("wrong-kind")).includes('Composition "for-xother" composes example.xfn.dev/v1alpha1 XOther, not example.xfn.dev/v1alpha1 XBuckets'), 10_000);
-    await until("missing says why", async () => (await syncedMessage("missing")).includes('Composition "nowhere" not found'), 10_000);
-    await until("bad-selector says why", async () => (await syncedMessage("bad-selector")).includes('compositionSelector must be {matchLabels: {key: "value", ...}}, got {"matchLabels":"zone=south"}'), 10_000);
-    await until("bad-ref says why", async () => (await syncedMessage("bad-ref")).includes('compositionRef must be {name: "..."}, got "xbuckets"'), 10_000);
-    assert.is(await regionOf("bad-selector"), undefined, "nothing composed from a malformed selector");
-    assert.is(await regionOf("ambiguous"), undefined, "nothing composed while no Composition is chosen");
-    const refOf = async (name: string) => ((await objects.getClusterCustomObject({ ...XBUCKETS, name })) as any).spec.crossplane?.compositionRef?.name;
-    assert.is(await refOf("by-label"), "xbuckets-south", "the choice is recorded on the XR, as Crossplane does");
-    assert.is(await refOf("ambiguous"), undefined);
+      await xr("ambiguous");
+      await xr("by-label", { compositionSelector: { matchLabels: { zone: "south" } } });
+      await xr("no-match", { compositionSelector: { matchLabels: { zone: "mars" } } });
+      await xr("wrong-kind", { compositionRef: { name: "for-xother" } });
+      await xr("missing", { compositionRef: { name: "nowhere" } });
+      await xr("bad-selector", { compositionSelector: { matchLabels: "zone=south" } });
+      await xr("bad-ref", { compositionRef: "xbuckets" });
+      await until("by-label composed by xbuckets-south", async () => (await regionOf("by-label")) === "ap-south-1", 10_000);
+      await until(
+        "ambiguous says why",
+        async () =>
+          /2 Compositions for example\.xfn\.dev\/v1alpha1 XBuckets \(xbuckets, xbuckets-south\)/.test(await syncedMessage("ambiguous")),
+        10_000,
+      );
+      await until(
+        "no-match says why",
+        async () =>
+          (await syncedMessage("no-match")).includes('no Composition for example.xfn.dev/v1alpha1 XBuckets with labels {"zone":"mars"}'),
+        10_000,
+      );
+      await until(
+        "wrong-kind says why",
+        async () =>
+          (await syncedMessage("wrong-kind")).includes(
+            'Composition "for-xother" composes example.xfn.dev/v1alpha1 XOther, not example.xfn.dev/v1alpha1 XBuckets',
+          ),
+        10_000,
+      );
+      await until("missing says why", async () => (await syncedMessage("missing")).includes('Composition "nowhere" not found'), 10_000);
+      await until(
+        "bad-selector says why",
+        async () =>
+          (await syncedMessage("bad-selector")).includes(
+            'compositionSelector must be {matchLabels: {key: "value", ...}}, got {"matchLabels":"zone=south"}',
+          ),
+        10_000,
+      );
+      await until(
+        "bad-ref says why",
+        async () => (await syncedMessage("bad-ref")).includes('compositionRef must be {name: "..."}, got "xbuckets"'),
+        10_000,
+      );
+      assert.is(await regionOf("bad-selector"), undefined, "nothing composed from a malformed selector");
+      assert.is(await regionOf("ambiguous"), undefined, "nothing composed while no Composition is chosen");
+      const refOf = async (name: string) =>
+        ((await objects.getClusterCustomObject({ ...XBUCKETS, name })) as any).spec.crossplane?.compositionRef?.name;
+      assert.is(await refOf("by-label"), "xbuckets-south", "the choice is recorded on the XR, as Crossplane does");
+      assert.is(await refOf("ambiguous"), undefined);
 
-    // The XRD's default settles the XR that chose nothing (it is retried with backoff).
-    await objects.patchClusterCustomObject({ ...XRDS, body: { spec: { defaultCompositionRef: { name: "xbuckets-south" } } } }, merge);
-    await until("ambiguous composed by the default", async () => (await regionOf("ambiguous")) === "ap-south-1", 10_000);
-    await until("ambiguous synced", async () => cond(await objects.getClusterCustomObject({ ...XBUCKETS, name: "ambiguous" }), "Synced")?.status === "True", 10_000);
-    assert.is(await refOf("ambiguous"), "xbuckets-south");
+      // The XRD's default settles the XR that chose nothing (it is retried with backoff).
+      await objects.patchClusterCustomObject({ ...XRDS, body: { spec: { defaultCompositionRef: { name: "xbuckets-south" } } } }, merge);
+      await until("ambiguous composed by the default", async () => (await regionOf("ambiguous")) === "ap-south-1", 10_000);
+      await until(
+        "ambiguous synced",
+        async () => cond(await objects.getClusterCustomObject({ ...XBUCKETS, name: "ambiguous" }), "Synced")?.status === "True",
+        10_000,
+      );
+      assert.is(await refOf("ambiguous"), "xbuckets-south");
 
-    // An enforced Composition wins over the XR's own choice.
-    await objects.patchClusterCustomObject({ ...XRDS, body: { spec: { enforcedCompositionRef: { name: "xbuckets-south" } } } }, merge);
-    await xr("enforced", { compositionRef: { name: "xbuckets" } });
-    await until("enforced composed by xbuckets-south", async () => (await regionOf("enforced")) === "ap-south-1", 10_000);
-    assert.is(await refOf("enforced"), "xbuckets-south", "the enforced Composition replaces the XR's own choice");
-  } finally {
-    await teardown(host, c);
-  }
-});
+      // An enforced Composition wins over the XR's own choice.
+      await objects.patchClusterCustomObject({ ...XRDS, body: { spec: { enforcedCompositionRef: { name: "xbuckets-south" } } } }, merge);
+      await xr("enforced", { compositionRef: { name: "xbuckets" } });
+      await until("enforced composed by xbuckets-south", async () => (await regionOf("enforced")) === "ap-south-1", 10_000);
+      assert.is(await refOf("enforced"), "xbuckets-south", "the enforced Composition replaces the XR's own choice");
+    } finally {
+      await teardown(host, c);
+    }
+  },
+);
 
-H("namespaced XRs (a v2 XRD's default): composed in the XR's namespace, two XRs of one name kept apart, status and deletion per namespace", async () => {
-  const { c, kc, mem, host, objects, dir } = await fixtureHost("namespaced");
-  const STORES = { group: "example.org", version: "v1", plural: "xstores" };
-  const BUCKETS_NS = { group: "storage.example.org", version: "v1", plural: "buckets" };
-  const buckets = async (namespace: string) => ((await objects.listNamespacedCustomObject({ ...BUCKETS_NS, namespace })) as { items: any[] }).items;
-  const store = (namespace: string) => objects.getNamespacedCustomObject({ ...STORES, namespace, name: "shop" }) as Promise<any>;
-  try {
-    await host.start();
-    const xr = (namespace: string, size: number) => ({ obj: { apiVersion: "example.org/v1", kind: "XStore", metadata: { name: "shop", namespace }, spec: { size } }, source: "test" });
-    const ns = (name: string) => ({ obj: { apiVersion: "v1", kind: "Namespace", metadata: { name } }, source: "test" });
-    await applyManifests(kc, [...loadDocs(join(dir, "manifests.yaml")), ns("team-a"), ns("team-b"), xr("team-a", 1), xr("team-b", 2)], mem.log);
-    await until("a bucket in each namespace", async () => (await buckets("team-a")).length === 1 && (await buckets("team-b")).length === 1, 10_000);
-    const [a] = await buckets("team-a");
-    const [b] = await buckets("team-b");
-    assert.is(a.spec.size, 1);
-    assert.is(b.spec.size, 2);
-    const owner = a.metadata.ownerReferences[0];
-    assert.equal([owner.kind, owner.name, owner.uid, owner.controller], ["XStore", "shop", (await store("team-a")).metadata.uid, true]);
-    assert.equal((await store("team-a")).spec.crossplane.resourceRefs, [{ apiVersion: "storage.example.org/v1", kind: "Bucket", name: a.metadata.name, namespace: "team-a" }]);
+H(
+  "namespaced XRs (a v2 XRD's default): composed in the XR's namespace, two XRs of one name kept apart, status and deletion per namespace",
+  async () => {
+    const { c, kc, mem, host, objects, dir } = await fixtureHost("namespaced");
+    const STORES = { group: "example.org", version: "v1", plural: "xstores" };
+    const BUCKETS_NS = { group: "storage.example.org", version: "v1", plural: "buckets" };
+    const buckets = async (namespace: string) =>
+      ((await objects.listNamespacedCustomObject({ ...BUCKETS_NS, namespace })) as { items: any[] }).items;
+    const store = (namespace: string) => objects.getNamespacedCustomObject({ ...STORES, namespace, name: "shop" }) as Promise<any>;
+    try {
+      await host.start();
+      const xr = (namespace: string, size: number) => ({
+        obj: { apiVersion: "example.org/v1", kind: "XStore", metadata: { name: "shop", namespace }, spec: { size } },
+        source: "test",
+      });
+      const ns = (name: string) => ({ obj: { apiVersion: "v1", kind: "Namespace", metadata: { name } }, source: "test" });
+      await applyManifests(
+        kc,
+        [...loadDocs(join(dir, "manifests.yaml")), ns("team-a"), ns("team-b"), xr("team-a", 1), xr("team-b", 2)],
+        mem.log,
+      );
+      await until(
+        "a bucket in each namespace",
+        async () => (await buckets("team-a")).length === 1 && (await buckets("team-b")).length === 1,
+        10_000,
+      );
+      const [a] = await buckets("team-a");
+      const [b] = await buckets("team-b");
+      assert.is(a.spec.size, 1);
+      assert.is(b.spec.size, 2);
+      const owner = a.metadata.ownerReferences[0];
+      assert.equal([owner.kind, owner.name, owner.uid, owner.controller], ["XStore", "shop", (await store("team-a")).metadata.uid, true]);
+      assert.equal((await store("team-a")).spec.crossplane.resourceRefs, [
+        { apiVersion: "storage.example.org/v1", kind: "Bucket", name: a.metadata.name, namespace: "team-a" },
+      ]);
 
-    // The provider reports team-a's bucket: team-a's XR hears of it at once; team-b's does not.
-    await objects.patchNamespacedCustomObjectStatus({ ...BUCKETS_NS, namespace: "team-a", name: a.metadata.name, body: { status: { atProvider: { id: "bkt-a" }, conditions: [{ type: "Ready", status: "True", reason: "Available" }] } } }, merge);
-    await until("team-a's XR Ready with the bucket's ID", async () => {
-      const x = await store("team-a");
-      return x.status?.bucketID === "bkt-a" && cond(x, "Ready")?.status === "True";
-    }, 10_000);
-    assert.is((await store("team-b")).status?.bucketID, undefined);
+      // The provider reports team-a's bucket: team-a's XR hears of it at once; team-b's does not.
+      await objects.patchNamespacedCustomObjectStatus(
+        {
+          ...BUCKETS_NS,
+          namespace: "team-a",
+          name: a.metadata.name,
+          body: { status: { atProvider: { id: "bkt-a" }, conditions: [{ type: "Ready", status: "True", reason: "Available" }] } },
+        },
+        merge,
+      );
+      await until(
+        "team-a's XR Ready with the bucket's ID",
+        async () => {
+          const x = await store("team-a");
+          return x.status?.bucketID === "bkt-a" && cond(x, "Ready")?.status === "True";
+        },
+        10_000,
+      );
+      assert.is((await store("team-b")).status?.bucketID, undefined);
 
-    // Deleting team-a's XR takes only team-a's bucket. This Composition has no
-    // deletion step, so the host deletes everything at once and says so; the
-    // provider's finalizer holds the bucket for a while.
-    await objects.patchNamespacedCustomObject({ ...BUCKETS_NS, namespace: "team-a", name: a.metadata.name, body: { metadata: { finalizers: ["example.org/hold"] } } }, merge);
-    await objects.deleteNamespacedCustomObject({ ...STORES, namespace: "team-a", name: "shop" });
-    await until("team-a's XR to say it is deleting the bucket", async () => {
-      const r = cond(await store("team-a"), "Ready");
-      return r?.reason === "Deleting" && r.message === "deleting 1 composed resource: bucket (finalizers: example.org/hold)";
-    }, 10_000);
-    assert.ok((await buckets("team-a"))[0].metadata.deletionTimestamp, "the bucket's deletion was requested");
-    await objects.patchNamespacedCustomObject({ ...BUCKETS_NS, namespace: "team-a", name: a.metadata.name, body: { metadata: { finalizers: null } } }, merge);
-    await until("team-a's bucket and XR gone", async () => {
-      if ((await buckets("team-a")).length > 0) return false;
-      try {
-        await store("team-a");
-        return false;
-      } catch (err) {
-        return (err as { code: number }).code === 404;
-      }
-    }, 10_000);
-    assert.is((await buckets("team-b")).length, 1);
-    assert.is(cond(await store("team-b"), "Synced")?.status, "True");
-  } finally {
-    await host.stop();
-    await c.stop();
-  }
-});
+      // Deleting team-a's XR takes only team-a's bucket. This Composition has no
+      // deletion step, so the host deletes everything at once and says so; the
+      // provider's finalizer holds the bucket for a while.
+      await objects.patchNamespacedCustomObject(
+        { ...BUCKETS_NS, namespace: "team-a", name: a.metadata.name, body: { metadata: { finalizers: ["example.org/hold"] } } },
+        merge,
+      );
+      await objects.deleteNamespacedCustomObject({ ...STORES, namespace: "team-a", name: "shop" });
+      await until(
+        "team-a's XR to say it is deleting the bucket",
+        async () => {
+          const r = cond(await store("team-a"), "Ready");
+          return r?.reason === "Deleting" && r.message === "deleting 1 composed resource: bucket (finalizers: example.org/hold)";
+        },
+        10_000,
+      );
+      assert.ok((await buckets("team-a"))[0].metadata.deletionTimestamp, "the bucket's deletion was requested");
+      await objects.patchNamespacedCustomObject(
+        { ...BUCKETS_NS, namespace: "team-a", name: a.metadata.name, body: { metadata: { finalizers: null } } },
+        merge,
+      );
+      await until(
+        "team-a's bucket and XR gone",
+        async () => {
+          if ((await buckets("team-a")).length > 0) return false;
+          try {
+            await store("team-a");
+            return false;
+          } catch (err) {
+            return (err as { code: number }).code === 404;
+          }
+        },
+        10_000,
+      );
+      assert.is((await buckets("team-b")).length, 1);
+      assert.is(cond(await store("team-b"), "Synced")?.status, "True");
+    } finally {
+      await host.stop();
+      await c.stop();
+    }
+  },
+);
 
 H.run();

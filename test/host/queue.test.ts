@@ -30,14 +30,17 @@ Q("never runs one key on two workers; different keys run in parallel", async () 
   let concurrentA = 0;
   let maxA = 0;
   let both = false;
-  const q = new WorkQueue(async (k) => {
-    if (k === "a") {
-      concurrentA++;
-      maxA = Math.max(maxA, concurrentA);
-      await sleep(30);
-      concurrentA--;
-    } else both = concurrentA > 0;
-  }, { workers: 4 });
+  const q = new WorkQueue(
+    async (k) => {
+      if (k === "a") {
+        concurrentA++;
+        maxA = Math.max(maxA, concurrentA);
+        await sleep(30);
+        concurrentA--;
+      } else both = concurrentA > 0;
+    },
+    { workers: 4 },
+  );
   q.add("a");
   q.add("b");
   q.add("a");

@@ -22,7 +22,8 @@ async function setup(opts = {}) {
   return { c, kc, crds, objects, w, mem };
 }
 
-const names = (evs: WatchEvent[], type?: string) => evs.filter((e) => !type || e.type === type).map((e) => `${e.type} ${e.object.metadata?.name}`);
+const names = (evs: WatchEvent[], type?: string) =>
+  evs.filter((e) => !type || e.type === type).map((e) => `${e.type} ${e.object.metadata?.name}`);
 const W = suite("watch engine");
 
 W("owners share one informer; the last release stops it; a late owner sees what exists", async () => {

@@ -1,21 +1,16 @@
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
-import {
-  deleteValue,
-  FieldPathError,
-  getNumber,
-  getString,
-  getValue,
-  parsePath,
-  setValue,
-} from "../../src/sdk/fieldpath.js";
+import { deleteValue, FieldPathError, getNumber, getString, getValue, parsePath, setValue } from "../../src/sdk/fieldpath.js";
 
 const Parse = suite("parsePath");
 
 const parseCases: Record<string, { path: string; want?: unknown; err?: RegExp }> = {
   SimpleFields: { path: "spec.forProvider.region", want: [{ field: "spec" }, { field: "forProvider" }, { field: "region" }] },
-  IndexAfterField: { path: "spec.containers[0].image", want: [{ field: "spec" }, { field: "containers" }, { index: 0 }, { field: "image" }] },
+  IndexAfterField: {
+    path: "spec.containers[0].image",
+    want: [{ field: "spec" }, { field: "containers" }, { index: 0 }, { field: "image" }],
+  },
   BracketKeyWithDotsAndSlash: {
     path: "metadata.annotations[crossplane.io/external-name]",
     want: [{ field: "metadata" }, { field: "annotations" }, { field: "crossplane.io/external-name" }],
@@ -36,7 +31,10 @@ const parseCases: Record<string, { path: string; want?: unknown; err?: RegExp }>
 for (const [name, tc] of Object.entries(parseCases)) {
   Parse(name, () => {
     if (tc.err) {
-      assert.throws(() => parsePath(tc.path), (e: unknown) => e instanceof FieldPathError && tc.err!.test(e.message));
+      assert.throws(
+        () => parsePath(tc.path),
+        (e: unknown) => e instanceof FieldPathError && tc.err!.test(e.message),
+      );
     } else {
       assert.equal(parsePath(tc.path), tc.want);
     }
@@ -118,8 +116,14 @@ for (const [name, tc] of Object.entries(setCases)) {
 
 Write("never pollutes Object.prototype", () => {
   const o: JsonObject = {};
-  assert.throws(() => setValue(o, "__proto__.polluted", true), (e: unknown) => e instanceof FieldPathError);
-  assert.throws(() => setValue(o, "a[__proto__]", true), (e: unknown) => e instanceof FieldPathError);
+  assert.throws(
+    () => setValue(o, "__proto__.polluted", true),
+    (e: unknown) => e instanceof FieldPathError,
+  );
+  assert.throws(
+    () => setValue(o, "a[__proto__]", true),
+    (e: unknown) => e instanceof FieldPathError,
+  );
   setValue(o, "constructor.prototype.polluted", true);
   assert.is(({} as Record<string, unknown>)["polluted"], undefined);
   assert.is(JSON.stringify(o), JSON.stringify({ constructor: { prototype: { polluted: true } } }));

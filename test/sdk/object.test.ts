@@ -20,7 +20,12 @@ Obj("annotations and labels with dotted keys", () => {
 const condCases: Record<string, { status: unknown; want: unknown }> = {
   NoStatus: { status: undefined, want: undefined },
   Found: {
-    status: { conditions: [{ type: "Synced", status: "True" }, { type: "Ready", status: "False", reason: "Creating", message: "m" }] },
+    status: {
+      conditions: [
+        { type: "Synced", status: "True" },
+        { type: "Ready", status: "False", reason: "Creating", message: "m" },
+      ],
+    },
     want: { type: "Ready", status: "False", reason: "Creating", message: "m" },
   },
   MalformedEntriesSkipped: { status: { conditions: ["junk", null, { type: "Ready" }] }, want: undefined },
@@ -40,7 +45,10 @@ Obj("isDeleting", () => {
 function decoded(o: JsonObject): JsonObject {
   const old = setLazyMin(0);
   try {
-    const bytes = toBinary(RunFunctionRequestSchema, create(RunFunctionRequestSchema, { observed: { resources: { x: { resource: o } } } } as never));
+    const bytes = toBinary(
+      RunFunctionRequestSchema,
+      create(RunFunctionRequestSchema, { observed: { resources: { x: { resource: o } } } } as never),
+    );
     return decodeRequest(bytes).observed!.resources["x"]!.resource!;
   } finally {
     setLazyMin(old);
@@ -65,7 +73,14 @@ Obj("on objects read from the wire the helpers answer as on plain objects, wrong
     { metadata: "not an object" },
     { metadata: [{ annotations: {} }] },
     { metadata: {} },
-    { status: { conditions: [{ type: "Synced", status: "True" }, { type: "Ready", status: "False", reason: "Creating", message: "m", lastTransitionTime: "t" }] } },
+    {
+      status: {
+        conditions: [
+          { type: "Synced", status: "True" },
+          { type: "Ready", status: "False", reason: "Creating", message: "m", lastTransitionTime: "t" },
+        ],
+      },
+    },
     { status: { conditions: "not a list" } },
     { status: { conditions: null } },
     { status: ["not an object"] },
@@ -83,10 +98,15 @@ Obj("on objects read from the wire the helpers answer as on plain objects, wrong
     for (const [name, read] of reads) {
       const o = decoded(shape);
       const got = outcome(() => read(o));
-      assert.equal(got, outcome(() => read(shape)), `${name} of ${JSON.stringify(shape)}`);
+      assert.equal(
+        got,
+        outcome(() => read(shape)),
+        `${name} of ${JSON.stringify(shape)}`,
+      );
       // Where every part is the type it should be, the answer comes from the bytes.
       if (!("error" in (got as object)) && !unusual.has(shape)) {
-        for (const k of ["metadata", "status"]) if (Object.hasOwn(shape, k)) assert.ok(isUnread(o, k), `${name} of ${JSON.stringify(shape)} read ${k}`);
+        for (const k of ["metadata", "status"])
+          if (Object.hasOwn(shape, k)) assert.ok(isUnread(o, k), `${name} of ${JSON.stringify(shape)} read ${k}`);
       }
     }
   }

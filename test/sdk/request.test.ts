@@ -62,7 +62,10 @@ const requiredCases: Record<string, { json: object; want: unknown }> = {
   Answered: { json: { requiredResources: { cfg: { items: [{ resource: { kind: "ConfigMap" } }] } } }, want: [{ kind: "ConfigMap" }] },
   DeprecatedField: { json: { extraResources: { cfg: { items: [{ resource: { kind: "Old" } }] } } }, want: [{ kind: "Old" }] },
   NewFieldWins: {
-    json: { requiredResources: { cfg: { items: [{ resource: { kind: "New" } }] } }, extraResources: { cfg: { items: [{ resource: { kind: "Old" } }] } } },
+    json: {
+      requiredResources: { cfg: { items: [{ resource: { kind: "New" } }] } },
+      extraResources: { cfg: { items: [{ resource: { kind: "Old" } }] } },
+    },
     want: [{ kind: "New" }],
   },
 };

@@ -9,7 +9,10 @@ const To = suite("response.to");
 
 To("copies desired and context deeply, echoes the tag, sets a 60 s TTL", () => {
   const r = req({
-    desired: { composite: { resource: { status: { a: { b: 1 } } } }, resources: { db: { resource: { spec: { x: [1] } }, ready: "READY_TRUE" } } },
+    desired: {
+      composite: { resource: { status: { a: { b: 1 } } } },
+      resources: { db: { resource: { spec: { x: [1] } }, ready: "READY_TRUE" } },
+    },
     context: { k: { nested: true } },
   });
   const rsp = response.to(r);
@@ -147,7 +150,10 @@ Req("bad selectors are refused with the reason", () => {
     /"x": give exactly one of matchName and matchLabels/,
   );
   assert.throws(() => response.requireResources(rsp, "x", { apiVersion: "v1", kind: "K" } as never), /exactly one of/);
-  assert.throws(() => response.requireResources(rsp, "x", { apiVersion: "", kind: "K", matchName: "a" }), /apiVersion and kind are required/);
+  assert.throws(
+    () => response.requireResources(rsp, "x", { apiVersion: "", kind: "K", matchName: "a" }),
+    /apiVersion and kind are required/,
+  );
   assert.throws(() => response.requireSchema(rsp, "s", { apiVersion: "v1", kind: "" }), /apiVersion and kind are required/);
 });
 

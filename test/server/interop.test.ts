@@ -22,7 +22,14 @@ const protoFiles = {
 const loaderOptions = { keepCase: false, longs: String, enums: String, defaults: false, oneofs: false, includeDirs: [join(root, "proto")] };
 
 // protobufjs has no JSON mapping for Struct; these convert by hand, independently of protobuf-es.
-type PbValue = { nullValue?: string; numberValue?: number; stringValue?: string; boolValue?: boolean; structValue?: PbStruct; listValue?: { values?: PbValue[] } };
+type PbValue = {
+  nullValue?: string;
+  numberValue?: number;
+  stringValue?: string;
+  boolValue?: boolean;
+  structValue?: PbStruct;
+  listValue?: { values?: PbValue[] };
+};
 type PbStruct = { fields?: Record<string, PbValue> };
 
 function toPbValue(v: JsonValue): PbValue {
@@ -45,7 +52,12 @@ function fromPbValue(v: PbValue): JsonValue {
 }
 const fromPbStruct = (s: PbStruct): JsonObject => Object.fromEntries(Object.entries(s.fields ?? {}).map(([k, v]) => [k, fromPbValue(v)]));
 
-const xr = { apiVersion: "example.org/v1", kind: "XBucket", metadata: { name: "b", labels: { a: "1" } }, spec: { n: 2.5, on: true, tags: ["x", null] } };
+const xr = {
+  apiVersion: "example.org/v1",
+  kind: "XBucket",
+  metadata: { name: "b", labels: { a: "1" } },
+  spec: { n: 2.5, on: true, tags: ["x", null] },
+};
 const input = { apiVersion: "x/v1", kind: "Input", replicas: 3 };
 
 // The request in protobufjs's object form.
@@ -98,7 +110,12 @@ for (const [version, { file, pkg }] of Object.entries(protoFiles)) {
         (req) => {
           seen.push(toJson(RunFunctionRequestSchema, req));
           const rsp = response.to(req, { ttlSeconds: 30 });
-          response.setDesiredComposedResource(rsp, "bucket", { kind: "Bucket", spec: { size: 1, list: [true, null, "s"] } }, { ready: false });
+          response.setDesiredComposedResource(
+            rsp,
+            "bucket",
+            { kind: "Bucket", spec: { size: 1, list: [true, null, "s"] } },
+            { ready: false },
+          );
           response.setDesiredCompositeStatus(rsp, { count: 2 });
           response.warning(rsp, "careful").withReason("Careful").targetCompositeAndClaim();
           response.conditionTrue(rsp, "BucketsReady", "Available").withMessage("all good");
@@ -125,7 +142,9 @@ for (const [version, { file, pkg }] of Object.entries(protoFiles)) {
       assert.equal(fromPbStruct(got["desired"].resources.bucket.resource), { kind: "Bucket", spec: { size: 1, list: [true, null, "s"] } });
       assert.is(got["desired"].resources.bucket.ready, "READY_FALSE");
       assert.equal(fromPbStruct(got["desired"].composite.resource), { status: { count: 2 } });
-      assert.equal(got["results"], [{ severity: "SEVERITY_WARNING", message: "careful", reason: "Careful", target: "TARGET_COMPOSITE_AND_CLAIM" }]);
+      assert.equal(got["results"], [
+        { severity: "SEVERITY_WARNING", message: "careful", reason: "Careful", target: "TARGET_COMPOSITE_AND_CLAIM" },
+      ]);
       assert.equal(got["conditions"], [
         { type: "BucketsReady", status: "STATUS_CONDITION_TRUE", reason: "Available", message: "all good", target: "TARGET_COMPOSITE" },
       ]);

@@ -35,15 +35,23 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 const Serve = suite("server: RunFunction");
 
-for (const [version, path] of [["v1", V1], ["v1beta1", V1BETA1]] as const) {
+for (const [version, path] of [
+  ["v1", V1],
+  ["v1beta1", V1BETA1],
+] as const) {
   Serve(`${version}: answers with the tag, the copied desired state and the function's additions`, async () => {
     const { srv, client } = await start(echo);
     try {
-      const rsp = await client.run(request({ meta: { tag: "abc" }, desired: { resources: { kept: { resource: { kind: "Kept" } } } } }), { path });
+      const rsp = await client.run(request({ meta: { tag: "abc" }, desired: { resources: { kept: { resource: { kind: "Kept" } } } } }), {
+        path,
+      });
       assert.is(rsp.meta?.tag, "abc");
       assert.is(rsp.meta?.ttl?.seconds, 60n);
       assert.equal(Object.keys(rsp.desired?.resources ?? {}).sort(), ["added", "kept"]);
-      assert.equal(rsp.results.map((r) => r.message), ["ok"]);
+      assert.equal(
+        rsp.results.map((r) => r.message),
+        ["ok"],
+      );
     } finally {
       client.close();
       await srv.stop(1000);
@@ -65,13 +73,21 @@ Serve("health: Check says SERVING; a Watch hears NOT_SERVING on stop and does no
     assert.is(code, Code.NOT_FOUND);
 
     const seen: number[][] = [];
-    const stream = watch.makeServerStreamRequest("/grpc.health.v1.Health/Watch", (b: Uint8Array) => Buffer.from(b), (b: Buffer) => b, req(""));
+    const stream = watch.makeServerStreamRequest(
+      "/grpc.health.v1.Health/Watch",
+      (b: Uint8Array) => Buffer.from(b),
+      (b: Buffer) => b,
+      req(""),
+    );
     const ended = new Promise<void>((r) => stream.on("end", r).on("error", () => r()));
     stream.on("data", (d: Buffer) => seen.push([...d]));
     await until("the Watch's first status", () => seen.length === 1);
     await srv.stop(5000);
     await ended;
-    assert.equal(seen, [[0x08, 0x01], [0x08, 0x02]]);
+    assert.equal(seen, [
+      [0x08, 0x01],
+      [0x08, 0x02],
+    ]);
     assert.not.ok(mem.text().includes("grace period over"), "the open Watch stream held the shutdown until the grace period ran out");
     assert.ok(mem.text().includes('"msg":"stopped"'));
   } finally {
@@ -96,7 +112,10 @@ Serve("a function that throws becomes a Fatal result, and the server keeps servi
     assert.is(rsp.meta?.tag, "tag-1");
     assert.ok(mem.text().includes("function threw"));
     const next = await client.run(request());
-    assert.equal(next.results.map((r) => r.message), ["ok"]);
+    assert.equal(
+      next.results.map((r) => r.message),
+      ["ok"],
+    );
   } finally {
     client.close();
     await srv.stop(1000);
@@ -214,7 +233,10 @@ Bad("a 5 MB request is accepted with maxRecvMessageSizeMB 8", async () => {
   const { srv, client } = await start(echo, { maxRecvMessageSizeMB: 8 });
   try {
     const rsp = await client.run(fiveMB());
-    assert.equal(rsp.results.map((r) => r.message), ["ok"]);
+    assert.equal(
+      rsp.results.map((r) => r.message),
+      ["ok"],
+    );
   } finally {
     client.close();
     await srv.stop(1000);
@@ -260,7 +282,10 @@ Limits("a hung function ends at the client's deadline, frees its slot, and sees 
     assert.is(code, Code.DEADLINE_EXCEEDED);
     // The only slot is free again: this call would queue forever otherwise.
     const rsp = await client.run(request(), { timeoutMs: 5000 });
-    assert.equal(rsp.results.map((r) => r.message), ["ok"]);
+    assert.equal(
+      rsp.results.map((r) => r.message),
+      ["ok"],
+    );
     assert.ok(aborted, "the function's signal was aborted at the deadline");
     assert.ok(mem.text().includes("function did not finish before the client's deadline"));
   } finally {
@@ -337,7 +362,10 @@ Limits("a call the client cancels ends: a running function sees its signal abort
   // Cancelled before it reached the handler: answered without running.
   const early = new Cancel();
   early.cancel();
-  assert.equal(await h.handle(bytes("early"), { version: "v1", deadline: Infinity, cancel: early }), { code: Code.CANCELLED, details: "call cancelled" });
+  assert.equal(await h.handle(bytes("early"), { version: "v1", deadline: Infinity, cancel: early }), {
+    code: Code.CANCELLED,
+    details: "call cancelled",
+  });
   assert.equal(ran, ["hang", "after"]);
 });
 
@@ -367,7 +395,10 @@ Limits("the context: signal, log and now can be destructured; a signal first rea
     { maxConcurrency: 1, maxQueue: 1, maxResponseBytes: 1 << 22 },
     mem.log,
   );
-  assert.equal(await slow.handle(bytes("slow"), { version: "v1", deadline: Date.now() + 30 }), { code: Code.DEADLINE_EXCEEDED, details: "function did not finish before the deadline" });
+  assert.equal(await slow.handle(bytes("slow"), { version: "v1", deadline: Date.now() + 30 }), {
+    code: Code.DEADLINE_EXCEEDED,
+    details: "function did not finish before the deadline",
+  });
   await sleep(250);
   assert.is(late, true);
 });

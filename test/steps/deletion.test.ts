@@ -5,8 +5,15 @@ import { deletion } from "../../src/steps/index.js";
 import { messages, run } from "../support/steps.js";
 
 const X = suite("step deletion");
-const deletingXR = (since = "2026-06-01T11:50:00Z", status = {}) => ({ kind: "XNet", metadata: { name: "net", deletionTimestamp: since }, status });
-const mr = (extra: Record<string, unknown> = {}) => ({ kind: "MR", metadata: { name: "m", finalizers: ["finalizer.managedresource.crossplane.io"], ...extra } });
+const deletingXR = (since = "2026-06-01T11:50:00Z", status = {}) => ({
+  kind: "XNet",
+  metadata: { name: "net", deletionTimestamp: since },
+  status,
+});
+const mr = (extra: Record<string, unknown> = {}) => ({
+  kind: "MR",
+  metadata: { name: "m", finalizers: ["finalizer.managedresource.crossplane.io"], ...extra },
+});
 
 X("does nothing while the XR is not being deleted", () => {
   const rsp = run([deletion()], { observed: { a: mr() }, desired: { a: { kind: "MR" } } });
@@ -15,18 +22,32 @@ X("does nothing while the XR is not being deleted", () => {
 });
 
 X("says Deleting at once, names what remains and its finalizers, records progress", () => {
-  const rsp = run([deletion()], { xr: deletingXR(), observed: { bucket: mr(), db: { kind: "DB", metadata: { name: "d" } } }, desired: { bucket: {}, db: {} } });
+  const rsp = run([deletion()], {
+    xr: deletingXR(),
+    observed: { bucket: mr(), db: { kind: "DB", metadata: { name: "d" } } },
+    desired: { bucket: {}, db: {} },
+  });
   const c = rsp.conditions[0]!;
   assert.equal([c.type, c.status, c.reason, c.target], ["Ready", Status.CONDITION_FALSE, "Deleting", Target.COMPOSITE_AND_CLAIM]);
   assert.is(c.message, "deleting: waiting for bucket (finalizers: finalizer.managedresource.crossplane.io), db");
   assert.is(rsp.desired!.composite!.ready, Ready.FALSE);
-  assert.equal((rsp.desired!.composite!.resource!["status"] as any).deletion, { remaining: 2, deleted: 0, total: 2, since: "2026-06-01T11:50:00Z" });
+  assert.equal((rsp.desired!.composite!.resource!["status"] as any).deletion, {
+    remaining: 2,
+    deleted: 0,
+    total: 2,
+    since: "2026-06-01T11:50:00Z",
+  });
   assert.equal(Object.keys(rsp.desired!.resources), [], "without dependencies everything goes at once");
 });
 
 X("progress keeps the total recorded on an earlier reconcile", () => {
   const rsp = run([deletion()], { xr: deletingXR(undefined, { deletion: { total: 3 } }), observed: { db: mr() } });
-  assert.equal((rsp.desired!.composite!.resource!["status"] as any).deletion, { remaining: 1, deleted: 2, total: 3, since: "2026-06-01T11:50:00Z" });
+  assert.equal((rsp.desired!.composite!.resource!["status"] as any).deletion, {
+    remaining: 1,
+    deleted: 2,
+    total: 3,
+    since: "2026-06-01T11:50:00Z",
+  });
   const done = run([deletion()], { xr: deletingXR(undefined, { deletion: { total: 3 } }) });
   assert.is(done.conditions[0]!.message, "deleting: all composed resources are gone");
 });
@@ -60,14 +81,22 @@ X("not yet asked to delete, a resource's wait counts from the XR's deletion", ()
 X("with dependencies, dependents are deleted first, in waves", () => {
   const deps = { subnet: { dependsOn: ["vpc"] }, cluster: { waitFor: ["subnet:status.atProvider.id"] } };
   const all = { vpc: mr(), subnet: mr(), cluster: mr() };
-  const first = run([deletion({ dependencies: deps })], { xr: deletingXR(), observed: all, desired: { vpc: { kind: "VPC" }, subnet: { kind: "Subnet" }, cluster: {} } });
+  const first = run([deletion({ dependencies: deps })], {
+    xr: deletingXR(),
+    observed: all,
+    desired: { vpc: { kind: "VPC" }, subnet: { kind: "Subnet" }, cluster: {} },
+  });
   assert.equal(Object.keys(first.desired!.resources).sort(), ["subnet", "vpc"]);
   assert.equal(first.desired!.resources["vpc"]!.resource, { kind: "VPC" });
   assert.match(first.conditions[0]!.message!, /deleting later: subnet \(after cluster\), vpc \(after subnet\)/);
 
   const second = run([deletion({ dependencies: deps })], { xr: deletingXR(), observed: { vpc: mr(), subnet: mr() } });
   assert.equal(Object.keys(second.desired!.resources), ["vpc"]);
-  assert.equal(second.desired!.resources["vpc"]!.resource, { kind: "MR", metadata: { name: "m" } }, "kept as observed when no earlier desired state");
+  assert.equal(
+    second.desired!.resources["vpc"]!.resource,
+    { kind: "MR", metadata: { name: "m" } },
+    "kept as observed when no earlier desired state",
+  );
 
   const third = run([deletion({ dependencies: deps })], { xr: deletingXR(), observed: { vpc: mr() } });
   assert.equal(Object.keys(third.desired!.resources), []);

@@ -27,7 +27,9 @@ D("dependsOn: a dependent waits, not created, until its dependency is ready", ()
 });
 
 D("waitFor a field of another resource, and of the XR", () => {
-  const steps = [dependencies({ subnet: { waitFor: ["vpc:status.atProvider.id"] }, cluster: { waitFor: ["xr:status.network.privateSubnetId"] } })];
+  const steps = [
+    dependencies({ subnet: { waitFor: ["vpc:status.atProvider.id"] }, cluster: { waitFor: ["xr:status.network.privateSubnetId"] } }),
+  ];
   const rsp = run(steps, { observed: { vpc: vpcBooting }, desired: { subnet: {}, cluster: {} } });
   assert.equal(Object.keys(rsp.desired!.resources), []);
   assert.equal(messages(rsp, Severity.NORMAL).sort(), [
@@ -69,15 +71,21 @@ D("a cycle is a Fatal result printing it", () => {
 
 D("the TTL backs off the longer a resource waits", () => {
   const steps = [dependencies({ subnet: { dependsOn: ["vpc"] } })];
-  const since = (ago: number) => ({ kind: "XNet", status: { waiting: { subnet: { since: new Date(NOW.getTime() - ago * 1000).toISOString() } } } });
+  const since = (ago: number) => ({
+    kind: "XNet",
+    status: { waiting: { subnet: { since: new Date(NOW.getTime() - ago * 1000).toISOString() } } },
+  });
   const ttl = (ago: number) => response.getTTLSeconds(run(steps, { xr: since(ago), desired: { subnet: {} } }));
   assert.equal([ttl(0), ttl(30), ttl(100), ttl(1000)], [5, 15, 50, 60]);
   const rsp = run(steps, { xr: since(100), desired: { subnet: {} } });
-  assert.is(((rsp.desired!.composite!.resource!["status"] as any).waiting.subnet.since), new Date(NOW.getTime() - 100_000).toISOString());
+  assert.is((rsp.desired!.composite!.resource!["status"] as any).waiting.subnet.since, new Date(NOW.getTime() - 100_000).toISOString());
 });
 
 D("bad configuration is refused naming where", () => {
-  assert.throws(() => dependencies({ subnet: { waitFor: ["vpc"] } }), /dependencies\.subnet\.waitFor\[0\]: "vpc" is not resource:field\.path/);
+  assert.throws(
+    () => dependencies({ subnet: { waitFor: ["vpc"] } }),
+    /dependencies\.subnet\.waitFor\[0\]: "vpc" is not resource:field\.path/,
+  );
   assert.throws(() => dependencies({ subnet: { waitFor: ["vpc:"] } }), /is not resource:field\.path/);
   assert.throws(() => dependencies({ subnet: { waitFor: ["vpc:status..id"] } }), /dependencies\.subnet\.waitFor\[0\]: field path/);
   assert.throws(() => dependencies({ subnet: { dependsOn: [""] } }), /dependencies\.subnet\.dependsOn\[0\] must be a resource name/);

@@ -10,7 +10,10 @@ const E = suite("step externalName");
 const xrWith = (names: Record<string, string>) => ({ kind: "XNet", metadata: { name: "net" }, status: { externalNames: names } });
 
 E("records an observed name in the desired XR status and keeps it on the desired resource", () => {
-  const rsp = run([externalName()], { observed: { bucket: annotated("b", { [EXT]: "bkt-123" }) }, desired: { bucket: { kind: "Bucket" } } });
+  const rsp = run([externalName()], {
+    observed: { bucket: annotated("b", { [EXT]: "bkt-123" }) },
+    desired: { bucket: { kind: "Bucket" } },
+  });
   assert.equal(rsp.desired!.composite!.resource, { status: { externalNames: { bucket: "bkt-123" } } });
   assert.is(getAnnotation(rsp.desired!.resources["bucket"]!.resource, EXT), "bkt-123");
   assert.equal(messages(rsp), []);
@@ -38,7 +41,9 @@ E("a conflict is a Warning naming both; the observed name wins", () => {
     observed: { bucket: annotated("b", { [EXT]: "new-name" }) },
     desired: { bucket: { kind: "Bucket" } },
   });
-  assert.equal(messages(rsp, Severity.WARNING), ['bucket: recorded external name "old-name" differs from the observed "new-name"; keeping the observed one']);
+  assert.equal(messages(rsp, Severity.WARNING), [
+    'bucket: recorded external name "old-name" differs from the observed "new-name"; keeping the observed one',
+  ]);
   assert.equal(rsp.desired!.composite!.resource, { status: { externalNames: { bucket: "new-name" } } });
   assert.is(getAnnotation(rsp.desired!.resources["bucket"]!.resource, EXT), "new-name");
 });
@@ -65,15 +70,24 @@ E("keeps names of resources that are no longer composed", () => {
 const pendingCases: Record<string, { annotations: Record<string, string>; warns: boolean }> = {
   PendingOnly: { annotations: { "crossplane.io/external-create-pending": "2026-06-01T11:00:00Z" }, warns: true },
   SucceededAfter: {
-    annotations: { "crossplane.io/external-create-pending": "2026-06-01T11:00:00Z", "crossplane.io/external-create-succeeded": "2026-06-01T11:00:05Z" },
+    annotations: {
+      "crossplane.io/external-create-pending": "2026-06-01T11:00:00Z",
+      "crossplane.io/external-create-succeeded": "2026-06-01T11:00:05Z",
+    },
     warns: false,
   },
   FailedAfter: {
-    annotations: { "crossplane.io/external-create-pending": "2026-06-01T11:00:00Z", "crossplane.io/external-create-failed": "2026-06-01T11:00:05Z" },
+    annotations: {
+      "crossplane.io/external-create-pending": "2026-06-01T11:00:00Z",
+      "crossplane.io/external-create-failed": "2026-06-01T11:00:05Z",
+    },
     warns: false,
   },
   SucceededBeforeANewPending: {
-    annotations: { "crossplane.io/external-create-pending": "2026-06-01T11:00:00Z", "crossplane.io/external-create-succeeded": "2026-05-01T00:00:00Z" },
+    annotations: {
+      "crossplane.io/external-create-pending": "2026-06-01T11:00:00Z",
+      "crossplane.io/external-create-succeeded": "2026-05-01T00:00:00Z",
+    },
     warns: true,
   },
 };
@@ -88,11 +102,19 @@ for (const [name, tc] of Object.entries(pendingCases)) {
 
 E("a name still held by a deleting resource holds the new one back with a Warning", () => {
   const rsp = run([externalName()], {
-    observed: { old: annotated("o", { [EXT]: "shared" }, { metadata: { name: "o", deletionTimestamp: "2026-06-01T11:59:00Z", annotations: { [EXT]: "shared" } } }) },
+    observed: {
+      old: annotated(
+        "o",
+        { [EXT]: "shared" },
+        { metadata: { name: "o", deletionTimestamp: "2026-06-01T11:59:00Z", annotations: { [EXT]: "shared" } } },
+      ),
+    },
     desired: { old: { kind: "Bucket" }, replacement: { kind: "Bucket", metadata: { annotations: { [EXT]: "shared" } } } },
   });
   assert.equal(Object.keys(rsp.desired!.resources), ["old"]);
-  assert.equal(messages(rsp, Severity.WARNING), ['replacement: external name "shared" is still held by old, which is being deleted; waiting until it is gone']);
+  assert.equal(messages(rsp, Severity.WARNING), [
+    'replacement: external name "shared" is still held by old, which is being deleted; waiting until it is gone',
+  ]);
   assert.ok(messages(rsp, Severity.NORMAL).some((m) => m.startsWith("replacement: waiting for old to finish deleting")));
 });
 

@@ -19,7 +19,10 @@ const cases: Record<string, { policies?: string[]; desiredPolicies?: string[]; c
 };
 for (const [name, tc] of Object.entries(cases)) {
   L(`policy: ${name}`, () => {
-    const want = { kind: "Instance", spec: { ...(tc.desiredPolicies ? { managementPolicies: tc.desiredPolicies } : {}), forProvider: { size: "small" } } };
+    const want = {
+      kind: "Instance",
+      spec: { ...(tc.desiredPolicies ? { managementPolicies: tc.desiredPolicies } : {}), forProvider: { size: "small" } },
+    };
     const rsp = run([lateInit({ fields: ["spec.forProvider.region", "spec.forProvider.size"] })], {
       observed: { inst: observedWith(tc.policies) },
       desired: { inst: want },

@@ -6,7 +6,12 @@ import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { fromJson, toJson } from "@bufbuild/protobuf";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
-import { Ready, RunFunctionRequestSchema, RunFunctionResponseSchema, type RunFunctionResponse } from "../../src/gen/fn/v1/run_function_pb.js";
+import {
+  Ready,
+  RunFunctionRequestSchema,
+  RunFunctionResponseSchema,
+  type RunFunctionResponse,
+} from "../../src/gen/fn/v1/run_function_pb.js";
 import { runSteps, type Step } from "../../src/pipeline.js";
 import { getAnnotation } from "../../src/sdk/object.js";
 import { dependencies, deletion, externalName, lateInit, readiness } from "../../src/steps/index.js";
@@ -41,7 +46,10 @@ function scenario(seed: number): Scenario {
           kind: "MR",
           metadata: { name: `${name}-x`, annotations },
           spec: { ...(policies ? { managementPolicies: policies } : {}), forProvider: { region: r.pick(["eu", "us"]), size: 1 } },
-          status: { conditions: [{ type: "Ready", status: r.pick(["True", "False"]) }], atProvider: r.chance(0.5) ? { id: `${name}-id` } : {} },
+          status: {
+            conditions: [{ type: "Ready", status: r.pick(["True", "False"]) }],
+            atProvider: r.chance(0.5) ? { id: `${name}-id` } : {},
+          },
         },
       };
     }
@@ -77,7 +85,8 @@ function scenario(seed: number): Scenario {
   };
 }
 
-const run = (s: Scenario, req: JsonObject = s.req): RunFunctionResponse => runSteps(s.steps, fromJson(RunFunctionRequestSchema, req as JsonValue), NOW);
+const run = (s: Scenario, req: JsonObject = s.req): RunFunctionResponse =>
+  runSteps(s.steps, fromJson(RunFunctionRequestSchema, req as JsonValue), NOW);
 
 function merge(base: JsonValue | undefined, over: JsonValue): JsonValue {
   if (typeof over !== "object" || over === null || Array.isArray(over)) return structuredClone(over);
@@ -124,7 +133,8 @@ P(`earlier steps' choices are kept (${CASES} random cases)`, () => {
       const explicitReady = d.ready === "READY_TRUE" ? Ready.TRUE : d.ready === "READY_FALSE" ? Ready.FALSE : undefined;
       if (explicitReady !== undefined) assert.is(after[name]!.ready, explicitReady, `seed ${seed}: ${name} readiness overridden`);
       const explicitName = d.resource.metadata?.annotations?.[EXT];
-      if (explicitName) assert.is(getAnnotation(after[name]!.resource, EXT), explicitName, `seed ${seed}: ${name} explicit external name changed`);
+      if (explicitName)
+        assert.is(getAnnotation(after[name]!.resource, EXT), explicitName, `seed ${seed}: ${name} explicit external name changed`);
     }
     for (const name of Object.keys(after)) assert.ok(before[name], `seed ${seed}: ${name} was invented`);
     const names = ((rsp.desired?.composite?.resource?.["status"] as any)?.externalNames ?? {}) as Record<string, string>;
@@ -147,7 +157,11 @@ P(`a fixed point: the pipeline on its own applied output applies nothing new (${
     const first = toJson(RunFunctionResponseSchema, run(s)) as any;
     const second = toJson(RunFunctionResponseSchema, run(s, applied(s, run(s), true))) as any;
     assert.equal(second.desired?.resources, first.desired?.resources, `seed ${seed}: desired resources changed`);
-    assert.equal(second.desired?.composite?.resource?.status?.externalNames, first.desired?.composite?.resource?.status?.externalNames, `seed ${seed}`);
+    assert.equal(
+      second.desired?.composite?.resource?.status?.externalNames,
+      first.desired?.composite?.resource?.status?.externalNames,
+      `seed ${seed}`,
+    );
   }
 });
 

@@ -31,15 +31,61 @@ function openssl(cwd: string, ...args: string[]): void {
 }
 
 function makeCa(cwd: string, name: string): void {
-  openssl(cwd, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", `/CN=${name}`,
-    "-keyout", `${name}.key`, "-out", `${name}.crt`, "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign");
+  openssl(
+    cwd,
+    "req",
+    "-x509",
+    "-newkey",
+    "rsa:2048",
+    "-nodes",
+    "-days",
+    "2",
+    "-subj",
+    `/CN=${name}`,
+    "-keyout",
+    `${name}.key`,
+    "-out",
+    `${name}.crt`,
+    "-addext",
+    "basicConstraints=critical,CA:TRUE",
+    "-addext",
+    "keyUsage=critical,keyCertSign,cRLSign",
+  );
 }
 
 function makeLeaf(cwd: string, ca: string, name: string, ext: string): void {
   writeFileSync(join(cwd, `${name}.ext`), ext);
-  openssl(cwd, "req", "-newkey", "rsa:2048", "-nodes", "-subj", `/CN=${name}/O=Crossplane`, "-keyout", `${name}.key`, "-out", `${name}.csr`);
-  openssl(cwd, "x509", "-req", "-in", `${name}.csr`, "-CA", `${ca}.crt`, "-CAkey", `${ca}.key`, "-CAcreateserial",
-    "-days", "2", "-out", `${name}.crt`, "-extfile", `${name}.ext`);
+  openssl(
+    cwd,
+    "req",
+    "-newkey",
+    "rsa:2048",
+    "-nodes",
+    "-subj",
+    `/CN=${name}/O=Crossplane`,
+    "-keyout",
+    `${name}.key`,
+    "-out",
+    `${name}.csr`,
+  );
+  openssl(
+    cwd,
+    "x509",
+    "-req",
+    "-in",
+    `${name}.csr`,
+    "-CA",
+    `${ca}.crt`,
+    "-CAkey",
+    `${ca}.key`,
+    "-CAcreateserial",
+    "-days",
+    "2",
+    "-out",
+    `${name}.crt`,
+    "-extfile",
+    `${name}.ext`,
+  );
 }
 
 /** makePki writes a fresh PKI into a temporary directory. */
@@ -48,8 +94,12 @@ export function makePki(): TestPki {
   makeCa(dir, "ca");
   makeCa(dir, "other-ca");
   const [fn, ns] = FUNCTION_HOST.split(".");
-  makeLeaf(dir, "ca", "server",
-    `subjectAltName=DNS:${fn},DNS:${fn}.${ns},DNS:${fn}.${ns}.svc\nextendedKeyUsage=serverAuth\nkeyUsage=digitalSignature,keyEncipherment\n`);
+  makeLeaf(
+    dir,
+    "ca",
+    "server",
+    `subjectAltName=DNS:${fn},DNS:${fn}.${ns},DNS:${fn}.${ns}.svc\nextendedKeyUsage=serverAuth\nkeyUsage=digitalSignature,keyEncipherment\n`,
+  );
   makeLeaf(dir, "ca", "client", "subjectAltName=DNS:crossplane.crossplane-system\nextendedKeyUsage=clientAuth\n");
   makeLeaf(dir, "other-ca", "stranger", "subjectAltName=DNS:crossplane.crossplane-system\nextendedKeyUsage=clientAuth\n");
   const serverDir = join(dir, "server-dir");

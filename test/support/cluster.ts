@@ -28,7 +28,9 @@ export function crd(
   kind: string,
   plural: string,
   scope: "Namespaced" | "Cluster" = "Cluster",
-  versions: JsonObject[] = [{ name: "v1", served: true, storage: true, subresources: { status: {} }, schema: { openAPIV3Schema: PRESERVE } }],
+  versions: JsonObject[] = [
+    { name: "v1", served: true, storage: true, subresources: { status: {} }, schema: { openAPIV3Schema: PRESERVE } },
+  ],
 ) {
   return {
     apiVersion: "apiextensions.k8s.io/v1",

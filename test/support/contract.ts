@@ -83,13 +83,11 @@ function fieldType(pkg: string, f: DescField): string {
     case "message":
       return typeName(pkg, f.message);
     case "list": {
-      const inner =
-        f.listKind === "scalar" ? scalarName(f.scalar) : typeName(pkg, f.listKind === "enum" ? f.enum : f.message);
+      const inner = f.listKind === "scalar" ? scalarName(f.scalar) : typeName(pkg, f.listKind === "enum" ? f.enum : f.message);
       return `repeated ${inner}`;
     }
     case "map": {
-      const value =
-        f.mapKind === "scalar" ? scalarName(f.scalar) : typeName(pkg, f.mapKind === "enum" ? f.enum : f.message);
+      const value = f.mapKind === "scalar" ? scalarName(f.scalar) : typeName(pkg, f.mapKind === "enum" ? f.enum : f.message);
       return `map<${scalarName(f.mapKey)}, ${value}>`;
     }
   }

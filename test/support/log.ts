@@ -14,6 +14,10 @@ export function memoryLog(debug = true): MemoryLog {
   return {
     log,
     text: () => buf,
-    lines: () => buf.split("\n").filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>),
+    lines: () =>
+      buf
+        .split("\n")
+        .filter(Boolean)
+        .map((l) => JSON.parse(l) as Record<string, unknown>),
   };
 }

@@ -13,5 +13,10 @@ export function mulberry32(seed: number): () => number {
 /** rng adds the helpers the property tests use. */
 export function rng(seed: number) {
   const next = mulberry32(seed);
-  return { next, int: (n: number) => Math.floor(next() * n), chance: (p: number) => next() < p, pick: <T>(xs: readonly T[]): T => xs[Math.floor(next() * xs.length)]! };
+  return {
+    next,
+    int: (n: number) => Math.floor(next() * n),
+    chance: (p: number) => next() < p,
+    pick: <T>(xs: readonly T[]): T => xs[Math.floor(next() * xs.length)]!,
+  };
 }

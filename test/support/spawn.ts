@@ -45,7 +45,9 @@ export function startServe(args: string[], env: NodeJS.ProcessEnv = {}, opts: { 
     const address = opts.defaultAddress ? [] : ["--address", "127.0.0.1:0"];
     const child = spawn(process.execPath, [XFN, "serve", ...args, ...address], { cwd: ROOT, env: { ...process.env, ...env } });
     let out = "";
-    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) => child.on("exit", (code, signal) => r({ code, signal })));
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) =>
+      child.on("exit", (code, signal) => r({ code, signal })),
+    );
     const timer = setTimeout(() => {
       child.kill("SIGKILL");
       reject(new Error(`xfn serve did not start within 20 s:\n${out}`));

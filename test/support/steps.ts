@@ -1,7 +1,7 @@
 // Helpers for step tests: build requests from compact specs and read results.
 import type { JsonObject } from "@bufbuild/protobuf";
 import type { RunFunctionResponse } from "../../src/gen/fn/v1/run_function_pb.js";
-import { Severity } from "../../src/gen/fn/v1/run_function_pb.js";
+import { type Severity } from "../../src/gen/fn/v1/run_function_pb.js";
 import { runSteps, type Step } from "../../src/pipeline.js";
 import { request } from "./requests.js";
 
@@ -23,7 +23,10 @@ export function run(steps: Step[], spec: Spec, now = NOW): RunFunctionResponse {
     },
     desired: {
       resources: Object.fromEntries(
-        Object.entries(spec.desired ?? {}).map(([k, v]) => [k, { resource: v, ...(spec.desiredReady?.[k] ? { ready: spec.desiredReady[k] } : {}) }]),
+        Object.entries(spec.desired ?? {}).map(([k, v]) => [
+          k,
+          { resource: v, ...(spec.desiredReady?.[k] ? { ready: spec.desiredReady[k] } : {}) },
+        ]),
       ),
     },
   };

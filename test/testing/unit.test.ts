@@ -22,7 +22,11 @@ U("callFunction runs a function as the server does: the clock fixed, a throw a F
     req,
     { now: at },
   );
-  assert.equal(responseToJson(ok), { meta: { tag: "t", ttl: "60s" }, desired: {}, results: [{ severity: "SEVERITY_NORMAL", message: "2026-01-02T03:04:05.000Z", target: "TARGET_COMPOSITE" }] });
+  assert.equal(responseToJson(ok), {
+    meta: { tag: "t", ttl: "60s" },
+    desired: {},
+    results: [{ severity: "SEVERITY_NORMAL", message: "2026-01-02T03:04:05.000Z", target: "TARGET_COMPOSITE" }],
+  });
   const thrown = await callFunction(() => {
     throw new Error("boom");
   }, req);

@@ -70,7 +70,9 @@ function randomResponse(seed: number) {
     ...(r.chance(0.9) ? { desired: state(r) } : {}),
     results: r.chance(0.5) ? [{ severity: 3, message: "m", reason: "R", target: 2 }] : [],
     ...(r.chance(0.5) ? { context: object(r, 0) } : {}),
-    ...(r.chance(0.3) ? { requirements: { resources: { a: { apiVersion: "v1", kind: "K", match: { case: "matchName", value: "n" } } } } } : {}),
+    ...(r.chance(0.3)
+      ? { requirements: { resources: { a: { apiVersion: "v1", kind: "K", match: { case: "matchName", value: "n" } } } } }
+      : {}),
     conditions: r.chance(0.5) ? [{ type: "T", status: 2, reason: "R" }] : [],
     ...(r.chance(0.3) ? { output: object(r, 0) } : {}),
   } as never);
@@ -82,14 +84,22 @@ const CASES = 400;
 C(`decodeRequest agrees with protobuf-es on ${CASES} random requests`, () => {
   for (let seed = 1; seed <= CASES; seed++) {
     const b = toBinary(RunFunctionRequestSchema, randomRequest(seed));
-    assert.equal(toJson(RunFunctionRequestSchema, decodeRequest(b)), toJson(RunFunctionRequestSchema, fromBinary(RunFunctionRequestSchema, b)), `seed ${seed}`);
+    assert.equal(
+      toJson(RunFunctionRequestSchema, decodeRequest(b)),
+      toJson(RunFunctionRequestSchema, fromBinary(RunFunctionRequestSchema, b)),
+      `seed ${seed}`,
+    );
   }
 });
 
 C(`encodeResponse writes what protobuf-es reads back identically, ${CASES} random responses`, () => {
   for (let seed = 1; seed <= CASES; seed++) {
     const rsp = randomResponse(seed);
-    assert.equal(toJson(RunFunctionResponseSchema, fromBinary(RunFunctionResponseSchema, encodeResponse(rsp))), toJson(RunFunctionResponseSchema, rsp), `seed ${seed}`);
+    assert.equal(
+      toJson(RunFunctionResponseSchema, fromBinary(RunFunctionResponseSchema, encodeResponse(rsp))),
+      toJson(RunFunctionResponseSchema, rsp),
+      `seed ${seed}`,
+    );
   }
 });
 
@@ -157,49 +167,57 @@ function withUnknown(struct: Uint8Array, entries = false): Uint8Array {
   return Uint8Array.from(structOf(struct));
 }
 
-C("lengths around 128, 16384 and 2^21 bytes, nested up to three deep, encode byte for byte as protobuf-es encodes them, from a buffer that grows at every step", () => {
-  const shapes: [string, (s: string) => JsonObject][] = [
-    ["string", (s) => ({ a: s })],
-    ["struct", (s) => ({ a: { b: s } })],
-    ["struct in struct", (s) => ({ a: { b: { c: s } } })],
-    ["list", (s) => ({ a: [s] })],
-    ["struct in list", (s) => ({ a: [{ b: s }, 1] })],
-    ["list in struct in list", (s) => ({ k: true, a: [{ b: [s, null] }] })],
-  ];
-  const sizes = [...range(100, 140), ...range(16330, 16400), ...range(2 ** 21 - 40, 2 ** 21 + 10, 7)];
-  for (const [name, shape] of shapes) {
-    for (const n of sizes) {
-      const o = shape("x".repeat(n));
-      const theirs = Buffer.from(toBinary(StructSchema, fromJson(StructSchema, o)));
-      for (const capacity of [1, undefined]) {
-        const e = new Emitter(capacity);
-        e.struct(o, 0);
-        const ours = Buffer.from(e.finish());
-        assert.ok(ours.equals(theirs), `${name}, ${n} bytes, starting from ${capacity ?? "the kept"} buffer`);
+C(
+  "lengths around 128, 16384 and 2^21 bytes, nested up to three deep, encode byte for byte as protobuf-es encodes them, from a buffer that grows at every step",
+  () => {
+    const shapes: [string, (s: string) => JsonObject][] = [
+      ["string", (s) => ({ a: s })],
+      ["struct", (s) => ({ a: { b: s } })],
+      ["struct in struct", (s) => ({ a: { b: { c: s } } })],
+      ["list", (s) => ({ a: [s] })],
+      ["struct in list", (s) => ({ a: [{ b: s }, 1] })],
+      ["list in struct in list", (s) => ({ k: true, a: [{ b: [s, null] }] })],
+    ];
+    const sizes = [...range(100, 140), ...range(16330, 16400), ...range(2 ** 21 - 40, 2 ** 21 + 10, 7)];
+    for (const [name, shape] of shapes) {
+      for (const n of sizes) {
+        const o = shape("x".repeat(n));
+        const theirs = Buffer.from(toBinary(StructSchema, fromJson(StructSchema, o)));
+        for (const capacity of [1, undefined]) {
+          const e = new Emitter(capacity);
+          e.struct(o, 0);
+          const ours = Buffer.from(e.finish());
+          assert.ok(ours.equals(theirs), `${name}, ${n} bytes, starting from ${capacity ?? "the kept"} buffer`);
+        }
       }
     }
-  }
-  // Numbers reserve exactly what they write, so a buffer sized to the content
-  // is full when the lengths are closed, and closing must make room.
-  for (const [name, shape] of shapes) {
-    for (const n of [...range(10, 20), ...range(1815, 1825)]) {
-      const o = JSON.parse(JSON.stringify(shape("x")).replace('"x"', JSON.stringify(Array.from({ length: n }, (_, i) => i + 0.5)))) as JsonObject;
-      const theirs = Buffer.from(toBinary(StructSchema, fromJson(StructSchema, o)));
-      for (let capacity = theirs.length - 8; capacity <= theirs.length; capacity++) {
-        const e = new Emitter(capacity);
-        e.struct(o, 0);
-        assert.ok(Buffer.from(e.finish()).equals(theirs), `${name} of ${n} numbers, starting from ${capacity} bytes`);
-        // The same Struct as a message field (as the response writes context).
-        const f = new Emitter(capacity + 2);
-        f.byte(0x22);
-        const at = f.open();
-        f.struct(o, 0);
-        f.close(at);
-        assert.ok(Buffer.from(f.finish()).equals(Buffer.concat([Buffer.from([0x22, ...varintBytes(theirs.length)]), theirs])), `${name} of ${n} numbers as a field`);
+    // Numbers reserve exactly what they write, so a buffer sized to the content
+    // is full when the lengths are closed, and closing must make room.
+    for (const [name, shape] of shapes) {
+      for (const n of [...range(10, 20), ...range(1815, 1825)]) {
+        const o = JSON.parse(
+          JSON.stringify(shape("x")).replace('"x"', JSON.stringify(Array.from({ length: n }, (_, i) => i + 0.5))),
+        ) as JsonObject;
+        const theirs = Buffer.from(toBinary(StructSchema, fromJson(StructSchema, o)));
+        for (let capacity = theirs.length - 8; capacity <= theirs.length; capacity++) {
+          const e = new Emitter(capacity);
+          e.struct(o, 0);
+          assert.ok(Buffer.from(e.finish()).equals(theirs), `${name} of ${n} numbers, starting from ${capacity} bytes`);
+          // The same Struct as a message field (as the response writes context).
+          const f = new Emitter(capacity + 2);
+          f.byte(0x22);
+          const at = f.open();
+          f.struct(o, 0);
+          f.close(at);
+          assert.ok(
+            Buffer.from(f.finish()).equals(Buffer.concat([Buffer.from([0x22, ...varintBytes(theirs.length)]), theirs])),
+            `${name} of ${n} numbers as a field`,
+          );
+        }
       }
     }
-  }
-});
+  },
+);
 function range(from: number, to: number, step = 1): number[] {
   const out: number[] = [];
   for (let i = from; i <= to; i += step) out.push(i);
@@ -219,7 +237,11 @@ C("fields no schema knows, of every wire type, anywhere in a Struct are skipped 
         // With unknown fields in the entries too, the same JSON still (as Go's protobuf reads it).
         const all = withUnknown(encodeStruct(input), true);
         const req2 = Uint8Array.from([0x22, ...varintBytes(all.length), ...all]);
-        assert.equal(toJson(RunFunctionRequestSchema, decodeRequest(req2)), theirs, `seed ${seed}, unknown fields in entries, lazy from ${lazyMin} bytes`);
+        assert.equal(
+          toJson(RunFunctionRequestSchema, decodeRequest(req2)),
+          theirs,
+          `seed ${seed}, unknown fields in entries, lazy from ${lazyMin} bytes`,
+        );
         // As the context, copied through to the response unread: checked, and read back by protobuf-es.
         const ctx = Uint8Array.from([0x2a, ...varintBytes(struct.length), ...struct]);
         const back = fromBinary(RunFunctionResponseSchema, encodeResponse(response.to(decodeRequest(ctx))));
@@ -233,14 +255,19 @@ C("fields no schema knows, of every wire type, anywhere in a Struct are skipped 
 
 C("strings that are not UTF-8 are refused, as protobuf-es refuses them", () => {
   // input = {"k": "\xff"}, then a key that is not UTF-8.
-  for (const b of [Uint8Array.of(0x22, 0x0a, 0x0a, 0x08, 0x0a, 0x01, 0x6b, 0x12, 0x03, 0x1a, 0x01, 0xff), Uint8Array.of(0x22, 0x07, 0x0a, 0x05, 0x0a, 0x01, 0xff, 0x12, 0x00)]) {
+  for (const b of [
+    Uint8Array.of(0x22, 0x0a, 0x0a, 0x08, 0x0a, 0x01, 0x6b, 0x12, 0x03, 0x1a, 0x01, 0xff),
+    Uint8Array.of(0x22, 0x07, 0x0a, 0x05, 0x0a, 0x01, 0xff, 0x12, 0x00),
+  ]) {
     assert.throws(() => fromBinary(RunFunctionRequestSchema, b));
     assert.throws(() => decodeRequest(b), /utf-8/i);
   }
 });
 
 C("a non-JSON value is an error naming its path", () => {
-  const rsp = create(RunFunctionResponseSchema, { desired: { resources: { x: { resource: { spec: { list: [1, undefined as never] } } } } } });
+  const rsp = create(RunFunctionResponseSchema, {
+    desired: { resources: { x: { resource: { spec: { list: [1, undefined as never] } } } } },
+  });
   assert.throws(() => encodeResponse(rsp), /desired\.resources\[x\]\.resource\.spec\.list\[1\] is undefined, which JSON cannot hold/);
   const d = create(RunFunctionResponseSchema, { context: { when: new Date() as never } });
   assert.throws(() => encodeResponse(d), /context\.when is a Date, not a JSON object/);
@@ -250,25 +277,30 @@ C("a non-JSON value is an error naming its path", () => {
   assert.throws(() => encodeResponse(x), /desired\.composite\.resource\.s\.d is a Map, not a JSON object/);
 });
 
-C("short strings come back right from the string cache: near-identical strings, non-ASCII, every length up to past the cache's limit", () => {
-  // Strings sharing their first, middle and last bytes, many of each length,
-  // so that slots collide and get replaced; decoded twice (misses, then hits).
-  const r = rng(7);
-  const alphabet = ["a", "b", "c", "é", "0", "-", "✓"];
-  const strings: string[] = [];
-  for (let n = 0; n <= 34; n++) {
-    for (let k = 0; k < 300; k++) {
-      const chars = Array.from({ length: n }, (_, i) => (i < 4 || i >= n - 4 || Math.abs(i - n / 2) < 3 ? "x" : alphabet[r.int(alphabet.length)]!));
-      if (n > 0 && r.chance(0.1)) chars[r.int(n)] = "é";
-      strings.push(chars.join(""));
+C(
+  "short strings come back right from the string cache: near-identical strings, non-ASCII, every length up to past the cache's limit",
+  () => {
+    // Strings sharing their first, middle and last bytes, many of each length,
+    // so that slots collide and get replaced; decoded twice (misses, then hits).
+    const r = rng(7);
+    const alphabet = ["a", "b", "c", "é", "0", "-", "✓"];
+    const strings: string[] = [];
+    for (let n = 0; n <= 34; n++) {
+      for (let k = 0; k < 300; k++) {
+        const chars = Array.from({ length: n }, (_, i) =>
+          i < 4 || i >= n - 4 || Math.abs(i - n / 2) < 3 ? "x" : alphabet[r.int(alphabet.length)]!,
+        );
+        if (n > 0 && r.chance(0.1)) chars[r.int(n)] = "é";
+        strings.push(chars.join(""));
+      }
     }
-  }
-  const input: JsonObject = {};
-  strings.forEach((s, i) => (input[`${s}`] = s + String(i % 3 === 0 ? "" : i)));
-  const b = toBinary(RunFunctionRequestSchema, create(RunFunctionRequestSchema, { input }));
-  const want = toJson(RunFunctionRequestSchema, fromBinary(RunFunctionRequestSchema, b));
-  for (let pass = 0; pass < 2; pass++) assert.equal(toJson(RunFunctionRequestSchema, decodeRequest(b)), want, `pass ${pass + 1}`);
-});
+    const input: JsonObject = {};
+    strings.forEach((s, i) => (input[`${s}`] = s + String(i % 3 === 0 ? "" : i)));
+    const b = toBinary(RunFunctionRequestSchema, create(RunFunctionRequestSchema, { input }));
+    const want = toJson(RunFunctionRequestSchema, fromBinary(RunFunctionRequestSchema, b));
+    for (let pass = 0; pass < 2; pass++) assert.equal(toJson(RunFunctionRequestSchema, decodeRequest(b)), want, `pass ${pass + 1}`);
+  },
+);
 
 C("strings and keys near the one-byte length boundary encode byte for byte as protobuf-es encodes them", () => {
   // Up to 42 UTF-16 units a string's UTF-8 length fits one byte whatever it
@@ -294,7 +326,10 @@ C("the encoder's reused buffer survives a failed encoding and grows for large va
   const bad = create(RunFunctionResponseSchema, { desired: { resources: { x: { resource: { a: big, b: undefined as never } } } } });
   assert.throws(() => encodeResponse(bad), /resource\.b is undefined/);
   assert.equal(Buffer.from(encodeStruct(big)).equals(want), true);
-  assert.equal(Buffer.from(encodeStruct({ small: "x" })).equals(Buffer.from(toBinary(StructSchema, fromJson(StructSchema, { small: "x" })))), true);
+  assert.equal(
+    Buffer.from(encodeStruct({ small: "x" })).equals(Buffer.from(toBinary(StructSchema, fromJson(StructSchema, { small: "x" })))),
+    true,
+  );
 });
 
 C.run();

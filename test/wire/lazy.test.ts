@@ -21,7 +21,13 @@ const big = (tag: string) => ({
   forProvider: { region: "eu-west-1", tags: Object.fromEntries(Array.from({ length: 12 }, (_, i) => [`k${i}`, `${tag}-${i}`])) },
   list: Array.from({ length: 8 }, (_, i) => ({ i, name: `${tag}-${i}` })),
 });
-const obj = (name: string): JsonObject => ({ apiVersion: "v1", kind: "Thing", metadata: { name, labels: { a: "b" } }, spec: big(name), status: { conditions: [{ type: "Ready", status: "True" }], atProvider: big(`${name}-status`) } });
+const obj = (name: string): JsonObject => ({
+  apiVersion: "v1",
+  kind: "Thing",
+  metadata: { name, labels: { a: "b" } },
+  spec: big(name),
+  status: { conditions: [{ type: "Ready", status: "True" }], atProvider: big(`${name}-status`) },
+});
 
 /** requestBytes encodes a request whose observed and desired state hold these objects. */
 function requestBytes(objs: Record<string, JsonObject>): Uint8Array {
@@ -35,7 +41,9 @@ function requestBytes(objs: Record<string, JsonObject>): Uint8Array {
 const decodedObject = (o: JsonObject) => decodeRequest(requestBytes({ x: o })).observed!.resources["x"]!.resource!;
 const roundTrip = (o: JsonObject): JsonObject => {
   const rsp = create(RunFunctionResponseSchema, { desired: { resources: { x: { resource: o } } } });
-  return toJson(RunFunctionResponseSchema, fromBinary(RunFunctionResponseSchema, encodeResponse(rsp)), { alwaysEmitImplicit: false }) as never;
+  return toJson(RunFunctionResponseSchema, fromBinary(RunFunctionResponseSchema, encodeResponse(rsp)), {
+    alwaysEmitImplicit: false,
+  }) as never;
 };
 const desiredOf = (j: JsonObject) => (((j["desired"] as JsonObject)["resources"] as JsonObject)["x"] as JsonObject)["resource"];
 
@@ -83,8 +91,14 @@ L("a value never read is copied through byte for byte", () => {
   const rsp = response.to(req);
   const out = encodeResponse(rsp);
   // The desired state goes out exactly as it came in (same field, same bytes).
-  const reqDesired = toBinary(RunFunctionRequestSchema, create(RunFunctionRequestSchema, { desired: fromBinary(RunFunctionRequestSchema, bytes).desired }));
-  const rspDesired = toBinary(RunFunctionResponseSchema, create(RunFunctionResponseSchema, { desired: fromBinary(RunFunctionResponseSchema, out).desired }));
+  const reqDesired = toBinary(
+    RunFunctionRequestSchema,
+    create(RunFunctionRequestSchema, { desired: fromBinary(RunFunctionRequestSchema, bytes).desired }),
+  );
+  const rspDesired = toBinary(
+    RunFunctionResponseSchema,
+    create(RunFunctionResponseSchema, { desired: fromBinary(RunFunctionResponseSchema, out).desired }),
+  );
   assert.equal(rspDesired.subarray(1), reqDesired.subarray(1));
   assert.equal(desiredOf(toJson(RunFunctionResponseSchema, fromBinary(RunFunctionResponseSchema, out)) as JsonObject), obj("a"));
 });
@@ -158,7 +172,11 @@ L("with every value lazy, decoding agrees with protobuf-es on random requests an
   try {
     const r = rng(7);
     const value = (d: number): unknown =>
-      d > 3 || r.chance(0.4) ? ["s", 1.5, true, null, "ü✓"][r.int(5)] : r.chance(0.5) ? Array.from({ length: r.int(4) }, () => value(d + 1)) : Object.fromEntries(Array.from({ length: r.int(4) }, (_, i) => [["a", "spec", "__proto__", "ü"][i]!, value(d + 1)]));
+      d > 3 || r.chance(0.4)
+        ? ["s", 1.5, true, null, "ü✓"][r.int(5)]
+        : r.chance(0.5)
+          ? Array.from({ length: r.int(4) }, () => value(d + 1))
+          : Object.fromEntries(Array.from({ length: r.int(4) }, (_, i) => [["a", "spec", "__proto__", "ü"][i]!, value(d + 1)]));
     for (let seed = 0; seed < 150; seed++) {
       const o = { k: value(0), spec: value(0), status: value(0) } as JsonObject;
       const bytes = requestBytes({ x: o, y: { o } });
@@ -210,7 +228,10 @@ L("bytes never read are not checked; reading them or copying them through names 
   const o = req.observed!.resources["x"]!.resource!;
   assert.throws(() => o["spec"], /cannot decode a value of the request: a string is not valid UTF-8/);
   const rsp = response.to(req);
-  assert.throws(() => encodeResponse(rsp), /desired\.resources\[x\]\.resource\.spec holds bytes from the request that do not decode: .*not valid UTF-8/);
+  assert.throws(
+    () => encodeResponse(rsp),
+    /desired\.resources\[x\]\.resource\.spec holds bytes from the request that do not decode: .*not valid UTF-8/,
+  );
 });
 
 L("through the server: a step reading a bad value, or copying one through, gets a Fatal result naming it", async () => {
@@ -270,7 +291,11 @@ L("peek reads one value out of unread bytes, as reading the object would, and le
     // No __proto__: protobuf-es, which writes these bytes, drops such keys.
     const keys = ["a", "spec", "status", "ü", ""];
     const value = (d: number): unknown =>
-      d > 3 || r.chance(0.3) ? ["s", 1.5, true, null, "ü✓"][r.int(5)] : r.chance(0.25) ? Array.from({ length: r.int(3) }, () => value(d + 1)) : Object.fromEntries(Array.from({ length: r.int(5) }, (_, i) => [keys[i]!, value(d + 1)]));
+      d > 3 || r.chance(0.3)
+        ? ["s", 1.5, true, null, "ü✓"][r.int(5)]
+        : r.chance(0.25)
+          ? Array.from({ length: r.int(3) }, () => value(d + 1))
+          : Object.fromEntries(Array.from({ length: r.int(5) }, (_, i) => [keys[i]!, value(d + 1)]));
     let answered = 0;
     for (let seed = 0; seed < 300; seed++) {
       const plain = { k: value(0), spec: value(0) } as JsonObject;
@@ -288,7 +313,10 @@ L("peek reads one value out of unread bytes, as reading the object would, and le
         }
         const expect = walk(want, path);
         // (uvu cannot print a symbol in a diff: compare UNPEEKED first.)
-        assert.ok((got === UNPEEKED) === (expect === UNPEEKED), `seed ${seed} ${JSON.stringify(path)}: ${String(got)} vs ${String(expect)}`);
+        assert.ok(
+          (got === UNPEEKED) === (expect === UNPEEKED),
+          `seed ${seed} ${JSON.stringify(path)}: ${String(got)} vs ${String(expect)}`,
+        );
         assert.equal(got, expect, `seed ${seed} ${JSON.stringify(path)}`);
         if (got !== UNPEEKED) answered++;
         assert.ok(isUnread(o, path[0]!), "peeking must leave the value unread");
@@ -304,112 +332,131 @@ L("peek reads one value out of unread bytes, as reading the object would, and le
   }
 });
 
-L("peek: the last of a repeated key wins, a key-less entry is \"\", a value-less entry is null, a bad wire type or a changed value steps aside", () => {
-  const old = setLazyMin(0);
-  try {
-    // meta is a Struct whose entries are written by hand.
-    const entry = (key: Uint8Array | undefined, value: Uint8Array | undefined) => {
-      const body = Buffer.concat([key ? Buffer.from([0x0a, ...varint(key.length), ...key]) : Buffer.alloc(0), value ? Buffer.from([0x12, ...varint(value.length), ...value]) : Buffer.alloc(0)]);
-      return Buffer.from([0x0a, ...varint(body.length), ...body]);
-    };
-    const str = (s: string) => Buffer.from([0x1a, ...varint(Buffer.byteLength(s)), ...Buffer.from(s)]);
-    const k = (s: string) => Buffer.from(s);
-    const inner = Buffer.concat([entry(k("name"), str("first")), entry(k("name"), str("last")), entry(undefined, str("no key")), entry(k("gone"), undefined), entry(k("odd"), Buffer.from([0x2d, 0, 0, 0, 0]))]);
-    const innerValue = Buffer.from([0x2a, ...varint(inner.length), ...inner]);
-    const outer = entry(k("meta"), innerValue);
-    const req = Buffer.concat([Buffer.from([0x22]), Buffer.from(varint(outer.length)), outer]);
-    const input = () => decodeRequest(req).input!;
-    assert.is(peek(input(), ["meta", "name"]), "last");
-    assert.is(peek(input(), ["meta", ""]), "no key");
-    assert.is(peek(input(), ["meta", "gone"]), null);
-    assert.is(peek(input(), ["meta", "gone", "deeper"]), UNPEEKED);
-    assert.is(peek(input(), ["meta", "missing"]), undefined);
-    assert.is(peek(input(), ["meta", "missing", "deeper"]), undefined);
-    assert.is(peek(input(), ["meta", "odd"]), UNPEEKED);
-    assert.throws(() => (input()["meta"] as JsonObject)["odd"], /wrong wire type/);
-    const changed = input();
-    (changed as { meta: JsonValue })["meta"] = { name: "mine" };
-    assert.is(peek(changed, ["meta", "name"]), UNPEEKED);
-    const deleted = input();
-    delete deleted["meta"];
-    assert.is(peek(deleted, ["meta", "name"]), UNPEEKED);
-    assert.is(peek({ meta: { name: "plain" } }, ["meta", "name"]), UNPEEKED);
-  } finally {
-    setLazyMin(old);
-  }
-});
-
-
-L("random edits a function might make to lazy objects (set, delete, alias, spread, clone, freeze) encode as the same edits to plain JSON", () => {
-  const r = rng(23);
-  const KEYS = ["a", "b", "spec", "status", "list", "ü"];
-  const value = (d: number): JsonValue => {
-    const k = r.int(d > 3 ? 3 : 6);
-    if (k === 0) return r.chance(0.5) ? `s${r.int(100)}` : "x".repeat(r.int(200));
-    if (k === 1) return r.int(1000) / 7;
-    if (k === 2) return r.chance(0.3) ? null : r.chance(0.5);
-    if (k === 5) return Array.from({ length: r.int(4) }, () => value(d + 1));
-    return Object.fromEntries(Array.from({ length: r.int(5) }, () => [KEYS[r.int(KEYS.length)]!, value(d + 1)]));
-  };
-  const plain = <T>(v: T): T => JSON.parse(JSON.stringify(v)) as T;
-  const old = setLazyMin(0);
-  try {
-    for (let n = 0; n < 300; n++) {
-      if (n === 150) setLazyMin(64);
-      const objs = Object.fromEntries(["r0", "r1", "r2"].map((k, i) => [k, { spec: value(0), status: value(0), meta: { big: "y".repeat(150), n: i } } as JsonObject]));
-      const rsp = response.to(decodeRequest(requestBytes(objs)));
-      // The model: the same objects as plain JSON, edited the same way.
-      const model = plain(objs) as Record<string, JsonObject>;
-      const steps: string[] = [];
-      for (let op = 0; op < 8; op++) {
-        const name = `r${r.int(3)}`;
-        let l = rsp.desired!.resources[name]!.resource as Record<string, unknown>;
-        let m = model[name] as Record<string, unknown>;
-        // Down a few levels, in step.
-        for (let d = 0; d < 3 && r.chance(0.6); d++) {
-          const ks = Object.keys(m).filter((k) => typeof m[k] === "object" && m[k] !== null);
-          if (ks.length === 0) break;
-          const k = ks[r.int(ks.length)]!;
-          l = l[k] as Record<string, unknown>;
-          m = m[k] as Record<string, unknown>;
-        }
-        if (Object.isFrozen(l)) continue;
-        const ks = Object.keys(m);
-        const k = ks.length > 0 && r.chance(0.7) ? ks[r.int(ks.length)]! : Array.isArray(m) ? String(m.length) : KEYS[r.int(KEYS.length)]!;
-        const kind = r.int(7);
-        steps.push(`${name} ${k} ${kind}`);
-        const has = m[k] !== undefined;
-        const isObj = has && typeof m[k] === "object" && m[k] !== null;
-        if (kind === 0) void l[k];
-        else if (kind === 1) {
-          const v = value(2);
-          l[k] = cloneJson(v);
-          m[k] = plain(v);
-        } else if (kind === 2 && !Array.isArray(m)) {
-          delete l[k];
-          delete m[k];
-        } else if (kind === 3 && isObj && !Array.isArray(m[k])) {
-          l[k] = { ...(l[k] as object) }; // shallow: nested objects stay shared
-          m[k] = { ...(m[k] as object) };
-        } else if (kind === 4 && has) {
-          l[k] = r.chance(0.5) ? structuredClone(l[k]) : cloneJson(l[k] as JsonValue);
-          m[k] = plain(m[k]);
-        } else if (kind === 5 && has && !Array.isArray(m)) {
-          const k2 = KEYS[r.int(KEYS.length)]!; // one object under two keys
-          l[k2] = l[k];
-          m[k2] = m[k];
-        } else if (kind === 6 && isObj) Object.freeze(l[k]);
-      }
-      const want = Object.fromEntries(Object.entries(model).map(([k, v]) => [k, plain(v)]));
-      const read = Object.fromEntries(Object.entries(rsp.desired!.resources).map(([k, v]) => [k, plain(v.resource)]));
-      assert.equal(read, want, `case ${n}, read: ${steps.join("; ")}`);
-      const back = toJson(RunFunctionResponseSchema, fromBinary(RunFunctionResponseSchema, encodeResponse(rsp))) as JsonObject;
-      const encoded = Object.fromEntries(Object.entries((back["desired"] as JsonObject)["resources"] as JsonObject).map(([k, v]) => [k, (v as JsonObject)["resource"]]));
-      assert.equal(encoded, want, `case ${n}, encoded: ${steps.join("; ")}`);
+L(
+  'peek: the last of a repeated key wins, a key-less entry is "", a value-less entry is null, a bad wire type or a changed value steps aside',
+  () => {
+    const old = setLazyMin(0);
+    try {
+      // meta is a Struct whose entries are written by hand.
+      const entry = (key: Uint8Array | undefined, value: Uint8Array | undefined) => {
+        const body = Buffer.concat([
+          key ? Buffer.from([0x0a, ...varint(key.length), ...key]) : Buffer.alloc(0),
+          value ? Buffer.from([0x12, ...varint(value.length), ...value]) : Buffer.alloc(0),
+        ]);
+        return Buffer.from([0x0a, ...varint(body.length), ...body]);
+      };
+      const str = (s: string) => Buffer.from([0x1a, ...varint(Buffer.byteLength(s)), ...Buffer.from(s)]);
+      const k = (s: string) => Buffer.from(s);
+      const inner = Buffer.concat([
+        entry(k("name"), str("first")),
+        entry(k("name"), str("last")),
+        entry(undefined, str("no key")),
+        entry(k("gone"), undefined),
+        entry(k("odd"), Buffer.from([0x2d, 0, 0, 0, 0])),
+      ]);
+      const innerValue = Buffer.from([0x2a, ...varint(inner.length), ...inner]);
+      const outer = entry(k("meta"), innerValue);
+      const req = Buffer.concat([Buffer.from([0x22]), Buffer.from(varint(outer.length)), outer]);
+      const input = () => decodeRequest(req).input!;
+      assert.is(peek(input(), ["meta", "name"]), "last");
+      assert.is(peek(input(), ["meta", ""]), "no key");
+      assert.is(peek(input(), ["meta", "gone"]), null);
+      assert.is(peek(input(), ["meta", "gone", "deeper"]), UNPEEKED);
+      assert.is(peek(input(), ["meta", "missing"]), undefined);
+      assert.is(peek(input(), ["meta", "missing", "deeper"]), undefined);
+      assert.is(peek(input(), ["meta", "odd"]), UNPEEKED);
+      assert.throws(() => (input()["meta"] as JsonObject)["odd"], /wrong wire type/);
+      const changed = input();
+      (changed as { meta: JsonValue })["meta"] = { name: "mine" };
+      assert.is(peek(changed, ["meta", "name"]), UNPEEKED);
+      const deleted = input();
+      delete deleted["meta"];
+      assert.is(peek(deleted, ["meta", "name"]), UNPEEKED);
+      assert.is(peek({ meta: { name: "plain" } }, ["meta", "name"]), UNPEEKED);
+    } finally {
+      setLazyMin(old);
     }
-  } finally {
-    setLazyMin(old);
-  }
-});
+  },
+);
+
+L(
+  "random edits a function might make to lazy objects (set, delete, alias, spread, clone, freeze) encode as the same edits to plain JSON",
+  () => {
+    const r = rng(23);
+    const KEYS = ["a", "b", "spec", "status", "list", "ü"];
+    const value = (d: number): JsonValue => {
+      const k = r.int(d > 3 ? 3 : 6);
+      if (k === 0) return r.chance(0.5) ? `s${r.int(100)}` : "x".repeat(r.int(200));
+      if (k === 1) return r.int(1000) / 7;
+      if (k === 2) return r.chance(0.3) ? null : r.chance(0.5);
+      if (k === 5) return Array.from({ length: r.int(4) }, () => value(d + 1));
+      return Object.fromEntries(Array.from({ length: r.int(5) }, () => [KEYS[r.int(KEYS.length)]!, value(d + 1)]));
+    };
+    const plain = <T>(v: T): T => JSON.parse(JSON.stringify(v)) as T;
+    const old = setLazyMin(0);
+    try {
+      for (let n = 0; n < 300; n++) {
+        if (n === 150) setLazyMin(64);
+        const objs = Object.fromEntries(
+          ["r0", "r1", "r2"].map((k, i) => [k, { spec: value(0), status: value(0), meta: { big: "y".repeat(150), n: i } } as JsonObject]),
+        );
+        const rsp = response.to(decodeRequest(requestBytes(objs)));
+        // The model: the same objects as plain JSON, edited the same way.
+        const model = plain(objs) as Record<string, JsonObject>;
+        const steps: string[] = [];
+        for (let op = 0; op < 8; op++) {
+          const name = `r${r.int(3)}`;
+          let l = rsp.desired!.resources[name]!.resource as Record<string, unknown>;
+          let m = model[name] as Record<string, unknown>;
+          // Down a few levels, in step.
+          for (let d = 0; d < 3 && r.chance(0.6); d++) {
+            const ks = Object.keys(m).filter((k) => typeof m[k] === "object" && m[k] !== null);
+            if (ks.length === 0) break;
+            const k = ks[r.int(ks.length)]!;
+            l = l[k] as Record<string, unknown>;
+            m = m[k] as Record<string, unknown>;
+          }
+          if (Object.isFrozen(l)) continue;
+          const ks = Object.keys(m);
+          const k =
+            ks.length > 0 && r.chance(0.7) ? ks[r.int(ks.length)]! : Array.isArray(m) ? String(m.length) : KEYS[r.int(KEYS.length)]!;
+          const kind = r.int(7);
+          steps.push(`${name} ${k} ${kind}`);
+          const has = m[k] !== undefined;
+          const isObj = has && typeof m[k] === "object" && m[k] !== null;
+          if (kind === 0) void l[k];
+          else if (kind === 1) {
+            const v = value(2);
+            l[k] = cloneJson(v);
+            m[k] = plain(v);
+          } else if (kind === 2 && !Array.isArray(m)) {
+            delete l[k];
+            delete m[k];
+          } else if (kind === 3 && isObj && !Array.isArray(m[k])) {
+            l[k] = { ...(l[k] as object) }; // shallow: nested objects stay shared
+            m[k] = { ...(m[k] as object) };
+          } else if (kind === 4 && has) {
+            l[k] = r.chance(0.5) ? structuredClone(l[k]) : cloneJson(l[k] as JsonValue);
+            m[k] = plain(m[k]);
+          } else if (kind === 5 && has && !Array.isArray(m)) {
+            const k2 = KEYS[r.int(KEYS.length)]!; // one object under two keys
+            l[k2] = l[k];
+            m[k2] = m[k];
+          } else if (kind === 6 && isObj) Object.freeze(l[k]);
+        }
+        const want = Object.fromEntries(Object.entries(model).map(([k, v]) => [k, plain(v)]));
+        const read = Object.fromEntries(Object.entries(rsp.desired!.resources).map(([k, v]) => [k, plain(v.resource)]));
+        assert.equal(read, want, `case ${n}, read: ${steps.join("; ")}`);
+        const back = toJson(RunFunctionResponseSchema, fromBinary(RunFunctionResponseSchema, encodeResponse(rsp))) as JsonObject;
+        const encoded = Object.fromEntries(
+          Object.entries((back["desired"] as JsonObject)["resources"] as JsonObject).map(([k, v]) => [k, (v as JsonObject)["resource"]]),
+        );
+        assert.equal(encoded, want, `case ${n}, encoded: ${steps.join("; ")}`);
+      }
+    } finally {
+      setLazyMin(old);
+    }
+  },
+);
 
 L.run();

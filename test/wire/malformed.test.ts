@@ -77,7 +77,12 @@ M("a map key or value of the wrong wire type is refused, naming it", () => {
   // observed.resources["x"] = Resource { connection_details: entry }
   const withDetail = (detail: number[]) =>
     Uint8Array.from(field(0x12, field(0x12, field(0x0a, bytesOf("x")), field(0x12, field(0x12, detail)))));
-  assert.equal(Object.keys(decodeRequest(withDetail([...field(0x0a, bytesOf("pw")), ...field(0x12, [1])])).observed!.resources["x"]!.connectionDetails), ["pw"]);
+  assert.equal(
+    Object.keys(
+      decodeRequest(withDetail([...field(0x0a, bytesOf("pw")), ...field(0x12, [1])])).observed!.resources["x"]!.connectionDetails,
+    ),
+    ["pw"],
+  );
   bothFail(withDetail([0x08, 0x02, ...field(0x12, [1])]), /field map key has wire type 0, want 2/, "a varint key");
   bothFail(withDetail([...field(0x0a, bytesOf("pw")), 0x10, 0x01]), /field map value has wire type 0, want 2/, "a varint value");
 });
@@ -86,7 +91,8 @@ M("a malformed value the wire replaces with a later one still fails the request,
   const good = bigValue(false);
   const bad = bigValue(true);
   // Two Values in one entry: the last wins.
-  const twice = (first: number[], second: number[]) => input(field(0x0a, field(0x0a, bytesOf("k")), field(0x12, first), field(0x12, second)));
+  const twice = (first: number[], second: number[]) =>
+    input(field(0x0a, field(0x0a, bytesOf("k")), field(0x12, first), field(0x12, second)));
   bothFail(twice(bad, stringValue("v")), /not valid UTF-8/, "a Value repeated in an entry");
   assert.equal(decodeRequest(twice(good, stringValue("v"))).input, { k: "v" });
   // The key repeated in a later entry, given data or a lazy value.
@@ -110,12 +116,32 @@ const big = (tag: string) => ({
 const obj = (name: string): JsonObject => ({
   apiVersion: "v1",
   kind: "Thing",
-  metadata: { name, labels: { a: "b" }, annotations: { "crossplane.io/external-name": `ext-${name}`, pad: "p".repeat(130) }, deletionTimestamp: "2026-01-01T00:00:00Z" },
+  metadata: {
+    name,
+    labels: { a: "b" },
+    annotations: { "crossplane.io/external-name": `ext-${name}`, pad: "p".repeat(130) },
+    deletionTimestamp: "2026-01-01T00:00:00Z",
+  },
   spec: big(name),
-  status: { conditions: [{ type: "Synced", status: "True" }, { type: "Ready", status: "True", reason: "Available" }], atProvider: big(`${name}-status`) },
+  status: {
+    conditions: [
+      { type: "Synced", status: "True" },
+      { type: "Ready", status: "True", reason: "Available" },
+    ],
+    atProvider: big(`${name}-status`),
+  },
 });
 const resources = { x: { resource: obj("x") }, y: { resource: obj("y") } };
-const base = toBinary(RunFunctionRequestSchema, create(RunFunctionRequestSchema, { meta: { tag: "t" }, observed: { resources }, desired: { resources }, input: obj("in"), context: { c: big("c") } } as never));
+const base = toBinary(
+  RunFunctionRequestSchema,
+  create(RunFunctionRequestSchema, {
+    meta: { tag: "t" },
+    observed: { resources },
+    desired: { resources },
+    input: obj("in"),
+    context: { c: big("c") },
+  } as never),
+);
 
 type Outcome = { ok: unknown } | { error: string };
 /** outcome runs f; an exception must be an Error of the codec's own (no TypeError or RangeError from a bad read). */
@@ -148,55 +174,69 @@ function asRequest(rsp: Uint8Array): Uint8Array {
   return Uint8Array.from(out);
 }
 /** desiredOf re-reads the desired state of an encoded response as JSON. */
-const desiredOf = (rsp: Uint8Array): unknown => (toJson(RunFunctionRequestSchema, decodeRequest(asRequest(rsp))) as JsonObject)["desired"] ?? {};
+const desiredOf = (rsp: Uint8Array): unknown =>
+  (toJson(RunFunctionRequestSchema, decodeRequest(asRequest(rsp))) as JsonObject)["desired"] ?? {};
 
-M("corrupted requests: lazy and eager decoding agree, errors are the codec's, peeked fields and copied-through state match a full read", () => {
-  const r = rng(1);
-  const helpers = [
-    (o?: JsonObject) => getAnnotation(o, "crossplane.io/external-name"),
-    (o?: JsonObject) => getLabel(o, "a"),
-    (o?: JsonObject) => getObjectCondition(o, "Ready"),
-    (o?: JsonObject) => isDeleting(o),
-  ];
-  let accepted = 0;
-  const CASES = 1500;
-  for (let n = 0; n < CASES; n++) {
-    const b = Uint8Array.from(base);
-    for (let k = 1 + r.int(3); k > 0; k--) {
-      const at = r.int(b.length);
-      b[at] = r.chance(0.5) ? b[at]! ^ (1 << r.int(8)) : r.int(256);
-    }
-    const what = `case ${n}`;
-    const eager = decoded(b, Infinity, what);
-    for (const lazyMin of [0, 128]) assert.equal(decoded(b, lazyMin, what), eager, `${what}, lazy from ${lazyMin} bytes`);
-    if (!("ok" in eager)) continue;
-    accepted++;
-    for (const lazyMin of [0, 128]) {
-      const old = setLazyMin(lazyMin);
-      try {
-        const unread = decodeRequest(b);
-        const read = decodeRequest(b);
-        for (const [name, res] of Object.entries(read.observed?.resources ?? {})) {
-          outcome(() => JSON.stringify(res.resource), what); // read everything first
-          for (const h of helpers) {
-            const peeked = outcome(() => h(unread.observed!.resources[name]!.resource), what);
-            assert.ok(isDeepStrictEqual(peeked, outcome(() => h(res.resource), what)), `${what}, ${name}: ${JSON.stringify(peeked)}`);
+M(
+  "corrupted requests: lazy and eager decoding agree, errors are the codec's, peeked fields and copied-through state match a full read",
+  () => {
+    const r = rng(1);
+    const helpers = [
+      (o?: JsonObject) => getAnnotation(o, "crossplane.io/external-name"),
+      (o?: JsonObject) => getLabel(o, "a"),
+      (o?: JsonObject) => getObjectCondition(o, "Ready"),
+      (o?: JsonObject) => isDeleting(o),
+    ];
+    let accepted = 0;
+    const CASES = 1500;
+    for (let n = 0; n < CASES; n++) {
+      const b = Uint8Array.from(base);
+      for (let k = 1 + r.int(3); k > 0; k--) {
+        const at = r.int(b.length);
+        b[at] = r.chance(0.5) ? b[at]! ^ (1 << r.int(8)) : r.int(256);
+      }
+      const what = `case ${n}`;
+      const eager = decoded(b, Infinity, what);
+      for (const lazyMin of [0, 128]) assert.equal(decoded(b, lazyMin, what), eager, `${what}, lazy from ${lazyMin} bytes`);
+      if (!("ok" in eager)) continue;
+      accepted++;
+      for (const lazyMin of [0, 128]) {
+        const old = setLazyMin(lazyMin);
+        try {
+          const unread = decodeRequest(b);
+          const read = decodeRequest(b);
+          for (const [name, res] of Object.entries(read.observed?.resources ?? {})) {
+            outcome(() => JSON.stringify(res.resource), what); // read everything first
+            for (const h of helpers) {
+              const peeked = outcome(() => h(unread.observed!.resources[name]!.resource), what);
+              assert.ok(
+                isDeepStrictEqual(
+                  peeked,
+                  outcome(() => h(res.resource), what),
+                ),
+                `${what}, ${name}: ${JSON.stringify(peeked)}`,
+              );
+            }
           }
+          const copied = encodeResponse(response.to(decodeRequest(b)));
+          assert.equal(desiredOf(copied), (eager.ok as JsonObject)["desired"] ?? {}, `${what}, copied through`);
+        } finally {
+          setLazyMin(old);
         }
-        const copied = encodeResponse(response.to(decodeRequest(b)));
-        assert.equal(desiredOf(copied), (eager.ok as JsonObject)["desired"] ?? {}, `${what}, copied through`);
-      } finally {
-        setLazyMin(old);
       }
     }
-  }
-  // Enough of them decode for the checks past the first to mean something.
-  assert.ok(accepted > CASES / 10, `only ${accepted} of ${CASES} decoded`);
-});
+    // Enough of them decode for the checks past the first to mean something.
+    assert.ok(accepted > CASES / 10, `only ${accepted} of ${CASES} decoded`);
+  },
+);
 
 M("a resource or connection detail named __proto__ is a name like any other, not the map's prototype", () => {
   // observed and desired: { __proto__: Resource { resource: {a: "b"}, connection_details: { __proto__: "pw" } } }
-  const res = field(0x12, field(0x0a, bytesOf("__proto__")), field(0x12, field(0x0a, entry("a", stringValue("b"))), field(0x12, field(0x0a, bytesOf("__proto__")), field(0x12, bytesOf("pw")))));
+  const res = field(
+    0x12,
+    field(0x0a, bytesOf("__proto__")),
+    field(0x12, field(0x0a, entry("a", stringValue("b"))), field(0x12, field(0x0a, bytesOf("__proto__")), field(0x12, bytesOf("pw")))),
+  );
   const req = decodeRequest(Uint8Array.from([...field(0x12, res), ...field(0x1a, res)]));
   const observed = req.observed!.resources;
   assert.equal(Object.keys(observed), ["__proto__"]);
@@ -214,7 +254,10 @@ M("a resource or connection detail named __proto__ is a name like any other, not
   // An assignment makes it the map's prototype: refused, naming why.
   const assigned = create(RunFunctionResponseSchema, { desired: {} });
   (assigned.desired!.resources as Record<string, unknown>)["__proto__"] = create(ResourceSchema, { resource: { a: "d" } });
-  assert.throws(() => encodeResponse(assigned), /desired\.resources has a prototype that is not Object's \(a resource named __proto__ set by assignment/);
+  assert.throws(
+    () => encodeResponse(assigned),
+    /desired\.resources has a prototype that is not Object's \(a resource named __proto__ set by assignment/,
+  );
 });
 
 M.run();
