@@ -12,7 +12,7 @@
 // server's responses are verified, so a fast wrong answer cannot win. Results
 // go to stdout, bench/RESULTS.md and --json FILE (xfn, peer and floor only).
 import { fork, type ChildProcess } from "node:child_process";
-import { writeFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { cpus, totalmem } from "node:os";
 import { join } from "node:path";
@@ -245,7 +245,11 @@ async function main(): Promise<void> {
     `Counts per cell: ${JSON.stringify(COUNT)}, in ${ROUNDS} alternating batches per server.`,
   ];
   const md = `# Benchmark results\n\nRun: \`npm run bench${quick ? " -- --quick" : ""}\` on ${new Date().toISOString().slice(0, 10)}.\n\n${table}\nLarge request: ${large}\n\n## Caveats\n\n${caveats.map((c) => `- ${c}`).join("\n")}\n`;
-  writeFileSync(join(import.meta.dirname, quick ? "RESULTS.quick.md" : "RESULTS.md"), md);
+  // Keep the start-up figures bench/startup.ts wrote (npm run bench runs it next).
+  const file = join(import.meta.dirname, quick ? "RESULTS.quick.md" : "RESULTS.md");
+  const previous = existsSync(file) ? readFileSync(file, "utf8") : "";
+  const startup = previous.indexOf("## Start-up");
+  writeFileSync(file, startup >= 0 ? `${md}\n${previous.slice(startup)}` : md);
 }
 
 await main();
