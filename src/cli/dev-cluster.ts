@@ -3,7 +3,6 @@ import { writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { Command, InvalidArgumentError, Option } from "commander";
-import { startDevCluster } from "../devcluster/server.js";
 
 export function devClusterCommand(): Command {
   return new Command("dev-cluster")
@@ -22,6 +21,8 @@ export function devClusterCommand(): Command {
     .action(async (flags: { port: number; kubeconfig?: string; data?: string }) => {
       let cluster;
       try {
+        // Imported when used: `xfn --help` and the other commands need none of it.
+        const { startDevCluster } = await import("../devcluster/server.js");
         cluster = await startDevCluster({ port: flags.port, ...(flags.data ? { dataFile: resolve(flags.data) } : {}) });
       } catch (err) {
         process.stderr.write(`xfn dev-cluster: ${(err as Error).message}\n`);
