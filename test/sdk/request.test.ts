@@ -100,4 +100,22 @@ for (const [name, tc] of Object.entries(capCases)) {
   });
 }
 
+Read("getObservedComposedResource returns one observed object by name, typed as asked, or undefined", () => {
+  interface Bucket {
+    apiVersion: "s3.aws.upbound.io/v1beta1";
+    kind: "Bucket";
+    spec?: { forProvider?: { region?: string } };
+  }
+  const r = req({
+    observed: {
+      resources: { b: { resource: { apiVersion: "s3.aws.upbound.io/v1beta1", kind: "Bucket", spec: { forProvider: { region: "eu" } } } } },
+    },
+  });
+  const b = request.getObservedComposedResource<Bucket>(r, "b");
+  assert.is(b?.spec?.forProvider?.region, "eu");
+  assert.is(request.getObservedComposedResource(r, "missing"), undefined);
+  assert.is(request.getObservedComposedResource(r, "__proto__"), undefined, "only own entries");
+  assert.is(request.getObservedComposedResource(req({ observed: {} }), "b"), undefined);
+});
+
 Read.run();
