@@ -3,6 +3,7 @@
 import { resolve } from "node:path";
 import { Command, InvalidArgumentError, Option } from "commander";
 import type { RunFunction } from "../function.js";
+import { messageOf } from "../server/handler.js";
 import { createLogger } from "../server/log.js";
 import { DEFAULT_ADDRESS, serve } from "../server/server.js";
 import { createRecorder, type Recorder } from "../testing/record.js";
@@ -117,6 +118,15 @@ export async function startServing(load: () => Promise<RunFunction>, flags: Serv
     return;
   }
   const srv = running;
+  // A function's stray async error (a rejected promise nobody awaits, a throw
+  // in a timer) belongs to no request. Node would end the process, dropping
+  // every other caller's call; log it and keep serving instead. The request
+  // that started it has already been answered, or will be by its deadline.
+  const stray = (kind: string) => (err: unknown) => {
+    log.error({ err: messageOf(err), kind }, "a function left an error no request was waiting for; still serving");
+  };
+  process.on("unhandledRejection", stray("unhandledRejection"));
+  process.on("uncaughtException", stray("uncaughtException"));
   const stop = (signal: string) => {
     log.info({ signal }, "signal received");
     void srv

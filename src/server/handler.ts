@@ -95,7 +95,9 @@ export function createHandler(fn: RunFunction, opts: HandlerOptions, log: Logger
       log.warn({ version: call.version, code: "INVALID_ARGUMENT" }, details);
       return { code: Code.INVALID_ARGUMENT, details };
     }
-    const rlog = new LazyLog(log, () => ({ tag: req.meta?.tag ?? "", version: call.version, xr: xrName(req) }));
+    // The tag as Crossplane sent it: a function that changes req.meta.tag must not change what is echoed.
+    const tag = req.meta?.tag ?? "";
+    const rlog = new LazyLog(log, () => ({ tag, version: call.version, xr: xrName(req) }));
 
     if (queue.size >= opts.maxQueue) {
       const details = `server busy: ${queue.pending} requests running and ${queue.size} queued (limit ${opts.maxQueue}); retry later`;
@@ -127,8 +129,8 @@ export function createHandler(fn: RunFunction, opts: HandlerOptions, log: Logger
       // The task returns as soon as the call ends, even if fn never settles, so
       // a hung function cannot hold a concurrency slot past its deadline; one
       // still queued when the call ends returns without running.
-      const rsp = await end.race(queue.add(() => end.race(run(fn, req, ctx, end))));
-      const { bytes: out, sent } = encode(req, rsp, rlog);
+      const rsp = await end.race(queue.add(() => end.race(run(fn, req, tag, ctx, end))));
+      const { bytes: out, sent } = encode(req, tag, rsp, rlog);
       if (out.length > opts.maxResponseBytes) {
         const details = `response is ${out.length} bytes, larger than the ${opts.maxResponseBytes}-byte limit Crossplane accepts`;
         rlog.get().error({ code: "RESOURCE_EXHAUSTED", bytes: out.length }, details);
@@ -248,18 +250,18 @@ class Context implements RunContext {
 }
 
 /** run runs fn unless the call has ended, turning a throw into a Fatal result. */
-async function run(fn: RunFunction, req: RunFunctionRequest, ctx: RunContext, end: Ending): Promise<RunFunctionResponse> {
+async function run(fn: RunFunction, req: RunFunctionRequest, tag: string, ctx: RunContext, end: Ending): Promise<RunFunctionResponse> {
   if (end.reason) throw end.reason;
   try {
     return await fn(req, ctx);
   } catch (err) {
-    return thrown(req, err, ctx.log);
+    return thrown(req, tag, err, ctx.log);
   }
 }
 
-function thrown(req: RunFunctionRequest, err: unknown, log: Logger): RunFunctionResponse {
+function thrown(req: RunFunctionRequest, tag: string, err: unknown, log: Logger): RunFunctionResponse {
   log.error({ err: messageOf(err) }, "function threw");
-  return fatalResponse(req, `function failed: ${messageOf(err)}`);
+  return fatalResponse(req, tag, `function failed: ${messageOf(err)}`);
 }
 
 /**
@@ -267,8 +269,9 @@ function thrown(req: RunFunctionRequest, err: unknown, log: Logger): RunFunction
  * rest of a Fatal response, and the request's desired state or context may be
  * what failed (bytes from a malformed request, copied through).
  */
-function fatalResponse(req: RunFunctionRequest, message: string): RunFunctionResponse {
+function fatalResponse(req: RunFunctionRequest, tag: string, message: string): RunFunctionResponse {
   const rsp = response.to(req);
+  rsp.meta!.tag = tag;
   delete rsp.desired;
   delete rsp.context;
   response.fatal(rsp, message).withReason("FunctionError");
@@ -282,23 +285,34 @@ function fatalResponse(req: RunFunctionRequest, message: string): RunFunctionRes
  * BigInt, a function, NaN): protobuf-es would silently write them as null;
  * encodeResponse refuses them, naming the path.
  */
-function encode(req: RunFunctionRequest, rsp: RunFunctionResponse, log: LazyLog): { bytes: Uint8Array; sent: RunFunctionResponse } {
-  const tag = req.meta?.tag ?? "";
+function encode(
+  req: RunFunctionRequest,
+  tag: string,
+  rsp: RunFunctionResponse,
+  log: LazyLog,
+): { bytes: Uint8Array; sent: RunFunctionResponse } {
   if (!rsp || typeof rsp !== "object" || rsp.$typeName !== RunFunctionResponseSchema.typeName) {
-    return encodeFatal(req, `function returned ${describe(rsp)}, not a RunFunctionResponse (start one with response.to(req))`, log);
+    return encodeFatal(req, tag, `function returned ${describe(rsp)}, not a RunFunctionResponse (start one with response.to(req))`, log);
   }
-  if (!rsp.meta) rsp.meta = response.to(req).meta;
-  else if (rsp.meta.tag !== tag) rsp.meta.tag = tag;
+  if (!rsp.meta) {
+    rsp.meta = response.to(req).meta;
+    rsp.meta!.tag = tag;
+  } else if (rsp.meta.tag !== tag) rsp.meta.tag = tag;
   try {
     return { bytes: encodeResponse(rsp), sent: rsp };
   } catch (err) {
-    return encodeFatal(req, `cannot encode the function's response: ${messageOf(err)}`, log);
+    return encodeFatal(req, tag, `cannot encode the function's response: ${messageOf(err)}`, log);
   }
 }
 
-function encodeFatal(req: RunFunctionRequest, message: string, log: LazyLog): { bytes: Uint8Array; sent: RunFunctionResponse } {
+function encodeFatal(
+  req: RunFunctionRequest,
+  tag: string,
+  message: string,
+  log: LazyLog,
+): { bytes: Uint8Array; sent: RunFunctionResponse } {
   log.get().error(message);
-  const rsp = fatalResponse(req, message);
+  const rsp = fatalResponse(req, tag, message);
   return { bytes: encodeResponse(rsp), sent: rsp };
 }
 
@@ -319,5 +333,22 @@ function xrName(req: RunFunctionRequest): string | undefined {
   }
 }
 
-const messageOf = (err: unknown): string => (err instanceof Error ? err.message : String(err));
+/**
+ * messageOf says what was thrown, whatever it is: an Error whose message
+ * getter throws, an object with no prototype (String() throws on it), a
+ * Symbol. Describing a failure must never fail.
+ */
+export function messageOf(err: unknown): string {
+  try {
+    if (err instanceof Error) return String(err.message);
+    return String(err);
+  } catch {
+    try {
+      const name = Object.prototype.toString.call(err);
+      return `a thrown ${name} that cannot be shown as text`;
+    } catch {
+      return "a thrown value that cannot be shown as text";
+    }
+  }
+}
 const round = (ms: number): number => Math.round(ms * 100) / 100;

@@ -85,6 +85,35 @@ Cli("a module that exports no function is refused", async () => {
   assert.match(r.stderr, /it exports no function \(export one as default or as runFunction\)/);
 });
 
+Cli("a function's stray async errors are logged; the server keeps serving every caller", async () => {
+  const f = join(scratch, "stray.mjs");
+  writeFileSync(
+    f,
+    `import { response } from ${JSON.stringify(join(import.meta.dirname, "../../lib/index.js"))};\n` +
+      `export default (req) => {\n` +
+      `  setTimeout(() => { throw new Error("thrown in a timer"); }, 0);\n` +
+      `  Promise.reject(new Error("rejected, never awaited"));\n` +
+      `  return response.to(req);\n` +
+      `};\n`,
+  );
+  const s = await startServe([f, "--insecure"]);
+  const c = rawClient(s.port);
+  try {
+    for (let i = 0; i < 3; i++) assert.is((await c.run(request())).meta?.tag, "tag-1");
+    await until(
+      "both stray errors logged",
+      () => /thrown in a timer/.test(s.output()) && /rejected, never awaited/.test(s.output()),
+      5_000,
+    );
+    assert.match(s.output(), /"kind":"uncaughtException".*"msg":"a function left an error no request was waiting for; still serving"/);
+    assert.is((await c.run(request())).meta?.tag, "tag-1");
+  } finally {
+    c.close();
+  }
+  const { code } = await s.stop();
+  assert.is(code, 0);
+});
+
 Cli("serves a TypeScript module with a named runFunction export", async () => {
   const f = join(scratch, "named.ts");
   writeFileSync(
