@@ -3,16 +3,16 @@
 // Crossplane 1.14-1.16).
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { fromBinary, toBinary } from "@bufbuild/protobuf";
+import { toBinary } from "@bufbuild/protobuf";
 import { Client, credentials, status as Code, type ChannelCredentials, type ServiceError } from "@grpc/grpc-js";
 import {
   FunctionRunnerService,
   RunFunctionRequestSchema,
-  RunFunctionResponseSchema,
   type RunFunctionRequest,
   type RunFunctionResponse,
 } from "../gen/fn/v1/run_function_pb.js";
 import { FunctionRunnerService as BetaFunctionRunnerService } from "../gen/fn/v1beta1/zz_generated_run_function_pb.js";
+import { decodeResponse } from "../wire/codec.js";
 
 /** ClientOptions say how to reach a function. */
 export interface ClientOptions {
@@ -84,7 +84,7 @@ export function dial(address: string, opts: ClientOptions = {}): FunctionClient 
           out = await call(path(BetaFunctionRunnerService.typeName), bytes, timeoutMs);
         }
       }
-      return fromBinary(RunFunctionResponseSchema, out);
+      return decodeResponse(out);
     },
     waitForReady: (waitMs) =>
       new Promise<void>((resolve, reject) => {

@@ -35,7 +35,8 @@ export function loadServerCredentials(dir: string): ServerCredentials {
     } catch (err) {
       const why = err instanceof Error ? err.message : String(err);
       throw new Error(
-        `cannot load TLS certificates from ${dir}: ${name} is not a valid PEM ${name === TLS_FILES.key ? "private key" : "certificate"}: ${why}`,
+        `cannot load TLS certificates from ${dir}: ${name} is not a valid PEM ${name === TLS_FILES.key ? "private key" : "certificate"}: ` +
+          why,
         {
           cause: err,
         },

@@ -12,12 +12,13 @@
 // Expectations are partial (see expect.ts); --update writes the full actual.
 import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
-import { fromBinary, fromJson, toBinary, toJson, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
+import { fromJson, toBinary, toJson, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
 import { createTwoFilesPatch } from "diff";
 import { parse, parseAllDocuments, stringify } from "yaml";
 import { loadFunction, resolveModule } from "../cli/load.js";
 import type { RunFunction } from "../function.js";
 import { RunFunctionRequestSchema, RunFunctionResponseSchema } from "../gen/fn/v1/run_function_pb.js";
+import { decodeResponse } from "../wire/codec.js";
 import { createHandler, DEFAULT_MAX_RESPONSE_BYTES } from "../server/handler.js";
 import { createLogger } from "../server/log.js";
 import { InputError, loadDocs, loadOne, type Doc } from "../render/load.js";
@@ -120,7 +121,7 @@ async function runRequestCase(dir: string, cfg: CaseConfig): Promise<JsonValue> 
   );
   const res = await handler.handle(toBinary(RunFunctionRequestSchema, req), { version: "v1", deadline: Date.now() + 60_000 });
   if (!("ok" in res)) throw new Error(`the function's call failed: ${res.details}`);
-  return toJson(RunFunctionResponseSchema, fromBinary(RunFunctionResponseSchema, res.ok));
+  return toJson(RunFunctionResponseSchema, decodeResponse(res.ok));
 }
 
 function optionalDocs(dir: string, base: string): Doc[] {

@@ -29,6 +29,7 @@ import {
   ResponseMetaSchema,
   ResultSchema,
   RunFunctionRequestSchema,
+  RunFunctionResponseSchema,
   SchemaSchema,
   StateSchema,
   type Resource,
@@ -376,6 +377,18 @@ class ResponseEmitter extends Emitter {
       this.close2(entry, at);
     }
   }
+}
+
+/**
+ * RESPONSE_RECURSION_LIMIT is how deeply protobuf-es may nest messages when
+ * it decodes a response (xfn call, render, test), as Go's decoder allows: its
+ * default, 100, refuses JSON nested 50 levels deep.
+ */
+export const RESPONSE_RECURSION_LIMIT = 10_000;
+
+/** decodeResponse decodes a RunFunctionResponse with protobuf-es, allowing deep JSON. */
+export function decodeResponse(bytes: Uint8Array): RunFunctionResponse {
+  return fromBinary(RunFunctionResponseSchema, bytes, { recursionLimit: RESPONSE_RECURSION_LIMIT });
 }
 
 /**

@@ -27,7 +27,14 @@
 import { isUtf8 } from "node:buffer";
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 
-const MAX_DEPTH = 100;
+// MAX_DEPTH is how deeply JSON values may nest, in levels (an object in an
+// object is 2). Go's protobuf decoder accepts 10,000 nested messages (about
+// 3,300 levels of a Struct); CRD schemas arriving as required resources nest
+// far deeper than the 49 levels this once allowed. The codec recurses, and
+// past about 3,000 levels the default stack runs out, so the limit stays well
+// inside that. The decoder counts a Struct and its Value apart: twice the levels.
+const MAX_DEPTH = 2000;
+const MAX_DECODE_DEPTH = 2 * MAX_DEPTH;
 
 /** LAZY_MIN is the encoded size at which a struct or list value is decoded on first read. */
 export const LAZY_MIN = 128;
@@ -210,7 +217,7 @@ function wrongType(field: string): never {
 }
 
 function readValue(end: number, depth: number): JsonValue {
-  if (depth > MAX_DEPTH) fail("Struct nested too deeply");
+  if (depth > MAX_DECODE_DEPTH) fail(`a value is nested more than ${MAX_DEPTH} levels deep`);
   let v: JsonValue = null;
   while (p < end) {
     const tag = varint();
@@ -254,7 +261,7 @@ function readValue(end: number, depth: number): JsonValue {
 const VALUE_FIELDS = ["", "null_value", "number_value", "string_value", "bool_value", "struct_value", "list_value"];
 
 function readList(end: number, depth: number): JsonValue[] {
-  if (depth > MAX_DEPTH) fail("Struct nested too deeply");
+  if (depth > MAX_DECODE_DEPTH) fail(`a value is nested more than ${MAX_DEPTH} levels deep`);
   const out: JsonValue[] = [];
   while (p < end) {
     const tag = varint();
@@ -271,7 +278,7 @@ function readList(end: number, depth: number): JsonValue[] {
 }
 
 function readStruct(end: number, depth: number): JsonObject {
-  if (depth > MAX_DEPTH) fail("Struct nested too deeply");
+  if (depth > MAX_DECODE_DEPTH) fail(`a value is nested more than ${MAX_DEPTH} levels deep`);
   const out: JsonObject = {};
   let lazy: Lazy | undefined;
   while (p < end) {
@@ -668,7 +675,7 @@ function sameBytes(at: number, key: Uint8Array): boolean {
 // --- checking bytes copied through ------------------------------------------------
 
 function checkValue(end: number, depth: number): void {
-  if (depth > MAX_DEPTH) fail("Struct nested too deeply");
+  if (depth > MAX_DECODE_DEPTH) fail(`a value is nested more than ${MAX_DEPTH} levels deep`);
   while (p < end) {
     const tag = varint();
     switch (tag) {
