@@ -15,6 +15,7 @@
 import { existsSync, readFileSync, statSync } from "node:fs";
 import { dirname, extname, join, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
+import { isMainThread } from "node:worker_threads";
 import type { RunFunction } from "../function.js";
 import { pickFunction } from "./pick.js";
 
@@ -24,8 +25,9 @@ let tsxRegistered: Promise<void> | undefined;
 /** registerTypeScript lets import() load TypeScript, once per process. */
 export function registerTypeScript(): Promise<void> {
   tsxRegistered ??= import("tsx/esm/api").then(({ register }) => {
-    // Under `node --import tsx` (the repository's own tests) it is already there.
-    if (!process.execArgv.some((a) => a === "tsx" || a.includes("/tsx/"))) register();
+    // Under `node --import tsx` (the repository's own tests) it is already there,
+    // on the main thread only: a worker thread starts without it.
+    if (!isMainThread || !process.execArgv.some((a) => a === "tsx" || a.includes("/tsx/"))) register();
   });
   return tsxRegistered;
 }

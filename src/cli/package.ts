@@ -75,7 +75,7 @@ export async function packageFunction(opts: PackageOptions): Promise<PackageResu
       contents: [
         `import * as mod from ${JSON.stringify(module)};`,
         `import { main } from ${JSON.stringify(entry)};`,
-        `await main(mod, ${JSON.stringify(name)}, process.argv.slice(2));`,
+        `await main(mod, ${JSON.stringify(name)}, process.argv.slice(2), import.meta.url);`,
       ].join("\n"),
       resolveDir: dir,
       loader: "ts",

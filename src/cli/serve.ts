@@ -1,11 +1,14 @@
 // `xfn serve <module>`: serve a function module over gRPC until SIGTERM/SIGINT.
 // The same flags and start-up serve a bundled function package (see bundled.ts).
-import { resolve } from "node:path";
+import { extname, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
 import { Command, InvalidArgumentError, Option } from "commander";
 import type { RunFunction } from "../function.js";
-import { messageOf } from "../server/handler.js";
+import { DEFAULT_MAX_RESPONSE_BYTES, messageOf } from "../server/handler.js";
 import { createLogger } from "../server/log.js";
+import { DEFAULT_TIMEOUT_SECONDS, DEFAULT_WORKERS } from "../server/pool.js";
 import { DEFAULT_ADDRESS, serve } from "../server/server.js";
+import type { WorkerData } from "../server/worker.js";
 import { createRecorder, type Recorder } from "../testing/record.js";
 import { loadFunction, resolveModule } from "./load.js";
 
@@ -39,6 +42,8 @@ export interface ServeFlags {
   maxQueue: number;
   gracePeriod: number;
   recordDir?: string;
+  workers: number;
+  timeout: number;
 }
 
 /**
@@ -77,6 +82,16 @@ export function addServeFlags(cmd: Command, opts: { loopbackWhenInsecure?: boole
         .argParser(positiveInt("--max-queue")),
     )
     .addOption(
+      new Option("--workers <n>", "worker threads running the function; 1 runs it in the server's own thread")
+        .default(DEFAULT_WORKERS)
+        .argParser(positiveInt("--workers")),
+    )
+    .addOption(
+      new Option("--timeout <seconds>", "longest one call may run; a caller's earlier deadline wins")
+        .default(DEFAULT_TIMEOUT_SECONDS)
+        .argParser(positive("--timeout")),
+    )
+    .addOption(
       new Option("--record-dir <dir>", "write every request and its response as a test case xfn test can replay (secrets redacted)"),
     )
     .addOption(
@@ -87,20 +102,45 @@ export function addServeFlags(cmd: Command, opts: { loopbackWhenInsecure?: boole
 }
 
 /**
+ * FunctionSource is where the function comes from: load() imports it in this
+ * thread; worker says which script a pool worker runs to get it (and which
+ * module that script loads), when workers can be used.
+ */
+export interface FunctionSource {
+  load(): Promise<RunFunction>;
+  worker?: { script: URL; module?: string };
+}
+
+// Run from src/ (this repository's tests) the worker script is TypeScript.
+const WORKER_ENTRY = new URL(`../server/worker-entry${extname(fileURLToPath(import.meta.url))}`, import.meta.url).href;
+
+/**
  * startServing serves fn with flags until SIGTERM/SIGINT, then stops
  * gracefully and exits 0. On a start-up failure it sets exit code 1.
  * moduleFile names the function's source, for logs and recorded cases.
  */
-export async function startServing(load: () => Promise<RunFunction>, flags: ServeFlags, label: string, moduleFile?: string): Promise<void> {
+export async function startServing(source: FunctionSource, flags: ServeFlags, label: string, moduleFile?: string): Promise<void> {
   const log = createLogger({ debug: flags.debug });
   let recorder: Recorder | undefined;
   let running;
   try {
-    const fn = await load();
+    // With workers, each worker loads the function; a module path that does
+    // not resolve is still loaded here, for its error.
+    const pooled = flags.workers > 1 && source.worker && (source.worker.module === undefined || moduleFile !== undefined);
+    const fn = pooled ? null : await source.load();
+    const workerData: WorkerData = {
+      xfnWorker: true,
+      label,
+      debug: flags.debug,
+      maxResponseBytes: DEFAULT_MAX_RESPONSE_BYTES,
+      ...(moduleFile ? { module: moduleFile } : {}),
+    };
     recorder = flags.recordDir ? createRecorder(resolve(flags.recordDir), moduleFile ?? label, log) : undefined;
     running = await serve(
       fn,
       {
+        ...(pooled ? { workers: { workers: flags.workers, script: source.worker!.script, workerData } } : {}),
+        timeoutMs: flags.timeout * 1000,
         address: flags.address ?? DEFAULT_ADDRESS,
         insecure: flags.insecure,
         ...(flags.tlsCertsDir ? { tlsCertsDir: flags.tlsCertsDir } : {}),
@@ -153,6 +193,11 @@ export function serveCommand(): Command {
     } catch {
       // loadFunction reports the problem with the same words.
     }
-    await startServing(() => loadFunction(module), flags, module, file);
+    await startServing(
+      { load: () => loadFunction(module), worker: { script: new URL(WORKER_ENTRY), module: file ?? module } },
+      flags,
+      module,
+      file,
+    );
   });
 }

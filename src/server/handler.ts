@@ -38,6 +38,8 @@ export interface CallInfo {
   version: "v1" | "v1beta1";
   /** Absolute deadline in ms since the epoch, or Infinity. */
   deadline: number;
+  /** The instant the function sees as now, when another thread chose it (a worker pool); default: the clock. */
+  at?: number;
   /** How the transport ends the call early (the client cancels, the server stops). None: it never does. */
   cancel?: Cancel;
 }
@@ -124,7 +126,7 @@ export function createHandler(fn: RunFunction, opts: HandlerOptions, log: Logger
     }
 
     try {
-      const at = now();
+      const at = call.at === undefined ? now() : new Date(call.at);
       const ctx = new Context(end, rlog, () => at);
       // The task returns as soon as the call ends, even if fn never settles, so
       // a hung function cannot hold a concurrency slot past its deadline; one

@@ -8,6 +8,7 @@ import { FunctionRunnerService } from "../gen/fn/v1/run_function_pb.js";
 import { FunctionRunnerService as BetaFunctionRunnerService } from "../gen/fn/v1beta1/zz_generated_run_function_pb.js";
 import { Cancel, createHandler, DEFAULT_MAX_RESPONSE_BYTES, type CallInfo, type HandlerOptions } from "./handler.js";
 import { addHealth } from "./health.js";
+import { startPool, type Pool, type PoolOptions } from "./pool.js";
 import { loadServerCredentials } from "./tls.js";
 
 /** ServeOptions configure a function server. Defaults follow Crossplane's function spec. */
@@ -30,6 +31,14 @@ export interface ServeOptions {
   now?: () => Date;
   /** Told of every response sent (see `--record-dir`). */
   onResponse?: HandlerOptions["onResponse"];
+  /**
+   * The server's own bound on one call, in ms; a caller's earlier deadline wins.
+   * In process a call past it is answered and its slot freed, though the
+   * function cannot be stopped; with workers, a stuck worker is replaced.
+   */
+  timeoutMs?: number;
+  /** Run the function on worker threads (see pool.ts) instead of in this thread. */
+  workers?: Pick<PoolOptions, "workers" | "script" | "workerData">;
 }
 
 /** DEFAULT_ADDRESS is where Crossplane expects a function: port 9443 on every interface. */
@@ -86,9 +95,12 @@ export function credentialsFor(opts: ServeOptions): { creds: ServerCredentials; 
   return { creds: loadServerCredentials(opts.tlsCertsDir), mtls: true };
 }
 
-/** serve starts a server for fn and resolves once it listens. */
-export async function serve(fn: RunFunction, opts: ServeOptions, log: Logger): Promise<RunningServer> {
-  if (typeof fn !== "function") throw new Error(`cannot serve ${typeof fn}: a function is required`);
+/**
+ * serve starts a server for fn and resolves once it listens. With
+ * opts.workers, the workers load the function themselves and fn may be null.
+ */
+export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Logger): Promise<RunningServer> {
+  if (!opts.workers && typeof fn !== "function") throw new Error(`cannot serve ${typeof fn}: a function is required`);
   const { creds, mtls } = credentialsFor(opts);
   const maxRecvMB = opts.maxRecvMessageSizeMB ?? 4;
   if (!(maxRecvMB > 0)) throw new Error(`--max-recv-message-size must be a positive number of MB, got ${maxRecvMB}`);
@@ -101,17 +113,17 @@ export async function serve(fn: RunFunction, opts: ServeOptions, log: Logger): P
     if (v !== undefined && !(Number.isInteger(v) && v > 0)) throw new Error(`${name} must be a positive whole number, got ${v}`);
   }
 
-  const handler = createHandler(
-    fn,
-    {
-      maxConcurrency: opts.maxConcurrency ?? 16,
-      maxQueue: opts.maxQueue ?? 128,
-      maxResponseBytes: opts.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES,
-      ...(opts.now ? { now: opts.now } : {}),
-      ...(opts.onResponse ? { onResponse: opts.onResponse } : {}),
-    },
-    log,
-  );
+  const common = {
+    maxConcurrency: opts.maxConcurrency ?? 16,
+    maxQueue: opts.maxQueue ?? 128,
+    ...(opts.now ? { now: opts.now } : {}),
+    ...(opts.onResponse ? { onResponse: opts.onResponse } : {}),
+  };
+  const timeoutMs = opts.timeoutMs ?? Infinity;
+  let pool: Pool | undefined;
+  if (opts.workers)
+    pool = await startPool({ ...opts.workers, ...common, timeoutMs: Number.isFinite(timeoutMs) ? timeoutMs : 2 ** 31 - 1 }, log);
+  const handler = pool ?? createHandler(fn!, { ...common, maxResponseBytes: opts.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES }, log);
 
   // Calls in flight, cancelled on a forced stop so functions still running see their signal fire.
   const live = new Set<Cancel>();
@@ -123,7 +135,8 @@ export async function serve(fn: RunFunction, opts: ServeOptions, log: Logger): P
       call.once("cancelled", onCancelled);
       live.add(cancel);
       handler
-        .handle(call.request, { version, deadline: deadlineOf(call), cancel })
+        // The pool applies the server's timeout itself, naming it when it ends a call.
+        .handle(call.request, { version, deadline: pool ? deadlineOf(call) : Math.min(deadlineOf(call), Date.now() + timeoutMs), cancel })
         .then((res) => {
           if ("ok" in res) callback(null, res.ok);
           else callback({ code: res.code, details: res.details });
@@ -147,6 +160,9 @@ export async function serve(fn: RunFunction, opts: ServeOptions, log: Logger): P
 
   const port = await new Promise<number>((resolve, reject) => {
     server.bindAsync(address, creds, (err, p) => (err ? reject(new Error(`cannot listen on ${address}: ${err.message}`)) : resolve(p)));
+  }).catch(async (err: unknown) => {
+    await pool?.close();
+    throw err;
   });
   log.info(
     { address, port, mtls, maxRecvMessageSizeMB: maxRecvMB },
@@ -165,12 +181,14 @@ export async function serve(fn: RunFunction, opts: ServeOptions, log: Logger): P
           log.warn({ inFlight: handler.inFlight() }, "grace period over; cancelling in-flight calls");
           for (const c of live) c.cancel();
           server.forceShutdown();
-          resolve();
+          void (pool?.close() ?? Promise.resolve()).then(() => resolve());
         }, graceMs);
         server.tryShutdown(() => {
           clearTimeout(force);
-          log.info("stopped");
-          resolve();
+          void (pool?.close() ?? Promise.resolve()).then(() => {
+            log.info("stopped");
+            resolve();
+          });
         });
       });
       return stopped;

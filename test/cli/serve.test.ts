@@ -96,7 +96,8 @@ Cli("a function's stray async errors are logged; the server keeps serving every 
       `  return response.to(req);\n` +
       `};\n`,
   );
-  const s = await startServe([f, "--insecure"]);
+  // In process; with workers, such an error ends its worker instead (test/server/pool.test.ts).
+  const s = await startServe([f, "--insecure", "--workers", "1"]);
   const c = rawClient(s.port);
   try {
     for (let i = 0; i < 3; i++) assert.is((await c.run(request())).meta?.tag, "tag-1");

@@ -1,0 +1,269 @@
+// The function pool: the function runs on worker threads, so that one call
+// cannot take the server down. The main thread keeps the gRPC server, health,
+// admission (concurrency and queue bounds) and every deadline; workers run the
+// function. A worker that crashes (an uncaught exception, an unhandled
+// rejection, running out of memory) fails only the calls it held, and is
+// replaced. A call past its deadline or the server's timeout is answered from
+// here, and if the worker does not answer it soon after (a function stuck on
+// the CPU), the worker is terminated and replaced: health and every other
+// worker's calls go on. Request and response bytes are transferred between
+// threads, not copied.
+import { availableParallelism } from "node:os";
+import { Worker } from "node:worker_threads";
+import { status as Code } from "@grpc/grpc-js";
+import { fromBinary } from "@bufbuild/protobuf";
+import type { Logger } from "pino";
+import PQueue from "p-queue";
+import { RunFunctionRequestSchema } from "../gen/fn/v1/run_function_pb.js";
+import { decodeResponse } from "../wire/codec.js";
+import type { CallInfo, Handler, HandlerOptions, HandlerResult } from "./handler.js";
+import { exclusive, type FromWorker, type ToWorker, type WorkerData } from "./worker.js";
+
+/** DEFAULT_WORKERS is one worker per core the process may use. */
+export const DEFAULT_WORKERS = Math.max(1, availableParallelism());
+
+/** DEFAULT_TIMEOUT_SECONDS bounds one call when the caller sets no shorter deadline. */
+export const DEFAULT_TIMEOUT_SECONDS = 55;
+
+/** How long a worker may take to answer a call whose deadline passed before it is deemed stuck. */
+const STUCK_GRACE_MS = 1_000;
+
+/** PoolOptions configure a pool. */
+export interface PoolOptions {
+  workers: number;
+  /** The script each worker runs (it calls workerMain). */
+  script: URL;
+  /** Handed to every worker (xfnWorker, the module, logging). */
+  workerData: WorkerData;
+  maxConcurrency: number;
+  maxQueue: number;
+  /** The server's own bound on one call, in ms. */
+  timeoutMs: number;
+  now?: () => Date;
+  onResponse?: HandlerOptions["onResponse"];
+}
+
+interface Pending {
+  resolve(r: HandlerResult): void;
+  /** Whether the server's timeout, not the caller's deadline, ends this call. */
+  byTimeout: boolean;
+}
+
+interface Slot {
+  n: number;
+  worker: Worker;
+  pending: Map<number, Pending>;
+  gone: boolean;
+  /** retiring: being terminated (stuck); it takes no new call. */
+  retiring: boolean;
+}
+
+/** Pool is a Handler backed by worker threads. */
+export interface Pool extends Handler {
+  /** close terminates every worker. */
+  close(): Promise<void>;
+}
+
+/** startPool starts the workers and resolves once every one has loaded the function. */
+export async function startPool(opts: PoolOptions, log: Logger): Promise<Pool> {
+  if (!(Number.isInteger(opts.workers) && opts.workers >= 1))
+    throw new Error(`--workers must be a whole number of at least 1, got ${opts.workers}`);
+  if (!(opts.timeoutMs > 0)) throw new Error(`--timeout must be a positive number of seconds, got ${opts.timeoutMs / 1000}`);
+  const queue = new PQueue({ concurrency: opts.maxConcurrency });
+  const slots: Slot[] = [];
+  let nextId = 1;
+  let spawned = 0;
+  let closing = false;
+  // Every worker started and not yet exited, ready or not: close ends them all.
+  const all = new Set<Worker>();
+  // Calls waiting for a worker while every one is being replaced.
+  const waiting: (() => void)[] = [];
+
+  const failAll = (slot: Slot, details: string) => {
+    for (const p of slot.pending.values()) p.resolve({ code: Code.INTERNAL, details });
+    slot.pending.clear();
+  };
+
+  /** spawn starts a worker and resolves when it is ready (or rejects with why it is not). */
+  const spawn = (): Promise<Slot> =>
+    new Promise((resolve, reject) => {
+      const worker = new Worker(opts.script, { workerData: opts.workerData });
+      all.add(worker);
+      worker.once("exit", () => all.delete(worker));
+      const slot: Slot = { n: ++spawned, worker, pending: new Map(), gone: false, retiring: false };
+      let ready = false;
+      const replace = (why: string) => {
+        if (slot.gone) return;
+        slot.gone = true;
+        const i = slots.indexOf(slot);
+        if (i >= 0) slots.splice(i, 1);
+        if (slot.pending.size > 0)
+          log.error({ worker: slot.n, calls: slot.pending.size }, `a worker ended: ${why}; failing the calls it held`);
+        failAll(slot, `the function's worker ended (${why}); it was replaced, and other calls were not affected`);
+        if (!ready) return reject(new Error(why));
+        if (closing) return;
+        log.warn({ worker: slot.n }, "starting a replacement worker");
+        respawn(0);
+      };
+      worker.on("message", (m: FromWorker) => {
+        if (m.type === "ready") {
+          ready = true;
+          slots.push(slot);
+          for (const w of waiting.splice(0)) w();
+          resolve(slot);
+        } else if (m.type === "log") {
+          relog(log, m.line, slot.n);
+        } else if (m.type === "failed") {
+          slot.gone = true;
+          void worker.terminate();
+          reject(new Error(m.message));
+        } else {
+          const p = slot.pending.get(m.id);
+          if (!p) return; // already answered here (a deadline), or failed with the worker
+          slot.pending.delete(m.id);
+          if (m.type === "done") p.resolve({ ok: new Uint8Array(m.buf, m.off, m.len) });
+          else if (m.code === Code.DEADLINE_EXCEEDED && p.byTimeout) p.resolve({ code: m.code, details: timeoutDetails(opts.timeoutMs) });
+          else p.resolve({ code: m.code, details: m.details });
+        }
+      });
+      worker.on("error", (err) => {
+        log.error({ worker: slot.n, err: err.message }, "a worker crashed");
+        replace(`it crashed: ${err.message}`);
+      });
+      worker.on("exit", (code) => replace(`it exited with code ${code}`));
+    });
+
+  const respawn = (attempt: number) => {
+    spawn().catch((err: Error) => {
+      const delay = Math.min(30_000, 500 * 2 ** attempt);
+      log.error({ err: err.message, retryInMs: delay }, "cannot start a replacement worker");
+      if (!closing) setTimeout(() => respawn(attempt + 1), delay).unref();
+    });
+  };
+
+  try {
+    await Promise.all(Array.from({ length: opts.workers }, spawn));
+  } catch (err) {
+    closing = true;
+    await Promise.all([...all].map((w) => w.terminate()));
+    throw err;
+  }
+  log.info({ workers: opts.workers, timeoutSeconds: opts.timeoutMs / 1000 }, "function workers ready");
+
+  const pick = (): Slot | undefined => {
+    let best: Slot | undefined;
+    for (const s of slots) if (!s.gone && !s.retiring && (!best || s.pending.size < best.pending.size)) best = s;
+    return best;
+  };
+
+  /** workerBefore resolves with a worker, waiting for a replacement if none is running, or undefined at the deadline. */
+  async function workerBefore(deadline: number): Promise<Slot | undefined> {
+    for (;;) {
+      const slot = pick();
+      if (slot || Date.now() >= deadline) return slot;
+      await new Promise<void>((resolve) => {
+        const t = setTimeout(resolve, Math.min(2 ** 31 - 1, deadline - Date.now()));
+        waiting.push(() => (clearTimeout(t), resolve()));
+      });
+    }
+  }
+
+  async function dispatch(bytes: Uint8Array, call: CallInfo, deadline: number, byTimeout: boolean): Promise<HandlerResult> {
+    const slot = await workerBefore(deadline);
+    if (!slot)
+      return { code: Code.UNAVAILABLE, details: "no function worker came up before the deadline (they are being restarted); retry later" };
+    const at = (opts.now ?? (() => new Date()))().getTime();
+    const id = nextId++;
+    // Kept for --record-dir only: otherwise the bytes go to the worker.
+    const kept = opts.onResponse ? Uint8Array.from(bytes) : undefined;
+    const b = exclusive(bytes);
+    return new Promise<HandlerResult>((resolve) => {
+      const settle = (r: HandlerResult) => {
+        clearTimeout(timer);
+        call.cancel?.onCancel(undefined);
+        if ("ok" in r && kept) opts.onResponse!(fromBinary(RunFunctionRequestSchema, kept), decodeResponse(r.ok), new Date(at));
+        resolve(r);
+      };
+      slot.pending.set(id, { resolve: settle, byTimeout });
+      call.cancel?.onCancel(() => slot.worker.postMessage({ type: "cancel", id } satisfies ToWorker));
+      // The worker answers a passed deadline itself; if it does not, its thread is stuck.
+      // Declared after settle, which reads it only once a worker answers or the timer fires.
+      const timer = setTimeout(
+        () => {
+          if (!slot.pending.has(id)) return;
+          slot.pending.delete(id);
+          log.error({ worker: slot.n }, "a call ran past its deadline and its worker did not answer; terminating the worker");
+          settle({
+            code: Code.DEADLINE_EXCEEDED,
+            details: byTimeout ? timeoutDetails(opts.timeoutMs) : "function did not finish before the deadline",
+          });
+          slot.retiring = true;
+          void slot.worker.terminate();
+        },
+        Math.min(2 ** 31 - 1, Math.max(0, deadline - Date.now()) + STUCK_GRACE_MS),
+      );
+      slot.worker.postMessage(
+        {
+          type: "run",
+          id,
+          buf: b.buffer as ArrayBuffer,
+          off: b.byteOffset,
+          len: b.byteLength,
+          version: call.version,
+          deadline,
+          at,
+        } satisfies ToWorker,
+        [b.buffer as ArrayBuffer],
+      );
+    });
+  }
+
+  return {
+    async handle(bytes, call) {
+      if (queue.size >= opts.maxQueue) {
+        const details = `server busy: ${queue.pending} requests running and ${queue.size} queued (limit ${opts.maxQueue}); retry later`;
+        log.warn({ code: "RESOURCE_EXHAUSTED" }, details);
+        return { code: Code.RESOURCE_EXHAUSTED, details };
+      }
+      const limit = Date.now() + opts.timeoutMs;
+      const byTimeout = limit < call.deadline;
+      const deadline = Math.min(limit, call.deadline);
+      const r = await queue.add(async () => {
+        if (call.cancel?.cancelled) return { code: Code.CANCELLED, details: "call cancelled" } as HandlerResult;
+        if (Date.now() >= deadline) {
+          return {
+            code: Code.DEADLINE_EXCEEDED,
+            details: byTimeout ? timeoutDetails(opts.timeoutMs) : "function did not finish before the deadline",
+          };
+        }
+        return dispatch(bytes, call, deadline, byTimeout);
+      });
+      return r!;
+    },
+    inFlight: () => queue.size + queue.pending,
+    async close() {
+      closing = true;
+      await Promise.all([...all].map((w) => w.terminate()));
+    },
+  };
+}
+
+const LEVELS = new Set(["trace", "debug", "info", "warn", "error", "fatal"]);
+
+/** relog writes a worker's JSON log line through the server's logger, marked with the worker. */
+function relog(log: Logger, line: string, worker: number): void {
+  let entry: Record<string, unknown>;
+  try {
+    entry = JSON.parse(line) as Record<string, unknown>;
+  } catch {
+    log.warn({ worker, line }, "a worker wrote a log line that is not JSON");
+    return;
+  }
+  const { level, msg, time: _time, component: _component, ...rest } = entry;
+  const at = typeof level === "string" && LEVELS.has(level) ? (level as "info") : "info";
+  log[at]({ ...rest, worker }, typeof msg === "string" ? msg : "");
+}
+
+function timeoutDetails(timeoutMs: number): string {
+  return `function did not finish within the server's --timeout of ${timeoutMs / 1000} s`;
+}

@@ -1,0 +1,14 @@
+// The script each pool worker runs for `xfn serve <module>`: load the module
+// (through tsx when it is TypeScript), then serve the pool. A module that
+// cannot be loaded is reported to the pool, which fails start-up with it.
+import { parentPort, workerData } from "node:worker_threads";
+import { loadFunction } from "../cli/load.js";
+import { workerMain, type FromWorker, type WorkerData } from "./worker.js";
+
+const data = workerData as WorkerData;
+try {
+  const fn = await loadFunction(data.module!);
+  workerMain(fn);
+} catch (err) {
+  parentPort!.postMessage({ type: "failed", message: err instanceof Error ? err.message : String(err) } satisfies FromWorker);
+}

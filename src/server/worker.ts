@@ -1,0 +1,80 @@
+// The worker side of the function pool (pool.ts): one thread running the
+// function through the same handler as the in-process server, fed requests
+// by the main thread, answering with response bytes. The request and
+// response bytes move between threads as transferred ArrayBuffers, never
+// copied.
+import { parentPort, workerData } from "node:worker_threads";
+import type { RunFunction } from "../function.js";
+import { Cancel, createHandler, type HandlerResult } from "./handler.js";
+import { createLogger } from "./log.js";
+
+/** WorkerData is what the pool hands each worker. */
+export interface WorkerData {
+  xfnWorker: true;
+  /** The function module to load (xfn serve); a bundle's worker has its function built in. */
+  module?: string;
+  label: string;
+  debug: boolean;
+  maxResponseBytes: number;
+}
+
+/** ToWorker is a message from the pool. */
+export type ToWorker =
+  | { type: "run"; id: number; buf: ArrayBuffer; off: number; len: number; version: "v1" | "v1beta1"; deadline: number; at: number }
+  | { type: "cancel"; id: number };
+
+/** FromWorker is a message to the pool. */
+export type FromWorker =
+  | { type: "ready" }
+  | { type: "failed"; message: string }
+  | { type: "done"; id: number; buf: ArrayBuffer; off: number; len: number }
+  | { type: "status"; id: number; code: number; details: string }
+  | { type: "log"; line: string };
+
+/** isWorker tells whether this thread is a pool worker. */
+export function isWorker(): boolean {
+  return parentPort !== null && (workerData as Partial<WorkerData> | null)?.xfnWorker === true;
+}
+
+/** workerMain serves fn to the pool until the thread is terminated. */
+export function workerMain(fn: RunFunction): void {
+  const data = workerData as WorkerData;
+  const port = parentPort!;
+  // Log lines go to the pool, which writes them through the server's own logger.
+  const log = createLogger({
+    debug: data.debug,
+    destination: { write: (line: string) => port.postMessage({ type: "log", line } satisfies FromWorker) },
+  });
+  // The pool bounds concurrency and queueing; here every request runs at once.
+  const handler = createHandler(fn, { maxConcurrency: Infinity, maxQueue: Infinity, maxResponseBytes: data.maxResponseBytes }, log);
+  const running = new Map<number, Cancel>();
+  port.on("message", (m: ToWorker) => {
+    if (m.type === "cancel") {
+      running.get(m.id)?.cancel();
+      return;
+    }
+    const cancel = new Cancel();
+    running.set(m.id, cancel);
+    void handler
+      .handle(new Uint8Array(m.buf, m.off, m.len), { version: m.version, deadline: m.deadline, cancel, at: m.at })
+      .then((res: HandlerResult) => {
+        running.delete(m.id);
+        if ("ok" in res) {
+          const b = exclusive(res.ok);
+          port.postMessage(
+            { type: "done", id: m.id, buf: b.buffer as ArrayBuffer, off: b.byteOffset, len: b.byteLength } satisfies FromWorker,
+            [b.buffer as ArrayBuffer],
+          );
+        } else {
+          port.postMessage({ type: "status", id: m.id, code: res.code, details: res.details } satisfies FromWorker);
+        }
+      });
+  });
+  port.postMessage({ type: "ready" } satisfies FromWorker);
+}
+
+/** exclusive returns bytes whose ArrayBuffer holds nothing else, so it can be transferred. */
+export function exclusive(b: Uint8Array): Uint8Array {
+  if (b.byteOffset === 0 && b.byteLength === b.buffer.byteLength && b.buffer instanceof ArrayBuffer) return b;
+  return new Uint8Array(b);
+}

@@ -1,0 +1,182 @@
+// The function pool: functions on worker threads, so that one call cannot take
+// the server down. Real gRPC over loopback, real worker threads.
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
+import { status as Code } from "@grpc/grpc-js";
+import { suite } from "uvu";
+import * as assert from "uvu/assert";
+import { serve, type RunningServer } from "../../src/server/server.js";
+import { codeOf, rawClient } from "../support/client.js";
+import { memoryLog } from "../support/log.js";
+import { request } from "../support/requests.js";
+
+const P = suite("server: the function pool");
+const MODULE = join(import.meta.dirname, "../fixtures/misbehave/index.ts");
+// Workers run the compiled entry (npm test builds lib/ first): a worker thread
+// starts without the tsx loader these tests run under. It loads the fixture
+// through tsx itself, as xfn serve does for a TypeScript module.
+const SCRIPT = pathToFileURL(join(import.meta.dirname, "../../lib/server/worker-entry.js"));
+
+const call = (mode: string) => request({ observed: { composite: { resource: { kind: "X", spec: { mode } } } } });
+// HealthCheckRequest{service: ""} is empty; HealthCheckResponse{status: SERVING} is 0x08 0x01.
+const SERVING = Buffer.from([0x08, 0x01]);
+
+async function start(timeoutMs: number, workers = 2): Promise<{ srv: RunningServer; mem: ReturnType<typeof memoryLog> }> {
+  const mem = memoryLog();
+  const srv = await serve(
+    null,
+    {
+      address: "127.0.0.1:0",
+      insecure: true,
+      timeoutMs,
+      workers: {
+        workers,
+        script: SCRIPT,
+        workerData: { xfnWorker: true, module: MODULE, label: "misbehave", debug: false, maxResponseBytes: 4 << 20 },
+      },
+    },
+    mem.log,
+  );
+  return { srv, mem };
+}
+
+P("calls run on the workers, in more than one thread", async () => {
+  const { srv } = await start(10_000);
+  const c = rawClient(srv.port);
+  try {
+    const threads = new Set<string>();
+    await Promise.all(
+      Array.from({ length: 8 }, async () => {
+        const rsp = await c.run(call("ok"));
+        threads.add(/in thread (\d+)/.exec(rsp.results[0]!.message)![1]!);
+      }),
+    );
+    assert.not.ok(threads.has("0"), "not on the main thread");
+    assert.is(threads.size, 2, [...threads].join(","));
+  } finally {
+    c.close();
+    await srv.stop(1000);
+  }
+});
+
+P("a crash fails only the call its worker held; the worker is replaced and the server serves on", async () => {
+  const { srv, mem } = await start(10_000);
+  const c = rawClient(srv.port);
+  try {
+    const slow = c.run(call("ok"));
+    const crashed = await c.run(call("crash-pending")).then(
+      () => undefined,
+      (err: unknown) => err as Error & { code: number },
+    );
+    assert.ok(crashed, "the crashing call fails");
+    assert.is(crashed.code, Code.INTERNAL);
+    assert.match(
+      crashed.message,
+      /the function's worker ended \(it crashed: boom from a timer\); it was replaced, and other calls were not affected/,
+    );
+    assert.match((await slow).results[0]!.message, /^ran ok/);
+    for (let i = 0; i < 4; i++) assert.match((await c.run(call("ok"))).results[0]!.message, /^ran ok/);
+    assert.ok(mem.lines().some((l) => l.msg === "a worker crashed" && /boom from a timer/.test(String(l["err"]))));
+    assert.ok(mem.lines().some((l) => l.msg === "starting a replacement worker"));
+  } finally {
+    c.close();
+    await srv.stop(1000);
+  }
+});
+
+P("stray errors after answering end that worker, not the server; it is replaced", async () => {
+  const { srv, mem } = await start(10_000);
+  const c = rawClient(srv.port);
+  try {
+    assert.match((await c.run(call("stray"))).results[0]!.message, /^ran stray/);
+    await new Promise((r) => setTimeout(r, 300));
+    for (let i = 0; i < 4; i++) assert.match((await c.run(call("ok"))).results[0]!.message, /^ran ok/);
+    assert.ok(mem.lines().some((l) => l.msg === "a worker crashed" && /stray/.test(String(l["err"]))));
+  } finally {
+    c.close();
+    await srv.stop(1000);
+  }
+});
+
+P("a CPU-bound function: the call ends at the server's timeout, its worker is replaced, health answers throughout", async () => {
+  const { srv, mem } = await start(1_000);
+  const c = rawClient(srv.port);
+  try {
+    const started = Date.now();
+    const spinning = c.run(call("spin"), { timeoutMs: 30_000 }).then(
+      () => undefined,
+      (err: unknown) => err as Error & { code: number },
+    );
+    // While a worker spins, health and the other worker answer at once.
+    await new Promise((r) => setTimeout(r, 200));
+    for (let i = 0; i < 3; i++) {
+      const t = Date.now();
+      assert.equal(await c.call(new Uint8Array(), { path: "/grpc.health.v1.Health/Check" }), SERVING);
+      assert.ok(Date.now() - t < 500, `health took ${Date.now() - t} ms`);
+    }
+    const other = await c.run(call("ok")).catch((e: Error) => e);
+    assert.ok(!(other instanceof Error), `${(other as Error).message}\n${JSON.stringify(mem.lines(), null, 1)}`);
+    assert.match(other.results[0]!.message, /^ran ok/);
+    const err = await spinning;
+    assert.ok(err, "the spinning call fails");
+    assert.is(err.code, Code.DEADLINE_EXCEEDED);
+    assert.match(err.message, /function did not finish within the server's --timeout of 1 s/);
+    assert.ok(Date.now() - started < 10_000, "well before the client's own deadline");
+    assert.ok(mem.lines().some((l) => /its worker did not answer; terminating the worker/.test(String(l.msg))));
+    for (let i = 0; i < 4; i++) assert.match((await c.run(call("ok"))).results[0]!.message, /^ran ok/);
+  } finally {
+    c.close();
+    await srv.stop(1000);
+  }
+});
+
+P("calls that never settle, sent without a deadline, end at the server's timeout and free their slots", async () => {
+  const { srv } = await start(500, 2);
+  const c = rawClient(srv.port);
+  try {
+    const hung = await Promise.all(Array.from({ length: 20 }, () => codeOf(c.run(call("hang"), { timeoutMs: Infinity }))));
+    assert.ok(
+      hung.every((h) => h.code === Code.DEADLINE_EXCEEDED),
+      hung.map((h) => h.details).join(", "),
+    );
+    assert.match((await c.run(call("ok"))).results[0]!.message, /^ran ok/);
+  } finally {
+    c.close();
+    await srv.stop(1000);
+  }
+});
+
+P("in process (no workers), the server's timeout also ends a call that never settles", async () => {
+  const mem = memoryLog();
+  const srv = await serve(async () => new Promise(() => {}), { address: "127.0.0.1:0", insecure: true, timeoutMs: 300 }, mem.log);
+  const c = rawClient(srv.port);
+  try {
+    assert.is((await codeOf(c.run(call("hang"), { timeoutMs: Infinity }))).code, Code.DEADLINE_EXCEEDED);
+  } finally {
+    c.close();
+    await srv.stop(100);
+  }
+});
+
+P("a module that cannot be loaded fails start-up with its error", async () => {
+  try {
+    await serve(
+      null,
+      {
+        address: "127.0.0.1:0",
+        insecure: true,
+        workers: {
+          workers: 2,
+          script: SCRIPT,
+          workerData: { xfnWorker: true, module: "/nonexistent/fn.ts", label: "x", debug: false, maxResponseBytes: 1 },
+        },
+      },
+      memoryLog().log,
+    );
+    assert.unreachable("started");
+  } catch (err) {
+    assert.match((err as Error).message, /cannot load function module \/nonexistent\/fn\.ts: no such file or directory/);
+  }
+});
+
+P.run();
