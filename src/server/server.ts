@@ -1,7 +1,14 @@
 // The function server: one grpc-js server serving RunFunction for both the v1
 // and v1beta1 APIs (wire-identical, so one handler serves both), plus the gRPC
 // health service.
-import { Server, ServerCredentials, status as Code, type ServerUnaryCall, type sendUnaryData, type ServiceDefinition } from "@grpc/grpc-js";
+import {
+  Server,
+  ServerCredentials,
+  status as Code,
+  type ServerReadableStream,
+  type sendUnaryData,
+  type ServiceDefinition,
+} from "@grpc/grpc-js";
 import type { Logger } from "pino";
 import type { RunFunction } from "../function.js";
 import { FunctionRunnerService } from "../gen/fn/v1/run_function_pb.js";
@@ -37,9 +44,14 @@ export interface ServeOptions {
    * function cannot be stopped; with workers, a stuck worker is replaced.
    */
   timeoutMs?: number;
+  /** Streams one connection may hold open at once. Default 1000. */
+  maxConcurrentStreams?: number;
   /** Run the function on worker threads (see pool.ts) instead of in this thread. */
   workers?: Pick<PoolOptions, "workers" | "script" | "workerData">;
 }
+
+/** DEFAULT_MAX_CONCURRENT_STREAMS bounds the streams of one connection. */
+export const DEFAULT_MAX_CONCURRENT_STREAMS = 1000;
 
 /** DEFAULT_ADDRESS is where Crossplane expects a function: port 9443 on every interface. */
 export const DEFAULT_ADDRESS = "0.0.0.0:9443";
@@ -62,13 +74,17 @@ const FULL_SERVICE_NAMES = [FunctionRunnerService.typeName, BetaFunctionRunnerSe
 /**
  * rawService defines a RunFunction service whose requests and responses cross
  * grpc-js as raw bytes: decoding happens in the handler, where a malformed
- * request can be answered with INVALID_ARGUMENT.
+ * request can be answered with INVALID_ARGUMENT. With admitFirst the handler
+ * is registered as client-streaming, which is the same on the wire as unary
+ * (one message, then half-close): grpc-js then calls it when a call starts,
+ * before reading its body, so a call can be refused without its bytes ever
+ * being held in memory (HTTP/2 flow control stops the sender meanwhile).
  */
-export function rawService(typeName: string): ServiceDefinition {
+export function rawService(typeName: string, admitFirst = false): ServiceDefinition {
   return {
     RunFunction: {
       path: `/${typeName}/RunFunction`,
-      requestStream: false,
+      requestStream: admitFirst,
       responseStream: false,
       requestSerialize: (b: Uint8Array) => Buffer.from(b.buffer, b.byteOffset, b.byteLength),
       requestDeserialize: (b: Buffer) => b,
@@ -78,7 +94,7 @@ export function rawService(typeName: string): ServiceDefinition {
   };
 }
 
-function deadlineOf(call: ServerUnaryCall<Buffer, Uint8Array>): number {
+function deadlineOf(call: ServerReadableStream<Buffer, Uint8Array>): number {
   const d = call.getDeadline();
   return d instanceof Date ? d.getTime() : d;
 }
@@ -128,33 +144,71 @@ export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Log
   // Calls in flight, cancelled on a forced stop so functions still running see their signal fire.
   const live = new Set<Cancel>();
 
+  // Admission: calls running or waiting, counted from the moment they start,
+  // before their bodies are read. One more is refused at once, so memory holds
+  // at most this many requests, however many callers send at once.
+  const admitLimit = common.maxConcurrency + common.maxQueue;
+  let admitted = 0;
+
   const runFunction =
-    (version: CallInfo["version"]) => (call: ServerUnaryCall<Buffer, Uint8Array>, callback: sendUnaryData<Uint8Array>) => {
+    (version: CallInfo["version"]) => (call: ServerReadableStream<Buffer, Uint8Array>, callback: sendUnaryData<Uint8Array>) => {
+      if (admitted >= admitLimit) {
+        const details =
+          `server busy: ${admitted} requests running or waiting ` + `(limit ${admitLimit}: --max-concurrency + --max-queue); retry later`;
+        log.warn({ code: "RESOURCE_EXHAUSTED", version }, details);
+        callback({ code: Code.RESOURCE_EXHAUSTED, details });
+        return;
+      }
+      admitted++;
+      let finished = false;
+      const finish = () => {
+        if (finished) return;
+        finished = true;
+        admitted--;
+        call.removeListener("cancelled", onCancelled);
+        live.delete(cancel);
+      };
       const cancel = new Cancel();
-      const onCancelled = () => cancel.cancel();
+      const onCancelled = () => {
+        cancel.cancel();
+        if (!reading) finish();
+      };
       call.once("cancelled", onCancelled);
       live.add(cancel);
-      handler
-        // The pool applies the server's timeout itself, naming it when it ends a call.
-        .handle(call.request, { version, deadline: pool ? deadlineOf(call) : Math.min(deadlineOf(call), Date.now() + timeoutMs), cancel })
-        .then((res) => {
-          if ("ok" in res) callback(null, res.ok);
-          else callback({ code: res.code, details: res.details });
-        })
-        .catch((err: unknown) => callback({ code: Code.INTERNAL, details: err instanceof Error ? err.message : String(err) }))
-        .finally(() => {
-          call.removeListener("cancelled", onCancelled);
-          live.delete(cancel);
-        });
+      const messages: Buffer[] = [];
+      let reading = true;
+      call.on("data", (m: Buffer) => messages.push(m));
+      call.on("error", () => finish());
+      call.on("end", () => {
+        reading = false;
+        if (cancel.cancelled) return finish();
+        if (messages.length !== 1) {
+          finish();
+          callback({ code: Code.INVALID_ARGUMENT, details: `expected one RunFunctionRequest, got ${messages.length} messages` });
+          return;
+        }
+        handler
+          // The pool applies the server's timeout itself, naming it when it ends a call.
+          .handle(messages[0]!, { version, deadline: pool ? deadlineOf(call) : Math.min(deadlineOf(call), Date.now() + timeoutMs), cancel })
+          .then((res) => {
+            if ("ok" in res) callback(null, res.ok);
+            else callback({ code: res.code, details: res.details });
+          })
+          .catch((err: unknown) => callback({ code: Code.INTERNAL, details: err instanceof Error ? err.message : String(err) }))
+          .finally(finish);
+      });
     };
 
   const server = new Server({
     "grpc.max_receive_message_length": Math.floor(maxRecvMB * 1024 * 1024),
     // We check the response size ourselves, to answer with a clear message.
     "grpc.max_send_message_length": -1,
+    // Streams one connection may hold open at once (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS); a gRPC
+    // client waits for a free one. Each open stream's unread body is bounded by flow control.
+    "grpc.max_concurrent_streams": opts.maxConcurrentStreams ?? DEFAULT_MAX_CONCURRENT_STREAMS,
   });
-  server.addService(rawService(FunctionRunnerService.typeName), { RunFunction: runFunction("v1") });
-  server.addService(rawService(BetaFunctionRunnerService.typeName), { RunFunction: runFunction("v1beta1") });
+  server.addService(rawService(FunctionRunnerService.typeName, true), { RunFunction: runFunction("v1") });
+  server.addService(rawService(BetaFunctionRunnerService.typeName, true), { RunFunction: runFunction("v1beta1") });
 
   const health = addHealth(server, FULL_SERVICE_NAMES);
 

@@ -1,0 +1,83 @@
+// Admission before the body: RunFunction is served as a client-streaming
+// method (the same on the wire as unary), so a call is admitted or refused
+// when it starts, and a refused call's body is never read.
+import { Client, credentials, status as Code, type ServiceError } from "@grpc/grpc-js";
+import { toBinary } from "@bufbuild/protobuf";
+import { suite } from "uvu";
+import * as assert from "uvu/assert";
+import { RunFunctionRequestSchema } from "../../src/gen/fn/v1/run_function_pb.js";
+import * as response from "../../src/sdk/response.js";
+import { serve } from "../../src/server/server.js";
+import { codeOf, rawClient, V1 } from "../support/client.js";
+import { until } from "../support/cluster.js";
+import { memoryLog } from "../support/log.js";
+import { request } from "../support/requests.js";
+
+const A = suite("server: admission");
+
+A("calls over --max-concurrency + --max-queue are refused at once, before their large bodies are read", async () => {
+  let release!: () => void;
+  const gate = new Promise<void>((r) => (release = r));
+  let started = 0;
+  const srv = await serve(
+    async (req) => {
+      started++;
+      await gate;
+      return response.to(req);
+    },
+    { address: "127.0.0.1:0", insecure: true, maxConcurrency: 1, maxQueue: 1 },
+    memoryLog().log,
+  );
+  const c = rawClient(srv.port);
+  try {
+    const held = [c.run(request({ meta: { tag: "1" } })), c.run(request({ meta: { tag: "2" } }))];
+    await until("one running", () => started === 1);
+    await new Promise((r) => setTimeout(r, 100));
+    // 3 MiB each: refused without waiting for 60 MiB to cross the socket.
+    const big = toBinary(RunFunctionRequestSchema, request({ input: { blob: "x".repeat(3 << 20) } }));
+    const t = Date.now();
+    const refused = await Promise.all(Array.from({ length: 20 }, () => codeOf(c.call(big))));
+    assert.ok(
+      refused.every((r) => r.code === Code.RESOURCE_EXHAUSTED),
+      refused.map((r) => r.details).join("; "),
+    );
+    assert.ok(Date.now() - t < 5_000, `refusing took ${Date.now() - t} ms`);
+    release();
+    assert.equal(
+      (await Promise.all(held)).map((r) => r.meta?.tag),
+      ["1", "2"],
+    );
+    assert.is((await c.run(request({ meta: { tag: "after" } }))).meta?.tag, "after", "slots are given back");
+  } finally {
+    c.close();
+    await srv.stop(1000);
+  }
+});
+
+A("a call that sends no request or two is INVALID_ARGUMENT, as a unary method must", async () => {
+  const srv = await serve((req) => response.to(req), { address: "127.0.0.1:0", insecure: true }, memoryLog().log);
+  const client = new Client(`127.0.0.1:${srv.port}`, credentials.createInsecure());
+  const send = (n: number) =>
+    new Promise<ServiceError>((resolve, reject) => {
+      const call = client.makeClientStreamRequest(
+        V1,
+        (b: Uint8Array) => Buffer.from(b),
+        (b: Buffer) => b,
+        (err: ServiceError | null) => (err ? resolve(err) : reject(new Error("accepted"))),
+      );
+      for (let i = 0; i < n; i++) call.write(toBinary(RunFunctionRequestSchema, request()));
+      call.end();
+    });
+  try {
+    for (const n of [0, 2]) {
+      const err = await send(n);
+      assert.is(err.code, Code.INVALID_ARGUMENT);
+      assert.match(err.details, new RegExp(`expected one RunFunctionRequest, got ${n} messages`));
+    }
+  } finally {
+    client.close();
+    await srv.stop(1000);
+  }
+});
+
+A.run();
