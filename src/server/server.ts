@@ -50,6 +50,8 @@ export interface ServeOptions {
   workers?: Pick<PoolOptions, "workers" | "script" | "workerData">;
 }
 
+const WAIT_SLACK_MS = 100;
+
 /** DEFAULT_MAX_CONCURRENT_STREAMS bounds the streams of one connection. */
 export const DEFAULT_MAX_CONCURRENT_STREAMS = 1000;
 
@@ -149,6 +151,8 @@ export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Log
   // at most this many requests, however many callers send at once.
   const admitLimit = common.maxConcurrency + common.maxQueue;
   let admitted = 0;
+  // Bodies read or being read: twice the calls that can run, so the next ones are ready.
+  const bodies = new Slots(2 * common.maxConcurrency);
 
   const runFunction =
     (version: CallInfo["version"]) => (call: ServerReadableStream<Buffer, Uint8Array>, callback: sendUnaryData<Uint8Array>) => {
@@ -161,25 +165,54 @@ export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Log
       }
       admitted++;
       let finished = false;
+      let holdsBody = false;
+      let waitTimer: NodeJS.Timeout | undefined;
       const finish = () => {
         if (finished) return;
         finished = true;
         admitted--;
+        clearTimeout(waitTimer);
+        if (holdsBody) bodies.release();
+        else bodies.forget(readBody);
         call.removeListener("cancelled", onCancelled);
         live.delete(cancel);
       };
       const cancel = new Cancel();
       const onCancelled = () => {
         cancel.cancel();
-        if (!reading) finish();
+        // Once handed to the handler, the call finishes when the handler is done with it.
+        if (!reading && !handed) finish();
       };
       call.once("cancelled", onCancelled);
       live.add(cancel);
       const messages: Buffer[] = [];
-      let reading = true;
-      call.on("data", (m: Buffer) => messages.push(m));
+      let reading = false;
+      let handed = false;
+      const deadline = pool ? deadlineOf(call) : Math.min(deadlineOf(call), Date.now() + timeoutMs);
+      // The body is read only once a body slot is free: a call waiting for one holds
+      // an HTTP/2 flow-control window of its bytes, not the whole request.
+      const readBody = () => {
+        holdsBody = true;
+        clearTimeout(waitTimer);
+        if (finished) return bodies.release();
+        reading = true;
+        call.on("data", (m: Buffer) => messages.push(m));
+        call.on("end", onEnd);
+      };
       call.on("error", () => finish());
-      call.on("end", () => {
+      if (Number.isFinite(deadline)) {
+        waitTimer = setTimeout(
+          () => {
+            if (holdsBody || finished) return;
+            finish();
+            callback({ code: Code.DEADLINE_EXCEEDED, details: "the deadline passed while the request waited to be read" });
+          },
+          // A little before the deadline, so that the caller reads why rather than its own timer's bare "deadline exceeded".
+          Math.min(2 ** 31 - 1, Math.max(0, deadline - Date.now() - WAIT_SLACK_MS)),
+        );
+      }
+      bodies.acquire(readBody);
+      function onEnd() {
         reading = false;
         if (cancel.cancelled) return finish();
         if (messages.length !== 1) {
@@ -187,16 +220,17 @@ export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Log
           callback({ code: Code.INVALID_ARGUMENT, details: `expected one RunFunctionRequest, got ${messages.length} messages` });
           return;
         }
+        handed = true;
         handler
           // The pool applies the server's timeout itself, naming it when it ends a call.
-          .handle(messages[0]!, { version, deadline: pool ? deadlineOf(call) : Math.min(deadlineOf(call), Date.now() + timeoutMs), cancel })
+          .handle(messages[0]!, { version, deadline, cancel })
           .then((res) => {
             if ("ok" in res) callback(null, res.ok);
             else callback({ code: res.code, details: res.details });
           })
           .catch((err: unknown) => callback({ code: Code.INTERNAL, details: err instanceof Error ? err.message : String(err) }))
           .finally(finish);
-      });
+      }
     };
 
   const server = new Server({
@@ -248,4 +282,29 @@ export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Log
       return stopped;
     },
   };
+}
+
+/** Slots hands out a fixed number of slots, first come first served. */
+class Slots {
+  private used = 0;
+  private readonly waiting: (() => void)[] = [];
+  constructor(private readonly size: number) {}
+  /** acquire calls granted once a slot is free (at once, if one is). */
+  acquire(granted: () => void): void {
+    if (this.used < this.size) {
+      this.used++;
+      granted();
+    } else this.waiting.push(granted);
+  }
+  /** release gives a slot back, to the next waiting caller if any. */
+  release(): void {
+    const next = this.waiting.shift();
+    if (next) next();
+    else this.used--;
+  }
+  /** forget drops a caller that stopped waiting. */
+  forget(granted: () => void): void {
+    const i = this.waiting.indexOf(granted);
+    if (i >= 0) this.waiting.splice(i, 1);
+  }
 }

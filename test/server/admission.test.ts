@@ -54,6 +54,35 @@ A("calls over --max-concurrency + --max-queue are refused at once, before their 
   }
 });
 
+A("an admitted call waits for a body slot (2 x --max-concurrency) unread, and ends at its deadline if none frees", async () => {
+  let release!: () => void;
+  const gate = new Promise<void>((r) => (release = r));
+  let started = 0;
+  const srv = await serve(
+    async (req) => {
+      started++;
+      await gate;
+      return response.to(req);
+    },
+    { address: "127.0.0.1:0", insecure: true, maxConcurrency: 1, maxQueue: 10 },
+    memoryLog().log,
+  );
+  const c = rawClient(srv.port);
+  try {
+    // Two bodies read: one running, one queued in the handler. The third waits unread.
+    const held = [c.run(request(), { timeoutMs: 30_000 }), c.run(request(), { timeoutMs: 30_000 })];
+    await until("one running", () => started === 1);
+    const waited = await codeOf(c.run(request({ meta: { tag: "3" } }), { timeoutMs: 1_000 }));
+    assert.is(waited.code, Code.DEADLINE_EXCEEDED);
+    assert.match(waited.details, /the deadline passed while the request waited to be read/);
+    release();
+    await Promise.all(held);
+  } finally {
+    c.close();
+    await srv.stop(1000);
+  }
+});
+
 A("a call that sends no request or two is INVALID_ARGUMENT, as a unary method must", async () => {
   const srv = await serve((req) => response.to(req), { address: "127.0.0.1:0", insecure: true }, memoryLog().log);
   const client = new Client(`127.0.0.1:${srv.port}`, credentials.createInsecure());
