@@ -11,30 +11,11 @@ import * as req from "../src/sdk/request.js";
 import * as response from "../src/sdk/response.js";
 import { externalName, readiness } from "../src/steps/index.js";
 
-export const EXT = "crossplane.io/external-name";
+import { composed, EXT } from "./composed.js";
+
+export { composed, EXT };
 
 const word = (r: () => number, n: number) => Array.from({ length: n }, () => "abcdefghijklmnopqrstuvwxyz"[Math.floor(r() * 26)]).join("");
-
-/** composed is what the function composes for resource i: about 600 bytes of spec. */
-export function composed(xr: JsonObject, i: number): JsonObject {
-  const spec = xr["spec"] as JsonObject;
-  return {
-    apiVersion: "ec2.aws.upbound.io/v1beta1",
-    kind: "Instance",
-    metadata: { labels: { "bench.xfn.dev/index": String(i), "bench.xfn.dev/team": String(spec["team"]) } },
-    spec: {
-      forProvider: {
-        region: spec["region"]!,
-        instanceType: "t3.medium",
-        ami: `ami-${String(i).padStart(8, "0")}`,
-        tags: spec["tags"]!,
-        rootBlockDevice: [{ volumeSize: 20 + (i % 10), volumeType: "gp3", encrypted: true }],
-        userData: spec["userData"]!,
-      },
-      providerConfigRef: { name: "default" },
-    },
-  };
-}
 
 /** request builds the RunFunctionRequest for n resources; the same seed gives the same bytes. */
 export function request(n: number, seed = 42): Uint8Array {
