@@ -9,6 +9,7 @@ import {
   type sendUnaryData,
   type ServiceDefinition,
 } from "@grpc/grpc-js";
+import type { EventEmitter } from "node:events";
 import type { Logger } from "pino";
 import type { RunFunction } from "../function.js";
 import { FunctionRunnerService } from "../gen/fn/v1/run_function_pb.js";
@@ -252,6 +253,7 @@ export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Log
     await pool?.close();
     throw err;
   });
+  if (mtls) logRefusedHandshakes(server, log);
   log.info(
     { address, port, mtls, maxRecvMessageSizeMB: maxRecvMB },
     mtls ? "serving mTLS gRPC" : "serving insecure gRPC (local development only)",
@@ -282,6 +284,29 @@ export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Log
       return stopped;
     },
   };
+}
+
+/**
+ * logRefusedHandshakes logs every TLS handshake the server refuses (no client
+ * certificate, one from another CA, plaintext), naming the peer and the
+ * reason: grpc-js drops them silently. It reaches grpc-js's HTTP/2 servers
+ * through a private field (http2Servers, grpc-js 1.10 and later); if a later
+ * grpc-js renames it, this logs that it cannot, once, and serving is unaffected.
+ */
+function logRefusedHandshakes(server: Server, log: Logger): void {
+  const servers = (server as unknown as { http2Servers?: Map<unknown, unknown> }).http2Servers;
+  if (!(servers instanceof Map)) {
+    log.warn("cannot log refused TLS handshakes with this grpc-js version");
+    return;
+  }
+  for (const s of servers.keys()) {
+    (s as EventEmitter).on("tlsClientError", (err: Error & { code?: string }, socket: { remoteAddress?: string; remotePort?: number }) => {
+      log.warn(
+        { peer: `${socket.remoteAddress ?? "?"}:${socket.remotePort ?? "?"}`, reason: err.code ?? err.message },
+        "refused a TLS handshake",
+      );
+    });
+  }
 }
 
 /** Slots hands out a fixed number of slots, first come first served. */

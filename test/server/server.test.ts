@@ -518,8 +518,10 @@ Tls.before(() => {
 });
 Tls.after(() => pki.cleanup());
 
+let tlsLog = memoryLog();
 async function startTls(): Promise<RunningServer> {
-  return serve(echo, { address: "127.0.0.1:0", tlsCertsDir: pki.serverDir }, memoryLog().log);
+  tlsLog = memoryLog();
+  return serve(echo, { address: "127.0.0.1:0", tlsCertsDir: pki.serverDir }, tlsLog.log);
 }
 
 Tls("a client with a certificate from the CA, verifying <function>.<namespace>, is served", async () => {
@@ -547,6 +549,12 @@ for (const [name, tc] of Object.entries(refused)) {
     try {
       const { code } = await codeOf(client.run(request(), { timeoutMs: 3000 }));
       assert.ok(code === Code.UNAVAILABLE || code === Code.DEADLINE_EXCEEDED, `got code ${code}`);
+      // Refused handshakes are logged with a reason (a wrong server name is the client's own refusal).
+      if (name !== "WrongServerName") {
+        await until("the refusal logged", () =>
+          tlsLog.lines().some((l) => l.msg === "refused a TLS handshake" && typeof l["reason"] === "string"),
+        );
+      }
       // The server is unharmed: a proper client still gets served.
       const ok = rawClient(srv.port, mtlsCredentials(pki));
       assert.is((await ok.run(request())).meta?.tag, "tag-1");
