@@ -5,19 +5,15 @@
 //
 //   node --import tsx bench/memory.ts [--calls 800] [--mib 3] [--workers N]
 import { spawn } from "node:child_process";
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { toBinary } from "@bufbuild/protobuf";
 import { Client, credentials, type ServiceError } from "@grpc/grpc-js";
 import { RunFunctionRequestSchema } from "../src/gen/fn/v1/run_function_pb.js";
 import { requestFromJson } from "../src/testing/unit.js";
+import { flag, writeSection } from "./results.js";
 
 const ROOT = join(import.meta.dirname, "..");
-const args = process.argv.slice(2);
-const flag = (name: string, d: number) => {
-  const i = args.indexOf(name);
-  return i >= 0 ? Number(args[i + 1]) : d;
-};
 const CALLS = flag("--calls", 800);
 const MIB = flag("--mib", 3);
 const WORKERS = flag("--workers", 2);
@@ -96,10 +92,5 @@ const section = [
   "",
 ].join("\n");
 process.stdout.write(section);
-const file = join(import.meta.dirname, "RESULTS.md");
-const current = existsSync(file) ? readFileSync(file, "utf8") : "# Benchmark results\n\n";
-const at = current.indexOf("## Memory");
-const rest = at >= 0 ? current.slice(at + 1).search(/\n## /) : -1;
-const next = at >= 0 && rest >= 0 ? current.slice(at + 1 + rest + 1) : "";
-writeFileSync(file, `${at >= 0 ? current.slice(0, at) : `${current.trimEnd()}\n\n`}${section}${next ? `\n${next}` : ""}`);
+writeSection("Memory", section);
 process.exit(0);

@@ -8,22 +8,17 @@
 //
 //   node --import tsx bench/pool.ts [--rounds 2] [--small 400]
 import { spawn, type ChildProcess } from "node:child_process";
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { cpus } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { Client, credentials, type ServiceError } from "@grpc/grpc-js";
 import { request } from "./workload.js";
+import { flag, writeSection } from "./results.js";
 
 const ROOT = join(import.meta.dirname, "..");
-const args = process.argv.slice(2);
-const flag = (name: string, d: number) => {
-  const i = args.indexOf(name);
-  return i >= 0 ? Number(args[i + 1]) : d;
-};
 const ROUNDS = flag("--rounds", 2);
 const SMALL = flag("--small", 400);
-const WORKERS = (args.includes("--workers") ? args[args.indexOf("--workers") + 1]! : "1,2").split(",").map(Number);
+const WORKERS = flag("--workers", "1,2").split(",").map(Number);
 const PATH = "/apiextensions.fn.proto.v1.FunctionRunnerService/RunFunction";
 
 async function startServer(workers: number): Promise<{ child: ChildProcess; port: number }> {
@@ -166,10 +161,5 @@ const section = [
   "",
 ].join("\n");
 process.stdout.write(`\n${section}`);
-const file = join(import.meta.dirname, "RESULTS.md");
-const current = existsSync(file) ? readFileSync(file, "utf8") : "# Benchmark results\n\n";
-const at = current.indexOf("## Worker pool");
-const rest = at >= 0 ? current.slice(at + 1).search(/\n## /) : -1;
-const next = at >= 0 && rest >= 0 ? current.slice(at + 1 + rest + 1) : "";
-writeFileSync(file, `${at >= 0 ? current.slice(0, at) : `${current.trimEnd()}\n\n`}${section}${next ? `\n${next}` : ""}`);
+writeSection("Worker pool", section);
 process.exit(0);

@@ -8,19 +8,15 @@
 // --base REV adds a variant: the xfn of that git revision (checked out into
 // .tmp/, sharing this node_modules), to measure a change side by side.
 import { spawn, spawnSync } from "node:child_process";
-import { existsSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
+import { existsSync, symlinkSync } from "node:fs";
 import { cpus } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
+import { flag, writeSection } from "./results.js";
 
 const ROOT = join(import.meta.dirname, "..");
-const args = process.argv.slice(2);
-const flag = (name: string) => {
-  const i = args.indexOf(name);
-  return i >= 0 ? args[i + 1] : undefined;
-};
-const RUNS = Number(flag("--runs") ?? 7);
-const base = flag("--base");
+const RUNS = flag("--runs", 7);
+const base = flag("--base", "") || undefined;
 
 interface Variant {
   name: string;
@@ -134,9 +130,4 @@ const section = [
 ].join("\n");
 process.stdout.write(`\n${section}`);
 
-const file = join(import.meta.dirname, "RESULTS.md");
-const current = existsSync(file) ? readFileSync(file, "utf8") : "# Benchmark results\n\n";
-const at = current.indexOf("## Start-up");
-const rest = at >= 0 ? current.slice(at + 1).search(/\n## /) : -1;
-const next = at >= 0 && rest >= 0 ? current.slice(at + 1 + rest + 1) : "";
-writeFileSync(file, `${at >= 0 ? current.slice(0, at) : `${current.trimEnd()}\n\n`}${section}${next ? `\n${next}` : ""}`);
+writeSection("Start-up", section);

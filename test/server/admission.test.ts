@@ -15,23 +15,29 @@ import { request } from "../support/requests.js";
 
 const A = suite("server: admission");
 
-A("calls over --max-concurrency + --max-queue are refused at once, before their large bodies are read", async () => {
+/** gated serves a function that holds every call until release(), one running at a time. */
+async function gated(maxQueue: number) {
   let release!: () => void;
   const gate = new Promise<void>((r) => (release = r));
-  let started = 0;
+  let count = 0;
   const srv = await serve(
     async (req) => {
-      started++;
+      count++;
       await gate;
       return response.to(req);
     },
-    { address: "127.0.0.1:0", insecure: true, maxConcurrency: 1, maxQueue: 1 },
+    { address: "127.0.0.1:0", insecure: true, maxConcurrency: 1, maxQueue },
     memoryLog().log,
   );
+  return { srv, release, started: () => count };
+}
+
+A("calls over --max-concurrency + --max-queue are refused at once, before their large bodies are read", async () => {
+  const { srv, release, started } = await gated(1);
   const c = rawClient(srv.port);
   try {
     const held = [c.run(request({ meta: { tag: "1" } })), c.run(request({ meta: { tag: "2" } }))];
-    await until("one running", () => started === 1);
+    await until("one running", () => started() === 1);
     await new Promise((r) => setTimeout(r, 100));
     // 3 MiB each: refused without waiting for 60 MiB to cross the socket.
     const big = toBinary(RunFunctionRequestSchema, request({ input: { blob: "x".repeat(3 << 20) } }));
@@ -55,23 +61,12 @@ A("calls over --max-concurrency + --max-queue are refused at once, before their 
 });
 
 A("an admitted call waits for a body slot (2 x --max-concurrency) unread, and ends at its deadline if none frees", async () => {
-  let release!: () => void;
-  const gate = new Promise<void>((r) => (release = r));
-  let started = 0;
-  const srv = await serve(
-    async (req) => {
-      started++;
-      await gate;
-      return response.to(req);
-    },
-    { address: "127.0.0.1:0", insecure: true, maxConcurrency: 1, maxQueue: 10 },
-    memoryLog().log,
-  );
+  const { srv, release, started } = await gated(10);
   const c = rawClient(srv.port);
   try {
     // Two bodies read: one running, one queued in the handler. The third waits unread.
     const held = [c.run(request(), { timeoutMs: 30_000 }), c.run(request(), { timeoutMs: 30_000 })];
-    await until("one running", () => started === 1);
+    await until("one running", () => started() === 1);
     const waited = await codeOf(c.run(request({ meta: { tag: "3" } }), { timeoutMs: 1_000 }));
     assert.is(waited.code, Code.DEADLINE_EXCEEDED);
     assert.match(waited.details, /the deadline passed while the request waited to be read/);
