@@ -19,8 +19,13 @@ import { decodeResponse } from "../wire/codec.js";
 import type { CallInfo, Handler, HandlerOptions, HandlerResult } from "./handler.js";
 import { exclusive, type FromWorker, type ToWorker, type WorkerData } from "./worker.js";
 
-/** DEFAULT_WORKERS is one worker per core the process may use. */
-export const DEFAULT_WORKERS = Math.max(1, availableParallelism());
+/**
+ * DEFAULT_WORKERS is one worker per core the process may use, plus one: with
+ * every core's worker busy on a long call, a short one still finds a free
+ * worker instead of queueing behind a long one (bench/pool.ts, 2 cores: small-call
+ * p99 beside N=1000 traffic 3.2x alone with 3 workers, 4.9x with 2).
+ */
+export const DEFAULT_WORKERS = Math.max(1, availableParallelism()) + 1;
 
 /** DEFAULT_TIMEOUT_SECONDS bounds one call when the caller sets no shorter deadline. */
 export const DEFAULT_TIMEOUT_SECONDS = 55;
