@@ -7,7 +7,15 @@ import { composed } from "./composed.js";
 const compose = step("compose", (ctx) => {
   const xr = request.getObservedCompositeResource(ctx.req)!;
   const n = Number((xr["spec"] as JsonObject)["count"]);
-  for (let i = 0; i < n; i++) response.setDesiredComposedResource(ctx.rsp, `instance-${i}`, composed(xr, i));
+  const observed = request.getObservedComposedResources(ctx.req);
+  let drifted = 0;
+  for (let i = 0; i < n; i++) {
+    const want = composed(xr, i);
+    response.setDesiredComposedResource(ctx.rsp, `instance-${i}`, want);
+    const seen = observed[`instance-${i}`]?.resource?.["spec"];
+    if (seen !== undefined && JSON.stringify(seen) !== JSON.stringify(want["spec"])) drifted++;
+  }
+  response.setDesiredCompositeStatus(ctx.rsp, { drifted });
 });
 
 export default pipeline(compose, steps.externalName(), steps.readiness());

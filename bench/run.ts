@@ -119,7 +119,8 @@ function verify(kind: Kind, n: number, out: Buffer): boolean {
     string,
     string
   >;
-  return Object.keys(ext).length === n;
+  const drifted = (rsp.desired?.composite?.resource?.["status"] as Record<string, unknown> | undefined)?.["drifted"];
+  return Object.keys(ext).length === n && drifted === 0;
 }
 
 async function batch(r: Running, bytes: Uint8Array, count: number, c: number, lat: number[]): Promise<void> {

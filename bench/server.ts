@@ -24,10 +24,12 @@ async function startPeer() {
     const n = Number(xr.spec.count);
     const observed = req.observed.resources ?? {};
     const names: Record<string, string> = {};
+    let drifted = 0;
     for (let i = 0; i < n; i++) {
       const key = `instance-${i}`;
       const obj = composed(xr, i) as any;
       const seen = observed[key]?.resource;
+      if (seen?.spec !== undefined && JSON.stringify(seen.spec) !== JSON.stringify(obj.spec)) drifted++;
       const ext = seen?.metadata?.annotations?.[EXT];
       if (ext) {
         names[key] = ext;
@@ -36,7 +38,7 @@ async function startPeer() {
       const ready = (seen?.status?.conditions ?? []).some((c: any) => c.type === "Ready" && c.status === "True");
       rsp.desired.resources[key] = sdk.Resource.fromJSON({ resource: obj, ready: ready ? "READY_TRUE" : "READY_FALSE" });
     }
-    return sdk.setDesiredCompositeStatus({ rsp, status: { externalNames: names } });
+    return sdk.setDesiredCompositeStatus({ rsp, status: { externalNames: names, drifted } });
   };
   sdk.serve(compose as never, { argv: ["--insecure", "--address", address], logger: pino({ level: "silent" }) });
 }

@@ -65,7 +65,16 @@ export function xfnFunction(): RunFunction {
   const compose = step("compose", (ctx) => {
     const xr = req.getObservedCompositeResource(ctx.req)!;
     const n = Number((xr["spec"] as JsonObject)["count"]);
-    for (let i = 0; i < n; i++) response.setDesiredComposedResource(ctx.rsp, `instance-${i}`, composed(xr, i));
+    const observed = req.getObservedComposedResources(ctx.req);
+    let drifted = 0;
+    for (let i = 0; i < n; i++) {
+      const want = composed(xr, i);
+      response.setDesiredComposedResource(ctx.rsp, `instance-${i}`, want);
+      // Compare with what is observed, so every observed spec is decoded, as a real function's would be.
+      const seen = observed[`instance-${i}`]?.resource?.["spec"];
+      if (seen !== undefined && JSON.stringify(seen) !== JSON.stringify(want["spec"])) drifted++;
+    }
+    response.setDesiredCompositeStatus(ctx.rsp, { drifted });
   });
   return pipeline(compose, externalName(), readiness());
 }
