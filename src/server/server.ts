@@ -181,13 +181,13 @@ export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Log
       const cancel = new Cancel();
       const onCancelled = () => {
         cancel.cancel();
-        // Once handed to the handler, the call finishes when the handler is done with it.
-        if (!reading && !handed) finish();
+        // Once handed to the handler, the call finishes when the handler is done with
+        // it; before that (waiting for a body slot, or mid-body), it finishes now.
+        if (!handed) finish();
       };
       call.once("cancelled", onCancelled);
       live.add(cancel);
       const messages: Buffer[] = [];
-      let reading = false;
       let handed = false;
       const deadline = pool ? deadlineOf(call) : Math.min(deadlineOf(call), Date.now() + timeoutMs);
       // The body is read only once a body slot is free: a call waiting for one holds
@@ -196,12 +196,13 @@ export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Log
         holdsBody = true;
         clearTimeout(waitTimer);
         if (finished) return bodies.release();
-        reading = true;
         call.on("data", (m: Buffer) => messages.push(m));
         call.on("end", onEnd);
       };
       call.on("error", () => finish());
-      if (Number.isFinite(deadline)) {
+      bodies.acquire(readBody);
+      // Only a call left waiting for a slot needs a timer of its own.
+      if (!holdsBody && Number.isFinite(deadline)) {
         waitTimer = setTimeout(
           () => {
             if (holdsBody || finished) return;
@@ -212,9 +213,7 @@ export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Log
           Math.min(2 ** 31 - 1, Math.max(0, deadline - Date.now() - WAIT_SLACK_MS)),
         );
       }
-      bodies.acquire(readBody);
       function onEnd() {
-        reading = false;
         if (cancel.cancelled) return finish();
         if (messages.length !== 1) {
           finish();
