@@ -1,31 +1,14 @@
 // `xfn call <address> <request>`: send one RunFunctionRequest to a running
 // function and print its response, both in protobuf JSON form.
 import { readFileSync } from "node:fs";
-import { fromJson, toJson, type JsonValue } from "@bufbuild/protobuf";
+import { toJson } from "@bufbuild/protobuf";
 import { Command, InvalidArgumentError, Option } from "commander";
-import { parse as parseYaml } from "yaml";
 import { dial } from "../client/client.js";
-import { RunFunctionRequestSchema, RunFunctionResponseSchema, Severity } from "../gen/fn/v1/run_function_pb.js";
+import { RunFunctionResponseSchema, Severity } from "../gen/fn/v1/run_function_pb.js";
+import { parseRequest } from "../testing/unit.js";
 
 /** EXIT_FATAL is the exit code when the function returned a Fatal result (as `crossplane render`). */
 export const EXIT_FATAL = 3;
-
-/** readRequest parses a RunFunctionRequest from YAML or JSON text in its protobuf JSON form. */
-export function readRequest(text: string, source: string) {
-  let doc: unknown;
-  try {
-    doc = parseYaml(text);
-  } catch (err) {
-    throw new Error(`cannot parse ${source}: ${(err as Error).message}`);
-  }
-  if (typeof doc !== "object" || doc === null || Array.isArray(doc))
-    throw new Error(`cannot read ${source}: expected a RunFunctionRequest object`);
-  try {
-    return fromJson(RunFunctionRequestSchema, doc as JsonValue);
-  } catch (err) {
-    throw new Error(`cannot read ${source} as a RunFunctionRequest: ${(err as Error).message}`);
-  }
-}
 
 interface CallFlags {
   insecure: boolean;
@@ -77,7 +60,7 @@ export function callCommand(): Command {
         } catch (err) {
           throw new Error(`cannot read ${source}: ${(err as Error).message}`);
         }
-        const req = readRequest(text, source);
+        const req = parseRequest(text, source);
         const client = dial(address, {
           insecure: flags.insecure,
           ...(flags.tlsCertsDir ? { tlsCertsDir: flags.tlsCertsDir } : {}),

@@ -12,20 +12,18 @@
 // Expectations are partial (see expect.ts); --update writes the full actual.
 import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
-import { fromJson, toBinary, toJson, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
+import { toJson, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
 import { createTwoFilesPatch } from "diff";
 import { parse, parseAllDocuments, stringify } from "yaml";
 import { loadFunction, resolveModule } from "../cli/load.js";
 import type { RunFunction } from "../function.js";
-import { RunFunctionRequestSchema, RunFunctionResponseSchema } from "../gen/fn/v1/run_function_pb.js";
-import { decodeResponse } from "../wire/codec.js";
-import { createHandler, DEFAULT_MAX_RESPONSE_BYTES } from "../server/handler.js";
-import { createLogger } from "../server/log.js";
+import { RunFunctionResponseSchema } from "../gen/fn/v1/run_function_pb.js";
 import { InputError, loadDocs, loadOne, type Doc } from "../render/load.js";
 import { COMPOSITION_RESOURCE_NAME, FIXED_TIME, render } from "../render/render.js";
 import { toYamlStream } from "../render/output.js";
 import { createRunner } from "../render/runner.js";
 import { mismatches, project } from "./expect.js";
+import { callFunction, parseRequest } from "./unit.js";
 
 /** DEFAULT_CASE_NOW is the clock a case's functions see unless case.yaml sets `now`. */
 export const DEFAULT_CASE_NOW = FIXED_TIME;
@@ -100,7 +98,6 @@ function findModule(dir: string, cfg: CaseConfig): string {
 }
 
 const loaded = new Map<string, Promise<RunFunction>>();
-const quiet = createLogger({ destination: { write: () => {} } });
 
 async function runRequestCase(dir: string, cfg: CaseConfig): Promise<JsonValue> {
   const file = findModule(dir, cfg);
@@ -109,19 +106,11 @@ async function runRequestCase(dir: string, cfg: CaseConfig): Promise<JsonValue> 
   const reqPath = join(dir, "request.yaml");
   let req;
   try {
-    req = fromJson(RunFunctionRequestSchema, parse(readFileSync(reqPath, "utf8")) as JsonValue);
+    req = parseRequest(readFileSync(reqPath, "utf8"), reqPath);
   } catch (err) {
-    throw new InputError(`cannot read ${reqPath} as a RunFunctionRequest: ${(err as Error).message}`);
+    throw new InputError((err as Error).message);
   }
-  const at = new Date(cfg.now ?? DEFAULT_CASE_NOW);
-  const handler = createHandler(
-    await fn,
-    { maxConcurrency: 1, maxQueue: 1, maxResponseBytes: DEFAULT_MAX_RESPONSE_BYTES, now: () => at },
-    quiet,
-  );
-  const res = await handler.handle(toBinary(RunFunctionRequestSchema, req), { version: "v1", deadline: Date.now() + 60_000 });
-  if (!("ok" in res)) throw new Error(`the function's call failed: ${res.details}`);
-  return toJson(RunFunctionResponseSchema, decodeResponse(res.ok));
+  return toJson(RunFunctionResponseSchema, await callFunction(await fn, req, { now: new Date(cfg.now ?? DEFAULT_CASE_NOW) }));
 }
 
 function optionalDocs(dir: string, base: string): Doc[] {

@@ -31,21 +31,36 @@ export function requestFromJson(json: JsonObject | object): RunFunctionRequest {
   }
 }
 
-/** readRequest reads a RunFunctionRequest from a YAML or JSON file in protobuf JSON form. */
-export function readRequest(file: string): RunFunctionRequest {
+/**
+ * parseRequest parses a RunFunctionRequest from YAML or JSON text in its
+ * protobuf JSON form (xfn call, xfn test, unit tests); errors name source.
+ */
+export function parseRequest(text: string, source: string): RunFunctionRequest {
   let doc: unknown;
   try {
-    doc = parse(readFileSync(file, "utf8"));
+    doc = parse(text);
   } catch (err) {
-    throw new Error(`cannot read ${file}: ${(err as Error).message}`, { cause: err });
+    throw new Error(`cannot parse ${source}: ${(err as Error).message}`, { cause: err });
   }
-  if (typeof doc !== "object" || doc === null || Array.isArray(doc))
-    throw new Error(`cannot read ${file}: expected a RunFunctionRequest object`);
+  if (typeof doc !== "object" || doc === null || Array.isArray(doc)) {
+    throw new Error(`cannot read ${source}: expected a RunFunctionRequest object`);
+  }
   try {
     return fromJson(RunFunctionRequestSchema, doc as JsonValue);
   } catch (err) {
-    throw new Error(`cannot read ${file} as a RunFunctionRequest: ${(err as Error).message}`, { cause: err });
+    throw new Error(`cannot read ${source} as a RunFunctionRequest: ${(err as Error).message}`, { cause: err });
   }
+}
+
+/** readRequest reads a RunFunctionRequest from a YAML or JSON file in protobuf JSON form. */
+export function readRequest(file: string): RunFunctionRequest {
+  let text: string;
+  try {
+    text = readFileSync(file, "utf8");
+  } catch (err) {
+    throw new Error(`cannot read ${file}: ${(err as Error).message}`, { cause: err });
+  }
+  return parseRequest(text, file);
 }
 
 /** responseToJson returns a response in protobuf JSON form, as `xfn call` prints it. */
