@@ -1,6 +1,7 @@
-// What the bench function composes: pure data, shared by the bench servers
-// and by bench/fn.ts, the module xfn serve loads (on its workers).
+// The bench function and what it composes, shared by the bench servers and by
+// bench/fn.ts, the module xfn serve loads (on its workers).
 import type { JsonObject } from "@bufbuild/protobuf";
+import type * as Xfn from "../src/index.js";
 
 export const EXT = "crossplane.io/external-name";
 
@@ -23,4 +24,36 @@ export function composed(xr: JsonObject, i: number): JsonObject {
       providerConfigRef: { name: "default" },
     },
   };
+}
+
+/** BenchRuntime is the part of xfn the bench function uses, from src/ or from the package. */
+export interface BenchRuntime {
+  pipeline: typeof Xfn.pipeline;
+  step: typeof Xfn.step;
+  request: Pick<typeof Xfn.request, "getObservedCompositeResource" | "getObservedComposedResources">;
+  response: Pick<typeof Xfn.response, "setDesiredComposedResource" | "setDesiredCompositeStatus">;
+  steps: Pick<typeof Xfn.steps, "externalName" | "readiness">;
+}
+
+/**
+ * benchFunction is the bench function: compose N resources from the XR,
+ * comparing each with its observed spec (so every observed spec is decoded, as
+ * a real function's would be), then the externalName and readiness steps.
+ * bench/server.ts builds it from xfn's sources, bench/fn.ts from the package.
+ */
+export function benchFunction(x: BenchRuntime): Xfn.RunFunction {
+  const compose = x.step("compose", (ctx) => {
+    const xr = x.request.getObservedCompositeResource(ctx.req)!;
+    const n = Number((xr["spec"] as JsonObject)["count"]);
+    const observed = x.request.getObservedComposedResources(ctx.req);
+    let drifted = 0;
+    for (let i = 0; i < n; i++) {
+      const want = composed(xr, i);
+      x.response.setDesiredComposedResource(ctx.rsp, `instance-${i}`, want);
+      const seen = observed[`instance-${i}`]?.resource?.["spec"];
+      if (seen !== undefined && JSON.stringify(seen) !== JSON.stringify(want["spec"])) drifted++;
+    }
+    x.response.setDesiredCompositeStatus(ctx.rsp, { drifted });
+  });
+  return x.pipeline(compose, x.steps.externalName(), x.steps.readiness());
 }

@@ -4,38 +4,18 @@
 // bench/RESULTS.md.
 //
 //   node --import tsx bench/memory.ts [--calls 800] [--mib 3] [--workers N]
-import { spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
-import { join } from "node:path";
 import { toBinary } from "@bufbuild/protobuf";
 import { Client, credentials, type ServiceError } from "@grpc/grpc-js";
 import { RunFunctionRequestSchema } from "../src/gen/fn/v1/run_function_pb.js";
 import { requestFromJson } from "../src/testing/unit.js";
-import { flag, writeSection } from "./results.js";
+import { flag, startServe, writeSection } from "./results.js";
 
-const ROOT = join(import.meta.dirname, "..");
 const CALLS = flag("--calls", 800);
 const MIB = flag("--mib", 3);
 const WORKERS = flag("--workers", 2);
 
-const child = spawn(
-  process.execPath,
-  [join(ROOT, "bin/xfn.js"), "serve", "functions/hello", "--insecure", "--address", "127.0.0.1:0", "--workers", String(WORKERS)],
-  {
-    cwd: ROOT,
-    stdio: ["ignore", "pipe", "pipe"],
-  },
-);
-let out = "";
-child.stderr.on("data", (d) => (out += d));
-const port = await new Promise<number>((resolve, reject) => {
-  child.stdout.on("data", (d) => {
-    out += d;
-    const m = /"port":(\d+)/.exec(out);
-    if (m) resolve(Number(m[1]));
-  });
-  child.on("exit", () => reject(new Error(`server exited:\n${out}`)));
-});
+const { child, port } = await startServe(["functions/hello", "--workers", String(WORKERS)]);
 const peak = () => Number(/VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${child.pid}/status`, "utf8"))?.[1] ?? NaN) / 1024;
 const idle = peak();
 

@@ -7,48 +7,19 @@
 // Writes the "Worker pool" section of bench/RESULTS.md.
 //
 //   node --import tsx bench/pool.ts [--rounds 2] [--small 400]
-import { spawn, type ChildProcess } from "node:child_process";
 import { cpus } from "node:os";
-import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { Client, credentials, type ServiceError } from "@grpc/grpc-js";
 import { request } from "./workload.js";
-import { flag, writeSection } from "./results.js";
+import { flag, startServe, writeSection } from "./results.js";
 
-const ROOT = join(import.meta.dirname, "..");
 const ROUNDS = flag("--rounds", 2);
 const SMALL = flag("--small", 400);
 const WORKERS = flag("--workers", "1,2,3").split(",").map(Number);
 const PATH = "/apiextensions.fn.proto.v1.FunctionRunnerService/RunFunction";
 
-async function startServer(workers: number): Promise<{ child: ChildProcess; port: number }> {
-  const child = spawn(
-    process.execPath,
-    [
-      join(ROOT, "bin/xfn.js"),
-      "serve",
-      "bench/fn.ts",
-      "--insecure",
-      "--address",
-      "127.0.0.1:0",
-      "--workers",
-      String(workers),
-      "--max-recv-message-size",
-      "8",
-    ],
-    { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] },
-  );
-  let out = "";
-  child.stderr!.on("data", (d) => (out += d));
-  const port = await new Promise<number>((resolve, reject) => {
-    child.stdout!.on("data", (d) => {
-      out += d;
-      const m = /"port":(\d+)/.exec(out);
-      if (m) resolve(Number(m[1]));
-    });
-    child.on("exit", () => reject(new Error(`server exited:\n${out}`)));
-  });
-  return { child, port };
+function startServer(workers: number) {
+  return startServe(["bench/fn.ts", "--workers", String(workers), "--max-recv-message-size", "8"]);
 }
 
 function caller(port: number) {

@@ -1,5 +1,6 @@
-// Shared by the bench scripts: their flags, and writing one section of
-// bench/RESULTS.md without touching the others.
+// Shared by the bench scripts: their flags, starting `xfn serve` in its own
+// process, and writing one section of bench/RESULTS.md without touching the others.
+import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 
@@ -21,4 +22,24 @@ export function writeSection(title: string, section: string): void {
   const rest = at >= 0 ? current.slice(at + 1).search(/\n## /) : -1;
   const next = at >= 0 && rest >= 0 ? current.slice(at + 1 + rest + 1) : "";
   writeFileSync(file, `${at >= 0 ? current.slice(0, at) : `${current.trimEnd()}\n\n`}${section}${next ? `\n${next}` : ""}`);
+}
+
+/** startServe runs `xfn serve <args> --insecure --address 127.0.0.1:0` and resolves with its port once it listens. */
+export async function startServe(args: string[]): Promise<{ child: ChildProcess; port: number }> {
+  const root = join(import.meta.dirname, "..");
+  const child = spawn(process.execPath, [join(root, "bin/xfn.js"), "serve", ...args, "--insecure", "--address", "127.0.0.1:0"], {
+    cwd: root,
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let out = "";
+  child.stderr!.on("data", (d) => (out += d));
+  const port = await new Promise<number>((resolve, reject) => {
+    child.stdout!.on("data", (d) => {
+      out += d;
+      const m = /"port":(\d+)/.exec(out);
+      if (m) resolve(Number(m[1]));
+    });
+    child.on("exit", () => reject(new Error(`xfn serve exited:\n${out}`)));
+  });
+  return { child, port };
 }

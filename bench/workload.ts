@@ -11,7 +11,7 @@ import * as req from "../src/sdk/request.js";
 import * as response from "../src/sdk/response.js";
 import { externalName, readiness } from "../src/steps/index.js";
 
-import { composed, EXT } from "./composed.js";
+import { benchFunction, composed, EXT } from "./composed.js";
 
 export { composed, EXT };
 
@@ -60,21 +60,7 @@ export function request(n: number, seed = 42): Uint8Array {
   );
 }
 
-/** xfnFunction is the bench function on xfn: compose, then the externalName and readiness steps. */
+/** xfnFunction is the bench function built from xfn's sources (bench/composed.ts). */
 export function xfnFunction(): RunFunction {
-  const compose = step("compose", (ctx) => {
-    const xr = req.getObservedCompositeResource(ctx.req)!;
-    const n = Number((xr["spec"] as JsonObject)["count"]);
-    const observed = req.getObservedComposedResources(ctx.req);
-    let drifted = 0;
-    for (let i = 0; i < n; i++) {
-      const want = composed(xr, i);
-      response.setDesiredComposedResource(ctx.rsp, `instance-${i}`, want);
-      // Compare with what is observed, so every observed spec is decoded, as a real function's would be.
-      const seen = observed[`instance-${i}`]?.resource?.["spec"];
-      if (seen !== undefined && JSON.stringify(seen) !== JSON.stringify(want["spec"])) drifted++;
-    }
-    response.setDesiredCompositeStatus(ctx.rsp, { drifted });
-  });
-  return pipeline(compose, externalName(), readiness());
+  return benchFunction({ pipeline, step, request: req, response, steps: { externalName, readiness } });
 }
