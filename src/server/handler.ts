@@ -67,6 +67,9 @@ export class Cancel {
 /** HandlerResult is either encoded response bytes or a gRPC status. */
 export type HandlerResult = { ok: Uint8Array } | { code: Code; details: string };
 
+/** DEADLINE_DETAILS is what a call ended by its caller's deadline is told. */
+export const DEADLINE_DETAILS = "function did not finish before the deadline";
+
 /** DEFAULT_MAX_RESPONSE_BYTES is grpc-go's default client receive limit, which Crossplane uses. */
 export const DEFAULT_MAX_RESPONSE_BYTES = 4 * 1024 * 1024;
 
@@ -160,7 +163,7 @@ export function createHandler(fn: RunFunction, opts: HandlerOptions, log: Logger
             { code: "DEADLINE_EXCEEDED", durationMs: round(performance.now() - started) },
             "function did not finish before the client's deadline",
           );
-        return { code: Code.DEADLINE_EXCEEDED, details: "function did not finish before the deadline" };
+        return { code: Code.DEADLINE_EXCEEDED, details: DEADLINE_DETAILS };
       }
       if (reason instanceof Cancelled) {
         rlog.get().debug({ code: "CANCELLED" }, "call cancelled");

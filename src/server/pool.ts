@@ -16,7 +16,7 @@ import type { Logger } from "pino";
 import PQueue from "p-queue";
 import { RunFunctionRequestSchema } from "../gen/fn/v1/run_function_pb.js";
 import { decodeResponse } from "../wire/codec.js";
-import type { CallInfo, Handler, HandlerOptions, HandlerResult } from "./handler.js";
+import { DEADLINE_DETAILS, type CallInfo, type Handler, type HandlerOptions, type HandlerResult } from "./handler.js";
 import { exclusive, type FromWorker, type ToWorker, type WorkerData } from "./worker.js";
 
 /**
@@ -127,7 +127,7 @@ export async function startPool(opts: PoolOptions, log: Logger): Promise<Pool> {
           if (!p) return; // already answered here (a deadline), or failed with the worker
           slot.pending.delete(m.id);
           if (m.type === "done") p.resolve({ ok: new Uint8Array(m.buf, m.off, m.len) });
-          else if (m.code === Code.DEADLINE_EXCEEDED && p.byTimeout) p.resolve({ code: m.code, details: timeoutDetails(opts.timeoutMs) });
+          else if (m.code === Code.DEADLINE_EXCEEDED && p.byTimeout) p.resolve(expired(true, opts.timeoutMs));
           else p.resolve({ code: m.code, details: m.details });
         }
       });
@@ -198,10 +198,7 @@ export async function startPool(opts: PoolOptions, log: Logger): Promise<Pool> {
           if (!slot.pending.has(id)) return;
           slot.pending.delete(id);
           log.error({ worker: slot.n }, "a call ran past its deadline and its worker did not answer; terminating the worker");
-          settle({
-            code: Code.DEADLINE_EXCEEDED,
-            details: byTimeout ? timeoutDetails(opts.timeoutMs) : "function did not finish before the deadline",
-          });
+          settle(expired(byTimeout, opts.timeoutMs));
           slot.retiring = true;
           void slot.worker.terminate();
         },
@@ -235,12 +232,7 @@ export async function startPool(opts: PoolOptions, log: Logger): Promise<Pool> {
       const deadline = Math.min(limit, call.deadline);
       const r = await queue.add(async () => {
         if (call.cancel?.cancelled) return { code: Code.CANCELLED, details: "call cancelled" } as HandlerResult;
-        if (Date.now() >= deadline) {
-          return {
-            code: Code.DEADLINE_EXCEEDED,
-            details: byTimeout ? timeoutDetails(opts.timeoutMs) : "function did not finish before the deadline",
-          };
-        }
+        if (Date.now() >= deadline) return expired(byTimeout, opts.timeoutMs);
         return dispatch(bytes, call, deadline, byTimeout);
       });
       return r!;
@@ -269,6 +261,8 @@ function relog(log: Logger, line: string, worker: number): void {
   log[at]({ ...rest, worker }, typeof msg === "string" ? msg : "");
 }
 
-function timeoutDetails(timeoutMs: number): string {
-  return `function did not finish within the server's --timeout of ${timeoutMs / 1000} s`;
+/** expired says which limit ended a call: the server's --timeout, or the caller's deadline (as the handler says it). */
+function expired(byTimeout: boolean, timeoutMs: number): HandlerResult {
+  const details = byTimeout ? `function did not finish within the server's --timeout of ${timeoutMs / 1000} s` : DEADLINE_DETAILS;
+  return { code: Code.DEADLINE_EXCEEDED, details };
 }
