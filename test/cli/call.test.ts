@@ -79,6 +79,12 @@ for (const [name, tc] of Object.entries(bad)) {
   });
 }
 
+Call("a negative --wait is refused naming the flag, exit code 1", async () => {
+  const r = await run(["call", `127.0.0.1:${srv.port}`, example, "--insecure", "--wait", "-1"]);
+  assert.is(r.code, 1);
+  assert.match(r.stderr, /--wait must be a number of seconds, 0 or more, got "-1"/);
+});
+
 Call("an unreachable function is a clear error, exit code 1", async () => {
   const r = await run(["call", "127.0.0.1:1", example, "--insecure", "--wait", "1"]);
   assert.is(r.code, 1);

@@ -66,6 +66,9 @@ const refusals: Record<string, { args: string[]; env?: NodeJS.ProcessEnv; want: 
     args: ["functions/hello", "--insecure", "--max-recv-message-size", "lots"],
     want: /--max-recv-message-size must be a positive number, got "lots"/,
   },
+  NoWorkers: { args: ["functions/hello", "--insecure", "--workers", "0"], want: /--workers must be a positive number, got "0"/ },
+  FractionalWorkers: { args: ["functions/hello", "--insecure", "--workers", "1.5"], want: /--workers must be a whole number, got "1.5"/ },
+  BadTimeout: { args: ["functions/hello", "--insecure", "--timeout", "soon"], want: /--timeout must be a positive number, got "soon"/ },
   UnknownFlag: { args: ["functions/hello", "--insecur"], want: /unknown option '--insecur'/ },
   PortInUse: { args: ["functions/hello", "--insecure", "--address", "256.0.0.1:1"], want: /cannot listen on 256\.0\.0\.1:1/ },
 };

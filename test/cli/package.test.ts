@@ -1,0 +1,43 @@
+// xfn package: what it refuses, with a clear error and exit code 1 (a bundle
+// that starts and answers is test/packages.test.ts and test/adopt.test.ts).
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { suite } from "uvu";
+import * as assert from "uvu/assert";
+import { run } from "../support/spawn.js";
+
+const K = suite("cli: xfn package");
+let scratch: string;
+K.before(() => {
+  scratch = mkdtempSync(join(tmpdir(), "xfn-package-"));
+  mkdirSync(join(scratch, "fn"));
+  writeFileSync(join(scratch, "fn", "index.mjs"), "export default (req) => req;\n");
+  writeFileSync(join(scratch, "fn", "keep.txt"), "mine\n");
+  mkdirSync(join(scratch, "empty"));
+  mkdirSync(join(scratch, "badmeta", "package"), { recursive: true });
+  writeFileSync(join(scratch, "badmeta", "index.mjs"), "export default (req) => req;\n");
+  writeFileSync(join(scratch, "badmeta", "package", "crossplane.yaml"), "metadata: [unclosed\n");
+});
+K.after(() => rmSync(scratch, { recursive: true, force: true }));
+
+const cases: Record<string, { args: string[]; want: RegExp }> = {
+  NoSuchFolder: { args: ["nope"], want: /xfn package: cannot load function module .*nope: no such file or directory/ },
+  NoModule: { args: ["empty"], want: /xfn package: cannot load function module .*empty: the directory has no package\.json main/ },
+  OutIsTheFunction: { args: ["fn", "--out", "fn"], want: /xfn package: cannot package into fn: it would empty the function's own folder/ },
+  OutHoldsTheFunction: {
+    args: ["fn", "--out", "."],
+    want: /xfn package: cannot package into \.: it would empty the function's own folder/,
+  },
+  BrokenMetadata: { args: ["badmeta", "--out", "out"], want: /xfn package: cannot read .*badmeta\/package\/crossplane\.yaml/ },
+};
+for (const [name, tc] of Object.entries(cases)) {
+  K(`refused, exit code 1: ${name}`, async () => {
+    const r = await run(["package", ...tc.args], { cwd: scratch });
+    assert.is(r.code, 1, r.stdout + r.stderr);
+    assert.match(r.stderr, tc.want);
+    assert.ok(existsSync(join(scratch, "fn", "keep.txt")), "nothing of the function's folder was removed");
+  });
+}
+
+K.run();
