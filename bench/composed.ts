@@ -37,8 +37,9 @@ export interface BenchRuntime {
 
 /**
  * benchFunction is the bench function: compose N resources from the XR,
- * comparing each with its observed spec (so every observed spec is decoded, as
- * a real function's would be), then the externalName and readiness steps.
+ * checking each observed spec still holds what it composes (so every observed
+ * spec is decoded, as a drift check's would be), then the externalName and
+ * readiness steps.
  * bench/server.ts builds it from xfn's sources, bench/fn.ts from the package.
  */
 export function benchFunction(x: BenchRuntime): Xfn.RunFunction {
@@ -51,9 +52,30 @@ export function benchFunction(x: BenchRuntime): Xfn.RunFunction {
       const want = composed(xr, i);
       x.response.setDesiredComposedResource(ctx.rsp, `instance-${i}`, want);
       const seen = observed[`instance-${i}`]?.resource?.["spec"];
-      if (seen !== undefined && JSON.stringify(seen) !== JSON.stringify(want["spec"])) drifted++;
+      if (seen !== undefined && !holds(seen, want["spec"]!)) drifted++;
     }
     x.response.setDesiredCompositeStatus(ctx.rsp, { drifted });
   });
   return x.pipeline(compose, x.steps.externalName(), x.steps.readiness());
+}
+
+/**
+ * holds tells whether seen carries every value want sets: objects may have
+ * more keys (the API server and the provider default fields), arrays and
+ * scalars must match. This is how a drift check compares observed and desired
+ * state; it reads every observed field want names, so the spec is decoded.
+ * The peer's function (bench/server.ts) uses it too.
+ */
+export function holds(seen: unknown, want: unknown): boolean {
+  if (seen === want) return true;
+  if (typeof seen !== "object" || typeof want !== "object" || seen === null || want === null) return false;
+  if (Array.isArray(want)) {
+    if (!Array.isArray(seen) || seen.length !== want.length) return false;
+    for (let i = 0; i < want.length; i++) if (!holds(seen[i], want[i])) return false;
+    return true;
+  }
+  if (Array.isArray(seen)) return false;
+  const s = seen as Record<string, unknown>;
+  for (const k in want) if (!holds(s[k], (want as Record<string, unknown>)[k])) return false;
+  return true;
 }
