@@ -10,6 +10,7 @@ import {
   type ServiceDefinition,
 } from "@grpc/grpc-js";
 import type { EventEmitter } from "node:events";
+import type { ServerHttp2Session } from "node:http2";
 import type { Logger } from "pino";
 import type { RunFunction } from "../function.js";
 import { FunctionRunnerService } from "../gen/fn/v1/run_function_pb.js";
@@ -252,7 +253,13 @@ export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Log
     await pool?.close();
     throw err;
   });
-  if (mtls) logRefusedHandshakes(server, log);
+  const h2 = http2ServersOf(server);
+  if (!h2) log.warn("cannot reach grpc-js's HTTP/2 servers with this grpc-js version: flow-control windows stay at 64 KiB");
+  else widenWindows(h2);
+  if (mtls) {
+    if (h2) logRefusedHandshakes(h2, log);
+    else log.warn("cannot log refused TLS handshakes with this grpc-js version");
+  }
   log.info(
     { address, port, mtls, maxRecvMessageSizeMB: maxRecvMB },
     mtls ? "serving mTLS gRPC" : "serving insecure gRPC (local development only)",
@@ -286,20 +293,46 @@ export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Log
 }
 
 /**
+ * http2ServersOf returns grpc-js's HTTP/2 servers, through a private field
+ * (http2Servers, grpc-js 1.10 and later), or undefined if a later grpc-js
+ * renamed it: what uses them is then left out, and serving is unaffected.
+ */
+function http2ServersOf(server: Server): EventEmitter[] | undefined {
+  const servers = (server as unknown as { http2Servers?: Map<unknown, unknown> }).http2Servers;
+  return servers instanceof Map ? ([...servers.keys()] as EventEmitter[]) : undefined;
+}
+
+/**
+ * STREAM_WINDOW and CONNECTION_WINDOW are the HTTP/2 receive windows this
+ * server grants. grpc-js leaves Node's default of 64 KiB for both, so a
+ * caller sending a 3.5 MiB request waits for a window update every 64 KiB
+ * (55 round trips), and all calls on one connection share one 64 KiB window.
+ * grpc-go's server grows its windows up to 16 MiB as it measures the link;
+ * these are fixed instead. A call waiting for a body slot (see serve) holds at
+ * most one stream window of unread bytes, and the window is below the largest
+ * request, so the memory bound in docs/serving.md is unchanged.
+ */
+export const STREAM_WINDOW = 1024 * 1024;
+export const CONNECTION_WINDOW = 16 * 1024 * 1024;
+
+/** widenWindows sets the stream and connection receive windows on every new HTTP/2 session. */
+function widenWindows(servers: EventEmitter[]): void {
+  for (const s of servers) {
+    s.on("session", (session: ServerHttp2Session) => {
+      session.settings({ initialWindowSize: STREAM_WINDOW });
+      session.setLocalWindowSize(CONNECTION_WINDOW);
+    });
+  }
+}
+
+/**
  * logRefusedHandshakes logs every TLS handshake the server refuses (no client
  * certificate, one from another CA, plaintext), naming the peer and the
- * reason: grpc-js drops them silently. It reaches grpc-js's HTTP/2 servers
- * through a private field (http2Servers, grpc-js 1.10 and later); if a later
- * grpc-js renames it, this logs that it cannot, once, and serving is unaffected.
+ * reason: grpc-js drops them silently.
  */
-function logRefusedHandshakes(server: Server, log: Logger): void {
-  const servers = (server as unknown as { http2Servers?: Map<unknown, unknown> }).http2Servers;
-  if (!(servers instanceof Map)) {
-    log.warn("cannot log refused TLS handshakes with this grpc-js version");
-    return;
-  }
-  for (const s of servers.keys()) {
-    (s as EventEmitter).on("tlsClientError", (err: Error & { code?: string }, socket: { remoteAddress?: string; remotePort?: number }) => {
+function logRefusedHandshakes(servers: EventEmitter[], log: Logger): void {
+  for (const s of servers) {
+    s.on("tlsClientError", (err: Error & { code?: string }, socket: { remoteAddress?: string; remotePort?: number }) => {
       log.warn(
         { peer: `${socket.remoteAddress ?? "?"}:${socket.remotePort ?? "?"}`, reason: err.code ?? err.message },
         "refused a TLS handshake",

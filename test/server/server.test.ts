@@ -1,5 +1,6 @@
 // The function server over real loopback sockets: both API versions, health,
 // mTLS, bad input, limits, deadlines and shutdown.
+import { connect } from "node:http2";
 import { toBinary } from "@bufbuild/protobuf";
 import { Client, credentials, status as Code } from "@grpc/grpc-js";
 import { suite } from "uvu";
@@ -8,7 +9,7 @@ import type { RunFunction } from "../../src/function.js";
 import { RunFunctionRequestSchema, Severity } from "../../src/gen/fn/v1/run_function_pb.js";
 import * as response from "../../src/sdk/response.js";
 import { Cancel, createHandler } from "../../src/server/handler.js";
-import { serve, type RunningServer, type ServeOptions } from "../../src/server/server.js";
+import { CONNECTION_WINDOW, serve, STREAM_WINDOW, type RunningServer, type ServeOptions } from "../../src/server/server.js";
 import { makePki, type TestPki } from "../support/certs.js";
 import { codeOf, mtlsCredentials, rawClient, V1, V1BETA1 } from "../support/client.js";
 import { memoryLog } from "../support/log.js";
@@ -427,6 +428,26 @@ Limits("a full queue answers RESOURCE_EXHAUSTED instead of growing", async () =>
     release();
     assert.equal([(await first).meta?.tag, (await second).meta?.tag], ["1", "2"]);
   } finally {
+    client.close();
+    await srv.stop(1000);
+  }
+});
+
+Limits("grants a large request window: a 1 MiB stream window and a 16 MiB connection window, not HTTP/2's 64 KiB", async () => {
+  const { srv, client } = await start(echo);
+  const session = connect(`http://127.0.0.1:${srv.port}`);
+  try {
+    session.on("error", () => {});
+    await until("the server's SETTINGS", () => session.remoteSettings?.initialWindowSize === STREAM_WINDOW);
+    await until("the connection window update", () => (session.state.remoteWindowSize ?? 0) >= CONNECTION_WINDOW - 65_535);
+    // A request many windows long goes through.
+    const big = await client.run(request({ observed: { composite: { resource: { kind: "X", spec: { pad: "y".repeat(3 << 20) } } } } }));
+    assert.equal(
+      big.results.map((r) => r.message),
+      ["ok"],
+    );
+  } finally {
+    session.close();
     client.close();
     await srv.stop(1000);
   }
