@@ -3,6 +3,7 @@
 // by the main thread, answering with response bytes. The request and
 // response bytes move between threads as transferred ArrayBuffers, never
 // copied.
+import { setPriority } from "node:os";
 import { parentPort, workerData } from "node:worker_threads";
 import type { RunFunction } from "../function.js";
 import { Cancel, createHandler, type HandlerResult } from "./handler.js";
@@ -16,6 +17,8 @@ export interface WorkerData {
   label: string;
   debug: boolean;
   maxResponseBytes: number;
+  /** The worker thread's nice value (Linux; 0 leaves it as it is). */
+  nice?: number;
 }
 
 /** ToWorker is a message from the pool. */
@@ -40,11 +43,22 @@ export function isWorker(): boolean {
 export function workerMain(fn: RunFunction): void {
   const data = workerData as WorkerData;
   const port = parentPort!;
+  // On Linux, setpriority of "process 0" changes only the calling thread; elsewhere it
+  // would change the whole server process, so it is left alone there.
+  let niceErr: string | undefined;
+  if (data.nice && process.platform === "linux") {
+    try {
+      setPriority(0, data.nice);
+    } catch (err) {
+      niceErr = err instanceof Error ? err.message : String(err);
+    }
+  }
   // Log lines go to the pool, which writes them through the server's own logger.
   const log = createLogger({
     debug: data.debug,
     destination: { write: (line: string) => port.postMessage({ type: "log", line } satisfies FromWorker) },
   });
+  if (niceErr) log.warn({ err: niceErr }, "cannot lower this worker's CPU priority; small calls are not favoured");
   // The pool bounds concurrency and queueing; here every request runs at once.
   const handler = createHandler(fn, { maxConcurrency: Infinity, maxQueue: Infinity, maxResponseBytes: data.maxResponseBytes }, log);
   const running = new Map<number, Cancel>();
@@ -73,8 +87,25 @@ export function workerMain(fn: RunFunction): void {
   port.postMessage({ type: "ready" } satisfies FromWorker);
 }
 
-/** exclusive returns bytes whose ArrayBuffer holds nothing else, so it can be transferred. */
+/** exclusive returns bytes whose ArrayBuffer holds nothing else, so it can be transferred (a copy if they share it). */
 export function exclusive(b: Uint8Array): Uint8Array {
-  if (b.byteOffset === 0 && b.byteLength === b.buffer.byteLength && b.buffer instanceof ArrayBuffer) return b;
+  if (b.buffer instanceof ArrayBuffer && ownsBuffer(b)) return b;
   return new Uint8Array(b);
+}
+
+/**
+ * OWN_MIN and OWN_SLACK say when bytes own their ArrayBuffer though they do
+ * not fill it: grpc-js hands a request over as a view 5 bytes into the buffer
+ * it framed the message in (its length prefix first). Node makes a Buffer of
+ * 4 KiB or more its own ArrayBuffer (smaller ones share an 8 KiB pool), so a
+ * view of at least OWN_MIN bytes with at most OWN_SLACK bytes around it is
+ * the only thing in its buffer, and the buffer can be transferred instead of
+ * copied (a 3.5 MiB request was copied once more on the main thread).
+ */
+const OWN_MIN = 4096;
+const OWN_SLACK = 16;
+
+function ownsBuffer(b: Uint8Array): boolean {
+  if (b.byteOffset === 0 && b.byteLength === b.buffer.byteLength) return true;
+  return b.byteLength >= OWN_MIN && b.buffer.byteLength - b.byteLength <= OWN_SLACK;
 }

@@ -5,6 +5,8 @@ import { pathToFileURL } from "node:url";
 import { status as Code } from "@grpc/grpc-js";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
+import { SMALL_CALL_BYTES } from "../../src/server/pool.js";
+import { exclusive } from "../../src/server/worker.js";
 import { serve, type RunningServer } from "../../src/server/server.js";
 import { codeOf, rawClient } from "../support/client.js";
 import { memoryLog } from "../support/log.js";
@@ -56,6 +58,71 @@ P("calls run on the workers, in more than one thread", async () => {
   } finally {
     c.close();
     await srv.stop(1000);
+  }
+});
+
+// A large call: spec.pad makes the request larger than SMALL_CALL_BYTES.
+const busy = (ms: number) =>
+  request({ observed: { composite: { resource: { kind: "X", spec: { mode: "busy", ms, pad: "x".repeat(SMALL_CALL_BYTES) } } } } });
+const threadOf = (rsp: { results: { message: string }[] }) => /in thread (\d+)/.exec(rsp.results[0]!.message)![1]!;
+const niceOf = (rsp: { results: { message: string }[] }) => Number(/at nice (-?\d+)/.exec(rsp.results[0]!.message)![1]);
+
+P("with three workers, one is kept for small calls: large calls queue on the others and never take it", async () => {
+  const { srv, mem } = await start(10_000, 3);
+  const c = rawClient(srv.port);
+  try {
+    // Three large calls, each on the CPU for a while: two run, the third queues behind one of them.
+    const order: string[] = [];
+    const large = Array.from({ length: 3 }, (_, i) =>
+      c.run(busy(1500), { timeoutMs: 20_000 }).then((rsp) => (order.push(`large ${i}`), rsp)),
+    );
+    await new Promise((r) => setTimeout(r, 300));
+    const small = await c.run(call("ok")).then((rsp) => (order.push("small"), rsp));
+    const done = await Promise.all(large);
+    assert.is(order[0], "small", `the small call waited for a large one: ${order.join(", ")}`);
+    const largeThreads = new Set(done.map(threadOf));
+    assert.is(largeThreads.size, 2, "large calls ran on two workers");
+    assert.not.ok(largeThreads.has(threadOf(small)), "no large call ran on the small call's worker");
+    if (process.platform === "linux") {
+      assert.is(niceOf(small), 0, "the kept worker runs at normal priority");
+      assert.ok(
+        done.every((d) => niceOf(d) === 10),
+        done.map((d) => d.results[0]!.message).join("; "),
+      );
+    }
+    assert.ok(mem.lines().some((l) => l.msg === "function workers ready" && l["keptForSmallCalls"] === 1));
+  } finally {
+    c.close();
+    await srv.stop(1000);
+  }
+});
+
+P("with two workers, none is kept: large calls use both, at normal priority", async () => {
+  const { srv } = await start(10_000, 2);
+  const c = rawClient(srv.port);
+  try {
+    const done = await Promise.all(Array.from({ length: 2 }, () => c.run(busy(300), { timeoutMs: 20_000 })));
+    assert.is(new Set(done.map(threadOf)).size, 2);
+    if (process.platform === "linux") assert.ok(done.every((d) => niceOf(d) === 0));
+  } finally {
+    c.close();
+    await srv.stop(1000);
+  }
+});
+
+P("exclusive: a request grpc-js framed in its own buffer is transferred as it is; bytes sharing a buffer are copied", () => {
+  // grpc-js hands over a request 5 bytes into the buffer holding its frame.
+  const framed = Buffer.concat([Buffer.from([0, 0, 0, 40, 0]), Buffer.alloc(10_000, 7)]);
+  const request = framed.subarray(5);
+  assert.ok(exclusive(request) === request, "not copied");
+  const whole = new Uint8Array(100);
+  assert.ok(exclusive(whole) === whole);
+  // A small Buffer lives in Node's shared pool; a view inside a larger buffer shares it.
+  for (const shared of [Buffer.from("small request"), new Uint8Array(new ArrayBuffer(100_000), 100, 10_000)]) {
+    const out = exclusive(shared);
+    assert.ok(out !== shared, "copied");
+    assert.is(out.buffer.byteLength, shared.byteLength);
+    assert.equal([...out], [...shared]);
   }
 });
 
