@@ -45,6 +45,26 @@ export function getAnnotation(obj: JsonObject | undefined, key: string): string 
   return metadataEntry(obj, "annotations", key);
 }
 
+/**
+ * annotationReader returns a reader of obj's annotations that finds them once,
+ * however many keys it is asked for: on an observed object not read yet, each
+ * getAnnotation walks the bytes of its metadata, and a step reading three
+ * annotations of every resource walked them three times. It answers as
+ * getAnnotation does, including the error for an annotation that is not a string.
+ */
+export function annotationReader(obj: JsonObject | undefined): (key: string) => string | undefined {
+  const seen = peek(obj, ["metadata", "annotations"]);
+  if (seen === undefined) return () => undefined;
+  if (typeof seen !== "symbol" && isObject(seen)) {
+    const annotations = seen;
+    return (key) => {
+      const v = own(annotations, key);
+      return v === undefined || typeof v === "string" ? v : getAnnotation(obj, key);
+    };
+  }
+  return (key) => getAnnotation(obj, key);
+}
+
 /** setAnnotation sets metadata.annotations[key]. */
 export function setAnnotation(obj: JsonObject, key: string, value: string): void {
   // Directly when metadata and annotations are objects or absent; otherwise the

@@ -17,7 +17,7 @@
 import type { JsonObject } from "@bufbuild/protobuf";
 import { step, type Step, type StepContext } from "../pipeline.js";
 import { getValue } from "../sdk/fieldpath.js";
-import { getAnnotation, isDeleting, setAnnotation } from "../sdk/object.js";
+import { annotationReader, getAnnotation, isDeleting, setAnnotation } from "../sdk/object.js";
 import * as request from "../sdk/request.js";
 import * as response from "../sdk/response.js";
 import { CREATE_FAILED, CREATE_PENDING, CREATE_SUCCEEDED, EXTERNAL_NAME, observedXR, sortedKeys } from "./common.js";
@@ -43,13 +43,16 @@ function recordedNames(ctx: StepContext, field: string): Record<string, string> 
   return out;
 }
 
-/** pendingSince returns the pending timestamp of a create that has no outcome recorded after it. */
-export function incompleteCreate(obj: JsonObject): string | undefined {
-  const pending = getAnnotation(obj, CREATE_PENDING);
+/**
+ * incompleteCreate returns the pending timestamp of a create that has no
+ * outcome recorded after it. read reads obj's annotations (annotationReader).
+ */
+export function incompleteCreate(obj: JsonObject, read = annotationReader(obj)): string | undefined {
+  const pending = read(CREATE_PENDING);
   if (!pending) return undefined;
   const t = Date.parse(pending);
   const after = (key: string) => {
-    const v = getAnnotation(obj, key);
+    const v = read(key);
     return v !== undefined && (Number.isNaN(t) || Date.parse(v) >= t);
   };
   return after(CREATE_SUCCEEDED) || after(CREATE_FAILED) ? undefined : pending;
@@ -66,13 +69,15 @@ export function externalName(opts: ExternalNameOptions = {}): Step {
     const desired = ctx.rsp.desired?.resources ?? {};
     const names: Record<string, string> = { ...recorded };
 
-    // Each observed object's external name (read once: each read is a scan of
-    // its metadata), and the names held by objects being deleted, and by whom.
+    // Each observed object's external name (its annotations found once: each
+    // search is a scan of its metadata), and the names held by objects being
+    // deleted, and by whom.
     const seenNames = new Map<string, string>();
     const deletingHolders = new Map<string, string>();
     for (const key of sortedKeys(observed)) {
       const obj = observed[key]!.resource ?? {};
-      const seen = getAnnotation(obj, EXTERNAL_NAME);
+      const annotations = annotationReader(obj);
+      const seen = annotations(EXTERNAL_NAME);
       const rec = recorded[key];
       if (seen) {
         seenNames.set(key, seen);
@@ -89,7 +94,7 @@ export function externalName(opts: ExternalNameOptions = {}): Step {
         }
         names[key] = seen;
       }
-      const pending = incompleteCreate(obj);
+      const pending = incompleteCreate(obj, annotations);
       if (pending) {
         response
           .warning(

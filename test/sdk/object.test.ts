@@ -2,7 +2,7 @@ import { create, toBinary, type JsonObject } from "@bufbuild/protobuf";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { RunFunctionRequestSchema } from "../../src/gen/fn/v1/run_function_pb.js";
-import { getAnnotation, getLabel, getObjectCondition, isDeleting, setAnnotation } from "../../src/sdk/object.js";
+import { annotationReader, getAnnotation, getLabel, getObjectCondition, isDeleting, setAnnotation } from "../../src/sdk/object.js";
 import { decodeRequest } from "../../src/wire/codec.js";
 import { isUnread, setLazyMin } from "../../src/wire/json.js";
 
@@ -91,6 +91,7 @@ Obj("on objects read from the wire the helpers answer as on plain objects, wrong
     const reads: [string, (o: JsonObject) => unknown][] = [
       ["getAnnotation", (o) => getAnnotation(o, E)],
       ["getAnnotation other", (o) => getAnnotation(o, "other")],
+      ["annotationReader", (o) => ((read) => [read(E), read("other"), read("absent")])(annotationReader(o))],
       ["getLabel", (o) => getLabel(o, "l")],
       ["isDeleting", (o) => isDeleting(o)],
       ["getObjectCondition", (o) => getObjectCondition(o, "Ready")],
@@ -107,6 +108,31 @@ Obj("on objects read from the wire the helpers answer as on plain objects, wrong
       if (!("error" in (got as object)) && !unusual.has(shape)) {
         for (const k of ["metadata", "status"])
           if (Object.hasOwn(shape, k)) assert.ok(isUnread(o, k), `${name} of ${JSON.stringify(shape)} read ${k}`);
+      }
+    }
+  }
+});
+
+Obj("annotationReader answers every key as getAnnotation does, on plain objects and on objects read from the wire", () => {
+  const shapes: JsonObject[] = [
+    {},
+    { metadata: {} },
+    { metadata: { annotations: { a: "1", b: "", c: 7, d: null, e: { nested: true } } } },
+    { metadata: { annotations: null } },
+    { metadata: { annotations: "text" } },
+    { metadata: { annotations: ["a"] } },
+    { metadata: "text" },
+    { metadata: null },
+  ];
+  for (const shape of shapes) {
+    for (const o of [shape, decoded(shape)]) {
+      const read = annotationReader(o);
+      for (const k of ["a", "b", "c", "d", "e", "absent", "__proto__"]) {
+        assert.equal(
+          outcome(() => read(k)),
+          outcome(() => getAnnotation(o, k)),
+          `${k} of ${JSON.stringify(shape)}`,
+        );
       }
     }
   }
