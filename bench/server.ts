@@ -1,12 +1,14 @@
 // One benchmark server in its own process, so its CPU and memory are its own.
-//   node --import tsx bench/server.ts <xfn|peer|floor|send-floor> <port>
+//   node --import tsx bench/server.ts <xfn|xfn-pool|peer|floor|send-floor> <port>
 // The parent asks for usage over IPC.
 import { Server, ServerCredentials, status, type sendUnaryData, type ServerUnaryCall } from "@grpc/grpc-js";
 import { pino } from "pino";
+import { join } from "node:path";
 import { createLogger } from "../src/server/log.js";
+import { DEFAULT_WORKERS } from "../src/server/pool.js";
 import { rawService, serve } from "../src/server/server.js";
 import { decodeRequest, encodeResponse } from "../src/wire/codec.js";
-import { composed, EXT, xfnFunction } from "./workload.js";
+import { composed, EXT, holds, xfnFunction } from "./workload.js";
 
 const [kind, portArg] = process.argv.slice(2);
 const port = Number(portArg);
@@ -15,6 +17,31 @@ const address = `127.0.0.1:${port}`;
 async function startXfn() {
   const fn = xfnFunction();
   await serve(fn, { address, insecure: true, maxRecvMessageSizeMB: 8 }, createLogger({ destination: { write: () => {} } }));
+}
+
+async function startXfnPool() {
+  // As `xfn serve bench/fn.ts` runs it by default: the function on a pool of
+  // worker threads (compiled lib/, so `npm run build` first).
+  await serve(
+    null,
+    {
+      address,
+      insecure: true,
+      maxRecvMessageSizeMB: 8,
+      workers: {
+        workers: DEFAULT_WORKERS,
+        script: new URL("../lib/server/worker-entry.js", import.meta.url),
+        workerData: {
+          xfnWorker: true,
+          module: join(import.meta.dirname, "fn.ts"),
+          label: "bench",
+          debug: false,
+          maxResponseBytes: 8 << 20,
+        },
+      },
+    },
+    createLogger({ destination: { write: () => {} } }),
+  );
 }
 
 async function startPeer() {
@@ -29,7 +56,7 @@ async function startPeer() {
       const key = `instance-${i}`;
       const obj = composed(xr, i) as any;
       const seen = observed[key]?.resource;
-      if (seen?.spec !== undefined && JSON.stringify(seen.spec) !== JSON.stringify(obj.spec)) drifted++;
+      if (seen?.spec !== undefined && !holds(seen.spec, obj.spec)) drifted++;
       const ext = seen?.metadata?.annotations?.[EXT];
       if (ext) {
         names[key] = ext;
@@ -105,6 +132,7 @@ function startFloor(send: boolean) {
 }
 
 if (kind === "xfn") await startXfn();
+else if (kind === "xfn-pool") await startXfnPool();
 else if (kind === "peer") await startPeer();
 else if (kind === "floor" || kind === "send-floor") startFloor(kind === "send-floor");
 else throw new Error(`unknown server ${kind}`);
