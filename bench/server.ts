@@ -138,6 +138,8 @@ else if (kind === "floor" || kind === "send-floor") startFloor(kind === "send-fl
 else throw new Error(`unknown server ${kind}`);
 
 process.on("message", (m: { cmd: string }) => {
+  // exit ends the process normally, so that a --cpu-prof profile is written.
+  if (m.cmd === "exit") process.exit(0);
   if (m.cmd === "usage") {
     const cpu = process.cpuUsage();
     process.send!({ cpuMicros: cpu.user + cpu.system, maxRssKiB: process.resourceUsage().maxRSS });
