@@ -3,16 +3,10 @@
 // Crossplane 1.14-1.16).
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { toBinary } from "@bufbuild/protobuf";
 import { Client, credentials, status as Code, type ChannelCredentials, type ServiceError } from "@grpc/grpc-js";
-import {
-  FunctionRunnerService,
-  RunFunctionRequestSchema,
-  type RunFunctionRequest,
-  type RunFunctionResponse,
-} from "../gen/fn/v1/run_function_pb.js";
+import { FunctionRunnerService, type RunFunctionRequest, type RunFunctionResponse } from "../gen/fn/v1/run_function_pb.js";
 import { FunctionRunnerService as BetaFunctionRunnerService } from "../gen/fn/v1beta1/zz_generated_run_function_pb.js";
-import { decodeResponse } from "../wire/codec.js";
+import { decodeResponse, encodeRequest } from "../wire/codec.js";
 
 /** ClientOptions say how to reach a function. */
 export interface ClientOptions {
@@ -71,7 +65,7 @@ export function dial(address: string, opts: ClientOptions = {}): FunctionClient 
     });
   return {
     async run(req, o = {}) {
-      const bytes = toBinary(RunFunctionRequestSchema, req);
+      const bytes = encodeRequest(req);
       const timeoutMs = o.timeoutMs ?? 60_000;
       let out: Buffer;
       if (o.api === "v1beta1") {

@@ -3,7 +3,7 @@
 // resources, and produce the XR's new status, the composed resources as
 // Crossplane would create them, the functions' results and the final context.
 import { createHash } from "node:crypto";
-import { clone, create, equals, toBinary, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
+import { clone, create, equals, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
 import {
   Capability,
   Ready,
@@ -21,6 +21,7 @@ import {
   type RunFunctionResponse,
   type State,
 } from "../gen/fn/v1/run_function_pb.js";
+import { encodeRequest } from "../wire/codec.js";
 import { identity, InputError, type Doc } from "./load.js";
 import type { Runner } from "./runner.js";
 
@@ -217,7 +218,7 @@ function decodeSecret(secret: JsonObject): Record<string, Uint8Array> {
 
 /** tagOf computes a request's tag as Crossplane does: the hex SHA-256 of its encoding. */
 export function tagOf(req: RunFunctionRequest): string {
-  return createHash("sha256").update(toBinary(RunFunctionRequestSchema, req)).digest("hex");
+  return createHash("sha256").update(encodeRequest(req)).digest("hex");
 }
 
 /** PipelineResult is what running a Composition's pipeline produced. */

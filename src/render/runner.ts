@@ -9,12 +9,12 @@
 //   `render.crossplane.io/runtime-development-target` (default localhost:9443).
 // - Anything else would need a container engine, which xfn does not run.
 import { dirname, isAbsolute, resolve } from "node:path";
-import { toBinary, type JsonObject } from "@bufbuild/protobuf";
+import type { JsonObject } from "@bufbuild/protobuf";
 import { status as Code, type ServiceError } from "@grpc/grpc-js";
 import { dial, type FunctionClient } from "../client/client.js";
 import { loadFunction } from "../cli/load.js";
-import { decodeResponse } from "../wire/codec.js";
-import { RunFunctionRequestSchema, type RunFunctionRequest, type RunFunctionResponse } from "../gen/fn/v1/run_function_pb.js";
+import { decodeResponse, encodeRequest } from "../wire/codec.js";
+import type { RunFunctionRequest, RunFunctionResponse } from "../gen/fn/v1/run_function_pb.js";
 import { createHandler, DEFAULT_MAX_RESPONSE_BYTES, type Handler } from "../server/handler.js";
 import { createLogger } from "../server/log.js";
 import { identity, InputError, type Doc } from "./load.js";
@@ -86,7 +86,7 @@ export async function createRunner(functions: Doc[], functionsPath: string, now:
           throw new Error(`cannot run Function ${JSON.stringify(name)}: ${e.message}${hint}`);
         }
       }
-      const res = await b.handler.handle(toBinary(RunFunctionRequestSchema, req), { version: "v1", deadline });
+      const res = await b.handler.handle(encodeRequest(req), { version: "v1", deadline });
       if ("ok" in res) return decodeResponse(res.ok);
       throw new Error(`cannot run Function ${JSON.stringify(name)}: ${Code[res.code]}: ${res.details}`);
     },

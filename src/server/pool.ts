@@ -11,11 +11,9 @@
 import { availableParallelism } from "node:os";
 import { Worker } from "node:worker_threads";
 import { status as Code } from "@grpc/grpc-js";
-import { fromBinary } from "@bufbuild/protobuf";
 import type { Logger } from "pino";
 import PQueue from "p-queue";
-import { RunFunctionRequestSchema } from "../gen/fn/v1/run_function_pb.js";
-import { decodeResponse } from "../wire/codec.js";
+import { decodeRequest, decodeResponse } from "../wire/codec.js";
 import { DEADLINE_DETAILS, type CallInfo, type Handler, type HandlerOptions, type HandlerResult } from "./handler.js";
 import { exclusive, type FromWorker, type ToWorker, type WorkerData } from "./worker.js";
 
@@ -229,7 +227,7 @@ export async function startPool(opts: PoolOptions, log: Logger): Promise<Pool> {
       const settle = (r: HandlerResult) => {
         clearTimeout(timer);
         call.cancel?.onCancel(undefined);
-        if ("ok" in r && kept) opts.onResponse!(fromBinary(RunFunctionRequestSchema, kept), decodeResponse(r.ok), new Date(at));
+        if ("ok" in r && kept) opts.onResponse!(decodeRequest(kept), decodeResponse(r.ok), new Date(at));
         resolve(r);
       };
       slot.pending.set(id, { resolve: settle, byTimeout });

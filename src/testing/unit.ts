@@ -5,7 +5,7 @@
 // result, the response encoded, so a value that is not JSON fails here as it
 // would in Crossplane), and compares the response in protobuf JSON form.
 import { readFileSync } from "node:fs";
-import { fromJson, toBinary, toJson, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
+import { fromJson, toJson, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
 import { parse } from "yaml";
 import type { RunFunction } from "../function.js";
 import {
@@ -16,7 +16,7 @@ import {
 } from "../gen/fn/v1/run_function_pb.js";
 import { createHandler, DEFAULT_MAX_RESPONSE_BYTES } from "../server/handler.js";
 import { createLogger } from "../server/log.js";
-import { decodeResponse } from "../wire/codec.js";
+import { decodeResponse, encodeRequest } from "../wire/codec.js";
 
 /**
  * requestFromJson builds a RunFunctionRequest from its protobuf JSON form. It
@@ -90,7 +90,7 @@ export async function callFunction(fn: RunFunction, req: RunFunctionRequest, opt
     { maxConcurrency: 1, maxQueue: 1, maxResponseBytes: DEFAULT_MAX_RESPONSE_BYTES, ...(at ? { now: () => at } : {}) },
     quiet,
   );
-  const res = await handler.handle(toBinary(RunFunctionRequestSchema, req), { version: "v1", deadline: Date.now() + 60_000 });
+  const res = await handler.handle(encodeRequest(req), { version: "v1", deadline: Date.now() + 60_000 });
   if (!("ok" in res)) throw new Error(`the function's call failed with gRPC status ${res.code}: ${res.details}`);
   return decodeResponse(res.ok);
 }

@@ -18,7 +18,7 @@
 // taken from its last occurrence, not merged with the first.
 import { create, fromBinary, toBinary, type JsonObject } from "@bufbuild/protobuf";
 import { BinaryReader, BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
-import { decodeStruct, EncodeError, Emitter, readAll, setOwn, source, type Src } from "./json.js";
+import { decodeStruct, EncodeError, Emitter, readAll, setLazyMin, setOwn, source, type Src } from "./json.js";
 import {
   ConditionSchema,
   CredentialsSchema,
@@ -33,13 +33,14 @@ import {
   SchemaSchema,
   StateSchema,
   type Resource,
+  type Resources,
   type RunFunctionRequest,
   type RunFunctionResponse,
   type State,
 } from "../gen/fn/v1/run_function_pb.js";
 
 function fail(msg: string): never {
-  throw new Error(`cannot decode RunFunctionRequest: ${msg}`);
+  throw new Error(msg);
 }
 
 function expect(wt: WireType, want: WireType, field: string): void {
@@ -277,22 +278,79 @@ export function decodeRequest(bytes: Uint8Array): RunFunctionRequest {
     }
     if (r.pos !== r.len) fail("premature end of input");
   } catch (err) {
-    const msg = (err as Error).message;
-    throw new Error(msg.startsWith("cannot decode") ? msg.slice("cannot decode RunFunctionRequest: ".length) : msg);
+    // One kind of error whatever read the bytes (protobuf-es's reader throws RangeError).
+    throw new Error((err as Error).message);
   } finally {
     reading = source(new Uint8Array(0));
   }
   return req;
 }
 
-// Encoding writes the response in one pass into one buffer (json.ts Emitter:
+/**
+ * decodeResponse decodes a RunFunctionResponse (xfn call, render, test) with
+ * the same reader as requests, in full (nothing lazy), so JSON nests as deep
+ * as Go's decoder allows: protobuf-es's own recursive decoder runs out of
+ * stack some 600 levels down. It throws naming what is malformed.
+ */
+export function decodeResponse(bytes: Uint8Array): RunFunctionResponse {
+  const r = new BinaryReader(bytes);
+  const rsp = create(RunFunctionResponseSchema);
+  const lazy = setLazyMin(Infinity);
+  reading = source(bytes);
+  try {
+    while (r.pos < r.len) {
+      const [no, wt] = r.tag();
+      switch (no) {
+        case 1:
+          expect(wt, WireType.LengthDelimited, "meta");
+          rsp.meta = fromBinary(ResponseMetaSchema, sub(r, bytes));
+          break;
+        case 2:
+          expect(wt, WireType.LengthDelimited, "desired");
+          rsp.desired = readState(r, r.uint32() + r.pos);
+          break;
+        case 3:
+          expect(wt, WireType.LengthDelimited, "results");
+          rsp.results.push(fromBinary(ResultSchema, sub(r, bytes)));
+          break;
+        case 4:
+          expect(wt, WireType.LengthDelimited, "context");
+          rsp.context = readStruct(r);
+          break;
+        case 5:
+          expect(wt, WireType.LengthDelimited, "requirements");
+          rsp.requirements = fromBinary(RequirementsSchema, sub(r, bytes));
+          break;
+        case 6:
+          expect(wt, WireType.LengthDelimited, "conditions");
+          rsp.conditions.push(fromBinary(ConditionSchema, sub(r, bytes)));
+          break;
+        case 7:
+          expect(wt, WireType.LengthDelimited, "output");
+          rsp.output = readStruct(r);
+          break;
+        default:
+          r.skip(wt, no);
+      }
+    }
+    if (r.pos !== r.len) fail("premature end of input");
+  } catch (err) {
+    throw new Error(`cannot decode RunFunctionResponse: ${(err as Error).message}`);
+  } finally {
+    setLazyMin(lazy);
+    reading = source(new Uint8Array(0));
+  }
+  return rsp;
+}
+
+// Encoding writes the message in one pass into one buffer (json.ts Emitter:
 // a length gets one byte up front and the content moves up only when it turns
 // out to need more). The small messages (meta, results, conditions,
-// requirements) go through protobuf-es and are copied in as bytes.
+// requirements, credentials) go through protobuf-es and are copied in as bytes.
 
 const READY = Array.from({ length: 0x80 }, (_, i) => Uint8Array.of(i));
 
-class ResponseEmitter extends Emitter {
+class MessageEmitter extends Emitter {
   /** blob writes a field holding bytes encoded already. */
   blob(tag: number, b: Uint8Array): void {
     this.room(6);
@@ -337,6 +395,56 @@ class ResponseEmitter extends Emitter {
       this.bytes(res.ready > 0 && res.ready < 0x80 ? READY[res.ready]! : new BinaryWriter().int32(res.ready).finish());
     }
   }
+  /** resourcesMap writes map<string, Resources> entries (extra_resources, required_resources) under tag. */
+  resourcesMap(tag: number, map: Record<string, Resources>): void {
+    ownMap(map, "");
+    for (const k in map) {
+      this.room(2);
+      this.byte(tag);
+      const entry = this.open();
+      this.room(1);
+      this.byte(0x0a);
+      this.string(k);
+      this.room(2);
+      this.byte(0x12);
+      const at = this.open();
+      try {
+        for (const item of map[k]!.items) {
+          this.room(2);
+          this.byte(0x0a);
+          const r = this.open();
+          this.resource(item);
+          this.close(r);
+        }
+      } catch (err) {
+        if (err instanceof EncodeError) err.path.push(`[${k}]`);
+        throw err;
+      }
+      this.close2(entry, at);
+    }
+  }
+  /** messageMap writes map<string, message> entries under tag, each value encoded by write. */
+  messageMap<T>(tag: number, map: Record<string, T>, write: (v: T) => void): void {
+    ownMap(map, "");
+    for (const k in map) {
+      this.room(2);
+      this.byte(tag);
+      const entry = this.open();
+      this.room(1);
+      this.byte(0x0a);
+      this.string(k);
+      this.room(2);
+      this.byte(0x12);
+      const at = this.open();
+      try {
+        write(map[k]!);
+      } catch (err) {
+        if (err instanceof EncodeError) err.path.push(`[${k}]`);
+        throw err;
+      }
+      this.close2(entry, at);
+    }
+  }
   state(s: State): void {
     if (s.composite) {
       this.room(2);
@@ -350,13 +458,7 @@ class ResponseEmitter extends Emitter {
       }
       this.close(at);
     }
-    const proto = Object.getPrototypeOf(s.resources);
-    if (proto !== Object.prototype && proto !== null) {
-      throw new EncodeError(
-        "has a prototype that is not Object's (a resource named __proto__ set by assignment? setDesiredComposedResource keeps such a name)",
-        [".resources"],
-      );
-    }
+    ownMap(s.resources, ".resources", "a resource");
     for (const k in s.resources) {
       // resources: map entry (key, Resource)
       this.room(2);
@@ -379,16 +481,59 @@ class ResponseEmitter extends Emitter {
   }
 }
 
-/**
- * RESPONSE_RECURSION_LIMIT is how deeply protobuf-es may nest messages when
- * it decodes a response (xfn call, render, test), as Go's decoder allows: its
- * default, 100, refuses JSON nested 50 levels deep.
- */
-export const RESPONSE_RECURSION_LIMIT = 10_000;
+/** ownMap refuses a map whose prototype was replaced (a key named __proto__ set by assignment): its entries would be lost. */
+function ownMap(map: object, path: string, what = "an entry"): void {
+  const proto = Object.getPrototypeOf(map);
+  if (proto !== Object.prototype && proto !== null) {
+    throw new EncodeError(
+      `has a prototype that is not Object's (${what} named __proto__ set by assignment? setDesiredComposedResource keeps such a name)`,
+      [path],
+    );
+  }
+}
 
-/** decodeResponse decodes a RunFunctionResponse with protobuf-es, allowing deep JSON. */
-export function decodeResponse(bytes: Uint8Array): RunFunctionResponse {
-  return fromBinary(RunFunctionResponseSchema, bytes, { recursionLimit: RESPONSE_RECURSION_LIMIT });
+/**
+ * encodeRequest encodes a RunFunctionRequest (xfn call, render, test) as
+ * encodeResponse does a response: JSON of any depth Go accepts, and a value
+ * JSON cannot hold is an error naming its path.
+ */
+export function encodeRequest(req: RunFunctionRequest): Uint8Array {
+  const w = new MessageEmitter();
+  let where = "";
+  try {
+    if (req.meta) w.blob(0x0a, toBinary(RequestMetaSchema, req.meta));
+    for (const [tag, state, name] of [
+      [0x12, req.observed, "observed"],
+      [0x1a, req.desired, "desired"],
+    ] as const) {
+      if (!state) continue;
+      where = name;
+      w.room(2);
+      w.byte(tag);
+      const at = w.open();
+      w.state(state);
+      w.close(at);
+    }
+    where = "input";
+    if (req.input) w.structField(0x22, req.input);
+    where = "context";
+    if (req.context) w.structField(0x2a, req.context);
+    where = "extraResources";
+    w.resourcesMap(0x32, req.extraResources);
+    where = "credentials";
+    w.messageMap(0x3a, req.credentials, (c) => w.bytes(toBinary(CredentialsSchema, c)));
+    where = "requiredResources";
+    w.resourcesMap(0x42, req.requiredResources);
+    where = "requiredSchemas";
+    w.messageMap(0x4a, req.requiredSchemas, (s) => {
+      if (s.openapiV3) w.structField(0x0a, s.openapiV3);
+    });
+    return w.finish();
+  } catch (err) {
+    w.release();
+    if (err instanceof EncodeError) throw new Error(`cannot encode RunFunctionRequest: ${err.at(where)}`);
+    throw err;
+  }
 }
 
 /**
@@ -397,7 +542,7 @@ export function decodeResponse(bytes: Uint8Array): RunFunctionResponse {
  * where protobuf-es would silently write null.
  */
 export function encodeResponse(rsp: RunFunctionResponse): Uint8Array {
-  const w = new ResponseEmitter();
+  const w = new MessageEmitter();
   let where = "";
   try {
     if (rsp.meta) w.blob(0x0a, toBinary(ResponseMetaSchema, rsp.meta));

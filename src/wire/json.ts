@@ -28,13 +28,27 @@ import { isUtf8 } from "node:buffer";
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 
 // MAX_DEPTH is how deeply JSON values may nest, in levels (an object in an
-// object is 2). Go's protobuf decoder accepts 10,000 nested messages (about
-// 3,300 levels of a Struct); CRD schemas arriving as required resources nest
-// far deeper than the 49 levels this once allowed. The codec recurses, and
-// past about 3,000 levels the default stack runs out, so the limit stays well
-// inside that. The decoder counts a Struct and its Value apart: twice the levels.
-const MAX_DEPTH = 2000;
+// object is 2). Go's protobuf decoder, which Crossplane uses, accepts 10,000
+// nested messages, and a level of JSON is two (a Struct or ListValue and the
+// Value holding it; a map entry is not counted), so it accepts about 5,000
+// levels. The decoder counts a Struct and its Value apart, as Go does.
+const MAX_DEPTH = 5000;
 const MAX_DECODE_DEPTH = 2 * MAX_DEPTH;
+
+// DEEP_FROM is the depth, in the decoder's levels, from which values are
+// decoded, checked, copied and encoded by loops keeping a stack of their own
+// instead of by recursion: JavaScript's default stack holds some 3,000 levels
+// of the recursive code (the fast path for everything real: CRD schemas nest a
+// few dozen levels). The encoder and the copier count JSON levels: half.
+const DEEP_FROM = 600;
+let deepFrom = DEEP_FROM;
+
+/** setDeepFrom changes DEEP_FROM (tests use 0 to take every value through the loops); it returns the old one. */
+export function setDeepFrom(n: number): number {
+  const old = deepFrom;
+  deepFrom = n;
+  return old;
+}
 
 /** LAZY_MIN is the encoded size at which a struct or list value is decoded on first read. */
 export const LAZY_MIN = 128;
@@ -217,6 +231,7 @@ function wrongType(field: string): never {
 }
 
 function readValue(end: number, depth: number): JsonValue {
+  if (depth >= deepFrom) return deepValue(end, depth);
   if (depth > MAX_DECODE_DEPTH) fail(`a value is nested more than ${MAX_DEPTH} levels deep`);
   let v: JsonValue = null;
   while (p < end) {
@@ -322,6 +337,140 @@ function readStruct(end: number, depth: number): JsonObject {
   }
   if (p !== end) fail("a Struct overruns its length");
   return out;
+}
+
+// --- deep values: the same grammar, read by a loop --------------------------------
+
+const VALUE = 0;
+const LIST = 1;
+const STRUCT = 2;
+
+/** Frame is one message deepValue is in the middle of. */
+interface Frame {
+  kind: typeof VALUE | typeof LIST | typeof STRUCT;
+  end: number;
+  depth: number;
+  /** A Value's content so far; a Struct entry's value so far. */
+  v: JsonValue;
+  /** The list or object being built. */
+  out: JsonValue[] | JsonObject | null;
+  /** A Struct's current entry: where it ends (-1 between entries), and its key. */
+  entryEnd: number;
+  key: string;
+}
+
+/**
+ * deepValue reads a Value as readValue does, with the same checks, errors
+ * and result, but eagerly (nothing lazy: values this deep are rare) and
+ * without recursion, so any depth up to MAX_DEPTH fits the stack.
+ */
+function deepValue(end: number, depth: number): JsonValue {
+  const stack: Frame[] = [];
+  const push = (kind: Frame["kind"], end: number, depth: number, out: Frame["out"]) => {
+    if (depth > MAX_DECODE_DEPTH) fail(`a value is nested more than ${MAX_DEPTH} levels deep`);
+    stack.push({ kind, end, depth, v: null, out, entryEnd: -1, key: "" });
+  };
+  push(VALUE, end, depth, null);
+  let done: JsonValue = null;
+  let returned = false;
+  for (;;) {
+    const f = stack[stack.length - 1]!;
+    if (returned) {
+      // The message f opened last is read: it is f's value (a list's next element).
+      returned = false;
+      if (f.kind === LIST) (f.out as JsonValue[]).push(done);
+      else f.v = done;
+    }
+    let opened = false;
+    if (f.kind === VALUE) {
+      while (!opened && p < f.end) {
+        const tag = varint();
+        switch (tag) {
+          case 0x08:
+            varint();
+            f.v = null;
+            break;
+          case 0x11:
+            if (f.end - p < 8) fail("a number overruns its message");
+            f.v = src.view.getFloat64(p, true);
+            p += 8;
+            break;
+          case 0x1a:
+            f.v = str(len(f.end));
+            break;
+          case 0x20:
+            f.v = varint() !== 0;
+            break;
+          case 0x2a:
+          case 0x32: {
+            const e = len(f.end) + p;
+            push(tag === 0x2a ? STRUCT : LIST, e, f.depth + 1, tag === 0x2a ? {} : []);
+            opened = true;
+            break;
+          }
+          default:
+            if (tag >>> 3 >= 1 && tag >>> 3 <= 6) wrongType(`Value.${VALUE_FIELDS[tag >>> 3]}`);
+            skip(tag, f.end);
+        }
+      }
+      if (opened) continue;
+      if (p !== f.end) fail("a Value overruns its length");
+      done = f.v;
+    } else if (f.kind === LIST) {
+      while (!opened && p < f.end) {
+        const tag = varint();
+        if (tag === 0x0a) {
+          const e = len(f.end) + p;
+          push(VALUE, e, f.depth + 1, null);
+          opened = true;
+        } else {
+          if (tag >>> 3 === 1) wrongType("ListValue.values");
+          skip(tag, f.end);
+        }
+      }
+      if (opened) continue;
+      if (p !== f.end) fail("a ListValue overruns its length");
+      done = f.out;
+    } else {
+      for (;;) {
+        if (f.entryEnd >= 0) {
+          while (!opened && p < f.entryEnd) {
+            const t = varint();
+            if (t === 0x0a) f.key = str(len(f.entryEnd));
+            else if (t === 0x12) {
+              // A second Value in one entry wins; the first was read, so it was checked.
+              const n = len(f.entryEnd);
+              push(VALUE, p + n, f.depth + 1, null);
+              opened = true;
+            } else {
+              if (t >>> 3 === 1 || t >>> 3 === 2) wrongType(t >>> 3 === 1 ? "Struct.fields.key" : "Struct.fields.value");
+              skip(t, f.entryEnd);
+            }
+          }
+          if (opened) break;
+          if (p !== f.entryEnd) fail("a Struct entry overruns its length");
+          setOwn(f.out as JsonObject, f.key, f.v);
+          f.entryEnd = -1;
+          f.key = "";
+          f.v = null;
+        }
+        if (p >= f.end) break;
+        const tag = varint();
+        if (tag !== 0x0a) {
+          if (tag >>> 3 === 1) wrongType("Struct.fields");
+          skip(tag, f.end);
+          continue;
+        }
+        f.entryEnd = len(f.end) + p;
+      }
+      if (opened) continue;
+      if (p !== f.end) fail("a Struct overruns its length");
+      done = f.out;
+    }
+    stack.pop();
+    if (stack.length === 0) return done;
+    returned = true;
+  }
 }
 
 /** put sets o[key] as an own data property: through setOwn, or over a lazy value the wire gave first under the same key. */
@@ -490,10 +639,25 @@ export function setOwn<T>(map: Record<string, T>, key: string, v: T): void {
  * malformed bytes in it throw now. Messages holding JSON (a Resource, a State)
  * are walked too; byte arrays are not.
  */
-export function readAll(v: unknown, depth = 0): void {
-  if (typeof v !== "object" || v === null || ArrayBuffer.isView(v) || depth > MAX_DEPTH) return;
-  if (Array.isArray(v)) for (const x of v) readAll(x, depth + 1);
-  else for (const k in v) readAll((v as Record<string, unknown>)[k], depth + 1);
+export function readAll(v: unknown): void {
+  // Depth first, in key order, as recursion would: with a stack of its own, for any depth.
+  const stack: { o: Record<string, unknown>; keys: string[]; i: number }[] = [];
+  let x = v;
+  for (;;) {
+    if (typeof x === "object" && x !== null && !ArrayBuffer.isView(x) && stack.length <= MAX_DEPTH) {
+      const o = x as Record<string, unknown>;
+      const keys: string[] = [];
+      for (const k in o) keys.push(k);
+      stack.push({ o, keys, i: 0 });
+    }
+    let top = stack[stack.length - 1];
+    while (top && top.i >= top.keys.length) {
+      stack.pop();
+      top = stack[stack.length - 1];
+    }
+    if (!top) return;
+    x = top.o[top.keys[top.i++]!];
+  }
 }
 
 /** isUnread reports whether o[key] is still bytes of the request, never read (for tests). */
@@ -509,6 +673,7 @@ export function isUnread(o: JsonObject, key: string): boolean {
  */
 export function cloneJson<T extends JsonValue>(v: T, depth = 0): T {
   if (typeof v !== "object" || v === null) return v;
+  if (2 * depth >= deepFrom) return deepClone(v, depth) as T;
   if (depth > MAX_DEPTH) throw new Error(`cannot copy a value nested more than ${MAX_DEPTH} deep (a cycle?)`);
   if (Array.isArray(v)) return v.map((e) => cloneJson(e, depth + 1)) as T;
   const o = v as JsonObject;
@@ -526,6 +691,65 @@ export function cloneJson<T extends JsonValue>(v: T, depth = 0): T {
     } else put(out, k, cloneJson(o[k]!, depth + 1), copy);
   }
   return out as T;
+}
+
+/** deepClone copies as cloneJson does, with a stack of its own instead of recursion. */
+function deepClone(root: JsonValue, depth: number): JsonValue {
+  interface CloneFrame {
+    from: JsonObject | JsonValue[];
+    out: JsonObject | JsonValue[];
+    keys: string[] | null;
+    i: number;
+    lazy: Lazy | undefined;
+    copy: Lazy | undefined;
+  }
+  const stack: CloneFrame[] = [];
+  // start returns v's copy: itself for a scalar or a non-JSON object, else a new
+  // container whose content is copied as the loop reaches it.
+  const start = (v: JsonValue, depth: number): JsonValue => {
+    if (typeof v !== "object" || v === null) return v;
+    if (depth > MAX_DEPTH) throw new Error(`cannot copy a value nested more than ${MAX_DEPTH} deep (a cycle?)`);
+    if (Array.isArray(v)) {
+      const out: JsonValue[] = [];
+      stack.push({ from: v, out, keys: null, i: 0, lazy: undefined, copy: undefined });
+      return out;
+    }
+    const proto = Object.getPrototypeOf(v);
+    if (proto !== Object.prototype && proto !== null) return v;
+    const out: JsonObject = {};
+    const keys: string[] = [];
+    for (const k in v) keys.push(k);
+    stack.push({ from: v, out, keys, i: 0, lazy: lazyOf(v), copy: undefined });
+    return out;
+  };
+  const result = start(root, depth);
+  while (stack.length > 0) {
+    const f = stack[stack.length - 1]!;
+    const d = depth + stack.length;
+    if (f.keys === null) {
+      const from = f.from as JsonValue[];
+      if (f.i >= from.length) {
+        stack.pop();
+        continue;
+      }
+      const i = f.i++;
+      (f.out as JsonValue[])[i] = start(from[i]!, d);
+      continue;
+    }
+    if (f.i >= f.keys.length) {
+      stack.pop();
+      continue;
+    }
+    const k = f.keys[f.i++]!;
+    const from = f.from as JsonObject;
+    const out = f.out as JsonObject;
+    const i = f.lazy ? pending(from, f.lazy, k) : -1;
+    if (i >= 0) {
+      f.copy ??= attach(out, f.lazy!.src, f.lazy!.depth);
+      defer(out, f.copy, k, f.lazy!.e[i + 1] as number, f.lazy!.e[i + 2] as number);
+    } else put(out, k, start(from[k]!, d), f.copy);
+  }
+  return result;
 }
 
 // --- reading one value out of unread bytes -----------------------------------------
@@ -675,6 +899,10 @@ function sameBytes(at: number, key: Uint8Array): boolean {
 // --- checking bytes copied through ------------------------------------------------
 
 function checkValue(end: number, depth: number): void {
+  if (depth >= deepFrom) {
+    deepValue(end, depth);
+    return;
+  }
   if (depth > MAX_DECODE_DEPTH) fail(`a value is nested more than ${MAX_DEPTH} levels deep`);
   while (p < end) {
     const tag = varint();
@@ -1010,6 +1238,7 @@ export class Emitter {
    * caller to close.
    */
   container(v: object, depth: number): number {
+    if (2 * depth >= deepFrom) return this.deepContainer(v, depth);
     this.room(2);
     if (Array.isArray(v)) {
       if (depth > MAX_DEPTH) throw new EncodeError(`is nested more than ${MAX_DEPTH} deep (a cycle?)`);
@@ -1041,6 +1270,138 @@ export class Emitter {
     this.struct(v as JsonObject, depth);
     return s;
   }
+
+  /**
+   * deepContainer writes what container writes, with the same checks and
+   * errors, keeping a stack of its own instead of recursing.
+   */
+  private deepContainer(root: object, depth: number): number {
+    interface EmitFrame {
+      list: unknown[] | null;
+      obj: JsonObject | null;
+      keys: string[];
+      lazy: Lazy | undefined;
+      i: number;
+      /** The container's length byte, and the current element's (a list) or entry's and value's (an object). */
+      at: number;
+      item: number;
+      value: number;
+    }
+    const stack: EmitFrame[] = [];
+    // open writes v's Value tag and reserves its length; its content follows as the loop reaches it.
+    const open = (v: object, depth: number): number => {
+      this.room(2);
+      if (Array.isArray(v)) {
+        if (depth > MAX_DEPTH) throw new EncodeError(`is nested more than ${MAX_DEPTH} deep (a cycle?)`);
+        this.buf[this.pos++] = 0x32;
+        const at = this.open();
+        stack.push({ list: v, obj: null, keys: [], lazy: undefined, i: 0, at, item: -1, value: -1 });
+        return at;
+      }
+      const proto = Object.getPrototypeOf(v);
+      if (proto !== Object.prototype && proto !== null)
+        throw new EncodeError(`is a ${v.constructor?.name ?? "non-plain object"}, not a JSON object`);
+      this.buf[this.pos++] = 0x2a;
+      const at = this.open();
+      if (depth > MAX_DEPTH) throw new EncodeError(`is nested more than ${MAX_DEPTH} deep (a cycle?)`);
+      const o = v as JsonObject;
+      const keys: string[] = [];
+      for (const k in o) keys.push(k);
+      stack.push({ list: null, obj: o, keys, lazy: lazyOf(o), i: 0, at, item: -1, value: -1 });
+      return at;
+    };
+    const result = open(root, depth);
+    try {
+      while (stack.length > 0) {
+        const f = stack[stack.length - 1]!;
+        const d = depth + stack.length;
+        if (f.item >= 0) {
+          // The container f's current item held is written: close its lengths.
+          const child = this.lastClosed;
+          this.close(child);
+          if (f.value >= 0) this.close(f.value);
+          this.close(f.item);
+          f.item = f.value = -1;
+          f.i++;
+        }
+        if (f.list) {
+          if (f.i >= f.list.length) {
+            this.lastClosed = f.at;
+            stack.pop();
+            continue;
+          }
+          this.room(2);
+          this.buf[this.pos++] = 0x0a;
+          const e = this.open();
+          const x = f.list[f.i];
+          if (typeof x === "object" && x !== null) {
+            f.item = e;
+            open(x, d);
+            continue;
+          }
+          this.value(x, d);
+          this.close(e);
+          f.i++;
+          continue;
+        }
+        if (f.i >= f.keys.length) {
+          this.lastClosed = f.at;
+          stack.pop();
+          continue;
+        }
+        const k = f.keys[f.i]!;
+        const o = f.obj!;
+        this.room(4);
+        this.buf[this.pos++] = 0x0a;
+        const entry = this.open();
+        this.buf[this.pos++] = 0x0a;
+        this.string(k);
+        this.room(7);
+        this.buf[this.pos++] = 0x12;
+        const i = f.lazy ? pending(o, f.lazy, k) : -1;
+        if (i >= 0) {
+          const src = f.lazy!.src;
+          const start = f.lazy!.e[i + 1] as number;
+          const end = f.lazy!.e[i + 2] as number;
+          try {
+            checkRaw(src, start, end, f.lazy!.depth + 1);
+          } catch (err) {
+            throw new EncodeError(`holds bytes from the request that do not decode: ${(err as Error).message}`);
+          }
+          this.varint(end - start);
+          this.room(end - start);
+          this.pos += src.nb.copy(this.buf, this.pos, start, end);
+          this.close(entry);
+          f.i++;
+          continue;
+        }
+        const value = this.open();
+        const v = o[k];
+        if (typeof v === "object" && v !== null) {
+          f.item = entry;
+          f.value = value;
+          open(v, d);
+          continue;
+        }
+        this.value(v, d);
+        this.close(value);
+        this.close(entry);
+        f.i++;
+      }
+    } catch (err) {
+      // The path of what failed, innermost first, as recursion would have built it.
+      if (err instanceof EncodeError)
+        for (let j = stack.length - 1; j >= 0; j--) {
+          const f = stack[j]!;
+          err.path.push(f.list ? `[${f.i}]` : `.${f.keys[f.i]}`);
+        }
+      throw err;
+    }
+    return result;
+  }
+
+  /** The length byte of the container deepContainer finished last. */
+  private lastClosed = -1;
 
   /** value writes the fields of a Value holding v. */
   value(v: unknown, depth: number): void {

@@ -6,7 +6,7 @@ import * as assert from "uvu/assert";
 import { RunFunctionRequestSchema, RunFunctionResponseSchema } from "../../src/gen/fn/v1/run_function_pb.js";
 import { decodeRequest, encodeResponse } from "../../src/wire/codec.js";
 import { StructSchema } from "@bufbuild/protobuf/wkt";
-import { Emitter, encodeStruct, LAZY_MIN, setLazyMin } from "../../src/wire/json.js";
+import { Emitter, encodeStruct, LAZY_MIN, setDeepFrom, setLazyMin } from "../../src/wire/json.js";
 import { rng } from "../support/rng.js";
 import { lengthDelimited, varintBytes } from "../support/wire.js";
 import * as response from "../../src/sdk/response.js";
@@ -78,7 +78,17 @@ function randomResponse(seed: number) {
   } as never);
 }
 
-const C = suite("fast codec");
+const C1 = suite("fast codec");
+// Every test again with every value read, checked, copied and written by the
+// loops kept for deep values (json.ts DEEP_FROM), so they are held to the same rules.
+const C2 = suite("fast codec, through the deep-value loops");
+let deepFromBefore = 0;
+C2.before(() => void (deepFromBefore = setDeepFrom(0)));
+C2.after(() => void setDeepFrom(deepFromBefore));
+const C = (name: string, fn: () => unknown) => {
+  C1(name, fn as () => void);
+  C2(name, fn as () => void);
+};
 const CASES = 400;
 
 C(`decodeRequest agrees with protobuf-es on ${CASES} random requests`, () => {
@@ -332,4 +342,5 @@ C("the encoder's reused buffer survives a failed encoding and grows for large va
   );
 });
 
-C.run();
+C1.run();
+C2.run();

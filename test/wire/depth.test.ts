@@ -1,15 +1,17 @@
 // Deeply nested JSON (CRD schemas arrive as required resources and schemas)
-// is served, not refused at 49 levels: up to 2,000 levels through the real
-// server and client, and past that a clear error naming the limit.
-import type { JsonValue } from "@bufbuild/protobuf";
-import { BinaryReader } from "@bufbuild/protobuf/wire";
+// is served as deep as Crossplane's own Go decoder takes it: 10,000 nested
+// messages, 5,000 levels of JSON, through the real server and xfn's client,
+// and past that a clear error naming the limit. (It was 49 levels once, then
+// 2,000, where the codec's recursion would run out of stack.)
+import { create, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
-import { Severity } from "../../src/gen/fn/v1/run_function_pb.js";
+import { dial } from "../../src/client/client.js";
+import { RunFunctionRequestSchema, RunFunctionResponseSchema, Severity } from "../../src/gen/fn/v1/run_function_pb.js";
 import * as request from "../../src/sdk/request.js";
 import * as response from "../../src/sdk/response.js";
 import { serve, type RunningServer } from "../../src/server/server.js";
-import { decodeResponse } from "../../src/wire/codec.js";
+import { decodeResponse, encodeRequest, encodeResponse } from "../../src/wire/codec.js";
 import { varintBytes } from "../support/wire.js";
 import { rawClient } from "../support/client.js";
 import { memoryLog } from "../support/log.js";
@@ -28,7 +30,7 @@ function depthOf(v: JsonValue | undefined): number {
 /**
  * requestBytes is a RunFunctionRequest whose input nests `levels` deep, built
  * by hand from the inside out: protobuf-es's recursive encoder runs out of
- * stack near 1,000 levels, and xfn's refuses past 2,000.
+ * stack near 1,000 levels, and xfn's refuses past 5,000.
  */
 function requestBytes(levels: number): Uint8Array {
   // One length-delimited field; Buffer.concat keeps the inside-out copying native.
@@ -42,52 +44,11 @@ function requestBytes(levels: number): Uint8Array {
   return ld(0x22, struct); // RunFunctionRequest.input
 }
 
-/**
- * outputDepth walks a response's output Struct without recursion (protobuf-es
- * decodes only some 500 levels before its stack runs out) and says how deep
- * it nests, and whether the response has results.
- */
-function outputDepth(bytes: Uint8Array): { depth: number; results: boolean } {
-  const top = new BinaryReader(bytes);
-  let output: Uint8Array | undefined;
-  let results = false;
-  while (top.pos < top.len) {
-    const [no, wt] = top.tag();
-    if (no === 7) output = top.bytes();
-    else {
-      if (no === 3) results = true;
-      top.skip(wt);
-    }
-  }
-  let depth = 0;
-  let struct = output;
-  while (struct) {
-    const r = new BinaryReader(struct);
-    struct = undefined;
-    while (r.pos < r.len) {
-      const [no, wt] = r.tag();
-      if (no !== 1) {
-        r.skip(wt);
-        continue;
-      }
-      depth++;
-      const entry = new BinaryReader(r.bytes());
-      while (entry.pos < entry.len) {
-        const [eno, ewt] = entry.tag();
-        if (eno !== 2) {
-          entry.skip(ewt);
-          continue;
-        }
-        const value = new BinaryReader(entry.bytes());
-        while (value.pos < value.len) {
-          const [vno, vwt] = value.tag();
-          if (vno === 5) struct = value.bytes();
-          else value.skip(vwt);
-        }
-      }
-    }
-  }
-  return { depth, results };
+/** nest is {a: {a: ... "leaf"}}, levels deep, built without recursion. */
+function nest(levels: number): JsonObject {
+  let v: JsonValue = "leaf";
+  for (let i = 0; i < levels; i++) v = { a: v };
+  return v as JsonObject;
 }
 
 let srv: RunningServer;
@@ -104,25 +65,51 @@ N.before(async () => {
 });
 N.after(() => srv.stop(1000));
 
-N("1,500 levels go through the server and the client intact", async () => {
+N("5,000 levels, as deep as Crossplane's Go decoder allows, go through the server and back intact", async () => {
   const c = rawClient(srv.port);
   try {
-    assert.equal(outputDepth(await c.call(requestBytes(1500))), { depth: 1500, results: false });
+    const rsp = decodeResponse(await c.call(requestBytes(5000)));
+    assert.equal(rsp.results, []);
+    assert.is(depthOf(rsp.output), 5000);
   } finally {
     c.close();
   }
 });
 
-N("past 2,000 levels: a Fatal result naming the limit, and the server keeps serving", async () => {
+N("past 5,000 levels: a Fatal result naming the limit, and the server keeps serving", async () => {
   const c = rawClient(srv.port);
   try {
-    const rsp = decodeResponse(await c.call(requestBytes(2100)));
+    const rsp = decodeResponse(await c.call(requestBytes(5001)));
     assert.is(rsp.results[0]?.severity, Severity.FATAL);
-    assert.match(rsp.results[0]?.message ?? "", /nested more than 2000 levels deep/);
-    assert.is(depthOf(decodeResponse(await c.call(requestBytes(300))).output), 300, "protobuf-es decodes this deep");
+    assert.match(rsp.results[0]?.message ?? "", /nested more than 5000 levels deep/);
+    assert.is(depthOf(decodeResponse(await c.call(requestBytes(300))).output), 300);
   } finally {
     c.close();
   }
+});
+
+N("xfn's own client (xfn call, render, test) sends and reads 5,000 levels", async () => {
+  const c = dial(`127.0.0.1:${srv.port}`, { insecure: true });
+  try {
+    const rsp = await c.run(create(RunFunctionRequestSchema, { input: nest(5000) }));
+    assert.is(depthOf(rsp.output), 5000);
+  } finally {
+    c.close();
+  }
+});
+
+N("encoding refuses past 5,000 levels, and a cycle, naming the limit and where", () => {
+  assert.throws(
+    () => encodeRequest(create(RunFunctionRequestSchema, { input: nest(5002) })),
+    /cannot encode RunFunctionRequest: input\.a\.a\..* is nested more than 5000 deep \(a cycle\?\)/,
+  );
+  const loop: JsonObject = { name: "x" };
+  loop["self"] = { list: [loop] };
+  assert.throws(
+    () => encodeResponse(create(RunFunctionResponseSchema, { output: loop })),
+    /output\.self\.list\[0\]\.self.* is nested more than 5000 deep/,
+  );
+  assert.is(depthOf(decodeResponse(encodeResponse(create(RunFunctionResponseSchema, { output: nest(5000) }))).output), 5000);
 });
 
 N.run();

@@ -12,11 +12,21 @@ import { ResourceSchema, RunFunctionRequestSchema, RunFunctionResponseSchema } f
 import { getAnnotation, getLabel, getObjectCondition, isDeleting } from "../../src/sdk/object.js";
 import * as response from "../../src/sdk/response.js";
 import { decodeRequest, encodeResponse } from "../../src/wire/codec.js";
-import { encodeStruct, setLazyMin } from "../../src/wire/json.js";
+import { encodeStruct, setDeepFrom, setLazyMin } from "../../src/wire/json.js";
 import { rng } from "../support/rng.js";
 import { lengthDelimited as field, varintBytes } from "../support/wire.js";
 
-const M = suite("malformed requests");
+const M1 = suite("malformed requests");
+// Every test again with every value read, checked, copied and written by the
+// loops kept for deep values (json.ts DEEP_FROM), so they are held to the same rules.
+const M2 = suite("malformed requests, through the deep-value loops");
+let deepFromBefore = 0;
+M2.before(() => void (deepFromBefore = setDeepFrom(0)));
+M2.after(() => void setDeepFrom(deepFromBefore));
+const M = (name: string, fn: () => unknown) => {
+  M1(name, fn as () => void);
+  M2(name, fn as () => void);
+};
 
 const bytesOf = (s: string) => [...Buffer.from(s)];
 /** entry is a Struct entry: key and Value bytes. */
@@ -260,4 +270,5 @@ M("a resource or connection detail named __proto__ is a name like any other, not
   );
 });
 
-M.run();
+M1.run();
+M2.run();
