@@ -35,10 +35,10 @@ export const DEFAULT_WORKERS = Math.max(1, availableParallelism()) + 1;
  * main thread (which moves every call's bytes). Cost scales with the
  * request: a 256 KiB request is about 70 composed resources, a few ms.
  * (bench/pool.ts, 2 cores, small-call p99 beside N=1000 traffic: 4.1-4.4x
- * alone without this, 2.2-2.5x with it.)
+ * alone without this, 2.2-3.6x with nice 10, 1.4-1.5x with nice 19.)
  */
 export const SMALL_CALL_BYTES = 256 * 1024;
-const BUSY_NICE = 10;
+const BUSY_NICE = 19;
 const LANES_FROM = 3;
 
 /** DEFAULT_TIMEOUT_SECONDS bounds one call when the caller sets no shorter deadline. */

@@ -86,7 +86,7 @@ P("with three workers, one is kept for small calls: large calls queue on the oth
     if (process.platform === "linux") {
       assert.is(niceOf(small), 0, "the kept worker runs at normal priority");
       assert.ok(
-        done.every((d) => niceOf(d) === 10),
+        done.every((d) => niceOf(d) === 19),
         done.map((d) => d.results[0]!.message).join("; "),
       );
     }
