@@ -8,11 +8,13 @@ import { performance } from "node:perf_hooks";
 
 const PATH = "/apiextensions.fn.proto.v1.FunctionRunnerService/RunFunction";
 const { HTTP2_HEADER_METHOD, HTTP2_HEADER_PATH, HTTP2_HEADER_CONTENT_TYPE, HTTP2_HEADER_TE } = constants;
+// grpc-timeout: a call the server never answers ends, so no bench run waits for ever.
 const HEADERS = {
   [HTTP2_HEADER_METHOD]: "POST",
   [HTTP2_HEADER_PATH]: PATH,
   [HTTP2_HEADER_CONTENT_TYPE]: "application/grpc",
   [HTTP2_HEADER_TE]: "trailers",
+  "grpc-timeout": "120S",
 };
 
 /** frame prefixes a message with gRPC's length-prefixed message header (uncompressed). */
@@ -33,8 +35,14 @@ export interface H2Caller {
 
 /** h2Caller connects to a plaintext server on 127.0.0.1:port. */
 export async function h2Caller(port: number): Promise<H2Caller> {
+  // The receive windows stay at Node's 64 KiB, as a grpc-js client's do. A
+  // Node HTTP/2 peer stops reading its socket while one of its writes is in
+  // progress: if both peers grant windows larger than the socket buffers hold,
+  // each can end up writing to the other while neither reads (seen here with
+  // 16 MiB windows on both sides: both connections wedged, unread data queued
+  // in both directions). The server grants large windows; Crossplane's Go
+  // client never stops reading, so it does not need small ones.
   const session: ClientHttp2Session = connect(`http://127.0.0.1:${port}`, {
-    settings: { initialWindowSize: 16 * 1024 * 1024 },
     // Node refuses new streams past 10 MB of session memory by default; 16 calls of 3.5 MiB are more.
     maxSessionMemory: 1024,
   });
@@ -42,7 +50,6 @@ export async function h2Caller(port: number): Promise<H2Caller> {
     session.once("connect", () => resolve());
     session.once("error", reject);
   });
-  session.setLocalWindowSize(64 * 1024 * 1024);
   return {
     call(framed, keep = false) {
       return new Promise((resolve, reject) => {
@@ -59,6 +66,8 @@ export async function h2Caller(port: number): Promise<H2Caller> {
         stream.on("trailers", onHeaders);
         stream.on("data", (c: Buffer) => keep && chunks.push(c));
         stream.on("error", reject);
+        // The server should have ended the call long before; this is the bench's own guard.
+        stream.setTimeout(150_000, () => stream.close());
         stream.on("close", () => {
           const ms = performance.now() - t;
           if (status !== "0") return reject(new Error(`grpc-status ${status ?? "missing"}: ${message}`));

@@ -48,7 +48,11 @@ const small = frame(request(1));
 const mid = frame(request(100));
 const big = frame(request(1000));
 
-/** background starts N=1000 traffic at concurrency 2 from another process; stop ends it and resolves with the calls it made. */
+/**
+ * background starts N=1000 traffic at concurrency 2 from another process; the
+ * function it returns ends it and resolves with the calls that succeeded (it
+ * rejects with the failures, or if the process died first).
+ */
 async function background(port: number): Promise<() => Promise<number>> {
   const child = fork(join(import.meta.dirname, "background.ts"), [String(port), "1000", "2"], {
     execArgv: ["--import", "tsx"],
@@ -59,8 +63,13 @@ async function background(port: number): Promise<() => Promise<number>> {
     child.once("exit", (code) => reject(new Error(`background traffic exited with ${code}`)));
   });
   return () =>
-    new Promise<number>((resolve) => {
-      child.on("message", (m: { sent?: number }) => m.sent !== undefined && resolve(m.sent));
+    new Promise<number>((resolve, reject) => {
+      child.on("message", (m: { sent?: number; errors?: string[] }) => {
+        if (m.sent === undefined) return;
+        if (m.errors?.length) reject(new Error(`${m.errors.length} background calls failed: ${[...new Set(m.errors)].join("; ")}`));
+        else resolve(m.sent);
+      });
+      child.once("exit", (code) => reject(new Error(`background traffic exited with ${code} before reporting`)));
       child.send({ stop: true });
     });
 }
