@@ -11,7 +11,7 @@ export function generateCommand(): Command {
     .addOption(new Option("-o, --output <file>", "write the module here instead of to standard output"))
     .action(async (files: string[], flags: { output?: string }) => {
       try {
-        const [{ loadDocs }, { generateTypes }] = await Promise.all([import("../render/load.js"), import("../codegen/types.js")]);
+        const [{ loadDocs }, { generateTypes }] = await Promise.all([import("../engine/docs.js"), import("../codegen/types.js")]);
         const { code, kinds } = await generateTypes(files.flatMap((f) => loadDocs(f)));
         if (!flags.output) {
           process.stdout.write(code);

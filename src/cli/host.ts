@@ -49,8 +49,8 @@ export function hostCommand(): Command {
           import("@kubernetes/client-node"),
           import("../devcluster/server.js"),
           import("../host/host.js"),
-          import("../render/load.js"),
-          import("../render/runner.js"),
+          import("../engine/docs.js"),
+          import("../engine/runner.js"),
           import("../host/manifests.js"),
         ]);
         const kc = new KubeConfig();

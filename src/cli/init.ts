@@ -76,7 +76,7 @@ export async function initProject(opts: InitOptions): Promise<string[]> {
   };
   copy(TEMPLATE, dir);
   // The types come from the project's own CRDs, as `npm run generate` makes them.
-  const [{ loadDocs }, { generateTypes }] = await Promise.all([import("../render/load.js"), import("../codegen/types.js")]);
+  const [{ loadDocs }, { generateTypes }] = await Promise.all([import("../engine/docs.js"), import("../codegen/types.js")]);
   const { code } = await generateTypes(loadDocs(join(dir, "crds")).map((d) => ({ ...d, source: relative(dir, d.source) })));
   const types = join(dir, "src", "generated", "types.ts");
   mkdirSync(dirname(types), { recursive: true });

@@ -5,10 +5,11 @@ import { dirname, join } from "node:path";
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { Command, InvalidArgumentError, Option } from "commander";
 import { parse as parseYaml } from "yaml";
-import { FatalResultError, FIXED_TIME, render } from "../render/render.js";
-import { InputError, loadDocs, loadOne } from "../render/load.js";
+import { FatalResultError } from "../engine/pipeline.js";
+import { FIXED_TIME, render } from "../render/render.js";
+import { InputError, loadDocs, loadOne } from "../engine/docs.js";
 import { toYamlStream } from "../render/output.js";
-import { createRunner } from "../render/runner.js";
+import { createRunner } from "../engine/runner.js";
 import { parseDuration } from "../steps/duration.js";
 import { EXIT_FATAL } from "./call.js";
 

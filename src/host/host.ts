@@ -35,8 +35,8 @@ import {
   FatalResultError,
   runPipeline,
   type Fetch,
-} from "../render/render.js";
-import type { Runner } from "../render/runner.js";
+} from "../engine/pipeline.js";
+import type { Runner } from "../engine/runner.js";
 import { kubeTimestamp } from "../sdk/object.js";
 import { WorkQueue } from "./queue.js";
 import { kindKey, WatchManager, type Handle, type Kind, type WatchEvent } from "./watches.js";

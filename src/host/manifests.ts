@@ -2,7 +2,7 @@
 // set up a cluster): server-side apply, CRDs and XRDs before what they serve.
 import { KubernetesObjectApi, PatchStrategy, type KubeConfig } from "@kubernetes/client-node";
 import type { Logger } from "pino";
-import type { Doc } from "../render/load.js";
+import type { Doc } from "../engine/docs.js";
 import { kubeObject } from "./host.js";
 
 const ORDER = ["CustomResourceDefinition", "Namespace", "CompositeResourceDefinition", "Composition"];

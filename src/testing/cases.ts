@@ -18,10 +18,11 @@ import { parse, parseAllDocuments, stringify } from "yaml";
 import { loadFunction, resolveModule } from "../cli/load.js";
 import type { RunFunction } from "../function.js";
 import { RunFunctionResponseSchema } from "../gen/fn/v1/run_function_pb.js";
-import { InputError, loadDocs, loadOne, type Doc } from "../render/load.js";
-import { COMPOSITION_RESOURCE_NAME, FIXED_TIME, render } from "../render/render.js";
+import { InputError, loadDocs, loadOne, type Doc } from "../engine/docs.js";
+import { COMPOSITION_RESOURCE_NAME } from "../engine/pipeline.js";
+import { FIXED_TIME, render } from "../render/render.js";
 import { toYamlStream } from "../render/output.js";
-import { createRunner } from "../render/runner.js";
+import { createRunner } from "../engine/runner.js";
 import { mismatches, project } from "./expect.js";
 import { callFunction, parseRequest } from "./unit.js";
 

@@ -6,7 +6,7 @@ import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import ts from "typescript";
 import { generateTypes, toJsonSchema } from "../../src/codegen/types.js";
-import { loadDocs } from "../../src/render/load.js";
+import { loadDocs } from "../../src/engine/docs.js";
 import { run, ROOT } from "../support/spawn.js";
 
 const T = suite("codegen: types from CRDs and XRDs");

@@ -17,7 +17,7 @@ import { decodeResponse, encodeRequest } from "../wire/codec.js";
 import type { RunFunctionRequest, RunFunctionResponse } from "../gen/fn/v1/run_function_pb.js";
 import { createHandler, DEFAULT_MAX_RESPONSE_BYTES, type Handler } from "../server/handler.js";
 import { createLogger } from "../server/log.js";
-import { identity, InputError, type Doc } from "./load.js";
+import { identity, InputError, type Doc } from "./docs.js";
 
 export const ANNOTATION_MODULE = "render.xfn.dev/module";
 export const ANNOTATION_RUNTIME = "render.crossplane.io/runtime";
