@@ -146,10 +146,33 @@ export interface Snapshot {
   objects: Array<{ typeKey: string; object: JsonObject }>;
 }
 
+/** A reference to one stored object: its type and its namespace/name key. */
+interface Ref {
+  typeKey: string;
+  key: string;
+}
+const refId = (typeKey: string, key: string) => `${typeKey}\n${key}`;
+const refOf = (id: string): Ref => {
+  const i = id.indexOf("\n");
+  return { typeKey: id.slice(0, i), key: id.slice(i + 1) };
+};
+/** ownerUids lists the uids an object's ownerReferences name. */
+const ownerUids = (o: JsonObject | undefined): string[] => {
+  const refs = o ? meta(o)["ownerReferences"] : undefined;
+  return Array.isArray(refs) ? refs.flatMap((r) => (isObject(r) && typeof r["uid"] === "string" ? [r["uid"]] : [])) : [];
+};
+
 export class Store {
   rv = 0;
   readonly types = new Map<string, ResourceType>();
   private readonly objects = new Map<string, Map<string, JsonObject>>();
+  // Indexes, so that a write costs what it touches, not what is stored:
+  // uid -> object, and owner uid -> the objects naming it in ownerReferences.
+  private readonly byUid = new Map<string, Ref>();
+  private readonly dependents = new Map<string, Set<string>>();
+  // Objects garbage collection must look at again (refIds): those a write
+  // touched, and their owners and dependents. collectGarbage works through it.
+  private readonly gcPending = new Set<string>();
   private history: StoreEvent[] = [];
   private readonly watchers = new Set<Watcher>();
   private readonly historySize: number;
@@ -275,7 +298,7 @@ export class Store {
     delete m["deletionTimestamp"];
     if (typeKey === CRD_KEY) this.validateCRD(obj);
     m["resourceVersion"] = this.bump();
-    map.set(objectKey(namespace, name), obj);
+    this.stored(typeKey, objectKey(namespace, name), obj);
     this.record({ type: "ADDED", typeKey, object: structuredClone(obj) });
     if (typeKey === CRD_KEY) this.establishCRD(obj);
     this.collectGarbage();
@@ -352,7 +375,7 @@ export class Store {
     if (JSON.stringify(stripVolatile(current)) === JSON.stringify(stripVolatile(next))) return structuredClone(current);
     if (typeKey === CRD_KEY) this.validateCRD(next);
     nm["resourceVersion"] = this.bump();
-    map.set(key, next);
+    this.stored(typeKey, key, next);
     this.record({ type: "MODIFIED", typeKey, object: structuredClone(next), previous: current });
     if (typeKey === CRD_KEY) this.establishCRD(next);
     this.collectGarbage();
@@ -411,13 +434,13 @@ export class Store {
     const key = objectKey(m["namespace"] as string | undefined, String(m["name"]));
     const previous = this.objects.get(typeKey)!.get(key);
     m["resourceVersion"] = this.bump();
-    this.objects.get(typeKey)!.set(key, next);
+    this.stored(typeKey, key, next);
     this.record({ type: "MODIFIED", typeKey, object: structuredClone(next), ...(previous ? { previous } : {}) });
   }
 
   private remove(typeKey: string, obj: JsonObject): void {
     const m = meta(obj);
-    this.objects.get(typeKey)!.delete(objectKey(m["namespace"] as string | undefined, String(m["name"])));
+    this.stored(typeKey, objectKey(m["namespace"] as string | undefined, String(m["name"])), undefined);
     const gone = structuredClone(obj);
     meta(gone)["resourceVersion"] = this.bump();
     this.record({ type: "DELETED", typeKey, object: gone });
@@ -426,18 +449,16 @@ export class Store {
 
   private dependentsOf(uid: string): Array<{ typeKey: string; object: JsonObject }> {
     const out: Array<{ typeKey: string; object: JsonObject }> = [];
-    for (const [typeKey, map] of this.objects) {
-      for (const o of map.values()) {
-        const refs = meta(o)["ownerReferences"];
-        if (Array.isArray(refs) && refs.some((r) => isObject(r) && r["uid"] === uid)) out.push({ typeKey, object: structuredClone(o) });
-      }
+    for (const id of this.dependents.get(uid) ?? []) {
+      const { typeKey, key } = refOf(id);
+      const o = this.objects.get(typeKey)?.get(key);
+      if (o) out.push({ typeKey, object: structuredClone(o) });
     }
     return out;
   }
 
   private uidExists(uid: string): boolean {
-    for (const map of this.objects.values()) for (const o of map.values()) if (meta(o)["uid"] === uid) return true;
-    return false;
+    return this.byUid.has(uid);
   }
 
   /**
@@ -458,57 +479,94 @@ export class Store {
   }
   private collecting = false;
 
+  /**
+   * stored puts next (or, with next undefined, removes what is at typeKey and
+   * key) and keeps the indexes, marking for garbage collection what the
+   * change may concern: the object, its owners before and after, and its
+   * dependents.
+   */
+  private stored(typeKey: string, key: string, next: JsonObject | undefined): void {
+    const map = this.objects.get(typeKey);
+    if (!map) return;
+    const previous = map.get(key);
+    const id = refId(typeKey, key);
+    const prevUid = previous ? meta(previous)["uid"] : undefined;
+    const nextUid = next ? meta(next)["uid"] : undefined;
+    if (next) map.set(key, next);
+    else map.delete(key);
+    if (typeof prevUid === "string" && prevUid !== nextUid) this.byUid.delete(prevUid);
+    if (typeof nextUid === "string") this.byUid.set(nextUid, { typeKey, key });
+    const before = ownerUids(previous);
+    const after = ownerUids(next);
+    for (const u of before) {
+      if (after.includes(u)) continue;
+      const set = this.dependents.get(u);
+      set?.delete(id);
+      if (set?.size === 0) this.dependents.delete(u);
+    }
+    for (const u of after) (this.dependents.get(u) ?? this.dependents.set(u, new Set()).get(u)!).add(id);
+    for (const u of [...before, ...after]) {
+      const owner = this.byUid.get(u);
+      if (owner) this.gcPending.add(refId(owner.typeKey, owner.key));
+    }
+    for (const u of [prevUid, nextUid]) {
+      if (typeof u !== "string") continue;
+      for (const d of this.dependents.get(u) ?? []) this.gcPending.add(d);
+    }
+    if (next) this.gcPending.add(id);
+  }
+
   private exists(typeKey: string, o: JsonObject): boolean {
     return this.objects.get(typeKey)?.has(objectKey(meta(o)["namespace"] as string | undefined, String(meta(o)["name"]))) ?? false;
   }
 
+  /**
+   * collectOnce works through the objects writes marked (gcPending) until no
+   * more are marked: an object deleting with no finalizers left is removed; a
+   * foreground owner deletes its dependents and loses its foregroundDeletion
+   * finalizer once no blocking dependent remains; an object whose owners are
+   * all gone is deleted (background). Each step marks what it touches, so the
+   * work is proportional to what changed, not to what is stored.
+   */
   private collectOnce(): void {
-    for (let changed = true; changed;) {
-      changed = false;
-      for (const [typeKey, map] of this.objects) {
-        for (const key of [...map.keys()]) {
-          // Always the current version: earlier iterations may have replaced it.
-          const o = map.get(key);
-          if (!o) continue;
-          const m = meta(o);
-          if (m["deletionTimestamp"]) {
-            const fins = stringList(m["finalizers"]);
-            if (fins.length === 0) {
-              this.remove(typeKey, o);
-              changed = true;
-              continue;
-            }
-            if (fins.includes(FOREGROUND)) {
-              const deps = this.dependentsOf(String(m["uid"]));
-              for (const d of deps) {
-                if (this.exists(d.typeKey, d.object) && !meta(d.object)["deletionTimestamp"]) {
-                  this.delete(d.typeKey, meta(d.object)["namespace"] as string | undefined, String(meta(d.object)["name"]), "Background");
-                  changed = true;
-                }
-              }
-              const blocking = this.dependentsOf(String(m["uid"])).filter((d) =>
-                (meta(d.object)["ownerReferences"] as JsonObject[]).some((r) => r["uid"] === m["uid"] && r["blockOwnerDeletion"] === true),
-              );
-              if (blocking.length === 0) {
-                const next = structuredClone(o);
-                meta(next)["finalizers"] = fins.filter((f) => f !== FOREGROUND);
-                if ((meta(next)["finalizers"] as JsonValue[]).length === 0) delete meta(next)["finalizers"];
-                this.replace(typeKey, next);
-                changed = true;
-              }
-            }
-            continue;
+    while (this.gcPending.size > 0) {
+      const id = this.gcPending.values().next().value as string;
+      this.gcPending.delete(id);
+      const { typeKey, key } = refOf(id);
+      // Always the current version: earlier steps may have replaced or removed it.
+      const o = this.objects.get(typeKey)?.get(key);
+      if (!o) continue;
+      const m = meta(o);
+      if (m["deletionTimestamp"]) {
+        const fins = stringList(m["finalizers"]);
+        if (fins.length === 0) {
+          this.remove(typeKey, o);
+          continue;
+        }
+        if (fins.includes(FOREGROUND)) {
+          for (const d of this.dependentsOf(String(m["uid"]))) {
+            if (this.exists(d.typeKey, d.object) && !meta(d.object)["deletionTimestamp"])
+              this.delete(d.typeKey, meta(d.object)["namespace"] as string | undefined, String(meta(d.object)["name"]), "Background");
           }
-          const refs = m["ownerReferences"];
-          if (
-            Array.isArray(refs) &&
-            refs.length > 0 &&
-            refs.every((r) => isObject(r) && typeof r["uid"] === "string" && !this.uidExists(r["uid"]))
-          ) {
-            this.delete(typeKey, m["namespace"] as string | undefined, String(m["name"]), "Background");
-            changed = true;
+          const blocking = this.dependentsOf(String(m["uid"])).filter((d) =>
+            (meta(d.object)["ownerReferences"] as JsonObject[]).some((r) => r["uid"] === m["uid"] && r["blockOwnerDeletion"] === true),
+          );
+          if (blocking.length === 0) {
+            const next = structuredClone(o);
+            meta(next)["finalizers"] = fins.filter((f) => f !== FOREGROUND);
+            if ((meta(next)["finalizers"] as JsonValue[]).length === 0) delete meta(next)["finalizers"];
+            this.replace(typeKey, next);
           }
         }
+        continue;
+      }
+      const refs = m["ownerReferences"];
+      if (
+        Array.isArray(refs) &&
+        refs.length > 0 &&
+        refs.every((r) => isObject(r) && typeof r["uid"] === "string" && !this.uidExists(r["uid"]))
+      ) {
+        this.delete(typeKey, m["namespace"] as string | undefined, String(m["name"]), "Background");
       }
     }
   }
@@ -597,7 +655,7 @@ export class Store {
     const map = this.objects.get(key);
     if (!map) return;
     for (const o of [...map.values()]) {
-      map.delete(objectKey(meta(o)["namespace"] as string | undefined, String(meta(o)["name"])));
+      this.stored(key, objectKey(meta(o)["namespace"] as string | undefined, String(meta(o)["name"])), undefined);
       const gone = structuredClone(o);
       meta(gone)["resourceVersion"] = this.bump();
       this.record({ type: "DELETED", typeKey: key, object: gone });
@@ -673,7 +731,7 @@ export class Store {
     for (const { typeKey, object } of s.objects) {
       if (!this.objects.has(typeKey)) continue; // a CR whose CRD is gone
       const m = meta(object);
-      this.objects.get(typeKey)!.set(objectKey(m["namespace"] as string | undefined, String(m["name"])), structuredClone(object));
+      this.stored(typeKey, objectKey(m["namespace"] as string | undefined, String(m["name"])), structuredClone(object));
       if (typeKey === CRD_KEY) this.establishCRD(object);
     }
     this.rv = Math.max(this.rv, s.rv);

@@ -142,6 +142,54 @@ S("foreground deletion waits for blocking dependents; background deletion collec
   assert.throws(() => s.get(W, "default", "child3"), /not found/, "background: the dependent is collected");
 });
 
+const ownedBy = (owner: JsonObject, block = true): JsonObject => ({
+  metadata: {
+    ownerReferences: [
+      {
+        apiVersion: "example.org/v1",
+        kind: "Widget",
+        name: (owner["metadata"] as any).name,
+        uid: (owner["metadata"] as any).uid,
+        controller: true,
+        blockOwnerDeletion: block,
+      },
+    ],
+  },
+});
+
+S("garbage collection follows chains of owners, and an owner waits only for dependents that still name it", () => {
+  const s = store();
+  const a = s.create(W, "default", widget("a"));
+  const b = s.create(W, "default", widget("b", ownedBy(a)));
+  s.create(W, "default", widget("c", ownedBy(b)));
+  s.delete(W, "default", "a");
+  for (const n of ["a", "b", "c"]) assert.throws(() => s.get(W, "default", n), /not found/, `${n} is collected`);
+
+  // A foreground owner blocked by a held dependent is released when the dependent stops naming it.
+  const owner = s.create(W, "default", widget("owner"));
+  s.create(W, "default", widget("held", { metadata: { ...(ownedBy(owner)["metadata"] as JsonObject), finalizers: ["example.org/hold"] } }));
+  s.delete(W, "default", "owner", "Foreground");
+  assert.ok(s.get(W, "default", "owner"), "waits for held");
+  const held = s.get(W, "default", "held");
+  s.update(W, "default", "held", { ...held, metadata: { ...(held["metadata"] as any), ownerReferences: [] } });
+  assert.throws(() => s.get(W, "default", "owner"), /not found/, "held no longer names it: the owner goes");
+  assert.ok(s.get(W, "default", "held"), "held stays: it has no owner left to be collected for");
+});
+
+S("after a restart, objects whose owners vanished are collected at the next write", () => {
+  const s = store();
+  const o = s.create(W, "default", widget("o"));
+  s.create(W, "default", widget("dep", ownedBy(o, false)));
+  const snap = s.snapshot();
+  // The owner is gone from the saved state (it was removed while its dependent's removal was lost).
+  snap.objects = snap.objects.filter((x) => (x.object["metadata"] as any).name !== "o");
+  const again = new Store();
+  again.restore(snap);
+  assert.ok(again.get(W, "default", "dep"));
+  again.create(W, "default", widget("unrelated"));
+  assert.throws(() => again.get(W, "default", "dep"), /not found/);
+});
+
 S("watches: replay from a version, selector transitions become ADDED/DELETED, 410 Gone when too old", () => {
   const s = store({ historySize: 5 });
   const a = s.create(W, "default", widget("a", { metadata: { labels: { app: "x" } } }));
