@@ -1,5 +1,4 @@
 // `xfn dev-cluster`: run the embedded API server on loopback until SIGTERM/SIGINT.
-import { writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { Command, InvalidArgumentError, Option } from "commander";
@@ -17,7 +16,12 @@ export function devClusterCommand(): Command {
     .addOption(
       new Option("--kubeconfig <file>", "write a kubeconfig for this server here (default: a file in the temp directory, printed)"),
     )
-    .addOption(new Option("--data <file>", "persist state to this file, so a restart loses nothing"))
+    .addOption(
+      new Option(
+        "--data <file>",
+        "persist state to this file (and a write-ahead log beside it): no acknowledged write is lost, even to kill -9",
+      ),
+    )
     .action(async (flags: { port: number; kubeconfig?: string; data?: string }) => {
       let cluster;
       try {
@@ -30,7 +34,16 @@ export function devClusterCommand(): Command {
         return;
       }
       const kubeconfig = resolve(flags.kubeconfig ?? join(tmpdir(), `xfn-dev-cluster-${cluster.port}.kubeconfig`));
-      writeFileSync(kubeconfig, cluster.kubeconfig());
+      try {
+        // Readable by this user only, and never written through a link someone left at the path.
+        const { writeFilePrivate } = await import("../devcluster/files.js");
+        writeFilePrivate(kubeconfig, cluster.kubeconfig(), "kubeconfig");
+      } catch (err) {
+        process.stderr.write(`xfn dev-cluster: cannot write the kubeconfig: ${(err as Error).message}\n`);
+        await cluster.stop();
+        process.exitCode = 1;
+        return;
+      }
       process.stdout.write(`${JSON.stringify({ msg: "dev-cluster serving", url: cluster.url, port: cluster.port, kubeconfig })}\n`);
       const c = cluster;
       const stop = () => void c.stop().then(() => process.exit(0));

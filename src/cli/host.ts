@@ -1,6 +1,6 @@
 // `xfn host`: run compositions without Crossplane, against a Kubernetes API
 // (a kubeconfig, or an embedded API server), until SIGTERM/SIGINT.
-import { existsSync, writeFileSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { Command, InvalidArgumentError, Option } from "commander";
@@ -58,7 +58,8 @@ export function hostCommand(): Command {
         if (flags.embedded) {
           const cluster = await startDevCluster({ port: flags.embeddedPort, ...(flags.data ? { dataFile: resolve(flags.data) } : {}) });
           const file = join(tmpdir(), `xfn-host-${cluster.port}.kubeconfig`);
-          writeFileSync(file, cluster.kubeconfig());
+          const { writeFilePrivate } = await import("../devcluster/files.js");
+          writeFilePrivate(file, cluster.kubeconfig(), "kubeconfig");
           kc.loadFromString(cluster.kubeconfig());
           log.info({ url: cluster.url, kubeconfig: file }, "embedded API server serving");
           stopCluster = () => cluster.stop();

@@ -2,7 +2,6 @@
 // kubectl and @kubernetes/client-node (discovery, get, list with selectors,
 // watch with bookmarks and 410 Gone, create, update, status subresource,
 // merge/JSON/apply patches, delete with propagation), on loopback.
-import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
@@ -11,14 +10,19 @@ import { applyDefaults } from "./defaults.js";
 import { apply, jsonPatch, mergePatch } from "./patch.js";
 import { kubeTimestamp } from "../sdk/object.js";
 import { parseSelector } from "./selector.js";
-import { ApiError, meta, Store, typeKeyOf, type ResourceType, type Snapshot, type Watcher } from "./store.js";
+import { Journal } from "./persist.js";
+import { ApiError, meta, Store, typeKeyOf, type ResourceType, type Watcher } from "./store.js";
 
 /** DevClusterOptions configure an embedded API server. */
 export interface DevClusterOptions {
   /** Port on 127.0.0.1; 0 picks a free one. */
   port?: number;
-  /** File to persist state to, so a restart loses nothing. */
+  /** File to persist state to (with a write-ahead log beside it), so a restart, or kill -9, loses no acknowledged write. */
   dataFile?: string;
+  /** Log entries after which the state is written as a new snapshot (tests make it small). */
+  compactAfter?: number;
+  /** How long a list or watch from a resourceVersion newer than any waits for it. Default 3 s, as kube-apiserver. */
+  freshWaitMs?: number;
   /** Events a watch can resume from; older versions get 410 Gone. */
   historySize?: number;
   /** How often watches with allowWatchBookmarks get a BOOKMARK. Default 10 s. */
@@ -34,11 +38,14 @@ export interface DevCluster {
   kubeconfig(): string;
   /** stop ends every watch, closes the server and writes state out. */
   stop(): Promise<void>;
+  /** journal is the persistence of a server started with dataFile. */
+  readonly journal: Journal | undefined;
 }
 
 const isObject = (v: unknown): v is JsonObject => typeof v === "object" && v !== null && !Array.isArray(v);
 
 function status(res: ServerResponse, err: ApiError): void {
+  const details = (err as ApiError & { details?: JsonObject }).details;
   send(res, err.code, {
     kind: "Status",
     apiVersion: "v1",
@@ -46,6 +53,7 @@ function status(res: ServerResponse, err: ApiError): void {
     status: "Failure",
     message: err.message,
     reason: err.reason,
+    ...(details ? { details } : {}),
     code: err.code,
   });
 }
@@ -163,8 +171,13 @@ function checkKind(r: Route, body: JsonValue): JsonObject {
   if (!isObject(body)) throw new ApiError(400, "BadRequest", "the request body must be an object");
   if (body["kind"] !== undefined && body["kind"] !== r.type.kind)
     throw new ApiError(400, "BadRequest", `kind ${String(body["kind"])} does not match the resource (${r.type.kind})`);
-  if (body["apiVersion"] !== undefined && (String(body["apiVersion"]).split("/").length === 2) !== Boolean(r.group)) {
-    throw new ApiError(400, "BadRequest", `apiVersion ${String(body["apiVersion"])} does not match the resource (${apiVersionOf(r)})`);
+  // As the API server: the version in the object must be the one the request is made in.
+  if (body["apiVersion"] !== undefined && body["apiVersion"] !== apiVersionOf(r)) {
+    throw new ApiError(
+      400,
+      "BadRequest",
+      `the API version in the data (${String(body["apiVersion"])}) does not match the expected API version (${apiVersionOf(r)})`,
+    );
   }
   return { ...body, apiVersion: apiVersionOf(r), kind: r.type.kind };
 }
@@ -175,56 +188,101 @@ function defaulted(r: Route, obj: JsonObject): JsonObject {
   return obj;
 }
 
+// What a request body may be. A browser can POST text/plain, form data or
+// multipart to any address without asking first: none of those is accepted,
+// so a web page cannot write to the cluster.
+const BODY_TYPES = new Set(["application/json", "application/yaml"]);
+const PATCH_TYPES = new Set([
+  "application/merge-patch+json",
+  "application/strategic-merge-patch+json",
+  "application/json-patch+json",
+  "application/apply-patch+yaml",
+  "application/apply-patch+json",
+]);
+
+const contentType = (req: IncomingMessage) => (req.headers["content-type"] ?? "").split(";")[0]!.trim().toLowerCase();
+
+/** checkContentType refuses a body of a type the method does not take (415, as the API server does). */
+function checkContentType(req: IncomingMessage, method: string): void {
+  const ct = contentType(req);
+  const allowed = method === "PATCH" ? PATCH_TYPES : BODY_TYPES;
+  if (method === "DELETE" && ct === "" && req.headers["content-length"] === undefined && req.headers["transfer-encoding"] === undefined)
+    return;
+  if (!allowed.has(ct))
+    throw new ApiError(
+      415,
+      "UnsupportedMediaType",
+      `the body of the request was in an unknown format - accepted media types include: ${[...allowed].join(", ")}`,
+    );
+}
+
+/**
+ * checkHost refuses a request whose Host header is not this server's loopback
+ * address: a page a browser loaded from elsewhere could otherwise reach it
+ * through a name that resolves to 127.0.0.1 (DNS rebinding).
+ */
+function checkHost(req: IncomingMessage, port: number): void {
+  const host = (req.headers.host ?? "").toLowerCase();
+  if ([`127.0.0.1:${port}`, `localhost:${port}`, `[::1]:${port}`].includes(host)) return;
+  throw new ApiError(403, "Forbidden", `host ${JSON.stringify(req.headers.host ?? "")} is not this server: use 127.0.0.1:${port}`);
+}
+
+/** TOO_LARGE_WAIT_MS is how long a request for a resourceVersion newer than any waits for it, as kube-apiserver's watch cache does. */
+const TOO_LARGE_WAIT_MS = 3_000;
+
 /** startDevCluster starts an embedded API server on 127.0.0.1. */
 export async function startDevCluster(opts: DevClusterOptions = {}): Promise<DevCluster> {
   const store = new Store({ ...(opts.historySize ? { historySize: opts.historySize } : {}) });
-  if (opts.dataFile && existsSync(opts.dataFile)) {
-    try {
-      store.restore(JSON.parse(readFileSync(opts.dataFile, "utf8")) as Snapshot);
-    } catch (err) {
-      throw new Error(`cannot load dev-cluster state from ${opts.dataFile}: ${(err as Error).message}`);
-    }
-  }
-  let saveTimer: NodeJS.Timeout | undefined;
-  const save = () => {
-    if (!opts.dataFile) return;
-    const tmp = `${opts.dataFile}.tmp`;
-    writeFileSync(tmp, JSON.stringify(store.snapshot()));
-    renameSync(tmp, opts.dataFile);
+  const journal = opts.dataFile ? Journal.open(opts.dataFile, store, opts.compactAfter) : undefined;
+  /** durable resolves once every change so far is on disk (at once without a data file). */
+  const durable = async () => journal?.flush();
+  /** reply answers once what the answer shows is durable: no client sees a version a crash could take back. */
+  const reply = async (res: ServerResponse, code: number, body: unknown) => {
+    await durable();
+    send(res, code, body);
   };
-  store.onChange = () => {
-    if (!opts.dataFile || saveTimer) return;
-    saveTimer = setTimeout(() => {
-      saveTimer = undefined;
-      save();
-    }, 20);
+  /**
+   * fresh waits for the store to reach resourceVersion rv (a client's, from a
+   * list or watch), as kube-apiserver waits for its cache; past the wait it is
+   * 504 "Too large resource version", and the client lists again.
+   */
+  const fresh = async (rv: string | null) => {
+    const want = rv ? Number(rv) : 0;
+    if (!(want > store.rv)) return;
+    const until = Date.now() + (opts.freshWaitMs ?? TOO_LARGE_WAIT_MS);
+    while (want > store.rv && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
+    if (want <= store.rv) return;
+    throw Object.assign(new ApiError(504, "Timeout", `Timeout: Too large resource version: ${want}, current: ${store.rv}`), {
+      details: { causes: [{ reason: "ResourceVersionTooLarge", message: "Too large resource version" }], retryAfterSeconds: 1 },
+    });
   };
   const bookmarkMs = opts.bookmarkIntervalMs ?? 10_000;
   const streams = new Set<ServerResponse>();
 
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
+    checkHost(req, port);
     const url = new URL(req.url ?? "/", "http://localhost");
     const q = url.searchParams;
     const path = url.pathname;
     if (["/healthz", "/readyz", "/livez"].includes(path)) return void res.end("ok");
-    if (path === "/version") return send(res, 200, { major: "1", minor: "31", gitVersion: "v1.31.0-xfn-dev", platform: "linux/amd64" });
+    if (path === "/version") return reply(res, 200, { major: "1", minor: "31", gitVersion: "v1.31.0-xfn-dev", platform: "linux/amd64" });
     if (path === "/api")
-      return send(res, 200, {
+      return reply(res, 200, {
         kind: "APIVersions",
         versions: ["v1"],
         serverAddressByClientCIDRs: [{ clientCIDR: "0.0.0.0/0", serverAddress: req.headers.host ?? "" }],
       });
-    if (path === "/apis") return send(res, 200, groups(store));
+    if (path === "/apis") return reply(res, 200, groups(store));
     // No schemas are published: kubectl then skips client-side validation of
     // kinds it cannot find, and the server validates no schemas either.
-    if (path === "/openapi/v3") return send(res, 200, { paths: {} });
+    if (path === "/openapi/v3") return reply(res, 200, { paths: {} });
     if (path === "/openapi/v2") {
       // kubectl asks for protobuf: an empty body is a valid, empty document.
       if ((req.headers.accept ?? "").includes("protobuf")) {
         res.writeHead(200, { "Content-Type": "application/com.github.proto-openapi.spec.v2.v1.0+protobuf", "Content-Length": 0 });
         return void res.end();
       }
-      return send(res, 200, { swagger: "2.0", info: { title: "xfn dev-cluster", version: "v1.31.0" }, paths: {}, definitions: {} });
+      return reply(res, 200, { swagger: "2.0", info: { title: "xfn dev-cluster", version: "v1.31.0" }, paths: {}, definitions: {} });
     }
     const r = route(store, path);
     if (r === undefined) throw new ApiError(404, "NotFound", `the server could not find the requested resource (${path})`);
@@ -232,7 +290,7 @@ export async function startDevCluster(opts: DevClusterOptions = {}): Promise<Dev
       const segs = path.split("/").filter(Boolean);
       const d = segs[0] === "api" ? discovery(store, "", segs[1]!) : discovery(store, segs[1]!, segs[2]!);
       if (!d) throw new ApiError(404, "NotFound", `the server could not find the requested resource (${path})`);
-      return send(res, 200, d);
+      return reply(res, 200, d);
     }
     const typeKey = typeKeyOf(r.type.group, r.type.plural);
     const method = req.method ?? "GET";
@@ -240,6 +298,8 @@ export async function startDevCluster(opts: DevClusterOptions = {}): Promise<Dev
       throw new ApiError(404, "NotFound", `subresource ${r.subresource} is not served`);
     const isStatus = r.subresource === "status";
     if (isStatus && !r.type.statusSubresource) throw new ApiError(404, "NotFound", `${r.type.plural} has no status subresource`);
+
+    if (["POST", "PUT", "PATCH", "DELETE"].includes(method)) checkContentType(req, method);
 
     if (method === "GET" && r.name === undefined) {
       let labels;
@@ -252,6 +312,7 @@ export async function startDevCluster(opts: DevClusterOptions = {}): Promise<Dev
       const fm = /^metadata\.name=([^,]+)$/.exec(fieldSel);
       if (fieldSel && !fm)
         throw new ApiError(400, "BadRequest", `field selector ${JSON.stringify(fieldSel)} is not supported (only metadata.name=...)`);
+      await fresh(q.get("resourceVersion"));
       if (q.get("watch") === "true" || q.get("watch") === "1") {
         res.writeHead(200, { "Content-Type": "application/json", "Transfer-Encoding": "chunked" });
         // Send the headers now: clients wait for them before reading events.
@@ -279,6 +340,7 @@ export async function startDevCluster(opts: DevClusterOptions = {}): Promise<Dev
           close: end,
         };
         req.on("close", end);
+        await durable();
         unsubscribe = store.watch(w, q.get("resourceVersion") ?? undefined);
         if (q.get("allowWatchBookmarks") === "true")
           bookmark = setInterval(() => store.bookmark(w, apiVersionOf(r), r.type.kind), bookmarkMs);
@@ -287,22 +349,27 @@ export async function startDevCluster(opts: DevClusterOptions = {}): Promise<Dev
         return;
       }
       const items = store.list(typeKey, r.namespace, labels, fm?.[1]).map((o) => asVersion(o, r));
-      return send(res, 200, { apiVersion: apiVersionOf(r), kind: r.type.listKind, metadata: { resourceVersion: String(store.rv) }, items });
+      return reply(res, 200, {
+        apiVersion: apiVersionOf(r),
+        kind: r.type.listKind,
+        metadata: { resourceVersion: String(store.rv) },
+        items,
+      });
     }
-    if (method === "GET") return send(res, 200, asVersion(store.get(typeKey, r.namespace, r.name!), r));
+    if (method === "GET") return reply(res, 200, asVersion(store.get(typeKey, r.namespace, r.name!), r));
 
     if (method === "POST" && r.name === undefined) {
-      const body = defaulted(r, checkKind(r, parseBody(await readBody(req), false)));
-      return send(res, 201, asVersion(store.create(typeKey, r.namespace, body), r));
+      const body = defaulted(r, checkKind(r, parseBody(await readBody(req), contentType(req) === "application/yaml")));
+      return reply(res, 201, asVersion(store.create(typeKey, r.namespace, body), r));
     }
     if (r.name === undefined) throw new ApiError(405, "MethodNotAllowed", `${method} is not allowed on a collection`);
 
     if (method === "PUT") {
-      const body = defaulted(r, checkKind(r, parseBody(await readBody(req), false)));
-      return send(res, 200, asVersion(store.update(typeKey, r.namespace, r.name, body, { status: isStatus }), r));
+      const body = defaulted(r, checkKind(r, parseBody(await readBody(req), contentType(req) === "application/yaml")));
+      return reply(res, 200, asVersion(store.update(typeKey, r.namespace, r.name, body, { status: isStatus }), r));
     }
     if (method === "PATCH") {
-      const ct = (req.headers["content-type"] ?? "").split(";")[0]!.trim();
+      const ct = contentType(req);
       const text = await readBody(req);
       if (ct === "application/apply-patch+yaml" || ct === "application/apply-patch+json") {
         const manager = q.get("fieldManager");
@@ -330,9 +397,9 @@ export async function startDevCluster(opts: DevClusterOptions = {}): Promise<Dev
         const merged = defaulted(r, apply(current, applied, manager, q.get("force") === "true", scope, kubeTimestamp(new Date())));
         if (!current) {
           meta(merged)["name"] = r.name;
-          return send(res, 201, asVersion(store.create(typeKey, r.namespace, merged), r));
+          return reply(res, 201, asVersion(store.create(typeKey, r.namespace, merged), r));
         }
-        return send(res, 200, asVersion(store.update(typeKey, r.namespace, r.name, merged, { status: isStatus, applied: true }), r));
+        return reply(res, 200, asVersion(store.update(typeKey, r.namespace, r.name, merged, { status: isStatus, applied: true }), r));
       }
       const current = store.get(typeKey, r.namespace, r.name);
       const patch = parseBody(text, false);
@@ -358,14 +425,17 @@ export async function startDevCluster(opts: DevClusterOptions = {}): Promise<Dev
         throw new ApiError(400, "BadRequest", `propagationPolicy ${JSON.stringify(policy)} is not one of Foreground, Background, Orphan`);
       const pre = isObject(opts) && isObject(opts["preconditions"]) ? opts["preconditions"]["uid"] : undefined;
       const last = store.delete(typeKey, r.namespace, r.name, policy as "Foreground", typeof pre === "string" ? pre : undefined);
-      return send(res, 200, asVersion(last, r));
+      return reply(res, 200, asVersion(last, r));
     }
     throw new ApiError(405, "MethodNotAllowed", `${method} is not supported`);
   };
 
   const server: Server = createServer((req, res) => {
-    handle(req, res).catch((err: unknown) => {
+    handle(req, res).catch(async (err: unknown) => {
       if (res.headersSent) return void res.end();
+      // A refused write may have changed nothing, or may have changed something (a
+      // delete that collected garbage, say): answer once that is durable too.
+      await durable().catch(() => {});
       if (err instanceof ApiError) return status(res, err);
       status(res, new ApiError(500, "InternalError", (err as Error).message));
     });
@@ -390,13 +460,13 @@ export async function startDevCluster(opts: DevClusterOptions = {}): Promise<Dev
         contexts: [{ name: "xfn-dev", context: { cluster: "xfn-dev", user: "xfn-dev", namespace: "default" } }],
         "current-context": "xfn-dev",
       }),
+    journal,
     async stop() {
       store.closeAllWatches();
       for (const s of streams) s.end();
-      clearTimeout(saveTimer);
-      save();
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
+      await journal?.close();
     },
   };
 }

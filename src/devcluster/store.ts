@@ -177,8 +177,15 @@ export class Store {
   private readonly watchers = new Set<Watcher>();
   private readonly historySize: number;
   private readonly now: () => Date;
-  /** Called after every change (persistence). */
-  onChange: (() => void) | undefined;
+  /**
+   * journal, when set, is told of every change as it is made (persistence
+   * writes it to its log). With holdEvents, watchers are sent a change only
+   * once release(rv) says it is durable, so no client ever sees a version a
+   * crash could take back.
+   */
+  journal: ((e: StoreEvent) => void) | undefined;
+  holdEvents = false;
+  private held: StoreEvent[] = [];
 
   constructor(opts: StoreOptions = {}) {
     this.historySize = opts.historySize ?? 1000;
@@ -253,10 +260,42 @@ export class Store {
 
   private record(ev: Omit<StoreEvent, "rv">): void {
     const e: StoreEvent = { ...ev, rv: this.rv };
+    this.journal?.(e);
+    if (this.holdEvents) this.held.push(e);
+    else this.publish(e);
+  }
+
+  private publish(e: StoreEvent): void {
     this.history.push(e);
     if (this.history.length > this.historySize) this.history.shift();
     for (const w of [...this.watchers]) deliver(w, e);
-    this.onChange?.();
+  }
+
+  /** release sends watchers every held change up to rv (inclusive), in order. */
+  release(rv: number): void {
+    let n = 0;
+    while (n < this.held.length && this.held[n]!.rv <= rv) n++;
+    for (const e of this.held.splice(0, n)) this.publish(e);
+  }
+
+  /**
+   * replay applies changes read back from a log after restore: each puts an
+   * object (a CRD serves its kind again) or, with object null, removes it. Nothing
+   * is journaled or sent to watchers; resourceVersions are the log's.
+   */
+  replay(entries: Iterable<{ rv: number; typeKey: string; key: string; object: JsonObject | null }>): void {
+    for (const e of entries) {
+      if (e.rv <= this.rv) continue; // already in the snapshot
+      this.rv = e.rv;
+      if (!this.objects.has(e.typeKey)) continue; // a CR whose CRD is gone
+      const previous = this.objects.get(e.typeKey)!.get(e.key);
+      this.stored(e.typeKey, e.key, e.object === null ? undefined : structuredClone(e.object));
+      if (e.typeKey !== CRD_KEY) continue;
+      if (e.object) this.establishCRD(e.object);
+      else if (previous) this.forgetType(previous);
+    }
+    this.history = [];
+    this.compactedAt = this.rv;
   }
 
   private checkNamespace(t: ResourceType, namespace: string | undefined): void {
@@ -285,9 +324,8 @@ export class Store {
       m["name"] = `${m["generateName"]}${randomBytes(4).toString("hex").slice(0, 5)}`;
     }
     const name = String(m["name"]);
-    if (!/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/.test(name) || name.length > 253) {
-      throw new ApiError(422, "Invalid", `${t.kind} "${name}" is invalid: metadata.name: must be a lowercase RFC 1123 subdomain`);
-    }
+    const bad = invalidName(t, name);
+    if (bad) throw new ApiError(422, "Invalid", `${t.kind} "${name}" is invalid: metadata.name: Invalid value: "${name}": ${bad}`);
     const map = this.objects.get(typeKey)!;
     if (map.has(objectKey(namespace, name)))
       throw new ApiError(409, "AlreadyExists", `${t.plural}.${t.group || "core"} "${name}" already exists`);
@@ -661,6 +699,13 @@ export class Store {
       this.record({ type: "DELETED", typeKey: key, object: gone });
     }
     for (const w of [...this.watchers]) if (w.typeKey === key) w.close();
+    this.forgetType(crd);
+  }
+
+  /** forgetType stops serving a CRD's kind. */
+  private forgetType(crd: JsonObject): void {
+    const spec = crd["spec"] as JsonObject;
+    const key = typeKeyOf(String(spec["group"]), String((spec["names"] as JsonObject)["plural"]));
     this.types.delete(key);
     this.objects.delete(key);
   }
@@ -739,6 +784,27 @@ export class Store {
     this.history = [];
     this.compactedAt = this.rv;
   }
+}
+
+const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+
+/**
+ * invalidName says why name cannot name an object of type t, as
+ * kube-apiserver's validation does: a lowercase RFC 1123 subdomain (dot-separated
+ * labels, 253 characters at most) for most kinds, a single label (63 at most)
+ * for namespaces; undefined when it is valid.
+ */
+export function invalidName(t: ResourceType, name: string): string | undefined {
+  if (t.group === "" && t.plural === "namespaces") {
+    if (name.length > 63) return "must be no more than 63 characters";
+    if (!DNS1123_LABEL.test(name))
+      return "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character";
+    return undefined;
+  }
+  if (name.length > 253) return "must be no more than 253 characters";
+  if (!name.split(".").every((label) => DNS1123_LABEL.test(label)))
+    return "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character";
+  return undefined;
 }
 
 function stringList(v: JsonValue | undefined): string[] {

@@ -2,6 +2,7 @@
 // and the real kubectl.
 import { execFileSync, spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { request } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { makeInformer, PatchStrategy, setHeaderOptions, type KubernetesObject } from "@kubernetes/client-node";
@@ -272,7 +273,7 @@ H("bad requests get Kubernetes Status errors naming the problem", async () => {
     cases.push([
       call("PATCH", "/api/v1/namespaces/default/configmaps/cm", "{}", "text/plain"),
       415,
-      /content type "text\/plain" is not supported/,
+      /the body of the request was in an unknown format - accepted media types include: application\/merge-patch\+json/,
     ]);
     cases.push([
       call("PATCH", "/api/v1/namespaces/default/configmaps/cm", "data: {a: b}", "application/apply-patch+yaml"),
@@ -294,6 +295,127 @@ H("bad requests get Kubernetes Status errors naming the problem", async () => {
     await c.stop();
   }
 });
+
+/** raw sends one HTTP request with the headers given as they are (Host included), and reads the answer. */
+function raw(port: number, method: string, path: string, headers: Record<string, string>, body?: string) {
+  return new Promise<{ code: number; body: any }>((resolve, reject) => {
+    const req = request({ host: "127.0.0.1", port, method, path, headers, setHost: false }, (res) => {
+      let text = "";
+      res.on("data", (d) => (text += d));
+      res.on("end", () => {
+        let body: unknown;
+        try {
+          body = text ? JSON.parse(text) : undefined;
+        } catch {
+          body = text;
+        }
+        resolve({ code: res.statusCode ?? 0, body });
+      });
+    });
+    req.on("error", reject);
+    req.end(body);
+  });
+}
+
+H("only JSON, YAML and patch bodies, only this server's Host: a web page cannot write to it", async () => {
+  const c = await startDevCluster();
+  const host = { Host: `127.0.0.1:${c.port}` };
+  try {
+    const cm = JSON.stringify({ metadata: { name: "from-a-page" } });
+    for (const type of ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", ""]) {
+      const r = await raw(
+        c.port,
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        { ...host, ...(type ? { "Content-Type": type } : {}) },
+        cm,
+      );
+      assert.is(r.code, 415, type);
+      assert.is(r.body.reason, "UnsupportedMediaType");
+    }
+    const put = await raw(c.port, "PUT", "/api/v1/namespaces/default/configmaps/x", { ...host, "Content-Type": "text/plain" }, cm);
+    assert.is(put.code, 415);
+    for (const evil of ["evil.example:80", `evil.example:${c.port}`, "127.0.0.1:1"]) {
+      const r = await raw(c.port, "GET", "/api/v1/namespaces/default/configmaps", { Host: evil });
+      assert.is(r.code, 403, evil);
+      assert.match(r.body.message, /is not this server: use 127\.0\.0\.1:/);
+    }
+    // No Host at all: Node refuses an HTTP/1.1 request without one before it reaches the server's code.
+    assert.is((await raw(c.port, "GET", "/api/v1/namespaces/default/configmaps", {})).code, 400);
+    for (const ok of [`localhost:${c.port}`, `127.0.0.1:${c.port}`]) {
+      assert.is((await raw(c.port, "GET", "/api/v1/namespaces/default/configmaps", { Host: ok })).code, 200, ok);
+    }
+    const yaml = await raw(
+      c.port,
+      "POST",
+      "/api/v1/namespaces/default/configmaps",
+      { ...host, "Content-Type": "application/yaml" },
+      "metadata: {name: from-yaml}\n",
+    );
+    assert.is(yaml.code, 201);
+    const list = await raw(c.port, "GET", "/api/v1/namespaces/default/configmaps", host);
+    assert.equal(
+      list.body.items.map((i: any) => i.metadata.name),
+      ["from-yaml"],
+    );
+  } finally {
+    await c.stop();
+  }
+});
+
+H("names and apiVersions are checked as kube-apiserver checks them", async () => {
+  const c = await startDevCluster();
+  try {
+    const post = (body: unknown) =>
+      fetch(`${c.url}/api/v1/namespaces/default/configmaps`, {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify(body),
+      });
+    const v2 = await post({ apiVersion: "v2", kind: "ConfigMap", metadata: { name: "x" } });
+    assert.is(v2.status, 400);
+    assert.match(((await v2.json()) as any).message, /the API version in the data \(v2\) does not match the expected API version \(v1\)/);
+    for (const name of ["a..b", "A", "a_b", "-a"]) {
+      const r = await post({ metadata: { name } });
+      assert.is(r.status, 422, name);
+      assert.match(((await r.json()) as any).message, /metadata\.name: Invalid value/);
+    }
+    assert.is((await post({ apiVersion: "v1", kind: "ConfigMap", metadata: { name: "a.b-c" } })).status, 201);
+  } finally {
+    await c.stop();
+  }
+});
+
+H(
+  "a list or watch from a resourceVersion newer than any waits for it, then answers 504 Too large resource version, as kube-apiserver does",
+  async () => {
+    const c = await startDevCluster({ freshWaitMs: 300 });
+    try {
+      const rv = c.store.rv;
+      for (const q of [`?watch=true&resourceVersion=${rv + 100}`, `?resourceVersion=${rv + 100}`]) {
+        const t = Date.now();
+        const r = await fetch(`${c.url}/api/v1/namespaces/default/configmaps${q}`);
+        assert.is(r.status, 504, q);
+        assert.ok(Date.now() - t >= 250, "it waited");
+        const body = (await r.json()) as any;
+        assert.is(body.reason, "Timeout");
+        assert.match(body.message, new RegExp(`Too large resource version: ${rv + 100}, current: ${rv}`));
+        assert.equal(body.details.causes, [{ reason: "ResourceVersionTooLarge", message: "Too large resource version" }]);
+      }
+      // A version that is reached while the request waits is served.
+      const pending = fetch(`${c.url}/api/v1/namespaces/default/configmaps?resourceVersion=${c.store.rv + 1}`);
+      await sleep(50);
+      await fetch(`${c.url}/api/v1/namespaces/default/configmaps`, {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ metadata: { name: "arrives" } }),
+      });
+      assert.is((await pending).status, 200);
+    } finally {
+      await c.stop();
+    }
+  },
+);
 
 H("kubectl against xfn dev-cluster: create a CRD, apply server-side, get by label, watch, delete", async () => {
   const kubeconfig = join(scratch, "kubeconfig");

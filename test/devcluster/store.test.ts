@@ -227,7 +227,13 @@ S("deleting a CRD deletes its objects, ends its watches and stops serving it", (
 S("bad writes are refused with Kubernetes reasons", () => {
   const s = store();
   assert.throws(() => s.create(W, "nope", widget("a")), /namespaces "nope" not found/);
-  assert.throws(() => s.create(W, "default", widget("Bad_Name")), /must be a lowercase RFC 1123 subdomain/);
+  for (const bad of ["Bad_Name", "a..b", "-a", "a.", ".a", "x".repeat(254)])
+    assert.throws(() => s.create(W, "default", widget(bad)), /metadata\.name: Invalid value: .*(RFC 1123 subdomain|no more than 253)/, bad);
+  s.create(W, "default", widget("a.b-c.d"));
+  assert.throws(
+    () => s.create(typeKeyOf("", "namespaces"), undefined, { apiVersion: "v1", kind: "Namespace", metadata: { name: "a.b" } }),
+    /RFC 1123 label/,
+  );
   s.create(W, "default", widget("a"));
   assert.throws(() => s.create(W, "default", widget("a")), /already exists/);
   assert.throws(() => s.create(CRD_KEY, undefined, { ...crd(), metadata: { name: "wrong" } }), /metadata\.name must be/);
