@@ -798,12 +798,18 @@ export function invalidName(t: ResourceType, name: string): string | undefined {
   if (t.group === "" && t.plural === "namespaces") {
     if (name.length > 63) return "must be no more than 63 characters";
     if (!DNS1123_LABEL.test(name))
-      return "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character";
+      return (
+        "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', " +
+        "and must start and end with an alphanumeric character"
+      );
     return undefined;
   }
   if (name.length > 253) return "must be no more than 253 characters";
   if (!name.split(".").every((label) => DNS1123_LABEL.test(label)))
-    return "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character";
+    return (
+      "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', " +
+      "and must start and end with an alphanumeric character"
+    );
   return undefined;
 }
 
