@@ -71,3 +71,55 @@ export function matches(reqs: readonly Requirement[], labels: Readonly<Record<st
     }
   });
 }
+
+/** FieldRequirement is one part of a field selector: path=value or path!=value. */
+export interface FieldRequirement {
+  path: string;
+  op: "=" | "!=";
+  value: string;
+}
+
+// What each kind may be selected by, as kube-apiserver allows: name and
+// namespace for every kind, and for Events what kubectl describe asks for.
+const COMMON_FIELDS = ["metadata.name", "metadata.namespace"];
+const EVENT_FIELDS = [
+  "involvedObject.kind",
+  "involvedObject.namespace",
+  "involvedObject.name",
+  "involvedObject.uid",
+  "involvedObject.apiVersion",
+  "involvedObject.resourceVersion",
+  "involvedObject.fieldPath",
+  "reason",
+  "reportingComponent",
+  "source",
+  "type",
+];
+
+/** parseFieldSelector parses a field selector for a kind; it throws naming an unsupported field. */
+export function parseFieldSelector(text: string, kind: string, group: string): FieldRequirement[] {
+  const allowed = new Set(group === "" && kind === "Event" ? [...COMMON_FIELDS, ...EVENT_FIELDS] : COMMON_FIELDS);
+  const out: FieldRequirement[] = [];
+  for (const raw of text.split(",")) {
+    const p = raw.trim();
+    if (p === "") continue;
+    const m = /^([^=!]+?)\s*(!=|==|=)\s*(.*)$/.exec(p);
+    if (!m) throw new Error(`invalid field selector: ${JSON.stringify(p)}`);
+    const path = m[1]!.trim();
+    if (!allowed.has(path)) throw new Error(`field label not supported: ${path}`);
+    out.push({ path, op: m[2] === "!=" ? "!=" : "=", value: m[3]!.trim() });
+  }
+  return out;
+}
+
+/** fieldsMatch tells whether object o meets every field requirement. */
+export function fieldsMatch(reqs: readonly FieldRequirement[], o: Record<string, unknown>): boolean {
+  for (const r of reqs) {
+    let v: unknown = o;
+    const path = r.path === "source" ? "source.component" : r.path;
+    for (const k of path.split(".")) v = typeof v === "object" && v !== null ? (v as Record<string, unknown>)[k] : undefined;
+    const s = v === undefined || v === null ? "" : String(v);
+    if ((s === r.value) !== (r.op === "=")) return false;
+  }
+  return true;
+}

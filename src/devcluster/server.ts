@@ -9,7 +9,8 @@ import { parse as parseYaml, stringify } from "yaml";
 import { applyDefaults } from "./defaults.js";
 import { apply, jsonPatch, mergePatch } from "./patch.js";
 import { kubeTimestamp } from "../sdk/object.js";
-import { parseSelector } from "./selector.js";
+import { parseFieldSelector, parseSelector } from "./selector.js";
+import { table, tableVersion } from "./table.js";
 import { Journal } from "./persist.js";
 import { ApiError, meta, Store, typeKeyOf, type ResourceType, type Watcher } from "./store.js";
 
@@ -297,6 +298,7 @@ export async function startDevCluster(opts: DevClusterOptions = {}): Promise<Dev
     if (r.subresource !== undefined && r.subresource !== "status")
       throw new ApiError(404, "NotFound", `subresource ${r.subresource} is not served`);
     const isStatus = r.subresource === "status";
+    const tv = method === "GET" ? tableVersion(req) : undefined;
     if (isStatus && !r.type.statusSubresource) throw new ApiError(404, "NotFound", `${r.type.plural} has no status subresource`);
 
     if (["POST", "PUT", "PATCH", "DELETE"].includes(method)) checkContentType(req, method);
@@ -308,10 +310,12 @@ export async function startDevCluster(opts: DevClusterOptions = {}): Promise<Dev
       } catch (err) {
         throw new ApiError(400, "BadRequest", `invalid labelSelector: ${(err as Error).message}`);
       }
-      const fieldSel = q.get("fieldSelector") ?? "";
-      const fm = /^metadata\.name=([^,]+)$/.exec(fieldSel);
-      if (fieldSel && !fm)
-        throw new ApiError(400, "BadRequest", `field selector ${JSON.stringify(fieldSel)} is not supported (only metadata.name=...)`);
+      let fields;
+      try {
+        fields = parseFieldSelector(q.get("fieldSelector") ?? "", r.type.kind, r.type.group);
+      } catch (err) {
+        throw new ApiError(400, "BadRequest", `invalid fieldSelector: ${(err as Error).message}`);
+      }
       await fresh(q.get("resourceVersion"));
       if (q.get("watch") === "true" || q.get("watch") === "1") {
         res.writeHead(200, { "Content-Type": "application/json", "Transfer-Encoding": "chunked" });
@@ -332,10 +336,24 @@ export async function startDevCluster(opts: DevClusterOptions = {}): Promise<Dev
           typeKey,
           ...(r.namespace !== undefined ? { namespace: r.namespace } : {}),
           labels,
-          ...(fm ? { fieldName: fm[1]! } : {}),
+          fields,
           send: (type, object) => {
-            if (!res.writableEnded)
-              res.write(`${JSON.stringify({ type, object: type === "ERROR" || type === "BOOKMARK" ? object : asVersion(object, r) })}\n`);
+            if (res.writableEnded) return;
+            const out =
+              type === "ERROR" || type === "BOOKMARK"
+                ? object
+                : tv
+                  ? table(
+                      r.type,
+                      r.version,
+                      tv,
+                      [asVersion(object, r)],
+                      String(meta(object)["resourceVersion"]),
+                      q.get("includeObject"),
+                      new Date(),
+                    )
+                  : asVersion(object, r);
+            res.write(`${JSON.stringify({ type, object: out })}\n`);
           },
           close: end,
         };
@@ -348,7 +366,8 @@ export async function startDevCluster(opts: DevClusterOptions = {}): Promise<Dev
         if (secs > 0) timeout = setTimeout(end, secs * 1000);
         return;
       }
-      const items = store.list(typeKey, r.namespace, labels, fm?.[1]).map((o) => asVersion(o, r));
+      const items = store.list(typeKey, r.namespace, labels, fields).map((o) => asVersion(o, r));
+      if (tv) return reply(res, 200, table(r.type, r.version, tv, items, String(store.rv), q.get("includeObject"), new Date()));
       return reply(res, 200, {
         apiVersion: apiVersionOf(r),
         kind: r.type.listKind,
@@ -356,7 +375,12 @@ export async function startDevCluster(opts: DevClusterOptions = {}): Promise<Dev
         items,
       });
     }
-    if (method === "GET") return reply(res, 200, asVersion(store.get(typeKey, r.namespace, r.name!), r));
+    if (method === "GET") {
+      const o = asVersion(store.get(typeKey, r.namespace, r.name!), r);
+      if (tv)
+        return reply(res, 200, table(r.type, r.version, tv, [o], String(meta(o)["resourceVersion"]), q.get("includeObject"), new Date()));
+      return reply(res, 200, o);
+    }
 
     if (method === "POST" && r.name === undefined) {
       const body = defaulted(r, checkKind(r, parseBody(await readBody(req), contentType(req) === "application/yaml")));

@@ -10,7 +10,7 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { kubeTimestamp } from "../sdk/object.js";
-import { matches, type Requirement } from "./selector.js";
+import { fieldsMatch, matches, type FieldRequirement, type Requirement } from "./selector.js";
 
 /** ResourceType is one kind the server serves. */
 export interface ResourceType {
@@ -27,6 +27,8 @@ export interface ResourceType {
   crd?: string;
   /** Per served version, the CRD's openAPIV3Schema (its defaults are applied on write). */
   schemas?: Record<string, JsonObject>;
+  /** Per served version, the CRD's additionalPrinterColumns (kubectl get's columns). */
+  columns?: Record<string, JsonObject[]>;
 }
 
 /** ApiError carries a Kubernetes Status reason and HTTP code. */
@@ -55,7 +57,7 @@ export interface Watcher {
   typeKey: string;
   namespace?: string;
   labels: Requirement[];
-  fieldName?: string;
+  fields: FieldRequirement[];
   send(type: EventType | "BOOKMARK" | "ERROR", object: JsonObject): void;
   close(): void;
 }
@@ -115,6 +117,17 @@ const BUILTIN: ResourceType[] = [
     namespaced: true,
     statusSubresource: false,
     shortNames: ["ev"],
+  },
+  {
+    group: "coordination.k8s.io",
+    versions: ["v1"],
+    kind: "Lease",
+    listKind: "LeaseList",
+    plural: "leases",
+    singular: "lease",
+    namespaced: true,
+    statusSubresource: false,
+    shortNames: [],
   },
   {
     group: "apiextensions.k8s.io",
@@ -235,12 +248,12 @@ export class Store {
     return structuredClone(o);
   }
 
-  list(typeKey: string, namespace: string | undefined, labels: Requirement[], fieldName?: string): JsonObject[] {
+  list(typeKey: string, namespace: string | undefined, labels: Requirement[], fields: FieldRequirement[] = []): JsonObject[] {
     const out: JsonObject[] = [];
     for (const o of this.objects.get(typeKey)?.values() ?? []) {
       const m = meta(o);
       if (namespace !== undefined && m["namespace"] !== namespace) continue;
-      if (fieldName !== undefined && m["name"] !== fieldName) continue;
+      if (!fieldsMatch(fields, o)) continue;
       if (!matches(labels, labelsOf(o))) continue;
       out.push(structuredClone(o));
     }
@@ -652,6 +665,12 @@ export class Store {
           return isObject(schema) ? [[String(v["name"]), schema]] : [];
         }),
       ),
+      columns: Object.fromEntries(
+        versions.map((v) => [
+          String(v["name"]),
+          Array.isArray(v["additionalPrinterColumns"]) ? v["additionalPrinterColumns"].filter(isObject) : [],
+        ]),
+      ),
     };
     if (meta(crd)["deletionTimestamp"]) return;
     this.addType(t);
@@ -733,7 +752,7 @@ export class Store {
       return () => {};
     }
     if (start === undefined) {
-      for (const o of this.list(w.typeKey, w.namespace, w.labels, w.fieldName)) w.send("ADDED", o);
+      for (const o of this.list(w.typeKey, w.namespace, w.labels, w.fields)) w.send("ADDED", o);
     } else {
       for (const e of this.history) if (e.rv > start) deliver(w, e);
     }
@@ -828,7 +847,7 @@ function inScope(w: Watcher, o: JsonObject | undefined): boolean {
   if (!o) return false;
   const m = meta(o);
   if (w.namespace !== undefined && m["namespace"] !== w.namespace) return false;
-  if (w.fieldName !== undefined && m["name"] !== w.fieldName) return false;
+  if (!fieldsMatch(w.fields, o)) return false;
   return matches(w.labels, labelsOf(o));
 }
 

@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { request } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { makeInformer, PatchStrategy, setHeaderOptions, type KubernetesObject } from "@kubernetes/client-node";
+import { CoordinationV1Api, makeInformer, PatchStrategy, setHeaderOptions, type KubernetesObject } from "@kubernetes/client-node";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { startDevCluster, type DevCluster } from "../../src/devcluster/server.js";
@@ -449,6 +449,105 @@ H("kubectl against xfn dev-cluster: create a CRD, apply server-side, get by labe
     }
   } finally {
     child.kill("SIGTERM");
+  }
+});
+
+H("kubectl get prints a CRD's printer columns, kubectl describe shows the object's Events; events select by involvedObject", async () => {
+  const kubeconfig = join(scratch, "kubeconfig-cols");
+  const cache = join(scratch, "kube-cache-cols");
+  const child = spawn(process.execPath, [XFN, "dev-cluster", "--kubeconfig", kubeconfig]);
+  let out = "";
+  child.stdout.on("data", (d) => (out += d));
+  child.stderr.on("data", (d) => (out += d));
+  try {
+    await until("dev-cluster to serve", () => out.includes("dev-cluster serving"), 15_000);
+    const url = JSON.parse(out.split("\n")[0]!).url as string;
+    const kubectl = (...args: string[]) =>
+      execFileSync("kubectl", ["--kubeconfig", kubeconfig, "--cache-dir", cache, ...args], { encoding: "utf8", stdio: "pipe" });
+    const withColumns = structuredClone(CRD) as any;
+    withColumns.spec.versions[0].additionalPrinterColumns = [
+      { name: "SYNCED", type: "string", jsonPath: ".status.conditions[?(@.type=='Synced')].status" },
+      { name: "READY", type: "string", jsonPath: ".status.conditions[?(@.type=='Ready')].status" },
+      { name: "SIZE", type: "integer", jsonPath: ".spec.size" },
+      { name: "AGE", type: "date", jsonPath: ".metadata.creationTimestamp" },
+    ];
+    const file = join(scratch, "crd-cols.json");
+    writeFileSync(file, JSON.stringify(withColumns));
+    kubectl("create", "-f", file);
+    const post = (path: string, body: unknown) =>
+      fetch(`${url}${path}`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+    const base = "/apis/example.org/v1/namespaces/default/widgets";
+    const w = (await (await post(base, widget("w1"))).json()) as any;
+    await fetch(`${url}${base}/w1/status`, {
+      method: "PATCH",
+      headers: { "Content-Type": "application/merge-patch+json" },
+      body: JSON.stringify({
+        status: {
+          conditions: [
+            { type: "Synced", status: "True", reason: "ReconcileSuccess" },
+            { type: "Ready", status: "False", reason: "Creating" },
+          ],
+        },
+      }),
+    });
+    const table = kubectl("get", "widgets");
+    assert.match(table, /^NAME\s+SYNCED\s+READY\s+SIZE\s+AGE\s*$/m);
+    assert.match(table, /^w1\s+True\s+False\s+1\s+\d+s\s*$/m);
+
+    const event = (name: string, involvedName: string, message: string) => ({
+      metadata: { name },
+      involvedObject: { apiVersion: "example.org/v1", kind: "Widget", name: involvedName, namespace: "default", uid: w.metadata.uid },
+      reason: "ComposeResources",
+      message,
+      type: "Warning",
+      source: { component: "xfn-host" },
+      count: 1,
+      firstTimestamp: new Date().toISOString().replace(/\.\d+Z$/, "Z"),
+      lastTimestamp: new Date().toISOString().replace(/\.\d+Z$/, "Z"),
+    });
+    assert.is((await post("/api/v1/namespaces/default/events", event("w1.1", "w1", "bucket: external name is still held"))).status, 201);
+    assert.is((await post("/api/v1/namespaces/default/events", event("other.1", "other", "not about w1"))).status, 201);
+    const described = kubectl("describe", "widget", "w1");
+    assert.match(described, /Events:[\s\S]*Warning\s+ComposeResources\s+\S+\s+xfn-host\s+bucket: external name is still held/);
+    assert.not.match(described, /not about w1/);
+
+    const sel = await fetch(`${url}/api/v1/events?fieldSelector=involvedObject.name%3Dw1,involvedObject.kind%3DWidget`);
+    assert.equal(
+      ((await sel.json()) as any).items.map((i: any) => i.metadata.name),
+      ["w1.1"],
+    );
+    const bad = await fetch(`${url}/api/v1/namespaces/default/configmaps?fieldSelector=data.x%3Dy`);
+    assert.is(bad.status, 400);
+    assert.match(((await bad.json()) as any).message, /field label not supported: data\.x/);
+  } finally {
+    child.kill("SIGTERM");
+  }
+});
+
+H("Leases (coordination.k8s.io/v1) are served, with resourceVersion conflicts, for leader election", async () => {
+  const c = await startDevCluster();
+  try {
+    const kc = kubeconfigFor(c);
+    const leases = kc.makeApiClient(CoordinationV1Api);
+    const body = { metadata: { name: "xfn-host" }, spec: { holderIdentity: "a", leaseDurationSeconds: 15 } };
+    const made = await leases.createNamespacedLease({ namespace: "default", body });
+    const got = await leases.readNamespacedLease({ namespace: "default", name: "xfn-host" });
+    assert.is(got.spec?.holderIdentity, "a");
+    await leases.replaceNamespacedLease({
+      namespace: "default",
+      name: "xfn-host",
+      body: { ...got, spec: { ...got.spec, holderIdentity: "b" } },
+    });
+    const stale = await leases
+      .replaceNamespacedLease({ namespace: "default", name: "xfn-host", body: { ...made, spec: { ...made.spec, holderIdentity: "c" } } })
+      .then(
+        () => 0,
+        (err: { code?: number }) => err.code,
+      );
+    assert.is(stale, 409);
+    assert.is((await leases.readNamespacedLease({ namespace: "default", name: "xfn-host" })).spec?.holderIdentity, "b");
+  } finally {
+    await c.stop();
   }
 });
 

@@ -39,6 +39,7 @@ function recorder(typeKey: string, labels = ""): Watcher & { events: Array<[stri
   const w = {
     typeKey,
     labels: parseSelector(labels),
+    fields: [],
     events: [] as Array<[string, string]>,
     closed: false,
     send(type: string, o: JsonObject) {
