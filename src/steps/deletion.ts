@@ -3,11 +3,14 @@
 //
 // Sets Ready=False with reason Deleting and a message naming the composed
 // resources still present and their finalizers, records progress in
-// status.deletion {remaining, deleted, total, since}, warns about any resource
+// status.deletion {remaining, deleted, total, since, order}, warns about any resource
 // blocked longer than stuckAfter (quoting its own Ready and Synced messages),
 // and, given the dependency configuration, deletes dependents first: a resource
 // leaves desired state (and so is deleted) only once nothing that depends on
-// it remains. Results and the condition target the XR and its claim.
+// it remains. Results and the condition target the XR and its claim. With a
+// dependency configuration it records the deletion order (status.deletion.order,
+// waves of resource names, dependents first) on every run, so that a
+// controller can follow it when the function cannot run during deletion.
 import type { JsonObject } from "@bufbuild/protobuf";
 import { lastDesired, step, type Step } from "../pipeline.js";
 import { getArray, getNumber, getString } from "../sdk/fieldpath.js";
@@ -17,7 +20,7 @@ import * as response from "../sdk/response.js";
 import { observedXR, sortedKeys } from "./common.js";
 import { graphOf, parseDependencies, type DependenciesOptions } from "./dependencies.js";
 import { formatDuration, parseDuration } from "./duration.js";
-import { checkAcyclic, dependents } from "./graph.js";
+import { checkAcyclic, deletionWaves, dependents } from "./graph.js";
 
 /** DeletionOptions configure the deletion step. */
 export interface DeletionOptions {
@@ -43,8 +46,14 @@ export function deletion(opts: DeletionOptions = {}): Step {
 
   return step("deletion", (ctx) => {
     const xr = observedXR(ctx);
-    if (!isDeleting(xr)) return;
     checkAcyclic(graph);
+    if (!isDeleting(xr)) {
+      // Record the order, so that whoever deletes the XR can follow it even when
+      // this function cannot run then (xfn host does, when the function is down).
+      if (graph.size > 0)
+        response.setDesiredCompositeField(ctx.rsp, `${DELETION_FIELD}.order`, deletionWaves(graph, sortedKeys(ctx.rsp.desired!.resources)));
+      return;
+    }
     const since = getString(xr, "metadata.deletionTimestamp")!;
     const sinceMs = Date.parse(since);
     const observed = request.getObservedComposedResources(ctx.req);
@@ -86,6 +95,7 @@ export function deletion(opts: DeletionOptions = {}): Step {
       deleted: total - remaining.length,
       total,
       since,
+      ...(graph.size > 0 ? { order: deletionWaves(graph, remaining) } : {}),
     });
 
     for (const name of remaining) {

@@ -33,3 +33,26 @@ export function dependents(g: Graph): Map<string, string[]> {
   for (const [n, deps] of g) for (const d of deps) out.set(d, [...(out.get(d) ?? []), n]);
   return out;
 }
+
+/**
+ * deletionWaves orders names for deletion, dependents first: wave 0 holds what
+ * nothing (among names) depends on, and each later wave what only earlier
+ * waves depend on. Names the graph does not mention are in wave 0. Each wave
+ * is sorted. The graph must be acyclic.
+ */
+export function deletionWaves(g: Graph, names: readonly string[]): string[][] {
+  const present = new Set(names);
+  const users = dependents(g);
+  const wave = new Map<string, number>();
+  const waveOf = (n: string): number => {
+    const known = wave.get(n);
+    if (known !== undefined) return known;
+    const mine = (users.get(n) ?? []).filter((u) => present.has(u));
+    const w = mine.length === 0 ? 0 : 1 + Math.max(...mine.map(waveOf));
+    wave.set(n, w);
+    return w;
+  };
+  const out: string[][] = [];
+  for (const n of [...present].sort()) (out[waveOf(n)] ??= []).push(n);
+  return out.filter((w) => w !== undefined);
+}

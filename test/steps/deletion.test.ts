@@ -21,6 +21,23 @@ X("does nothing while the XR is not being deleted", () => {
   assert.equal(Object.keys(rsp.desired!.resources), ["a"]);
 });
 
+X("with dependencies, records the deletion order on every run, dependents first, and keeps it while deleting", () => {
+  const dependencies = { subnet: { dependsOn: ["vpc"] }, cluster: { dependsOn: ["subnet", "role"] }, app: { dependsOn: ["cluster"] } };
+  const names = ["app", "cluster", "role", "subnet", "vpc", "bucket"];
+  const live = run([deletion({ dependencies })], {
+    observed: Object.fromEntries(names.map((n) => [n, mr()])),
+    desired: Object.fromEntries(names.map((n) => [n, { kind: "MR" }])),
+  });
+  assert.equal((live.desired!.composite!.resource!["status"] as any).deletion, {
+    order: [["app", "bucket"], ["cluster"], ["role", "subnet"], ["vpc"]],
+  });
+  assert.equal(live.conditions, [], "not deleting: nothing else");
+  const deleting = run([deletion({ dependencies })], { xr: deletingXR(), observed: { subnet: mr(), vpc: mr() } });
+  assert.equal((deleting.desired!.composite!.resource!["status"] as any).deletion.order, [["subnet"], ["vpc"]]);
+  const none = run([deletion()], { observed: { a: mr() }, desired: { a: { kind: "MR" } } });
+  assert.is(none.desired!.composite?.resource, undefined, "without dependencies it records nothing");
+});
+
 X("says Deleting at once, names what remains and its finalizers, records progress", () => {
   const rsp = run([deletion()], {
     xr: deletingXR(),
