@@ -425,7 +425,9 @@ export async function startDevCluster(opts: DevClusterOptions = {}): Promise<Dev
         }
         return reply(res, 200, asVersion(store.update(typeKey, r.namespace, r.name, merged, { status: isStatus, applied: true }), r));
       }
-      const current = store.get(typeKey, r.namespace, r.name);
+      // The object as the request's version reads it: a patch made through another
+      // served version than the one it was written in names that version.
+      const current = asVersion(store.get(typeKey, r.namespace, r.name), r);
       const patch = parseBody(text, false);
       let next: JsonObject;
       if (ct === "application/merge-patch+json" || ct === "application/strategic-merge-patch+json")
@@ -435,7 +437,7 @@ export async function startDevCluster(opts: DevClusterOptions = {}): Promise<Dev
       // A patch that names no resourceVersion never conflicts.
       const named = isObject(patch) && isObject(patch["metadata"]) && patch["metadata"]["resourceVersion"] !== undefined;
       if (!named) meta(next)["resourceVersion"] = meta(current)["resourceVersion"]!;
-      return send(
+      return reply(
         res,
         200,
         asVersion(store.update(typeKey, r.namespace, r.name, defaulted(r, checkKind(r, next)), { status: isStatus }), r),

@@ -70,6 +70,11 @@ export class WorkQueue {
     this.timers.clear();
   }
 
+  /** depth is how many keys are queued or running (timers aside). */
+  depth(): number {
+    return this.ready.length + this.running;
+  }
+
   /** idle resolves when nothing is queued or running (timers aside). */
   async idle(): Promise<void> {
     while (this.running > 0 || this.ready.length > 0) await new Promise((r) => setTimeout(r, 10));

@@ -52,6 +52,10 @@ export interface WatchOptions {
   initialBackoffMs?: number;
   /** Longest restart delay. Default 30 s. */
   maxBackoffMs?: number;
+  /** How long an informer must run without an error before its backoff starts over. Default 10 s. */
+  healthyAfterMs?: number;
+  /** Told of each restart (metrics). */
+  onRestart?: () => void;
 }
 
 export const kindKey = (k: Kind) => `${k.group}/${k.version}/${k.plural}`;
@@ -65,6 +69,8 @@ interface Entry {
   restart?: NodeJS.Timeout;
   started: Promise<void>;
   lastError?: string;
+  /** Set while an informer runs after a connect; when it fires, the watch counts as healthy again. */
+  healthy?: NodeJS.Timeout;
 }
 
 export class WatchManager {
@@ -82,6 +88,8 @@ export class WatchManager {
 
   /** ensure registers handler for owner, starting the kind's informer if it is not running. */
   ensure(kind: Kind, owner: string, handler: WatchHandler): Handle {
+    // Once stopped, nothing starts again (a reconcile still running when the host stopped).
+    if (this.closed) return { kind, owner, id: -1 };
     const key = kindKey(kind);
     let e = this.entries.get(key);
     if (!e) {
@@ -118,7 +126,10 @@ export class WatchManager {
   /** synced resolves once a kind's informer has listed (or rejects if not watched). */
   async synced(kind: Kind): Promise<void> {
     const e = this.entries.get(kindKey(kind));
-    if (!e) throw new Error(`${kindKey(kind)} is not watched`);
+    if (!e) {
+      if (this.closed) return;
+      throw new Error(`${kindKey(kind)} is not watched`);
+    }
     await e.started;
   }
 
@@ -127,8 +138,11 @@ export class WatchManager {
     return this.entries.get(kindKey(kind))?.informer.list() ?? [];
   }
 
-  /** stopAll stops every informer. */
+  private closed = false;
+
+  /** stopAll stops every informer, for good: ensure starts none after it. */
   async stopAll(): Promise<void> {
+    this.closed = true;
     const all = [...this.entries.values()];
     this.entries.clear();
     await Promise.all(all.map((e) => this.stop(e)));
@@ -158,17 +172,31 @@ export class WatchManager {
     informer.on("add", emit("add"));
     informer.on("update", emit("update"));
     informer.on("delete", emit("delete"));
+    // client-node says "connect" before it lists, so a connect is no sign of
+    // health (a kind whose CRD is gone connects, then fails to list, for ever):
+    // the backoff starts over only once the informer has run without an error
+    // for healthyAfterMs. A failure is logged once when it starts and again
+    // only when its message changes; recovery is logged once.
     informer.on("connect", () => {
-      e.backoffMs = this.opts.initialBackoffMs ?? 200;
-      if (e.lastError) this.log.info({ kind: kindKey(kind) }, "watch reconnected");
-      delete e.lastError;
+      clearTimeout(e.healthy);
+      e.healthy = setTimeout(() => {
+        e.backoffMs = this.opts.initialBackoffMs ?? 200;
+        if (e.lastError) this.log.info({ kind: kindKey(kind) }, "watch recovered");
+        delete e.lastError;
+      }, this.opts.healthyAfterMs ?? 10_000);
+      e.healthy.unref();
     });
     informer.on("error", (err: unknown) => {
       if (e.stopping) return;
-      e.lastError = err instanceof Error ? err.message : String(err);
+      clearTimeout(e.healthy);
+      const message = err instanceof Error ? err.message : String(err);
       const delay = e.backoffMs;
       e.backoffMs = Math.min(e.backoffMs * 2, this.opts.maxBackoffMs ?? 30_000);
-      this.log.warn({ kind: kindKey(kind), err: e.lastError, retryInMs: delay }, "watch failed; restarting");
+      const fields = { kind: kindKey(kind), err: message, retryInMs: delay };
+      if (message !== e.lastError) this.log.warn(fields, "watch failed; restarting with backoff");
+      else this.log.debug(fields, "watch failed again; restarting with backoff");
+      e.lastError = message;
+      this.opts.onRestart?.();
       clearTimeout(e.restart);
       e.restart = setTimeout(() => {
         if (!e.stopping) informer.start().catch(() => {}); // a failure arrives as another "error"
@@ -181,6 +209,7 @@ export class WatchManager {
   private async stop(e: Entry): Promise<void> {
     e.stopping = true;
     clearTimeout(e.restart);
+    clearTimeout(e.healthy);
     try {
       await e.informer.stop();
     } catch {

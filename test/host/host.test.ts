@@ -203,7 +203,13 @@ H("failure mode 2: deleting the XR says Deleting and names the blocker at once; 
       10_000,
     );
     const xr = await xrOf(objects);
-    assert.equal(xr.status.deletion, { remaining: 1, deleted: 0, total: 1, since: xr.metadata.deletionTimestamp });
+    assert.equal(xr.status.deletion, {
+      remaining: 1,
+      deleted: 0,
+      total: 1,
+      since: xr.metadata.deletionTimestamp,
+      order: [["bucket-logs"]],
+    });
     await objects.patchClusterCustomObject({ ...BUCKETS, name: b.metadata.name, body: { metadata: { finalizers: [] } } }, merge);
     await until(
       "the XR to be gone",

@@ -1,0 +1,96 @@
+// Small helpers the host's modules share for reading Kubernetes objects held
+// as plain JSON and for talking to client-node.
+import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
+import { loadYaml, type KubernetesObject } from "@kubernetes/client-node";
+import { kubeTimestamp } from "../sdk/object.js";
+
+export const isObject = (v: unknown): v is JsonObject => typeof v === "object" && v !== null && !Array.isArray(v);
+export const metaOf = (o: KubernetesObject | JsonObject): JsonObject => ((o as JsonObject)["metadata"] ?? {}) as JsonObject;
+export const str = (v: JsonValue | undefined) => (typeof v === "string" ? v : undefined);
+export const conditionsOf = (o: JsonObject): JsonObject[] => {
+  const s = o["status"];
+  return isObject(s) && Array.isArray(s["conditions"]) ? (s["conditions"] as JsonObject[]) : [];
+};
+export const keyOf = (namespace: string | undefined, name: string) => `${namespace ?? ""}/${name}`;
+export const now = () => kubeTimestamp(new Date());
+
+/** errorCode is the HTTP status of a client-node error, if it has one. */
+export const errorCode = (err: unknown): number | undefined =>
+  (err as { code?: number }).code ?? (err as { statusCode?: number }).statusCode;
+
+/** apiMessage is what the API server said about a failed request (its Status message), or the error's own message. */
+export function apiMessage(err: unknown): string {
+  const body = (err as { body?: unknown }).body;
+  if (typeof body === "string") {
+    try {
+      const parsed = JSON.parse(body) as { message?: string };
+      if (parsed.message) return parsed.message;
+    } catch {
+      // not JSON: the error's own message says more
+    }
+  } else if (isObject(body) && typeof body["message"] === "string") return body["message"];
+  return (err as Error).message;
+}
+
+/**
+ * plain turns an object client-node deserialized (timestamps as Date) back into
+ * the API's JSON, with timestamps as Kubernetes writes them.
+ */
+export function plain(o: unknown): JsonObject {
+  return JSON.parse(
+    JSON.stringify(o, function (this: Record<string, unknown>, key, value: unknown) {
+      const raw = this[key];
+      return raw instanceof Date ? kubeTimestamp(raw) : value;
+    }),
+  ) as JsonObject;
+}
+
+/**
+ * kubeObject readies a plain JSON object for client-node's KubernetesObjectApi.
+ * For kinds it has models of (CustomResourceDefinition, Deployment, ...) that
+ * API writes the model's fields by their TypeScript names, so fields whose JSON
+ * names differ (`x-kubernetes-preserve-unknown-fields`, `default`, `enum`,
+ * `$ref`) would be dropped without a word: a CRD would lose what keeps its
+ * objects from being pruned. client-node's own loader turns JSON into its model.
+ */
+export function kubeObject(o: JsonObject): KubernetesObject {
+  return loadYaml(JSON.stringify(o));
+}
+
+/**
+ * holds tells whether seen carries every value want sets: objects may have
+ * more keys, arrays and scalars must be equal. Applying want to seen with
+ * server-side apply would then change nothing it sets.
+ */
+export function holds(seen: unknown, want: unknown): boolean {
+  if (seen === want) return true;
+  if (typeof seen !== "object" || typeof want !== "object" || seen === null || want === null) return false;
+  if (Array.isArray(want)) {
+    if (!Array.isArray(seen) || seen.length !== want.length) return false;
+    for (let i = 0; i < want.length; i++) if (!holds(seen[i], want[i])) return false;
+    return true;
+  }
+  if (Array.isArray(seen)) return false;
+  const s = seen as Record<string, unknown>;
+  for (const k in want) if (!holds(s[k], (want as Record<string, unknown>)[k])) return false;
+  return true;
+}
+
+/** Ref names one object. */
+export interface Ref {
+  apiVersion: string;
+  kind: string;
+  name: string;
+  namespace?: string;
+}
+
+/** refOf returns an object's reference. */
+export function refOf(o: JsonObject): Ref {
+  const m = metaOf(o);
+  return {
+    apiVersion: String(o["apiVersion"]),
+    kind: String(o["kind"]),
+    name: String(m["name"]),
+    ...(m["namespace"] ? { namespace: String(m["namespace"]) } : {}),
+  };
+}
