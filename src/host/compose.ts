@@ -255,7 +255,7 @@ export class Composer {
         t,
         key,
         xr,
-        {},
+        keptStatus(xr),
         [{ type: "Synced", status: "False", reason: "ReconcileError", message }],
         [{ type: "Warning", reason: "SelectComposition", message }],
       );
@@ -284,11 +284,12 @@ export class Composer {
       const message = fatal ? err.message : `cannot run the composition pipeline: ${(err as Error).message}`;
       const results = fatal ? err.results : [];
       if (deleting) return this.deleteWithoutPipeline(t, key, xr, observedObjects, message, results, log);
+      // Only Synced changes: what the pipeline wrote last (recorded external names among it) stays.
       await this.report(
         t,
         key,
         xr,
-        {},
+        keptStatus(xr),
         [{ type: "Synced", status: "False", reason: "ReconcileError", message }],
         [...resultEvents(results), ...(fatal ? [] : [{ type: "Warning" as const, reason: "ComposeResources", message }])],
       );
@@ -459,7 +460,7 @@ export class Composer {
       t,
       key,
       xr,
-      isObject(xr["status"]) ? (xr["status"] as JsonObject) : {},
+      keptStatus(xr),
       [
         { type: "Synced", status: "False", reason: "ReconcileError", message: clip(why) },
         { type: "Ready", status: "False", reason: "Deleting", message: clip(message) },
@@ -620,6 +621,17 @@ export function resourceRefs(xr: JsonObject): Ref[] {
     name: String(r["name"]),
     ...(r["namespace"] ? { namespace: String(r["namespace"]) } : {}),
   }));
+}
+
+/**
+ * keptStatus is the XR's status as it is, but its conditions: what a reconcile
+ * that could not run the pipeline writes back, so that status the pipeline
+ * wrote before (recorded external names, the deletion order) is not removed
+ * by a server-side apply that leaves it out.
+ */
+function keptStatus(xr: JsonObject): JsonObject {
+  const { conditions: _conditions, ...rest } = isObject(xr["status"]) ? (xr["status"] as JsonObject) : {};
+  return rest;
 }
 
 /** recordedOrder reads status.deletion.order (waves of resource names), or [] when absent or malformed. */
