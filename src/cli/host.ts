@@ -1,7 +1,8 @@
 // `xfn host`: run compositions without Crossplane, against a Kubernetes API
 // (a kubeconfig, or an embedded API server), until SIGTERM/SIGINT.
 import { existsSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { randomBytes } from "node:crypto";
+import { hostname, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { Command, InvalidArgumentError, Option } from "commander";
 import { createLogger } from "../server/log.js";
@@ -15,6 +16,10 @@ interface HostFlags {
   manifests: string[];
   watchGcInterval: number;
   debug: boolean;
+  metricsAddress: string;
+  leaderElection: boolean;
+  leaderElectionNamespace: string;
+  leaderElectionId: string;
 }
 
 export function hostCommand(): Command {
@@ -39,20 +44,34 @@ export function hostCommand(): Command {
         return n;
       }),
     )
-    .addOption(new Option("-d, --debug", "log more").default(false))
+    .addOption(new Option("-d, --debug", "log each reconcile (what it applied, skipped, deleted, and how long it took)").default(false))
+    .addOption(
+      new Option("--metrics-address <host:port>", 'serve Prometheus metrics at http://<host:port>/metrics ("off" for none)').default(
+        "127.0.0.1:8080",
+      ),
+    )
+    .addOption(
+      new Option("--leader-election", "reconcile only while holding a coordination.k8s.io Lease (run several replicas safely)").default(
+        false,
+      ),
+    )
+    .addOption(new Option("--leader-election-namespace <ns>", "namespace of the leader Lease").default("default"))
+    .addOption(new Option("--leader-election-id <name>", "name of the leader Lease").default("xfn-host"))
     .action(async (flags: HostFlags) => {
       const log = createLogger({ debug: flags.debug });
       try {
         // Imported here, not at the top: client-node alone takes longer to load
         // than every other command's start-up (see bench/startup.ts).
-        const [{ KubeConfig }, { startDevCluster }, { Host }, { loadDocs }, { createRunner }, { applyManifests }] = await Promise.all([
-          import("@kubernetes/client-node"),
-          import("../devcluster/server.js"),
-          import("../host/host.js"),
-          import("../engine/docs.js"),
-          import("../engine/runner.js"),
-          import("../host/manifests.js"),
-        ]);
+        const [{ KubeConfig }, { startDevCluster }, { Host }, { loadDocs }, { createRunner }, { applyManifests }, { startMetricsServer }] =
+          await Promise.all([
+            import("@kubernetes/client-node"),
+            import("../devcluster/server.js"),
+            import("../host/host.js"),
+            import("../engine/docs.js"),
+            import("../engine/runner.js"),
+            import("../host/manifests.js"),
+            import("../metrics.js"),
+          ]);
         const kc = new KubeConfig();
         let stopCluster = async () => {};
         if (flags.embedded) {
@@ -66,8 +85,14 @@ export function hostCommand(): Command {
         } else if (flags.kubeconfig) {
           if (!existsSync(flags.kubeconfig)) throw new Error(`cannot read kubeconfig ${flags.kubeconfig}: no such file`);
           kc.loadFromFile(flags.kubeconfig);
+          log.info({ kubeconfig: flags.kubeconfig, server: kc.getCurrentCluster()?.server }, "using the cluster of a kubeconfig");
+        } else if (process.env["KUBERNETES_SERVICE_HOST"]) {
+          // In a pod: its service account and the cluster's own address.
+          kc.loadFromCluster();
+          log.info({ server: kc.getCurrentCluster()?.server }, "using in-cluster config (the pod's service account)");
         } else {
           kc.loadFromDefault();
+          log.info({ server: kc.getCurrentCluster()?.server }, "using the default kubeconfig");
         }
         const functionsPath = flags.functions ? resolve(flags.functions) : undefined;
         const runner = await createRunner(
@@ -75,7 +100,35 @@ export function hostCommand(): Command {
           functionsPath ?? "(no --functions file)",
           () => new Date(),
         );
-        const host = new Host({ kc, runner, log, watchGcIntervalMs: flags.watchGcInterval * 1000 });
+        const host = new Host({
+          kc,
+          runner,
+          log,
+          watchGcIntervalMs: flags.watchGcInterval * 1000,
+          ...(flags.leaderElection
+            ? {
+                leaderElection: {
+                  namespace: flags.leaderElectionNamespace,
+                  name: flags.leaderElectionId,
+                  identity: `${hostname()}-${randomBytes(4).toString("hex")}`,
+                },
+                // As controller-runtime does: a replica that lost the Lease exits, and is restarted to campaign again.
+                onLostLeadership: () => {
+                  log.error("lost the leader Lease; exiting");
+                  process.exit(1);
+                },
+              }
+            : {}),
+        });
+        let stopMetrics = async () => {};
+        if (flags.metricsAddress !== "off") {
+          try {
+            stopMetrics = (await startMetricsServer(flags.metricsAddress, host.metrics.registry, log)).stop;
+          } catch (err) {
+            // A dev host beside another on the same machine: say so, and go on without /metrics.
+            log.error({ err: (err as Error).message }, "running without /metrics; pass --metrics-address host:port, or off");
+          }
+        }
         await host.start();
         if (flags.manifests.length)
           await applyManifests(
@@ -86,6 +139,7 @@ export function hostCommand(): Command {
         const stop = () =>
           void host
             .stop()
+            .then(stopMetrics)
             .then(stopCluster)
             .then(() => process.exit(0));
         process.once("SIGTERM", stop);

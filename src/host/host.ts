@@ -54,6 +54,8 @@ export interface HostOptions {
   leaderElection?: LeaderElectionOptions;
   /** Metrics to report to; by default the host makes its own (Host.metrics). */
   metrics?: HostMetrics;
+  /** Told when this host loses leadership (xfn host exits, as controller-runtime does); by default it campaigns again. */
+  onLostLeadership?: () => void;
 }
 
 /** Controller is one XRD's running XR controller. */
@@ -77,6 +79,7 @@ export class Host {
   private handles: Handle[] = [];
   private gcTimer: NodeJS.Timeout | undefined;
   private readonly elector: Elector | undefined;
+  private stopping = false;
   private running = false;
 
   constructor(private readonly o: HostOptions) {
@@ -107,8 +110,13 @@ export class Host {
     });
     if (o.leaderElection)
       this.elector = new Elector(o.kc, o.leaderElection, o.log, {
-        started: () => void this.run(),
-        stopped: () => void this.halt(),
+        started: () =>
+          void this.run().catch((err: Error) => {
+            o.log.error({ err: err.message }, "cannot start reconciling");
+            void this.halt();
+          }),
+        // Told too when stop() or crash() ends the campaign: only a loss nobody asked for is reported.
+        stopped: () => void this.halt().then(() => this.stopping || o.onLostLeadership?.()),
       });
   }
 
@@ -177,6 +185,7 @@ export class Host {
 
   /** stop stops the host; a leader gives up its Lease. */
   async stop(): Promise<void> {
+    this.stopping = true;
     await this.elector?.stop(true);
     await this.halt();
     this.o.runner.close();
@@ -184,6 +193,7 @@ export class Host {
 
   /** crash stops everything without giving up the Lease, as a killed process would (tests). */
   async crash(): Promise<void> {
+    this.stopping = true;
     await this.elector?.stop(false);
     await this.halt();
   }

@@ -1,5 +1,8 @@
 // xfn host and xfn dev-cluster as a user runs them.
 import { spawn } from "node:child_process";
+import { once } from "node:events";
+import { createServer } from "node:net";
+import type { AddressInfo } from "node:net";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { until } from "../support/cluster.js";
@@ -72,6 +75,65 @@ C("bad input: a missing kubeconfig or functions file is a clear error, exit 1", 
   const d = await run(["dev-cluster", "--port", "99999"]);
   assert.is(d.code, 1);
   assert.match(d.stderr, /--port must be 0-65535/);
+});
+
+/** startHost runs `xfn host ...args` and collects its output until stopped. */
+function startHost(args: string[], env: NodeJS.ProcessEnv = {}) {
+  const child = spawn(process.execPath, [XFN, "host", ...args], { cwd: ROOT, env: { ...process.env, ...env } });
+  let out = "";
+  child.stdout.on("data", (d) => (out += d));
+  child.stderr.on("data", (d) => (out += d));
+  const exited = new Promise<number | null>((r) => child.on("exit", (code) => r(code)));
+  return { output: () => out, exited, stop: () => (child.kill("SIGTERM"), exited) };
+}
+
+C("--leader-election holds a Lease and --metrics-address serves /metrics, leader gauge included", async () => {
+  const h = startHost(["--embedded", "--leader-election", "--leader-election-id", "cli-host", "--metrics-address", "127.0.0.1:0"]);
+  try {
+    await until("leadership and metrics", () => /became the leader/.test(h.output()) && /serving metrics at/.test(h.output()), 20_000);
+    const url = /"url":"(http:\/\/127\.0\.0\.1:\d+)"/.exec(h.output())?.[1];
+    const metrics = /"address":"(127\.0\.0\.1:\d+)","msg":"serving metrics/.exec(h.output())?.[1];
+    assert.ok(url && metrics, h.output());
+    const lease = (await (await fetch(`${url}/apis/coordination.k8s.io/v1/namespaces/default/leases/cli-host`)).json()) as any;
+    const identity = /"identity":"([^"]+)","msg":"became the leader/.exec(h.output())?.[1];
+    assert.is(lease.spec?.holderIdentity, identity);
+    const text = await (await fetch(`http://${metrics}/metrics`)).text();
+    assert.match(text, /^xfn_host_leader 1$/m);
+    assert.match(text, /^xfn_host_watches \d+$/m);
+  } finally {
+    assert.is(await h.stop(), 0);
+  }
+});
+
+C("a busy --metrics-address is logged and the host runs on; off serves none", async () => {
+  const blocker = createServer().listen(0, "127.0.0.1");
+  await once(blocker, "listening");
+  const port = (blocker.address() as AddressInfo).port;
+  const h = startHost(["--embedded", "--metrics-address", `127.0.0.1:${port}`]);
+  const off = startHost(["--embedded", "--metrics-address", "off"]);
+  try {
+    await until(
+      "the busy port reported and the host started",
+      () => /running without \/metrics/.test(h.output()) && /XRD controller|started/.test(h.output()),
+      20_000,
+    );
+    await until("the host without metrics started", () => /embedded API server serving/.test(off.output()), 20_000);
+    assert.not.match(off.output(), /serving metrics/);
+  } finally {
+    blocker.close();
+    assert.is(await h.stop(), 0);
+    assert.is(await off.stop(), 0);
+  }
+});
+
+C("in a pod (KUBERNETES_SERVICE_HOST set) the host uses the in-cluster config and says which server", async () => {
+  // Without a service account the first request fails naming the missing file: exit 1, not a hang.
+  const r = await run(["host", "--metrics-address", "off"], {
+    env: { KUBERNETES_SERVICE_HOST: "127.0.0.1", KUBERNETES_SERVICE_PORT: "1" },
+  });
+  assert.is(r.code, 1, r.stdout + r.stderr);
+  assert.match(r.stdout, /"server":"https:\/\/127\.0\.0\.1:1".*using in-cluster config/);
+  assert.match(r.stderr, /serviceaccount/);
 });
 
 C.run();
