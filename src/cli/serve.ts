@@ -7,7 +7,8 @@ import type { RunFunction } from "../function.js";
 import { DEFAULT_MAX_RESPONSE_BYTES, messageOf } from "../server/handler.js";
 import { createLogger } from "../server/log.js";
 import { DEFAULT_TIMEOUT_SECONDS, DEFAULT_WORKERS } from "../server/pool.js";
-import { DEFAULT_ADDRESS, serve } from "../server/server.js";
+import type { MetricsServer, ServeMetrics } from "../metrics.js";
+import { DEFAULT_ADDRESS, serve, type RunningServer } from "../server/server.js";
 import type { WorkerData } from "../server/worker.js";
 import { createRecorder, type Recorder } from "../testing/record.js";
 import { loadFunction, resolveModule } from "./load.js";
@@ -44,6 +45,7 @@ export interface ServeFlags {
   recordDir?: string;
   workers: number;
   timeout: number;
+  metricsAddress?: string;
 }
 
 /**
@@ -92,6 +94,12 @@ export function addServeFlags(cmd: Command, opts: { loopbackWhenInsecure?: boole
         .argParser(positive("--timeout")),
     )
     .addOption(
+      new Option(
+        "--metrics-address <host:port>",
+        "serve Prometheus metrics (calls by status code, durations, calls in flight, worker restarts) at http://<host:port>/metrics; off unless given",
+      ),
+    )
+    .addOption(
       new Option("--record-dir <dir>", "write every request and its response as a test case xfn test can replay (secrets redacted)"),
     )
     .addOption(
@@ -122,7 +130,9 @@ const WORKER_ENTRY = new URL(`../server/worker-entry${extname(fileURLToPath(impo
 export async function startServing(source: FunctionSource, flags: ServeFlags, label: string, moduleFile?: string): Promise<void> {
   const log = createLogger({ debug: flags.debug });
   let recorder: Recorder | undefined;
-  let running;
+  let running: RunningServer | undefined;
+  let metrics: ServeMetrics | undefined;
+  let metricsServer: MetricsServer | undefined;
   try {
     // With workers, each worker loads the function; a module path that does
     // not resolve is still loaded here, for its error.
@@ -136,6 +146,14 @@ export async function startServing(source: FunctionSource, flags: ServeFlags, la
       ...(moduleFile ? { module: moduleFile } : {}),
     };
     recorder = flags.recordDir ? createRecorder(resolve(flags.recordDir), moduleFile ?? label, log) : undefined;
+    if (flags.metricsAddress) {
+      // Loaded only when asked for: prom-client adds to every start-up otherwise.
+      const { serveMetrics, startMetricsServer } = await import("../metrics.js");
+      metrics = serveMetrics(() => running?.inFlight() ?? 0);
+      // Asked for explicitly: a port that cannot be bound stops start-up, as --address does.
+      metricsServer = await startMetricsServer(flags.metricsAddress, metrics.registry, log);
+    }
+    const m = metrics;
     running = await serve(
       fn,
       {
@@ -148,10 +166,20 @@ export async function startServing(source: FunctionSource, flags: ServeFlags, la
         maxConcurrency: flags.maxConcurrency,
         maxQueue: flags.maxQueue,
         ...(recorder ? { onResponse: recorder.record } : {}),
+        ...(m
+          ? {
+              onCall: (code: string, seconds: number) => {
+                m.requests.inc({ code });
+                m.requestSeconds.observe(seconds);
+              },
+              onWorkerRestart: () => m.workerRestarts.inc(),
+            }
+          : {}),
       },
       log.child({ module: label }),
     );
   } catch (err) {
+    await metricsServer?.stop();
     log.error((err as Error).message);
     process.stderr.write(`xfn serve: ${(err as Error).message}\n`);
     process.exitCode = 1;
@@ -172,6 +200,7 @@ export async function startServing(source: FunctionSource, flags: ServeFlags, la
     void srv
       .stop(flags.gracePeriod * 1000)
       .then(() => recorder?.flush())
+      .then(() => metricsServer?.stop())
       .then(() => process.exit(0));
   };
   process.once("SIGTERM", () => stop("SIGTERM"));

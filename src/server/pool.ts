@@ -60,6 +60,8 @@ export interface PoolOptions {
   timeoutMs: number;
   now?: () => Date;
   onResponse?: HandlerOptions["onResponse"];
+  /** Told each time a worker is replaced. */
+  onWorkerRestart?: () => void;
 }
 
 interface Pending {
@@ -130,6 +132,7 @@ export async function startPool(opts: PoolOptions, log: Logger): Promise<Pool> {
         if (!ready) return reject(new Error(why));
         if (closing) return;
         log.warn({ worker: slot.n }, "starting a replacement worker");
+        opts.onWorkerRestart?.();
         respawn(kept, 0);
       };
       worker.on("message", (m: FromWorker) => {

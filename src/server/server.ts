@@ -50,6 +50,10 @@ export interface ServeOptions {
   maxConcurrentStreams?: number;
   /** Run the function on worker threads (see pool.ts) instead of in this thread. */
   workers?: Pick<PoolOptions, "workers" | "script" | "workerData">;
+  /** Told of every RunFunction call answered, refusals included (see `--metrics-address`). */
+  onCall?: (code: keyof typeof Code, seconds: number) => void;
+  /** Told when the pool replaces a worker. */
+  onWorkerRestart?: () => void;
 }
 
 const WAIT_SLACK_MS = 100;
@@ -66,6 +70,8 @@ export interface RunningServer {
   readonly port: number;
   /** Whether the server requires client certificates. */
   readonly mtls: boolean;
+  /** RunFunction calls admitted and not yet answered (running, waiting to be read or to run). */
+  inFlight(): number;
   /**
    * stop stops accepting calls, lets in-flight calls finish for up to graceMs,
    * then cancels what is left. It resolves when the server is down.
@@ -142,7 +148,15 @@ export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Log
   const timeoutMs = opts.timeoutMs ?? Infinity;
   let pool: Pool | undefined;
   if (opts.workers)
-    pool = await startPool({ ...opts.workers, ...common, timeoutMs: Number.isFinite(timeoutMs) ? timeoutMs : 2 ** 31 - 1 }, log);
+    pool = await startPool(
+      {
+        ...opts.workers,
+        ...common,
+        timeoutMs: Number.isFinite(timeoutMs) ? timeoutMs : 2 ** 31 - 1,
+        ...(opts.onWorkerRestart ? { onWorkerRestart: opts.onWorkerRestart } : {}),
+      },
+      log,
+    );
   const handler = pool ?? createHandler(fn!, { ...common, maxResponseBytes: opts.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES }, log);
 
   // Calls in flight, cancelled on a forced stop so functions still running see their signal fire.
@@ -157,7 +171,18 @@ export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Log
   const bodies = new Slots(2 * common.maxConcurrency);
 
   const runFunction =
-    (version: CallInfo["version"]) => (call: ServerReadableStream<Buffer, Uint8Array>, callback: sendUnaryData<Uint8Array>) => {
+    (version: CallInfo["version"]) => (call: ServerReadableStream<Buffer, Uint8Array>, answer: sendUnaryData<Uint8Array>) => {
+      const started = performance.now();
+      const onCall = opts.onCall;
+      const callback: sendUnaryData<Uint8Array> = onCall
+        ? (err, value) => {
+            onCall(
+              err ? ((Code[err.code ?? Code.UNKNOWN] as keyof typeof Code | undefined) ?? "UNKNOWN") : "OK",
+              (performance.now() - started) / 1000,
+            );
+            answer(err, value);
+          }
+        : answer;
       if (admitted >= admitLimit) {
         const details =
           `server busy: ${admitted} requests running or waiting ` + `(limit ${admitLimit}: --max-concurrency + --max-queue); retry later`;
@@ -269,6 +294,7 @@ export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Log
   return {
     port,
     mtls,
+    inFlight: () => admitted,
     stop(graceMs = 10_000) {
       stopped ??= new Promise<void>((resolve) => {
         health.shutdown();

@@ -206,4 +206,39 @@ Cli("serves --insecure on loopback port 9443 by default, dialled as localhost:94
   }
 });
 
+Cli("--metrics-address serves call counts by code, durations and worker restarts; off without the flag", async () => {
+  const mod = join(import.meta.dirname, "../fixtures/misbehave/index.ts");
+  const s = await startServe([mod, "--insecure", "--workers", "2", "--metrics-address", "127.0.0.1:0"]);
+  const c = rawClient(s.port);
+  const xr = (mode: string) =>
+    request({ observed: { composite: { resource: { apiVersion: "x.io/v1", kind: "X", metadata: { name: "x" }, spec: { mode } } } } });
+  try {
+    const metrics = /"address":"(127\.0\.0\.1:\d+)","msg":"serving metrics/.exec(s.output())?.[1];
+    assert.ok(metrics, s.output());
+    for (let i = 0; i < 3; i++) await c.run(xr("ok"));
+    assert.is((await codeOf(c.call(new Uint8Array([0xff, 0xff, 0xff])))).code, Code.INVALID_ARGUMENT);
+    assert.is((await codeOf(c.run(xr("crash-pending")))).code, Code.INTERNAL);
+    await until("the worker replaced", () => /starting a replacement worker/.test(s.output()), 5_000);
+    const text = await (await fetch(`http://${metrics}/metrics`)).text();
+    assert.match(text, /^xfn_function_requests_total\{code="OK"\} 3$/m);
+    assert.match(text, /^xfn_function_requests_total\{code="INVALID_ARGUMENT"\} 1$/m);
+    assert.match(text, /^xfn_function_requests_total\{code="INTERNAL"\} 1$/m);
+    assert.match(text, /^xfn_function_request_duration_seconds_count 5$/m);
+    assert.match(text, /^xfn_function_worker_restarts_total 1$/m);
+    assert.match(text, /^xfn_function_requests_in_flight 0$/m);
+  } finally {
+    c.close();
+    assert.is((await s.stop()).code, 0);
+  }
+  const plain = await startServe(["functions/hello", "--insecure"]);
+  await plain.stop();
+  assert.not.match(plain.output(), /metrics/);
+});
+
+Cli("--metrics-address that cannot be bound stops start-up naming it", async () => {
+  const r = await run(["serve", "functions/hello", "--insecure", "--address", "127.0.0.1:0", "--metrics-address", "127.0.0.1:99999"]);
+  assert.is(r.code, 1);
+  assert.match(r.stderr, /metrics address must be host:port, got "127\.0\.0\.1:99999"/);
+});
+
 Cli.run();
