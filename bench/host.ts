@@ -1,0 +1,173 @@
+// The host at scale: `xfn dev-cluster` and `xfn host --kubeconfig` in their
+// own processes, as a user runs them; N XRs of the bench/host XRD (each
+// composing K Things, ready once they exist) are created as fast as the API
+// server takes them, and timed until every one is Ready=True. Reports time per
+// XR, the CPU and peak memory (the kernel's VmHWM) of both processes, and
+// writes the "Host" section of bench/RESULTS.md.
+//
+//   node --import tsx bench/host.ts [--sizes 100,500,1000,2000] [--resources 3] [--memory 1000x10] [--quick]
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { flag, writeSection } from "./results.js";
+
+const ROOT = join(import.meta.dirname, "..");
+const QUICK = process.argv.includes("--quick");
+const SIZES = flag("--sizes", QUICK ? "100,500" : "100,500,1000,2000")
+  .split(",")
+  .map(Number);
+const K = flag("--resources", 3);
+const [MEM_N, MEM_K] = flag("--memory", QUICK ? "300x10" : "1000x10")
+  .split("x")
+  .map(Number) as [number, number];
+const LIMIT_S = flag("--limit", 900);
+const XRS = "/apis/bench.example.org/v1/xthings";
+
+interface Proc {
+  child: ChildProcess;
+  out(): string;
+}
+
+function start(args: string[], ready: RegExp): Promise<Proc> {
+  const child = spawn(process.execPath, [join(ROOT, "bin/xfn.js"), ...args], { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
+  let out = "";
+  child.stdout!.on("data", (d) => (out += d));
+  child.stderr!.on("data", (d) => (out += d));
+  return new Promise((resolve, reject) => {
+    const t = setInterval(() => {
+      if (ready.test(out)) {
+        clearInterval(t);
+        resolve({ child, out: () => out });
+      }
+    }, 50);
+    child.once("exit", (code) => {
+      clearInterval(t);
+      reject(new Error(`xfn ${args[0]} exited ${code}:\n${out}`));
+    });
+  });
+}
+
+/** usage reads a process's CPU seconds (user + system) and memory (MiB) from /proc. */
+function usage(pid: number): { cpu: number; rss: number; peak: number } {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  const status = readFileSync(`/proc/${pid}/status`, "utf8");
+  const kb = (k: string) => Number(new RegExp(`${k}:\\s+(\\d+) kB`).exec(status)?.[1] ?? NaN) / 1024;
+  // utime and stime are fields 14 and 15 of stat (11 and 12 after the command), in clock ticks (100 a second on Linux).
+  return { cpu: (Number(f[11]) + Number(f[12])) / 100, rss: kb("VmRSS"), peak: kb("VmHWM") };
+}
+
+interface Run {
+  n: number;
+  k: number;
+  embedded: boolean;
+  seconds: number;
+  done: number;
+  host: { cpu: number; rss: number; peak: number };
+  cluster: { cpu: number; rss: number; peak: number };
+}
+
+/** measure runs n XRs x k; embedded runs `xfn host --embedded` alone (one process holds both). */
+async function measure(n: number, k: number, embedded = false): Promise<Run> {
+  const dir = mkdtempSync(join(tmpdir(), "xfn-bench-host-"));
+  const kubeconfig = join(dir, "kubeconfig");
+  const cluster = embedded ? undefined : await start(["dev-cluster", "--kubeconfig", kubeconfig], /dev-cluster serving/);
+  const host = await start(
+    [
+      "host",
+      ...(embedded ? ["--embedded"] : ["--kubeconfig", kubeconfig]),
+      "--functions",
+      "bench/host/functions.yaml",
+      "--manifests",
+      "bench/host/manifests.yaml",
+      "--metrics-address",
+      "off",
+    ],
+    /started XR controller/,
+  );
+  const url = /"url":"([^"]+)"/.exec((cluster ?? host).out())![1]!;
+  try {
+    const started = performance.now();
+    // Created 32 at a time, as a script applying a folder of XRs would.
+    let next = 0;
+    await Promise.all(
+      Array.from({ length: 32 }, async () => {
+        while (next < n) {
+          const i = next++;
+          const r = await fetch(`${url}${XRS}`, {
+            method: "POST",
+            headers: { "content-type": "application/json" },
+            body: JSON.stringify({
+              apiVersion: "bench.example.org/v1",
+              kind: "XThings",
+              metadata: { name: `xr-${String(i).padStart(5, "0")}` },
+              spec: { count: k },
+            }),
+          });
+          if (r.status !== 201) throw new Error(`creating XR ${i}: ${r.status} ${await r.text()}`);
+        }
+      }),
+    );
+    let done = 0;
+    while ((performance.now() - started) / 1000 < LIMIT_S) {
+      await new Promise((r) => setTimeout(r, 250));
+      const list = (await (await fetch(`${url}${XRS}`)).json()) as {
+        items: Array<{ status?: { conditions?: Array<{ type: string; status: string }> } }>;
+      };
+      done = list.items.filter((x) => x.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True")).length;
+      if (done === n) break;
+    }
+    const seconds = (performance.now() - started) / 1000;
+    const none = { cpu: 0, rss: 0, peak: 0 };
+    return { n, k, embedded, seconds, done, host: usage(host.child.pid!), cluster: cluster ? usage(cluster.child.pid!) : none };
+  } finally {
+    const procs = cluster ? [host, cluster] : [host];
+    for (const p of procs) p.child.kill("SIGTERM");
+    await Promise.all(procs.map((p) => new Promise((r) => (p.child.exitCode !== null ? r(null) : p.child.once("exit", r)))));
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+const f1 = (x: number) => x.toFixed(1);
+const f2 = (x: number) => x.toFixed(2);
+const runs: Run[] = [];
+for (const n of SIZES) {
+  const r = await measure(n, K);
+  runs.push(r);
+  console.log(
+    `${n} XRs x ${K}: ${r.done}/${n} Ready in ${f1(r.seconds)} s (${f2((r.seconds * 1000) / n)} ms/XR); ` +
+      `host ${f1(r.host.cpu)} s CPU, peak ${Math.round(r.host.peak)} MiB; dev-cluster ${f1(r.cluster.cpu)} s CPU, peak ${Math.round(r.cluster.peak)} MiB`,
+  );
+}
+const mems: Run[] = [];
+for (const embedded of [false, true]) {
+  const m = await measure(MEM_N, MEM_K, embedded);
+  mems.push(m);
+  console.log(
+    `${MEM_N} XRs x ${MEM_K}${embedded ? " (--embedded)" : ""}: ${m.done}/${MEM_N} Ready in ${f1(m.seconds)} s; ` +
+      `host peak ${Math.round(m.host.peak)} MiB (now ${Math.round(m.host.rss)})` +
+      (embedded ? "" : `, dev-cluster peak ${Math.round(m.cluster.peak)} MiB`),
+  );
+}
+
+const base = runs[0]!;
+const perXr = (r: Run) => (r.seconds * 1000) / r.n;
+const row = (r: Run) =>
+  `| ${r.n} x ${r.k}${r.embedded ? " (--embedded: one process)" : ""} | ${r.done === r.n ? "all" : `${r.done} of ${r.n}`} | ${f1(r.seconds)} | ${f2(perXr(r))} | ${f2(perXr(r) / perXr(base))} | ` +
+  `${f2((r.host.cpu * 1000) / r.n)} | ${Math.round(r.host.peak)} | ` +
+  (r.embedded ? "(in the host) | (in the host) |" : `${f2((r.cluster.cpu * 1000) / r.n)} | ${Math.round(r.cluster.peak)} |`);
+const section = `## Host
+
+\`node --import tsx bench/host.ts\`, ${new Date().toISOString().slice(0, 10)}: \`xfn dev-cluster\` and \`xfn host --kubeconfig\` in
+their own processes; N XRs created 32 at a time, each composing K Things (ready once they exist),
+timed from the first create until every XR is Ready=True (polled every 250 ms). CPU is user + system
+time of each process over the whole run; memory is its peak resident set (VmHWM).
+
+| XRs x resources | Ready | seconds | ms per XR | per XR / at ${base.n} | host CPU ms per XR | host peak MiB | dev-cluster CPU ms per XR | dev-cluster peak MiB |
+|---|---|---:|---:|---:|---:|---:|---:|---:|
+${[...runs, ...mems].map(row).join("\n")}
+`;
+// A quick run only prints: RESULTS.md keeps full runs.
+if (QUICK) process.stdout.write(`\n${section}`);
+else writeSection("Host", section);
