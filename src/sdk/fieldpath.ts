@@ -1,19 +1,28 @@
 // Field paths address a value inside a Kubernetes object held as plain JSON,
-// in the syntax Crossplane users already write in Compositions:
+// with crossplane-runtime's syntax and meaning (pkg/fieldpath), which
+// Compositions and functions written in Go use:
 //
 //   spec.forProvider.region
 //   spec.containers[0].image
 //   metadata.annotations[crossplane.io/external-name]
+//   metadata.labels['app.hash']          quotes around a key are dropped
+//   spec.containers[*].image             a wildcard: every element or key
 //
-// A dot separates object fields. Brackets hold either an array index (only
-// digits) or an object key that may itself contain dots or slashes. Reads never
-// throw for a missing value; they throw a FieldPathError when the path itself is
-// malformed or runs through a value of the wrong type, because silently
-// answering "missing" there hides bugs. Writes create missing objects and arrays
-// on the way and never write through the prototype chain.
+// A dot separates object fields. Brackets hold an array index (an unsigned
+// 32-bit integer) or else an object key, in which dots mean nothing; a field
+// may follow "]" directly. Single and double quotes at either end of a key are
+// removed. Reads never throw for a missing value; they throw a FieldPathError
+// when the path itself is malformed or runs through a value of the wrong type,
+// because silently answering "missing" there hides bugs. Writes create missing
+// objects and arrays on the way, grow arrays up to index 1024 as Crossplane
+// does, and never write through the prototype chain.
+//
+// Where xfn differs: an empty path is an error (crossplane-runtime parses it
+// to nothing and answers nil); a null on the way reads as missing and is
+// replaced on a write (crossplane-runtime errors); `__proto__` is refused.
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 
-/** Segment is one step of a parsed field path. */
+/** Segment is one step of a parsed field path. A field "*" is a wildcard. */
 export type Segment = { readonly field: string } | { readonly index: number };
 
 /** FieldPathError names the path and what is wrong with it. */
@@ -26,6 +35,14 @@ export class FieldPathError extends Error {
     super(`field path ${JSON.stringify(path)}: ${detail}`);
   }
 }
+
+/** WILDCARD is the field that stands for every element of an array or key of an object. */
+export const WILDCARD = "*";
+
+/** MAX_SET_INDEX is the largest array index a write may use (crossplane-runtime's DefaultMaxFieldPathIndex). */
+export const MAX_SET_INDEX = 1024;
+
+const MAX_UINT32 = 4294967295;
 
 // Keys that would reach Object.prototype through a plain property access.
 const UNSAFE_KEYS = new Set(["__proto__"]);
@@ -43,45 +60,68 @@ export function parsePath(path: string): readonly Segment[] {
   return segments;
 }
 
+/** A key with the quotes at either end removed, as crossplane-runtime's Field does. */
+function field(text: string): Segment {
+  return { field: text.replace(/^['"]+|['"]+$/g, "") };
+}
+
+/** Bracket content: an index when it reads as an unsigned 32-bit integer, else a key. */
+function fieldOrIndex(text: string): Segment {
+  if (/^\d+$/.test(text)) {
+    const n = Number(text);
+    if (n <= MAX_UINT32) return { index: n };
+  }
+  return field(text);
+}
+
 function parseUncached(path: string): Segment[] {
   if (path === "") throw new FieldPathError(path, "is empty");
   const out: Segment[] = [];
+  const fail = (at: number, what: string) => new FieldPathError(path, `${what} at position ${at}`);
   let i = 0;
-  let expectField = true; // at the start or right after a dot
-  while (i < path.length) {
-    const ch = path[i];
-    if (ch === "[") {
-      const close = path.indexOf("]", i + 1);
-      if (close < 0) throw new FieldPathError(path, `unclosed "[" at offset ${i}`);
-      const inner = path.slice(i + 1, close);
-      if (inner === "") throw new FieldPathError(path, `empty brackets at offset ${i}`);
-      out.push(/^\d+$/.test(inner) ? { index: Number(inner) } : { field: inner });
-      i = close + 1;
-      expectField = false;
-      if (i < path.length && path[i] !== "[" && path[i] !== ".") {
-        throw new FieldPathError(path, `expected "." or "[" after "]" at offset ${i}`);
-      }
-    } else if (ch === ".") {
-      if (expectField || i === path.length - 1) throw new FieldPathError(path, `empty field name at offset ${i}`);
-      i++;
-      expectField = true;
-      if (path[i] === "[") throw new FieldPathError(path, `"[" cannot follow "." at offset ${i}`);
-    } else if (ch === "]") {
-      throw new FieldPathError(path, `unexpected "]" at offset ${i}`);
-    } else {
-      if (!expectField) throw new FieldPathError(path, `expected "." or "[" at offset ${i}`);
-      let j = i;
-      while (j < path.length && path[j] !== "." && path[j] !== "[" && path[j] !== "]") j++;
-      out.push({ field: path.slice(i, j) });
-      i = j;
-      expectField = false;
+  // Each turn reads a field name (perhaps empty) up to a ".", a "[" or the end.
+  for (;;) {
+    let j = i;
+    while (j < path.length && path[j] !== "." && path[j] !== "[") {
+      if (path[j] === "]") throw fail(j, 'unexpected "]"');
+      j++;
     }
+    if (j > i) out.push(field(path.slice(i, j)));
+    if (j === path.length) break;
+    if (path[j] === ".") {
+      if (j === 0 || j === path.length - 1) throw fail(j, 'unexpected "."');
+      if (path[j + 1] === ".") throw fail(j + 1, 'unexpected "."');
+      if (path[j + 1] === "[") throw fail(j + 1, 'unexpected "["');
+      i = j + 1;
+      continue;
+    }
+    // "[": a key or an index up to the next "]".
+    const close = path.indexOf("]", j + 1);
+    if (close < 0) throw fail(j, 'unterminated "["');
+    if (close === j + 1) throw fail(j + 1, 'unexpected "]"');
+    const nested = path.indexOf("[", j + 1);
+    if (nested >= 0 && nested < close) throw fail(nested, 'unexpected "["');
+    out.push(fieldOrIndex(path.slice(j + 1, close)));
+    i = close + 1;
   }
   for (const s of out) {
     if ("field" in s && UNSAFE_KEYS.has(s.field)) throw new FieldPathError(path, `the key ${s.field} is not allowed`);
   }
   return out;
 }
+
+/** formatPath writes segments back as a path parsePath reads (keys with dots or "*" in brackets). */
+export function formatPath(segments: readonly Segment[]): string {
+  let s = "";
+  for (const seg of segments) {
+    if ("index" in seg) s += `[${seg.index}]`;
+    else if (seg.field === WILDCARD || /[.[\]]/.test(seg.field) || seg.field === "") s += `[${seg.field}]`;
+    else s += s === "" ? seg.field : `.${seg.field}`;
+  }
+  return s;
+}
+
+const hasWildcard = (segments: readonly Segment[]) => segments.some((s) => "field" in s && s.field === WILDCARD);
 
 /** isObject is true for a JSON object (not null, not an array). */
 export const isObject = (v: JsonValue | undefined): v is JsonObject => typeof v === "object" && v !== null && !Array.isArray(v);
@@ -92,10 +132,18 @@ function describe(v: JsonValue | undefined): string {
   return typeof v === "object" ? "an object" : `a ${typeof v}`;
 }
 
-/** getValue returns the value at path, or undefined when any part of it is absent. */
+/**
+ * getValue returns the value at path, or undefined when any part of it is
+ * absent. A path with a wildcard is refused: use getValues.
+ */
 export function getValue(obj: JsonObject | undefined, path: string): JsonValue | undefined {
-  let cur: JsonValue | undefined = obj;
   const segments = parsePath(path);
+  if (hasWildcard(segments)) throw new FieldPathError(path, "has a wildcard: read it with getValues, or expandWildcards first");
+  return getAt(obj, segments, path);
+}
+
+function getAt(obj: JsonValue | undefined, segments: readonly Segment[], path: string): JsonValue | undefined {
+  let cur: JsonValue | undefined = obj;
   for (let i = 0; i < segments.length; i++) {
     const s = segments[i]!;
     if (cur === undefined || cur === null) return undefined;
@@ -108,6 +156,47 @@ export function getValue(obj: JsonObject | undefined, path: string): JsonValue |
     }
   }
   return cur;
+}
+
+/**
+ * expandWildcards returns the paths a path with wildcards stands for in obj, as
+ * crossplane-runtime's ExpandWildcards does: each "*" becomes every index of
+ * the array or every key of the object found there (in order), and only paths
+ * that exist are returned. A path without wildcards comes back alone if it
+ * exists. A wildcard over a value that is neither array nor object is an
+ * error; one over a missing or null value matches nothing.
+ */
+export function expandWildcards(obj: JsonObject | undefined, path: string): string[] {
+  return expand(obj, parsePath(path), path).map(formatPath);
+}
+
+/** expand does expandWildcards' work; with existingOnly false, what follows the last wildcard need not exist (for writes). */
+function expand(obj: JsonValue | undefined, segments: readonly Segment[], path: string, existingOnly = true): Segment[][] {
+  const out: Segment[][] = [];
+  // Explicit stack, so that a wide object does not recurse deeply; reversed to keep document order.
+  const todo: Segment[][] = [[...segments]];
+  while (todo.length > 0) {
+    const segs = todo.pop()!;
+    const at = segs.findIndex((s) => "field" in s && s.field === WILDCARD);
+    if (at < 0) {
+      if (!existingOnly || getAt(obj, segs, path) !== undefined) out.push(segs);
+      continue;
+    }
+    const base = getAt(obj, segs.slice(0, at), path);
+    if (base === undefined || base === null) continue;
+    let choices: Segment[];
+    if (Array.isArray(base)) choices = base.map((_, index) => ({ index }));
+    else if (isObject(base)) choices = Object.keys(base).map((k) => ({ field: k }));
+    else throw new FieldPathError(path, `the wildcard after ${render(segs, at)} meets ${describe(base)}, not an array or object`);
+    for (let c = choices.length - 1; c >= 0; c--) todo.push([...segs.slice(0, at), choices[c]!, ...segs.slice(at + 1)]);
+  }
+  return out;
+}
+
+/** getValues returns the value at every path a path with wildcards expands to (see expandWildcards). */
+export function getValues(obj: JsonObject | undefined, path: string): JsonValue[] {
+  const segments = parsePath(path);
+  return expand(obj, segments, path).map((s) => getAt(obj, s, path)!);
 }
 
 function typed<T>(check: (v: JsonValue) => v is T & JsonValue, want: string) {
@@ -131,14 +220,7 @@ export const getObject = typed(isObject, "an object");
 export const getArray = typed((v): v is JsonValue[] => Array.isArray(v), "an array");
 
 function render(segments: readonly Segment[], upTo: number): string {
-  if (upTo === 0) return "the root";
-  let s = "";
-  for (const seg of segments.slice(0, upTo)) {
-    if ("index" in seg) s += `[${seg.index}]`;
-    else if (/[.[\]]/.test(seg.field)) s += `[${seg.field}]`;
-    else s += s === "" ? seg.field : `.${seg.field}`;
-  }
-  return s;
+  return upTo === 0 ? "the root" : formatPath(segments.slice(0, upTo));
 }
 
 function put(container: JsonObject | JsonValue[], s: Segment, value: JsonValue): void {
@@ -152,18 +234,38 @@ function put(container: JsonObject | JsonValue[], s: Segment, value: JsonValue):
 
 /**
  * setValue writes value at path, creating objects (for field segments) and
- * arrays (for index segments) that do not exist yet. An index may address an
- * existing element or append one past the end; a larger index is an error, as
- * is a path that runs through a value of the wrong type.
+ * arrays (for index segments) that do not exist yet. An index past the end of
+ * an array grows it, the gap filled with null, as crossplane-runtime does, up
+ * to index 1024 (MAX_SET_INDEX). A path with wildcards writes below every
+ * element or key its wildcards match (what follows the last wildcard is
+ * created, where crossplane-runtime's expansion keeps only paths that exist),
+ * and is an error if they match none, as Crossplane's patches refuse a
+ * toFieldPath that expands to nothing. A path through a value of the wrong
+ * type is an error.
  */
 export function setValue(obj: JsonObject, path: string, value: JsonValue): void {
   const segments = parsePath(path);
+  for (const s of segments) {
+    if ("index" in s && s.index > MAX_SET_INDEX)
+      throw new FieldPathError(path, `index ${s.index} is greater than the largest allowed, ${MAX_SET_INDEX}`);
+  }
+  if (hasWildcard(segments)) {
+    const all = expand(obj, segments, path, false);
+    if (all.length === 0) throw new FieldPathError(path, "the wildcards match nothing to set");
+    for (const s of all) setAt(obj, s, path, value);
+    return;
+  }
+  setAt(obj, segments, path, value);
+}
+
+function setAt(obj: JsonObject, segments: readonly Segment[], path: string, value: JsonValue): void {
   let cur: JsonObject | JsonValue[] = obj;
   for (let i = 0; i < segments.length; i++) {
     const s = segments[i]!;
     checkContainer(path, segments, i, cur);
-    if ("index" in s && s.index > (cur as JsonValue[]).length) {
-      throw new FieldPathError(path, `index ${s.index} is past the end of ${render(segments, i)} (length ${(cur as JsonValue[]).length})`);
+    if ("index" in s) {
+      const a = cur as JsonValue[];
+      while (a.length < s.index) a.push(null);
     }
     if (i === segments.length - 1) {
       put(cur, s, value);
@@ -192,29 +294,47 @@ function checkContainer(path: string, segments: readonly Segment[], i: number, c
   }
 }
 
-/** deleteValue removes the value at path. It returns whether anything was removed. */
+/**
+ * deleteValue removes the value at path: a key from its object, or an element
+ * from its array (the later ones move down). It returns whether anything was
+ * removed; a missing value (or a null on the way) removes nothing. A path
+ * through a value of the wrong type is an error, as in crossplane-runtime's
+ * DeleteField. A path with wildcards removes every value it expands to.
+ */
 export function deleteValue(obj: JsonObject, path: string): boolean {
   const segments = parsePath(path);
-  const parentPath = segments.slice(0, -1);
+  if (hasWildcard(segments)) {
+    // Last first, so that removing an element does not move the ones still to remove.
+    const all = expand(obj, segments, path).reverse();
+    let removed = false;
+    for (const s of all) removed = deleteAt(obj, s, path) || removed;
+    return removed;
+  }
+  return deleteAt(obj, segments, path);
+}
+
+function deleteAt(obj: JsonObject, segments: readonly Segment[], path: string): boolean {
   let cur: JsonValue | undefined = obj;
-  for (const s of parentPath) {
-    if (cur === null || typeof cur !== "object") return false;
-    cur =
-      "field" in s
-        ? Array.isArray(cur) || !Object.hasOwn(cur, s.field)
-          ? undefined
-          : cur[s.field]
-        : Array.isArray(cur)
-          ? cur[s.index]
-          : undefined;
+  for (let i = 0; i < segments.length; i++) {
+    const s = segments[i]!;
+    if (cur === undefined || cur === null) return false;
+    if ("field" in s) {
+      if (!isObject(cur)) throw new FieldPathError(path, `${render(segments, i)} is ${describe(cur)}, not an object`);
+      if (i === segments.length - 1) {
+        if (!Object.hasOwn(cur, s.field)) return false;
+        delete cur[s.field];
+        return true;
+      }
+      cur = Object.hasOwn(cur, s.field) ? cur[s.field] : undefined;
+    } else {
+      if (!Array.isArray(cur)) throw new FieldPathError(path, `${render(segments, i)} is ${describe(cur)}, not an array`);
+      if (i === segments.length - 1) {
+        if (s.index >= cur.length) return false;
+        cur.splice(s.index, 1);
+        return true;
+      }
+      cur = cur[s.index];
+    }
   }
-  const last = segments[segments.length - 1]!;
-  if ("field" in last) {
-    if (!isObject(cur) || !Object.hasOwn(cur, last.field)) return false;
-    delete cur[last.field];
-    return true;
-  }
-  if (!Array.isArray(cur) || last.index >= cur.length) return false;
-  cur.splice(last.index, 1);
-  return true;
+  return false;
 }

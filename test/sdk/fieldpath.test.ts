@@ -1,31 +1,74 @@
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
-import { deleteValue, FieldPathError, getNumber, getString, getValue, parsePath, setValue } from "../../src/sdk/fieldpath.js";
+import {
+  deleteValue,
+  expandWildcards,
+  FieldPathError,
+  formatPath,
+  getNumber,
+  getString,
+  getValue,
+  getValues,
+  parsePath,
+  setValue,
+} from "../../src/sdk/fieldpath.js";
 
 const Parse = suite("parsePath");
 
+// Written from crossplane-runtime's documented fieldpath behaviour (its Parse and
+// FieldOrIndex tables): positions are where its lexer reports the error.
 const parseCases: Record<string, { path: string; want?: unknown; err?: RegExp }> = {
+  SingleField: { path: "spec", want: [{ field: "spec" }] },
+  SingleIndex: { path: "[0]", want: [{ index: 0 }] },
+  TwoFields: { path: "metadata.name", want: [{ field: "metadata" }, { field: "name" }] },
   SimpleFields: { path: "spec.forProvider.region", want: [{ field: "spec" }, { field: "forProvider" }, { field: "region" }] },
+  APIConventionsExample: {
+    path: "fields[1].state.current",
+    want: [{ field: "fields" }, { index: 1 }, { field: "state" }, { field: "current" }],
+  },
   IndexAfterField: {
     path: "spec.containers[0].image",
     want: [{ field: "spec" }, { field: "containers" }, { index: 0 }, { field: "image" }],
   },
+  NestedArray: { path: "nested[0][1].name", want: [{ field: "nested" }, { index: 0 }, { index: 1 }, { field: "name" }] },
+  BracketStyleField: {
+    path: "spec[containers][0].name",
+    want: [{ field: "spec" }, { field: "containers" }, { index: 0 }, { field: "name" }],
+  },
+  BracketFieldWithPeriod: { path: "data[.config.yml]", want: [{ field: "data" }, { field: ".config.yml" }] },
   BracketKeyWithDotsAndSlash: {
     path: "metadata.annotations[crossplane.io/external-name]",
     want: [{ field: "metadata" }, { field: "annotations" }, { field: "crossplane.io/external-name" }],
   },
+  QuotedKeyWithPeriod: { path: "metadata.labels['app.hash']", want: [{ field: "metadata" }, { field: "labels" }, { field: "app.hash" }] },
+  DoubleQuotedKey: {
+    path: 'metadata.annotations["crossplane.io/external-name"]',
+    want: [{ field: "metadata" }, { field: "annotations" }, { field: "crossplane.io/external-name" }],
+  },
+  QuotedDotField: { path: "'spec'.x", want: [{ field: "spec" }, { field: "x" }] },
+  QuotedNumberIsAKey: { path: "data['3']", want: [{ field: "data" }, { field: "3" }] },
+  NegativeIsAKey: { path: "a[-3]", want: [{ field: "a" }, { field: "-3" }] },
+  FloatIsAKey: { path: "a[3.0]", want: [{ field: "a" }, { field: "3.0" }] },
+  LeadingZeroesIndex: { path: "a[007]", want: [{ field: "a" }, { index: 7 }] },
+  LargestIndex: { path: "a[4294967295]", want: [{ field: "a" }, { index: 4294967295 }] },
+  OverflowIsAKey: { path: "a[4294967296]", want: [{ field: "a" }, { field: "4294967296" }] },
+  Wildcard: { path: "spec.containers[*].name", want: [{ field: "spec" }, { field: "containers" }, { field: "*" }, { field: "name" }] },
+  DotWildcard: { path: "spec.*.name", want: [{ field: "spec" }, { field: "*" }, { field: "name" }] },
   LeadingBracket: { path: "[a.b][2]", want: [{ field: "a.b" }, { index: 2 }] },
+  FieldRightAfterBracket: { path: "a[0]b", want: [{ field: "a" }, { index: 0 }, { field: "b" }] },
   Empty: { path: "", err: /is empty/ },
-  LeadingDot: { path: ".spec", err: /empty field name at offset 0/ },
-  DoubleDot: { path: "spec..x", err: /empty field name at offset 5/ },
-  TrailingDot: { path: "spec.", err: /empty field name/ },
-  Unclosed: { path: "a[0", err: /unclosed "\["/ },
-  EmptyBrackets: { path: "a[]", err: /empty brackets/ },
-  StrayClose: { path: "a]", err: /unexpected "\]"/ },
-  JunkAfterBracket: { path: "a[0]b", err: /expected "\." or "\[" after "\]"/ },
-  DotThenBracket: { path: "a.[0]", err: /"\[" cannot follow "\."/ },
+  LeadingPeriod: { path: ".metadata.name", err: /unexpected "\." at position 0/ },
+  TrailingPeriod: { path: "metadata.name.", err: /unexpected "\." at position 13/ },
+  BracketsFollowingPeriod: { path: "spec.containers.[0].name", err: /unexpected "\[" at position 16/ },
+  DoublePeriod: { path: "metadata..name", err: /unexpected "\." at position 9/ },
+  DanglingRightBracket: { path: "metadata.]name", err: /unexpected "\]" at position 9/ },
+  DoubleOpenBracket: { path: "spec[bracketed[name]]", err: /unexpected "\[" at position 14/ },
+  DanglingLeftBracket: { path: "spec[name", err: /unterminated "\[" at position 4/ },
+  EmptyBracket: { path: "spec[]", err: /unexpected "\]" at position 5/ },
+  TrailingPeriodAfterBracket: { path: "a[0].", err: /unexpected "\." at position 4/ },
   ProtoKey: { path: "a.__proto__.polluted", err: /__proto__ is not allowed/ },
+  QuotedProtoKey: { path: "a['__proto__']", err: /__proto__ is not allowed/ },
 };
 
 for (const [name, tc] of Object.entries(parseCases)) {
@@ -46,13 +89,17 @@ for (const [name, tc] of Object.entries(parseCases)) {
 const Get = suite("getValue");
 
 const obj = (): JsonObject => ({
-  metadata: { name: "x", annotations: { "crossplane.io/external-name": "vpc-123" } },
+  metadata: { name: "x", annotations: { "crossplane.io/external-name": "vpc-123" }, labels: { "app.hash": "abc" } },
   spec: { containers: [{ image: "nginx" }, { image: "redis" }], replicas: 3, nothing: null },
 });
 
 const getCases: Record<string, { path: string; want?: JsonValue | undefined; err?: RegExp }> = {
   Field: { path: "metadata.name", want: "x" },
   Annotation: { path: "metadata.annotations[crossplane.io/external-name]", want: "vpc-123" },
+  QuotedAnnotation: { path: "metadata.annotations['crossplane.io/external-name']", want: "vpc-123" },
+  QuotedLabel: { path: "metadata.labels['app.hash']", want: "abc" },
+  WholeArray: { path: "spec.containers", want: [{ image: "nginx" }, { image: "redis" }] },
+  Wildcard: { path: "spec.containers[*].image", err: /has a wildcard: read it with getValues/ },
   Index: { path: "spec.containers[1].image", want: "redis" },
   MissingField: { path: "spec.missing.deeper", want: undefined },
   IndexOutOfRange: { path: "spec.containers[5].image", want: undefined },
@@ -97,7 +144,28 @@ const setCases: Record<string, { start: JsonObject; path: string; value: JsonVal
     want: { metadata: { annotations: { "crossplane.io/external-name": "id-1" } } },
   },
   ReplacesNull: { start: { a: null }, path: "a.b", value: true, want: { a: { b: true } } },
-  IndexPastEnd: { start: { a: [] }, path: "a[2]", value: 1, err: /index 2 is past the end of a \(length 0\)/ },
+  GrowsArray: { start: { a: ["x"] }, path: "a[2]", value: "z", want: { a: ["x", null, "z"] } },
+  GrowsNewArray: { start: {}, path: "a[1][1]", value: 1, want: { a: [null, [null, 1]] } },
+  GrowsInnerArray: { start: { a: [[1]] }, path: "a[0][2]", value: 3, want: { a: [[1, null, 3]] } },
+  LargestIndex: { start: {}, path: "a[1024]", value: 1, want: { a: [...Array<null>(1024).fill(null), 1] } },
+  IndexTooLarge: { start: {}, path: "a[1025]", value: 1, err: /index 1025 is greater than the largest allowed, 1024/ },
+  QuotedKey: { start: {}, path: "metadata.labels['app.hash']", value: "h", want: { metadata: { labels: { "app.hash": "h" } } } },
+  WildcardEveryElement: {
+    start: { spec: { containers: [{ name: "a" }, { name: "b" }] } },
+    path: "spec.containers[*].image",
+    value: "nginx",
+    want: {
+      spec: {
+        containers: [
+          { name: "a", image: "nginx" },
+          { name: "b", image: "nginx" },
+        ],
+      },
+    },
+  },
+  WildcardEveryKey: { start: { tags: { a: 1, b: 2 } }, path: "tags.*", value: 0, want: { tags: { a: 0, b: 0 } } },
+  WildcardMatchesNothing: { start: { spec: {} }, path: "spec.containers[*].image", value: 1, err: /the wildcards match nothing to set/ },
+  WildcardOverString: { start: { a: "s" }, path: "a[*]", value: 1, err: /the wildcard after a meets a string, not an array or object/ },
   ThroughString: { start: { a: "s" }, path: "a.b", value: 1, err: /a is a string, cannot descend into it/ },
   FieldOnArray: { start: { a: [] }, path: "a.b", value: 1, err: /a is an array, not an object/ },
   IndexOnObject: { start: { a: {} }, path: "a[0]", value: 1, err: /a is an object, not an array/ },
@@ -135,16 +203,101 @@ const Delete = suite("deleteValue");
 
 Delete("removes fields and array elements and reports what it did", () => {
   const o = obj();
-  assert.ok(deleteValue(o, "metadata.annotations[crossplane.io/external-name]"));
-  assert.equal(o["metadata"], { name: "x", annotations: {} });
+  assert.ok(deleteValue(o, "metadata.annotations['crossplane.io/external-name']"));
+  assert.equal(o["metadata"], { name: "x", annotations: {}, labels: { "app.hash": "abc" } });
   assert.ok(deleteValue(o, "spec.containers[0]"));
   assert.equal(getValue(o, "spec.containers"), [{ image: "redis" }]);
   assert.not.ok(deleteValue(o, "spec.absent.x"));
   assert.not.ok(deleteValue(o, "spec.containers[7]"));
-  assert.not.ok(deleteValue(o, "metadata.name.x"));
+  assert.not.ok(deleteValue(o, "spec.nothing.x"));
+});
+
+// As crossplane-runtime's DeleteField: a segment meeting the wrong type is an error, not "nothing removed".
+const deleteErrors: Record<string, { path: string; err: RegExp }> = {
+  FieldOfString: { path: "metadata.name.x", err: /metadata\.name is a string, not an object/ },
+  IndexIntoObject: { path: "metadata[0]", err: /metadata is an object, not an array/ },
+  FieldOfArray: { path: "spec.containers.image", err: /spec\.containers is an array, not an object/ },
+  IndexIntoRoot: { path: "[0]", err: /the root is an object, not an array/ },
+  DeepIntoNumber: { path: "spec.replicas[0].x", err: /spec\.replicas is a number, not an array/ },
+};
+for (const [name, tc] of Object.entries(deleteErrors)) {
+  Delete(`wrong type: ${name}`, () => {
+    const o = obj();
+    assert.throws(
+      () => deleteValue(o, tc.path),
+      (e: unknown) => e instanceof FieldPathError && tc.err.test(e.message),
+    );
+    assert.equal(o, obj(), "nothing changed");
+  });
+}
+
+Delete("a wildcard removes every match, later elements first", () => {
+  const o: JsonObject = { a: [{ k: 1, v: 1 }, { k: 2 }, { k: 3, v: 3 }], m: { x: 1, y: 2 } };
+  assert.ok(deleteValue(o, "a[*].v"));
+  assert.equal(o["a"], [{ k: 1 }, { k: 2 }, { k: 3 }]);
+  assert.ok(deleteValue(o, "a[*]"));
+  assert.equal(o["a"], []);
+  assert.ok(deleteValue(o, "m.*"));
+  assert.equal(o["m"], {});
+  assert.not.ok(deleteValue(o, "m.*"));
+});
+
+// ---
+
+const Expand = suite("expandWildcards");
+
+// crossplane-runtime's ExpandWildcards documentation and tables: only paths that exist come back.
+const data = (): JsonObject => ({
+  spec: {
+    containers: [
+      { name: "cool", image: "latest", args: ["start", "now", "debug"] },
+      { name: "cooler", args: [] },
+    ],
+    tags: { "a.b": "1", c: "2" },
+    replicas: 3,
+    nothing: null,
+  },
+});
+const expandCases: Record<string, { path: string; want?: string[]; err?: RegExp }> = {
+  DocumentedExample: {
+    path: "spec.containers[*].args[*]",
+    want: ["spec.containers[0].args[0]", "spec.containers[0].args[1]", "spec.containers[0].args[2]"],
+  },
+  ArrayThenField: { path: "spec.containers[*].name", want: ["spec.containers[0].name", "spec.containers[1].name"] },
+  OnlyWhereTheFieldExists: { path: "spec.containers[*].image", want: ["spec.containers[0].image"] },
+  ObjectKeys: { path: "spec.tags[*]", want: ["spec.tags[a.b]", "spec.tags.c"] },
+  NoWildcardExisting: { path: "spec.replicas", want: ["spec.replicas"] },
+  NoWildcardMissing: { path: "spec.missing", want: [] },
+  MissingBase: { path: "spec.missing[*].x", want: [] },
+  NullBase: { path: "spec.nothing[*]", want: [] },
+  EmptyArray: { path: "spec.containers[1].args[*]", want: [] },
+  OverNumber: { path: "spec.replicas[*]", err: /the wildcard after spec\.replicas meets a number, not an array or object/ },
+  ThroughWrongType: { path: "spec.replicas.x[*]", err: /spec\.replicas is a number, not an object/ },
+};
+for (const [name, tc] of Object.entries(expandCases)) {
+  Expand(name, () => {
+    if (tc.err) assert.throws(() => expandWildcards(data(), tc.path), tc.err);
+    else assert.equal(expandWildcards(data(), tc.path), tc.want);
+  });
+}
+
+Expand("every expanded path reads back through getValue, and getValues gives the values", () => {
+  const d = data();
+  for (const p of expandWildcards(d, "spec.*")) assert.ok(getValue(d, p) !== undefined, p);
+  assert.equal(getValues(d, "spec.containers[*].args[*]"), ["start", "now", "debug"]);
+  assert.equal(getValues(d, "spec.tags.*"), ["1", "2"]);
+  assert.equal(getValues(d, "spec.containers[0].name"), ["cool"]);
+});
+
+Expand("formatPath writes what parsePath reads", () => {
+  for (const p of ["spec.containers[0].name", "data[.config.yml]", "spec.containers[*].name", "[0]", "a[x.y][2].b"]) {
+    assert.equal(parsePath(formatPath(parsePath(p))), parsePath(p), p);
+  }
+  assert.is(formatPath(parsePath("metadata.labels['app.hash']")), "metadata.labels[app.hash]");
 });
 
 Parse.run();
 Get.run();
 Write.run();
 Delete.run();
+Expand.run();

@@ -93,7 +93,7 @@ R("an unknown check type or a bad field path is refused at construction", () => 
     () => readiness({ checks: { db: [{ type: "Sometimes" } as never] } }),
     /checks\.db\[0\]: unknown check type "Sometimes"; expected one of MatchCondition/,
   );
-  assert.throws(() => readiness({ checks: { db: [{ type: "NonEmpty", fieldPath: "a[" }] } }), /unclosed/);
+  assert.throws(() => readiness({ checks: { db: [{ type: "NonEmpty", fieldPath: "a[" }] } }), /unterminated "\[" at position 1/);
 });
 
 R.run();
