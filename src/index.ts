@@ -5,6 +5,7 @@ export * as fieldpath from "./sdk/fieldpath.js";
 export * from "./sdk/object.js";
 export type { TypedResource } from "./sdk/response.js";
 export { FieldPathError } from "./sdk/fieldpath.js";
+export { XfnError, UsageError, EncodingError, InputError } from "./sdk/errors.js";
 export { defineFunction, type RunContext, type RunFunction } from "./function.js";
 export * as testing from "./testing/unit.js";
 export { pipeline, runSteps, step, freeze, type Step, type StepContext } from "./pipeline.js";

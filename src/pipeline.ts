@@ -17,6 +17,7 @@
 import type { JsonObject } from "@bufbuild/protobuf";
 import type { RunContext, RunFunction } from "./function.js";
 import { Ready, type RunFunctionRequest, type RunFunctionResponse } from "./gen/fn/v1/run_function_pb.js";
+import { describeError } from "./sdk/errors.js";
 import * as request from "./sdk/request.js";
 import * as response from "./sdk/response.js";
 import { cloneJson } from "./wire/json.js";
@@ -73,7 +74,7 @@ export function runSteps(steps: readonly Step[], req: RunFunctionRequest, now: D
     try {
       s(ctx);
     } catch (err) {
-      response.fatal(rsp, `step ${nameOf(s, i)}: ${err instanceof Error ? err.message : String(err)}`).withReason("StepFailed");
+      response.fatal(rsp, `step ${nameOf(s, i)}: ${describeError(err)}`).withReason("StepFailed");
       return rsp;
     }
   }

@@ -21,13 +21,14 @@
 // to nothing and answers nil); a null on the way reads as missing and is
 // replaced on a write (crossplane-runtime errors); `__proto__` is refused.
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
+import { XfnError } from "./errors.js";
 
 /** Segment is one step of a parsed field path. A field "*" is a wildcard. */
 export type Segment = { readonly field: string } | { readonly index: number };
 
 /** FieldPathError names the path and what is wrong with it. */
-export class FieldPathError extends Error {
-  override readonly name = "FieldPathError";
+export class FieldPathError extends XfnError {
+  override readonly name: string = "FieldPathError";
   constructor(
     readonly path: string,
     detail: string,

@@ -4,6 +4,7 @@
 // response (which starts as a copy, see response.ts).
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { Capability, type Resource, type RunFunctionRequest } from "../gen/fn/v1/run_function_pb.js";
+import { InputError } from "./errors.js";
 
 /** getTag returns the request's opaque tag ("" when Crossplane sent none). */
 export function getTag(req: RunFunctionRequest): string {
@@ -66,7 +67,7 @@ export function getInput<T>(req: RunFunctionRequest, parse?: InputParser<T>): T 
   try {
     return parse(input);
   } catch (err) {
-    throw new Error(`cannot parse function input: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+    throw new InputError(`cannot parse function input: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
   }
 }
 
@@ -78,6 +79,28 @@ export function getContextKey(req: RunFunctionRequest, key: string): JsonValue |
 
 /** ENVIRONMENT_KEY is the context key under which Crossplane keeps the environment. */
 export const ENVIRONMENT_KEY = "apiextensions.crossplane.io/environment";
+
+/**
+ * getEnvironment returns the pipeline's environment: what function-environment-configs
+ * (or Crossplane v1's EnvironmentConfigs) put in the context under ENVIRONMENT_KEY,
+ * or undefined when nothing did. Change it with setContextKey(rsp, ENVIRONMENT_KEY, ...).
+ */
+export function getEnvironment(req: RunFunctionRequest): JsonObject | undefined {
+  const env = getContextKey(req, ENVIRONMENT_KEY);
+  return env !== null && typeof env === "object" && !Array.isArray(env) ? env : undefined;
+}
+
+/**
+ * getAllRequiredResources returns every requirement Crossplane answered, by
+ * name (required_resources, and extra_resources for names only it holds).
+ */
+export function getAllRequiredResources(req: RunFunctionRequest): Record<string, JsonObject[]> {
+  const out: Record<string, JsonObject[]> = {};
+  for (const name of new Set([...Object.keys(req.requiredResources), ...Object.keys(req.extraResources)])) {
+    Object.defineProperty(out, name, { value: getRequiredResources(req, name)!, enumerable: true, writable: true, configurable: true });
+  }
+  return out;
+}
 
 /**
  * getRequiredResources returns the objects Crossplane fetched for the named

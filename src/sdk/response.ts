@@ -29,7 +29,24 @@ import {
   type RunFunctionResponse,
   type State,
 } from "../gen/fn/v1/run_function_pb.js";
-import { cloneJson, setOwn } from "../wire/json.js";
+import { checkEncodable, cloneJson, EncodeError, setOwn } from "../wire/json.js";
+import { EncodingError, UsageError } from "./errors.js";
+
+/**
+ * encodable throws an EncodingError, naming what and where, if v holds
+ * something the wire cannot carry (a Date, a function, undefined, NaN, a
+ * cycle): the call that hands it over fails, not the encoding of the response
+ * after the function returned.
+ */
+function encodable(v: unknown, what: string): void {
+  try {
+    checkEncodable(v);
+  } catch (err) {
+    if (!(err instanceof EncodeError)) throw err;
+    const where = [...err.path].reverse().join("");
+    throw new EncodingError(`cannot set ${what}: ${where ? `the value at ${where}` : "the value"} ${err.detail}`, where, { cause: err });
+  }
+}
 
 /** DEFAULT_TTL_SECONDS is how long a response stays valid unless told otherwise (as in the Go SDK). */
 export const DEFAULT_TTL_SECONDS = 60;
@@ -96,9 +113,10 @@ function desired(rsp: RunFunctionResponse) {
  * TypedResource is a Kubernetes object typed by an interface, such as those
  * `xfn generate types` writes from CRDs and XRDs. TypeScript cannot prove that
  * an interface holds only JSON values (an interface has no index signature),
- * so the writers below accept one as it is, and a value that is not JSON (a
- * Date, a function, undefined in a list) is reported when the response is
- * encoded: a Fatal result naming its path.
+ * so the writers below accept one as it is and check it: a value that is not
+ * JSON (a Date, a function, undefined in a list) makes the call throw an
+ * EncodingError naming its path. (Changed after the call, it is still caught
+ * when the response is encoded: a Fatal result naming the path.)
  */
 export interface TypedResource {
   readonly apiVersion: string;
@@ -116,6 +134,7 @@ function asJson(v: object): JsonObject {
  * status is a JsonObject or a typed status, e.g. `NonNullable<XBuckets["status"]>`.
  */
 export function setDesiredCompositeStatus(rsp: RunFunctionResponse, status: JsonObject | object): void {
+  encodable(status, "the desired XR's status");
   const d = desired(rsp);
   d.composite ??= create(ResourceSchema, { resource: {} });
   const xr = (d.composite.resource ??= {});
@@ -128,7 +147,9 @@ export function setDesiredCompositeStatus(rsp: RunFunctionResponse, status: Json
  * path (it must start with "status"), leaving the rest of the status alone.
  */
 export function setDesiredCompositeField(rsp: RunFunctionResponse, path: string, value: JsonValue): void {
-  if (!/^status(\.|\[)/.test(path)) throw new Error(`cannot set ${JSON.stringify(path)} on the desired XR: only status fields can be set`);
+  if (!/^status(\.|\[)/.test(path))
+    throw new UsageError(`cannot set ${JSON.stringify(path)} on the desired XR: only status fields can be set`);
+  encodable(value, `${path} of the desired XR`);
   const d = desired(rsp);
   d.composite ??= create(ResourceSchema, { resource: {} });
   setValue((d.composite.resource ??= {}), path, cloneJson(value));
@@ -158,7 +179,8 @@ export function setDesiredComposedResource(
   resource: JsonObject | TypedResource,
   opts: DesiredOptions = {},
 ): Resource {
-  if (name === "") throw new Error("cannot set desired composed resource: the name is empty");
+  if (name === "") throw new UsageError("cannot set desired composed resource: the name is empty");
+  encodable(resource, `desired composed resource ${JSON.stringify(name)}`);
   const d = desired(rsp);
   const previous = Object.hasOwn(d.resources, name) ? d.resources[name] : undefined;
   const r = create(ResourceSchema, {
@@ -181,18 +203,57 @@ export function getDesiredComposedResource(rsp: RunFunctionResponse, name: strin
  */
 export function setReady(rsp: RunFunctionResponse, name: string, ready: boolean): void {
   const r = getDesiredComposedResource(rsp, name);
-  if (!r) throw new Error(`cannot set readiness of ${JSON.stringify(name)}: no such desired composed resource`);
+  if (!r) throw new UsageError(`cannot set readiness of ${JSON.stringify(name)}: no such desired composed resource`);
   r.ready = ready ? Ready.TRUE : Ready.FALSE;
+}
+
+/**
+ * setReadyWhereUndecided sets the readiness of every desired composed
+ * resource whose readiness no step has decided yet (as function-auto-ready
+ * does at the end of a pipeline), and leaves decided ones alone. ready is a
+ * value or a function of the resource's name and desired body. It returns the
+ * names it decided.
+ */
+export function setReadyWhereUndecided(
+  rsp: RunFunctionResponse,
+  ready: boolean | ((name: string, resource: JsonObject) => boolean),
+): string[] {
+  const decided: string[] = [];
+  for (const [name, r] of Object.entries(rsp.desired?.resources ?? {})) {
+    if (r.ready !== Ready.UNSPECIFIED) continue;
+    const v = typeof ready === "function" ? ready(name, r.resource ?? {}) : ready;
+    r.ready = v ? Ready.TRUE : Ready.FALSE;
+    decided.push(name);
+  }
+  return decided;
+}
+
+/**
+ * setConnectionDetails merges keys into the desired XR's connection details,
+ * which Crossplane writes to the XR's connection Secret (legacy XRs with
+ * writeConnectionSecretToRef; Crossplane v2's modern XRs have none: compose a
+ * Secret instead). Strings are stored as UTF-8 bytes.
+ */
+export function setConnectionDetails(rsp: RunFunctionResponse, details: Record<string, string | Uint8Array>): void {
+  const d = desired(rsp);
+  d.composite ??= create(ResourceSchema, { resource: {} });
+  for (const [k, v] of Object.entries(details)) {
+    if (typeof v !== "string" && !(v instanceof Uint8Array))
+      throw new EncodingError(`cannot set connection detail ${JSON.stringify(k)}: it is ${typeof v}, not a string or bytes`, "");
+    setOwn(d.composite.connectionDetails, k, typeof v === "string" ? new TextEncoder().encode(v) : v);
+  }
 }
 
 /** setContextKey sets a key of the context handed to the next step. */
 export function setContextKey(rsp: RunFunctionResponse, key: string, value: JsonValue): void {
+  encodable(value, `context key ${JSON.stringify(key)}`);
   const ctx = (rsp.context ??= {});
   Object.defineProperty(ctx, key, { value: cloneJson(value), writable: true, enumerable: true, configurable: true });
 }
 
 /** setOutput sets the free-form output an Operation reports. XRs ignore it. */
 export function setOutput(rsp: RunFunctionResponse, output: JsonObject | object): void {
+  encodable(output, "the output");
   rsp.output = cloneJson(asJson(output));
 }
 
@@ -269,13 +330,19 @@ export interface ConditionBuilder {
   targetCompositeAndClaim(): ConditionBuilder;
 }
 
-const PASCAL = /^[A-Z][A-Za-z0-9]*$/;
+/**
+ * SYSTEM_CONDITION_TYPES are the condition types Crossplane keeps for itself:
+ * a function's condition of one of these types is ignored by Crossplane (use
+ * setCompositeReady for readiness). xfn host honours Ready from the pipeline.
+ */
+export const SYSTEM_CONDITION_TYPES: readonly string[] = ["Ready", "Synced", "Healthy", "UpToDate"];
 
 function addCondition(rsp: RunFunctionResponse, type: string, status: Status, reason: string): ConditionBuilder {
-  if (!PASCAL.test(type)) throw new Error(`cannot set condition: type ${JSON.stringify(type)} is not PascalCase`);
-  if (!PASCAL.test(reason)) {
-    throw new Error(`cannot set condition ${type}: reason ${JSON.stringify(reason)} is not a non-empty PascalCase word`);
-  }
+  // Crossplane takes any type (database-ready, DatabaseReady) and any reason, an empty one included.
+  // It ignores conditions of the types it owns (SYSTEM_CONDITION_TYPES) from functions; xfn host
+  // takes Ready from the pipeline (the deletion step's Ready=False, Deleting).
+  if (typeof type !== "string" || type === "") throw new UsageError("cannot set condition: the type is empty");
+  if (typeof reason !== "string") throw new UsageError(`cannot set condition ${type}: the reason is ${typeof reason}, not a string`);
   // A later call for the same type replaces the earlier one: one condition per type.
   const existing = rsp.conditions.findIndex((c) => c.type === type);
   const condition = create(ConditionSchema, { type, status, reason, target: Target.COMPOSITE });
@@ -292,17 +359,17 @@ function addCondition(rsp: RunFunctionResponse, type: string, status: Status, re
   return b;
 }
 
-/** conditionTrue sets condition `type` to True with a PascalCase reason. */
+/** conditionTrue sets condition `type` to True with a reason (by convention PascalCase; Crossplane takes any). */
 export function conditionTrue(rsp: RunFunctionResponse, type: string, reason: string): ConditionBuilder {
   return addCondition(rsp, type, Status.CONDITION_TRUE, reason);
 }
 
-/** conditionFalse sets condition `type` to False with a PascalCase reason. */
+/** conditionFalse sets condition `type` to False with a reason (by convention PascalCase; Crossplane takes any). */
 export function conditionFalse(rsp: RunFunctionResponse, type: string, reason: string): ConditionBuilder {
   return addCondition(rsp, type, Status.CONDITION_FALSE, reason);
 }
 
-/** conditionUnknown sets condition `type` to Unknown with a PascalCase reason. */
+/** conditionUnknown sets condition `type` to Unknown with a reason (by convention PascalCase; Crossplane takes any). */
 export function conditionUnknown(rsp: RunFunctionResponse, type: string, reason: string): ConditionBuilder {
   return addCondition(rsp, type, Status.CONDITION_UNKNOWN, reason);
 }
@@ -315,21 +382,31 @@ export type Selector = {
   kind: string;
   /** Namespace to look in; leave unset for cluster-scoped kinds or every namespace. */
   namespace?: string;
-} & ({ matchName: string; matchLabels?: never } | { matchLabels: Record<string, string>; matchName?: never });
+} & (
+  | { matchName: string; matchLabels?: never; all?: never }
+  | { matchLabels: Record<string, string>; matchName?: never; all?: never }
+  /** Every object of the kind (in namespace, if given): an empty label selector. */
+  | { all: true; matchName?: never; matchLabels?: never }
+);
+
+function hasLabelsTwice(name: string): never {
+  throw new UsageError(`cannot require resources ${JSON.stringify(name)}: give exactly one of matchName, matchLabels and all`);
+}
 
 function toSelector(name: string, s: Selector) {
-  if (!s.apiVersion || !s.kind) throw new Error(`cannot require resources ${JSON.stringify(name)}: apiVersion and kind are required`);
+  if (!s.apiVersion || !s.kind) throw new UsageError(`cannot require resources ${JSON.stringify(name)}: apiVersion and kind are required`);
   const hasName = typeof s.matchName === "string" && s.matchName !== "";
-  const hasLabels = s.matchLabels !== undefined;
+  const hasLabels = s.matchLabels !== undefined || s.all === true;
+  if (s.all === true && s.matchLabels !== undefined) hasLabelsTwice(name);
   if (hasName === hasLabels) {
-    throw new Error(`cannot require resources ${JSON.stringify(name)}: give exactly one of matchName and matchLabels`);
+    throw new UsageError(`cannot require resources ${JSON.stringify(name)}: give exactly one of matchName, matchLabels and all`);
   }
   return {
     apiVersion: s.apiVersion,
     kind: s.kind,
     match: hasName
       ? { case: "matchName" as const, value: s.matchName! }
-      : { case: "matchLabels" as const, value: { labels: { ...s.matchLabels } } },
+      : { case: "matchLabels" as const, value: { labels: { ...(s.all ? {} : s.matchLabels) } } },
     ...(s.namespace !== undefined ? { namespace: s.namespace } : {}),
   };
 }
@@ -356,7 +433,8 @@ export function requireExtraResources(rsp: RunFunctionResponse, name: string, se
 
 /** requireSchema asks Crossplane (v2.2+) for the OpenAPI schema of a kind. */
 export function requireSchema(rsp: RunFunctionResponse, name: string, kind: { apiVersion: string; kind: string }): void {
-  if (!kind.apiVersion || !kind.kind) throw new Error(`cannot require schema ${JSON.stringify(name)}: apiVersion and kind are required`);
+  if (!kind.apiVersion || !kind.kind)
+    throw new UsageError(`cannot require schema ${JSON.stringify(name)}: apiVersion and kind are required`);
   requirements(rsp).schemas[name] = create(SchemaSelectorSchema, {
     apiVersion: kind.apiVersion,
     kind: kind.kind,

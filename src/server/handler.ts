@@ -12,6 +12,7 @@ import PQueue from "p-queue";
 import { RunFunctionResponseSchema, type RunFunctionRequest, type RunFunctionResponse } from "../gen/fn/v1/run_function_pb.js";
 import { decodeRequest, encodeResponse } from "../wire/codec.js";
 import type { RunContext, RunFunction } from "../function.js";
+import { describeError, messageOf } from "../sdk/errors.js";
 import * as response from "../sdk/response.js";
 import { getString } from "../sdk/fieldpath.js";
 
@@ -265,8 +266,10 @@ async function run(fn: RunFunction, req: RunFunctionRequest, tag: string, ctx: R
 }
 
 function thrown(req: RunFunctionRequest, tag: string, err: unknown, log: Logger): RunFunctionResponse {
-  log.error({ err: messageOf(err) }, "function threw");
-  return fatalResponse(req, tag, `function failed: ${messageOf(err)}`);
+  // The message and its causes' (an SDK error says what it was doing; its cause, why).
+  const text = describeError(err);
+  log.error({ err: text }, "function threw");
+  return fatalResponse(req, tag, `function failed: ${text}`);
 }
 
 /**
@@ -338,22 +341,5 @@ function xrName(req: RunFunctionRequest): string | undefined {
   }
 }
 
-/**
- * messageOf says what was thrown, whatever it is: an Error whose message
- * getter throws, an object with no prototype (String() throws on it), a
- * Symbol. Describing a failure must never fail.
- */
-export function messageOf(err: unknown): string {
-  try {
-    if (err instanceof Error) return String(err.message);
-    return String(err);
-  } catch {
-    try {
-      const name = Object.prototype.toString.call(err);
-      return `a thrown ${name} that cannot be shown as text`;
-    } catch {
-      return "a thrown value that cannot be shown as text";
-    }
-  }
-}
+export { messageOf };
 const round = (ms: number): number => Math.round(ms * 100) / 100;

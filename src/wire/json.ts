@@ -667,6 +667,60 @@ export function isUnread(o: JsonObject, key: string): boolean {
 }
 
 /**
+ * checkEncodable throws the EncodeError encoding v would throw (naming the
+ * path), without encoding it: a response setter calls it so that a value the
+ * wire cannot carry fails where it was handed over, not later. Values not read
+ * from the request's bytes yet are known to be good and are not visited. It
+ * walks with a stack of its own, as deep as the encoder goes.
+ */
+export function checkEncodable(v: unknown): void {
+  interface Frame {
+    v: unknown;
+    depth: number;
+    step: string;
+    up: Frame | undefined;
+  }
+  const fail = (f: Frame, detail: string): never => {
+    const path: string[] = [];
+    for (let at: Frame | undefined = f; at; at = at.up) path.push(at.step);
+    throw new EncodeError(detail, path);
+  };
+  const stack: Frame[] = [{ v, depth: 0, step: "", up: undefined }];
+  while (stack.length > 0) {
+    const f = stack.pop()!;
+    const x = f.v;
+    switch (typeof x) {
+      case "string":
+      case "boolean":
+        continue;
+      case "number":
+        if (!Number.isFinite(x)) fail(f, `is ${x}, which JSON cannot hold`);
+        continue;
+      case "object": {
+        if (x === null) continue;
+        if (f.depth > MAX_DEPTH) fail(f, `is nested more than ${MAX_DEPTH} deep (a cycle?)`);
+        if (Array.isArray(x)) {
+          for (let i = x.length - 1; i >= 0; i--) stack.push({ v: x[i], depth: f.depth + 1, step: `[${i}]`, up: f });
+          continue;
+        }
+        const proto = Object.getPrototypeOf(x);
+        if (proto !== Object.prototype && proto !== null)
+          fail(f, `is a ${(x as { constructor?: { name?: string } }).constructor?.name ?? "non-plain object"}, not a JSON object`);
+        const o = x as JsonObject;
+        const lazy = lazyOf(o);
+        for (const k in o) {
+          if (lazy && pending(o, lazy, k) >= 0) continue;
+          stack.push({ v: o[k], depth: f.depth + 1, step: `.${k}`, up: f });
+        }
+        continue;
+      }
+      default:
+        fail(f, `is ${x === undefined ? "undefined" : `a ${typeof x}`}, which JSON cannot hold`);
+    }
+  }
+}
+
+/**
  * cloneJson deep-copies a JSON value. Values not read yet stay unread in the
  * copy (both refer to the same bytes, which nothing changes). It is a JSON
  * copy: an object with another prototype is not copied but shared.

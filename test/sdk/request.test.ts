@@ -1,6 +1,7 @@
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { Capability } from "../../src/gen/fn/v1/run_function_pb.js";
+import { InputError, XfnError } from "../../src/sdk/errors.js";
 import * as request from "../../src/sdk/request.js";
 import { request as req, xr } from "../support/requests.js";
 
@@ -54,6 +55,38 @@ Read("context keys, including the environment", () => {
   assert.is(request.getContextKey(r, "n"), 1);
   assert.is(request.getContextKey(r, "absent"), undefined);
   assert.is(request.getContextKey(r, "toString"), undefined);
+});
+
+Read("getEnvironment: the environment object, or undefined", () => {
+  assert.equal(request.getEnvironment(req({ context: { [request.ENVIRONMENT_KEY]: { region: "eu", tier: { a: 1 } } } })), {
+    region: "eu",
+    tier: { a: 1 },
+  });
+  assert.is(request.getEnvironment(req()), undefined);
+  assert.is(request.getEnvironment(req({ context: { [request.ENVIRONMENT_KEY]: "not an object" } })), undefined);
+});
+
+Read("getAllRequiredResources: every answered requirement, new field first", () => {
+  const r = req({
+    requiredResources: { a: { items: [{ resource: { kind: "A" } }] }, empty: {} },
+    extraResources: { a: { items: [{ resource: { kind: "Old" } }] }, b: { items: [{ resource: { kind: "B" } }] } },
+  } as never);
+  assert.equal(request.getAllRequiredResources(r), { a: [{ kind: "A" }], empty: [], b: [{ kind: "B" }] });
+  assert.equal(request.getAllRequiredResources(req()), {});
+});
+
+Read("a parser's error is an InputError with the parser's error as cause", () => {
+  const cause = new TypeError("size must be a number");
+  try {
+    request.getInput(req({ input: { size: "x" } }), () => {
+      throw cause;
+    });
+    assert.unreachable();
+  } catch (e) {
+    assert.ok(e instanceof InputError && e instanceof XfnError);
+    assert.is((e as Error).cause, cause);
+    assert.match((e as Error).message, /cannot parse function input: size must be a number/);
+  }
 });
 
 const requiredCases: Record<string, { json: object; want: unknown }> = {

@@ -5,6 +5,7 @@ import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { RunFunctionRequestSchema, RunFunctionResponseSchema, Severity } from "../../src/gen/fn/v1/run_function_pb.js";
 import type { RunFunction } from "../../src/function.js";
+import * as sdkRequest from "../../src/sdk/request.js";
 import * as response from "../../src/sdk/response.js";
 import { createHandler, messageOf } from "../../src/server/handler.js";
 import { memoryLog } from "../support/log.js";
@@ -46,6 +47,37 @@ const throwers: Record<string, { reason: string; fn: RunFunction; want: RegExp }
       throw Symbol("odd");
     },
     want: /function failed: Symbol\(odd\)/,
+  },
+  CauseChain: {
+    reason: "an SDK error says what it was doing, its cause why: both reach the result",
+    fn: (req) =>
+      sdkRequest.getInput(req, () => {
+        throw new Error("spec.size: expected a number", { cause: new Error("got the string ten") });
+      }),
+    want: /function failed: cannot parse function input: spec\.size: expected a number: got the string ten/,
+  },
+  CauseCycle: {
+    reason: "causes that point back at each other end",
+    fn: () => {
+      const a = new Error("a");
+      const b = new Error("b", { cause: a });
+      (a as { cause?: unknown }).cause = b;
+      throw a;
+    },
+    want: /^function failed: a: b$/,
+  },
+  CauseGetterThrows: {
+    reason: "a cause getter that throws leaves the message",
+    fn: () => {
+      const e = new Error("outer");
+      Object.defineProperty(e, "cause", {
+        get() {
+          throw new Error("no");
+        },
+      });
+      throw e;
+    },
+    want: /^function failed: outer$/,
   },
   RejectsWithNullPrototype: {
     reason: "an async function rejecting with such an object",
