@@ -25,6 +25,7 @@ interface RenderFlags {
   includeFullXr: boolean;
   includeContext: boolean;
   now: Date;
+  legacyOutput: boolean;
 }
 
 /** DEFAULT_NOW is the clock in-process functions see unless --now says otherwise: fixed, so output is reproducible. */
@@ -96,7 +97,7 @@ export async function runRender(
     };
     const now = flags.now;
     runner = await createRunner(loadDocs(functionsPath), functionsPath, () => now);
-    const o = await render(inputs, runner, { timeoutMs: flags.timeout });
+    const o = await render(inputs, runner, { timeoutMs: flags.timeout, legacy: flags.legacyOutput });
     if (flags.includeFullXr) {
       o.xr["spec"] = structuredClone((xr.obj["spec"] ?? {}) as JsonObject);
       o.xr["metadata"] = structuredClone((xr.obj["metadata"] ?? {}) as JsonObject);
@@ -164,6 +165,13 @@ export function renderCommand(): Command {
     .addOption(new Option("-r, --include-function-results", "include the functions' results as kind: Result documents").default(false))
     .addOption(new Option("-x, --include-full-xr", "include the input XR's spec and metadata in the rendered XR").default(false))
     .addOption(new Option("-c, --include-context", "include the final context as a kind: Context document").default(false))
+    .addOption(
+      new Option(
+        "--legacy-output",
+        "print what crossplane render printed before v2: no spec.crossplane.resourceRefs, only the Ready condition, " +
+          "composed resources with only a generateName, results with their step and SEVERITY_*",
+      ).default(false),
+    )
     .addHelpText(
       "after",
       `

@@ -2,6 +2,7 @@
 // Pipeline-mode Composition's steps in order (src/engine) against an XR and the
 // observed resources, and produce the XR's new status, the composed resources
 // as Crossplane would create them, the functions' results and the final context.
+import { createHash } from "node:crypto";
 import { create, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
 import { Ready, ResourceSchema, type Resource, type ResourceSelector, type Resources, type State } from "../gen/fn/v1/run_function_pb.js";
 import { InputError, type Doc } from "../engine/docs.js";
@@ -24,22 +25,41 @@ export const RENDER_API_VERSION = "render.crossplane.io/v1beta1";
  */
 export const FIXED_TIME = "2024-01-01T00:00:00Z";
 const CONDITION_TIME = FIXED_TIME;
-const SYSTEM_CONDITIONS = new Set(["Ready", "Synced", "Healthy"]);
+const SYSTEM_CONDITIONS = new Set(["Ready", "Synced", "Healthy", "UpToDate", "Responsive"]);
 
 const isObject = (v: unknown): v is JsonObject => typeof v === "object" && v !== null && !Array.isArray(v);
 const meta = (o: JsonObject): JsonObject => (isObject(o["metadata"]) ? o["metadata"] : {});
 const stringMap = (v: unknown): Record<string, string> =>
   isObject(v) ? Object.fromEntries(Object.entries(v).filter((e): e is [string, string] => typeof e[1] === "string")) : {};
 
-/** resultDoc is a function's result as render prints it (crossplane render's Result documents carry no reason). */
-function resultDoc(r: StepResult): JsonObject {
+/**
+ * resultDoc is a function's result as render prints it. Current crossplane
+ * render prints the Event Crossplane records for it (type, reason, and the
+ * message prefixed with the step); the legacy form, the result itself.
+ */
+function resultDoc(r: StepResult, legacy: boolean): JsonObject {
+  if (legacy)
+    return {
+      apiVersion: RENDER_API_VERSION,
+      kind: "Result",
+      step: r.step,
+      severity: `SEVERITY_${r.severity.toUpperCase()}`,
+      message: r.message,
+    };
   return {
     apiVersion: RENDER_API_VERSION,
     kind: "Result",
-    step: r.step,
-    severity: `SEVERITY_${r.severity.toUpperCase()}`,
-    message: r.message,
+    severity: r.severity === "Normal" ? "Normal" : "Warning",
+    reason: r.reason,
+    message: `Pipeline step ${JSON.stringify(r.step)}: ${r.message}`,
   };
+}
+
+/** RenderOptions tune render. */
+export interface RenderOptions {
+  timeoutMs: number;
+  /** Print what crossplane render printed before Crossplane v2 (no resourceRefs, only Ready, results with step). */
+  legacy?: boolean;
 }
 
 /** RenderInputs are the parsed inputs of one render. */
@@ -82,7 +102,7 @@ export function select(docs: Doc[], s: Omit<ResourceSelector, "$typeName">): Res
 }
 
 /** render runs the pipeline and shapes the outputs as `crossplane render` prints them. */
-export async function render(inputs: RenderInputs, runner: Runner, opts: { timeoutMs: number }): Promise<RenderOutputs> {
+export async function render(inputs: RenderInputs, runner: Runner, opts: RenderOptions): Promise<RenderOutputs> {
   const steps = checkComposition(inputs.xr, inputs.composition);
   const xr = inputs.xr.obj;
   const observed: Record<string, Resource> = {};
@@ -106,21 +126,41 @@ export async function render(inputs: RenderInputs, runner: Runner, opts: { timeo
     runner,
     Date.now() + opts.timeoutMs,
   );
-  const results = r.results.map(resultDoc);
+  const legacy = opts.legacy ?? false;
+  const results = r.results.map((x) => resultDoc(x, legacy));
+  const composed = renderComposed(xr, r.desired, observed, legacy);
   return {
-    xr: renderXR(xr, r.desired, r.conditions),
-    composed: renderComposed(xr, r.desired, observed),
+    xr: renderXR(xr, r.desired, r.conditions, legacy ? undefined : composed),
+    composed,
     results,
     context: { apiVersion: RENDER_API_VERSION, kind: "Context", fields: r.context ?? {} },
   };
 }
 
-function renderXR(xr: JsonObject, desired: State, conditions: JsonObject[]): JsonObject {
+/**
+ * renderXR makes the XR as render prints it: the desired status, and the
+ * conditions Crossplane sets. Given the composed resources (the current form),
+ * also spec.crossplane.resourceRefs and the Responsive and Synced conditions
+ * Crossplane v2 sets on every reconcile that succeeds.
+ */
+function renderXR(xr: JsonObject, desired: State, conditions: JsonObject[], composed?: JsonObject[]): JsonObject {
   const out: JsonObject = structuredClone(desired.composite?.resource ?? {});
   const m = meta(xr);
   out["apiVersion"] = xr["apiVersion"]!;
   out["kind"] = xr["kind"]!;
   out["metadata"] = { name: m["name"]!, ...(m["namespace"] ? { namespace: m["namespace"] } : {}) };
+  if (composed) {
+    const refs = composed
+      .map((c) => {
+        const cm = meta(c);
+        const ref: JsonObject = { apiVersion: c["apiVersion"]!, kind: c["kind"]!, name: cm["name"]! };
+        // A cluster-scoped XR may compose namespaced resources; a namespaced XR's are in its namespace.
+        if (!m["namespace"] && cm["namespace"]) ref["namespace"] = cm["namespace"];
+        return ref;
+      })
+      .sort((a, b) => refKey(a).localeCompare(refKey(b)));
+    if (refs.length > 0) out["spec"] = { crossplane: { resourceRefs: refs } };
+  }
   const unready = Object.keys(desired.resources)
     .filter((k) => desired.resources[k]!.ready !== Ready.TRUE)
     .sort();
@@ -138,7 +178,13 @@ function renderXR(xr: JsonObject, desired: State, conditions: JsonObject[]): Jso
     };
   }
   const status = isObject(out["status"]) ? out["status"] : {};
-  const conds: JsonObject[] = [ready];
+  const conds: JsonObject[] = composed
+    ? [
+        { type: "Responsive", status: "True", reason: "WatchCircuitClosed", lastTransitionTime: CONDITION_TIME },
+        { type: "Synced", status: "True", reason: "ReconcileSuccess", lastTransitionTime: CONDITION_TIME },
+        ready,
+      ]
+    : [ready];
   for (const fc of conditions) {
     if (SYSTEM_CONDITIONS.has(String(fc["type"]))) continue;
     const { claim: _claim, ...c } = fc;
@@ -151,7 +197,35 @@ function renderXR(xr: JsonObject, desired: State, conditions: JsonObject[]): Jso
   return out;
 }
 
-function renderComposed(xr: JsonObject, desired: State, observed: Record<string, Resource>): JsonObject[] {
+const refKey = (r: JsonObject) => `${String(r["apiVersion"])}/${String(r["kind"])}/${String(r["namespace"] ?? "")}/${String(r["name"])}`;
+
+/** renderUID is the XR's uid, or, for an XR that has none (one not created yet), a stable one made from its identity. */
+export function renderUID(xr: JsonObject): string {
+  const m = meta(xr);
+  if (typeof m["uid"] === "string" && m["uid"] !== "") return m["uid"];
+  // A name-based (version 5 style) UUID: the same XR always gets the same uid, so output is reproducible.
+  const h = createHash("sha1")
+    .update(`xfn.render/${String(xr["apiVersion"])}/${String(xr["kind"])}/${String(m["namespace"] ?? "")}/${String(m["name"])}`)
+    .digest();
+  h[6] = (h[6]! & 0x0f) | 0x50;
+  h[8] = (h[8]! & 0x3f) | 0x80;
+  const x = h.subarray(0, 16).toString("hex");
+  return `${x.slice(0, 8)}-${x.slice(8, 12)}-${x.slice(12, 16)}-${x.slice(16, 20)}-${x.slice(20)}`;
+}
+
+/**
+ * composedName names a composed resource that has only a generateName, as
+ * Crossplane v2 does before creating it: the prefix and a suffix fixed by the
+ * XR's uid and the resource's name in the pipeline, so that every render (and
+ * every reconcile) gives the same name. (Crossplane's suffix is computed
+ * differently; it is as stable.)
+ */
+function composedName(generateName: string, uid: string, resourceName: string): string {
+  const suffix = createHash("sha256").update(`${uid}/${resourceName}`).digest("hex").slice(0, 12);
+  return `${generateName.slice(0, 63 - suffix.length)}${suffix}`;
+}
+
+function renderComposed(xr: JsonObject, desired: State, observed: Record<string, Resource>, legacy: boolean): JsonObject[] {
   const xm = meta(xr);
   const xrLabels = stringMap(xm["labels"]);
   const prefix = xrLabels[COMPOSITE_LABEL] || String(xm["name"]);
@@ -173,6 +247,7 @@ function renderComposed(xr: JsonObject, desired: State, observed: Record<string,
         }
       }
       if (!m["name"] && !m["generateName"]) m["generateName"] = `${prefix}-`;
+      if (!legacy && !m["name"]) m["name"] = composedName(String(m["generateName"]), renderUID(xr), name);
       if (xm["namespace"]) m["namespace"] = xm["namespace"]!;
       m["annotations"] = { ...stringMap(m["annotations"]), [COMPOSITION_RESOURCE_NAME]: name };
       const labels: Record<string, string> = { ...stringMap(m["labels"]), [COMPOSITE_LABEL]: prefix };
@@ -188,7 +263,7 @@ function renderComposed(xr: JsonObject, desired: State, observed: Record<string,
         apiVersion: xr["apiVersion"]!,
         kind: xr["kind"]!,
         name: xm["name"]!,
-        uid: typeof xm["uid"] === "string" ? xm["uid"] : "",
+        uid: legacy ? (typeof xm["uid"] === "string" ? xm["uid"] : "") : renderUID(xr),
         controller: true,
         blockOwnerDeletion: true,
       };

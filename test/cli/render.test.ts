@@ -1,6 +1,6 @@
 // xfn render, as users run it: real files, real exit codes. Most cases go
 // through runRender (the command's own code) in-process; a few spawn the CLI.
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { suite } from "uvu";
@@ -23,6 +23,7 @@ const flags = (over: Record<string, unknown> = {}) => ({
   includeFullXr: false,
   includeContext: false,
   now: new Date(DEFAULT_NOW),
+  legacyOutput: false,
   ...over,
 });
 
@@ -58,15 +59,36 @@ R("renders the examples: XR status, composed resources with Crossplane's metadat
   assert.equal(xr!["metadata"], { name: "team-a" });
   assert.is(xr!["status"].bucketCount, 2);
   assert.equal(xr!["status"].externalNames, { "bucket-logs": "team-a-logs-7xq2m" });
-  assert.equal(xr!["status"].conditions[0], {
-    type: "Ready",
-    status: "False",
-    reason: "Creating",
-    message: "Unready resources: bucket-assets",
-    lastTransitionTime: "2024-01-01T00:00:00Z",
-  });
+  // As current crossplane render prints an XR: what it composed, and the conditions of a successful reconcile.
+  assert.equal(xr!["status"].conditions, [
+    { type: "Responsive", status: "True", reason: "WatchCircuitClosed", lastTransitionTime: "2024-01-01T00:00:00Z" },
+    { type: "Synced", status: "True", reason: "ReconcileSuccess", lastTransitionTime: "2024-01-01T00:00:00Z" },
+    {
+      type: "Ready",
+      status: "False",
+      reason: "Creating",
+      message: "Unready resources: bucket-assets",
+      lastTransitionTime: "2024-01-01T00:00:00Z",
+    },
+    {
+      type: "BucketsReady",
+      status: "False",
+      reason: "Creating",
+      message: "waiting for assets",
+      lastTransitionTime: "2024-01-01T00:00:00Z",
+    },
+  ]);
   assert.is(assets!["metadata"].annotations["crossplane.io/composition-resource-name"], "bucket-assets");
   assert.is(assets!["metadata"].generateName, "team-a-");
+  assert.match(assets!["metadata"].name, /^team-a-[0-9a-f]{12}$/, "a new resource gets its name before it is created, as in Crossplane v2");
+  assert.equal(xr!["spec"], {
+    crossplane: {
+      resourceRefs: [
+        { apiVersion: "s3.aws.upbound.io/v1beta1", kind: "Bucket", name: assets!["metadata"].name },
+        { apiVersion: "s3.aws.upbound.io/v1beta1", kind: "Bucket", name: "team-a-7xq2m" },
+      ].sort((a, b) => a.name.localeCompare(b.name)),
+    },
+  });
   assert.is(assets!["metadata"].labels["crossplane.io/composite"], "team-a");
   assert.equal(assets!["metadata"].ownerReferences, [
     {
@@ -81,10 +103,53 @@ R("renders the examples: XR status, composed resources with Crossplane's metadat
   assert.is(logs!["metadata"].name, "team-a-7xq2m", "an observed resource keeps its name");
   assert.is(logs!["metadata"].generateName, undefined);
   assert.is(logs!["metadata"].annotations["crossplane.io/external-name"], "team-a-logs-7xq2m");
+  assert.equal(results, [
+    {
+      apiVersion: "render.crossplane.io/v1beta1",
+      kind: "Result",
+      severity: "Normal",
+      reason: "ComposeResources",
+      message: 'Pipeline step "compose-buckets": composed 2 buckets',
+    },
+  ]);
+  // Printed as Go's YAML prints: times and "True" in double quotes, other quoted strings in single quotes, lists flush.
+  assert.match(r.out, /\n {2}- lastTransitionTime: "2024-01-01T00:00:00Z"\n {4}reason: WatchCircuitClosed\n {4}status: "True"\n/);
+  assert.match(r.out, /\n {4}message: 'Unready resources: bucket-assets'\n/);
+  assert.match(r.out, /\nmessage: 'Pipeline step "compose-buckets": composed 2 buckets'\n/);
+});
+
+R("--legacy-output prints the pre-v2 shape: only Ready, generateName only, results with step", async () => {
+  const r = await render(join(EX, "xr.yaml"), join(EX, "composition.yaml"), join(EX, "functions.yaml"), {
+    observedResources: join(EX, "observed.yaml"),
+    includeFunctionResults: true,
+    legacyOutput: true,
+  });
+  assert.is(r.code, 0, r.err);
+  const [xr, assets, , result] = r.docs;
+  assert.is(xr!["spec"], undefined);
   assert.equal(
-    results.map((d) => [d["kind"], d["step"], d["severity"]]),
-    [["Result", "compose-buckets", "SEVERITY_NORMAL"]],
+    xr!["status"].conditions.map((c: any) => c.type),
+    ["Ready", "BucketsReady"],
   );
+  assert.is(assets!["metadata"].name, undefined);
+  assert.is(assets!["metadata"].generateName, "team-a-");
+  assert.equal(result, {
+    apiVersion: "render.crossplane.io/v1beta1",
+    kind: "Result",
+    step: "compose-buckets",
+    severity: "SEVERITY_NORMAL",
+    message: "composed 2 buckets",
+  });
+});
+
+R("an XR without a uid gets a stable one, and its new resources stable names", async () => {
+  const xrFile = write("xr-nouid.yaml", readFileSync(join(EX, "xr.yaml"), "utf8").replace(/^\s*uid:.*$/m, ""));
+  const a = await render(xrFile, join(EX, "composition.yaml"), join(EX, "functions.yaml"));
+  const b = await render(xrFile, join(EX, "composition.yaml"), join(EX, "functions.yaml"));
+  assert.is(a.code, 0, a.err);
+  const uid = a.docs[1]!["metadata"].ownerReferences[0].uid;
+  assert.match(uid, /^[0-9a-f]{8}-[0-9a-f]{4}-5[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+  assert.is(a.out, b.out);
 });
 
 R("the examples render byte-identically twice (a spawned CLI run)", async () => {
@@ -115,7 +180,10 @@ R("answers requirements (by name and namespace, by labels), loops until they set
   assert.is(queue!["spec"].forProvider.region, "ap-southeast-2");
   assert.is(queue!["metadata"].namespace, "team-a", "a namespaced XR composes into its namespace");
   assert.is(queue!["metadata"].labels["crossplane.io/claim-name"], "orders");
-  assert.equal([result!["kind"], result!["severity"], result!["message"]], ["Result", "SEVERITY_WARNING", "using region from settings"]);
+  assert.equal(
+    [result!["kind"], result!["severity"], result!["reason"], result!["message"]],
+    ["Result", "Warning", "ComposeResources", 'Pipeline step "needs-config": using region from settings'],
+  );
   assert.equal(context!["fields"], {
     "apiextensions.crossplane.io/environment": { tier: "gold" },
     other: { from: "values" },
