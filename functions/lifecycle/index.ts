@@ -1,6 +1,7 @@
 // lifecycle: every built-in lifecycle step, configured from a Composition's
 // input, for platform teams who write no TypeScript. Put it after any other
 // function in a pipeline; see README.md beside this file.
+import type { JsonObject } from "@bufbuild/protobuf";
 import { defineFunction, request, response, runSteps, steps, type Step } from "xfn-runtime";
 import { parseInput, type Options } from "./input.js";
 
@@ -12,6 +13,35 @@ export function stepsFor(o: Options): Step[] {
   if (o.readiness) out.push(steps.readiness(o.readiness));
   if (o.dependencies) out.push(steps.dependencies(o.dependencies));
   if (o.deletion) out.push(steps.deletion({ ...o.deletion, ...(o.dependencies ? { dependencies: o.dependencies } : {}) }));
+  // Last: it checks what the steps above wrote into the XR's status.
+  if (o.schemaCheck) out.push(steps.statusSchema({ suggest: suggestions(o) }));
+  return out;
+}
+
+/** suggestions gives, for each status field the configured steps write, the schema to declare it with. */
+export function suggestions(o: Options): Record<string, JsonObject> {
+  const out: Record<string, JsonObject> = {};
+  if (o.externalNames)
+    out[o.externalNames.statusField ?? steps.DEFAULT_EXTERNAL_NAMES_FIELD] = { type: "object", additionalProperties: { type: "string" } };
+  if (o.dependencies)
+    out[steps.WAITING_FIELD] = {
+      type: "object",
+      additionalProperties: {
+        type: "object",
+        properties: { for: { type: "array", items: { type: "string" } }, since: { type: "string", format: "date-time" } },
+      },
+    };
+  if (o.deletion)
+    out[steps.DELETION_FIELD] = {
+      type: "object",
+      properties: {
+        remaining: { type: "integer" },
+        deleted: { type: "integer" },
+        total: { type: "integer" },
+        since: { type: "string", format: "date-time" },
+        order: { type: "array", items: { type: "array", items: { type: "string" } } },
+      },
+    };
   return out;
 }
 

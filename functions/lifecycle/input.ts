@@ -14,6 +14,8 @@ export interface Options {
   readiness?: steps.ReadinessOptions;
   dependencies?: steps.DependenciesOptions;
   deletion?: steps.DeletionOptions;
+  /** Check the status fields the steps write against the XR kind's schema (on unless switched off). */
+  schemaCheck?: boolean;
 }
 
 class InputError extends Error {}
@@ -81,7 +83,16 @@ function check(v: JsonValue | undefined, where: string): steps.ReadinessCheck {
 
 /** parseInput validates a Lifecycle input. It throws an Error naming the path of the first problem. */
 export function parseInput(raw: JsonObject): Options {
-  const top = object(raw, "input", ["apiVersion", "kind", "externalNames", "lateInit", "readiness", "dependencies", "deletion"]);
+  const top = object(raw, "input", [
+    "apiVersion",
+    "kind",
+    "externalNames",
+    "lateInit",
+    "readiness",
+    "dependencies",
+    "deletion",
+    "schemaCheck",
+  ]);
   if (top["apiVersion"] !== undefined && top["apiVersion"] !== API_VERSION)
     fail("input.apiVersion", `must be ${API_VERSION}, got ${JSON.stringify(top["apiVersion"])}`);
   if (top["kind"] !== undefined && top["kind"] !== KIND) fail("input.kind", `must be ${KIND}, got ${JSON.stringify(top["kind"])}`);
@@ -148,5 +159,7 @@ export function parseInput(raw: JsonObject): Options {
       out.deletion.stuckAfter = s;
     }
   }
+  if (top["schemaCheck"] !== undefined && typeof top["schemaCheck"] !== "boolean") fail("input.schemaCheck", "must be true or false");
+  if (top["schemaCheck"] !== false) out.schemaCheck = true;
   return out;
 }

@@ -16,7 +16,7 @@ const L = suite("functions/lifecycle");
 const invalid: Record<string, { input: Record<string, unknown>; want: string }> = {
   UnknownStepKey: {
     input: { readyness: {} },
-    want: 'input: unknown key "readyness"; allowed: apiVersion, kind, externalNames, lateInit, readiness, dependencies, deletion',
+    want: 'input: unknown key "readyness"; allowed: apiVersion, kind, externalNames, lateInit, readiness, dependencies, deletion, schemaCheck',
   },
   BadDuration: {
     input: { deletion: { stuckAfter: "5 minutes" } },
@@ -72,24 +72,24 @@ for (const [name, tc] of Object.entries(invalid)) {
   });
 }
 
-L("the README's example input parses into all five steps, in order", () => {
+L("the README's example input parses into all five steps, in order, then the schema check", () => {
   const readme = readFileSync(join(import.meta.dirname, "README.md"), "utf8");
   const yaml = /```yaml\n(apiVersion: lifecycle\.xfn\.dev[\s\S]*?)```/.exec(readme)?.[1];
   assert.ok(yaml, "README has the example input");
   const list = stepsFor(parseInput(parse(yaml!)));
   assert.equal(
     list.map((s) => s.stepName),
-    ["externalName", "lateInit", "readiness", "dependencies", "deletion"],
+    ["externalName", "lateInit", "readiness", "dependencies", "deletion", "statusSchema"],
   );
 });
 
-L("defaults: externalNames and deletion on; the rest off until configured", () => {
+L("defaults: externalNames, deletion and the schema check on; the rest off until configured", () => {
   assert.equal(
     stepsFor(parseInput({})).map((s) => s.stepName),
-    ["externalName", "deletion"],
+    ["externalName", "deletion", "statusSchema"],
   );
   assert.equal(
-    stepsFor(parseInput({ externalNames: { enabled: false }, deletion: { enabled: false } })).map((s) => s.stepName),
+    stepsFor(parseInput({ externalNames: { enabled: false }, deletion: { enabled: false }, schemaCheck: false })).map((s) => s.stepName),
     [],
   );
 });

@@ -26,6 +26,8 @@ interface RenderFlags {
   includeContext: boolean;
   now: Date;
   legacyOutput: boolean;
+  xrd?: string;
+  requiredSchemas?: string;
 }
 
 /** DEFAULT_NOW is the clock in-process functions see unless --now says otherwise: fixed, so output is reproducible. */
@@ -94,18 +96,21 @@ export async function runRender(
       ],
       credentials: flags.functionCredentials ? loadDocs(flags.functionCredentials) : [],
       context: contextFrom(flags.contextFiles, flags.contextValues),
+      ...(flags.xrd ? { xrd: loadOne(flags.xrd, "CompositeResourceDefinition") } : {}),
+      ...(flags.requiredSchemas ? { schemas: loadDocs(flags.requiredSchemas) } : {}),
     };
     const now = flags.now;
     runner = await createRunner(loadDocs(functionsPath), functionsPath, () => now);
     const o = await render(inputs, runner, { timeoutMs: flags.timeout, legacy: flags.legacyOutput });
     if (flags.includeFullXr) {
-      o.xr["spec"] = structuredClone((xr.obj["spec"] ?? {}) as JsonObject);
-      o.xr["metadata"] = structuredClone((xr.obj["metadata"] ?? {}) as JsonObject);
+      o.xr["spec"] = { ...structuredClone((o.input["spec"] ?? {}) as JsonObject), ...((o.xr["spec"] as JsonObject | undefined) ?? {}) };
+      o.xr["metadata"] = structuredClone((o.input["metadata"] ?? {}) as JsonObject);
     }
     const docs: unknown[] = [o.xr, ...o.composed];
     if (flags.includeFunctionResults) docs.push(...o.results);
     if (flags.includeContext) docs.push(o.context);
     out.write(toYamlStream(docs));
+    for (const w of o.warnings) err.write(`xfn render: warning: ${w}\n`);
     return 0;
   } catch (e) {
     if (e instanceof FatalResultError) {
@@ -143,6 +148,19 @@ export function renderCommand(): Command {
         .argParser(collect),
     )
     .addOption(new Option("--function-credentials <path>", "YAML file or directory with Secrets the pipeline's credentials refer to"))
+    .addOption(
+      new Option(
+        "--xrd <file>",
+        "the XR's CompositeResourceDefinition: defaults the XR from its schema, prunes the rendered XR as the API server would " +
+          "(a warning names each field dropped), and answers schema requirements for the XR's kind",
+      ),
+    )
+    .addOption(
+      new Option(
+        "--required-schemas <path>",
+        "CRDs, XRDs or OpenAPI v3 documents (JSON, as /openapi/v3/<group-version> returns) that answer functions' schema requirements",
+      ),
+    )
     .addOption(
       new Option("--timeout <duration>", "how long to run before timing out").default(60_000, "1m").argParser((v) => {
         try {

@@ -129,6 +129,9 @@ export function checkComposition(xr: Doc, comp: Doc): PipelineStep[] {
 /** Fetch answers one resource requirement. */
 export type Fetch = (s: Omit<ResourceSelector, "$typeName">) => Resources | Promise<Resources>;
 
+/** SchemaOf answers one schema requirement: the kind's OpenAPI v3 schema, or undefined when not found. */
+export type SchemaOf = (apiVersion: string, kind: string) => JsonObject | undefined;
+
 async function answer(selectors: Record<string, ResourceSelector>, fetch: Fetch): Promise<Record<string, Resources>> {
   const out: Record<string, Resources> = {};
   for (const [k, s] of Object.entries(selectors)) out[k] = await fetch(s);
@@ -147,6 +150,7 @@ async function runWithRequirements(
   req: RunFunctionRequest,
   fetch: Fetch,
   step: string,
+  schemaOf: SchemaOf = () => undefined,
 ) {
   let previous: Requirements | undefined;
   for (let i = 0; i < MAX_REQUIREMENTS_ITERATIONS; i++) {
@@ -157,9 +161,12 @@ async function runWithRequirements(
     previous = wanted;
     req.requiredResources = { ...req.requiredResources, ...(await answer(wanted.resources, fetch)) };
     req.extraResources = await answer(wanted.extraResources, fetch);
-    // xfn render has no schemas to offer: an empty Schema answers "not found".
+    // An empty Schema answers "not found", as Crossplane does.
     req.requiredSchemas = Object.fromEntries(
-      Object.keys(wanted.schemas).map((k) => [k, { $typeName: "apiextensions.fn.proto.v1.Schema" as const }]),
+      Object.entries(wanted.schemas).map(([k, sel]) => {
+        const found = schemaOf(sel.apiVersion, sel.kind);
+        return [k, { $typeName: "apiextensions.fn.proto.v1.Schema" as const, ...(found ? { openapiV3: structuredClone(found) } : {}) }];
+      }),
     );
   }
   throw new Error(`pipeline step ${JSON.stringify(step)}: requirements did not stabilize after ${MAX_REQUIREMENTS_ITERATIONS} iterations`);
@@ -229,6 +236,8 @@ export interface PipelineInputs {
   credentials: Doc[];
   /** Answers resource requirements (bootstrap and asked for). */
   fetch: Fetch;
+  /** Answers schema requirements; none found without it. */
+  schemaOf?: SchemaOf;
 }
 
 /**
@@ -279,7 +288,7 @@ export async function runPipeline(p: PipelineInputs, runner: Runner, deadline: n
       requiredResources: bootstrap,
     });
     req.meta!.tag = tagOf(req);
-    const rsp = await runWithRequirements((r) => runner.run(s.functionName, r, deadline), req, p.fetch, s.step);
+    const rsp = await runWithRequirements((r) => runner.run(s.functionName, r, deadline), req, p.fetch, s.step, p.schemaOf);
     const fatal = rsp.results.find((r) => r.severity === Severity.FATAL);
     if (fatal) throw new FatalResultError(s.step, fatal.message, [...results, ...rsp.results.map((r) => stepResult(s.step, r))]);
     desired = rsp.desired ?? create(StateSchema);

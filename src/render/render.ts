@@ -16,6 +16,7 @@ import {
   type StepResult,
 } from "../engine/pipeline.js";
 import type { Runner } from "../engine/runner.js";
+import { applyDefaults, parseApiVersion, prune, schemaSource, xrSchema } from "./schema.js";
 
 export const RENDER_API_VERSION = "render.crossplane.io/v1beta1";
 /**
@@ -70,6 +71,10 @@ export interface RenderInputs {
   required: Doc[];
   credentials: Doc[];
   context: Record<string, JsonValue>;
+  /** The XR's CompositeResourceDefinition: its schema defaults the XR, prunes the rendered one, and answers schema requirements. */
+  xrd?: Doc;
+  /** CRDs, XRDs and OpenAPI v3 documents that answer schema requirements. */
+  schemas?: Doc[];
 }
 
 /** RenderOutputs are the documents render prints, in order. */
@@ -78,6 +83,10 @@ export interface RenderOutputs {
   composed: JsonObject[];
   results: JsonObject[];
   context: JsonObject;
+  /** What the XRD's schema pruned from the rendered XR, and other things a user should hear. */
+  warnings: string[];
+  /** The XR the pipeline saw: the input, defaulted from the XRD's schema when one was given. */
+  input: JsonObject;
 }
 
 /** select returns the supplied resources that match a selector, sorted by name. */
@@ -104,7 +113,16 @@ export function select(docs: Doc[], s: Omit<ResourceSelector, "$typeName">): Res
 /** render runs the pipeline and shapes the outputs as `crossplane render` prints them. */
 export async function render(inputs: RenderInputs, runner: Runner, opts: RenderOptions): Promise<RenderOutputs> {
   const steps = checkComposition(inputs.xr, inputs.composition);
-  const xr = inputs.xr.obj;
+  let xr = inputs.xr.obj;
+  const sources = [...(inputs.xrd ? [inputs.xrd] : []), ...(inputs.schemas ?? [])];
+  const schemas = sources.length > 0 ? schemaSource(sources) : undefined;
+  let schema: JsonObject | undefined;
+  if (inputs.xrd) {
+    schema = schemaForXR(inputs.xrd, xr);
+    // As the API server defaults an XR when it is written (crossplane render --xrd does this too).
+    xr = structuredClone(xr);
+    applyDefaults(xr, schema);
+  }
   const observed: Record<string, Resource> = {};
   for (const d of inputs.observed) {
     const name = stringMap(meta(d.obj)["annotations"])[COMPOSITION_RESOURCE_NAME];
@@ -122,6 +140,7 @@ export async function render(inputs: RenderInputs, runner: Runner, opts: RenderO
       context: structuredClone(inputs.context),
       credentials: inputs.credentials,
       fetch: (s) => select(inputs.required, s),
+      ...(schemas ? { schemaOf: (apiVersion: string, kind: string) => schemas.find(apiVersion, kind) } : {}),
     },
     runner,
     Date.now() + opts.timeoutMs,
@@ -129,8 +148,21 @@ export async function render(inputs: RenderInputs, runner: Runner, opts: RenderO
   const legacy = opts.legacy ?? false;
   const results = r.results.map((x) => resultDoc(x, legacy));
   const composed = renderComposed(xr, r.desired, observed, legacy);
+  const rendered = renderXR(xr, r.desired, r.conditions, legacy ? undefined : composed);
+  const warnings: string[] = [];
+  if (schema && inputs.xrd) {
+    const xrdName = String(meta(inputs.xrd.obj)["name"] ?? "");
+    const version = parseApiVersion(String(xr["apiVersion"])).version;
+    for (const path of prune(rendered, schema))
+      warnings.push(
+        `the XRD ${xrdName} does not declare ${path}, so the API server drops what the pipeline wrote there; ` +
+          `declare it under spec.versions[${version}].schema.openAPIV3Schema`,
+      );
+  }
   return {
-    xr: renderXR(xr, r.desired, r.conditions, legacy ? undefined : composed),
+    warnings,
+    input: xr,
+    xr: rendered,
     composed,
     results,
     context: { apiVersion: RENDER_API_VERSION, kind: "Context", fields: r.context ?? {} },
@@ -143,6 +175,22 @@ export async function render(inputs: RenderInputs, runner: Runner, opts: RenderO
  * also spec.crossplane.resourceRefs and the Responsive and Synced conditions
  * Crossplane v2 sets on every reconcile that succeeds.
  */
+/** schemaForXR is the schema an XRD gives the XR's kind and version; an XRD for another kind is refused. */
+function schemaForXR(xrd: Doc, xr: JsonObject): JsonObject {
+  const o = xrd.obj;
+  if (o["kind"] !== "CompositeResourceDefinition")
+    throw new InputError(`${xrd.source}: expected a CompositeResourceDefinition, got ${String(o["kind"] ?? "no kind")}`);
+  const spec = isObject(o["spec"]) ? o["spec"] : {};
+  const names = isObject(spec["names"]) ? spec["names"] : {};
+  const { group, version } = parseApiVersion(String(xr["apiVersion"]));
+  if (spec["group"] !== group || names["kind"] !== xr["kind"])
+    throw new InputError(
+      `${xrd.source}: the XRD defines ${String(names["kind"])}.${String(spec["group"])}, ` +
+        `but the XR is a ${String(xr["kind"])} of ${String(xr["apiVersion"])}`,
+    );
+  return xrSchema(o, version);
+}
+
 function renderXR(xr: JsonObject, desired: State, conditions: JsonObject[], composed?: JsonObject[]): JsonObject {
   const out: JsonObject = structuredClone(desired.composite?.resource ?? {});
   const m = meta(xr);

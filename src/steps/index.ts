@@ -6,3 +6,4 @@ export { dependencies, parseWaitFor, XR, WAITING_FIELD, type Dependency, type De
 export { deletion, DELETION_FIELD, type DeletionOptions } from "./deletion.js";
 export { CycleError } from "./graph.js";
 export { parseDuration, formatDuration } from "./duration.js";
+export { statusSchema, STATUS_SCHEMA_REQUIREMENT, type StatusSchemaOptions } from "./status-schema.js";

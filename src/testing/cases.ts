@@ -7,7 +7,9 @@
 //     `now:` fixes the clock the function sees.
 //   - xr.yaml + composition.yaml: a whole pipeline, rendered as `xfn render`
 //     does, with functions.yaml and, if present, observed, required and
-//     credentials (files or folders) beside them. expected.yaml is then a
+//     credentials (files or folders) beside them, and an xrd.yaml (as
+//     render --xrd: defaults, pruning, the XR kind's schema) and schemas (as
+//     render --required-schemas) if present. expected.yaml is then a
 //     stream of documents, paired with the rendered ones by identity. The
 //     documents have the shape `xfn render --legacy-output` prints (only the
 //     Ready condition Crossplane sets, results with their step), unless
@@ -152,6 +154,8 @@ async function renderCase(dir: string, cfg: CaseConfig, expected: JsonObject[]):
         required: optionalDocs(dir, "required"),
         credentials: optionalDocs(dir, "credentials"),
         context: cfg.context ?? {},
+        ...(existsSync(join(dir, "xrd.yaml")) ? { xrd: loadOne(join(dir, "xrd.yaml"), "CompositeResourceDefinition") } : {}),
+        schemas: optionalDocs(dir, "schemas"),
       },
       runner,
       // Cases recorded before render's current shape keep passing: they are compared in the shape they were written in.

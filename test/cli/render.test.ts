@@ -1,6 +1,6 @@
 // xfn render, as users run it: real files, real exit codes. Most cases go
 // through runRender (the command's own code) in-process; a few spawn the CLI.
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { suite } from "uvu";
@@ -150,6 +150,124 @@ R("an XR without a uid gets a stable one, and its new resources stable names", a
   const uid = a.docs[1]!["metadata"].ownerReferences[0].uid;
   assert.match(uid, /^[0-9a-f]{8}-[0-9a-f]{4}-5[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
   assert.is(a.out, b.out);
+});
+
+// An XRD like examples/host/xrd.yaml, without the status fields, and with a default for spec.region.
+const bareXRD = () =>
+  write(
+    "bare-xrd.yaml",
+    readFileSync(join(EX, "host/xrd.yaml"), "utf8")
+      .split("            status:")[0]!
+      .replace("region: {type: string}", "region: {type: string, default: ap-south-1}"),
+  );
+
+R("--xrd: the XR is defaulted from the schema; what the schema does not declare is pruned, with a warning for each", async () => {
+  const xrFile = write("xr-noregion.yaml", readFileSync(join(EX, "xr.yaml"), "utf8").replace("  region: eu-west-1\n", ""));
+  const r = await render(xrFile, join(EX, "composition.yaml"), join(EX, "functions.yaml"), {
+    observedResources: join(EX, "observed.yaml"),
+    xrd: bareXRD(),
+    includeFunctionResults: true,
+    includeFullXr: true,
+  });
+  assert.is(r.code, 0, r.err);
+  const xr = r.docs[0]!;
+  assert.is(xr["spec"].region, "ap-south-1", "defaulted, as the API server would");
+  assert.is(xr["spec"].crossplane.resourceRefs.length, 2, "Crossplane's own fields are never pruned");
+  assert.equal(Object.keys(xr["status"]), ["conditions"], "every undeclared status field is gone from the printed XR");
+  for (const f of ["bucketCount", "externalNames", "waiting", "deletion"])
+    assert.match(
+      r.err,
+      new RegExp(`warning: the XRD xbuckets\\.example\\.xfn\\.dev does not declare status\\.${f}, so the API server drops`),
+    );
+  // The lifecycle function checks its own fields against the schema it was handed, and says exactly what to add.
+  const warnings = r.docs.filter((d) => d["kind"] === "Result" && d["reason"] === "StatusFieldNotInSchema").map((d) => d["message"]);
+  assert.ok(
+    warnings.some(
+      (m: string) =>
+        m.includes("status.externalNames is not in the schema of XBuckets (example.xfn.dev/v1alpha1)") &&
+        m.includes("{ externalNames: { type: object, additionalProperties: { type: string } } }"),
+    ),
+    warnings.join("\n"),
+  );
+  assert.ok(warnings.some((m: string) => m.includes("status.deletion") && m.includes("order: { type: array")));
+});
+
+R("--xrd with every field declared: nothing pruned, no warning; an XRD for another kind is refused", async () => {
+  const r = await render(join(EX, "xr.yaml"), join(EX, "composition.yaml"), join(EX, "functions.yaml"), {
+    observedResources: join(EX, "observed.yaml"),
+    xrd: join(EX, "host/xrd.yaml"),
+    includeFunctionResults: true,
+  });
+  assert.is(r.code, 0, r.err);
+  assert.is(r.err, "");
+  assert.equal(r.docs[0]!["status"].externalNames, { "bucket-logs": "team-a-logs-7xq2m" });
+  assert.not.ok(r.out.includes("StatusFieldNotInSchema"));
+  const other = write("other-xrd.yaml", readFileSync(join(EX, "host/xrd.yaml"), "utf8").replace("kind: XBuckets", "kind: XQueues"));
+  const bad = await render(join(EX, "xr.yaml"), join(EX, "composition.yaml"), join(EX, "functions.yaml"), { xrd: other });
+  assert.is(bad.code, 1);
+  assert.match(bad.err, /the XRD defines XQueues\.example\.xfn\.dev, but the XR is a XBuckets of example\.xfn\.dev\/v1alpha1/);
+});
+
+R("--required-schemas answers schema requirements from a CRD and from an OpenAPI v3 document; unknown kinds are not found", async () => {
+  write(
+    "schemas-fn.ts",
+    `import { defineFunction, request, response } from ${JSON.stringify(join(ROOT, "src/index.ts"))};\n` +
+      `export default defineFunction((req) => {\n` +
+      `  const rsp = response.to(req);\n` +
+      `  response.requireSchema(rsp, "crd", { apiVersion: "s3.aws.upbound.io/v1beta1", kind: "Bucket" });\n` +
+      `  response.requireSchema(rsp, "api", { apiVersion: "apps/v1", kind: "Deployment" });\n` +
+      `  response.requireSchema(rsp, "none", { apiVersion: "nope.io/v1", kind: "Nothing" });\n` +
+      `  const seen = (n: string) => { const s = request.getRequiredSchema(req, n); return s === undefined ? "unanswered" : s === null ? "not found" : Object.keys((s as any).properties ?? s).sort().join(","); };\n` +
+      `  response.setDesiredCompositeStatus(rsp, { crd: seen("crd"), api: seen("api"), none: seen("none"),\n` +
+      `    replicas: (request.getRequiredSchema(req, "api") as any)?.properties?.spec?.properties?.replicas?.type ?? "" });\n` +
+      `  return rsp;\n});\n`,
+  );
+  const fns = write(
+    "schemas-functions.yaml",
+    `apiVersion: pkg.crossplane.io/v1\nkind: Function\nmetadata: { name: schemas, annotations: { render.xfn.dev/module: schemas-fn.ts } }\n`,
+  );
+  const comp = write(
+    "schemas-comp.yaml",
+    `apiVersion: apiextensions.crossplane.io/v1\nkind: Composition\nmetadata: { name: c }\n` +
+      `spec:\n  compositeTypeRef: { apiVersion: example.xfn.dev/v1alpha1, kind: XBuckets }\n  mode: Pipeline\n` +
+      `  pipeline: [{ step: s, functionRef: { name: schemas } }]\n`,
+  );
+  const dir = join(scratch, "schemas");
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, "crds.yaml"), readFileSync(join(EX, "host/crds.yaml"), "utf8"));
+  writeFileSync(
+    join(dir, "apps-v1.json"),
+    JSON.stringify({
+      openapi: "3.0.0",
+      components: {
+        schemas: {
+          "io.k8s.api.apps.v1.Deployment": {
+            type: "object",
+            "x-kubernetes-group-version-kind": [{ group: "apps", version: "v1", kind: "Deployment" }],
+            properties: {
+              spec: { allOf: [{ $ref: "#/components/schemas/io.k8s.api.apps.v1.DeploymentSpec" }] },
+              status: { type: "object" },
+            },
+          },
+          "io.k8s.api.apps.v1.DeploymentSpec": { type: "object", properties: { replicas: { type: "integer" } } },
+        },
+      },
+    }),
+  );
+  const r = await render(join(EX, "xr.yaml"), comp, fns, { requiredSchemas: dir });
+  assert.is(r.code, 0, r.err);
+  const status = r.docs[0]!["status"];
+  assert.is(status.crd, "type,x-kubernetes-preserve-unknown-fields");
+  assert.is(status.api, "spec,status");
+  assert.is(status.replicas, "integer", "references are inlined");
+  assert.is(status.none, "not found");
+  const bad = write("not-a-schema.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: { name: x }\n");
+  const refused = await render(join(EX, "xr.yaml"), comp, fns, { requiredSchemas: bad });
+  assert.is(refused.code, 1);
+  assert.match(
+    refused.err,
+    /not-a-schema\.yaml: expected a CustomResourceDefinition, a CompositeResourceDefinition or an OpenAPI v3 document/,
+  );
 });
 
 R("the examples render byte-identically twice (a spawned CLI run)", async () => {

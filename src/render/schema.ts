@@ -1,0 +1,159 @@
+// Schemas offline: the XR schema an XRD makes (as Crossplane makes the XR's
+// CRD from it), defaulting and pruning an object the way the API server does on
+// write, and answering functions' schema requirements from CRDs, XRDs and
+// OpenAPI v3 documents (what /openapi/v3/<group-version> returns).
+import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
+import { applyDefaults } from "../devcluster/defaults.js";
+import { prune } from "../sdk/schema.js";
+import { InputError, type Doc } from "../engine/docs.js";
+
+const isObject = (v: unknown): v is JsonObject => typeof v === "object" && v !== null && !Array.isArray(v);
+const PRESERVE = "x-kubernetes-preserve-unknown-fields";
+
+export { applyDefaults, prune };
+
+/** Kind names a kind by group, version and kind. */
+export interface GVK {
+  group: string;
+  version: string;
+  kind: string;
+}
+
+export function parseApiVersion(apiVersion: string): { group: string; version: string } {
+  const i = apiVersion.lastIndexOf("/");
+  return i < 0 ? { group: "", version: apiVersion } : { group: apiVersion.slice(0, i), version: apiVersion.slice(i + 1) };
+}
+
+/**
+ * xrSchema is the openAPIV3Schema of the XR kind an XRD defines, for one
+ * version, with what Crossplane adds to it: the fields Crossplane itself keeps
+ * under spec (spec.crossplane for v2 XRDs; compositionRef, resourceRefs and
+ * the rest at spec's top for v1 ones) and under status (conditions,
+ * connectionDetails, claimConditionTypes), kept whatever they hold.
+ */
+export function xrSchema(xrd: JsonObject, version: string): JsonObject {
+  const spec = isObject(xrd["spec"]) ? xrd["spec"] : {};
+  const versions = Array.isArray(spec["versions"]) ? spec["versions"].filter(isObject) : [];
+  const v = versions.find((x) => x["name"] === version);
+  if (!v)
+    throw new InputError(
+      `the XRD ${String((xrd["metadata"] as JsonObject | undefined)?.["name"] ?? "")} has no version ${JSON.stringify(version)} ` +
+        `(it has ${versions.map((x) => String(x["name"])).join(", ") || "none"})`,
+    );
+  const given = isObject(v["schema"]) && isObject(v["schema"]["openAPIV3Schema"]) ? v["schema"]["openAPIV3Schema"] : {};
+  const root: JsonObject = structuredClone(given);
+  root["type"] ??= "object";
+  const props: JsonObject = isObject(root["properties"]) ? root["properties"] : (root["properties"] = {});
+  const keep = { type: "object", [PRESERVE]: true };
+  props["apiVersion"] = { type: "string" };
+  props["kind"] = { type: "string" };
+  props["metadata"] = { type: "object", [PRESERVE]: true };
+  const sp: JsonObject = isObject(props["spec"]) ? props["spec"] : (props["spec"] = { type: "object" });
+  const spProps: JsonObject = isObject(sp["properties"]) ? sp["properties"] : (sp["properties"] = {});
+  const legacy = String(xrd["apiVersion"]) === "apiextensions.crossplane.io/v1";
+  if (legacy) {
+    for (const k of [
+      "compositionRef",
+      "compositionSelector",
+      "compositionRevisionRef",
+      "compositionRevisionSelector",
+      "compositionUpdatePolicy",
+      "claimRef",
+      "environmentConfigRefs",
+      "resourceRefs",
+      "publishConnectionDetailsTo",
+      "writeConnectionSecretToRef",
+    ])
+      spProps[k] = k === "resourceRefs" || k === "environmentConfigRefs" ? { type: "array", items: keep } : keep;
+  } else spProps["crossplane"] = keep;
+  const st: JsonObject = isObject(props["status"]) ? props["status"] : (props["status"] = { type: "object" });
+  const stProps: JsonObject = isObject(st["properties"]) ? st["properties"] : (st["properties"] = {});
+  stProps["conditions"] = { type: "array", items: keep };
+  stProps["connectionDetails"] = keep;
+  stProps["claimConditionTypes"] = { type: "array", items: { type: "string" } };
+  return root;
+}
+
+/** crdSchema is the openAPIV3Schema of one version of a CRD, or undefined. */
+function crdSchema(crd: JsonObject, version: string): JsonObject | undefined {
+  const spec = isObject(crd["spec"]) ? crd["spec"] : {};
+  const versions = Array.isArray(spec["versions"]) ? spec["versions"].filter(isObject) : [];
+  const v = versions.find((x) => x["name"] === version);
+  if (v && isObject(v["schema"]) && isObject(v["schema"]["openAPIV3Schema"])) return v["schema"]["openAPIV3Schema"];
+  // apiextensions.k8s.io/v1beta1 CRDs kept one schema for every version.
+  if (v && isObject(spec["validation"]) && isObject(spec["validation"]["openAPIV3Schema"])) return spec["validation"]["openAPIV3Schema"];
+  return undefined;
+}
+
+/**
+ * SchemaSource answers schema requirements offline from CRDs, XRDs and
+ * OpenAPI v3 documents. find returns the schema of a kind, or undefined.
+ */
+export interface SchemaSource {
+  find(apiVersion: string, kind: string): JsonObject | undefined;
+}
+
+/** schemaSource indexes docs (CRDs, XRDs, OpenAPI v3 documents); anything else is an error naming its file. */
+export function schemaSource(docs: Doc[]): SchemaSource {
+  const entries: Array<{ gvk: GVK; schema: () => JsonObject | undefined }> = [];
+  for (const d of docs) {
+    const o = d.obj;
+    const spec = isObject(o["spec"]) ? o["spec"] : {};
+    const names = isObject(spec["names"]) ? spec["names"] : {};
+    if (o["kind"] === "CustomResourceDefinition" || o["kind"] === "CompositeResourceDefinition") {
+      const versions = Array.isArray(spec["versions"]) ? spec["versions"].filter(isObject) : [];
+      for (const v of versions) {
+        const version = String(v["name"]);
+        entries.push({
+          gvk: { group: String(spec["group"] ?? ""), version, kind: String(names["kind"] ?? "") },
+          schema: () => (o["kind"] === "CustomResourceDefinition" ? crdSchema(o, version) : xrSchema(o, version)),
+        });
+      }
+    } else if (isObject(o["components"]) && isObject(o["components"]["schemas"])) {
+      const all = o["components"]["schemas"];
+      for (const [name, s] of Object.entries(all)) {
+        const gvks = isObject(s) ? s["x-kubernetes-group-version-kind"] : undefined;
+        if (!Array.isArray(gvks) || gvks.length !== 1 || !isObject(gvks[0])) continue;
+        const g = gvks[0];
+        entries.push({
+          gvk: { group: String(g["group"] ?? ""), version: String(g["version"] ?? ""), kind: String(g["kind"] ?? "") },
+          schema: () => flatten(all, name),
+        });
+      }
+    } else {
+      throw new InputError(`${d.source}: expected a CustomResourceDefinition, a CompositeResourceDefinition or an OpenAPI v3 document`);
+    }
+  }
+  return {
+    find(apiVersion, kind) {
+      const { group, version } = parseApiVersion(apiVersion);
+      const e = entries.find((x) => x.gvk.group.toLowerCase() === group.toLowerCase() && x.gvk.version === version && x.gvk.kind === kind);
+      return e?.schema();
+    },
+  };
+}
+
+const REF = "#/components/schemas/";
+
+/** flatten inlines every $ref of an OpenAPI document's schema, as Crossplane does before handing it over (a cycle stops). */
+function flatten(all: JsonObject, name: string): JsonObject {
+  const resolve = (v: JsonValue, seen: string[]): JsonValue => {
+    if (Array.isArray(v)) return v.map((x) => resolve(x, seen));
+    if (!isObject(v)) return v;
+    const ref = v["$ref"];
+    if (typeof ref === "string" && ref.startsWith(REF)) {
+      const n = ref.slice(REF.length);
+      const target = all[n];
+      if (!isObject(target) || seen.includes(n)) return { type: "object", [PRESERVE]: true };
+      const { $ref: _r, ...rest } = v;
+      return { ...(resolve(target, [...seen, n]) as JsonObject), ...(resolve(rest, seen) as JsonObject) };
+    }
+    // allOf: [{$ref}] is how kube-openapi wraps a referenced schema with a description.
+    if (Array.isArray(v["allOf"]) && v["allOf"].length === 1) {
+      const { allOf, ...rest } = v;
+      return { ...(resolve(allOf[0]!, seen) as JsonObject), ...(resolve(rest, seen) as JsonObject) };
+    }
+    return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, resolve(x, seen)]));
+  };
+  return resolve(all[name]!, [name]) as JsonObject;
+}

@@ -1,0 +1,64 @@
+// statusSchema: the status fields a pipeline writes must be declared in the
+// XRD, or the API server drops them, silently, on every reconcile (external
+// names recorded there are lost: failure mode 4).
+//
+// The step asks for the schema of the XR's own kind (a schema requirement:
+// Crossplane v2.2 and later answer it from the XR's CRD; xfn render --xrd and
+// xfn test from the XRD given), and once it has it, checks every status field
+// the desired XR holds at that point. Each one the schema would drop is a
+// Warning that names the field and gives the schema to add. Without an answer
+// (older Crossplane, no XRD given) it does nothing.
+import type { JsonObject } from "@bufbuild/protobuf";
+import { step, type Step } from "../pipeline.js";
+import * as request from "../sdk/request.js";
+import * as response from "../sdk/response.js";
+import { prune } from "../sdk/schema.js";
+import { Capability } from "../gen/fn/v1/run_function_pb.js";
+import { stringify } from "yaml";
+
+/** STATUS_SCHEMA_REQUIREMENT is the name the step's schema requirement goes by. */
+export const STATUS_SCHEMA_REQUIREMENT = "xfn.statusSchema";
+
+/** StatusSchemaOptions configure the statusSchema step. */
+export interface StatusSchemaOptions {
+  /**
+   * The schema to suggest for a status field (by its path, e.g.
+   * "status.externalNames"). Fields without one get a schema that keeps
+   * whatever they hold.
+   */
+  suggest?: Record<string, JsonObject>;
+}
+
+const isObject = (v: unknown): v is JsonObject => typeof v === "object" && v !== null && !Array.isArray(v);
+
+/** statusSchema checks the desired XR's status against the XR kind's schema; see the file comment. */
+export function statusSchema(opts: StatusSchemaOptions = {}): Step {
+  return step("statusSchema", (ctx) => {
+    const xr = request.getObservedCompositeResource(ctx.req);
+    const apiVersion = typeof xr?.["apiVersion"] === "string" ? xr["apiVersion"] : "";
+    const kind = typeof xr?.["kind"] === "string" ? xr["kind"] : "";
+    if (!apiVersion || !kind) return;
+    // A Crossplane that lists its capabilities without this one would never answer.
+    if (request.advertisesCapabilities(ctx.req) && !request.hasCapability(ctx.req, Capability.REQUIRED_SCHEMAS)) return;
+    response.requireSchema(ctx.rsp, STATUS_SCHEMA_REQUIREMENT, { apiVersion, kind });
+    const schema = request.getRequiredSchema(ctx.req, STATUS_SCHEMA_REQUIREMENT);
+    if (!schema) return;
+    const status = ctx.rsp.desired?.composite?.resource?.["status"];
+    if (!isObject(status)) return;
+    const probe: JsonObject = { status: structuredClone(status) };
+    delete (probe["status"] as JsonObject)["conditions"];
+    for (const path of prune(probe, schema)) {
+      const field = path.split(".").slice(1).join(".");
+      const suggested = opts.suggest?.[path] ?? { type: "object", "x-kubernetes-preserve-unknown-fields": true };
+      const where = field.includes(".") ? "the status schema" : "spec.versions[].schema.openAPIV3Schema.properties.status.properties";
+      response
+        .warning(
+          ctx.rsp,
+          `${path} is not in the schema of ${kind} (${apiVersion}): the API server drops it, so what this pipeline records there ` +
+            `is lost on every reconcile. Add to the XRD, under ${where}: ` +
+            stringify({ [field.split(".").pop()!]: suggested }, { collectionStyle: "flow", lineWidth: 0 }).trim(),
+        )
+        .withReason("StatusFieldNotInSchema");
+    }
+  });
+}
