@@ -22,6 +22,8 @@ export function program(): Command {
     .description("xfn: write, serve and test Crossplane composition functions in TypeScript")
     .version(version())
     .showHelpAfterError()
+    // Options after a subcommand are its own, down to `render op`.
+    .enablePositionalOptions()
     .addCommand(initCommand())
     .addCommand(serveCommand())
     .addCommand(callCommand())

@@ -9,6 +9,7 @@ import { FatalResultError } from "../engine/pipeline.js";
 import { FIXED_TIME, render } from "../render/render.js";
 import { InputError, loadDocs, loadOne } from "../engine/docs.js";
 import { toYamlStream } from "../render/output.js";
+import { renderOperation } from "../render/operation.js";
 import { createRunner } from "../engine/runner.js";
 import { parseDuration } from "../steps/duration.js";
 import { EXIT_FATAL } from "./call.js";
@@ -124,83 +125,180 @@ export async function runRender(
   }
 }
 
-/** renderCommand builds the `render` subcommand. */
-export function renderCommand(): Command {
-  return new Command("render")
+interface RenderOpFlags {
+  requiredResources?: string;
+  watchedResource?: string;
+  functionCredentials?: string;
+  requiredSchemas?: string;
+  timeout: number;
+  now: Date;
+  includeFunctionResults: boolean;
+}
+
+/** runRenderOp renders an Operation (or the one a Cron/WatchOperation would create); it returns the exit code. */
+export async function runRenderOp(
+  opPath: string,
+  fnPath: string | undefined,
+  flags: RenderOpFlags,
+  out: NodeJS.WritableStream,
+  err: NodeJS.WritableStream,
+): Promise<number> {
+  let runner;
+  try {
+    const operation = loadOne(opPath, "Operation");
+    const functionsPath = fnPath ?? join(dirname(opPath), "functions.yaml");
+    if (!fnPath && !existsSync(functionsPath))
+      throw new InputError(`no functions file: give one after the Operation, or put functions.yaml beside ${opPath}`);
+    const now = flags.now;
+    runner = await createRunner(loadDocs(functionsPath), functionsPath, () => now);
+    const o = await renderOperation(
+      {
+        operation,
+        required: flags.requiredResources ? loadDocs(flags.requiredResources) : [],
+        credentials: flags.functionCredentials ? loadDocs(flags.functionCredentials) : [],
+        ...(flags.watchedResource ? { watched: loadOne(flags.watchedResource, "watched resource") } : {}),
+        ...(flags.requiredSchemas ? { schemas: loadDocs(flags.requiredSchemas) } : {}),
+      },
+      runner,
+      { timeoutMs: flags.timeout },
+    );
+    out.write(toYamlStream([o.operation, ...o.applied, ...(flags.includeFunctionResults ? o.results : [])]));
+    return 0;
+  } catch (e) {
+    err.write(`xfn render op: ${(e as Error).message}\n`);
+    return e instanceof FatalResultError ? EXIT_FATAL : 1;
+  } finally {
+    runner?.close();
+  }
+}
+
+const timeoutOption = () =>
+  new Option("--timeout <duration>", "how long to run before timing out").default(60_000, "1m").argParser((v) => {
+    try {
+      return parseDuration(v);
+    } catch (e) {
+      throw new InvalidArgumentError((e as Error).message);
+    }
+  });
+
+const nowOption = () =>
+  new Option("--now <time>", "the time in-process functions see, RFC 3339 (fixed by default so output is reproducible)")
+    .default(new Date(DEFAULT_NOW), DEFAULT_NOW)
+    .argParser((v) => {
+      const d = new Date(v);
+      if (Number.isNaN(d.getTime()))
+        throw new InvalidArgumentError(`${JSON.stringify(v)} is not an RFC 3339 time (e.g. 2026-05-01T08:00:00Z)`);
+      return d;
+    });
+
+/** renderOpCommand builds `render op`: an Operation's pipeline, as crossplane render does for Operations. */
+function renderOpCommand(): Command {
+  return new Command("op")
     .description(
-      "run a Composition's function pipeline offline and print the XR and composed resources Crossplane would produce, " +
-        "like crossplane render",
+      "run an Operation's function pipeline offline (or the Operation a CronOperation or WatchOperation would create) and print " +
+        "the Operation's status and the resources it would apply",
     )
-    .argument("<composite-resource>", "YAML file with the composite resource (XR)")
-    .argument("<composition>", "YAML file with the Composition (mode: Pipeline)")
-    .argument("[functions]", "YAML file or directory with the Functions (default: functions.yaml beside the Composition)")
-    .addOption(new Option("-o, --observed-resources <path>", "YAML file or directory with the observed composed resources"))
+    .argument("<operation>", "YAML file with the Operation, CronOperation or WatchOperation")
+    .argument("[functions]", "YAML file or directory with the Functions (default: functions.yaml beside the Operation)")
     .addOption(new Option("-e, --required-resources <path>", "YAML file or directory with resources that functions may require"))
-    .addOption(new Option("--extra-resources <path>", "deprecated name for --required-resources"))
     .addOption(
-      new Option("--context-values <key=value>", "a context key and its JSON/YAML value; repeatable; wins over --context-files")
-        .default([])
-        .argParser(collect),
-    )
-    .addOption(
-      new Option("--context-files <key=path>", "a context key and a file holding its JSON/YAML value; repeatable")
-        .default([])
-        .argParser(collect),
+      new Option(
+        "-w, --watched-resource <file>",
+        "the resource whose change starts a WatchOperation's Operation (handed to every step as ops.crossplane.io/watched-resource)",
+      ),
     )
     .addOption(new Option("--function-credentials <path>", "YAML file or directory with Secrets the pipeline's credentials refer to"))
-    .addOption(
-      new Option(
-        "--xrd <file>",
-        "the XR's CompositeResourceDefinition: defaults the XR from its schema, prunes the rendered XR as the API server would " +
-          "(a warning names each field dropped), and answers schema requirements for the XR's kind",
-      ),
-    )
-    .addOption(
-      new Option(
-        "--required-schemas <path>",
-        "CRDs, XRDs or OpenAPI v3 documents (JSON, as /openapi/v3/<group-version> returns) that answer functions' schema requirements",
-      ),
-    )
-    .addOption(
-      new Option("--timeout <duration>", "how long to run before timing out").default(60_000, "1m").argParser((v) => {
-        try {
-          return parseDuration(v);
-        } catch (e) {
-          throw new InvalidArgumentError((e as Error).message);
-        }
-      }),
-    )
-    .addOption(
-      new Option("--now <time>", "the time in-process functions see, RFC 3339 (fixed by default so output is reproducible)")
-        .default(new Date(DEFAULT_NOW), DEFAULT_NOW)
-        .argParser((v) => {
-          const d = new Date(v);
-          if (Number.isNaN(d.getTime()))
-            throw new InvalidArgumentError(`${JSON.stringify(v)} is not an RFC 3339 time (e.g. 2026-05-01T08:00:00Z)`);
-          return d;
-        }),
-    )
+    .addOption(new Option("--required-schemas <path>", "CRDs, XRDs or OpenAPI v3 documents that answer functions' schema requirements"))
+    .addOption(timeoutOption())
+    .addOption(nowOption())
     .addOption(new Option("-r, --include-function-results", "include the functions' results as kind: Result documents").default(false))
-    .addOption(new Option("-x, --include-full-xr", "include the input XR's spec and metadata in the rendered XR").default(false))
-    .addOption(new Option("-c, --include-context", "include the final context as a kind: Context document").default(false))
-    .addOption(
-      new Option(
-        "--legacy-output",
-        "print what crossplane render printed before v2: no spec.crossplane.resourceRefs, only the Ready condition, " +
-          "composed resources with only a generateName, results with their step and SEVERITY_*",
-      ).default(false),
-    )
-    .addHelpText(
-      "after",
-      `
+    .action(async (op: string, fns: string | undefined, flags: RenderOpFlags) => {
+      process.exitCode = await runRenderOp(op, fns, flags, process.stdout, process.stderr);
+    });
+}
+
+/** renderCommand builds the `render` subcommand. */
+export function renderCommand(): Command {
+  return (
+    new Command("render")
+      // Options after `op` are op's own (its -r, --timeout), not render's.
+      .enablePositionalOptions()
+      .addCommand(renderOpCommand())
+      .description(
+        "run a Composition's function pipeline offline and print the XR and composed resources Crossplane would produce, " +
+          "like crossplane render",
+      )
+      .argument("<composite-resource>", "YAML file with the composite resource (XR)")
+      .argument("<composition>", "YAML file with the Composition (mode: Pipeline)")
+      .argument("[functions]", "YAML file or directory with the Functions (default: functions.yaml beside the Composition)")
+      .addOption(new Option("-o, --observed-resources <path>", "YAML file or directory with the observed composed resources"))
+      .addOption(new Option("-e, --required-resources <path>", "YAML file or directory with resources that functions may require"))
+      .addOption(new Option("--extra-resources <path>", "deprecated name for --required-resources"))
+      .addOption(
+        new Option("--context-values <key=value>", "a context key and its JSON/YAML value; repeatable; wins over --context-files")
+          .default([])
+          .argParser(collect),
+      )
+      .addOption(
+        new Option("--context-files <key=path>", "a context key and a file holding its JSON/YAML value; repeatable")
+          .default([])
+          .argParser(collect),
+      )
+      .addOption(new Option("--function-credentials <path>", "YAML file or directory with Secrets the pipeline's credentials refer to"))
+      .addOption(
+        new Option(
+          "--xrd <file>",
+          "the XR's CompositeResourceDefinition: defaults the XR from its schema, prunes the rendered XR as the API server would " +
+            "(a warning names each field dropped), and answers schema requirements for the XR's kind",
+        ),
+      )
+      .addOption(
+        new Option(
+          "--required-schemas <path>",
+          "CRDs, XRDs or OpenAPI v3 documents (JSON, as /openapi/v3/<group-version> returns) that answer functions' schema requirements",
+        ),
+      )
+      .addOption(
+        new Option("--timeout <duration>", "how long to run before timing out").default(60_000, "1m").argParser((v) => {
+          try {
+            return parseDuration(v);
+          } catch (e) {
+            throw new InvalidArgumentError((e as Error).message);
+          }
+        }),
+      )
+      .addOption(
+        new Option("--now <time>", "the time in-process functions see, RFC 3339 (fixed by default so output is reproducible)")
+          .default(new Date(DEFAULT_NOW), DEFAULT_NOW)
+          .argParser((v) => {
+            const d = new Date(v);
+            if (Number.isNaN(d.getTime()))
+              throw new InvalidArgumentError(`${JSON.stringify(v)} is not an RFC 3339 time (e.g. 2026-05-01T08:00:00Z)`);
+            return d;
+          }),
+      )
+      .addOption(new Option("-r, --include-function-results", "include the functions' results as kind: Result documents").default(false))
+      .addOption(new Option("-x, --include-full-xr", "include the input XR's spec and metadata in the rendered XR").default(false))
+      .addOption(new Option("-c, --include-context", "include the final context as a kind: Context document").default(false))
+      .addOption(
+        new Option(
+          "--legacy-output",
+          "print what crossplane render printed before v2: no spec.crossplane.resourceRefs, only the Ready condition, " +
+            "composed resources with only a generateName, results with their step and SEVERITY_*",
+        ).default(false),
+      )
+      .addHelpText(
+        "after",
+        `
 Functions in the functions file run:
   in-process          annotated render.xfn.dev/module: <path to a function module, relative to the file>
   over gRPC           annotated render.crossplane.io/runtime: Development, at
                       render.crossplane.io/runtime-development-target (default localhost:9443, insecure)
 
 Exit codes: 0 rendered; 1 bad input or a function that cannot be run; 3 a step returned a Fatal result.`,
-    )
-    .action(async (xr: string, comp: string, fns: string | undefined, flags: RenderFlags) => {
-      process.exitCode = await runRender(xr, comp, fns, flags, process.stdout, process.stderr);
-    });
+      )
+      .action(async (xr: string, comp: string, fns: string | undefined, flags: RenderFlags) => {
+        process.exitCode = await runRender(xr, comp, fns, flags, process.stdout, process.stderr);
+      })
+  );
 }

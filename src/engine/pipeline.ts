@@ -5,7 +5,7 @@
 // the host loop both run compositions through it; it does no I/O of its own
 // beyond the Runner (functions) and Fetch (required resources) it is given.
 import { createHash } from "node:crypto";
-import { clone, create, equals, type JsonObject } from "@bufbuild/protobuf";
+import { clone, create, equals, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
 import {
   Capability,
   RequirementsSchema,
@@ -90,8 +90,13 @@ export function checkComposition(xr: Doc, comp: Doc): PipelineStep[] {
         "must use spec.mode: Pipeline with a spec.pipeline",
     );
   }
-  return spec["pipeline"].map((raw, i): PipelineStep => {
-    const where = `${comp.source}: spec.pipeline[${i}]`;
+  return parsePipeline(comp.source, "spec.pipeline", spec["pipeline"]);
+}
+
+/** parsePipeline reads a pipeline's steps (a Composition's or an Operation's), naming where each problem is. */
+export function parsePipeline(source: string, at: string, pipeline: JsonValue[]): PipelineStep[] {
+  return pipeline.map((raw, i): PipelineStep => {
+    const where = `${source}: ${at}[${i}]`;
     if (!isObject(raw)) throw new InputError(`${where} is not an object`);
     const step = raw["step"];
     const fn = isObject(raw["functionRef"]) ? raw["functionRef"]["name"] : undefined;
@@ -203,6 +208,8 @@ export interface PipelineResult {
   results: StepResult[];
   /** Conditions the functions set, as Kubernetes conditions without a lastTransitionTime. */
   conditions: JsonObject[];
+  /** Each step's output (Operations report them), in step order. */
+  outputs: Array<{ step: string; output: JsonObject }>;
   /** The shortest TTL any step asked for, in seconds. */
   ttlSeconds: number | undefined;
 }
@@ -230,7 +237,8 @@ export function stepResult(step: string, r: Result): StepResult {
 /** PipelineInputs are what each step of a pipeline is called with. */
 export interface PipelineInputs {
   steps: PipelineStep[];
-  xr: JsonObject;
+  /** The observed XR; none for an Operation. */
+  xr?: JsonObject;
   observed: Record<string, Resource>;
   context: JsonObject | undefined;
   credentials: Doc[];
@@ -245,7 +253,11 @@ export interface PipelineInputs {
  * answering requirements until they settle. A Fatal result throws FatalResultError.
  */
 export async function runPipeline(p: PipelineInputs, runner: Runner, deadline: number): Promise<PipelineResult> {
-  const observed: State = create(StateSchema, { composite: { resource: structuredClone(p.xr) }, resources: p.observed });
+  const observed: State = create(StateSchema, {
+    ...(p.xr ? { composite: { resource: structuredClone(p.xr) } } : {}),
+    resources: p.observed,
+  });
+  const outputs: Array<{ step: string; output: JsonObject }> = [];
   let desired: State = create(StateSchema);
   let context = p.context;
   const results: StepResult[] = [];
@@ -296,6 +308,7 @@ export async function runPipeline(p: PipelineInputs, runner: Runner, deadline: n
     const ttl = rsp.meta?.ttl;
     if (ttl) ttlSeconds = Math.min(ttlSeconds ?? Infinity, Number(ttl.seconds) + ttl.nanos / 1e9);
     for (const r of rsp.results) results.push(stepResult(s.step, r));
+    if (rsp.output) outputs.push({ step: s.step, output: rsp.output });
     for (const c of rsp.conditions) {
       const status = c.status === Status.CONDITION_TRUE ? "True" : c.status === Status.CONDITION_FALSE ? "False" : "Unknown";
       conditions.push({
@@ -307,5 +320,5 @@ export async function runPipeline(p: PipelineInputs, runner: Runner, deadline: n
       });
     }
   }
-  return { desired, context, results, conditions, ttlSeconds };
+  return { desired, context, results, conditions, ttlSeconds, outputs };
 }

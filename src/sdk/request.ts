@@ -117,6 +117,18 @@ export function getRequiredResources(req: RunFunctionRequest, name: string): Jso
   return found.items.map((r) => r.resource ?? {});
 }
 
+/** WATCHED_RESOURCE is the requirement under which a WatchOperation hands its Operation's functions the resource that changed. */
+export const WATCHED_RESOURCE = "ops.crossplane.io/watched-resource";
+
+/**
+ * getWatchedResource returns the resource whose change started this
+ * Operation (a WatchOperation's), or undefined when there is none: a plain
+ * Operation, a CronOperation, or a composition function.
+ */
+export function getWatchedResource(req: RunFunctionRequest): JsonObject | undefined {
+  return getRequiredResources(req, WATCHED_RESOURCE)?.[0];
+}
+
 /**
  * getRequiredSchema returns the OpenAPI v3 schema Crossplane fetched for the
  * named schema requirement: undefined when not answered yet, null when

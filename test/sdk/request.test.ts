@@ -89,6 +89,17 @@ Read("a parser's error is an InputError with the parser's error as cause", () =>
   }
 });
 
+Read("getWatchedResource: what a WatchOperation hands its Operation, or undefined", () => {
+  const bucket = { apiVersion: "s3/v1", kind: "Bucket", metadata: { name: "b" } };
+  assert.equal(
+    request.getWatchedResource(req({ requiredResources: { [request.WATCHED_RESOURCE]: { items: [{ resource: bucket }] } } } as never)),
+    bucket,
+  );
+  assert.is(request.WATCHED_RESOURCE, "ops.crossplane.io/watched-resource");
+  assert.is(request.getWatchedResource(req()), undefined);
+  assert.is(request.getWatchedResource(req({ requiredResources: { [request.WATCHED_RESOURCE]: {} } } as never)), undefined);
+});
+
 const requiredCases: Record<string, { json: object; want: unknown }> = {
   NotAnswered: { json: {}, want: undefined },
   AnsweredEmpty: { json: { requiredResources: { cfg: {} } }, want: [] },
