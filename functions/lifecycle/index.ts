@@ -8,6 +8,8 @@ import { parseInput, type Options } from "./input.js";
 /** stepsFor builds the step list, in the order the steps must run. */
 export function stepsFor(o: Options): Step[] {
   const out: Step[] = [];
+  // First: a resource left out is neither named, waited for, nor deleted in order.
+  if (o.includeWhen) out.push(steps.includeWhen(o.includeWhen));
   if (o.externalNames) out.push(steps.externalName(o.externalNames));
   if (o.lateInit) out.push(steps.lateInit(o.lateInit));
   if (o.readiness) out.push(steps.readiness(o.readiness));

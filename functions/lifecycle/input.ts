@@ -14,6 +14,7 @@ export interface Options {
   readiness?: steps.ReadinessOptions;
   dependencies?: steps.DependenciesOptions;
   deletion?: steps.DeletionOptions;
+  includeWhen?: steps.IncludeWhenOptions;
   /** Check the status fields the steps write against the XR kind's schema (on unless switched off). */
   schemaCheck?: boolean;
 }
@@ -48,13 +49,27 @@ function strings(v: JsonValue | undefined, where: string): string[] {
   return v.map((s, i) => string(s, `${where}[${i}]`));
 }
 
+/** expression checks that a CEL expression parses, failing with where it is. */
+function expression(text: string, where: string): void {
+  try {
+    steps.compileExpression(text, where);
+  } catch (err) {
+    fail(where, (err as Error).message.replace(`${where}: `, ""));
+  }
+}
+
 function check(v: JsonValue | undefined, where: string): steps.ReadinessCheck {
-  const c = object(v, where, ["type", "matchCondition", "fieldPath", "matchString", "matchInteger"]);
+  const c = object(v, where, ["type", "matchCondition", "fieldPath", "matchString", "matchInteger", "expression"]);
   const type = string(c["type"], `${where}.type`);
   const field = () => string(c["fieldPath"], `${where}.fieldPath`);
   switch (type) {
     case "None":
       return { type };
+    case "Expression": {
+      const text = string(c["expression"], `${where}.expression`);
+      expression(text, `${where}.expression`);
+      return { type, expression: text };
+    }
     case "MatchCondition": {
       const mc = c["matchCondition"] === undefined ? {} : object(c["matchCondition"], `${where}.matchCondition`, ["type", "status"]);
       return {
@@ -91,6 +106,7 @@ export function parseInput(raw: JsonObject): Options {
     "readiness",
     "dependencies",
     "deletion",
+    "includeWhen",
     "schemaCheck",
   ]);
   if (top["apiVersion"] !== undefined && top["apiVersion"] !== API_VERSION)
@@ -132,12 +148,16 @@ export function parseInput(raw: JsonObject): Options {
     const deps: Record<string, steps.Dependency> = {};
     for (const [name, v] of Object.entries(d)) {
       const where = `input.dependencies.${name}`;
-      const o = object(v, where, ["dependsOn", "waitFor"]);
+      const o = object(v, where, ["dependsOn", "waitFor", "waitUntil"]);
       const dep: steps.Dependency = {};
       if (o["dependsOn"] !== undefined) dep.dependsOn = strings(o["dependsOn"], `${where}.dependsOn`);
       if (o["waitFor"] !== undefined) {
         dep.waitFor = strings(o["waitFor"], `${where}.waitFor`);
         dep.waitFor.forEach((w, i) => steps.parseWaitFor(w, `${where}.waitFor[${i}]`));
+      }
+      if (o["waitUntil"] !== undefined) {
+        dep.waitUntil = strings(o["waitUntil"], `${where}.waitUntil`);
+        dep.waitUntil.forEach((e, i) => expression(e, `${where}.waitUntil[${i}]`));
       }
       deps[name] = dep;
     }
@@ -159,6 +179,16 @@ export function parseInput(raw: JsonObject): Options {
       out.deletion.stuckAfter = s;
     }
   }
+  if (top["includeWhen"] !== undefined) {
+    const iw = record(top["includeWhen"], "input.includeWhen");
+    const rules: Record<string, string[]> = {};
+    for (const [name, list] of Object.entries(iw)) {
+      rules[name] = strings(list, `input.includeWhen.${name}`);
+      rules[name].forEach((e, i) => expression(e, `input.includeWhen.${name}[${i}]`));
+    }
+    out.includeWhen = rules;
+  }
+
   if (top["schemaCheck"] !== undefined && typeof top["schemaCheck"] !== "boolean") fail("input.schemaCheck", "must be true or false");
   if (top["schemaCheck"] !== false) out.schemaCheck = true;
   return out;

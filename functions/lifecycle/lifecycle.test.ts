@@ -16,7 +16,7 @@ const L = suite("functions/lifecycle");
 const invalid: Record<string, { input: Record<string, unknown>; want: string }> = {
   UnknownStepKey: {
     input: { readyness: {} },
-    want: 'input: unknown key "readyness"; allowed: apiVersion, kind, externalNames, lateInit, readiness, dependencies, deletion, schemaCheck',
+    want: 'input: unknown key "readyness"; allowed: apiVersion, kind, externalNames, lateInit, readiness, dependencies, deletion, includeWhen, schemaCheck',
   },
   BadDuration: {
     input: { deletion: { stuckAfter: "5 minutes" } },
@@ -24,7 +24,7 @@ const invalid: Record<string, { input: Record<string, unknown>; want: string }> 
   },
   UnknownCheckType: {
     input: { readiness: { checks: { bucket: [{ type: "MatchSometimes" }] } } },
-    want: 'input.readiness.checks.bucket[0].type: unknown check type "MatchSometimes"; expected one of MatchCondition, NonEmpty, MatchString, MatchInteger, MatchTrue, MatchFalse, None',
+    want: 'input.readiness.checks.bucket[0].type: unknown check type "MatchSometimes"; expected one of MatchCondition, NonEmpty, MatchString, MatchInteger, MatchTrue, MatchFalse, None, Expression',
   },
   WaitForWithoutPath: {
     input: { dependencies: { subnet: { waitFor: ["vpc"] } } },
@@ -40,7 +40,7 @@ const invalid: Record<string, { input: Record<string, unknown>; want: string }> 
   },
   UnknownCheckKey: {
     input: { readiness: { checks: { db: [{ type: "None", fieldpath: "x" }] } } },
-    want: 'input.readiness.checks.db[0]: unknown key "fieldpath"; allowed: type, matchCondition, fieldPath, matchString, matchInteger',
+    want: 'input.readiness.checks.db[0]: unknown key "fieldpath"; allowed: type, matchCondition, fieldPath, matchString, matchInteger, expression',
   },
   LateInitNotAList: { input: { lateInit: { fields: "spec.x" } }, want: 'input.lateInit.fields: must be a list of strings, got "spec.x"' },
   DependsOnNotStrings: {
@@ -72,14 +72,14 @@ for (const [name, tc] of Object.entries(invalid)) {
   });
 }
 
-L("the README's example input parses into all five steps, in order, then the schema check", () => {
+L("the README's example input parses into every step, in order, then the schema check", () => {
   const readme = readFileSync(join(import.meta.dirname, "README.md"), "utf8");
   const yaml = /```yaml\n(apiVersion: lifecycle\.xfn\.dev[\s\S]*?)```/.exec(readme)?.[1];
   assert.ok(yaml, "README has the example input");
   const list = stepsFor(parseInput(parse(yaml!)));
   assert.equal(
     list.map((s) => s.stepName),
-    ["externalName", "lateInit", "readiness", "dependencies", "deletion", "statusSchema"],
+    ["includeWhen", "externalName", "lateInit", "readiness", "dependencies", "deletion", "statusSchema"],
   );
 });
 

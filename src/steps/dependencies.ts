@@ -11,12 +11,19 @@
 // in the XR's status.waiting with the time it began, and the TTL backs off
 // from 5 s towards 60 s the longer it lasts. A cycle is a Fatal result
 // printing it, e.g. "a -> b -> a".
+//
+// `waitUntil` holds a resource until CEL expressions over the observed
+// resources are true (see cel.ts), e.g. `db.status.endpoint != "" &&
+// xr.spec.tier == "prod"`. A resource an expression names (by name, or as
+// observed["name"]) that is also named in this configuration counts as a
+// dependency for ordering and cycles.
 import type { JsonObject } from "@bufbuild/protobuf";
 import { Ready } from "../gen/fn/v1/run_function_pb.js";
 import { step, type Step, type StepContext } from "../pipeline.js";
 import { getObject, getString, getValue, parsePath } from "../sdk/fieldpath.js";
 import { getObjectCondition } from "../sdk/object.js";
 import * as response from "../sdk/response.js";
+import { celVariables, compile, evaluate, type Expression } from "./cel.js";
 import { isNonEmpty, observedResource, observedXR, sortedKeys } from "./common.js";
 import { checkAcyclic, type Graph } from "./graph.js";
 
@@ -25,6 +32,8 @@ export interface Dependency {
   dependsOn?: readonly string[];
   /** "resource:field.path" or "xr:field.path". */
   waitFor?: readonly string[];
+  /** CEL expressions that must all be true (kro's readyWhen of what it depends on, or any condition). */
+  waitUntil?: readonly string[];
 }
 
 /** DependenciesOptions map resource names to their dependencies. */
@@ -61,11 +70,26 @@ export function parseWaitFor(entry: string, where: string): FieldWait {
 interface Parsed {
   dependsOn: string[];
   waitFor: FieldWait[];
+  waitUntil: Expression[];
+  /** Configured resources the expressions name. */
+  named: string[];
+}
+
+/** namedIn lists which of names an expression refers to: as an identifier, or as observed["name"]. */
+function namedIn(text: string, names: ReadonlySet<string>): string[] {
+  const out = new Set<string>();
+  for (const m of text.matchAll(/observed\[\s*["']([^"']+)["']\s*\]/g)) if (names.has(m[1]!)) out.add(m[1]!);
+  // Identifiers not preceded by "." (a field) nor inside a string.
+  const code = text.replace(/"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'/g, '""');
+  for (const m of code.matchAll(/(^|[^.\w])([A-Za-z_][A-Za-z0-9_]*)/g)) if (names.has(m[2]!)) out.add(m[2]!);
+  return [...out].sort();
 }
 
 /** parseDependencies validates the configuration and returns it with waitFor split. */
 export function parseDependencies(opts: DependenciesOptions): Map<string, Parsed> {
   const out = new Map<string, Parsed>();
+  const names = new Set<string>(Object.keys(opts));
+  for (const d of Object.values(opts)) for (const dep of d.dependsOn ?? []) names.add(dep);
   for (const name of sortedKeys(opts)) {
     const d = opts[name]!;
     const dependsOn = [...(d.dependsOn ?? [])];
@@ -73,7 +97,9 @@ export function parseDependencies(opts: DependenciesOptions): Map<string, Parsed
       if (typeof dep !== "string" || dep === "") throw new Error(`dependencies.${name}.dependsOn[${i}] must be a resource name`);
     }
     const waitFor = (d.waitFor ?? []).map((w, i) => parseWaitFor(w, `dependencies.${name}.waitFor[${i}]`));
-    out.set(name, { dependsOn, waitFor });
+    const waitUntil = (d.waitUntil ?? []).map((e, i) => compile(e, `dependencies.${name}.waitUntil[${i}]`));
+    const named = [...new Set(waitUntil.flatMap((e) => namedIn(e.text, names)))].filter((n) => n !== name);
+    out.set(name, { dependsOn, waitFor, waitUntil, named });
   }
   return out;
 }
@@ -82,7 +108,7 @@ export function parseDependencies(opts: DependenciesOptions): Map<string, Parsed
 export function graphOf(parsed: ReadonlyMap<string, Parsed>): Graph {
   const g = new Map<string, string[]>();
   for (const [name, p] of parsed) {
-    g.set(name, [...new Set([...p.dependsOn, ...p.waitFor.map((w) => w.resource).filter((r) => r !== XR)])]);
+    g.set(name, [...new Set([...p.dependsOn, ...p.waitFor.map((w) => w.resource).filter((r) => r !== XR), ...p.named])]);
   }
   return g;
 }
@@ -121,6 +147,7 @@ export function dependencies(opts: DependenciesOptions): Step {
     const previous = getObject(observedXR(ctx), WAITING_FIELD) ?? {};
     const waiting: JsonObject = {};
     let longest = 0;
+    let vars: Record<string, unknown> | undefined;
 
     for (const name of topological(graph)) {
       const p = parsed.get(name);
@@ -130,6 +157,13 @@ export function dependencies(opts: DependenciesOptions): Step {
       for (const w of p.waitFor) {
         const obj = w.resource === XR ? observedXR(ctx) : observedResource(ctx, w.resource);
         if (!isNonEmpty(obj ? getValue(obj, w.path) : undefined)) unmet.push(`${w.resource}.${w.path}`);
+      }
+      if (p.waitUntil.length > 0) {
+        vars ??= celVariables(ctx);
+        for (const e of p.waitUntil) {
+          const out = evaluate(e, vars);
+          if (!out.ok) unmet.push(out.why);
+        }
       }
       if (unmet.length === 0) continue;
       for (const u of unmet) ctx.hold(name, u);

@@ -7,3 +7,5 @@ export { deletion, DELETION_FIELD, type DeletionOptions } from "./deletion.js";
 export { CycleError } from "./graph.js";
 export { parseDuration, formatDuration } from "./duration.js";
 export { statusSchema, STATUS_SCHEMA_REQUIREMENT, type StatusSchemaOptions } from "./status-schema.js";
+export { includeWhen, type IncludeWhenOptions } from "./include-when.js";
+export { compile as compileExpression, evaluate as evaluateExpression, variables as expressionVariables } from "./cel.js";

@@ -7,6 +7,7 @@ import { getValue, parsePath } from "../sdk/fieldpath.js";
 import { getObjectCondition } from "../sdk/object.js";
 import * as request from "../sdk/request.js";
 import * as response from "../sdk/response.js";
+import { celVariables, compile, evaluate, type Expression } from "./cel.js";
 import { isNonEmpty, sortedKeys } from "./common.js";
 
 /** ReadinessCheck is one check, named as in Crossplane's readinessChecks. */
@@ -17,9 +18,20 @@ export type ReadinessCheck =
   | { type: "MatchInteger"; fieldPath: string; matchInteger: number }
   | { type: "MatchTrue"; fieldPath: string }
   | { type: "MatchFalse"; fieldPath: string }
-  | { type: "None" };
+  | { type: "None" }
+  /** A CEL expression that must be true (kro's readyWhen): self is the resource, xr and the others by name; see cel.ts. */
+  | { type: "Expression"; expression: string };
 
-export const CHECK_TYPES = ["MatchCondition", "NonEmpty", "MatchString", "MatchInteger", "MatchTrue", "MatchFalse", "None"] as const;
+export const CHECK_TYPES = [
+  "MatchCondition",
+  "NonEmpty",
+  "MatchString",
+  "MatchInteger",
+  "MatchTrue",
+  "MatchFalse",
+  "None",
+  "Expression",
+] as const;
 
 /** ReadinessOptions configure the readiness step. */
 export interface ReadinessOptions {
@@ -34,8 +46,12 @@ const DEFAULT_CHECKS: readonly ReadinessCheck[] = [{ type: "MatchCondition", mat
 const show = (v: JsonValue | undefined) => (v === undefined ? "missing" : JSON.stringify(v));
 
 /** failure returns why a check does not pass on obj, or undefined when it passes. */
-export function failure(check: ReadinessCheck, obj: Record<string, JsonValue>): string | undefined {
+export function failure(check: ReadinessCheck, obj: Record<string, JsonValue>, vars: Record<string, unknown> = {}): string | undefined {
   switch (check.type) {
+    case "Expression": {
+      const out = evaluate(compiled(check.expression), { ...vars, self: obj });
+      return out.ok ? undefined : `${out.why} is not true`;
+    }
     case "None":
       return undefined;
     case "MatchCondition": {
@@ -71,7 +87,20 @@ function validate(where: string, checks: readonly ReadinessCheck[]): void {
       throw new Error(`${where}[${i}]: unknown check type ${JSON.stringify(c.type)}; expected one of ${CHECK_TYPES.join(", ")}`);
     }
     if ("fieldPath" in c) parsePath(c.fieldPath);
+    if (c.type === "Expression") compiled(c.expression, `${where}[${i}].expression`);
   }
+}
+
+const expressions = new Map<string, Expression>();
+/** compiled parses an expression once per text. */
+function compiled(text: string, where = "expression"): Expression {
+  let e = expressions.get(text);
+  if (!e) {
+    e = compile(text, where);
+    if (expressions.size > 1000) expressions.clear();
+    expressions.set(text, e);
+  }
+  return e;
 }
 
 /** readiness returns the step. */
@@ -98,7 +127,8 @@ export function readiness(opts: ReadinessOptions = {}): Step {
         continue;
       }
       const list = Object.hasOwn(checks, name) ? checks[name]! : fallback;
-      const why = list.map((c) => failure(c, obj)).filter((w): w is string => w !== undefined);
+      const vars = list.some((c) => c.type === "Expression") ? celVariables(ctx) : {};
+      const why = list.map((c) => failure(c, obj, vars)).filter((w): w is string => w !== undefined);
       r.ready = why.length === 0 ? Ready.TRUE : Ready.FALSE;
       if (why.length > 0) notReady.push(`${name} (${why.join("; ")})`);
     }

@@ -1,0 +1,112 @@
+// Expressions over the observed resources, in CEL (the Common Expression
+// Language Kubernetes and kro use), for readiness (kro's readyWhen), waiting
+// (a dependency's waitUntil) and inclusion (kro's includeWhen).
+//
+// An expression sees:
+//   xr        the observed XR
+//   observed  a map of the observed composed resources, by name
+//   <name>    each observed composed resource whose name is an identifier
+//             (db, vpc; not my-db: use observed["my-db"])
+//   self      in a readiness check, the resource being checked
+// and must give a bool. It is parsed when the step is built (a syntax error
+// is refused there, naming where). Reading a field that is not there makes
+// the expression "not yet" rather than an error, so `db.status.endpoint != ""`
+// waits for the endpoint; use has(db.status.endpoint) to test presence.
+import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
+import { parse, type ParseResult } from "@marcbachmann/cel-js";
+import type { StepContext } from "../pipeline.js";
+import * as request from "../sdk/request.js";
+
+/** A compiled expression and the text it came from. */
+export interface Expression {
+  readonly text: string;
+  readonly run: ParseResult;
+}
+
+const IDENT = /^[A-Za-z_][A-Za-z0-9_]*$/;
+const RESERVED = new Set([
+  "xr",
+  "observed",
+  "self",
+  "true",
+  "false",
+  "null",
+  "in",
+  "as",
+  "break",
+  "const",
+  "continue",
+  "else",
+  "for",
+  "function",
+  "if",
+  "import",
+  "let",
+  "loop",
+  "package",
+  "namespace",
+  "return",
+  "var",
+  "void",
+  "while",
+]);
+
+/** compile parses an expression, throwing with where it came from when it does not parse. */
+export function compile(text: string, where: string): Expression {
+  if (typeof text !== "string" || text.trim() === "") throw new Error(`${where}: an expression is required`);
+  try {
+    return { text, run: parse(text) };
+  } catch (err) {
+    throw new Error(`${where}: cannot parse ${JSON.stringify(text)}: ${(err as Error).message.split("\n")[0]}`);
+  }
+}
+
+/** variables builds what expressions see, from the observed XR and composed resources. */
+export function variables(xr: JsonObject | undefined, observed: Record<string, JsonObject | undefined>): Record<string, unknown> {
+  const vars: Record<string, unknown> = { xr: xr ?? {}, observed: {} };
+  for (const [name, obj] of Object.entries(observed)) {
+    if (!obj) continue;
+    (vars["observed"] as Record<string, unknown>)[name] = obj;
+    if (IDENT.test(name) && !RESERVED.has(name)) vars[name] = obj;
+  }
+  return vars;
+}
+
+/** Outcome: the expression held, did not, or could not be decided yet (a field or resource not there). */
+export type Outcome = { ok: true } | { ok: false; why: string };
+
+/** evaluate runs an expression; an expression that gives something other than a bool is an error naming it. */
+export function evaluate(e: Expression, vars: Record<string, unknown>): Outcome {
+  let v: unknown;
+  try {
+    v = e.run(vars as Record<string, JsonValue>);
+  } catch (err) {
+    const msg = (err as Error).message.split("\n")[0] ?? "";
+    // A missing key or resource means "not yet"; anything else is a mistake in the expression.
+    if (/No such key|Unknown variable|undeclared reference/i.test(msg)) return { ok: false, why: `${e.text} (${msg})` };
+    throw new Error(`expression ${JSON.stringify(e.text)}: ${msg}`);
+  }
+  if (typeof v !== "boolean") {
+    const what =
+      typeof v === "bigint"
+        ? "an int"
+        : typeof v === "number"
+          ? "a number"
+          : v === null
+            ? "null"
+            : Array.isArray(v)
+              ? "a list"
+              : `a ${typeof v}`;
+    throw new Error(`expression ${JSON.stringify(e.text)} gave ${what}, not a bool`);
+  }
+  return v ? { ok: true } : { ok: false, why: e.text };
+}
+
+/** celVariables builds the variables of a step's request (see variables). */
+export function celVariables(ctx: StepContext): Record<string, unknown> {
+  const observed = request.getObservedComposedResources(ctx.req);
+  return variables(
+    request.getObservedCompositeResource(ctx.req),
+    Object.fromEntries(Object.entries(observed).map(([k, r]) => [k, r.resource])),
+  );
+}
