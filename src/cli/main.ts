@@ -18,21 +18,23 @@ function version(): string {
 
 /** program builds the root command. */
 export function program(): Command {
-  return new Command("xfn")
-    .description("xfn: write, serve and test Crossplane composition functions in TypeScript")
-    .version(version())
-    .showHelpAfterError()
-    // Options after a subcommand are its own, down to `render op`.
-    .enablePositionalOptions()
-    .addCommand(initCommand())
-    .addCommand(serveCommand())
-    .addCommand(callCommand())
-    .addCommand(renderCommand())
-    .addCommand(testCommand())
-    .addCommand(packageCommand())
-    .addCommand(generateCommand())
-    .addCommand(devClusterCommand())
-    .addCommand(hostCommand());
+  return (
+    new Command("xfn")
+      .description("xfn: write, serve and test Crossplane composition functions in TypeScript")
+      .version(version())
+      .showHelpAfterError()
+      // Options after a subcommand are its own, down to `render op`.
+      .enablePositionalOptions()
+      .addCommand(initCommand())
+      .addCommand(serveCommand())
+      .addCommand(callCommand())
+      .addCommand(renderCommand())
+      .addCommand(testCommand())
+      .addCommand(packageCommand())
+      .addCommand(generateCommand())
+      .addCommand(devClusterCommand())
+      .addCommand(hostCommand())
+  );
 }
 
 await program().parseAsync(process.argv);
