@@ -1,7 +1,7 @@
 // kro-style expressions: readiness (readyWhen), waiting (waitUntil), inclusion (includeWhen), in CEL.
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
-import { toBinary } from "@bufbuild/protobuf";
+import { toBinary, type JsonObject } from "@bufbuild/protobuf";
 import { Ready, RunFunctionRequestSchema, Severity } from "../../src/gen/fn/v1/run_function_pb.js";
 import { runSteps } from "../../src/pipeline.js";
 import { dependencies, deletion, includeWhen, readiness } from "../../src/steps/index.js";
@@ -14,8 +14,8 @@ import { request } from "../support/requests.js";
 
 const C = suite("CEL expressions");
 
-const db = (status: object) => ({ apiVersion: "rds/v1", kind: "Instance", metadata: { name: "db-1" }, status });
-const xr = (spec: object) => ({ apiVersion: "x/v1", kind: "XApp", metadata: { name: "app" }, spec });
+const db = (status: JsonObject): JsonObject => ({ apiVersion: "rds/v1", kind: "Instance", metadata: { name: "db-1" }, status });
+const xr = (spec: JsonObject): JsonObject => ({ apiVersion: "x/v1", kind: "XApp", metadata: { name: "app" }, spec });
 
 const table: Record<string, { expr: string; vars: Record<string, unknown>; want: boolean | "not yet" | RegExp }> = {
   FieldCompare: { expr: "db.status.endpoint != ''", vars: variables(undefined, { db: db({ endpoint: "h:5432" }) }), want: true },
