@@ -126,10 +126,20 @@ Serve("a function that throws becomes a Fatal result, and the server keeps servi
 const returnCases: Record<string, { fn: RunFunction; want: RegExp }> = {
   NotAResponse: { fn: () => ({ hello: 1 }) as never, want: /function returned a plain object, not a RunFunctionResponse/ },
   Undefined: { fn: () => undefined as never, want: /function returned undefined, not a RunFunctionResponse/ },
-  UnencodableStruct: {
+  UnencodableAtTheSetter: {
     fn: (req) => {
       const rsp = response.to(req);
       response.setDesiredComposedResource(rsp, "x", { big: 10n as never });
+      return rsp;
+    },
+    want: /function failed: cannot set desired composed resource "x": the value at \.big is a bigint, which JSON cannot hold/,
+  },
+  UnencodableAfterTheSetter: {
+    fn: (req) => {
+      const rsp = response.to(req);
+      const r: Record<string, unknown> = { ok: 1 };
+      response.setDesiredComposedResource(rsp, "x", r as never);
+      r["big"] = 10n; // changed after the setter checked it: caught when the response is encoded
       return rsp;
     },
     want: /cannot encode the function's response: desired\.resources\[x\]\.resource\.big is a bigint, which JSON cannot hold/,
