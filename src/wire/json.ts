@@ -674,6 +674,66 @@ export function isUnread(o: JsonObject, key: string): boolean {
  * walks with a stack of its own, as deep as the encoder goes.
  */
 export function checkEncodable(v: unknown): void {
+  checkJson(v, 0);
+}
+
+/**
+ * checkJson is checkEncodable by recursion, allocating nothing on the way
+ * (setters call it for every composed resource); past the depth where the
+ * codec switches to loops, it hands over to checkDeep. The path is built only
+ * on the way out of a failure.
+ */
+function checkJson(x: unknown, depth: number): void {
+  switch (typeof x) {
+    case "string":
+    case "boolean":
+      return;
+    case "number":
+      if (!Number.isFinite(x)) throw new EncodeError(`is ${x}, which JSON cannot hold`);
+      return;
+    case "object": {
+      if (x === null) return;
+      if (2 * depth >= deepFrom) return checkDeep(x, depth);
+      if (Array.isArray(x)) {
+        for (let i = 0; i < x.length; i++) {
+          const e = x[i] as unknown;
+          if (typeof e === "string") continue;
+          try {
+            checkJson(e, depth + 1);
+          } catch (err) {
+            if (err instanceof EncodeError) err.path.push(`[${i}]`);
+            throw err;
+          }
+        }
+        return;
+      }
+      const proto = Object.getPrototypeOf(x);
+      if (proto !== Object.prototype && proto !== null)
+        throw new EncodeError(
+          `is a ${(x as { constructor?: { name?: string } }).constructor?.name ?? "non-plain object"}, not a JSON object`,
+        );
+      const o = x as JsonObject;
+      const lazy = lazyOf(o);
+      for (const k in o) {
+        if (lazy && pending(o, lazy, k) >= 0) continue;
+        const e = o[k] as unknown;
+        if (typeof e === "string") continue;
+        try {
+          checkJson(e, depth + 1);
+        } catch (err) {
+          if (err instanceof EncodeError) err.path.push(`.${k}`);
+          throw err;
+        }
+      }
+      return;
+    }
+    default:
+      throw new EncodeError(`is ${x === undefined ? "undefined" : `a ${typeof x}`}, which JSON cannot hold`);
+  }
+}
+
+/** checkDeep is checkJson with a stack of its own, for values nested past the codec's recursion limit. */
+function checkDeep(v: unknown, depth0: number): void {
   interface Frame {
     v: unknown;
     depth: number;
@@ -685,7 +745,7 @@ export function checkEncodable(v: unknown): void {
     for (let at: Frame | undefined = f; at; at = at.up) path.push(at.step);
     throw new EncodeError(detail, path);
   };
-  const stack: Frame[] = [{ v, depth: 0, step: "", up: undefined }];
+  const stack: Frame[] = [{ v, depth: depth0, step: "", up: undefined }];
   while (stack.length > 0) {
     const f = stack.pop()!;
     const x = f.v;

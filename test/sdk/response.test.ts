@@ -246,6 +246,20 @@ for (const [name, tc] of Object.entries(unencodable)) {
   });
 }
 
+Desired("a value nested past the recursion limit is checked by the loop, with its whole path", () => {
+  const root: Record<string, unknown> = {};
+  let at = root;
+  for (let i = 0; i < 700; i++) at = at["n"] = {} as Record<string, unknown>;
+  at["when"] = new Date(0);
+  try {
+    response.setOutput(response.to(req()), root);
+    assert.unreachable();
+  } catch (e) {
+    assert.ok(e instanceof EncodingError, String(e));
+    assert.is((e as EncodingError).path, `${".n".repeat(700)}.when`);
+  }
+});
+
 Desired("values read lazily from the request are not visited, and stay unread", async () => {
   const { decodeRequest } = await import("../../src/wire/codec.js");
   const { toBinary } = await import("@bufbuild/protobuf");
