@@ -2,6 +2,10 @@
 // bench/fn.ts, the module xfn serve loads (on its workers).
 import type { JsonObject } from "@bufbuild/protobuf";
 import type * as Xfn from "../src/index.js";
+// The drift check xfn host makes; the peer's function (bench/server.ts) uses it too.
+import { holds } from "../src/sdk/holds.js";
+
+export { holds };
 
 export const EXT = "crossplane.io/external-name";
 
@@ -59,23 +63,3 @@ export function benchFunction(x: BenchRuntime): Xfn.RunFunction {
   return x.pipeline(compose, x.steps.externalName(), x.steps.readiness());
 }
 
-/**
- * holds tells whether seen carries every value want sets: objects may have
- * more keys (the API server and the provider default fields), arrays and
- * scalars must match. This is how a drift check compares observed and desired
- * state; it reads every observed field want names, so the spec is decoded.
- * The peer's function (bench/server.ts) uses it too.
- */
-export function holds(seen: unknown, want: unknown): boolean {
-  if (seen === want) return true;
-  if (typeof seen !== "object" || typeof want !== "object" || seen === null || want === null) return false;
-  if (Array.isArray(want)) {
-    if (!Array.isArray(seen) || seen.length !== want.length) return false;
-    for (let i = 0; i < want.length; i++) if (!holds(seen[i], want[i])) return false;
-    return true;
-  }
-  if (Array.isArray(seen)) return false;
-  const s = seen as Record<string, unknown>;
-  for (const k in want) if (!holds(s[k], (want as Record<string, unknown>)[k])) return false;
-  return true;
-}

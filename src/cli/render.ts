@@ -70,6 +70,14 @@ export function contextFrom(files: string[], values: string[]): Record<string, J
   return ctx;
 }
 
+/** functionsFile is the functions file given, or functions.yaml beside the pipeline's file (a Composition, an Operation). */
+function functionsFile(given: string | undefined, beside: string, what: string): string {
+  if (given) return given;
+  const p = join(dirname(beside), "functions.yaml");
+  if (!existsSync(p)) throw new InputError(`no functions file: give one after the ${what}, or put functions.yaml beside ${beside}`);
+  return p;
+}
+
 /** runRender does the work of the command; it returns the exit code. */
 export async function runRender(
   xrPath: string,
@@ -83,10 +91,7 @@ export async function runRender(
   try {
     const xr = loadOne(xrPath, "composite resource");
     const composition = loadOne(compPath, "Composition");
-    const functionsPath = fnPath ?? join(dirname(compPath), "functions.yaml");
-    if (!fnPath && !existsSync(functionsPath)) {
-      throw new InputError(`no functions file: give one after the Composition, or put functions.yaml beside ${compPath}`);
-    }
+    const functionsPath = functionsFile(fnPath, compPath, "Composition");
     const inputs = {
       xr,
       composition,
@@ -146,9 +151,7 @@ export async function runRenderOp(
   let runner;
   try {
     const operation = loadOne(opPath, "Operation");
-    const functionsPath = fnPath ?? join(dirname(opPath), "functions.yaml");
-    if (!fnPath && !existsSync(functionsPath))
-      throw new InputError(`no functions file: give one after the Operation, or put functions.yaml beside ${opPath}`);
+    const functionsPath = functionsFile(fnPath, opPath, "Operation");
     const now = flags.now;
     runner = await createRunner(loadDocs(functionsPath), functionsPath, () => now);
     const o = await renderOperation(
@@ -258,25 +261,8 @@ export function renderCommand(): Command {
           "CRDs, XRDs or OpenAPI v3 documents (JSON, as /openapi/v3/<group-version> returns) that answer functions' schema requirements",
         ),
       )
-      .addOption(
-        new Option("--timeout <duration>", "how long to run before timing out").default(60_000, "1m").argParser((v) => {
-          try {
-            return parseDuration(v);
-          } catch (e) {
-            throw new InvalidArgumentError((e as Error).message);
-          }
-        }),
-      )
-      .addOption(
-        new Option("--now <time>", "the time in-process functions see, RFC 3339 (fixed by default so output is reproducible)")
-          .default(new Date(DEFAULT_NOW), DEFAULT_NOW)
-          .argParser((v) => {
-            const d = new Date(v);
-            if (Number.isNaN(d.getTime()))
-              throw new InvalidArgumentError(`${JSON.stringify(v)} is not an RFC 3339 time (e.g. 2026-05-01T08:00:00Z)`);
-            return d;
-          }),
-      )
+      .addOption(timeoutOption())
+      .addOption(nowOption())
       .addOption(new Option("-r, --include-function-results", "include the functions' results as kind: Result documents").default(false))
       .addOption(new Option("-x, --include-full-xr", "include the input XR's spec and metadata in the rendered XR").default(false))
       .addOption(new Option("-c, --include-context", "include the final context as a kind: Context document").default(false))

@@ -16,9 +16,9 @@ import type { Runner } from "../engine/runner.js";
 import { WATCHED_RESOURCE } from "../sdk/request.js";
 import { FIXED_TIME, RENDER_API_VERSION, select } from "./render.js";
 import { schemaSource } from "./schema.js";
+import { isObject } from "../sdk/fieldpath.js";
 
 export const OPS_API_VERSION = "ops.crossplane.io/v1alpha1";
-const isObject = (v: unknown): v is JsonObject => typeof v === "object" && v !== null && !Array.isArray(v);
 
 export interface OperationInputs {
   operation: Doc;

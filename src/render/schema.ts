@@ -4,11 +4,9 @@
 // OpenAPI v3 documents (what /openapi/v3/<group-version> returns).
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { applyDefaults } from "../devcluster/defaults.js";
-import { prune } from "../sdk/schema.js";
+import { PRESERVE, prune } from "../sdk/schema.js";
 import { InputError, type Doc } from "../engine/docs.js";
-
-const isObject = (v: unknown): v is JsonObject => typeof v === "object" && v !== null && !Array.isArray(v);
-const PRESERVE = "x-kubernetes-preserve-unknown-fields";
+import { isObject } from "../sdk/fieldpath.js";
 
 export { applyDefaults, prune };
 

@@ -2,9 +2,10 @@
 // schema (what getRequiredSchema returns, or an XRD's openAPIV3Schema), and
 // what the API server keeps of an object written against it.
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
+import { isObject } from "./fieldpath.js";
 
-const isObject = (v: unknown): v is JsonObject => typeof v === "object" && v !== null && !Array.isArray(v);
-const PRESERVE = "x-kubernetes-preserve-unknown-fields";
+/** PRESERVE is the extension by which a schema keeps fields it does not list. */
+export const PRESERVE = "x-kubernetes-preserve-unknown-fields";
 
 /**
  * prune removes, in place, what schema does not declare, as the API server

@@ -15,6 +15,7 @@ import * as response from "../sdk/response.js";
 import { prune } from "../sdk/schema.js";
 import { Capability } from "../gen/fn/v1/run_function_pb.js";
 import { stringify } from "yaml";
+import { isObject } from "../sdk/fieldpath.js";
 
 /** STATUS_SCHEMA_REQUIREMENT is the name the step's schema requirement goes by. */
 export const STATUS_SCHEMA_REQUIREMENT = "xfn.statusSchema";
@@ -28,8 +29,6 @@ export interface StatusSchemaOptions {
    */
   suggest?: Record<string, JsonObject>;
 }
-
-const isObject = (v: unknown): v is JsonObject => typeof v === "object" && v !== null && !Array.isArray(v);
 
 /** statusSchema checks the desired XR's status against the XR kind's schema; see the file comment. */
 export function statusSchema(opts: StatusSchemaOptions = {}): Step {

@@ -7,14 +7,10 @@ import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { runRenderOp } from "../../src/cli/render.js";
 import { DEFAULT_NOW } from "../../src/cli/render.js";
+import { sink } from "../support/sink.js";
 import { ROOT, run } from "../support/spawn.js";
 
 const OP = join(ROOT, "examples/operation");
-
-function sink() {
-  let text = "";
-  return { stream: { write: (s: string) => ((text += s), true) } as unknown as NodeJS.WritableStream, text: () => text };
-}
 
 async function renderOp(op: string, over: Record<string, unknown> = {}) {
   const out = sink();
