@@ -114,11 +114,12 @@ export function select(docs: Doc[], s: Omit<ResourceSelector, "$typeName">): Res
 export async function render(inputs: RenderInputs, runner: Runner, opts: RenderOptions): Promise<RenderOutputs> {
   const steps = checkComposition(inputs.xr, inputs.composition);
   let xr = inputs.xr.obj;
+  let schema: JsonObject | undefined;
+  // The XRD first: what is wrong with it is said in its own terms.
+  if (inputs.xrd) schema = schemaForXR(inputs.xrd, xr);
   const sources = [...(inputs.xrd ? [inputs.xrd] : []), ...(inputs.schemas ?? [])];
   const schemas = sources.length > 0 ? schemaSource(sources) : undefined;
-  let schema: JsonObject | undefined;
-  if (inputs.xrd) {
-    schema = schemaForXR(inputs.xrd, xr);
+  if (schema) {
     // As the API server defaults an XR when it is written (crossplane render --xrd does this too).
     xr = structuredClone(xr);
     applyDefaults(xr, schema);

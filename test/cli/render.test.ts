@@ -206,6 +206,16 @@ R("--xrd with every field declared: nothing pruned, no warning; an XRD for anoth
   const bad = await render(join(EX, "xr.yaml"), join(EX, "composition.yaml"), join(EX, "functions.yaml"), { xrd: other });
   assert.is(bad.code, 1);
   assert.match(bad.err, /the XRD defines XQueues\.example\.xfn\.dev, but the XR is a XBuckets of example\.xfn\.dev\/v1alpha1/);
+  const notXRD = await render(join(EX, "xr.yaml"), join(EX, "composition.yaml"), join(EX, "functions.yaml"), {
+    xrd: write("cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n"),
+  });
+  assert.is(notXRD.code, 1);
+  assert.match(notXRD.err, /cm\.yaml: expected a CompositeResourceDefinition, got ConfigMap/);
+  const noVersion = await render(join(EX, "xr.yaml"), join(EX, "composition.yaml"), join(EX, "functions.yaml"), {
+    xrd: write("v2-xrd.yaml", readFileSync(join(EX, "host/xrd.yaml"), "utf8").replace("- name: v1alpha1", "- name: v2")),
+  });
+  assert.is(noVersion.code, 1);
+  assert.match(noVersion.err, /the XRD xbuckets\.example\.xfn\.dev has no version "v1alpha1" \(it has v2\)/);
 });
 
 R("--required-schemas answers schema requirements from a CRD and from an OpenAPI v3 document; unknown kinds are not found", async () => {
