@@ -62,4 +62,3 @@ export function benchFunction(x: BenchRuntime): Xfn.RunFunction {
   });
   return x.pipeline(compose, x.steps.externalName(), x.steps.readiness());
 }
-
