@@ -106,10 +106,10 @@ export function getObjectCondition(obj: JsonObject | undefined, type: string): O
   for (const c of conditions(obj) ?? []) {
     if (typeof c === "object" && c !== null && !Array.isArray(c) && c["type"] === type && typeof c["status"] === "string") {
       const out: ObjectCondition = { type, status: c["status"] };
-      for (const k of ["reason", "message", "lastTransitionTime"] as const) {
-        const v = c[k];
-        if (typeof v === "string") out[k] = v;
-      }
+      const { reason, message, lastTransitionTime } = c;
+      if (typeof reason === "string") out.reason = reason;
+      if (typeof message === "string") out.message = message;
+      if (typeof lastTransitionTime === "string") out.lastTransitionTime = lastTransitionTime;
       return out;
     }
   }

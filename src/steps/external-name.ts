@@ -50,12 +50,19 @@ function recordedNames(ctx: StepContext, field: string): Record<string, string> 
 export function incompleteCreate(obj: JsonObject, read = annotationReader(obj)): string | undefined {
   const pending = read(CREATE_PENDING);
   if (!pending) return undefined;
+  return notBefore(read(CREATE_SUCCEEDED), pending) || notBefore(read(CREATE_FAILED), pending) ? undefined : pending;
+}
+
+// Timestamps as crossplane-runtime writes them (RFC 3339, whole seconds, UTC):
+// for two of these, comparing the text compares the instants.
+const UTC_SECONDS = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/;
+
+/** notBefore tells whether the outcome v is recorded at or after pending (any outcome counts if pending does not parse). */
+function notBefore(v: string | undefined, pending: string): boolean {
+  if (v === undefined) return false;
+  if (v.length === 20 && pending.length === 20 && UTC_SECONDS.test(v) && UTC_SECONDS.test(pending)) return v >= pending;
   const t = Date.parse(pending);
-  const after = (key: string) => {
-    const v = read(key);
-    return v !== undefined && (Number.isNaN(t) || Date.parse(v) >= t);
-  };
-  return after(CREATE_SUCCEEDED) || after(CREATE_FAILED) ? undefined : pending;
+  return Number.isNaN(t) || Date.parse(v) >= t;
 }
 
 /** externalName returns the step. */
