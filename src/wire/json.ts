@@ -659,7 +659,6 @@ function pending(o: JsonObject, lazy: Lazy, key: string): number {
   return get !== undefined && GETTERS.has(get) ? i : -1;
 }
 
-// eslint-disable-next-line @typescript-eslint/unbound-method -- called with call()
 const lookupGetter = (Object.prototype as unknown as { __lookupGetter__(key: string): object | undefined }).__lookupGetter__;
 
 const lazyOf = (o: object): Lazy | undefined => (o as { [LAZY]?: Lazy })[LAZY];
