@@ -305,9 +305,11 @@ function readList(end: number, depth: number): JsonValue[] {
     if (p !== end) fail("a ListValue overruns its length");
     return listStack.slice(base, listTop);
   } finally {
-    // Let go of the values, so the stack keeps no request alive.
+    // Let go of the values, so the stack keeps no request alive, and of the
+    // room a very long list needed.
     listStack.fill(null, base, listTop);
     listTop = base;
+    if (base === 0 && listStack.length > 1 << 16) listStack.length = 0;
   }
 }
 
