@@ -417,23 +417,39 @@ H(
   },
 );
 
-H("kubectl against xfn dev-cluster: create a CRD, apply server-side, get by label, watch, delete", async () => {
-  const kubeconfig = join(scratch, "kubeconfig");
-  const cache = join(scratch, "kube-cache");
+/**
+ * kubectlCluster starts `xfn dev-cluster` as its own process, writing a
+ * kubeconfig named for suffix, and returns kubectl pointed at it, the server's
+ * URL (from its first log line) and stop. It stops the process if it never serves.
+ */
+async function kubectlCluster(suffix: string) {
+  const kubeconfig = join(scratch, `kubeconfig${suffix}`);
+  const cache = join(scratch, `kube-cache${suffix}`);
   const child = spawn(process.execPath, [XFN, "dev-cluster", "--kubeconfig", kubeconfig]);
   let out = "";
   child.stdout.on("data", (d) => (out += d));
   child.stderr.on("data", (d) => (out += d));
+  const stop = () => child.kill("SIGTERM");
   try {
     await until("dev-cluster to serve", () => out.includes("dev-cluster serving"), 15_000);
-    const kubectl = (...args: string[]) =>
-      execFileSync("kubectl", ["--kubeconfig", kubeconfig, "--cache-dir", cache, ...args], { encoding: "utf8", stdio: "pipe" });
+  } catch (err) {
+    stop();
+    throw err;
+  }
+  const flags = ["--kubeconfig", kubeconfig, "--cache-dir", cache];
+  const kubectl = (...args: string[]) => execFileSync("kubectl", [...flags, ...args], { encoding: "utf8", stdio: "pipe" });
+  return { kubectl, flags, url: JSON.parse(out.split("\n")[0]!).url as string, stop };
+}
+
+H("kubectl against xfn dev-cluster: create a CRD, apply server-side, get by label, watch, delete", async () => {
+  const { kubectl, flags, stop } = await kubectlCluster("");
+  try {
     const crdFile = join(scratch, "crd.json");
     writeFileSync(crdFile, JSON.stringify(CRD));
     assert.match(kubectl("create", "-f", crdFile), /widgets\.example\.org created/);
     const w = join(scratch, "w.yaml");
     writeFileSync(w, "apiVersion: example.org/v1\nkind: Widget\nmetadata: {name: w1, labels: {app: demo}}\nspec: {size: 3}\n");
-    const watch = spawn("kubectl", ["--kubeconfig", kubeconfig, "--cache-dir", cache, "get", "widgets", "-w", "--output-watch-events"]);
+    const watch = spawn("kubectl", [...flags, "get", "widgets", "-w", "--output-watch-events"]);
     let watched = "";
     watch.stdout.on("data", (d) => (watched += d));
     try {
@@ -448,22 +464,13 @@ H("kubectl against xfn dev-cluster: create a CRD, apply server-side, get by labe
       watch.kill();
     }
   } finally {
-    child.kill("SIGTERM");
+    stop();
   }
 });
 
 H("kubectl get prints a CRD's printer columns, kubectl describe shows the object's Events; events select by involvedObject", async () => {
-  const kubeconfig = join(scratch, "kubeconfig-cols");
-  const cache = join(scratch, "kube-cache-cols");
-  const child = spawn(process.execPath, [XFN, "dev-cluster", "--kubeconfig", kubeconfig]);
-  let out = "";
-  child.stdout.on("data", (d) => (out += d));
-  child.stderr.on("data", (d) => (out += d));
+  const { kubectl, url, stop } = await kubectlCluster("-cols");
   try {
-    await until("dev-cluster to serve", () => out.includes("dev-cluster serving"), 15_000);
-    const url = JSON.parse(out.split("\n")[0]!).url as string;
-    const kubectl = (...args: string[]) =>
-      execFileSync("kubectl", ["--kubeconfig", kubeconfig, "--cache-dir", cache, ...args], { encoding: "utf8", stdio: "pipe" });
     const withColumns = structuredClone(CRD) as any;
     withColumns.spec.versions[0].additionalPrinterColumns = [
       { name: "SYNCED", type: "string", jsonPath: ".status.conditions[?(@.type=='Synced')].status" },
@@ -520,7 +527,7 @@ H("kubectl get prints a CRD's printer columns, kubectl describe shows the object
     assert.is(bad.status, 400);
     assert.match(((await bad.json()) as any).message, /field label not supported: data\.x/);
   } finally {
-    child.kill("SIGTERM");
+    stop();
   }
 });
 

@@ -41,16 +41,13 @@ L("two hosts, one Lease: one reconciles; kill it and the other takes over, never
     const [leader, follower] = a.isLeader() ? [a, b] : [b, a];
     const mine = leader === a ? "replica-a" : "replica-b";
     await applyManifests(kc, [...loadDocs(join(DIR, "manifests.yaml"))], mem.log);
-    await applyManifests(
-      kc,
-      [
-        {
-          obj: { apiVersion: "example.org/v1", kind: "XVolume", metadata: { name: "first" }, spec: { disks: [{ name: "a" }] } },
-          source: "test",
-        },
-      ],
-      mem.log,
-    );
+    const applyVolume = (name: string, disk: string) =>
+      applyManifests(
+        kc,
+        [{ obj: { apiVersion: "example.org/v1", kind: "XVolume", metadata: { name }, spec: { disks: [{ name: disk }] } }, source: "test" }],
+        mem.log,
+      );
+    await applyVolume("first", "a");
     await until("the first XR reconciled", () => synced("first"), 10_000);
     assert.equal(follower.controllerKinds(), [], "the follower runs no controller");
     assert.is(
@@ -63,16 +60,7 @@ L("two hosts, one Lease: one reconciles; kill it and the other takes over, never
     const lease = (await (await fetch(`${c.url}/apis/coordination.k8s.io/v1/namespaces/default/leases/xfn-host`)).json()) as any;
     assert.is(lease.spec.holderIdentity, mine === "replica-a" ? "replica-b" : "replica-a");
     assert.ok(lease.spec.leaseTransitions >= 1);
-    await applyManifests(
-      kc,
-      [
-        {
-          obj: { apiVersion: "example.org/v1", kind: "XVolume", metadata: { name: "second" }, spec: { disks: [{ name: "b" }] } },
-          source: "test",
-        },
-      ],
-      mem.log,
-    );
+    await applyVolume("second", "b");
     await until("the second XR reconciled by the new leader", () => synced("second"), 10_000);
     assert.not.ok(both, "never two leaders at once");
     assert.ok(mem.lines().some((l) => l["msg"] === "became the leader" && l["replica"] !== mine));
