@@ -4,6 +4,7 @@
 import { Server, ServerCredentials, status, type sendUnaryData, type ServerUnaryCall } from "@grpc/grpc-js";
 import { pino } from "pino";
 import { join } from "node:path";
+import { tuneHeap } from "../src/server/heap.js";
 import { createLogger } from "../src/server/log.js";
 import { DEFAULT_WORKERS } from "../src/server/pool.js";
 import { rawService, serve } from "../src/server/server.js";
@@ -131,6 +132,8 @@ function startFloor(send: boolean) {
   server.bindAsync(address, ServerCredentials.createInsecure(), () => {});
 }
 
+// Both xfn servers start as `xfn serve` does, with V8's heap growing factor set (src/server/heap.ts).
+if (kind === "xfn" || kind === "xfn-pool") tuneHeap();
 if (kind === "xfn") await startXfn();
 else if (kind === "xfn-pool") await startXfnPool();
 else if (kind === "peer") await startPeer();

@@ -5,6 +5,7 @@ import { fileURLToPath } from "node:url";
 import { Command, InvalidArgumentError, Option } from "commander";
 import type { RunFunction } from "../function.js";
 import { DEFAULT_MAX_RESPONSE_BYTES, messageOf } from "../server/handler.js";
+import { tuneHeap } from "../server/heap.js";
 import { createLogger } from "../server/log.js";
 import { DEFAULT_TIMEOUT_SECONDS, DEFAULT_WORKERS } from "../server/pool.js";
 import type { MetricsServer, ServeMetrics } from "../metrics.js";
@@ -129,6 +130,9 @@ const WORKER_ENTRY = new URL(`../server/worker-entry${extname(fileURLToPath(impo
  */
 export async function startServing(source: FunctionSource, flags: ServeFlags, label: string, moduleFile?: string): Promise<void> {
   const log = createLogger({ debug: flags.debug });
+  // Before any worker starts: they read V8's flags when they do.
+  const heapFlag = tuneHeap();
+  if (heapFlag) log.debug({ v8: heapFlag }, "heap growing factor set (start node with --heap-growing-percent to choose your own)");
   let recorder: Recorder | undefined;
   let running: RunningServer | undefined;
   let metrics: ServeMetrics | undefined;

@@ -143,6 +143,8 @@ Cli("mTLS from TLS_SERVER_CERTS_DIR; SIGTERM shuts down cleanly with exit code 0
   const c = rawClient(s.port, mtlsCredentials(pki));
   try {
     assert.match(s.output(), /"mtls":true/);
+    // Started without V8 flags, it sets the heap growing factor (src/server/heap.ts).
+    assert.match(s.output(), /"v8":"--heap-growing-percent=200"/);
     const rsp = await c.run(
       request({ observed: { composite: { resource: { kind: "XBuckets", metadata: { name: "x" }, spec: { buckets: [{ name: "a" }] } } } } }),
     );
