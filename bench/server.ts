@@ -132,8 +132,11 @@ function startFloor(send: boolean) {
   server.bindAsync(address, ServerCredentials.createInsecure(), () => {});
 }
 
-// Both xfn servers start as `xfn serve` does, with V8's heap growing factor set (src/server/heap.ts).
-if (kind === "xfn" || kind === "xfn-pool") tuneHeap();
+// Every server runs with the V8 heap growing factor `xfn serve` sets (src/server/heap.ts). The xfn
+// servers start as a user's does; the floors and the peer get it so that each ratio compares the
+// work done per call, not how V8 sizes a heap after an idle spell (with V8's defaults, send-floor at
+// N = 100 c = 1 cost 1.0 ms per call in one run and 2.3 in the next).
+tuneHeap();
 if (kind === "xfn") await startXfn();
 else if (kind === "xfn-pool") await startXfnPool();
 else if (kind === "peer") await startPeer();
