@@ -143,6 +143,7 @@ const CACHE_MAX_LEN = 64;
 const cacheStrings: string[] = new Array<string>(1 << CACHE_BITS).fill("");
 const cacheLengths = new Int32Array(1 << CACHE_BITS).fill(-1);
 const cacheBytes = new Uint8Array((1 << CACHE_BITS) * CACHE_MAX_LEN);
+const cacheView = new DataView(cacheBytes.buffer);
 
 function str(n: number): string {
   const b = buf;
@@ -165,9 +166,14 @@ function str(n: number): string {
   const slot = (h ^ (h >>> 17)) & CACHE_MASK;
   const at = slot * CACHE_MAX_LEN;
   if (cacheLengths[slot] === n) {
+    // Four bytes at a time, then the rest.
+    const v = src.view;
     let i = 0;
-    while (i < n && cacheBytes[at + i] === b[s + i]) i++;
-    if (i === n) return cacheStrings[slot]!;
+    while (i + 4 <= n && cacheView.getInt32(at + i, true) === v.getInt32(s + i, true)) i += 4;
+    if (i + 4 > n) {
+      while (i < n && cacheBytes[at + i] === b[s + i]) i++;
+      if (i === n) return cacheStrings[slot]!;
+    }
   }
   // A miss: check the bytes are ASCII while copying them into the slot.
   cacheLengths[slot] = -1;
