@@ -1,3 +1,4 @@
+import type { JsonObject } from "@bufbuild/protobuf";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { Severity } from "../../src/gen/fn/v1/run_function_pb.js";
@@ -153,6 +154,61 @@ E("a name still held by a deleting resource holds the new one back with a Warnin
     'replacement: external name "shared" is still held by old, which is being deleted; waiting until it is gone',
   ]);
   assert.ok(messages(rsp, Severity.NORMAL).some((m) => m.startsWith("replacement: waiting for old to finish deleting")));
+});
+
+E("reports and holds come in name order, whatever order the maps arrived in", () => {
+  // Go marshals a map in random order: the same call must give the same response.
+  const deleting = (n: string, ext: string) =>
+    annotated(n, { [EXT]: ext }, { metadata: { name: n, deletionTimestamp: "2026-06-01T11:59:00Z", annotations: { [EXT]: ext } } });
+  const pending = { "crossplane.io/external-create-pending": "2026-06-01T11:00:00Z" };
+  const observed = {
+    "c-conflict": annotated("c", { [EXT]: "c-new" }),
+    "old-b": deleting("ob", "shared"),
+    "a-conflict": annotated("a", { [EXT]: "a-new" }),
+    "b-pending": annotated("b", pending),
+    "old-a": deleting("oa", "shared"),
+    "new-z": annotated("z", { [EXT]: "z" }),
+    "new-y": annotated("y", { [EXT]: "y" }),
+  };
+  const desired = {
+    "y-restore": { kind: "Bucket" },
+    "x-restore": { kind: "Bucket" },
+    "w-waits": { kind: "Bucket", metadata: { annotations: { [EXT]: "shared" } } },
+    "v-waits": { kind: "Bucket", metadata: { annotations: { [EXT]: "shared" } } },
+    "u-explicit": { kind: "Bucket", metadata: { annotations: { [EXT]: "u" } } },
+    "t-explicit": { kind: "Bucket", metadata: { annotations: { [EXT]: "t" } } },
+  };
+  const xr = xrWith({ "c-conflict": "c-old", "y-restore": "y1", "a-conflict": "a-old", "x-restore": "x1" });
+  const reversed = <T>(o: Record<string, T>) => Object.fromEntries(Object.entries(o).reverse());
+  const a = run([externalName()], { xr, observed, desired });
+  const b = run([externalName()], { xr, observed: reversed(observed), desired: reversed(desired) });
+  for (const rsp of [a, b]) {
+    assert.equal(messages(rsp, Severity.WARNING), [
+      'a-conflict: recorded external name "a-old" differs from the observed "a-new"; keeping the observed one',
+      "b-pending: the provider began creating it at 2026-06-01T11:00:00Z and recorded no result; " +
+        "check the cloud for a resource it may have lost track of",
+      'c-conflict: recorded external name "c-old" differs from the observed "c-new"; keeping the observed one',
+      // Two deleting objects hold "shared": the one last by name is named.
+      'v-waits: external name "shared" is still held by old-b, which is being deleted; waiting until it is gone',
+      'w-waits: external name "shared" is still held by old-b, which is being deleted; waiting until it is gone',
+    ]);
+    const restored = messages(rsp, Severity.NORMAL).filter((m) => m.includes("restored"));
+    assert.equal(restored, ['x-restore: restored external name "x1"', 'y-restore: restored external name "y1"']);
+    const status = rsp.desired!.composite!.resource!["status"] as JsonObject;
+    assert.equal(status["externalNames"], {
+      "a-conflict": "a-new",
+      "c-conflict": "c-new",
+      "new-y": "y",
+      "new-z": "z",
+      "old-a": "shared",
+      "old-b": "shared",
+      "t-explicit": "t",
+      "u-explicit": "u",
+      "x-restore": "x1",
+      "y-restore": "y1",
+    });
+  }
+  assert.equal(a, b);
 });
 
 E("a custom status field; a field outside status is refused", () => {
