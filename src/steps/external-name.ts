@@ -20,6 +20,7 @@ import { getValue } from "../sdk/fieldpath.js";
 import { annotationReader, getAnnotation, isDeleting, setAnnotation } from "../sdk/object.js";
 import * as request from "../sdk/request.js";
 import * as response from "../sdk/response.js";
+import { setOwn } from "../wire/json.js";
 import { CREATE_FAILED, CREATE_PENDING, CREATE_SUCCEEDED, EXTERNAL_NAME, observedXR, sortedKeys } from "./common.js";
 
 /** ExternalNameOptions configure the externalName step. */
@@ -38,7 +39,7 @@ function recordedNames(ctx: StepContext, field: string): Record<string, string> 
     const v = src ? getValue(src, field) : undefined;
     if (v === undefined || v === null) continue;
     if (typeof v !== "object" || Array.isArray(v)) throw new Error(`${field} in the XR is not an object`);
-    for (const [k, name] of Object.entries(v)) if (typeof name === "string" && name !== "") out[k] = name;
+    for (const [k, name] of Object.entries(v)) if (typeof name === "string" && name !== "") setOwn(out, k, name);
   }
   return out;
 }
@@ -85,7 +86,7 @@ export function externalName(opts: ExternalNameOptions = {}): Step {
       const obj = observed[key]!.resource ?? {};
       const annotations = annotationReader(obj);
       const seen = annotations(EXTERNAL_NAME);
-      const rec = recorded[key];
+      const rec = Object.hasOwn(recorded, key) ? recorded[key] : undefined;
       if (seen) {
         seenNames.set(key, seen);
         if (isDeleting(obj)) deletingHolders.set(seen, key);
@@ -99,7 +100,7 @@ export function externalName(opts: ExternalNameOptions = {}): Step {
             .withReason("ExternalNameChanged")
             .targetCompositeAndClaim();
         }
-        names[key] = seen;
+        setOwn(names, key, seen);
       }
       const pending = incompleteCreate(obj, annotations);
       if (pending) {
@@ -118,7 +119,7 @@ export function externalName(opts: ExternalNameOptions = {}): Step {
       const want = desired[key]!.resource;
       if (!want) continue;
       const explicit = getAnnotation(want, EXTERNAL_NAME);
-      const name = explicit ?? names[key];
+      const name = explicit ?? (Object.hasOwn(names, key) ? names[key] : undefined);
       if (!name) continue;
       const holder = deletingHolders.get(name);
       const observedName = seenNames.get(key);
@@ -135,7 +136,7 @@ export function externalName(opts: ExternalNameOptions = {}): Step {
       }
       if (explicit) {
         // An earlier step chose this name; it is the one about to be applied.
-        names[key] = explicit;
+        setOwn(names, key, explicit);
       } else {
         setAnnotation(want, EXTERNAL_NAME, name);
         if (!observedName) {

@@ -1,7 +1,10 @@
-import type { JsonObject } from "@bufbuild/protobuf";
+import { create, type JsonObject } from "@bufbuild/protobuf";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
-import { Severity } from "../../src/gen/fn/v1/run_function_pb.js";
+import { ResourceSchema, RunFunctionRequestSchema, type RunFunctionResponse, Severity } from "../../src/gen/fn/v1/run_function_pb.js";
+import { pipeline } from "../../src/pipeline.js";
+import { decodeRequest, encodeRequest } from "../../src/wire/codec.js";
+import { setOwn } from "../../src/wire/json.js";
 import { getAnnotation } from "../../src/sdk/object.js";
 import { externalName } from "../../src/steps/index.js";
 import { annotated, messages, run } from "../support/steps.js";
@@ -209,6 +212,43 @@ E("reports and holds come in name order, whatever order the maps arrived in", ()
     });
   }
   assert.equal(a, b);
+});
+
+E("a composed resource named __proto__ keeps its external name like any other", () => {
+  // Resource names are the composition's map keys: any string, this one too. protobuf-es's
+  // fromJson cannot carry such a key, so the request is made by hand and crosses the wire codec.
+  const call = (xrNames: JsonObject | undefined, observed: JsonObject | undefined) => {
+    const req = create(RunFunctionRequestSchema, {
+      observed: { composite: { resource: { kind: "XNet", ...(xrNames ? { status: { externalNames: xrNames } } : {}) } } },
+      desired: {},
+    });
+    if (observed) setOwn(req.observed!.resources, "__proto__", create(ResourceSchema, { resource: observed }));
+    setOwn(req.desired!.resources, "__proto__", create(ResourceSchema, { resource: { kind: "Bucket" } }));
+    const rsp = pipeline(externalName())(decodeRequest(encodeRequest(req)), { now: () => new Date(0) } as never) as RunFunctionResponse;
+    const names = ((rsp.desired!.composite?.resource ?? {})["status"] as JsonObject | undefined)?.["externalNames"] as JsonObject;
+    return { rsp, names: names ?? {} };
+  };
+  const proto = () => {
+    const o: JsonObject = {};
+    setOwn(o, "__proto__", "proto-1");
+    return o;
+  };
+  const seen = call(undefined, annotated("p", { [EXT]: "proto-1" }));
+  assert.ok(Object.hasOwn(seen.names, "__proto__"), JSON.stringify(seen.names));
+  assert.is(seen.names["__proto__"], "proto-1");
+  assert.is(getAnnotation(seen.rsp.desired!.resources["__proto__"]!.resource, EXT), "proto-1");
+  // Recorded, then the annotation lost: put back, and still recorded.
+  const restored = call(proto(), { metadata: { name: "p" } });
+  assert.is(getAnnotation(restored.rsp.desired!.resources["__proto__"]!.resource, EXT), "proto-1");
+  assert.equal(messages(restored.rsp), ['__proto__: restored external name "proto-1"']);
+  assert.is(restored.names["__proto__"], "proto-1");
+  // Recorded and not observed at all (an object's prototype is not a recorded name).
+  const gone = call(proto(), undefined);
+  assert.is(getAnnotation(gone.rsp.desired!.resources["__proto__"]!.resource, EXT), "proto-1");
+  // Nothing recorded, nothing observed: no name is invented from Object.prototype.
+  const none = call(undefined, undefined);
+  assert.is(getAnnotation(none.rsp.desired!.resources["__proto__"]!.resource, EXT), undefined);
+  assert.equal(messages(none.rsp), []);
 });
 
 E("a custom status field; a field outside status is refused", () => {
