@@ -16,6 +16,7 @@ import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { parse, type ParseResult } from "@marcbachmann/cel-js";
 import type { StepContext } from "../pipeline.js";
 import * as request from "../sdk/request.js";
+import { setOwn } from "../wire/json.js";
 
 /** A compiled expression and the text it came from. */
 export interface Expression {
@@ -25,6 +26,8 @@ export interface Expression {
 
 const IDENT = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const RESERVED = new Set([
+  // cel-js refuses __proto__ as an identifier; as a variable it would also set vars' prototype.
+  "__proto__",
   "xr",
   "observed",
   "self",
@@ -63,10 +66,12 @@ export function compile(text: string, where: string): Expression {
 
 /** variables builds what expressions see, from the observed XR and composed resources. */
 export function variables(xr: JsonObject | undefined, observed: Record<string, JsonObject | undefined>): Record<string, unknown> {
-  const vars: Record<string, unknown> = { xr: xr ?? {}, observed: {} };
+  const byName: Record<string, unknown> = {};
+  const vars: Record<string, unknown> = { xr: xr ?? {}, observed: byName };
   for (const [name, obj] of Object.entries(observed)) {
     if (!obj) continue;
-    (vars["observed"] as Record<string, unknown>)[name] = obj;
+    // A resource may be named __proto__ (a map key on the wire): as an own key, not a prototype.
+    setOwn(byName, name, obj);
     if (IDENT.test(name) && !RESERVED.has(name)) vars[name] = obj;
   }
   return vars;

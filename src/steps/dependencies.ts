@@ -26,6 +26,7 @@ import * as response from "../sdk/response.js";
 import { celVariables, compile, evaluate, type Expression } from "./cel.js";
 import { isNonEmpty, observedResource, observedXR, sortedKeys } from "./common.js";
 import { checkAcyclic, type Graph } from "./graph.js";
+import { setOwn } from "../wire/json.js";
 
 /** Dependency is what one resource waits for. */
 export interface Dependency {
@@ -167,9 +168,9 @@ export function dependencies(opts: DependenciesOptions): Step {
       }
       if (unmet.length === 0) continue;
       for (const u of unmet) ctx.hold(name, u);
-      const prev = previous[name];
+      const prev = Object.hasOwn(previous, name) ? previous[name] : undefined;
       const since = (prev && typeof prev === "object" && !Array.isArray(prev) && getString(prev, "since")) || ctx.now.toISOString();
-      waiting[name] = { for: unmet, since };
+      setOwn(waiting, name, { for: unmet, since });
       const began = Date.parse(since);
       if (!Number.isNaN(began)) longest = Math.max(longest, ctx.now.getTime() - began);
     }

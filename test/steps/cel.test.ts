@@ -1,12 +1,13 @@
 // kro-style expressions: readiness (readyWhen), waiting (waitUntil), inclusion (includeWhen), in CEL.
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
-import { toBinary, type JsonObject } from "@bufbuild/protobuf";
-import { Ready, RunFunctionRequestSchema, Severity } from "../../src/gen/fn/v1/run_function_pb.js";
+import { create, toBinary, type JsonObject } from "@bufbuild/protobuf";
+import { Ready, ResourceSchema, RunFunctionRequestSchema, Severity } from "../../src/gen/fn/v1/run_function_pb.js";
 import { runSteps } from "../../src/pipeline.js";
 import { dependencies, deletion, includeWhen, readiness } from "../../src/steps/index.js";
 import { compile, evaluate, variables } from "../../src/steps/cel.js";
-import { decodeRequest } from "../../src/wire/codec.js";
+import { decodeRequest, encodeRequest } from "../../src/wire/codec.js";
+import { setOwn } from "../../src/wire/json.js";
 import { parseInput } from "../../functions/lifecycle/input.js";
 import { stepsFor } from "../../functions/lifecycle/index.js";
 import { messages, NOW, run } from "../support/steps.js";
@@ -134,6 +135,36 @@ C("expressions read values decoded lazily from the wire", () => {
     NOW,
   );
   assert.equal(Object.keys(rsp.desired!.resources).sort(), ["app", "db"]);
+});
+
+C('a composed resource named __proto__ is observed["__proto__"], and its fields are not variables', () => {
+  // A map key on the wire may be any string. protobuf-es's fromJson cannot carry this one, so the
+  // request is made by hand and crosses the wire codec, as Crossplane's would.
+  const req = create(RunFunctionRequestSchema, { observed: { composite: { resource: xr({}) } }, desired: {} });
+  setOwn(req.observed!.resources, "__proto__", create(ResourceSchema, { resource: db({ endpoint: "h:5432" }) }));
+  for (const name of ["__proto__", "app"]) setOwn(req.desired!.resources, name, create(ResourceSchema, { resource: { kind: "K" } }));
+  const decoded = () => decodeRequest(encodeRequest(req));
+
+  const observed = Object.fromEntries(Object.entries(decoded().observed!.resources).map(([k, r]) => [k, r.resource]));
+  const seen = variables(undefined, observed);
+  assert.is(Object.getPrototypeOf(seen), Object.prototype, "the resource became the variables' prototype");
+  assert.ok(Object.hasOwn(seen["observed"] as object, "__proto__"));
+  assert.equal(evaluate(compile("observed['__proto__'].status.endpoint == 'h:5432'", "t"), seen), { ok: true });
+  // Its fields are not top-level variables, as they were through the prototype.
+  assert.is(evaluate(compile("status.endpoint == 'h:5432'", "t"), seen).ok, false);
+
+  const ready = runSteps(
+    [
+      readiness({
+        checks: { ["__proto__"]: [{ type: "Expression", expression: "self.status.endpoint == observed['__proto__'].status.endpoint" }] },
+      }),
+    ],
+    decoded(),
+    NOW,
+  );
+  assert.is(ready.desired!.resources["__proto__"]!.ready, Ready.TRUE);
+  const go = runSteps([dependencies({ app: { waitUntil: ["observed['__proto__'].status.endpoint == 'h:5432'"] } })], decoded(), NOW);
+  assert.equal(Object.keys(go.desired!.resources).sort(), ["__proto__", "app"]);
 });
 
 C.run();

@@ -1,6 +1,10 @@
+import { create, type JsonObject } from "@bufbuild/protobuf";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
-import { Ready, Severity } from "../../src/gen/fn/v1/run_function_pb.js";
+import { Ready, ResourceSchema, RunFunctionRequestSchema, Severity } from "../../src/gen/fn/v1/run_function_pb.js";
+import { runSteps } from "../../src/pipeline.js";
+import { decodeRequest, encodeRequest } from "../../src/wire/codec.js";
+import { setOwn } from "../../src/wire/json.js";
 import * as response from "../../src/sdk/response.js";
 import { dependencies, readiness } from "../../src/steps/index.js";
 import { messages, NOW, readyCondition, run } from "../support/steps.js";
@@ -79,6 +83,31 @@ D("the TTL backs off the longer a resource waits", () => {
   assert.equal([ttl(0), ttl(30), ttl(100), ttl(1000)], [5, 15, 50, 60]);
   const rsp = run(steps, { xr: since(100), desired: { subnet: {} } });
   assert.is((rsp.desired!.composite!.resource!["status"] as any).waiting.subnet.since, new Date(NOW.getTime() - 100_000).toISOString());
+});
+
+D("a resource named __proto__ is recorded as waiting, and keeps when it began", () => {
+  // Any string may name a composed resource. protobuf-es's fromJson cannot carry this one as a
+  // map key, so the request is made by hand and crosses the wire codec.
+  const call = (recorded: string | undefined) => {
+    const waiting: JsonObject = {};
+    if (recorded) setOwn(waiting, "__proto__", { for: ["vpc to be ready"], since: recorded });
+    const req = create(RunFunctionRequestSchema, {
+      observed: { composite: { resource: { kind: "XNet", status: { waiting } } } },
+      desired: {},
+    });
+    setOwn(req.desired!.resources, "__proto__", create(ResourceSchema, { resource: { kind: "Subnet" } }));
+    const rsp = runSteps([dependencies({ ["__proto__"]: { dependsOn: ["vpc"] } })], decodeRequest(encodeRequest(req)), NOW);
+    return { rsp, waiting: (rsp.desired!.composite!.resource!["status"] as JsonObject)["waiting"] as JsonObject };
+  };
+  const first = call(undefined);
+  assert.ok(Object.hasOwn(first.waiting, "__proto__"), JSON.stringify(first.waiting));
+  assert.equal(first.waiting["__proto__"], { for: ["vpc to be ready"], since: NOW.toISOString() });
+  assert.equal(Object.keys(first.rsp.desired!.resources), []);
+  assert.is(response.getTTLSeconds(first.rsp), 5);
+  const began = new Date(NOW.getTime() - 100_000).toISOString();
+  const later = call(began);
+  assert.equal(later.waiting["__proto__"], { for: ["vpc to be ready"], since: began });
+  assert.is(response.getTTLSeconds(later.rsp), 50);
 });
 
 D("bad configuration is refused naming where", () => {
