@@ -6,6 +6,7 @@ import { join } from "node:path";
 import { Client, credentials, status as Code, type ChannelCredentials, type ServiceError } from "@grpc/grpc-js";
 import { FunctionRunnerService, type RunFunctionRequest, type RunFunctionResponse } from "../gen/fn/v1/run_function_pb.js";
 import { FunctionRunnerService as BetaFunctionRunnerService } from "../gen/fn/v1beta1/zz_generated_run_function_pb.js";
+import { installFrameDecoder } from "../server/frames.js";
 import { decodeResponse, encodeRequest } from "../wire/codec.js";
 
 /** ClientOptions say how to reach a function. */
@@ -48,6 +49,8 @@ const path = (typeName: string) => `/${typeName}/RunFunction`;
 
 /** dial returns a client for the function at address (host:port). */
 export function dial(address: string, opts: ClientOptions = {}): FunctionClient {
+  // Responses are framed without keeping their chunks, as the server does (server/frames.ts).
+  installFrameDecoder();
   const client = new Client(address, clientCredentials(opts), {
     "grpc.max_receive_message_length": opts.maxRecvBytes ?? 4 * 1024 * 1024,
     ...(opts.serverName ? { "grpc.ssl_target_name_override": opts.serverName, "grpc.default_authority": opts.serverName } : {}),

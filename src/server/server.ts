@@ -16,6 +16,7 @@ import type { RunFunction } from "../function.js";
 import { FunctionRunnerService } from "../gen/fn/v1/run_function_pb.js";
 import { FunctionRunnerService as BetaFunctionRunnerService } from "../gen/fn/v1beta1/zz_generated_run_function_pb.js";
 import { Cancel, createHandler, DEFAULT_MAX_RESPONSE_BYTES, type CallInfo, type HandlerOptions } from "./handler.js";
+import { installFrameDecoder } from "./frames.js";
 import { addHealth } from "./health.js";
 import { startPool, type Pool, type PoolOptions } from "./pool.js";
 import { loadServerCredentials } from "./tls.js";
@@ -259,6 +260,8 @@ export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Log
       }
     };
 
+  if (!installFrameDecoder())
+    log.warn("cannot install xfn's message framing into this grpc-js version: request chunks are kept until each message is in");
   const server = new Server({
     "grpc.max_receive_message_length": Math.floor(maxRecvMB * 1024 * 1024),
     // We check the response size ourselves, to answer with a clear message.
