@@ -100,6 +100,10 @@ for (const name of functions) {
         });
       });
       assert.match(out, new RegExp(`"module":"function-${name}"`));
+      // xfn's message framing is in place (src/server/frames.ts), in the one copy of grpc-js's decoder the bundle holds.
+      assert.not.match(out, /cannot install xfn's message framing/);
+      const bundled = readFileSync(join(bundles, name, "function.mjs"), "utf8");
+      assert.is(bundled.match(/^\/\/ .*@grpc\/grpc-js\/build\/src\/stream-decoder\.js$/gm)?.length, 1);
       const c = rawClient(port);
       try {
         const rsp = await c.run(request({ desired: { resources: { kept: { resource: { kind: "K" } } } } }));
