@@ -13,6 +13,7 @@ import { renderOperation } from "../render/operation.js";
 import { createRunner } from "../engine/runner.js";
 import { parseDuration } from "../steps/duration.js";
 import { EXIT_FATAL } from "./call.js";
+import { setOwn } from "../wire/json.js";
 
 interface RenderFlags {
   observedResources?: string;
@@ -61,11 +62,11 @@ export function contextFrom(files: string[], values: string[]): Record<string, J
     } catch (err) {
       throw new InputError(`--context-files: cannot read ${path} for key ${JSON.stringify(k)}: ${(err as Error).message}`);
     }
-    ctx[k] = parseValue("--context-files", k, text);
+    setOwn(ctx, k, parseValue("--context-files", k, text));
   }
   for (const e of values) {
     const [k, v] = keyValue("--context-values", e);
-    ctx[k] = parseValue("--context-values", k, v);
+    setOwn(ctx, k, parseValue("--context-values", k, v));
   }
   return ctx;
 }

@@ -5,6 +5,7 @@
 // without a cast. json-schema-to-typescript does the schema work; this module
 // only turns Kubernetes' structural-schema dialect into plain JSON Schema.
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
+import { setOwn } from "../wire/json.js";
 
 /** TypeSource is one parsed YAML document and where it came from. */
 export interface TypeSource {
@@ -46,7 +47,7 @@ export function toJsonSchema(s: JsonValue | undefined): JsonObject {
   for (const [k, v] of Object.entries(s)) {
     if (k === "properties" && isObject(v)) {
       const props: JsonObject = {};
-      for (const [pk, pv] of Object.entries(v)) props[pk] = toJsonSchema(pv);
+      for (const [pk, pv] of Object.entries(v)) setOwn(props, pk, toJsonSchema(pv));
       out[k] = props;
     } else if ((k === "items" || k === "additionalProperties" || k === "not") && isObject(v)) {
       out[k] = toJsonSchema(v);

@@ -5,10 +5,11 @@
 // the host loop both run compositions through it; it does no I/O of its own
 // beyond the Runner (functions) and Fetch (required resources) it is given.
 import { createHash } from "node:crypto";
-import { clone, create, equals, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
+import { create, equals, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
 import {
   Capability,
   RequirementsSchema,
+  ResourceSchema,
   RunFunctionRequestSchema,
   Severity,
   StateSchema,
@@ -23,7 +24,9 @@ import {
   type RunFunctionResponse,
   type State,
 } from "../gen/fn/v1/run_function_pb.js";
+import { cloneState, stateOf } from "../sdk/clone.js";
 import { encodeRequest } from "../wire/codec.js";
+import { setOwn } from "../wire/json.js";
 import { identity, InputError, type Doc } from "./docs.js";
 import type { Runner } from "./runner.js";
 
@@ -139,7 +142,7 @@ export type SchemaOf = (apiVersion: string, kind: string) => JsonObject | undefi
 
 async function answer(selectors: Record<string, ResourceSelector>, fetch: Fetch): Promise<Record<string, Resources>> {
   const out: Record<string, Resources> = {};
-  for (const [k, s] of Object.entries(selectors)) out[k] = await fetch(s);
+  for (const [k, s] of Object.entries(selectors)) setOwn(out, k, await fetch(s));
   return out;
 }
 
@@ -179,8 +182,8 @@ async function runWithRequirements(
 
 function decodeSecret(secret: JsonObject): Record<string, Uint8Array> {
   const out: Record<string, Uint8Array> = {};
-  for (const [k, v] of Object.entries(stringMap(secret["data"]))) out[k] = Buffer.from(v, "base64");
-  for (const [k, v] of Object.entries(stringMap(secret["stringData"]))) out[k] = Buffer.from(v, "utf8");
+  for (const [k, v] of Object.entries(stringMap(secret["data"]))) setOwn(out, k, Buffer.from(v, "base64"));
+  for (const [k, v] of Object.entries(stringMap(secret["stringData"]))) setOwn(out, k, Buffer.from(v, "utf8"));
   return out;
 }
 
@@ -253,10 +256,7 @@ export interface PipelineInputs {
  * answering requirements until they settle. A Fatal result throws FatalResultError.
  */
 export async function runPipeline(p: PipelineInputs, runner: Runner, deadline: number): Promise<PipelineResult> {
-  const observed: State = create(StateSchema, {
-    ...(p.xr ? { composite: { resource: structuredClone(p.xr) } } : {}),
-    resources: p.observed,
-  });
+  const observed = stateOf(p.observed, p.xr ? create(ResourceSchema, { resource: structuredClone(p.xr) }) : undefined);
   const outputs: Array<{ step: string; output: JsonObject }> = [];
   let desired: State = create(StateSchema);
   let context = p.context;
@@ -289,16 +289,18 @@ export async function runPipeline(p: PipelineInputs, runner: Runner, deadline: n
       }),
     );
     const bootstrap: Record<string, Resources> = {};
-    for (const b of s.bootstrap) bootstrap[b.name] = await p.fetch(b.selector);
+    for (const b of s.bootstrap) setOwn(bootstrap, b.name, await p.fetch(b.selector));
     const req = create(RunFunctionRequestSchema, {
       meta: { capabilities: ALL_CAPABILITIES },
-      observed: clone(StateSchema, observed),
-      desired: clone(StateSchema, desired),
       ...(context ? { context } : {}),
       ...(s.input ? { input: s.input } : {}),
-      credentials,
-      requiredResources: bootstrap,
     });
+    // Maps keyed by names from files and functions are set, not passed to
+    // create, which would drop a key named __proto__ (sdk/clone.ts).
+    req.observed = cloneState(observed);
+    req.desired = cloneState(desired);
+    req.credentials = credentials;
+    req.requiredResources = bootstrap;
     req.meta!.tag = tagOf(req);
     const rsp = await runWithRequirements((r) => runner.run(s.functionName, r, deadline), req, p.fetch, s.step, p.schemaOf);
     const fatal = rsp.results.find((r) => r.severity === Severity.FATAL);

@@ -24,6 +24,7 @@ import {
 } from "../engine/pipeline.js";
 import type { Runner } from "../engine/runner.js";
 import { Ready, ResourceSchema, type Resource, type RunFunctionRequest } from "../gen/fn/v1/run_function_pb.js";
+import { setOwn } from "../wire/json.js";
 import type { HostMetrics } from "../metrics.js";
 import { XR_FINALIZER, type XRType } from "./crds.js";
 import type { EventRecorder, HostEvent } from "./events.js";
@@ -218,7 +219,7 @@ export class Composer {
         );
         const rn = str((metaOf(o)["annotations"] as JsonObject | undefined)?.[COMPOSITION_RESOURCE_NAME]);
         if (!rn) continue;
-        observed[rn] = create(ResourceSchema, { resource: o });
+        setOwn(observed, rn, create(ResourceSchema, { resource: o }));
         observedObjects.set(rn, o);
       } catch (err) {
         // Gone (404), or its kind no longer served (its CRD deleted): not there to observe.

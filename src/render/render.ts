@@ -17,6 +17,7 @@ import {
 } from "../engine/pipeline.js";
 import type { Runner } from "../engine/runner.js";
 import { applyDefaults, parseApiVersion, prune, schemaSource, xrSchema } from "./schema.js";
+import { setOwn } from "../wire/json.js";
 
 export const RENDER_API_VERSION = "render.crossplane.io/v1beta1";
 /**
@@ -131,7 +132,7 @@ export async function render(inputs: RenderInputs, runner: Runner, opts: RenderO
       throw new InputError(
         `${d.source}: an observed resource needs the ${COMPOSITION_RESOURCE_NAME} annotation to be matched to a pipeline resource`,
       );
-    observed[name] = create(ResourceSchema, { resource: structuredClone(d.obj) });
+    setOwn(observed, name, create(ResourceSchema, { resource: structuredClone(d.obj) }));
   }
   const r = await runPipeline(
     {

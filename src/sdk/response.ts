@@ -27,9 +27,9 @@ import {
   type Result,
   type RunFunctionRequest,
   type RunFunctionResponse,
-  type State,
 } from "../gen/fn/v1/run_function_pb.js";
 import { checkEncodable, cloneJson, EncodeError, setOwn } from "../wire/json.js";
+import { cloneState } from "./clone.js";
 import { EncodingError, UsageError } from "./errors.js";
 
 /**
@@ -65,26 +65,6 @@ export function to(req: RunFunctionRequest, opts: ResponseOptions = {}): RunFunc
   });
   if (req.context) rsp.context = cloneJson(req.context);
   return rsp;
-}
-
-// The copies below are what clone(StateSchema, s) makes, except that parts of
-// an object the function has not read stay undecoded (see wire/json.ts): a
-// function that returns the desired state it was given as it was pays little
-// for it.
-
-function cloneResource(r: Resource): Resource {
-  const connectionDetails: Record<string, Uint8Array> = {};
-  for (const k in r.connectionDetails) setOwn(connectionDetails, k, r.connectionDetails[k]!.slice());
-  const out: Resource = { $typeName: ResourceSchema.typeName, connectionDetails, ready: r.ready };
-  if (r.resource) out.resource = cloneJson(r.resource);
-  return out;
-}
-
-function cloneState(s: State): State {
-  const out = create(StateSchema);
-  if (s.composite) out.composite = cloneResource(s.composite);
-  for (const k in s.resources) setOwn(out.resources, k, cloneResource(s.resources[k]!));
-  return out;
 }
 
 function seconds(s: number): Duration {
@@ -420,7 +400,7 @@ function requirements(rsp: RunFunctionResponse) {
  * again with them in required_resources (read with getRequiredResources).
  */
 export function requireResources(rsp: RunFunctionResponse, name: string, selector: Selector): void {
-  requirements(rsp).resources[name] = create(ResourceSelectorSchema, toSelector(name, selector));
+  setOwn(requirements(rsp).resources, name, create(ResourceSelectorSchema, toSelector(name, selector)));
 }
 
 /**
@@ -428,15 +408,12 @@ export function requireResources(rsp: RunFunctionResponse, name: string, selecto
  * Crossplane older than v2.0. Newer Crossplane answers both fields.
  */
 export function requireExtraResources(rsp: RunFunctionResponse, name: string, selector: Selector): void {
-  requirements(rsp).extraResources[name] = create(ResourceSelectorSchema, toSelector(name, selector));
+  setOwn(requirements(rsp).extraResources, name, create(ResourceSelectorSchema, toSelector(name, selector)));
 }
 
 /** requireSchema asks Crossplane (v2.2+) for the OpenAPI schema of a kind. */
 export function requireSchema(rsp: RunFunctionResponse, name: string, kind: { apiVersion: string; kind: string }): void {
   if (!kind.apiVersion || !kind.kind)
     throw new UsageError(`cannot require schema ${JSON.stringify(name)}: apiVersion and kind are required`);
-  requirements(rsp).schemas[name] = create(SchemaSelectorSchema, {
-    apiVersion: kind.apiVersion,
-    kind: kind.kind,
-  });
+  setOwn(requirements(rsp).schemas, name, create(SchemaSelectorSchema, { apiVersion: kind.apiVersion, kind: kind.kind }));
 }

@@ -21,9 +21,11 @@ import { BinaryReader, BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
 import { decodeStruct, EncodeError, Emitter, readAll, setLazyMin, setOwn, source, type Src } from "./json.js";
 import {
   ConditionSchema,
+  CredentialDataSchema,
   CredentialsSchema,
   RequirementsSchema,
   ResourceSchema,
+  ResourceSelectorSchema,
   ResourcesSchema,
   RequestMetaSchema,
   ResponseMetaSchema,
@@ -31,7 +33,10 @@ import {
   RunFunctionRequestSchema,
   RunFunctionResponseSchema,
   SchemaSchema,
+  SchemaSelectorSchema,
   StateSchema,
+  type Credentials,
+  type Requirements,
   type Resource,
   type Resources,
   type RunFunctionRequest,
@@ -123,6 +128,67 @@ function readBytesEntry(r: BinaryReader, end: number): [string, Uint8Array] {
   }
   ended(r, end, "map entry");
   return [k, v];
+}
+
+/**
+ * readCredentials reads a Credentials message. Not fromBinary: protobuf-es
+ * writes map entries by assignment, and a Secret key named __proto__ (a valid
+ * one) would be dropped.
+ */
+function readCredentials(r: BinaryReader, end: number): Credentials {
+  const out = create(CredentialsSchema);
+  while (r.pos < end) {
+    const [no, wt] = r.tag();
+    if (no !== 1) {
+      r.skip(wt, no);
+      continue;
+    }
+    expect(wt, WireType.LengthDelimited, "Credentials.credential_data");
+    const e = r.uint32() + r.pos;
+    // A second credential_data merges into the first, as protobuf's decoding does.
+    const data: Record<string, Uint8Array> = out.source.case === "credentialData" ? out.source.value.data : {};
+    while (r.pos < e) {
+      const [dno, dwt] = r.tag();
+      if (dno === 1) {
+        expect(dwt, WireType.LengthDelimited, "CredentialData.data");
+        const [k, v] = readBytesEntry(r, r.uint32() + r.pos);
+        setEntry(data, k, v);
+      } else r.skip(dwt, dno);
+    }
+    ended(r, e, "CredentialData");
+    out.source = { case: "credentialData", value: { $typeName: CredentialDataSchema.typeName, data } };
+  }
+  ended(r, end, "Credentials");
+  return out;
+}
+
+/**
+ * readRequirements reads a Requirements message: its map keys here (as own
+ * keys, a name __proto__ included), each selector through protobuf-es.
+ */
+function readRequirements(r: BinaryReader, end: number, bytes: Uint8Array): Requirements {
+  const out = create(RequirementsSchema);
+  const message = (e: number): Uint8Array => {
+    const start = r.pos;
+    r.pos = e;
+    return bytes.subarray(start, e);
+  };
+  const resource = (e: number) => fromBinary(ResourceSelectorSchema, message(e));
+  const schema = (e: number) => fromBinary(SchemaSelectorSchema, message(e));
+  while (r.pos < end) {
+    const [no, wt] = r.tag();
+    if (no === 1 || no === 2) {
+      expect(wt, WireType.LengthDelimited, no === 1 ? "Requirements.extra_resources" : "Requirements.resources");
+      const [k, v] = readEntry(r, r.uint32() + r.pos, resource, () => create(ResourceSelectorSchema));
+      setEntry(no === 1 ? out.extraResources : out.resources, k, v);
+    } else if (no === 3) {
+      expect(wt, WireType.LengthDelimited, "Requirements.schemas");
+      const [k, v] = readEntry(r, r.uint32() + r.pos, schema, () => create(SchemaSelectorSchema));
+      setEntry(out.schemas, k, v);
+    } else r.skip(wt, no);
+  }
+  ended(r, end, "Requirements");
+  return out;
 }
 
 /** readEntry reads a map entry whose value is a message, decoding the value with read. */
@@ -239,11 +305,7 @@ export function decodeRequest(bytes: Uint8Array): RunFunctionRequest {
           const [k, v] = readEntry(
             r,
             r.uint32() + r.pos,
-            (e) => {
-              const start = r.pos;
-              r.pos = e;
-              return fromBinary(CredentialsSchema, bytes.subarray(start, e));
-            },
+            (e) => readCredentials(r, e),
             () => create(CredentialsSchema),
           );
           setEntry(req.credentials, k, v);
@@ -319,7 +381,7 @@ export function decodeResponse(bytes: Uint8Array): RunFunctionResponse {
           break;
         case 5:
           expect(wt, WireType.LengthDelimited, "requirements");
-          rsp.requirements = fromBinary(RequirementsSchema, sub(r, bytes));
+          rsp.requirements = readRequirements(r, r.uint32() + r.pos, bytes);
           break;
         case 6:
           expect(wt, WireType.LengthDelimited, "conditions");

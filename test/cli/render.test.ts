@@ -280,6 +280,66 @@ R("--required-schemas answers schema requirements from a CRD and from an OpenAPI
   );
 });
 
+R("a name __proto__ is an ordinary name: observed and composed resources, a Secret key, a context key", async () => {
+  // Object keys from the files: assigning one named __proto__ would set the
+  // map's prototype instead, and the entry would vanish without a word.
+  write(
+    "proto-fn.ts",
+    `import { defineFunction, request, response } from ${JSON.stringify(join(ROOT, "src/index.ts"))};\n` +
+      `export default defineFunction((req) => {\n` +
+      `  const rsp = response.to(req);\n` +
+      `  const observed = request.getObservedComposedResources(req);\n` +
+      `  const creds = request.getCredentials(req, "db") ?? {};\n` +
+      `  response.setDesiredCompositeStatus(rsp, {\n` +
+      `    observed: Object.keys(observed).sort().join(","),\n` +
+      `    seenSize: String((observed["__proto__"] as any)?.resource?.spec?.size ?? "none"),\n` +
+      `    creds: Object.keys(creds).sort().join(","),\n` +
+      `    secret: Object.hasOwn(creds, "__proto__") ? Buffer.from(creds["__proto__"]!).toString() : "none",\n` +
+      `  });\n` +
+      `  for (const name of ["__proto__", "plain"])\n` +
+      `    response.setDesiredComposedResource(rsp, name, { apiVersion: "example.org/v1", kind: "Thing", spec: { name } });\n` +
+      `  return rsp;\n});\n`,
+  );
+  const fns = write(
+    "proto-functions.yaml",
+    `apiVersion: pkg.crossplane.io/v1\nkind: Function\nmetadata: { name: proto, annotations: { render.xfn.dev/module: proto-fn.ts } }\n`,
+  );
+  const comp = write(
+    "proto-comp.yaml",
+    `apiVersion: apiextensions.crossplane.io/v1\nkind: Composition\nmetadata: { name: c }\n` +
+      `spec:\n  compositeTypeRef: { apiVersion: example.xfn.dev/v1alpha1, kind: XBuckets }\n  mode: Pipeline\n` +
+      `  pipeline:\n    - step: s\n      functionRef: { name: proto }\n` +
+      `      credentials: [{ name: db, source: Secret, secretRef: { namespace: ns, name: creds } }]\n`,
+  );
+  const observed = write(
+    "proto-observed.yaml",
+    `apiVersion: example.org/v1\nkind: Thing\n` +
+      `metadata: { name: t1, annotations: { crossplane.io/composition-resource-name: __proto__ } }\nspec: { size: 3 }\n`,
+  );
+  const secret = write(
+    "proto-secret.yaml",
+    `apiVersion: v1\nkind: Secret\nmetadata: { name: creds, namespace: ns }\n` +
+      `data: { __proto__: ${Buffer.from("s3cret").toString("base64")} }\nstringData: { user: admin }\n`,
+  );
+  const r = await render(join(EX, "xr.yaml"), comp, fns, {
+    observedResources: observed,
+    functionCredentials: secret,
+    contextValues: ['__proto__={"tier": "gold"}'],
+    includeContext: true,
+  });
+  assert.is(r.code, 0, r.err);
+  const context = r.docs.pop()!;
+  assert.is(context["kind"], "Context");
+  assert.ok(Object.hasOwn(context["fields"], "__proto__"), "the context key set by --context-values");
+  assert.equal(context["fields"]["__proto__"], { tier: "gold" });
+  const [xr, ...composed] = r.docs;
+  const { observed: seen, seenSize, creds, secret: value } = xr!["status"];
+  assert.equal({ seen, seenSize, creds, value }, { seen: "__proto__", seenSize: "3", creds: "__proto__,user", value: "s3cret" });
+  const names = composed.map((d) => d["metadata"]?.["annotations"]?.["crossplane.io/composition-resource-name"]).sort();
+  assert.equal(names, ["__proto__", "plain"]);
+  assert.equal(composed.find((d) => d["spec"]?.name === "__proto__")?.["spec"], { name: "__proto__" });
+});
+
 R("the examples render byte-identically twice (a spawned CLI run)", async () => {
   const args = ["render", "examples/xr.yaml", "examples/composition.yaml", "examples/functions.yaml", "-r", "-c", "-x"];
   const a = await run(args);

@@ -37,6 +37,15 @@ const schemas: Record<string, { reason: string; args: object; want: object }> = 
     args: { type: "string", nullable: true },
     want: { type: ["string", "null"] },
   },
+  ProtoProperty: {
+    reason: "a property named __proto__ is a property like any other (JSON.parse makes it an own key)",
+    args: { type: "object", properties: JSON.parse('{"__proto__": {"type": "string"}, "b": {"type": "integer"}}') },
+    want: {
+      type: "object",
+      properties: JSON.parse('{"__proto__": {"type": "string"}, "b": {"type": "integer"}}'),
+      additionalProperties: false,
+    },
+  },
   Nested: {
     reason: "items, allOf and nested properties are rewritten too; defaults are dropped",
     args: { type: "array", items: { type: "object", properties: { n: { type: "integer", default: 1 } } } },

@@ -455,6 +455,52 @@ H(
   },
 );
 
+H("a composed resource named __proto__ is observed like any other: its status reaches the function", async () => {
+  const { c, kc, mem, host, objects } = await fixtureHost("proto-name");
+  const STORES = { group: "example.org", version: "v1", plural: "xstores" };
+  const BUCKETS_NS = { group: "storage.example.org", version: "v1", plural: "buckets" };
+  const buckets = async () =>
+    ((await objects.listNamespacedCustomObject({ ...BUCKETS_NS, namespace: "team-a" })) as { items: any[] }).items;
+  try {
+    await host.start();
+    await applyManifests(
+      kc,
+      [
+        ...loadDocs(join(ROOT, "test/fixtures/namespaced/manifests.yaml")),
+        { obj: { apiVersion: "v1", kind: "Namespace", metadata: { name: "team-a" } }, source: "test" },
+        {
+          obj: { apiVersion: "example.org/v1", kind: "XStore", metadata: { name: "shop", namespace: "team-a" }, spec: {} },
+          source: "test",
+        },
+      ],
+      mem.log,
+    );
+    await until("the bucket", async () => (await buckets()).length === 1, 10_000);
+    const [b] = await buckets();
+    assert.is(b.metadata.annotations["crossplane.io/composition-resource-name"], "__proto__");
+    await objects.patchNamespacedCustomObjectStatus(
+      {
+        ...BUCKETS_NS,
+        namespace: "team-a",
+        name: b.metadata.name,
+        body: { status: { atProvider: { id: "bkt-1" }, conditions: [{ type: "Ready", status: "True", reason: "Available" }] } },
+      },
+      merge,
+    );
+    await until(
+      "the XR Ready with the bucket's ID",
+      async () => {
+        const x = (await objects.getNamespacedCustomObject({ ...STORES, namespace: "team-a", name: "shop" })) as any;
+        return x.status?.bucketID === "bkt-1" && cond(x, "Ready")?.status === "True";
+      },
+      10_000,
+    );
+    assert.is((await buckets()).length, 1, "observed, so not composed twice");
+  } finally {
+    await teardown(host, c);
+  }
+});
+
 H(
   "namespaced XRs (a v2 XRD's default): composed in the XR's namespace, two XRs of one name kept apart, status and deletion per namespace",
   async () => {

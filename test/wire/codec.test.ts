@@ -3,8 +3,13 @@
 import { create, fromBinary, fromJson, toBinary, toJson, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
-import { RunFunctionRequestSchema, RunFunctionResponseSchema } from "../../src/gen/fn/v1/run_function_pb.js";
-import { decodeRequest, encodeResponse } from "../../src/wire/codec.js";
+import {
+  CredentialDataSchema,
+  CredentialsSchema,
+  RunFunctionRequestSchema,
+  RunFunctionResponseSchema,
+} from "../../src/gen/fn/v1/run_function_pb.js";
+import { decodeRequest, decodeResponse, encodeRequest, encodeResponse } from "../../src/wire/codec.js";
 import { StructSchema } from "@bufbuild/protobuf/wkt";
 import { Emitter, encodeStruct, LAZY_MIN, setDeepFrom, setLazyMin } from "../../src/wire/json.js";
 import { rng } from "../support/rng.js";
@@ -339,6 +344,68 @@ C("the encoder's reused buffer survives a failed encoding and grows for large va
   assert.equal(
     Buffer.from(encodeStruct({ small: "x" })).equals(Buffer.from(toBinary(StructSchema, fromJson(StructSchema, { small: "x" })))),
     true,
+  );
+});
+
+// protobuf-es writes map entries by assignment, so its decoding drops a key
+// named __proto__. The codec reads the maps inside credentials and
+// requirements itself, keeping every key.
+C("credentials: a credential and a Secret key named __proto__ survive decoding", () => {
+  const own = <T>(entries: [string, T][]) => Object.fromEntries(entries) as Record<string, T>;
+  const data = own([
+    ["__proto__", new TextEncoder().encode("s3cret")],
+    ["user", new TextEncoder().encode("admin")],
+  ]);
+  const req = create(RunFunctionRequestSchema);
+  req.credentials = own([
+    ["__proto__", create(CredentialsSchema, { source: { case: "credentialData", value: { data: { k: new Uint8Array([1]) } } } })],
+    ["db", { ...create(CredentialsSchema), source: { case: "credentialData", value: { ...create(CredentialDataSchema), data } } }],
+  ]);
+  const back = decodeRequest(encodeRequest(req));
+  assert.equal(Object.keys(back.credentials).sort(), ["__proto__", "db"]);
+  const got = back.credentials["db"]!.source;
+  assert.is(got.case, "credentialData");
+  const kept = got.case === "credentialData" ? got.value.data : {};
+  assert.equal(Object.keys(kept).sort(), ["__proto__", "user"]);
+  assert.ok(Object.hasOwn(kept, "__proto__"));
+  assert.is(new TextDecoder().decode(kept["__proto__"]), "s3cret");
+  assert.is(Object.getPrototypeOf(kept), Object.prototype);
+  // Everything else as protobuf-es decodes it.
+  const plain = create(RunFunctionRequestSchema, {
+    credentials: { db: { source: { case: "credentialData", value: { data: { a: new Uint8Array([7]) } } } } },
+  });
+  const b = toBinary(RunFunctionRequestSchema, plain);
+  assert.equal(
+    toJson(RunFunctionRequestSchema, decodeRequest(b)),
+    toJson(RunFunctionRequestSchema, fromBinary(RunFunctionRequestSchema, b)),
+  );
+});
+
+C("credentials: a malformed Credentials or CredentialData names the field", () => {
+  const entry = (credentials: number[]) =>
+    Uint8Array.from(lengthDelimited(0x3a, lengthDelimited(0x0a, [0x61]), lengthDelimited(0x12, credentials)));
+  assert.throws(() => decodeRequest(entry([0x08, 0x01])), /credential_data has wire type 0, want 2/);
+  assert.throws(() => decodeRequest(entry(lengthDelimited(0x0a, [0x08, 0x01]))), /CredentialData\.data has wire type 0, want 2/);
+  assert.throws(() => decodeRequest(entry([0x0a, 0x05, 0x0a])), /premature EOF/);
+});
+
+C("requirements: names __proto__ are kept when set and when decoded", () => {
+  const rsp = response.to(create(RunFunctionRequestSchema));
+  response.requireResources(rsp, "__proto__", { apiVersion: "v1", kind: "ConfigMap", matchName: "a" });
+  response.requireExtraResources(rsp, "__proto__", { apiVersion: "v1", kind: "Secret", matchLabels: { app: "x" } });
+  response.requireSchema(rsp, "__proto__", { apiVersion: "example.org/v1", kind: "Thing" });
+  response.requireResources(rsp, "plain", { apiVersion: "v1", kind: "ConfigMap", matchName: "b" });
+  for (const r of [rsp.requirements!, decodeResponse(encodeResponse(rsp)).requirements!]) {
+    assert.equal(Object.keys(r.resources).sort(), ["__proto__", "plain"]);
+    assert.is(r.resources["__proto__"]!.match.value, "a");
+    assert.equal(Object.keys(r.extraResources), ["__proto__"]);
+    assert.is(r.extraResources["__proto__"]!.kind, "Secret");
+    assert.equal(Object.keys(r.schemas), ["__proto__"]);
+    assert.is(r.schemas["__proto__"]!.kind, "Thing");
+  }
+  assert.throws(
+    () => decodeResponse(Uint8Array.from(lengthDelimited(0x2a, [0x10, 0x01]))),
+    /Requirements\.resources has wire type 0, want 2/,
   );
 });
 
