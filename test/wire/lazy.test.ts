@@ -149,6 +149,17 @@ L("a frozen object still reads its lazy values, and encodes what was read", () =
   assert.equal((desiredOf(roundTrip(o)) as JsonObject)["spec"], { ...big("a"), extra: "kept" });
 });
 
+L("read through a Proxy (a user's wrapper, a state library's draft), lazy values read as the same JSON", () => {
+  // The getter then runs with the proxy as this: it must still find the bytes.
+  const o = decodedObject(obj("a"));
+  const p = new Proxy(o, {});
+  assert.equal(p["spec"], big("a"));
+  assert.equal(JSON.parse(JSON.stringify(new Proxy(decodedObject(obj("b")), {}))), obj("b"));
+  (p["status"] as JsonObject)["extra"] = "kept";
+  const status = (desiredOf(roundTrip(o)) as JsonObject)["status"] as JsonObject;
+  assert.is(status["extra"], "kept");
+});
+
 L("a deep freeze that walks every own key, symbols too, works and reads the same JSON", () => {
   const deepFreeze = (v: object): void => {
     Object.freeze(v);
