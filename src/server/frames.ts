@@ -19,10 +19,11 @@
 //
 // installFrameDecoder puts writeFrames in place of StreamDecoder.prototype.write.
 // grpc-js gives no way to choose a decoder, so this replaces a method of one
-// of its internal modules: if a grpc-js version moves or changes it, the
-// install checks itself and leaves grpc-js as it is (serve logs a warning),
-// and test/server/frames.test.ts fails, so an upgrade cannot drop it
-// unnoticed. The memory bound of docs/serving.md is unchanged: grpc-js feeds a
+// of its internal modules, imported by path. A grpc-js that moved the module
+// would stop xfn loading at all, so package.json allows patch releases of
+// 1.14 only. If one changes the decoder, the install checks itself and leaves
+// grpc-js as it is (serve logs a warning), and test/server/frames.test.ts
+// fails, so an upgrade cannot drop it unnoticed. The memory bound of docs/serving.md is unchanged: grpc-js feeds a
 // call's bytes to the decoder only once the call is read, which xfn does only
 // for admitted calls, and each is at most --max-recv-message-size.
 import { StreamDecoder } from "@grpc/grpc-js/build/src/stream-decoder.js";
