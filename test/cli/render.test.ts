@@ -48,6 +48,22 @@ const write = (name: string, text: string) => {
   return p;
 };
 
+/** oneStep writes a function module, its Function and a Composition of one step calling it (stepExtra: more of the step, in YAML). */
+function oneStep(name: string, source: string, stepExtra = ""): { fns: string; comp: string } {
+  write(`${name}-fn.ts`, source);
+  const fns = write(
+    `${name}-functions.yaml`,
+    `apiVersion: pkg.crossplane.io/v1\nkind: Function\nmetadata: { name: ${name}, annotations: { render.xfn.dev/module: ${name}-fn.ts } }\n`,
+  );
+  const comp = write(
+    `${name}-comp.yaml`,
+    `apiVersion: apiextensions.crossplane.io/v1\nkind: Composition\nmetadata: { name: c }\n` +
+      `spec:\n  compositeTypeRef: { apiVersion: example.xfn.dev/v1alpha1, kind: XBuckets }\n  mode: Pipeline\n` +
+      `  pipeline:\n    - step: s\n      functionRef: { name: ${name} }\n${stepExtra}`,
+  );
+  return { fns, comp };
+}
+
 R("renders the examples: XR status, composed resources with Crossplane's metadata, results", async () => {
   const r = await render(join(EX, "xr.yaml"), join(EX, "composition.yaml"), join(EX, "functions.yaml"), {
     observedResources: join(EX, "observed.yaml"),
@@ -219,8 +235,8 @@ R("--xrd with every field declared: nothing pruned, no warning; an XRD for anoth
 });
 
 R("--required-schemas answers schema requirements from a CRD and from an OpenAPI v3 document; unknown kinds are not found", async () => {
-  write(
-    "schemas-fn.ts",
+  const { fns, comp } = oneStep(
+    "schemas",
     `import { defineFunction, request, response } from ${JSON.stringify(join(ROOT, "src/index.ts"))};\n` +
       `export default defineFunction((req) => {\n` +
       `  const rsp = response.to(req);\n` +
@@ -231,16 +247,6 @@ R("--required-schemas answers schema requirements from a CRD and from an OpenAPI
       `  response.setDesiredCompositeStatus(rsp, { crd: seen("crd"), api: seen("api"), none: seen("none"),\n` +
       `    replicas: (request.getRequiredSchema(req, "api") as any)?.properties?.spec?.properties?.replicas?.type ?? "" });\n` +
       `  return rsp;\n});\n`,
-  );
-  const fns = write(
-    "schemas-functions.yaml",
-    `apiVersion: pkg.crossplane.io/v1\nkind: Function\nmetadata: { name: schemas, annotations: { render.xfn.dev/module: schemas-fn.ts } }\n`,
-  );
-  const comp = write(
-    "schemas-comp.yaml",
-    `apiVersion: apiextensions.crossplane.io/v1\nkind: Composition\nmetadata: { name: c }\n` +
-      `spec:\n  compositeTypeRef: { apiVersion: example.xfn.dev/v1alpha1, kind: XBuckets }\n  mode: Pipeline\n` +
-      `  pipeline: [{ step: s, functionRef: { name: schemas } }]\n`,
   );
   const dir = join(scratch, "schemas");
   mkdirSync(dir, { recursive: true });
@@ -283,8 +289,8 @@ R("--required-schemas answers schema requirements from a CRD and from an OpenAPI
 R("a name __proto__ is an ordinary name: observed and composed resources, a Secret key, a context key", async () => {
   // Object keys from the files: assigning one named __proto__ would set the
   // map's prototype instead, and the entry would vanish without a word.
-  write(
-    "proto-fn.ts",
+  const { fns, comp } = oneStep(
+    "proto",
     `import { defineFunction, request, response } from ${JSON.stringify(join(ROOT, "src/index.ts"))};\n` +
       `export default defineFunction((req) => {\n` +
       `  const rsp = response.to(req);\n` +
@@ -299,17 +305,7 @@ R("a name __proto__ is an ordinary name: observed and composed resources, a Secr
       `  for (const name of ["__proto__", "plain"])\n` +
       `    response.setDesiredComposedResource(rsp, name, { apiVersion: "example.org/v1", kind: "Thing", spec: { name } });\n` +
       `  return rsp;\n});\n`,
-  );
-  const fns = write(
-    "proto-functions.yaml",
-    `apiVersion: pkg.crossplane.io/v1\nkind: Function\nmetadata: { name: proto, annotations: { render.xfn.dev/module: proto-fn.ts } }\n`,
-  );
-  const comp = write(
-    "proto-comp.yaml",
-    `apiVersion: apiextensions.crossplane.io/v1\nkind: Composition\nmetadata: { name: c }\n` +
-      `spec:\n  compositeTypeRef: { apiVersion: example.xfn.dev/v1alpha1, kind: XBuckets }\n  mode: Pipeline\n` +
-      `  pipeline:\n    - step: s\n      functionRef: { name: proto }\n` +
-      `      credentials: [{ name: db, source: Secret, secretRef: { namespace: ns, name: creds } }]\n`,
+    `      credentials: [{ name: db, source: Secret, secretRef: { namespace: ns, name: creds } }]\n`,
   );
   const observed = write(
     "proto-observed.yaml",
