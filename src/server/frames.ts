@@ -23,9 +23,11 @@
 // would stop xfn loading at all, so package.json allows patch releases of
 // 1.14 only. If one changes the decoder, the install checks itself and leaves
 // grpc-js as it is (serve logs a warning), and test/server/frames.test.ts
-// fails, so an upgrade cannot drop it unnoticed. The memory bound of docs/serving.md is unchanged: grpc-js feeds a
-// call's bytes to the decoder only once the call is read, which xfn does only
-// for admitted calls, and each is at most --max-recv-message-size.
+// fails, so an upgrade cannot drop it unnoticed.
+//
+// The memory bound of docs/serving.md is unchanged: grpc-js feeds a call's
+// bytes to the decoder only once the call is read, which xfn does only for
+// admitted calls, and each is at most --max-recv-message-size.
 import { StreamDecoder } from "@grpc/grpc-js/build/src/stream-decoder.js";
 
 /** HEADER is the gRPC message prefix: a compressed flag and a 4-byte length. */

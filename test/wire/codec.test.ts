@@ -370,6 +370,19 @@ C("credentials: a credential and a Secret key named __proto__ survive decoding",
   assert.ok(Object.hasOwn(kept, "__proto__"));
   assert.is(new TextDecoder().decode(kept["__proto__"]), "s3cret");
   assert.is(Object.getPrototypeOf(kept), Object.prototype);
+  // Two credential_data fields in one Credentials merge, as protobuf-es decodes them.
+  const part = (k: string, v: number) =>
+    lengthDelimited(0x0a, lengthDelimited(0x0a, lengthDelimited(0x0a, [...Buffer.from(k)]), lengthDelimited(0x12, [v])));
+  const twice = Uint8Array.from(
+    lengthDelimited(0x3a, lengthDelimited(0x0a, [0x61]), lengthDelimited(0x12, part("x", 1), part("y", 2), part("x", 3))),
+  );
+  assert.equal(
+    toJson(RunFunctionRequestSchema, decodeRequest(twice)),
+    toJson(RunFunctionRequestSchema, fromBinary(RunFunctionRequestSchema, twice)),
+  );
+  assert.equal(toJson(RunFunctionRequestSchema, decodeRequest(twice)), {
+    credentials: { a: { credentialData: { data: { x: "Aw==", y: "Ag==" } } } },
+  });
   // Everything else as protobuf-es decodes it.
   const plain = create(RunFunctionRequestSchema, {
     credentials: { db: { source: { case: "credentialData", value: { data: { a: new Uint8Array([7]) } } } } },
