@@ -420,6 +420,15 @@ C("requirements: names __proto__ are kept when set and when decoded", () => {
     () => decodeResponse(Uint8Array.from(lengthDelimited(0x2a, [0x10, 0x01]))),
     /Requirements\.resources has wire type 0, want 2/,
   );
+  // A selector cut short, or longer than its entry: refused, not read past.
+  const entry = (field: number, value: number[]) =>
+    Uint8Array.from(lengthDelimited(0x2a, lengthDelimited(field, lengthDelimited(0x0a, [0x61]), value)));
+  for (const bad of [
+    entry(0x12, [0x12, 0x09, 0x0a]),
+    entry(0x12, lengthDelimited(0x12, [0x08])),
+    entry(0x1a, lengthDelimited(0x12, [0x0a, 0x05])),
+  ])
+    assert.throws(() => decodeResponse(bad), /cannot decode RunFunctionResponse: premature EOF/);
 });
 
 C1.run();
