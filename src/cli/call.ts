@@ -1,11 +1,11 @@
 // `xfn call <address> <request>`: send one RunFunctionRequest to a running
 // function and print its response, both in protobuf JSON form.
 import { readFileSync } from "node:fs";
-import { toJson } from "@bufbuild/protobuf";
 import { Command, InvalidArgumentError, Option } from "commander";
 import { dial } from "../client/client.js";
 import { RunFunctionResponseSchema, Severity } from "../gen/fn/v1/run_function_pb.js";
 import { parseRequest } from "../testing/unit.js";
+import { messageToJson } from "../wire/protojson.js";
 
 /** EXIT_FATAL is the exit code when the function returned a Fatal result (as `crossplane render`). */
 export const EXIT_FATAL = 3;
@@ -69,7 +69,7 @@ export function callCommand(): Command {
         try {
           if (flags.wait > 0) await client.waitForReady(flags.wait * 1000);
           const rsp = await client.run(req, { timeoutMs: flags.timeout * 1000, ...(flags.api ? { api: flags.api } : {}) });
-          process.stdout.write(JSON.stringify(toJson(RunFunctionResponseSchema, rsp), null, 2) + "\n");
+          process.stdout.write(JSON.stringify(messageToJson(RunFunctionResponseSchema, rsp), null, 2) + "\n");
           if (rsp.results.some((r) => r.severity === Severity.FATAL)) process.exitCode = EXIT_FATAL;
         } finally {
           client.close();

@@ -17,7 +17,7 @@
 // Expectations are partial (see expect.ts); --update writes the full actual.
 import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
-import { toJson, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
+import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { createTwoFilesPatch } from "diff";
 import { parse, parseAllDocuments, stringify } from "yaml";
 import { loadFunction, resolveModule } from "../cli/load.js";
@@ -28,6 +28,7 @@ import { COMPOSITION_RESOURCE_NAME } from "../engine/pipeline.js";
 import { FIXED_TIME, render } from "../render/render.js";
 import { toYamlStream } from "../render/output.js";
 import { createRunner } from "../engine/runner.js";
+import { messageToJson } from "../wire/protojson.js";
 import { mismatches, project } from "./expect.js";
 import { callFunction, parseRequest } from "./unit.js";
 
@@ -119,7 +120,7 @@ async function runRequestCase(dir: string, cfg: CaseConfig): Promise<JsonValue> 
   } catch (err) {
     throw new InputError((err as Error).message);
   }
-  return toJson(RunFunctionResponseSchema, await callFunction(await fn, req, { now: new Date(cfg.now ?? DEFAULT_CASE_NOW) }));
+  return messageToJson(RunFunctionResponseSchema, await callFunction(await fn, req, { now: new Date(cfg.now ?? DEFAULT_CASE_NOW) }));
 }
 
 function optionalDocs(dir: string, base: string): Doc[] {

@@ -6,7 +6,6 @@
 // are replaced by "[REDACTED]" in both; tags and TTLs are kept.
 import { mkdir, writeFile } from "node:fs/promises";
 import { join, relative } from "node:path";
-import { clone, toJson, type JsonValue } from "@bufbuild/protobuf";
 import type { Logger } from "pino";
 import { stringify } from "yaml";
 import {
@@ -16,6 +15,7 @@ import {
   type RunFunctionResponse,
   type State,
 } from "../gen/fn/v1/run_function_pb.js";
+import { copyMessage, messageToJson } from "../wire/protojson.js";
 
 /** REDACTED replaces every secret byte value. */
 export const REDACTED = new TextEncoder().encode("[REDACTED]");
@@ -32,7 +32,7 @@ function redactState(s: State | undefined): void {
 
 /** redactRequest returns a copy of req with credentials and connection details redacted. */
 export function redactRequest(req: RunFunctionRequest): RunFunctionRequest {
-  const out = clone(RunFunctionRequestSchema, req);
+  const out = copyMessage(req);
   for (const c of Object.values(out.credentials)) if (c.source.case === "credentialData") redactMap(c.source.value.data);
   redactState(out.observed);
   redactState(out.desired);
@@ -43,7 +43,7 @@ export function redactRequest(req: RunFunctionRequest): RunFunctionRequest {
 
 /** redactResponse returns a copy of rsp with connection details redacted. */
 export function redactResponse(rsp: RunFunctionResponse): RunFunctionResponse {
-  const out = clone(RunFunctionResponseSchema, rsp);
+  const out = copyMessage(rsp);
   redactState(out.desired);
   return out;
 }
@@ -66,8 +66,8 @@ export function createRecorder(dir: string, moduleFile: string, log: Logger): Re
     const tag = (req.meta?.tag ?? "").replace(/[^A-Za-z0-9_-]/g, "").slice(0, 12) || "untagged";
     const caseDir = join(dir, `${at.toISOString().replace(/[-:.]/g, "")}-${String(seq).padStart(4, "0")}-${tag}`);
     const files: Record<string, string> = {
-      "request.yaml": yaml(toJson(RunFunctionRequestSchema, redactRequest(req)) as JsonValue),
-      "expected.yaml": yaml(toJson(RunFunctionResponseSchema, redactResponse(rsp)) as JsonValue),
+      "request.yaml": yaml(messageToJson(RunFunctionRequestSchema, redactRequest(req))),
+      "expected.yaml": yaml(messageToJson(RunFunctionResponseSchema, redactResponse(rsp))),
       "case.yaml": yaml({ function: relative(caseDir, moduleFile), now: at.toISOString() }),
     };
     // Off the request path: a failed write is logged, never fails the call.

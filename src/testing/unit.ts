@@ -5,7 +5,7 @@
 // result, the response encoded, so a value that is not JSON fails here as it
 // would in Crossplane), and compares the response in protobuf JSON form.
 import { readFileSync } from "node:fs";
-import { fromJson, toJson, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
+import type { JsonObject } from "@bufbuild/protobuf";
 import { parse } from "yaml";
 import type { RunFunction } from "../function.js";
 import {
@@ -17,6 +17,7 @@ import {
 import { createHandler, DEFAULT_MAX_RESPONSE_BYTES } from "../server/handler.js";
 import { createLogger } from "../server/log.js";
 import { decodeResponse, encodeRequest } from "../wire/codec.js";
+import { messageFromJson, messageToJson } from "../wire/protojson.js";
 
 /**
  * requestFromJson builds a RunFunctionRequest from its protobuf JSON form. It
@@ -25,7 +26,7 @@ import { decodeResponse, encodeRequest } from "../wire/codec.js";
  */
 export function requestFromJson(json: JsonObject | object): RunFunctionRequest {
   try {
-    return fromJson(RunFunctionRequestSchema, json as JsonValue);
+    return messageFromJson(RunFunctionRequestSchema, json);
   } catch (err) {
     throw new Error(`cannot read a RunFunctionRequest: ${(err as Error).message}`, { cause: err });
   }
@@ -46,7 +47,7 @@ export function parseRequest(text: string, source: string): RunFunctionRequest {
     throw new Error(`cannot read ${source}: expected a RunFunctionRequest object`);
   }
   try {
-    return fromJson(RunFunctionRequestSchema, doc as JsonValue);
+    return messageFromJson(RunFunctionRequestSchema, doc);
   } catch (err) {
     throw new Error(`cannot read ${source} as a RunFunctionRequest: ${(err as Error).message}`, { cause: err });
   }
@@ -65,7 +66,7 @@ export function readRequest(file: string): RunFunctionRequest {
 
 /** responseToJson returns a response in protobuf JSON form, as `xfn call` prints it. */
 export function responseToJson(rsp: RunFunctionResponse): JsonObject {
-  return toJson(RunFunctionResponseSchema, rsp) as JsonObject;
+  return messageToJson(RunFunctionResponseSchema, rsp) as JsonObject;
 }
 
 /** CallOptions tune callFunction. */

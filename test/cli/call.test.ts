@@ -62,6 +62,27 @@ Call("exit code 3 when the function returns a Fatal result", async () => {
   assert.match(JSON.parse(r.stdout).results[0].message, /must be a DNS label/);
 });
 
+Call("a resource, label and context key named __proto__ reach the function and come back in the output", async () => {
+  const f = join(scratch, "proto.yaml");
+  writeFileSync(
+    f,
+    [
+      "meta: {tag: t}",
+      "observed: {composite: {resource: {kind: XBuckets, metadata: {name: x}, spec: {buckets: [{name: a}]}}}}",
+      "desired: {resources: {__proto__: {resource: {kind: K, metadata: {labels: {__proto__: l}}}}}}",
+      "context: {__proto__: c}",
+      "",
+    ].join("\n"),
+  );
+  const r = await run(["call", `127.0.0.1:${srv.port}`, f, "--insecure"]);
+  assert.is(r.code, 0, r.stderr);
+  const rsp = JSON.parse(r.stdout);
+  assert.ok(Object.hasOwn(rsp.desired.resources, "__proto__"), r.stdout);
+  assert.is(rsp.desired.resources["__proto__"].resource.metadata.labels["__proto__"], "l");
+  assert.ok(Object.hasOwn(rsp.desired.resources, "bucket-a"));
+  assert.is(rsp.context["__proto__"], "c");
+});
+
 const bad: Record<string, { file?: string; content?: string; want: RegExp }> = {
   MissingFile: { file: "/nonexistent/request.yaml", want: /cannot read \/nonexistent\/request\.yaml: ENOENT/ },
   NotYaml: { content: "meta: {tag: [unclosed\n", want: /cannot parse .*bad\.yaml/ },

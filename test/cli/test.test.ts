@@ -4,7 +4,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
+import { parse, stringify } from "yaml";
 import { runTests } from "../../src/cli/test.js";
+import { RunFunctionRequestSchema } from "../../src/gen/fn/v1/run_function_pb.js";
+import { encodeRequest } from "../../src/wire/codec.js";
+import { messageFromJson } from "../../src/wire/protojson.js";
 import { rawClient } from "../support/client.js";
 import { request } from "../support/requests.js";
 import { sink } from "../support/sink.js";
@@ -172,6 +176,47 @@ T("a recorded session replays unchanged, with secrets redacted", async () => {
   const replay = await run(["test", dir]);
   assert.is(replay.code, 0, replay.stdout + replay.stderr);
   assert.match(replay.stdout, /^2 passed, 0 failed$/m);
+});
+
+T("a recorded session keeps every name __proto__, and replays unchanged", async () => {
+  const dir = join(scratch, "recorded-proto");
+  const s = await startServe(["functions/hello", "--insecure", "--record-dir", dir]);
+  const c = rawClient(s.port);
+  try {
+    const req = messageFromJson(
+      RunFunctionRequestSchema,
+      JSON.parse(`{
+        "meta": {"tag": "proto"},
+        "observed": {"composite": {"resource": {"kind": "XBuckets", "metadata": {"name": "x"}, "spec": {"buckets": [{"name": "a"}]}}},
+                     "resources": {"__proto__": {"resource": {"kind": "K", "metadata": {"labels": {"__proto__": "l"}}}}}},
+        "desired": {"resources": {"__proto__": {"resource": {"kind": "K"}, "connectionDetails": {"__proto__": "${Buffer.from("pw").toString("base64")}"}}}},
+        "context": {"__proto__": "c"}
+      }`),
+    );
+    await c.call(encodeRequest(req));
+  } finally {
+    c.close();
+    await s.stop();
+  }
+  const [name] = readdirSync(dir);
+  const request = parse(readFileSync(join(dir, name!, "request.yaml"), "utf8"));
+  const expected = parse(readFileSync(join(dir, name!, "expected.yaml"), "utf8"));
+  assert.ok(Object.hasOwn(request.observed.resources, "__proto__"), "observed resource __proto__ not recorded");
+  assert.is(request.observed.resources["__proto__"].resource.metadata.labels["__proto__"], "l");
+  assert.ok(Object.hasOwn(request.desired.resources["__proto__"].connectionDetails, "__proto__"));
+  assert.ok(Object.hasOwn(request.context, "__proto__"));
+  assert.ok(Object.hasOwn(expected.desired.resources, "__proto__"), "desired resource __proto__ not recorded");
+  assert.is(expected.desired.resources["__proto__"].connectionDetails["__proto__"], Buffer.from("[REDACTED]").toString("base64"));
+  assert.is(expected.context["__proto__"], "c");
+  const replay = await run(["test", dir]);
+  assert.is(replay.code, 0, replay.stdout + replay.stderr);
+  assert.match(replay.stdout, /^1 passed, 0 failed$/m);
+  // xfn test compares what is under the name: a changed expectation fails, naming it.
+  expected.desired.resources["__proto__"].resource.kind = "Other";
+  writeFileSync(join(dir, name!, "expected.yaml"), stringify(expected));
+  const failed = await run(["test", dir]);
+  assert.is(failed.code, 1, failed.stdout + failed.stderr);
+  assert.match(failed.stdout, /\$\.desired\.resources\.__proto__\.resource\.kind: expected "Other", got "K"/);
 });
 
 T.run();

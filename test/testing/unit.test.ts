@@ -61,4 +61,20 @@ U("requestFromJson and readRequest name what does not fit", () => {
   }
 });
 
+U("a composed resource named __proto__ goes through requestFromJson, the function and responseToJson", async () => {
+  const req = requestFromJson(JSON.parse(`{"observed": {"resources": {"__proto__": {"resource": {"kind": "K", "spec": {"size": 2}}}}}}`));
+  const rsp = await callFunction((r) => {
+    const out = response.to(r);
+    const seen = r.observed?.resources["__proto__"]?.resource;
+    response.setDesiredComposedResource(out, "__proto__", {
+      kind: "K",
+      spec: { size: Number((seen?.["spec"] as { size: number }).size) * 2 },
+    });
+    return out;
+  }, req);
+  const json = responseToJson(rsp) as { desired: { resources: Record<string, unknown> } };
+  assert.ok(Object.hasOwn(json.desired.resources, "__proto__"));
+  assert.equal(json.desired.resources["__proto__"], { resource: { kind: "K", spec: { size: 4 } } });
+});
+
 U.run();

@@ -1,0 +1,76 @@
+// Protobuf JSON form that keeps every key, for the local tools (xfn call,
+// xfn test, recorded cases, unit tests).
+//
+// protobuf-es's fromJson and toJson write map entries and Struct fields by
+// assignment, so an entry keyed __proto__ (a resource, Secret key or label of
+// that name) turns into a prototype and is gone. These wrappers rename that
+// key to a placeholder no input holds, let protobuf-es do the work, and put
+// the name back as an own property. Key order is kept.
+import { fromJson, toJson, type DescMessage, type JsonValue, type MessageShape } from "@bufbuild/protobuf";
+import { setOwn } from "./json.js";
+
+const PROTO = "__proto__";
+
+/**
+ * rekey deeply copies v, naming `to` every own key named `from`. A message
+ * (an object with $typeName) keeps its prototype; any other object becomes a
+ * plain one, so a lazily decoded value is read out. Byte arrays are shared,
+ * not copied. seen records whether `to` was already a key somewhere.
+ */
+function rekey(v: unknown, from: string, to: string, seen: { clash: boolean }): unknown {
+  if (typeof v !== "object" || v === null || ArrayBuffer.isView(v)) return v;
+  if (Array.isArray(v)) return v.map((x) => rekey(x, from, to, seen));
+  const o = v as Record<string, unknown>;
+  const out: Record<string, unknown> = "$typeName" in o ? Object.create(Object.getPrototypeOf(o) as object) : {};
+  for (const k of Object.keys(o)) {
+    if (k === to) seen.clash = true;
+    setOwn(out, k === from ? to : k, rekey(o[k], from, to, seen));
+  }
+  return out;
+}
+
+/** hide renames every key __proto__ in v to a placeholder that is no key of v, returning the copy and the placeholder. */
+function hide(v: unknown): { copy: unknown; placeholder: string } {
+  for (let placeholder = `${PROTO}\u0000xfn`; ; placeholder += "\u0000") {
+    const seen = { clash: false };
+    const copy = rekey(v, PROTO, placeholder, seen);
+    if (!seen.clash) return { copy, placeholder };
+  }
+}
+
+/** named puts __proto__ back for placeholder in an error's message. */
+function named(err: unknown, placeholder: string): unknown {
+  if (!(err instanceof Error) || !err.message.includes(placeholder)) return err;
+  const out = new Error(err.message.replaceAll(placeholder, PROTO), { cause: err });
+  out.name = err.name;
+  return out;
+}
+
+/** copyMessage deeply copies a message, keeping every map and Struct key (protobuf-es's clone drops __proto__). */
+export function copyMessage<T extends object>(msg: T): T {
+  return rekey(msg, PROTO, PROTO, { clash: false }) as T;
+}
+
+/** messageFromJson is protobuf-es's fromJson keeping every map and Struct key, __proto__ included. */
+export function messageFromJson<Desc extends DescMessage>(schema: Desc, json: unknown): MessageShape<Desc> {
+  const { copy, placeholder } = hide(json);
+  let msg: MessageShape<Desc>;
+  try {
+    msg = fromJson(schema, copy as JsonValue);
+  } catch (err) {
+    throw named(err, placeholder);
+  }
+  return rekey(msg, placeholder, PROTO, { clash: false }) as MessageShape<Desc>;
+}
+
+/** messageToJson is protobuf-es's toJson keeping every map and Struct key, __proto__ included. */
+export function messageToJson<Desc extends DescMessage>(schema: Desc, msg: MessageShape<Desc>): JsonValue {
+  const { copy, placeholder } = hide(msg);
+  let json: JsonValue;
+  try {
+    json = toJson(schema, copy as MessageShape<Desc>);
+  } catch (err) {
+    throw named(err, placeholder);
+  }
+  return rekey(json, placeholder, PROTO, { clash: false }) as JsonValue;
+}
