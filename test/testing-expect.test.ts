@@ -19,6 +19,33 @@ const cases: Record<string, { expected: unknown; want: string[] }> = {
 };
 for (const [name, tc] of Object.entries(cases)) M(name, () => assert.equal(mismatches(actual, tc.expected), tc.want));
 
+// Keys Object.prototype holds: an actual object without them has nothing there.
+// (JSON.parse, as YAML parsing does, makes __proto__ an own key.)
+const inherited: Record<string, { actual: unknown; expected: string; want: string[] }> = {
+  ProtoMissing: { actual: { a: 1 }, expected: `{"__proto__": {}}`, want: ["$.__proto__: expected an object, got nothing"] },
+  ProtoAbsent: { actual: { a: 1 }, expected: `{"__proto__": "$absent", "constructor": "$absent", "toString": "$absent"}`, want: [] },
+  ProtoPresent: { actual: JSON.parse(`{"__proto__": {"kind": "K"}}`), expected: `{"__proto__": {"kind": "K"}}`, want: [] },
+  ProtoDiffers: {
+    actual: JSON.parse(`{"__proto__": {"kind": "K"}}`),
+    expected: `{"__proto__": {"kind": "X"}}`,
+    want: ['$.__proto__.kind: expected "X", got "K"'],
+  },
+  ProtoNotAbsent: {
+    actual: JSON.parse(`{"__proto__": 1}`),
+    expected: `{"__proto__": "$absent"}`,
+    want: ["$.__proto__: expected it absent, got 1"],
+  },
+  ConstructorMissing: { actual: {}, expected: `{"constructor": "x"}`, want: ['$.constructor: expected "x", got nothing'] },
+};
+for (const [name, tc] of Object.entries(inherited)) M(name, () => assert.equal(mismatches(tc.actual, JSON.parse(tc.expected)), tc.want));
+
+M("project keeps a key __proto__ and leaves out one the actual object lacks", () => {
+  const p = project(JSON.parse(`{"__proto__": {"kind": "K", "x": 1}, "b": 2}`), JSON.parse(`{"__proto__": {"kind": "K"}}`)) as object;
+  assert.equal(Object.keys(p), ["__proto__"]);
+  assert.is(JSON.stringify(p), `{"__proto__":{"kind":"K"}}`);
+  assert.is(JSON.stringify(project({ b: 2 }, JSON.parse(`{"__proto__": {}, "constructor": 1}`))), "{}");
+});
+
 const conditions = [
   { type: "Ready", status: "False", reason: "Creating" },
   { type: "Synced", status: "True" },
