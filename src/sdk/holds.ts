@@ -16,6 +16,7 @@ export function holds(seen: unknown, want: unknown): boolean {
   }
   if (Array.isArray(seen)) return false;
   const s = seen as Record<string, unknown>;
-  for (const k in want) if (!holds(s[k], (want as Record<string, unknown>)[k])) return false;
+  // Own keys only: a seen object without __proto__ has nothing there, not Object.prototype.
+  for (const k in want) if (!holds(Object.hasOwn(s, k) ? s[k] : undefined, (want as Record<string, unknown>)[k])) return false;
   return true;
 }
