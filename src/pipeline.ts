@@ -17,6 +17,7 @@
 import type { JsonObject } from "@bufbuild/protobuf";
 import type { RunContext, RunFunction } from "./function.js";
 import { Ready, type RunFunctionRequest, type RunFunctionResponse } from "./gen/fn/v1/run_function_pb.js";
+import { getOwn } from "./own.js";
 import { describeError } from "./sdk/errors.js";
 import * as request from "./sdk/request.js";
 import * as response from "./sdk/response.js";
@@ -94,7 +95,7 @@ function finishHolds(req: RunFunctionRequest, rsp: RunFunctionResponse, held: Ma
     // A later step may have dropped it already (deletion does): nothing to hold.
     if (!Object.hasOwn(resources, name)) continue;
     if (Object.hasOwn(observed, name)) {
-      const last = Object.hasOwn(before, name) ? before[name] : undefined;
+      const last = getOwn(before, name);
       const kept = response.setDesiredComposedResource(rsp, name, lastDesired(req, name));
       // Not ready while it waits, unless an earlier function said otherwise.
       kept.ready = last && last.ready !== Ready.UNSPECIFIED ? last.ready : Ready.FALSE;
@@ -120,8 +121,8 @@ function finishHolds(req: RunFunctionRequest, rsp: RunFunctionResponse, held: Ma
 export function lastDesired(req: RunFunctionRequest, name: string): JsonObject {
   const before = request.getDesiredComposedResources(req);
   const observed = request.getObservedComposedResources(req);
-  const last = Object.hasOwn(before, name) ? before[name]!.resource : undefined;
-  return last ? cloneJson(last) : freeze(Object.hasOwn(observed, name) ? (observed[name]!.resource ?? {}) : {});
+  const last = getOwn(before, name)?.resource;
+  return last ? cloneJson(last) : freeze(getOwn(observed, name)?.resource ?? {});
 }
 
 /**

@@ -6,6 +6,7 @@ import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { Command, InvalidArgumentError, Option } from "commander";
 import { parse as parseYaml } from "yaml";
 import { FatalResultError } from "../engine/pipeline.js";
+import { setOwn } from "../own.js";
 import { FIXED_TIME, render } from "../render/render.js";
 import { InputError, loadDocs, loadOne } from "../engine/docs.js";
 import { toYamlStream } from "../render/output.js";
@@ -13,7 +14,6 @@ import { renderOperation } from "../render/operation.js";
 import { createRunner } from "../engine/runner.js";
 import { parseDuration } from "../steps/duration.js";
 import { EXIT_FATAL } from "./call.js";
-import { setOwn } from "../wire/json.js";
 
 interface RenderFlags {
   observedResources?: string;

@@ -5,7 +5,7 @@
 // without a cast. json-schema-to-typescript does the schema work; this module
 // only turns Kubernetes' structural-schema dialect into plain JSON Schema.
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
-import { setOwn } from "../wire/json.js";
+import { setOwn } from "../own.js";
 
 /** TypeSource is one parsed YAML document and where it came from. */
 export interface TypeSource {

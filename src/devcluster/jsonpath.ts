@@ -3,6 +3,7 @@
 //   .a.b   ['a.b']   [2]   [-1]   [*]   .*   [?(@.type=='Ready')]   [?(@.n>=2)]
 // A path evaluates to a list of values (wildcards and filters may give many).
 import type { JsonValue } from "@bufbuild/protobuf";
+import { getOwn } from "../own.js";
 
 type Step =
   | { field: string }
@@ -111,7 +112,7 @@ function matches(f: Extract<Step, { filter: unknown }>["filter"], item: JsonValu
   let v: JsonValue | undefined = item;
   for (const p of f.path) {
     if (typeof p === "number") v = Array.isArray(v) ? v[p] : undefined;
-    else v = isObject(v) && Object.hasOwn(v, p) ? v[p] : undefined;
+    else v = isObject(v) ? getOwn(v, p) : undefined;
   }
   if (f.op === "exists") return v !== undefined;
   if (v === undefined) return false;

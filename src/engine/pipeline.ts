@@ -24,9 +24,9 @@ import {
   type RunFunctionResponse,
   type State,
 } from "../gen/fn/v1/run_function_pb.js";
+import { setOwn } from "../own.js";
 import { cloneState, stateOf } from "../sdk/clone.js";
 import { encodeRequest } from "../wire/codec.js";
-import { setOwn } from "../wire/json.js";
 import { identity, InputError, type Doc } from "./docs.js";
 import type { Runner } from "./runner.js";
 

@@ -24,8 +24,8 @@ import {
 } from "../engine/pipeline.js";
 import type { Runner } from "../engine/runner.js";
 import { Ready, ResourceSchema, type Resource, type RunFunctionRequest } from "../gen/fn/v1/run_function_pb.js";
-import { setOwn } from "../wire/json.js";
 import type { HostMetrics } from "../metrics.js";
+import { setOwn } from "../own.js";
 import { XR_FINALIZER, type XRType } from "./crds.js";
 import type { EventRecorder, HostEvent } from "./events.js";
 import { apiMessage, conditionsOf, errorCode, holds, isObject, keyOf, kubeObject, metaOf, plain, refOf, str, type Ref } from "./kube.js";

@@ -16,8 +16,8 @@ import {
   type StepResult,
 } from "../engine/pipeline.js";
 import type { Runner } from "../engine/runner.js";
+import { getOwn, setOwn } from "../own.js";
 import { applyDefaults, parseApiVersion, prune, schemaSource, xrSchema } from "./schema.js";
-import { setOwn } from "../wire/json.js";
 
 export const RENDER_API_VERSION = "render.crossplane.io/v1beta1";
 /**
@@ -288,7 +288,7 @@ function renderComposed(xr: JsonObject, desired: State, observed: Record<string,
       const cd: JsonObject = structuredClone(desired.resources[name]!.resource ?? {});
       const m: JsonObject = isObject(cd["metadata"]) ? cd["metadata"] : {};
       cd["metadata"] = m;
-      const was = Object.hasOwn(observed, name) ? observed[name]!.resource : undefined;
+      const was = getOwn(observed, name)?.resource;
       if (was) {
         const om = meta(was);
         for (const k of ["namespace", "name", "generateName"]) {

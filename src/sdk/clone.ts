@@ -8,7 +8,8 @@
 // was given as it was pays little for the copy.
 import { create } from "@bufbuild/protobuf";
 import { ResourceSchema, StateSchema, type Resource, type State } from "../gen/fn/v1/run_function_pb.js";
-import { cloneJson, setOwn } from "../wire/json.js";
+import { setOwn } from "../own.js";
+import { cloneJson } from "../wire/json.js";
 
 /** cloneResource copies a Resource: its object, connection details and readiness. */
 export function cloneResource(r: Resource): Resource {

@@ -21,6 +21,7 @@
 // to nothing and answers nil); a null on the way reads as missing and is
 // replaced on a write (crossplane-runtime errors); `__proto__` is refused.
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
+import { getOwn } from "../own.js";
 import { XfnError } from "./errors.js";
 
 /** Segment is one step of a parsed field path. A field "*" is a wildcard. */
@@ -150,7 +151,7 @@ function getAt(obj: JsonValue | undefined, segments: readonly Segment[], path: s
     if (cur === undefined || cur === null) return undefined;
     if ("field" in s) {
       if (!isObject(cur)) throw new FieldPathError(path, `${render(segments, i)} is ${describe(cur)}, not an object`);
-      cur = Object.hasOwn(cur, s.field) ? cur[s.field] : undefined;
+      cur = getOwn(cur, s.field);
     } else {
       if (!Array.isArray(cur)) throw new FieldPathError(path, `${render(segments, i)} is ${describe(cur)}, not an array`);
       cur = cur[s.index];
@@ -272,8 +273,7 @@ function setAt(obj: JsonObject, segments: readonly Segment[], path: string, valu
       put(cur, s, value);
       return;
     }
-    let next: JsonValue | undefined =
-      "field" in s ? (Object.hasOwn(cur, s.field) ? (cur as JsonObject)[s.field] : undefined) : (cur as JsonValue[])[s.index];
+    let next: JsonValue | undefined = "field" in s ? getOwn(cur as JsonObject, s.field) : (cur as JsonValue[])[s.index];
     if (next === undefined || next === null) {
       next = "field" in segments[i + 1]! ? {} : [];
       put(cur, s, next);
@@ -326,7 +326,7 @@ function deleteAt(obj: JsonObject, segments: readonly Segment[], path: string): 
         delete cur[s.field];
         return true;
       }
-      cur = Object.hasOwn(cur, s.field) ? cur[s.field] : undefined;
+      cur = getOwn(cur, s.field);
     } else {
       if (!Array.isArray(cur)) throw new FieldPathError(path, `${render(segments, i)} is ${describe(cur)}, not an array`);
       if (i === segments.length - 1) {

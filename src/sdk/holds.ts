@@ -1,4 +1,5 @@
 // holds: the drift check a controller makes before it writes.
+import { getOwn } from "../own.js";
 
 /**
  * holds tells whether seen carries every value want sets: objects may have
@@ -17,6 +18,6 @@ export function holds(seen: unknown, want: unknown): boolean {
   if (Array.isArray(seen)) return false;
   const s = seen as Record<string, unknown>;
   // Own keys only: a seen object without __proto__ has nothing there, not Object.prototype.
-  for (const k in want) if (!holds(Object.hasOwn(s, k) ? s[k] : undefined, (want as Record<string, unknown>)[k])) return false;
+  for (const k in want) if (!holds(getOwn(s, k), (want as Record<string, unknown>)[k])) return false;
   return true;
 }

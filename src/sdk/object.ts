@@ -1,6 +1,7 @@
 // Helpers over a Kubernetes object held as plain JSON: metadata and status
 // conditions, the parts nearly every function reads.
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
+import { getOwn } from "../own.js";
 import { peek } from "../wire/json.js";
 import { getArray, getObject, getString, isObject, setValue } from "./fieldpath.js";
 
@@ -14,8 +15,7 @@ export interface ObjectCondition {
 }
 
 /** own reads o's own key (never the prototype's), or undefined. */
-const own = (o: JsonObject | undefined, key: string): JsonValue | undefined =>
-  o !== undefined && Object.hasOwn(o, key) ? o[key] : undefined;
+const own = (o: JsonObject | undefined, key: string): JsonValue | undefined => (o !== undefined ? getOwn(o, key) : undefined);
 
 /**
  * metadataEntry reads metadata[map][key] directly when every part is the type

@@ -4,6 +4,7 @@
 // response (which starts as a copy, see response.ts).
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { Capability, type Resource, type RunFunctionRequest } from "../gen/fn/v1/run_function_pb.js";
+import { getOwn } from "../own.js";
 import { InputError } from "./errors.js";
 
 /** getTag returns the request's opaque tag ("" when Crossplane sent none). */
@@ -32,7 +33,7 @@ export function getObservedCompositeResource<T extends object = JsonObject>(req:
  */
 export function getObservedComposedResource<T extends object = JsonObject>(req: RunFunctionRequest, name: string): T | undefined {
   const resources = req.observed?.resources;
-  return (resources && Object.hasOwn(resources, name) ? resources[name]?.resource : undefined) as T | undefined;
+  return (resources ? getOwn(resources, name)?.resource : undefined) as T | undefined;
 }
 
 /** getObservedComposedResources returns the observed composed resources by name. */
@@ -74,7 +75,7 @@ export function getInput<T>(req: RunFunctionRequest, parse?: InputParser<T>): T 
 /** getContextKey returns a value from the pipeline context, or undefined when the key is not set. */
 export function getContextKey(req: RunFunctionRequest, key: string): JsonValue | undefined {
   const ctx = req.context;
-  return ctx && Object.hasOwn(ctx, key) ? ctx[key] : undefined;
+  return ctx ? getOwn(ctx, key) : undefined;
 }
 
 /** ENVIRONMENT_KEY is the context key under which Crossplane keeps the environment. */
@@ -110,9 +111,7 @@ export function getAllRequiredResources(req: RunFunctionRequest): Record<string,
  * means it looked and found nothing.
  */
 export function getRequiredResources(req: RunFunctionRequest, name: string): JsonObject[] | undefined {
-  const found =
-    (Object.hasOwn(req.requiredResources, name) ? req.requiredResources[name] : undefined) ??
-    (Object.hasOwn(req.extraResources, name) ? req.extraResources[name] : undefined);
+  const found = getOwn(req.requiredResources, name) ?? getOwn(req.extraResources, name);
   if (!found) return undefined;
   return found.items.map((r) => r.resource ?? {});
 }
@@ -145,7 +144,7 @@ export function getRequiredSchema(req: RunFunctionRequest, name: string): JsonOb
  * what this returns.
  */
 export function getCredentials(req: RunFunctionRequest, name: string): Readonly<Record<string, Uint8Array>> | undefined {
-  const c = Object.hasOwn(req.credentials, name) ? req.credentials[name] : undefined;
+  const c = getOwn(req.credentials, name);
   return c?.source.case === "credentialData" ? c.source.value.data : undefined;
 }
 

@@ -28,7 +28,8 @@ import {
   type RunFunctionRequest,
   type RunFunctionResponse,
 } from "../gen/fn/v1/run_function_pb.js";
-import { checkEncodable, cloneJson, EncodeError, setOwn } from "../wire/json.js";
+import { getOwn, setOwn } from "../own.js";
+import { checkEncodable, cloneJson, EncodeError } from "../wire/json.js";
 import { cloneState } from "./clone.js";
 import { EncodingError, UsageError } from "./errors.js";
 
@@ -162,7 +163,7 @@ export function setDesiredComposedResource(
   if (name === "") throw new UsageError("cannot set desired composed resource: the name is empty");
   encodable(resource, `desired composed resource ${JSON.stringify(name)}`);
   const d = desired(rsp);
-  const previous = Object.hasOwn(d.resources, name) ? d.resources[name] : undefined;
+  const previous = getOwn(d.resources, name);
   const r = create(ResourceSchema, {
     resource: asJson(resource),
     ready: opts.ready === undefined ? (previous?.ready ?? Ready.UNSPECIFIED) : opts.ready ? Ready.TRUE : Ready.FALSE,
@@ -174,7 +175,7 @@ export function setDesiredComposedResource(
 /** getDesiredComposedResource returns a desired composed resource of the response, or undefined. */
 export function getDesiredComposedResource(rsp: RunFunctionResponse, name: string): Resource | undefined {
   const resources = rsp.desired?.resources;
-  return resources && Object.hasOwn(resources, name) ? resources[name] : undefined;
+  return resources ? getOwn(resources, name) : undefined;
 }
 
 /**

@@ -14,9 +14,9 @@
 // waits for the endpoint; use has(db.status.endpoint) to test presence.
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { parse, type ParseResult } from "@marcbachmann/cel-js";
+import { setOwn } from "../own.js";
 import type { StepContext } from "../pipeline.js";
 import * as request from "../sdk/request.js";
-import { setOwn } from "../wire/json.js";
 
 /** A compiled expression and the text it came from. */
 export interface Expression {

@@ -1,5 +1,6 @@
 // Names and small helpers the lifecycle steps share.
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
+import { getOwn } from "../own.js";
 import type { StepContext } from "../pipeline.js";
 import * as request from "../sdk/request.js";
 
@@ -16,7 +17,7 @@ export function observedXR(ctx: StepContext): JsonObject {
 /** observedResource returns an observed composed resource's object, or undefined. */
 export function observedResource(ctx: StepContext, name: string): JsonObject | undefined {
   const all = request.getObservedComposedResources(ctx.req);
-  return Object.hasOwn(all, name) ? all[name]!.resource : undefined;
+  return getOwn(all, name)?.resource;
 }
 
 /** isNonEmpty is true for a value that is present and not "", [], {} or null. */

@@ -19,6 +19,7 @@
 // dependency for ordering and cycles.
 import type { JsonObject } from "@bufbuild/protobuf";
 import { Ready } from "../gen/fn/v1/run_function_pb.js";
+import { getOwn, setOwn } from "../own.js";
 import { step, type Step, type StepContext } from "../pipeline.js";
 import { getObject, getString, getValue, parsePath } from "../sdk/fieldpath.js";
 import { getObjectCondition } from "../sdk/object.js";
@@ -26,7 +27,6 @@ import * as response from "../sdk/response.js";
 import { celVariables, compile, evaluate, type Expression } from "./cel.js";
 import { isNonEmpty, observedResource, observedXR, sortedKeys } from "./common.js";
 import { checkAcyclic, type Graph } from "./graph.js";
-import { setOwn } from "../wire/json.js";
 
 /** Dependency is what one resource waits for. */
 export interface Dependency {
@@ -119,7 +119,7 @@ export function isReady(ctx: StepContext, name: string): boolean {
   const obj = observedResource(ctx, name);
   if (!obj || ctx.heldFor(name)) return false;
   const desired = ctx.rsp.desired?.resources ?? {};
-  const d = Object.hasOwn(desired, name) ? desired[name] : undefined;
+  const d = getOwn(desired, name);
   if (d && d.ready !== Ready.UNSPECIFIED) return d.ready === Ready.TRUE;
   return getObjectCondition(obj, "Ready")?.status === "True";
 }
@@ -168,7 +168,7 @@ export function dependencies(opts: DependenciesOptions): Step {
       }
       if (unmet.length === 0) continue;
       for (const u of unmet) ctx.hold(name, u);
-      const prev = Object.hasOwn(previous, name) ? previous[name] : undefined;
+      const prev = getOwn(previous, name);
       const since = (prev && typeof prev === "object" && !Array.isArray(prev) && getString(prev, "since")) || ctx.now.toISOString();
       setOwn(waiting, name, { for: unmet, since });
       const began = Date.parse(since);

@@ -15,12 +15,12 @@
 // resource that is being deleted is held back with a Warning, so two objects
 // never fight over one cloud resource.
 import type { JsonObject } from "@bufbuild/protobuf";
+import { getOwn, setOwn } from "../own.js";
 import { step, type Step, type StepContext } from "../pipeline.js";
 import { getValue } from "../sdk/fieldpath.js";
 import { annotationReader, getAnnotation, isDeleting, setAnnotation } from "../sdk/object.js";
 import * as request from "../sdk/request.js";
 import * as response from "../sdk/response.js";
-import { setOwn } from "../wire/json.js";
 import { CREATE_FAILED, CREATE_PENDING, CREATE_SUCCEEDED, EXTERNAL_NAME, observedXR, sortedKeys } from "./common.js";
 
 /** ExternalNameOptions configure the externalName step. */
@@ -86,7 +86,7 @@ export function externalName(opts: ExternalNameOptions = {}): Step {
       const obj = observed[key]!.resource ?? {};
       const annotations = annotationReader(obj);
       const seen = annotations(EXTERNAL_NAME);
-      const rec = Object.hasOwn(recorded, key) ? recorded[key] : undefined;
+      const rec = getOwn(recorded, key);
       if (seen) {
         seenNames.set(key, seen);
         if (isDeleting(obj)) deletingHolders.set(seen, key);
@@ -119,7 +119,7 @@ export function externalName(opts: ExternalNameOptions = {}): Step {
       const want = desired[key]!.resource;
       if (!want) continue;
       const explicit = getAnnotation(want, EXTERNAL_NAME);
-      const name = explicit ?? (Object.hasOwn(names, key) ? names[key] : undefined);
+      const name = explicit ?? getOwn(names, key);
       if (!name) continue;
       const holder = deletingHolders.get(name);
       const observedName = seenNames.get(key);

@@ -8,6 +8,7 @@
 // pipeline from fighting the provider. Only fields desired state leaves unset
 // are copied, so running the pipeline again on its own output changes nothing.
 // External names are kept by the externalName step, whatever the policy.
+import { getOwn } from "../own.js";
 import { step, type Step } from "../pipeline.js";
 import { getArray, getValue, parsePath, setValue } from "../sdk/fieldpath.js";
 import * as request from "../sdk/request.js";
@@ -38,7 +39,7 @@ export function lateInit(opts: LateInitOptions = {}): Step {
     const desired = ctx.rsp.desired?.resources ?? {};
     for (const name of sortedKeys(desired)) {
       const want = desired[name]!.resource;
-      const have = Object.hasOwn(observed, name) ? observed[name]!.resource : undefined;
+      const have = getOwn(observed, name)?.resource;
       if (!want || !have) continue;
       // The desired policy is what will be applied; fall back to what is there.
       const policies = getArray(want, "spec.managementPolicies") ?? getArray(have, "spec.managementPolicies");

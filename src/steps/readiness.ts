@@ -2,6 +2,7 @@
 // checks configured for it, but only where no earlier step has decided.
 import type { JsonValue } from "@bufbuild/protobuf";
 import { Ready } from "../gen/fn/v1/run_function_pb.js";
+import { getOwn } from "../own.js";
 import { step, type Step } from "../pipeline.js";
 import { getValue, parsePath } from "../sdk/fieldpath.js";
 import { getObjectCondition } from "../sdk/object.js";
@@ -120,13 +121,13 @@ export function readiness(opts: ReadinessOptions = {}): Step {
         if (r.ready === Ready.FALSE) notReady.push(`${name} (marked not ready by an earlier step)`);
         continue;
       }
-      const obj = Object.hasOwn(observed, name) ? observed[name]!.resource : undefined;
+      const obj = getOwn(observed, name)?.resource;
       if (!obj) {
         r.ready = Ready.FALSE;
         notReady.push(`${name} (not created yet)`);
         continue;
       }
-      const list = Object.hasOwn(checks, name) ? checks[name]! : fallback;
+      const list = getOwn(checks, name) ?? fallback;
       const vars = list.some((c) => c.type === "Expression") ? celVariables(ctx) : {};
       const why = list.map((c) => failure(c, obj, vars)).filter((w): w is string => w !== undefined);
       r.ready = why.length === 0 ? Ready.TRUE : Ready.FALSE;

@@ -9,7 +9,7 @@
 // - The string "$absent" matches only a missing value.
 // - Anything else must be equal.
 
-import { setOwn } from "../wire/json.js";
+import { getOwn, setOwn } from "../own.js";
 
 /** ABSENT in an expectation means "this key must not be there". */
 export const ABSENT = "$absent";
@@ -17,11 +17,6 @@ export const ABSENT = "$absent";
 type Obj = Record<string, unknown>;
 const isObj = (v: unknown): v is Obj => typeof v === "object" && v !== null && !Array.isArray(v);
 const show = (v: unknown): string => (v === undefined ? "nothing" : JSON.stringify(v));
-/**
- * own reads o[k] only when k is o's own: a key such as __proto__ or
- * constructor that o lacks reads as nothing, not as what Object.prototype holds.
- */
-const own = (o: Obj, k: string): unknown => (Object.hasOwn(o, k) ? o[k] : undefined);
 
 /** listKey returns the field that pairs the elements of two lists, if there is one. */
 function listKey(actual: unknown[], expected: unknown[]): string | undefined {
@@ -58,7 +53,7 @@ export function mismatches(actual: unknown, expected: unknown, path = "$"): stri
   if (isObj(expected)) {
     if (!isObj(actual)) return [`${path}: expected an object, got ${show(actual)}`];
     const out: string[] = [];
-    for (const [k, v] of Object.entries(expected)) out.push(...mismatches(own(actual, k), v, sub(path, k)));
+    for (const [k, v] of Object.entries(expected)) out.push(...mismatches(getOwn(actual, k), v, sub(path, k)));
     return out;
   }
   return Object.is(actual, expected) ? [] : [`${path}: expected ${show(expected)}, got ${show(actual)}`];
@@ -90,7 +85,7 @@ export function project(actual: unknown, expected: unknown): unknown {
   if (isObj(expected) && isObj(actual)) {
     const out: Obj = {};
     for (const k of Object.keys(expected)) {
-      const p = project(own(actual, k), expected[k]);
+      const p = project(getOwn(actual, k), expected[k]);
       if (p !== undefined) setOwn<unknown>(out, k, p);
     }
     return out;

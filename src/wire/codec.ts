@@ -18,7 +18,7 @@
 // taken from its last occurrence, not merged with the first.
 import { create, fromBinary, toBinary, type JsonObject } from "@bufbuild/protobuf";
 import { BinaryReader, BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
-import { decodeStruct, EncodeError, Emitter, readAll, setLazyMin, setOwn, source, type Src } from "./json.js";
+import { decodeStruct, EncodeError, Emitter, readAll, setLazyMin, source, type Src } from "./json.js";
 import {
   ConditionSchema,
   CredentialDataSchema,
@@ -43,6 +43,7 @@ import {
   type RunFunctionResponse,
   type State,
 } from "../gen/fn/v1/run_function_pb.js";
+import { setOwn } from "../own.js";
 
 function fail(msg: string): never {
   throw new Error(msg);

@@ -26,6 +26,7 @@
 // malformed value that is neither read nor returned is never looked at.
 import { isUtf8 } from "node:buffer";
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
+import { setOwn } from "../own.js";
 
 // MAX_DEPTH is how deeply JSON values may nest, in levels (an object in an
 // object is 2). Go's protobuf decoder, which Crossplane uses, accepts 10,000
@@ -670,12 +671,6 @@ function pending(o: JsonObject, lazy: Lazy, key: string): number {
 const lookupGetter = (Object.prototype as unknown as { __lookupGetter__(key: string): object | undefined }).__lookupGetter__;
 
 const lazyOf = (o: object): Lazy | undefined => (o as { [LAZY]?: Lazy })[LAZY];
-
-/** setOwn sets map[key] as an own property, also for the key __proto__ (which an assignment would make map's prototype). */
-export function setOwn<T>(map: Record<string, T>, key: string, v: T): void {
-  if (key === "__proto__") Object.defineProperty(map, key, { value: v, writable: true, enumerable: true, configurable: true });
-  else map[key] = v;
-}
 
 /**
  * readAll reads every value under v, decoding whatever is still lazy, so that

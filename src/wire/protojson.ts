@@ -7,7 +7,7 @@
 // key to a placeholder no input holds, let protobuf-es do the work, and put
 // the name back as an own property. Key order is kept.
 import { fromJson, toJson, type DescMessage, type JsonValue, type MessageShape } from "@bufbuild/protobuf";
-import { setOwn } from "./json.js";
+import { setOwn } from "../own.js";
 
 const PROTO = "__proto__";
 

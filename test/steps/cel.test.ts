@@ -7,7 +7,7 @@ import { runSteps } from "../../src/pipeline.js";
 import { dependencies, deletion, includeWhen, readiness } from "../../src/steps/index.js";
 import { compile, evaluate, variables } from "../../src/steps/cel.js";
 import { decodeRequest, encodeRequest } from "../../src/wire/codec.js";
-import { setOwn } from "../../src/wire/json.js";
+import { setOwn } from "../../src/own.js";
 import { parseInput } from "../../functions/lifecycle/input.js";
 import { stepsFor } from "../../functions/lifecycle/index.js";
 import { messages, NOW, run } from "../support/steps.js";

@@ -4,7 +4,7 @@ import * as assert from "uvu/assert";
 import { Ready, ResourceSchema, RunFunctionRequestSchema, Severity } from "../../src/gen/fn/v1/run_function_pb.js";
 import { runSteps } from "../../src/pipeline.js";
 import { decodeRequest, encodeRequest } from "../../src/wire/codec.js";
-import { setOwn } from "../../src/wire/json.js";
+import { setOwn } from "../../src/own.js";
 import * as response from "../../src/sdk/response.js";
 import { dependencies, readiness } from "../../src/steps/index.js";
 import { messages, NOW, readyCondition, run } from "../support/steps.js";

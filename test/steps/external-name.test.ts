@@ -4,7 +4,7 @@ import * as assert from "uvu/assert";
 import { ResourceSchema, RunFunctionRequestSchema, type RunFunctionResponse, Severity } from "../../src/gen/fn/v1/run_function_pb.js";
 import { pipeline } from "../../src/pipeline.js";
 import { decodeRequest, encodeRequest } from "../../src/wire/codec.js";
-import { setOwn } from "../../src/wire/json.js";
+import { setOwn } from "../../src/own.js";
 import { getAnnotation } from "../../src/sdk/object.js";
 import { externalName } from "../../src/steps/index.js";
 import { annotated, messages, run } from "../support/steps.js";
