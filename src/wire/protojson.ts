@@ -29,8 +29,22 @@ function rekey(v: unknown, from: string, to: string, seen: { clash: boolean }): 
   return out;
 }
 
-/** hide renames every key __proto__ in v to a placeholder that is no key of v, returning the copy and the placeholder. */
-function hide(v: unknown): { copy: unknown; placeholder: string } {
+/** hasKey tells whether key is an own key of any object in v. */
+function hasKey(v: unknown, key: string): boolean {
+  if (typeof v !== "object" || v === null || ArrayBuffer.isView(v)) return false;
+  if (Array.isArray(v)) return v.some((x) => hasKey(x, key));
+  if (Object.hasOwn(v, key)) return true;
+  for (const k of Object.keys(v)) if (hasKey((v as Record<string, unknown>)[k], key)) return true;
+  return false;
+}
+
+/**
+ * hide renames every key __proto__ in v to a placeholder that is no key of v,
+ * returning the copy and the placeholder; v itself, and no placeholder, when
+ * v has no such key (most inputs: they pass to protobuf-es uncopied).
+ */
+function hide(v: unknown): { copy: unknown; placeholder?: string } {
+  if (!hasKey(v, PROTO)) return { copy: v };
   for (let placeholder = `${PROTO}\u0000xfn`; ; placeholder += "\u0000") {
     const seen = { clash: false };
     const copy = rekey(v, PROTO, placeholder, seen);
@@ -39,8 +53,8 @@ function hide(v: unknown): { copy: unknown; placeholder: string } {
 }
 
 /** named puts __proto__ back for placeholder in an error's message. */
-function named(err: unknown, placeholder: string): unknown {
-  if (!(err instanceof Error) || !err.message.includes(placeholder)) return err;
+function named(err: unknown, placeholder: string | undefined): unknown {
+  if (placeholder === undefined || !(err instanceof Error) || !err.message.includes(placeholder)) return err;
   const out = new Error(err.message.replaceAll(placeholder, PROTO), { cause: err });
   out.name = err.name;
   return out;
@@ -60,7 +74,7 @@ export function messageFromJson<Desc extends DescMessage>(schema: Desc, json: un
   } catch (err) {
     throw named(err, placeholder);
   }
-  return rekey(msg, placeholder, PROTO, { clash: false }) as MessageShape<Desc>;
+  return placeholder === undefined ? msg : (rekey(msg, placeholder, PROTO, { clash: false }) as MessageShape<Desc>);
 }
 
 /** messageToJson is protobuf-es's toJson keeping every map and Struct key, __proto__ included. */
@@ -72,5 +86,5 @@ export function messageToJson<Desc extends DescMessage>(schema: Desc, msg: Messa
   } catch (err) {
     throw named(err, placeholder);
   }
-  return rekey(json, placeholder, PROTO, { clash: false }) as JsonValue;
+  return placeholder === undefined ? json : (rekey(json, placeholder, PROTO, { clash: false }) as JsonValue);
 }
