@@ -32,7 +32,25 @@ export default tseslint.config(
     rules: {
       "@typescript-eslint/no-explicit-any": "error",
       "max-len": ["error", { code: 140, ignoreUrls: true, ignoreRegExpLiterals: true }],
+      // protobuf-es writes map entries by assignment, losing a key __proto__
+      // (docs/internals.md): JSON form goes through src/wire/protojson.ts.
+      "no-restricted-imports": [
+        "error",
+        {
+          paths: [
+            {
+              name: "@bufbuild/protobuf",
+              importNames: ["clone", "fromJson", "fromJsonString", "toJson", "toJsonString", "mergeFromJson"],
+              message: "these drop a map key __proto__: use src/wire/protojson.ts (messageFromJson, messageToJson, copyMessage)",
+            },
+          ],
+        },
+      ],
     },
+  },
+  {
+    files: ["src/wire/protojson.ts"],
+    rules: { "no-restricted-imports": "off" },
   },
   {
     // Tests poke at untyped JSON on purpose.
