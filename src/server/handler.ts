@@ -142,7 +142,14 @@ export function createHandler(fn: RunFunction, opts: HandlerOptions, log: Logger
         rlog.get().error({ code: "RESOURCE_EXHAUSTED", bytes: out.length }, details);
         return { code: Code.RESOURCE_EXHAUSTED, details };
       }
-      opts.onResponse?.(req, sent, at);
+      if (opts.onResponse) {
+        // Recording never fails the call it records.
+        try {
+          opts.onResponse(req, sent, at);
+        } catch (err) {
+          rlog.get().error({ err: (err as Error).message }, "cannot record this call (--record-dir); it was answered");
+        }
+      }
       if (log.isLevelEnabled("debug")) {
         rlog.get().debug(
           {

@@ -230,8 +230,15 @@ export async function startPool(opts: PoolOptions, log: Logger): Promise<Pool> {
       const settle = (r: HandlerResult) => {
         clearTimeout(timer);
         call.cancel?.onCancel(undefined);
-        if ("ok" in r && kept) opts.onResponse!(decodeRequest(kept), decodeResponse(r.ok), new Date(at));
         resolve(r);
+        // Recording never holds up or fails the call it records.
+        if ("ok" in r && kept) {
+          try {
+            opts.onResponse!(decodeRequest(kept), decodeResponse(r.ok), new Date(at));
+          } catch (err) {
+            log.error({ err: (err as Error).message }, "cannot record this call (--record-dir); it was answered");
+          }
+        }
       };
       slot.pending.set(id, { resolve: settle, byTimeout });
       call.cancel?.onCancel(() => slot.worker.postMessage({ type: "cancel", id } satisfies ToWorker));

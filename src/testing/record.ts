@@ -65,11 +65,18 @@ export function createRecorder(dir: string, moduleFile: string, log: Logger): Re
     seq++;
     const tag = (req.meta?.tag ?? "").replace(/[^A-Za-z0-9_-]/g, "").slice(0, 12) || "untagged";
     const caseDir = join(dir, `${at.toISOString().replace(/[-:.]/g, "")}-${String(seq).padStart(4, "0")}-${tag}`);
-    const files: Record<string, string> = {
-      "request.yaml": yaml(messageToJson(RunFunctionRequestSchema, redactRequest(req))),
-      "expected.yaml": yaml(messageToJson(RunFunctionResponseSchema, redactResponse(rsp))),
-      "case.yaml": yaml({ function: relative(caseDir, moduleFile), now: at.toISOString() }),
-    };
+    let files: Record<string, string>;
+    try {
+      files = {
+        "request.yaml": yaml(messageToJson(RunFunctionRequestSchema, redactRequest(req))),
+        "expected.yaml": yaml(messageToJson(RunFunctionResponseSchema, redactResponse(rsp))),
+        "case.yaml": yaml({ function: relative(caseDir, moduleFile), now: at.toISOString() }),
+      };
+    } catch (err) {
+      // A request too deep for a YAML case file, or bytes that do not decode: logged, never thrown at the call.
+      log.error({ dir: caseDir, err: (err as Error).message }, "cannot record test case");
+      return;
+    }
     // Off the request path: a failed write is logged, never fails the call.
     const write = (async () => {
       await mkdir(caseDir, { recursive: true });

@@ -6,10 +6,43 @@
 // that name) turns into a prototype and is gone. These wrappers rename that
 // key to a placeholder no input holds, let protobuf-es do the work, and put
 // the name back as an own property. Key order is kept.
+//
+// These tools read and write YAML, whose parser and printer recurse: they run
+// out of stack some 600 levels down. So a message in JSON form may nest at
+// most MAX_JSON_FORM_DEPTH levels, counted over the whole document, and one
+// deeper is refused with an error naming the limit, not a stack overflow. (The
+// server itself takes 5,000 levels of JSON over the wire, as Crossplane does.)
 import { fromJson, toJson, type DescMessage, type JsonValue, type MessageShape } from "@bufbuild/protobuf";
 import { setOwn } from "../own.js";
 
 const PROTO = "__proto__";
+
+/** MAX_JSON_FORM_DEPTH is how many levels of objects and arrays a message in JSON form may nest. */
+export const MAX_JSON_FORM_DEPTH = 500;
+
+/** depthOf returns how many levels of objects and arrays v nests, counting no further than past limit. */
+export function depthOf(v: unknown, limit = MAX_JSON_FORM_DEPTH): number {
+  let max = 0;
+  const stack: [unknown, number][] = [[v, 1]];
+  while (stack.length > 0) {
+    const [x, d] = stack.pop()!;
+    if (typeof x !== "object" || x === null || ArrayBuffer.isView(x)) continue;
+    if (d > max) max = d;
+    if (max > limit) break;
+    for (const k of Object.keys(x)) stack.push([(x as Record<string, unknown>)[k], d + 1]);
+  }
+  return max;
+}
+
+/** checkDepth throws when v nests deeper than JSON form may. */
+function checkDepth(v: unknown): void {
+  if (depthOf(v) > MAX_JSON_FORM_DEPTH) {
+    throw new Error(
+      `the message nests more than ${MAX_JSON_FORM_DEPTH} levels deep, more than xfn's tools read or write in JSON or YAML form ` +
+        "(the server takes up to 5,000 levels over the wire)",
+    );
+  }
+}
 
 /**
  * rekey deeply copies v, naming `to` every own key named `from`. A message
@@ -60,17 +93,25 @@ function named(err: unknown, placeholder: string | undefined): unknown {
   return out;
 }
 
-/** copyMessage deeply copies a message, keeping every map and Struct key (protobuf-es's clone drops __proto__). */
+/**
+ * copyMessage deeply copies a message, keeping every map and Struct key
+ * (protobuf-es's clone drops __proto__). It refuses one nested deeper than
+ * JSON form may be.
+ */
 export function copyMessage<T extends object>(msg: T): T {
+  checkDepth(msg);
   return rekey(msg, PROTO, PROTO, { clash: false }) as T;
 }
 
 /** messageFromJson is protobuf-es's fromJson keeping every map and Struct key, __proto__ included. */
 export function messageFromJson<Desc extends DescMessage>(schema: Desc, json: unknown): MessageShape<Desc> {
+  checkDepth(json);
   const { copy, placeholder } = hide(json);
   let msg: MessageShape<Desc>;
   try {
-    msg = fromJson(schema, copy as JsonValue);
+    // protobuf-es counts nested messages and Values, two or so per level of
+    // JSON, and stops at 100 unless told: about 50 levels, less than a deep CRD schema.
+    msg = fromJson(schema, copy as JsonValue, { recursionLimit: 4 * MAX_JSON_FORM_DEPTH });
   } catch (err) {
     throw named(err, placeholder);
   }
@@ -79,6 +120,7 @@ export function messageFromJson<Desc extends DescMessage>(schema: Desc, json: un
 
 /** messageToJson is protobuf-es's toJson keeping every map and Struct key, __proto__ included. */
 export function messageToJson<Desc extends DescMessage>(schema: Desc, msg: MessageShape<Desc>): JsonValue {
+  checkDepth(msg);
   const { copy, placeholder } = hide(msg);
   let json: JsonValue;
   try {

@@ -4,10 +4,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
+import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { parse, stringify } from "yaml";
 import { runTests } from "../../src/cli/test.js";
 import { RunFunctionRequestSchema } from "../../src/gen/fn/v1/run_function_pb.js";
-import { encodeRequest } from "../../src/wire/codec.js";
+import { decodeResponse, encodeRequest } from "../../src/wire/codec.js";
 import { messageFromJson } from "../../src/wire/protojson.js";
 import { rawClient } from "../support/client.js";
 import { request } from "../support/requests.js";
@@ -218,5 +219,53 @@ T("a recorded session keeps every name __proto__, and replays unchanged", async 
   assert.is(failed.code, 1, failed.stdout + failed.stderr);
   assert.match(failed.stdout, /\$\.desired\.resources\.__proto__\.resource\.kind: expected "Other", got "K"/);
 });
+
+/** nest is "leaf" under `levels` objects, each with the one key "a". */
+const nest = (levels: number): JsonValue => {
+  let v: JsonValue = "leaf";
+  for (let i = 0; i < levels; i++) v = { a: v };
+  return v;
+};
+
+for (const mode of [["--workers", "1"], []]) {
+  const how = mode.length ? "in process" : "on the worker pool";
+  T(`recording ${how}: a request 150 levels deep replays; ones too deep for a case file are answered, logged, not recorded`, async () => {
+    const dir = join(scratch, `recorded-deep-${mode.length}`);
+    const s = await startServe(["functions/hello", "--insecure", "--record-dir", dir, ...mode]);
+    const c = rawClient(s.port);
+    const xr = { kind: "XBuckets", metadata: { name: "x" }, spec: { buckets: [{ name: "a" }] } };
+    try {
+      // 600 is past the limit; 2,000 is past where YAML runs out of stack (it threw inside the recorder).
+      for (const [tag, levels] of [
+        ["deep", 150],
+        ["deeper", 600],
+        ["deepest", 2000],
+      ] as const) {
+        const req = messageFromJson(RunFunctionRequestSchema, { meta: { tag }, observed: { composite: { resource: xr } } });
+        req.context = { schema: nest(levels) } as JsonObject;
+        // Answered in time, whether or not it could be recorded (a throwing recorder once left the call hanging).
+        const rsp = decodeResponse(await c.call(encodeRequest(req), { timeoutMs: 5000 }));
+        assert.is(rsp.results[0]?.message, "composed 1 bucket");
+      }
+    } finally {
+      c.close();
+      await s.stop();
+    }
+    const cases = readdirSync(dir);
+    assert.equal(
+      cases.map((n) => n.replace(/^.*-/, "")),
+      ["deep"],
+    );
+    const logged = s
+      .output()
+      .split("\n")
+      .filter((l) => l.includes("cannot record test case"));
+    assert.is(logged.length, 2, s.output());
+    for (const l of logged) assert.match(l, /nests more than 500 levels deep/);
+    const replay = await run(["test", dir]);
+    assert.is(replay.code, 0, replay.stdout + replay.stderr);
+    assert.match(replay.stdout, /^1 passed, 0 failed$/m);
+  });
+}
 
 T.run();

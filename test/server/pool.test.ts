@@ -7,8 +7,9 @@ import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { SMALL_CALL_BYTES } from "../../src/server/pool.js";
 import { exclusive } from "../../src/server/worker.js";
-import { serve, type RunningServer } from "../../src/server/server.js";
+import { serve, type RunningServer, type ServeOptions } from "../../src/server/server.js";
 import { codeOf, rawClient } from "../support/client.js";
+import { until } from "../support/cluster.js";
 import { memoryLog } from "../support/log.js";
 import { request } from "../support/requests.js";
 
@@ -23,11 +24,16 @@ const call = (mode: string) => request({ observed: { composite: { resource: { ki
 // HealthCheckRequest{service: ""} is empty; HealthCheckResponse{status: SERVING} is 0x08 0x01.
 const SERVING = Buffer.from([0x08, 0x01]);
 
-async function start(timeoutMs: number, workers = 2): Promise<{ srv: RunningServer; mem: ReturnType<typeof memoryLog> }> {
+async function start(
+  timeoutMs: number,
+  workers = 2,
+  extra: Partial<ServeOptions> = {},
+): Promise<{ srv: RunningServer; mem: ReturnType<typeof memoryLog> }> {
   const mem = memoryLog();
   const srv = await serve(
     null,
     {
+      ...extra,
       address: "127.0.0.1:0",
       insecure: true,
       timeoutMs,
@@ -55,6 +61,23 @@ P("calls run on the workers, in more than one thread", async () => {
     );
     assert.not.ok(threads.has("0"), "not on the main thread");
     assert.is(threads.size, 2, [...threads].join(","));
+  } finally {
+    c.close();
+    await srv.stop(1000);
+  }
+});
+
+P("a response hook (--record-dir) that throws is logged; the call is answered all the same", async () => {
+  const onResponse = () => {
+    throw new Error("disk on fire");
+  };
+  const { srv, mem } = await start(10_000, 2, { onResponse });
+  const c = rawClient(srv.port);
+  try {
+    const rsp = await c.run(call("ok"), { timeoutMs: 5000 });
+    assert.match(rsp.results[0]!.message, /in thread/);
+    await until("the failure logged", () => mem.lines().some((l) => l.msg === "cannot record this call (--record-dir); it was answered"));
+    assert.ok(mem.text().includes("disk on fire"));
   } finally {
     c.close();
     await srv.stop(1000);

@@ -380,6 +380,25 @@ Limits("a call the client cancels ends: a running function sees its signal abort
   assert.equal(ran, ["hang", "after"]);
 });
 
+Limits("a response hook (--record-dir) that throws is logged; the call is answered all the same", async () => {
+  const mem = memoryLog();
+  const h = createHandler(
+    echo,
+    {
+      maxConcurrency: 1,
+      maxQueue: 1,
+      maxResponseBytes: 1 << 22,
+      onResponse: () => {
+        throw new Error("disk on fire");
+      },
+    },
+    mem.log,
+  );
+  const res = await h.handle(toBinary(RunFunctionRequestSchema, request({ meta: { tag: "t" } })), { version: "v1", deadline: Infinity });
+  assert.ok("ok" in res, JSON.stringify(res));
+  assert.match(mem.text(), /disk on fire.*cannot record this call/);
+});
+
 Limits("the context: signal, log and now can be destructured; a signal first read after the call ended is already aborted", async () => {
   const mem = memoryLog(true);
   let late: boolean | undefined;

@@ -1,11 +1,11 @@
 // Protobuf JSON form for the local tools: every map and Struct key survives,
 // __proto__ included, and everything else reads and writes as protobuf-es does.
-import { fromJson, toJson, type JsonValue } from "@bufbuild/protobuf";
+import { create, fromJson, toJson, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { RunFunctionRequestSchema, RunFunctionResponseSchema } from "../../src/gen/fn/v1/run_function_pb.js";
 import { decodeRequest, decodeResponse, encodeRequest, encodeResponse } from "../../src/wire/codec.js";
-import { copyMessage, messageFromJson, messageToJson } from "../../src/wire/protojson.js";
+import { copyMessage, depthOf, messageFromJson, messageToJson } from "../../src/wire/protojson.js";
 import { rng } from "../support/rng.js";
 
 const P = suite("wire: protobuf JSON keeping every key");
@@ -129,6 +129,36 @@ P("copyMessage copies deeply, keeping __proto__, messages' prototypes and byte a
   (copy.observed!.resources["__proto__"]!.resource as { kind: string }).kind = "Changed";
   assert.is(Buffer.from(req.observed!.resources["__proto__"]!.connectionDetails["k"]!).toString(), "v");
   assert.is(req.observed!.resources["__proto__"]!.resource!["kind"], "K");
+});
+
+/** nested is a request whose context nests `levels` levels in all (the request object is the first). */
+function nested(levels: number): unknown {
+  let v: unknown = "leaf";
+  for (let i = 0; i < levels - 1; i++) v = { a: v };
+  return { context: v };
+}
+
+P("JSON form reads and writes up to 500 levels (protobuf-es alone stops near 98), and refuses deeper by name", () => {
+  for (const levels of [99, 150, 500]) {
+    const req = messageFromJson(RunFunctionRequestSchema, nested(levels));
+    assert.is(depthOf(messageToJson(RunFunctionRequestSchema, req)), levels);
+    assert.is(depthOf(copyMessage(req)), levels);
+  }
+  const tooDeep = /the message nests more than 500 levels deep, more than xfn's tools read or write in JSON or YAML form/;
+  assert.throws(() => messageFromJson(RunFunctionRequestSchema, nested(501)), tooDeep);
+  // A message made another way (decoded from the wire, where 5,000 levels are allowed).
+  const wire = decodeRequest(
+    encodeRequest(create(RunFunctionRequestSchema, { context: (nested(3000) as { context: JsonObject }).context })),
+  );
+  assert.throws(() => messageToJson(RunFunctionRequestSchema, wire), tooDeep);
+  assert.throws(() => copyMessage(wire), tooDeep);
+});
+
+P("depthOf counts objects and arrays, not byte arrays, and stops counting past its limit", () => {
+  assert.is(depthOf("x"), 0);
+  assert.is(depthOf({}), 1);
+  assert.is(depthOf({ a: [1, { b: new Uint8Array(4) }] }), 3);
+  assert.is(depthOf(nested(10_000), 20), 21);
 });
 
 // Without __proto__, the wrappers are protobuf-es: random requests read and written both ways agree.
