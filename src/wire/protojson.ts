@@ -20,7 +20,7 @@ const PROTO = "__proto__";
 /** MAX_JSON_FORM_DEPTH is how many levels of objects and arrays a message in JSON form may nest. */
 export const MAX_JSON_FORM_DEPTH = 500;
 
-/** depthOf returns how many levels of objects and arrays v nests, counting no further than past limit. */
+/** depthOf returns how many levels of objects and arrays v nests; once past limit it stops counting. */
 export function depthOf(v: unknown, limit = MAX_JSON_FORM_DEPTH): number {
   let max = 0;
   const stack: [unknown, number][] = [[v, 1]];
@@ -109,8 +109,8 @@ export function messageFromJson<Desc extends DescMessage>(schema: Desc, json: un
   const { copy, placeholder } = hide(json);
   let msg: MessageShape<Desc>;
   try {
-    // protobuf-es counts nested messages and Values, two or so per level of
-    // JSON, and stops at 100 unless told: about 50 levels, less than a deep CRD schema.
+    // protobuf-es counts nested messages and Values, one or more per level of
+    // JSON, and stops at 100 unless told: short of a deep CRD schema.
     msg = fromJson(schema, copy as JsonValue, { recursionLimit: 4 * MAX_JSON_FORM_DEPTH });
   } catch (err) {
     throw named(err, placeholder);
