@@ -4,6 +4,7 @@ import { readdirSync, readFileSync, statSync } from "node:fs";
 import { extname, join } from "node:path";
 import type { JsonObject } from "@bufbuild/protobuf";
 import { parseAllDocuments } from "yaml";
+import { MAX_JSON_FORM_DEPTH } from "../wire/protojson.js";
 
 /** InputError is a problem with what the user gave us (exit code 1). */
 export class InputError extends Error {
@@ -33,6 +34,40 @@ function files(path: string): string[] {
     .filter((f) => statSync(f).isFile());
 }
 
+/**
+ * yamlReason is the first line of a YAML error. The parser recurses, and a
+ * document nested too deeply overflows its stack: that is said as such.
+ */
+function yamlReason(message: string): string {
+  // The parser ends the line with ":" before a snippet of the source.
+  const first = message.split("\n")[0]!.replace(/:$/, "");
+  const overflow = "Maximum call stack size exceeded";
+  if (!first.startsWith(overflow)) return first;
+  return `${first.replace(overflow, "nested too deeply for the YAML parser")} (xfn reads at most ${MAX_JSON_FORM_DEPTH} levels)`;
+}
+
+/**
+ * parseDocs parses every YAML (or JSON) document in text, read from file. The
+ * first document that does not parse throws an InputError naming the file,
+ * the document and the problem: a malformed document is never read in part.
+ */
+export function parseDocs(text: string, file: string): unknown[] {
+  const out: unknown[] = [];
+  for (const [i, doc] of parseAllDocuments(text).entries()) {
+    const where = `${file}${i > 0 ? ` (document ${i + 1})` : ""}`;
+    if (doc.errors.length > 0) throw new InputError(`cannot parse ${where}: ${yamlReason(doc.errors[0]!.message)}`);
+    out.push(doc.toJS() as unknown);
+  }
+  return out;
+}
+
+/** parseDoc parses text that holds at most one YAML document (null for none), naming file in errors. */
+export function parseDoc(text: string, file: string): unknown {
+  const docs = parseDocs(text, file);
+  if (docs.length > 1) throw new InputError(`cannot parse ${file}: expected one YAML document, found ${docs.length}`);
+  return docs[0] ?? null;
+}
+
 /** loadDocs reads every document of a file, or of every YAML file in a directory. */
 export function loadDocs(path: string): Doc[] {
   const out: Doc[] = [];
@@ -43,10 +78,8 @@ export function loadDocs(path: string): Doc[] {
     } catch (err) {
       throw new InputError(`cannot read ${file}: ${(err as Error).message}`);
     }
-    for (const [i, doc] of parseAllDocuments(text).entries()) {
+    for (const [i, v] of parseDocs(text, file).entries()) {
       const where = `${file}${i > 0 ? ` (document ${i + 1})` : ""}`;
-      if (doc.errors.length > 0) throw new InputError(`cannot parse ${where}: ${doc.errors[0]!.message.split("\n")[0]}`);
-      const v = doc.toJS() as unknown;
       if (v === null || v === undefined) continue; // an empty document between separators
       if (typeof v !== "object" || Array.isArray(v))
         throw new InputError(`${where}: expected a Kubernetes object, got ${Array.isArray(v) ? "a list" : typeof v}`);

@@ -19,11 +19,11 @@ import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from "
 import { dirname, join, relative, resolve } from "node:path";
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { createTwoFilesPatch } from "diff";
-import { parse, parseAllDocuments, stringify } from "yaml";
+import { stringify } from "yaml";
 import { loadFunction, resolveModule } from "../cli/load.js";
 import type { RunFunction } from "../function.js";
 import { RunFunctionResponseSchema } from "../gen/fn/v1/run_function_pb.js";
-import { InputError, loadDocs, loadOne, type Doc } from "../engine/docs.js";
+import { InputError, loadDocs, loadOne, parseDoc, parseDocs, type Doc } from "../engine/docs.js";
 import { COMPOSITION_RESOURCE_NAME } from "../engine/pipeline.js";
 import { FIXED_TIME, render } from "../render/render.js";
 import { toYamlStream } from "../render/output.js";
@@ -77,7 +77,7 @@ interface CaseConfig {
 function readConfig(dir: string): CaseConfig {
   const p = join(dir, "case.yaml");
   if (!existsSync(p)) return {};
-  const v = parse(readFileSync(p, "utf8")) as unknown;
+  const v = parseDoc(readFileSync(p, "utf8"), p);
   if (v === null || v === undefined) return {};
   if (typeof v !== "object" || Array.isArray(v)) throw new InputError(`${p}: expected a map with function, now, context or output`);
   const c = v as Record<string, unknown>;
@@ -215,14 +215,12 @@ export async function runCase(dir: string, root: string, update = false): Promis
         writeFileSync(expectedPath, yamlOf(actual));
         return { name, status: "updated" };
       }
-      const expected = parse(expectedText) as unknown;
+      const expected = parseDoc(expectedText, expectedPath);
       problems = mismatches(actual, expected);
       want = yamlOf(expected);
       got = yamlOf(project(actual, expected));
     } else {
-      const expected = parseAllDocuments(expectedText)
-        .map((d) => d.toJS() as unknown)
-        .filter((d): d is JsonObject => typeof d === "object" && d !== null);
+      const expected = parseDocs(expectedText, expectedPath).filter((d): d is JsonObject => typeof d === "object" && d !== null);
       const actual = await renderCase(dir, cfg, expected);
       if (update) {
         writeFileSync(expectedPath, toYamlStream(actual));

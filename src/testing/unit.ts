@@ -6,7 +6,7 @@
 // would in Crossplane), and compares the response in protobuf JSON form.
 import { readFileSync } from "node:fs";
 import type { JsonObject } from "@bufbuild/protobuf";
-import { parse } from "yaml";
+import { parseDoc } from "../engine/docs.js";
 import type { RunFunction } from "../function.js";
 import {
   RunFunctionRequestSchema,
@@ -37,12 +37,7 @@ export function requestFromJson(json: JsonObject | object): RunFunctionRequest {
  * protobuf JSON form (xfn call, xfn test, unit tests); errors name source.
  */
 export function parseRequest(text: string, source: string): RunFunctionRequest {
-  let doc: unknown;
-  try {
-    doc = parse(text);
-  } catch (err) {
-    throw new Error(`cannot parse ${source}: ${(err as Error).message}`, { cause: err });
-  }
+  const doc = parseDoc(text, source);
   if (typeof doc !== "object" || doc === null || Array.isArray(doc)) {
     throw new Error(`cannot read ${source}: expected a RunFunctionRequest object`);
   }

@@ -61,6 +61,38 @@ T("a failing request case: FAIL line, the path, a unified diff, exit 1", async (
   assert.match(r.out, /^0 passed, 1 failed$/m);
 });
 
+T("a case file that does not parse fails its case naming the file; a pipeline expectation is never read in part", async () => {
+  const root = join(scratch, "unparsed");
+  const requestCase = (name: string) => {
+    const dir = copyCase("functions/hello/testdata/cases/two-buckets-one-ready", `unparsed/${name}`);
+    writeFileSync(join(dir, "case.yaml"), `function: ${join(ROOT, "functions/hello")}\n`);
+    return dir;
+  };
+  writeFileSync(join(requestCase("bad-case"), "case.yaml"), "function: [unclosed\n");
+  writeFileSync(join(requestCase("bad-expected"), "expected.yaml"), "meta: {tag: [unclosed\n");
+  let deep = "leaf";
+  for (let i = 0; i < 2000; i++) deep = `{"a": ${deep}}`;
+  writeFileSync(join(requestCase("deep-request"), "request.yaml"), `context: ${deep}\n`);
+  requestCase("fine");
+  // A pipeline case whose expectation is broken in its second document: the
+  // parser would read `name: [unclosed` as a list and go on.
+  const pipeline = copyCase("examples/cases/logs-exists", "unparsed/pipeline");
+  const docs = readFileSync(join(pipeline, "expected.yaml"), "utf8").split(/^---$/m);
+  docs[1] = docs[1]!.replace(/name: .*/, "name: [unclosed");
+  writeFileSync(join(pipeline, "expected.yaml"), docs.join("---"));
+  const r = await xfnTest(root);
+  assert.is(r.code, 1);
+  assert.match(r.out, /^FAIL {5}bad-case\n {2}cannot parse \S*bad-case\/case\.yaml: .* at line 2, column 1$/m);
+  assert.match(r.out, /^FAIL {5}bad-expected\n {2}cannot parse \S*bad-expected\/expected\.yaml: .* at line 2, column 1$/m);
+  assert.match(
+    r.out,
+    /^FAIL {5}deep-request\n {2}cannot parse \S*deep-request\/request\.yaml: nested too deeply for the YAML parser at line 1, column \d+ \(xfn reads at most 500 levels\)$/m,
+  );
+  assert.match(r.out, /^FAIL {5}pipeline\n {2}cannot parse \S*pipeline\/expected\.yaml \(document 2\): /m);
+  assert.match(r.out, /^ok {7}fine$/m);
+  assert.match(r.out, /^1 passed, 4 failed$/m);
+});
+
 T("--update rewrites expectations from the actual results, which then pass", async () => {
   const dir = copyCase("functions/hello/testdata/cases/two-buckets-one-ready", "upd/case");
   writeFileSync(join(dir, "case.yaml"), `function: ${join(ROOT, "functions/hello")}\n`);
