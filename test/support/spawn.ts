@@ -21,7 +21,9 @@ export function run(args: string[], opts: { env?: NodeJS.ProcessEnv; timeoutMs?:
     child.stdout.on("data", (d) => (stdout += d));
     child.stderr.on("data", (d) => (stderr += d));
     const t = setTimeout(() => child.kill("SIGKILL"), opts.timeoutMs ?? 20_000);
-    child.on("exit", (code, signal) => {
+    // "close", not "exit": at exit the child's output may not all be read yet,
+    // and a test matching stderr then saw part of it (a flake under load).
+    child.on("close", (code, signal) => {
       clearTimeout(t);
       resolve({ code, signal, stdout, stderr });
     });
@@ -46,7 +48,7 @@ export function startServe(args: string[], env: NodeJS.ProcessEnv = {}, opts: { 
     const child = spawn(process.execPath, [XFN, "serve", ...args, ...address], { cwd: ROOT, env: { ...process.env, ...env } });
     let out = "";
     const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) =>
-      child.on("exit", (code, signal) => r({ code, signal })),
+      child.on("close", (code, signal) => r({ code, signal })),
     );
     const timer = setTimeout(() => {
       child.kill("SIGKILL");
