@@ -4,14 +4,14 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
-import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
+import type { JsonObject } from "@bufbuild/protobuf";
 import { parse, stringify } from "yaml";
 import { runTests } from "../../src/cli/test.js";
 import { RunFunctionRequestSchema } from "../../src/gen/fn/v1/run_function_pb.js";
 import { decodeResponse, encodeRequest } from "../../src/wire/codec.js";
 import { messageFromJson } from "../../src/wire/protojson.js";
 import { rawClient } from "../support/client.js";
-import { request } from "../support/requests.js";
+import { nest, request } from "../support/requests.js";
 import { sink } from "../support/sink.js";
 import { ROOT, run, startServe } from "../support/spawn.js";
 
@@ -251,13 +251,6 @@ T("a recorded session keeps every name __proto__, and replays unchanged", async 
   assert.is(failed.code, 1, failed.stdout + failed.stderr);
   assert.match(failed.stdout, /\$\.desired\.resources\.__proto__\.resource\.kind: expected "Other", got "K"/);
 });
-
-/** nest is "leaf" under `levels` objects, each with the one key "a". */
-const nest = (levels: number): JsonValue => {
-  let v: JsonValue = "leaf";
-  for (let i = 0; i < levels; i++) v = { a: v };
-  return v;
-};
 
 for (const mode of [["--workers", "1"], []]) {
   const how = mode.length ? "in process" : "on the worker pool";

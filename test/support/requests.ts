@@ -15,3 +15,10 @@ export const xr = (spec: JsonObject = {}, extra: JsonObject = {}): JsonObject =>
 export function request(json: JsonObject = {}): RunFunctionRequest {
   return fromJson(RunFunctionRequestSchema, { meta: { tag: "tag-1" }, observed: { composite: { resource: xr() } }, ...json } as JsonValue);
 }
+
+/** nest is the string "leaf" under `levels` (at least 1) objects, each with the one key "a" (for depth limits). */
+export function nest(levels: number): JsonObject {
+  let v: JsonValue = "leaf";
+  for (let i = 0; i < levels; i++) v = { a: v };
+  return v as JsonObject;
+}

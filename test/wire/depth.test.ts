@@ -15,6 +15,7 @@ import { decodeResponse, encodeRequest, encodeResponse } from "../../src/wire/co
 import { varintBytes } from "../support/wire.js";
 import { rawClient } from "../support/client.js";
 import { memoryLog } from "../support/log.js";
+import { nest } from "../support/requests.js";
 
 const N = suite("wire: deep nesting");
 
@@ -45,12 +46,6 @@ function requestBytes(levels: number): Uint8Array {
 }
 
 /** nest is {a: {a: ... "leaf"}}, levels deep, built without recursion. */
-function nest(levels: number): JsonObject {
-  let v: JsonValue = "leaf";
-  for (let i = 0; i < levels; i++) v = { a: v };
-  return v as JsonObject;
-}
-
 let srv: RunningServer;
 N.before(async () => {
   srv = await serve(

@@ -6,6 +6,7 @@ import * as assert from "uvu/assert";
 import { RunFunctionRequestSchema, RunFunctionResponseSchema } from "../../src/gen/fn/v1/run_function_pb.js";
 import { decodeRequest, decodeResponse, encodeRequest, encodeResponse } from "../../src/wire/codec.js";
 import { copyMessage, depthOf, messageFromJson, messageToJson } from "../../src/wire/protojson.js";
+import { nest } from "../support/requests.js";
 import { rng } from "../support/rng.js";
 
 const P = suite("wire: protobuf JSON keeping every key");
@@ -132,11 +133,7 @@ P("copyMessage copies deeply, keeping __proto__, messages' prototypes and byte a
 });
 
 /** nested is a request whose context nests `levels` levels in all (the request object is the first). */
-function nested(levels: number): unknown {
-  let v: unknown = "leaf";
-  for (let i = 0; i < levels - 1; i++) v = { a: v };
-  return { context: v };
-}
+const nested = (levels: number) => ({ context: nest(levels - 1) });
 
 P("JSON form reads and writes up to 500 levels (protobuf-es alone stops near 98), and refuses deeper by name", () => {
   for (const levels of [99, 150, 500]) {
