@@ -34,6 +34,9 @@ function files(path: string): string[] {
     .filter((f) => statSync(f).isFile());
 }
 
+/** docName names document i of file: the file alone for the first. */
+const docName = (file: string, i: number): string => `${file}${i > 0 ? ` (document ${i + 1})` : ""}`;
+
 /**
  * yamlReason is the first line of a YAML error. The parser recurses, and a
  * document nested too deeply overflows its stack: that is said as such.
@@ -54,8 +57,7 @@ function yamlReason(message: string): string {
 export function parseDocs(text: string, file: string): unknown[] {
   const out: unknown[] = [];
   for (const [i, doc] of parseAllDocuments(text).entries()) {
-    const where = `${file}${i > 0 ? ` (document ${i + 1})` : ""}`;
-    if (doc.errors.length > 0) throw new InputError(`cannot parse ${where}: ${yamlReason(doc.errors[0]!.message)}`);
+    if (doc.errors.length > 0) throw new InputError(`cannot parse ${docName(file, i)}: ${yamlReason(doc.errors[0]!.message)}`);
     out.push(doc.toJS() as unknown);
   }
   return out;
@@ -79,7 +81,7 @@ export function loadDocs(path: string): Doc[] {
       throw new InputError(`cannot read ${file}: ${(err as Error).message}`);
     }
     for (const [i, v] of parseDocs(text, file).entries()) {
-      const where = `${file}${i > 0 ? ` (document ${i + 1})` : ""}`;
+      const where = docName(file, i);
       if (v === null || v === undefined) continue; // an empty document between separators
       if (typeof v !== "object" || Array.isArray(v))
         throw new InputError(`${where}: expected a Kubernetes object, got ${Array.isArray(v) ? "a list" : typeof v}`);

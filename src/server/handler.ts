@@ -33,6 +33,18 @@ export interface HandlerOptions {
   onResponse?: (req: RunFunctionRequest, rsp: RunFunctionResponse, at: Date) => void;
 }
 
+/**
+ * runResponseHook runs the response hook (recording, --record-dir) for a call
+ * already answered or about to be: a throw is logged, never the call's.
+ */
+export function runResponseHook(log: Logger, hook: () => void): void {
+  try {
+    hook();
+  } catch (err) {
+    log.error({ err: (err as Error).message }, "cannot record this call (--record-dir); it was answered");
+  }
+}
+
 /** CallInfo is what the transport knows about one call. */
 export interface CallInfo {
   /** Which API version the caller used, for logs. */
@@ -142,14 +154,8 @@ export function createHandler(fn: RunFunction, opts: HandlerOptions, log: Logger
         rlog.get().error({ code: "RESOURCE_EXHAUSTED", bytes: out.length }, details);
         return { code: Code.RESOURCE_EXHAUSTED, details };
       }
-      if (opts.onResponse) {
-        // Recording never fails the call it records.
-        try {
-          opts.onResponse(req, sent, at);
-        } catch (err) {
-          rlog.get().error({ err: (err as Error).message }, "cannot record this call (--record-dir); it was answered");
-        }
-      }
+      const hook = opts.onResponse;
+      if (hook) runResponseHook(rlog.get(), () => hook(req, sent, at));
       if (log.isLevelEnabled("debug")) {
         rlog.get().debug(
           {

@@ -14,7 +14,7 @@ import { status as Code } from "@grpc/grpc-js";
 import type { Logger } from "pino";
 import PQueue from "p-queue";
 import { decodeRequest, decodeResponse } from "../wire/codec.js";
-import { DEADLINE_DETAILS, type CallInfo, type Handler, type HandlerOptions, type HandlerResult } from "./handler.js";
+import { DEADLINE_DETAILS, runResponseHook, type CallInfo, type Handler, type HandlerOptions, type HandlerResult } from "./handler.js";
 import { exclusive, type FromWorker, type ToWorker, type WorkerData } from "./worker.js";
 
 /**
@@ -232,13 +232,7 @@ export async function startPool(opts: PoolOptions, log: Logger): Promise<Pool> {
         call.cancel?.onCancel(undefined);
         resolve(r);
         // Recording never holds up or fails the call it records.
-        if ("ok" in r && kept) {
-          try {
-            opts.onResponse!(decodeRequest(kept), decodeResponse(r.ok), new Date(at));
-          } catch (err) {
-            log.error({ err: (err as Error).message }, "cannot record this call (--record-dir); it was answered");
-          }
-        }
+        if ("ok" in r && kept) runResponseHook(log, () => opts.onResponse!(decodeRequest(kept), decodeResponse(r.ok), new Date(at)));
       };
       slot.pending.set(id, { resolve: settle, byTimeout });
       call.cancel?.onCancel(() => slot.worker.postMessage({ type: "cancel", id } satisfies ToWorker));
