@@ -29,7 +29,7 @@ import {
   type RunFunctionResponse,
 } from "../gen/fn/v1/run_function_pb.js";
 import { getOwn, setOwn } from "../own.js";
-import { checkEncodable, cloneJson, EncodeError } from "../wire/json.js";
+import { checkEncodable, cloneJson, EncodeError, shortPath } from "../wire/json.js";
 import { cloneState } from "./clone.js";
 import { EncodingError, UsageError } from "./errors.js";
 
@@ -44,8 +44,11 @@ function encodable(v: unknown, what: string): void {
     checkEncodable(v);
   } catch (err) {
     if (!(err instanceof EncodeError)) throw err;
-    const where = [...err.path].reverse().join("");
-    throw new EncodingError(`cannot set ${what}: ${where ? `the value at ${where}` : "the value"} ${err.detail}`, where, { cause: err });
+    const { steps, detail } = err.explain();
+    const where = steps.join("");
+    throw new EncodingError(`cannot set ${what}: ${where ? `the value at ${shortPath(steps)}` : "the value"} ${detail}`, where, {
+      cause: err,
+    });
   }
 }
 

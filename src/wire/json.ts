@@ -739,7 +739,7 @@ function checkJson(x: unknown, depth: number): void {
           try {
             checkJson(e, depth + 1);
           } catch (err) {
-            if (err instanceof EncodeError) err.path.push(`[${i}]`);
+            if (err instanceof EncodeError) err.through(`[${i}]`, x);
             throw err;
           }
         }
@@ -759,7 +759,7 @@ function checkJson(x: unknown, depth: number): void {
         try {
           checkJson(e, depth + 1);
         } catch (err) {
-          if (err instanceof EncodeError) err.path.push(`.${k}`);
+          if (err instanceof EncodeError) err.through(`.${k}`, o);
           throw err;
         }
       }
@@ -778,10 +778,9 @@ function checkDeep(v: unknown, depth0: number): void {
     step: string;
     up: Frame | undefined;
   }
-  const fail = (f: Frame, detail: string): never => {
-    const path: string[] = [];
-    for (let at: Frame | undefined = f; at; at = at.up) path.push(at.step);
-    throw new EncodeError(detail, path);
+  const fail = (f: Frame, err: EncodeError): never => {
+    for (let at: Frame | undefined = f; at.up; at = at.up) err.through(at.step, at.up.v as object);
+    throw err;
   };
   const stack: Frame[] = [{ v, depth: depth0, step: "", up: undefined }];
   while (stack.length > 0) {
@@ -792,18 +791,23 @@ function checkDeep(v: unknown, depth0: number): void {
       case "boolean":
         continue;
       case "number":
-        if (!Number.isFinite(x)) fail(f, `is ${x}, which JSON cannot hold`);
+        if (!Number.isFinite(x)) fail(f, new EncodeError(`is ${x}, which JSON cannot hold`));
         continue;
       case "object": {
         if (x === null) continue;
-        if (f.depth > MAX_DEPTH) fail(f, `is nested more than ${MAX_DEPTH} deep (a cycle?)`);
+        if (f.depth > MAX_DEPTH) fail(f, EncodeError.tooDeep());
         if (Array.isArray(x)) {
           for (let i = x.length - 1; i >= 0; i--) stack.push({ v: x[i], depth: f.depth + 1, step: `[${i}]`, up: f });
           continue;
         }
         const proto = Object.getPrototypeOf(x);
         if (proto !== Object.prototype && proto !== null)
-          fail(f, `is a ${(x as { constructor?: { name?: string } }).constructor?.name ?? "non-plain object"}, not a JSON object`);
+          fail(
+            f,
+            new EncodeError(
+              `is a ${(x as { constructor?: { name?: string } }).constructor?.name ?? "non-plain object"}, not a JSON object`,
+            ),
+          );
         const o = x as JsonObject;
         const lazy = lazyOf(o);
         for (const k in o) {
@@ -813,7 +817,7 @@ function checkDeep(v: unknown, depth0: number): void {
         continue;
       }
       default:
-        fail(f, `is ${x === undefined ? "undefined" : `a ${typeof x}`}, which JSON cannot hold`);
+        fail(f, new EncodeError(`is ${x === undefined ? "undefined" : `a ${typeof x}`}, which JSON cannot hold`));
     }
   }
 }
@@ -1152,18 +1156,70 @@ function checkRaw(s: Src, start: number, end: number, depth: number): void {
 
 // --- encoding ---------------------------------------------------------------------
 
-/** EncodeError is a value that cannot be encoded; path is filled in innermost first. */
+/**
+ * EncodeError is a value that cannot be encoded. path is filled in innermost
+ * first as the error passes up through each container (through). A value
+ * nested too deep also records those containers (chain), so that a cycle is
+ * told apart from deep data and named where it first closes.
+ */
 export class EncodeError extends Error {
   constructor(
     readonly detail: string,
     readonly path: string[] = [],
+    readonly chain?: object[],
   ) {
     super(detail);
   }
-  /** at names the path under prefix. */
-  at(prefix: string): string {
-    return `${prefix}${[...this.path].reverse().join("")} ${this.detail}`;
+
+  /** tooDeep is the error for a value nested past MAX_DEPTH. */
+  static tooDeep(): EncodeError {
+    return new EncodeError(`is nested more than ${MAX_DEPTH} deep`, [], []);
   }
+
+  /** through records that the failure is under step (.key or [i]) of container c. */
+  through(step: string, c: object): void {
+    this.path.push(step);
+    this.chain?.push(c);
+  }
+
+  /**
+   * explain gives the path's steps (outermost first) and what is wrong
+   * there. When the containers on a too-deep path repeat, that is a cycle:
+   * the path is cut where it first comes back to a container it passed
+   * through, and the error's message becomes what is said of it.
+   */
+  explain(): { steps: string[]; detail: string } {
+    const steps = [...this.path].reverse();
+    if (!this.chain) return { steps, detail: this.detail };
+    // steps[0, outer) lead to the JSON value; from there, steps[outer + j] leads out of container chain[m - 1 - j].
+    const m = this.chain.length;
+    const outer = steps.length - m;
+    const seen = new Map<object, number>();
+    for (let j = 0; j < m; j++) {
+      const c = this.chain[m - 1 - j]!;
+      const i = seen.get(c);
+      if (i !== undefined) {
+        const up = j - i;
+        const levels = `${up} level${up === 1 ? "" : "s"}`;
+        this.message = `is the same object as the value ${levels} up, which holds it: a cycle, which JSON cannot hold`;
+        return { steps: steps.slice(0, outer + j), detail: this.message };
+      }
+      seen.set(c, j);
+    }
+    return { steps, detail: this.detail };
+  }
+
+  /** at names the path under prefix (a long path shortened in the middle). */
+  at(prefix: string): string {
+    const { steps, detail } = this.explain();
+    return `${prefix}${shortPath(steps)} ${detail}`;
+  }
+}
+
+/** shortPath writes a path of up to 24 steps whole, and of a longer one the first 16 and the last 4 steps. */
+export function shortPath(steps: readonly string[]): string {
+  if (steps.length <= 24) return steps.join("");
+  return `${steps.slice(0, 16).join("")}...(${steps.length - 20} more)...${steps.slice(-4).join("")}`;
 }
 
 const varintLength = (n: number): number => (n < 0x80 ? 1 : n < 0x4000 ? 2 : n < 0x200000 ? 3 : n < 0x10000000 ? 4 : 5);
@@ -1344,7 +1400,7 @@ export class Emitter {
 
   /** struct writes the fields of a Struct holding o. */
   struct(o: JsonObject, depth: number): void {
-    if (depth > MAX_DEPTH) throw new EncodeError(`is nested more than ${MAX_DEPTH} deep (a cycle?)`);
+    if (depth > MAX_DEPTH) throw EncodeError.tooDeep();
     const lazy = lazyOf(o);
     for (const k in o) {
       this.room(4);
@@ -1379,7 +1435,7 @@ export class Emitter {
           }
           this.value(v, depth + 1);
         } catch (err) {
-          if (err instanceof EncodeError) err.path.push(`.${k}`);
+          if (err instanceof EncodeError) err.through(`.${k}`, o);
           throw err;
         }
         this.close(value);
@@ -1397,7 +1453,7 @@ export class Emitter {
     if (2 * depth >= deepFrom) return this.deepContainer(v, depth);
     this.room(2);
     if (Array.isArray(v)) {
-      if (depth > MAX_DEPTH) throw new EncodeError(`is nested more than ${MAX_DEPTH} deep (a cycle?)`);
+      if (depth > MAX_DEPTH) throw EncodeError.tooDeep();
       this.buf[this.pos++] = 0x32;
       const list = this.open();
       for (let i = 0; i < v.length; i++) {
@@ -1412,7 +1468,7 @@ export class Emitter {
             this.close(e);
           }
         } catch (err) {
-          if (err instanceof EncodeError) err.path.push(`[${i}]`);
+          if (err instanceof EncodeError) err.through(`[${i}]`, v);
           throw err;
         }
       }
@@ -1448,7 +1504,7 @@ export class Emitter {
     const open = (v: object, depth: number): number => {
       this.room(2);
       if (Array.isArray(v)) {
-        if (depth > MAX_DEPTH) throw new EncodeError(`is nested more than ${MAX_DEPTH} deep (a cycle?)`);
+        if (depth > MAX_DEPTH) throw EncodeError.tooDeep();
         this.buf[this.pos++] = 0x32;
         const at = this.open();
         stack.push({ list: v, obj: null, keys: [], lazy: undefined, i: 0, at, item: -1, value: -1 });
@@ -1459,7 +1515,7 @@ export class Emitter {
         throw new EncodeError(`is a ${v.constructor?.name ?? "non-plain object"}, not a JSON object`);
       this.buf[this.pos++] = 0x2a;
       const at = this.open();
-      if (depth > MAX_DEPTH) throw new EncodeError(`is nested more than ${MAX_DEPTH} deep (a cycle?)`);
+      if (depth > MAX_DEPTH) throw EncodeError.tooDeep();
       const o = v as JsonObject;
       const keys: string[] = [];
       for (const k in o) keys.push(k);
@@ -1549,7 +1605,7 @@ export class Emitter {
       if (err instanceof EncodeError)
         for (let j = stack.length - 1; j >= 0; j--) {
           const f = stack[j]!;
-          err.path.push(f.list ? `[${f.i}]` : `.${f.keys[f.i]}`);
+          err.through(f.list ? `[${f.i}]` : `.${f.keys[f.i]}`, (f.list ?? f.obj)!);
         }
       throw err;
     }

@@ -3,7 +3,7 @@
 // messages, 5,000 levels of JSON, through the real server and xfn's client,
 // and past that a clear error naming the limit. (It was 49 levels once, then
 // 2,000, where the codec's recursion would run out of stack.)
-import { create, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
+import { create, type JsonValue } from "@bufbuild/protobuf";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { dial } from "../../src/client/client.js";
@@ -45,7 +45,6 @@ function requestBytes(levels: number): Uint8Array {
   return ld(0x22, struct); // RunFunctionRequest.input
 }
 
-/** nest is {a: {a: ... "leaf"}}, levels deep, built without recursion. */
 let srv: RunningServer;
 N.before(async () => {
   srv = await serve(
@@ -93,16 +92,16 @@ N("xfn's own client (xfn call, render, test) sends and reads 5,000 levels", asyn
   }
 });
 
-N("encoding refuses past 5,000 levels, and a cycle, naming the limit and where", () => {
-  assert.throws(
-    () => encodeRequest(create(RunFunctionRequestSchema, { input: nest(5002) })),
-    /cannot encode RunFunctionRequest: input\.a\.a\..* is nested more than 5000 deep \(a cycle\?\)/,
-  );
-  const loop: JsonObject = { name: "x" };
-  loop["self"] = { list: [loop] };
-  assert.throws(
-    () => encodeResponse(create(RunFunctionResponseSchema, { output: loop })),
-    /output\.self\.list\[0\]\.self.* is nested more than 5000 deep/,
+N("encoding refuses past 5,000 levels, naming the limit and where (the path shortened in the middle)", () => {
+  let msg = "";
+  try {
+    encodeRequest(create(RunFunctionRequestSchema, { input: nest(5002) }));
+  } catch (err) {
+    msg = (err as Error).message;
+  }
+  assert.is(
+    msg,
+    `cannot encode RunFunctionRequest: input${".a".repeat(16)}...(4981 more)...${".a".repeat(4)} is nested more than 5000 deep`,
   );
   assert.is(depthOf(decodeResponse(encodeResponse(create(RunFunctionResponseSchema, { output: nest(5000) }))).output), 5000);
 });
