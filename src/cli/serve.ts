@@ -6,7 +6,9 @@ import { Command, InvalidArgumentError, Option } from "commander";
 import type { RunFunction } from "../function.js";
 import { DEFAULT_MAX_RESPONSE_BYTES, messageOf } from "../server/handler.js";
 import { tuneHeap } from "../server/heap.js";
+import type { Logger } from "pino";
 import { createLogger } from "../server/log.js";
+import { memoryMB, workerHeapMB } from "../server/memory.js";
 import { DEFAULT_TIMEOUT_SECONDS, DEFAULT_WORKERS } from "../server/pool.js";
 import type { MetricsServer, ServeMetrics } from "../metrics.js";
 import { DEFAULT_ADDRESS, serve, type RunningServer } from "../server/server.js";
@@ -45,6 +47,7 @@ export interface ServeFlags {
   gracePeriod: number;
   recordDir?: string;
   workers: number;
+  maxWorkerHeap?: number;
   timeout: number;
   metricsAddress?: string;
 }
@@ -88,6 +91,13 @@ export function addServeFlags(cmd: Command, opts: { loopbackWhenInsecure?: boole
       new Option("--workers <n>", "worker threads running the function; 1 runs it in the server's own thread")
         .default(DEFAULT_WORKERS)
         .argParser(positiveInt("--workers")),
+    )
+    .addOption(
+      new Option(
+        "--max-worker-heap <MB>",
+        "JavaScript heap of each worker; a worker that runs out is replaced, failing only its calls " +
+          "(default: the container's or machine's memory, less the server's share, split among the workers)",
+      ).argParser(positiveInt("--max-worker-heap")),
     )
     .addOption(
       new Option("--timeout <seconds>", "longest one call may run; a caller's earlier deadline wins")
@@ -141,6 +151,11 @@ export async function startServing(source: FunctionSource, flags: ServeFlags, la
     // With workers, each worker loads the function; a module path that does
     // not resolve is still loaded here, for its error.
     const pooled = flags.workers > 1 && source.worker && (source.worker.module === undefined || moduleFile !== undefined);
+    if (flags.maxWorkerHeap !== undefined && flags.workers === 1)
+      throw new Error(
+        "--max-worker-heap limits worker threads, and --workers 1 runs the function in the server's own thread " +
+          "(start node with --max-old-space-size to limit that)",
+      );
     const fn = pooled ? null : await source.load();
     const workerData: WorkerData = {
       xfnWorker: true,
@@ -161,7 +176,9 @@ export async function startServing(source: FunctionSource, flags: ServeFlags, la
     running = await serve(
       fn,
       {
-        ...(pooled ? { workers: { workers: flags.workers, script: source.worker!.script, workerData } } : {}),
+        ...(pooled
+          ? { workers: { workers: flags.workers, script: source.worker!.script, workerData, maxHeapMB: workerHeap(flags, log) } }
+          : {}),
         timeoutMs: flags.timeout * 1000,
         address: flags.address ?? DEFAULT_ADDRESS,
         insecure: flags.insecure,
@@ -209,6 +226,28 @@ export async function startServing(source: FunctionSource, flags: ServeFlags, la
   };
   process.once("SIGTERM", () => stop("SIGTERM"));
   process.once("SIGINT", () => stop("SIGINT"));
+}
+
+/** workerHeap is --max-worker-heap, or each worker's share of the memory (memory.ts), logged with what it came from. */
+function workerHeap(flags: ServeFlags, log: Logger): number {
+  if (flags.maxWorkerHeap !== undefined) return flags.maxWorkerHeap;
+  const memory = memoryMB();
+  const { mb, tooSmall } = workerHeapMB({
+    workers: flags.workers,
+    maxConcurrency: flags.maxConcurrency,
+    maxQueue: flags.maxQueue,
+    maxRecvMB: flags.maxRecvMessageSize,
+    memoryMB: memory.mb,
+  });
+  const from = { memoryMB: memory.mb, memoryFrom: memory.container ? "container limit" : "machine" };
+  if (tooSmall)
+    log.warn(
+      { ...from, workers: flags.workers, maxWorkerHeapMB: mb },
+      "little memory for this many workers and request bodies; each worker gets the minimum heap " +
+        "(give the container more memory, or lower --workers, --max-concurrency or --max-recv-message-size)",
+    );
+  else log.debug({ ...from, maxWorkerHeapMB: mb }, "worker heap limit set from the memory");
+  return mb;
 }
 
 /** serveCommand builds the `serve` subcommand. */

@@ -62,6 +62,8 @@ export interface PoolOptions {
   onResponse?: HandlerOptions["onResponse"];
   /** Told each time a worker is replaced. */
   onWorkerRestart?: () => void;
+  /** Each worker's old generation, in MB (--max-worker-heap); V8's own sizing when absent. */
+  maxHeapMB?: number;
 }
 
 interface Pending {
@@ -116,7 +118,10 @@ export async function startPool(opts: PoolOptions, log: Logger): Promise<Pool> {
   const spawn = (kept: boolean): Promise<Slot> =>
     new Promise((resolve, reject) => {
       const nice = lanes && !kept ? BUSY_NICE : 0;
-      const worker = new Worker(opts.script, { workerData: { ...opts.workerData, nice } satisfies WorkerData });
+      const worker = new Worker(opts.script, {
+        workerData: { ...opts.workerData, nice } satisfies WorkerData,
+        ...(opts.maxHeapMB ? { resourceLimits: { maxOldGenerationSizeMb: opts.maxHeapMB } } : {}),
+      });
       all.add(worker);
       worker.once("exit", () => all.delete(worker));
       const slot: Slot = { n: ++spawned, worker, pending: new Map(), gone: false, retiring: false, kept };
@@ -157,6 +162,11 @@ export async function startPool(opts: PoolOptions, log: Logger): Promise<Pool> {
         }
       });
       worker.on("error", (err) => {
+        if ((err as { code?: string }).code === "ERR_WORKER_OUT_OF_MEMORY") {
+          const limit = opts.maxHeapMB ? `its heap is limited to ${opts.maxHeapMB} MB, --max-worker-heap` : "V8's own heap limit";
+          log.error({ worker: slot.n, maxHeapMB: opts.maxHeapMB }, "a worker ran out of memory");
+          return replace(`it ran out of memory (${limit})`);
+        }
         log.error({ worker: slot.n, err: err.message }, "a worker crashed");
         replace(`it crashed: ${err.message}`);
       });
@@ -181,6 +191,7 @@ export async function startPool(opts: PoolOptions, log: Logger): Promise<Pool> {
   log.info(
     {
       workers: opts.workers,
+      ...(opts.maxHeapMB ? { maxWorkerHeapMB: opts.maxHeapMB } : {}),
       timeoutSeconds: opts.timeoutMs / 1000,
       ...(lanes ? { keptForSmallCalls: 1, smallCallBytes: SMALL_CALL_BYTES } : {}),
     },

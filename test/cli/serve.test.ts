@@ -8,6 +8,7 @@ import { makePki, type TestPki } from "../support/certs.js";
 import { mtlsCredentials, rawClient } from "../support/client.js";
 import { status as Code } from "@grpc/grpc-js";
 import { dial } from "../../src/client/client.js";
+import { memoryMB, workerHeapMB } from "../../src/server/memory.js";
 import { codeOf } from "../support/client.js";
 import { until } from "../support/cluster.js";
 import { request } from "../support/requests.js";
@@ -69,6 +70,14 @@ const refusals: Record<string, { args: string[]; env?: NodeJS.ProcessEnv; want: 
   NoWorkers: { args: ["functions/hello", "--insecure", "--workers", "0"], want: /--workers must be a positive number, got "0"/ },
   FractionalWorkers: { args: ["functions/hello", "--insecure", "--workers", "1.5"], want: /--workers must be a whole number, got "1.5"/ },
   BadTimeout: { args: ["functions/hello", "--insecure", "--timeout", "soon"], want: /--timeout must be a positive number, got "soon"/ },
+  WorkerHeapZero: {
+    args: ["functions/hello", "--insecure", "--max-worker-heap", "0"],
+    want: /--max-worker-heap must be a positive number, got "0"/,
+  },
+  WorkerHeapWithoutWorkers: {
+    args: ["functions/hello", "--insecure", "--workers", "1", "--max-worker-heap", "256"],
+    want: /--max-worker-heap limits worker threads, and --workers 1 runs the function in the server's own thread/,
+  },
   UnknownFlag: { args: ["functions/hello", "--insecur"], want: /unknown option '--insecur'/ },
   PortInUse: { args: ["functions/hello", "--insecure", "--address", "256.0.0.1:1"], want: /cannot listen on 256\.0\.0\.1:1/ },
 };
@@ -207,6 +216,35 @@ Cli("serves --insecure on loopback port 9443 by default, dialled as localhost:94
     await r.stop();
   }
 });
+
+Cli(
+  "--max-worker-heap: each worker's heap is limited (by default a share of the memory); a leaking function ends only its worker",
+  async () => {
+    const mod = join(import.meta.dirname, "../fixtures/misbehave/index.ts");
+    const xr = (mode: string) =>
+      request({ observed: { composite: { resource: { apiVersion: "x.io/v1", kind: "X", metadata: { name: "x" }, spec: { mode } } } } });
+    // Without the flag: the share of this machine's (or container's) memory, as the docs say.
+    const byDefault = await startServe([mod, "--insecure", "--workers", "2"]);
+    try {
+      const share = workerHeapMB({ workers: 2, maxConcurrency: 16, maxQueue: 128, maxRecvMB: 4, memoryMB: memoryMB().mb }).mb;
+      assert.match(byDefault.output(), new RegExp(`"workers":2,"maxWorkerHeapMB":${share},`));
+    } finally {
+      await byDefault.stop();
+    }
+    const s = await startServe([mod, "--insecure", "--workers", "2", "--max-worker-heap", "48"]);
+    const c = rawClient(s.port);
+    try {
+      const leaked = await codeOf(c.run(xr("leak")));
+      assert.is(leaked.code, Code.INTERNAL);
+      assert.match(leaked.details, /it ran out of memory \(its heap is limited to 48 MB, --max-worker-heap\)/);
+      assert.match((await c.run(xr("ok"))).results[0]!.message, /^ran ok/);
+      assert.match(s.output(), /"msg":"a worker ran out of memory"/);
+    } finally {
+      c.close();
+      await s.stop();
+    }
+  },
+);
 
 Cli("--metrics-address serves call counts by code, durations and worker restarts; off without the flag", async () => {
   const mod = join(import.meta.dirname, "../fixtures/misbehave/index.ts");

@@ -28,6 +28,7 @@ async function start(
   timeoutMs: number,
   workers = 2,
   extra: Partial<ServeOptions> = {},
+  maxHeapMB?: number,
 ): Promise<{ srv: RunningServer; mem: ReturnType<typeof memoryLog> }> {
   const mem = memoryLog();
   const srv = await serve(
@@ -41,6 +42,7 @@ async function start(
         workers,
         script: SCRIPT,
         workerData: { xfnWorker: true, module: MODULE, label: "misbehave", debug: false, maxResponseBytes: 4 << 20 },
+        ...(maxHeapMB ? { maxHeapMB } : {}),
       },
     },
     mem.log,
@@ -173,6 +175,34 @@ P("a crash fails only the call its worker held; the worker is replaced and the s
     await srv.stop(1000);
   }
 });
+
+P(
+  "a function that leaks past --max-worker-heap ends its worker alone: its call fails naming the limit, the others are served",
+  async () => {
+    const { srv, mem } = await start(10_000, 2, {}, 48);
+    const c = rawClient(srv.port);
+    try {
+      const slow = c.run(request({ observed: { composite: { resource: { kind: "X", spec: { mode: "busy", ms: 300 } } } } }));
+      const leaked = await c.run(call("leak")).then(
+        () => undefined,
+        (err: unknown) => err as Error & { code: number },
+      );
+      assert.ok(leaked, "the leaking call fails");
+      assert.is(leaked.code, Code.INTERNAL);
+      assert.match(
+        leaked.message,
+        /the function's worker ended \(it ran out of memory \(its heap is limited to 48 MB, --max-worker-heap\)\)/,
+      );
+      assert.match((await slow).results[0]!.message, /^ran busy/);
+      for (let i = 0; i < 4; i++) assert.match((await c.run(call("ok"))).results[0]!.message, /^ran ok/);
+      assert.ok(mem.lines().some((l) => l.msg === "a worker ran out of memory" && l["maxHeapMB"] === 48));
+      assert.ok(mem.lines().some((l) => l.msg === "function workers ready" && l["maxWorkerHeapMB"] === 48));
+    } finally {
+      c.close();
+      await srv.stop(1000);
+    }
+  },
+);
 
 P("stray errors after answering end that worker, not the server; it is replaced", async () => {
   const { srv, mem } = await start(10_000);
