@@ -118,8 +118,10 @@ export async function startPool(opts: PoolOptions, log: Logger): Promise<Pool> {
   const spawn = (kept: boolean): Promise<Slot> =>
     new Promise((resolve, reject) => {
       const nice = lanes && !kept ? BUSY_NICE : 0;
+      const logBacklog = new SharedArrayBuffer(4);
+      const backlog = new Int32Array(logBacklog);
       const worker = new Worker(opts.script, {
-        workerData: { ...opts.workerData, nice } satisfies WorkerData,
+        workerData: { ...opts.workerData, nice, logBacklog } satisfies WorkerData,
         ...(opts.maxHeapMB ? { resourceLimits: { maxOldGenerationSizeMb: opts.maxHeapMB } } : {}),
       });
       all.add(worker);
@@ -148,6 +150,7 @@ export async function startPool(opts: PoolOptions, log: Logger): Promise<Pool> {
           resolve(slot);
         } else if (m.type === "log") {
           relog(log, m.line, slot.n);
+          Atomics.sub(backlog, 0, m.line.length);
         } else if (m.type === "failed") {
           slot.gone = true;
           void worker.terminate();

@@ -19,7 +19,24 @@ export interface WorkerData {
   maxResponseBytes: number;
   /** The worker thread's nice value (Linux; 0 leaves it as it is). */
   nice?: number;
+  /** One Int32: characters of log lines posted to the pool and not written yet (see LOG_BACKLOG_CHARS). */
+  logBacklog?: SharedArrayBuffer;
 }
+
+/**
+ * LOG_BACKLOG_CHARS bounds the log lines a worker has posted that the server's
+ * thread has not written yet. A function logging in a tight loop produces
+ * lines faster than the server's thread parses, redacts and writes them, and
+ * the lines wait in memory: 2 million lines of 1 KB from one call got the
+ * server killed in a 1 GiB container, with its output going to /dev/null.
+ * Past the bound, lines are dropped, and how many is logged once the worker is
+ * free again. In-process (--workers 1) a log line is written before the
+ * function goes on, so nothing waits.
+ */
+export const LOG_BACKLOG_CHARS = 2 * 1024 * 1024;
+
+/** How soon after the first dropped line the worker says how many it dropped (when its thread is free). */
+const DROPPED_REPORT_MS = 250;
 
 /** ToWorker is a message from the pool. */
 export type ToWorker =
@@ -53,10 +70,31 @@ export function workerMain(fn: RunFunction): void {
       niceErr = err instanceof Error ? err.message : String(err);
     }
   }
-  // Log lines go to the pool, which writes them through the server's own logger.
+  // Log lines go to the pool, which writes them through the server's own
+  // logger, as long as not too many are waiting there.
+  const backlog = data.logBacklog ? new Int32Array(data.logBacklog) : undefined;
+  const post = (line: string) => {
+    if (backlog) Atomics.add(backlog, 0, line.length);
+    port.postMessage({ type: "log", line } satisfies FromWorker);
+  };
+  let dropped = 0;
+  const reportDropped = () => {
+    const n = dropped;
+    dropped = 0;
+    const msg = `dropped ${n} log line${n === 1 ? "" : "s"}: the function logged faster than the server could write`;
+    post(JSON.stringify({ level: "warn", droppedLines: n, msg }));
+  };
   const log = createLogger({
     debug: data.debug,
-    destination: { write: (line: string) => port.postMessage({ type: "log", line } satisfies FromWorker) },
+    destination: {
+      write: (line: string) => {
+        if (backlog && Atomics.load(backlog, 0) + line.length > LOG_BACKLOG_CHARS) {
+          if (dropped++ === 0) setTimeout(reportDropped, DROPPED_REPORT_MS);
+          return;
+        }
+        post(line);
+      },
+    },
   });
   if (niceErr) log.warn({ err: niceErr }, "cannot lower this worker's CPU priority; small calls are not favoured");
   // The pool bounds concurrency and queueing; here every request runs at once.

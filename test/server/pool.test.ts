@@ -204,6 +204,28 @@ P(
   },
 );
 
+P("a function that logs faster than the server writes: lines past the backlog are dropped and counted, none lost silently", async () => {
+  const { srv, mem } = await start(10_000);
+  const c = rawClient(srv.port);
+  const lines = 50_000;
+  try {
+    const chatty = request({ observed: { composite: { resource: { kind: "X", spec: { mode: "chatty", lines } } } } });
+    assert.match((await c.run(chatty)).results[0]!.message, /^ran chatty/);
+    const report = () =>
+      mem.lines().find((l) => /^dropped \d+ log lines: the function logged faster than the server could write$/.test(String(l.msg)));
+    await until("the dropped lines reported", () => report() !== undefined, 5_000);
+    const dropped = report()!["droppedLines"] as number;
+    const written = mem.lines().filter((l) => l.msg === "chatty line").length;
+    assert.ok(dropped > 0 && written > 0, `dropped ${dropped}, written ${written}`);
+    assert.is(written + dropped, lines, "every line is written or counted");
+    assert.is(report()!["worker"], mem.lines().find((l) => l.msg === "chatty line")!["worker"], "named by the worker that logged");
+    assert.match((await c.run(call("ok"))).results[0]!.message, /^ran ok/);
+  } finally {
+    c.close();
+    await srv.stop(1000);
+  }
+});
+
 P("stray errors after answering end that worker, not the server; it is replaced", async () => {
   const { srv, mem } = await start(10_000);
   const c = rawClient(srv.port);
