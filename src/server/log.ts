@@ -3,7 +3,14 @@
 // Credentials and connection details must never reach a log line, even when a
 // function logs a whole request: every logged object is walked and the values
 // of secret-bearing keys are replaced before pino serialises it.
-import { pino, type DestinationStream, type Logger, type LoggerOptions } from "pino";
+//
+// Lines are written to stdout asynchronously, so a slow reader of the output
+// never stalls the server's thread (gRPC, health checks). What waits for
+// stdout is bounded (STDOUT_BUFFER_BYTES): a function logging in a tight loop
+// in the server's thread (--workers 1) made the buffer grow until V8 ran out
+// of heap and the process aborted. Past the bound lines are dropped, and a
+// warning says how many once there is room.
+import { destination, pino, type DestinationStream, type Logger, type LoggerOptions } from "pino";
 
 /** SECRET_KEYS are the field names whose values are never logged. */
 export const SECRET_KEYS: ReadonlySet<string> = new Set([
@@ -34,6 +41,47 @@ export interface LogOptions {
   destination?: DestinationStream;
 }
 
+/** STDOUT_BUFFER_BYTES bounds the log output waiting to be written to stdout. */
+export const STDOUT_BUFFER_BYTES = 8 * 1024 * 1024;
+
+/** How soon after the first dropped line a warning says how many were dropped. */
+export const DROPPED_REPORT_MS = 250;
+
+/** droppedMessage is the warning for n dropped log lines. */
+export function droppedMessage(n: number, why: string): string {
+  return `dropped ${n} log line${n === 1 ? "" : "s"}: ${why}`;
+}
+
+/**
+ * countDrops counts the lines out drops (its "drop" event) and logs how many
+ * through log, DROPPED_REPORT_MS after the first. A warning that is itself
+ * dropped is tried again later, with the count kept.
+ */
+export function countDrops(out: { on(event: "drop", f: () => void): unknown }, log: Logger, why: string): void {
+  let dropped = 0;
+  let reporting = false;
+  let lost = false;
+  const report = () => {
+    const n = dropped;
+    dropped = 0;
+    reporting = true;
+    lost = false;
+    try {
+      log.warn({ droppedLines: n }, droppedMessage(n, why));
+    } finally {
+      reporting = false;
+    }
+    if (lost) {
+      dropped += n;
+      setTimeout(report, DROPPED_REPORT_MS).unref();
+    }
+  };
+  out.on("drop", () => {
+    if (reporting) lost = true;
+    else if (dropped++ === 0) setTimeout(report, DROPPED_REPORT_MS).unref();
+  });
+}
+
 /** createLogger returns the process logger. */
 export function createLogger(opts: LogOptions = {}): Logger {
   const options: LoggerOptions = {
@@ -45,5 +93,9 @@ export function createLogger(opts: LogOptions = {}): Logger {
       log: (obj) => redactSecrets(obj) as Record<string, unknown>,
     },
   };
-  return opts.destination ? pino(options, opts.destination) : pino(options);
+  if (opts.destination) return pino(options, opts.destination);
+  const out = destination({ dest: 1, sync: false, maxLength: STDOUT_BUFFER_BYTES });
+  const log = pino(options, out);
+  countDrops(out, log, "they came faster than standard output took them");
+  return log;
 }

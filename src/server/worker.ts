@@ -7,7 +7,7 @@ import { setPriority } from "node:os";
 import { parentPort, workerData } from "node:worker_threads";
 import type { RunFunction } from "../function.js";
 import { Cancel, createHandler, type HandlerResult } from "./handler.js";
-import { createLogger } from "./log.js";
+import { createLogger, DROPPED_REPORT_MS, droppedMessage } from "./log.js";
 
 /** WorkerData is what the pool hands each worker. */
 export interface WorkerData {
@@ -34,9 +34,6 @@ export interface WorkerData {
  * function goes on, so nothing waits.
  */
 export const LOG_BACKLOG_CHARS = 2 * 1024 * 1024;
-
-/** How soon after the first dropped line the worker says how many it dropped (when its thread is free). */
-const DROPPED_REPORT_MS = 250;
 
 /** ToWorker is a message from the pool. */
 export type ToWorker =
@@ -81,8 +78,9 @@ export function workerMain(fn: RunFunction): void {
   const reportDropped = () => {
     const n = dropped;
     dropped = 0;
-    const msg = `dropped ${n} log line${n === 1 ? "" : "s"}: the function logged faster than the server could write`;
-    post(JSON.stringify({ level: "warn", droppedLines: n, msg }));
+    post(
+      JSON.stringify({ level: "warn", droppedLines: n, msg: droppedMessage(n, "the function logged faster than the server could write") }),
+    );
   };
   const log = createLogger({
     debug: data.debug,

@@ -246,6 +246,34 @@ Cli(
   },
 );
 
+Cli("log output that stdout does not take fast enough is dropped past a bound and counted; the server answers and serves on", async () => {
+  // In the server's own thread (--workers 1), with nothing reading the output
+  // for a while: the buffer grew until V8 ran out of heap and the process aborted.
+  const mod = join(import.meta.dirname, "../fixtures/misbehave/index.ts");
+  const s = await startServe([mod, "--insecure", "--workers", "1"]);
+  const c = rawClient(s.port);
+  const lines = 50_000; // 50 MB of log lines, against 8 MiB of buffer
+  try {
+    s.child.stdout!.pause();
+    const chatty = request({ observed: { composite: { resource: { kind: "X", spec: { mode: "chatty", lines } } } } });
+    assert.match((await c.run(chatty)).results[0]!.message, /^ran chatty/);
+    s.child.stdout!.resume();
+    const report = /"droppedLines":(\d+),"msg":"dropped \d+ log lines: they came faster than standard output took them"/;
+    await until("the dropped lines reported", () => report.test(s.output()), 10_000);
+    const dropped = [...s.output().matchAll(new RegExp(report, "g"))].reduce((n, m) => n + Number(m[1]), 0);
+    const written = s.output().match(/"msg":"chatty line"/g)?.length ?? 0;
+    assert.ok(dropped > 0 && written > 0, `dropped ${dropped}, written ${written}`);
+    assert.is(written + dropped, lines, "every line is written or counted");
+    assert.match(
+      (await c.run(request({ observed: { composite: { resource: { kind: "X", spec: { mode: "ok" } } } } }))).results[0]!.message,
+      /^ran ok/,
+    );
+  } finally {
+    c.close();
+    await s.stop();
+  }
+});
+
 Cli("--metrics-address serves call counts by code, durations and worker restarts; off without the flag", async () => {
   const mod = join(import.meta.dirname, "../fixtures/misbehave/index.ts");
   const s = await startServe([mod, "--insecure", "--workers", "2", "--metrics-address", "127.0.0.1:0"]);
