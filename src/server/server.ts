@@ -216,31 +216,42 @@ export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Log
       live.add(cancel);
       const messages: Buffer[] = [];
       let handed = false;
-      const deadline = pool ? deadlineOf(call) : Math.min(deadlineOf(call), Date.now() + timeoutMs);
+      const callerDeadline = deadlineOf(call);
+      const deadline = pool ? callerDeadline : Math.min(callerDeadline, Date.now() + timeoutMs);
+      // The request must be in by the caller's deadline, and within --timeout of the call's
+      // start: a caller that sends no deadline and stops sending (or vanishes mid-body on a
+      // half-open connection) would otherwise hold its admission and body slot for ever.
+      const readBy = Math.min(callerDeadline, Date.now() + timeoutMs);
       // The body is read only once a body slot is free: a call waiting for one holds
       // an HTTP/2 flow-control window of its bytes, not the whole request.
       const readBody = () => {
         holdsBody = true;
-        clearTimeout(waitTimer);
         if (finished) return bodies.release();
         call.on("data", (m: Buffer) => messages.push(m));
         call.on("end", onEnd);
       };
       call.on("error", () => finish());
       bodies.acquire(readBody);
-      // Only a call left waiting for a slot needs a timer of its own.
-      if (!holdsBody && Number.isFinite(deadline)) {
+      if (Number.isFinite(readBy)) {
+        const byTimeout = readBy < callerDeadline;
         waitTimer = setTimeout(
           () => {
-            if (holdsBody || finished) return;
+            if (handed || finished) return;
+            const details = byTimeout
+              ? `the request did not arrive within the server's --timeout of ${timeoutMs / 1000} s`
+              : holdsBody
+                ? "the deadline passed while the request was arriving"
+                : "the deadline passed while the request waited to be read";
             finish();
-            callback({ code: Code.DEADLINE_EXCEEDED, details: "the deadline passed while the request waited to be read" });
+            callback({ code: Code.DEADLINE_EXCEEDED, details });
           },
           // A little before the deadline, so that the caller reads why rather than its own timer's bare "deadline exceeded".
-          Math.min(2 ** 31 - 1, Math.max(0, deadline - Date.now() - WAIT_SLACK_MS)),
+          Math.min(2 ** 31 - 1, Math.max(0, readBy - Date.now() - (byTimeout ? 0 : WAIT_SLACK_MS))),
         );
       }
       function onEnd() {
+        clearTimeout(waitTimer);
+        if (finished) return; // answered already: its time ran out while the body was arriving
         if (cancel.cancelled) return finish();
         if (messages.length !== 1) {
           finish();

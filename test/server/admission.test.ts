@@ -78,6 +78,67 @@ A("an admitted call waits for a body slot (2 x --max-concurrency) unread, and en
   }
 });
 
+A("a call whose request never arrives, sent without a deadline, ends at --timeout and gives back its body slot", async () => {
+  let ran = 0;
+  const mem = memoryLog();
+  const srv = await serve(
+    (req) => (ran++, response.to(req)),
+    { address: "127.0.0.1:0", insecure: true, maxConcurrency: 1, maxQueue: 4, timeoutMs: 600 },
+    mem.log,
+  );
+  const client = new Client(`127.0.0.1:${srv.port}`, credentials.createInsecure());
+  const c = rawClient(srv.port);
+  try {
+    // Both body slots (2 x --max-concurrency) taken by calls that open a stream and then send
+    // nothing, with no deadline: a client that stalls, or vanished on a half-open connection.
+    const stalled = Array.from(
+      { length: 2 },
+      () =>
+        new Promise<ServiceError>((resolve, reject) => {
+          client.makeClientStreamRequest(
+            V1,
+            (b: Uint8Array) => Buffer.from(b),
+            (b: Buffer) => b,
+            (err: ServiceError | null) => (err ? resolve(err) : reject(new Error("answered"))),
+          );
+        }),
+    );
+    await new Promise((r) => setTimeout(r, 100));
+    const good = await c.run(request({ meta: { tag: "after" } }), { timeoutMs: 10_000 });
+    assert.is(good.meta?.tag, "after", "served once the stalled calls gave their slots back");
+    for (const err of await Promise.all(stalled)) {
+      assert.is(err.code, Code.DEADLINE_EXCEEDED);
+      assert.is(err.details, "the request did not arrive within the server's --timeout of 0.6 s");
+    }
+    assert.is(ran, 1);
+  } finally {
+    client.close();
+    c.close();
+    await srv.stop(1000);
+  }
+});
+
+A("a request whose body stops arriving ends at the caller's deadline, named so", async () => {
+  const srv = await serve((req) => response.to(req), { address: "127.0.0.1:0", insecure: true }, memoryLog().log);
+  const client = new Client(`127.0.0.1:${srv.port}`, credentials.createInsecure());
+  try {
+    const err = await new Promise<ServiceError>((resolve, reject) => {
+      client.makeClientStreamRequest(
+        V1,
+        (b: Uint8Array) => Buffer.from(b),
+        (b: Buffer) => b,
+        { deadline: Date.now() + 800 },
+        (e: ServiceError | null) => (e ? resolve(e) : reject(new Error("answered"))),
+      );
+    });
+    assert.is(err.code, Code.DEADLINE_EXCEEDED);
+    assert.is(err.details, "the deadline passed while the request was arriving");
+  } finally {
+    client.close();
+    await srv.stop(1000);
+  }
+});
+
 A("a call that sends no request or two is INVALID_ARGUMENT, as a unary method must", async () => {
   const srv = await serve((req) => response.to(req), { address: "127.0.0.1:0", insecure: true }, memoryLog().log);
   const client = new Client(`127.0.0.1:${srv.port}`, credentials.createInsecure());
