@@ -12,7 +12,7 @@
 // imported through tsx's own tsImport instead, which copes, at the price of
 // its own copy of the modules it imports. Its exports arrive wrapped in
 // `default`, and pickFunction unwraps them.
-import { existsSync, readFileSync, statSync } from "node:fs";
+import { existsSync, readFileSync, statSync, writeSync } from "node:fs";
 import { dirname, extname, join, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import { isMainThread } from "node:worker_threads";
@@ -60,10 +60,29 @@ export function resolveModule(spec: string, cwd = process.cwd()): string {
   throw new Error(`cannot load function module ${spec}: the directory has no package.json main and none of ${INDEX_FILES.join(", ")}`);
 }
 
+/** UNSETTLED_EXIT_CODE is Node's exit code when the event loop empties with a top-level await still pending. */
+export const UNSETTLED_EXIT_CODE = 13;
+
+/** unsettledMessage says why loading spec ended the process (or a worker) with UNSETTLED_EXIT_CODE. */
+export function unsettledMessage(spec: string): string {
+  return (
+    `cannot load function module ${spec}: its top-level code awaits something that can never settle ` +
+    `(nothing is left running that could settle it), so Node ended with exit code ${UNSETTLED_EXIT_CODE}`
+  );
+}
+
 /** loadFunction imports the module and returns its function. */
 export async function loadFunction(spec: string, cwd = process.cwd()): Promise<RunFunction> {
   const file = resolveModule(spec, cwd);
   let mod: Record<string, unknown>;
+  // A module whose top-level await can never settle leaves nothing to run:
+  // Node then ends the process with code 13 and says nothing of why. The
+  // "exit" event still fires while the import is pending, with
+  // process.exitCode already 13. (A worker's exit is explained by the pool.)
+  const onExit = () => {
+    if (process.exitCode === UNSETTLED_EXIT_CODE) writeSync(2, `xfn: ${unsettledMessage(spec)}\n`);
+  };
+  if (isMainThread) process.on("exit", onExit);
   try {
     const url = pathToFileURL(file).href;
     if (!TS_EXTENSIONS.has(extname(file))) {
@@ -77,6 +96,8 @@ export async function loadFunction(spec: string, cwd = process.cwd()): Promise<R
     }
   } catch (err) {
     throw new Error(`cannot load function module ${spec}: ${(err as Error).message}`, { cause: err });
+  } finally {
+    process.off("exit", onExit);
   }
   const fn = pickFunction(mod);
   if (!fn) {

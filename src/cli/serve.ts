@@ -32,6 +32,9 @@ function positiveInt(name: string) {
   };
 }
 
+/** SLOW_LOAD_MS is how long loading the function module may take before xfn serve says it is still loading. */
+export const SLOW_LOAD_MS = 5_000;
+
 /** LOOPBACK_ADDRESS is where `xfn serve --insecure` listens unless --address says otherwise. */
 export const LOOPBACK_ADDRESS = "127.0.0.1:9443";
 
@@ -147,6 +150,16 @@ export async function startServing(source: FunctionSource, flags: ServeFlags, la
   let running: RunningServer | undefined;
   let metrics: ServeMetrics | undefined;
   let metricsServer: MetricsServer | undefined;
+  // A module whose top-level code takes long (a fetch at import, say) keeps the
+  // server from listening: say so, rather than leave an empty log.
+  const slowLoad = setTimeout(
+    () =>
+      log.warn(
+        { module: label, seconds: SLOW_LOAD_MS / 1000 },
+        "still loading the function module: its top-level code has not finished; xfn serve listens once it has",
+      ),
+    SLOW_LOAD_MS,
+  ).unref();
   try {
     // With workers, each worker loads the function; a module path that does
     // not resolve is still loaded here, for its error.
@@ -200,12 +213,14 @@ export async function startServing(source: FunctionSource, flags: ServeFlags, la
       log.child({ module: label }),
     );
   } catch (err) {
+    clearTimeout(slowLoad);
     await metricsServer?.stop();
     log.error((err as Error).message);
     process.stderr.write(`xfn serve: ${(err as Error).message}\n`);
     process.exitCode = 1;
     return;
   }
+  clearTimeout(slowLoad);
   const srv = running;
   // A function's stray async error (a rejected promise nobody awaits, a throw
   // in a timer) belongs to no request. Node would end the process, dropping

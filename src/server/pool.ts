@@ -12,6 +12,7 @@ import { availableParallelism } from "node:os";
 import { Worker } from "node:worker_threads";
 import { status as Code } from "@grpc/grpc-js";
 import type { Logger } from "pino";
+import { UNSETTLED_EXIT_CODE, unsettledMessage } from "../cli/load.js";
 import PQueue from "p-queue";
 import { decodeRequest, decodeResponse } from "../wire/codec.js";
 import { DEADLINE_DETAILS, runResponseHook, type CallInfo, type Handler, type HandlerOptions, type HandlerResult } from "./handler.js";
@@ -173,7 +174,7 @@ export async function startPool(opts: PoolOptions, log: Logger): Promise<Pool> {
         log.error({ worker: slot.n, err: err.message }, "a worker crashed");
         replace(`it crashed: ${err.message}`);
       });
-      worker.on("exit", (code) => replace(`it exited with code ${code}`));
+      worker.on("exit", (code) => replace(ready ? `it exited with code ${code}` : loadExit(code, opts.workerData.module)));
     });
 
   const respawn = (kept: boolean, attempt: number) => {
@@ -318,6 +319,14 @@ function relog(log: Logger, line: string, worker: number): void {
   const { level, msg, time: _time, component: _component, ...rest } = entry;
   const at = typeof level === "string" && LEVELS.has(level) ? (level as "info") : "info";
   log[at]({ ...rest, worker }, typeof msg === "string" ? msg : "");
+}
+
+/** loadExit says why a worker that exited with code before it was ready could not start. */
+function loadExit(code: number, module: string | undefined): string {
+  if (module === undefined) return `a worker exited with code ${code} while starting`;
+  if (code === UNSETTLED_EXIT_CODE) return unsettledMessage(module);
+  const why = `a worker exited with code ${code} while loading it (does its top-level code end the process?)`;
+  return `cannot load function module ${module}: ${why}`;
 }
 
 /** expired says which limit ended a call: the server's --timeout, or the caller's deadline (as the handler says it). */

@@ -97,6 +97,48 @@ Cli("a module that exports no function is refused", async () => {
   assert.match(r.stderr, /it exports no function \(export one as default or as runFunction\)/);
 });
 
+for (const mode of [[], ["--workers", "1"]]) {
+  const where = mode.length ? "in the server's thread" : "on workers";
+  Cli(`a module whose top-level await never settles is refused naming why (${where}); Node said nothing`, async () => {
+    const f = join(scratch, "unsettled.mjs");
+    writeFileSync(f, "await new Promise(() => {});\nexport default () => {};\n");
+    const r = await run(["serve", f, "--insecure", ...mode]);
+    // In the server's thread Node itself ends the process, with its code for this.
+    assert.is(r.code, mode.length ? 13 : 1, r.stdout + r.stderr);
+    assert.match(r.stderr, /cannot load function module \S*unsettled\.mjs: its top-level code awaits something that can never settle/);
+  });
+}
+
+Cli("a worker that exits while loading the module is refused naming the module and the exit code", async () => {
+  const f = join(scratch, "exits.mjs");
+  writeFileSync(f, "process.exit(0);\nexport default () => {};\n");
+  const r = await run(["serve", f, "--insecure", "--workers", "2"]);
+  assert.is(r.code, 1);
+  assert.match(r.stderr, /cannot load function module \S*exits\.mjs: a worker exited with code 0 while loading it/);
+});
+
+Cli("a module slow to load is logged as still loading, then served", async () => {
+  const f = join(scratch, "slow.mjs");
+  writeFileSync(
+    f,
+    `import { response } from ${JSON.stringify(join(import.meta.dirname, "../../lib/index.js"))};\n` +
+      "await new Promise((r) => setTimeout(r, 5_500));\n" +
+      "export default (req) => response.to(req);\n",
+  );
+  const s = await startServe([f, "--insecure", "--workers", "1"]);
+  const c = rawClient(s.port);
+  try {
+    assert.match(
+      s.output(),
+      /"seconds":5,"msg":"still loading the function module: its top-level code has not finished; xfn serve listens once it has"/,
+    );
+    assert.is((await c.run(request({ meta: { tag: "t" } }))).meta?.tag, "t");
+  } finally {
+    c.close();
+    await s.stop();
+  }
+});
+
 Cli("a function's stray async errors are logged; the server keeps serving every caller", async () => {
   const f = join(scratch, "stray.mjs");
   writeFileSync(
