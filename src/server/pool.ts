@@ -8,23 +8,24 @@
 // the CPU), the worker is terminated and replaced: health and every other
 // worker's calls go on. Request and response bytes are transferred between
 // threads, not copied.
-import { availableParallelism } from "node:os";
 import { Worker } from "node:worker_threads";
 import { status as Code } from "@grpc/grpc-js";
 import type { Logger } from "pino";
 import { UNSETTLED_EXIT_CODE, unsettledMessage } from "../cli/load.js";
+import { usableCores } from "./cpus.js";
 import PQueue from "p-queue";
 import { decodeRequest, decodeResponse } from "../wire/codec.js";
 import { DEADLINE_DETAILS, runResponseHook, type CallInfo, type Handler, type HandlerOptions, type HandlerResult } from "./handler.js";
 import { exclusive, type FromWorker, type ToWorker, type WorkerData } from "./worker.js";
 
 /**
- * DEFAULT_WORKERS is one worker per core the process may use, plus one: with
+ * DEFAULT_WORKERS is one worker per core the process may use (a container's
+ * CPU limit counts, cpus.ts), plus one: with
  * every core's worker busy on a long call, a short one still finds a free
  * worker instead of queueing behind a long one (bench/pool.ts, 2 cores: small-call
  * p99 beside N=1000 traffic 3.2x alone with 3 workers, 4.9x with 2).
  */
-export const DEFAULT_WORKERS = Math.max(1, availableParallelism()) + 1;
+export const DEFAULT_WORKERS = usableCores() + 1;
 
 /**
  * SMALL_CALL_BYTES is the request size under which a call counts as small.
