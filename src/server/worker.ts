@@ -30,8 +30,8 @@ export interface WorkerData {
  * the lines wait in memory: 2 million lines of 1 KB from one call got the
  * server killed in a 1 GiB container, with its output going to /dev/null.
  * Past the bound, lines are dropped, and how many is logged once the worker is
- * free again. In-process (--workers 1) a log line is written before the
- * function goes on, so nothing waits.
+ * free again. In process (--workers 1) the lines go straight to the logger's
+ * own bounded stdout buffer (log.ts).
  */
 export const LOG_BACKLOG_CHARS = 2 * 1024 * 1024;
 
