@@ -3,10 +3,10 @@
 import { extname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Command, InvalidArgumentError, Option } from "commander";
+import type { Logger } from "pino";
 import type { RunFunction } from "../function.js";
 import { DEFAULT_MAX_RESPONSE_BYTES, messageOf } from "../server/handler.js";
 import { tuneHeap } from "../server/heap.js";
-import type { Logger } from "pino";
 import { createLogger } from "../server/log.js";
 import { memoryMB, workerHeapMB } from "../server/memory.js";
 import { DEFAULT_TIMEOUT_SECONDS, DEFAULT_WORKERS } from "../server/pool.js";

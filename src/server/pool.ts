@@ -11,18 +11,18 @@
 import { Worker } from "node:worker_threads";
 import { status as Code } from "@grpc/grpc-js";
 import type { Logger } from "pino";
-import { UNSETTLED_EXIT_CODE, unsettledMessage } from "../cli/load.js";
-import { usableCores } from "./cpus.js";
 import PQueue from "p-queue";
+import { UNSETTLED_EXIT_CODE, unsettledMessage } from "../cli/load.js";
 import { decodeRequest, decodeResponse } from "../wire/codec.js";
+import { usableCores } from "./cpus.js";
 import { DEADLINE_DETAILS, runResponseHook, type CallInfo, type Handler, type HandlerOptions, type HandlerResult } from "./handler.js";
 import { exclusive, type FromWorker, type ToWorker, type WorkerData } from "./worker.js";
 
 /**
  * DEFAULT_WORKERS is one worker per core the process may use (a container's
- * CPU limit counts, cpus.ts), plus one: with
- * every core's worker busy on a long call, a short one still finds a free
- * worker instead of queueing behind a long one (bench/pool.ts, 2 cores: small-call
+ * CPU limit counts, cpus.ts), plus one: with every core's worker busy on a
+ * long call, a short one still finds a free worker instead of queueing behind
+ * a long one (bench/pool.ts, 2 cores: small-call
  * p99 beside N=1000 traffic 3.2x alone with 3 workers, 4.9x with 2).
  */
 export const DEFAULT_WORKERS = usableCores() + 1;
