@@ -2,8 +2,8 @@
 // cgroup (as a pod with resources.limits.memory does), a function leaks in
 // several workers at once while a flood of requests arrives, or logs in a
 // tight loop, and the script reports whether the server survived, how each
-// call ended and the cgroup's peak memory. Each scenario also runs once the
-// way xfn ran before (each worker free to grow to V8's own limit), for
+// call ended and the cgroup's peak memory. The leaks also run the way xfn ran
+// before (each worker free to grow to V8's own limit, no memory guard), for
 // comparison. Writes the "Container memory" section of bench/RESULTS.md.
 //
 //   node --import tsx bench/container.ts [--mib 1024] [--calls 800] [--rounds 3]
@@ -57,7 +57,7 @@ function makeCgroup(): { dir: string; peak(): number; reset(): void } | string {
   }
 }
 
-// The function: leaks on tag "leak", logs 2 million lines of 1 KB on tag "chatty", else answers.
+// The function: leaks on tag "leak" (in the heap) or "offheap", logs 2 million lines of 1 KB on tag "chatty", else answers.
 const work = mkdtempSync(join(tmpdir(), "xfn-container-"));
 const MODULE = join(work, "fn.mjs");
 writeFileSync(
@@ -66,6 +66,8 @@ writeFileSync(
 const kept = [];
 export default async function (req, ctx) {
   if (req.meta?.tag === "leak") for (;;) kept.push(new Array(1e6).fill(Math.random()));
+  // Outside V8's heap: Node keeps a string of a megabyte or more as external memory.
+  if (req.meta?.tag === "offheap") for (;;) kept.push(Buffer.alloc(1 << 20).toString("latin1") + Math.random());
   if (req.meta?.tag === "chatty") { const pad = "y".repeat(1000); for (let i = 0; i < 2e6; i++) ctx.log.info({ i, pad }, "chatty"); }
   return response.to(req);
 }
@@ -164,7 +166,14 @@ const half = String(Math.floor(MIB / 2)); // V8's own limit for each thread in a
 const runs: Outcome[][] = [];
 for (const [name, args, tags, flood] of [
   ["three leaking calls and a flood, xfn's share per worker", [], ["leak", "leak", "leak"], CALLS],
-  ["the same, each worker at V8's own limit (xfn before)", ["--max-worker-heap", half], ["leak", "leak", "leak"], CALLS],
+  [
+    "the same as xfn ran before: V8's own heap limit, no memory guard",
+    ["--max-worker-heap", half, "--memory-guard", "0"],
+    ["leak", "leak", "leak"],
+    CALLS,
+  ],
+  ["three calls leaking outside the heap (1 MB strings) and a flood", [], ["offheap", "offheap", "offheap"], CALLS],
+  ["the same without the memory guard", ["--memory-guard", "0"], ["offheap", "offheap", "offheap"], CALLS],
   ["a call logging 2 million lines of 1 KB, on workers", [], ["chatty"], 0],
 ] as Array<[string, string[], string[], number]>) {
   const rounds: Outcome[] = [];

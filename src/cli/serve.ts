@@ -8,7 +8,7 @@ import type { RunFunction } from "../function.js";
 import { DEFAULT_MAX_RESPONSE_BYTES, messageOf } from "../server/handler.js";
 import { tuneHeap } from "../server/heap.js";
 import { createLogger } from "../server/log.js";
-import { memoryMB, workerHeapMB } from "../server/memory.js";
+import { GUARD_SHARE, memoryMB, workerHeapMB } from "../server/memory.js";
 import { DEFAULT_TIMEOUT_SECONDS, DEFAULT_WORKERS } from "../server/pool.js";
 import type { MetricsServer, ServeMetrics } from "../metrics.js";
 import { DEFAULT_ADDRESS, serve, type RunningServer } from "../server/server.js";
@@ -32,6 +32,10 @@ function positiveInt(name: string) {
   };
 }
 
+function wholeOrZero(name: string) {
+  return (v: string): number => (v.trim() === "0" ? 0 : positiveInt(name)(v));
+}
+
 /** SLOW_LOAD_MS is how long loading the function module may take before xfn serve says it is still loading. */
 export const SLOW_LOAD_MS = 5_000;
 
@@ -51,6 +55,7 @@ export interface ServeFlags {
   recordDir?: string;
   workers: number;
   maxWorkerHeap?: number;
+  memoryGuard?: number;
   timeout: number;
   metricsAddress?: string;
 }
@@ -101,6 +106,13 @@ export function addServeFlags(cmd: Command, opts: { loopbackWhenInsecure?: boole
         "JavaScript heap of each worker; a worker that runs out is replaced, failing only its calls " +
           "(default: the container's or machine's memory, less the server's share, split among the workers)",
       ).argParser(positiveInt("--max-worker-heap")),
+    )
+    .addOption(
+      new Option(
+        "--memory-guard <MB>",
+        "server memory (resident) at which the worker whose call has run longest is ended, before the kernel ends the server; " +
+          `0 turns it off (default: ${GUARD_SHARE * 100}% of the container's or machine's memory)`,
+      ).argParser(wholeOrZero("--memory-guard")),
     )
     .addOption(
       new Option("--timeout <seconds>", "longest one call may run; a caller's earlier deadline wins")
@@ -169,6 +181,8 @@ export async function startServing(source: FunctionSource, flags: ServeFlags, la
         "--max-worker-heap limits worker threads, and --workers 1 runs the function in the server's own thread " +
           "(start node with --max-old-space-size to limit that)",
       );
+    if (flags.memoryGuard !== undefined && flags.workers === 1)
+      throw new Error("--memory-guard ends worker threads, and --workers 1 runs the function in the server's own thread");
     const fn = pooled ? null : await source.load();
     const workerData: WorkerData = {
       xfnWorker: true,
@@ -190,7 +204,15 @@ export async function startServing(source: FunctionSource, flags: ServeFlags, la
       fn,
       {
         ...(pooled
-          ? { workers: { workers: flags.workers, script: source.worker!.script, workerData, maxHeapMB: workerHeap(flags, log) } }
+          ? {
+              workers: {
+                workers: flags.workers,
+                script: source.worker!.script,
+                workerData,
+                maxHeapMB: workerHeap(flags, log),
+                memoryGuardMB: flags.memoryGuard ?? Math.floor(GUARD_SHARE * memoryMB().mb),
+              },
+            }
           : {}),
         timeoutMs: flags.timeout * 1000,
         address: flags.address ?? DEFAULT_ADDRESS,

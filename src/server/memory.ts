@@ -35,6 +35,9 @@ export const MIN_WORKER_HEAP_MB = 64;
 /** V8's own ceiling for one isolate's old generation (pointer compression). */
 export const MAX_WORKER_HEAP_MB = 4096;
 
+/** GUARD_SHARE is the share of the memory at which the pool ends the worker whose call has run longest (pool.ts, guardMemory). */
+export const GUARD_SHARE = 0.85;
+
 /**
  * memoryMB is the memory this process may use: the container's limit
  * (cgroup) when there is one below the machine's memory, else the machine's.

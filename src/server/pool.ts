@@ -66,10 +66,22 @@ export interface PoolOptions {
   onWorkerRestart?: () => void;
   /** Each worker's old generation, in MB (--max-worker-heap); V8's own sizing when absent. */
   maxHeapMB?: number;
+  /**
+   * When the process's resident memory passes this many MB, the worker whose
+   * call has run longest is ended (see guardMemory). Off when absent.
+   */
+  memoryGuardMB?: number;
+  /** The process's resident memory in bytes (tests). */
+  rss?: () => number;
 }
+
+/** How often the memory guard looks. */
+const GUARD_INTERVAL_MS = 50;
 
 interface Pending {
   resolve(r: HandlerResult): void;
+  /** When the call was handed to the worker (ms, performance.now()). */
+  started: number;
   /** Whether the server's timeout, not the caller's deadline, ends this call. */
   byTimeout: boolean;
 }
@@ -83,6 +95,8 @@ interface Slot {
   retiring: boolean;
   /** Kept for small calls (runs at normal priority; large calls never go to it). */
   kept: boolean;
+  /** Why the pool is ending this worker, when it is (its calls fail saying so). */
+  ending?: string;
 }
 
 /** Pool is a Handler backed by worker threads. */
@@ -175,7 +189,7 @@ export async function startPool(opts: PoolOptions, log: Logger): Promise<Pool> {
         log.error({ worker: slot.n, err: err.message }, "a worker crashed");
         replace(`it crashed: ${err.message}`);
       });
-      worker.on("exit", (code) => replace(ready ? `it exited with code ${code}` : loadExit(code, opts.workerData.module)));
+      worker.on("exit", (code) => replace(slot.ending ?? (ready ? `it exited with code ${code}` : loadExit(code, opts.workerData.module))));
     });
 
   const respawn = (kept: boolean, attempt: number) => {
@@ -197,6 +211,7 @@ export async function startPool(opts: PoolOptions, log: Logger): Promise<Pool> {
     {
       workers: opts.workers,
       ...(opts.maxHeapMB ? { maxWorkerHeapMB: opts.maxHeapMB } : {}),
+      ...(opts.memoryGuardMB ? { memoryGuardMB: opts.memoryGuardMB } : {}),
       timeoutSeconds: opts.timeoutMs / 1000,
       ...(lanes ? { keptForSmallCalls: 1, smallCallBytes: SMALL_CALL_BYTES } : {}),
     },
@@ -250,7 +265,7 @@ export async function startPool(opts: PoolOptions, log: Logger): Promise<Pool> {
         // Recording never holds up or fails the call it records.
         if ("ok" in r && kept) runResponseHook(log, () => opts.onResponse!(decodeRequest(kept), decodeResponse(r.ok), new Date(at)));
       };
-      slot.pending.set(id, { resolve: settle, byTimeout });
+      slot.pending.set(id, { resolve: settle, byTimeout, started: performance.now() });
       call.cancel?.onCancel(() => slot.worker.postMessage({ type: "cancel", id } satisfies ToWorker));
       // The worker answers a passed deadline itself; if it does not, its thread is stuck.
       // Declared after settle, which reads it only once a worker answers or the timer fires.
@@ -281,6 +296,8 @@ export async function startPool(opts: PoolOptions, log: Logger): Promise<Pool> {
     });
   }
 
+  const guard = opts.memoryGuardMB ? guardMemory(opts.memoryGuardMB, opts.rss ?? process.memoryUsage.rss, slots, log) : undefined;
+
   return {
     async handle(bytes, call) {
       if (queue.size >= opts.maxQueue) {
@@ -301,9 +318,51 @@ export async function startPool(opts: PoolOptions, log: Logger): Promise<Pool> {
     inFlight: () => queue.size + queue.pending,
     async close() {
       closing = true;
+      clearInterval(guard);
       await Promise.all([...all].map((w) => w.terminate()));
     },
   };
+}
+
+/**
+ * guardMemory watches the process's resident memory. A function can grow
+ * memory that no heap limit covers (Buffers, ArrayBuffers, strings of a
+ * megabyte or more live outside V8's heap), and past the container's limit
+ * the kernel kills the whole server. Before that, at limitMB, the worker whose
+ * call has run longest (a leak grows with time) is ended: its calls fail
+ * naming why, it is replaced, and the guard waits until that worker has
+ * exited (its memory given back) before it may end another. Idle workers are
+ * left alone; that memory is not growing with a call.
+ */
+function guardMemory(limitMB: number, rss: () => number, slots: Slot[], log: Logger): NodeJS.Timeout {
+  let ending: Slot | undefined;
+  return setInterval(() => {
+    if (ending && !ending.gone) return;
+    const now = performance.now();
+    const mb = Math.round(rss() / 2 ** 20);
+    if (mb < limitMB) return;
+    let victim: Slot | undefined;
+    let oldest = Infinity;
+    for (const s of slots) {
+      if (s.gone || s.retiring) continue;
+      for (const p of s.pending.values())
+        if (p.started < oldest) {
+          oldest = p.started;
+          victim = s;
+        }
+    }
+    if (!victim) return;
+    ending = victim;
+    const seconds = Math.round((now - oldest) / 100) / 10;
+    log.error(
+      { worker: victim.n, rssMB: mb, limitMB, callSeconds: seconds },
+      "the server's memory reached its guard; ending the worker whose call has run longest",
+    );
+    victim.retiring = true;
+    const over = `the server's memory reached ${mb} MB (its guard is ${limitMB} MB)`;
+    victim.ending = `it was ended because ${over} while its call had run longest, ${seconds} s`;
+    void victim.worker.terminate();
+  }, GUARD_INTERVAL_MS).unref();
 }
 
 const LEVELS = new Set(["trace", "debug", "info", "warn", "error", "fatal"]);

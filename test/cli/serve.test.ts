@@ -8,7 +8,7 @@ import { makePki, type TestPki } from "../support/certs.js";
 import { mtlsCredentials, rawClient } from "../support/client.js";
 import { status as Code } from "@grpc/grpc-js";
 import { dial } from "../../src/client/client.js";
-import { memoryMB, workerHeapMB } from "../../src/server/memory.js";
+import { GUARD_SHARE, memoryMB, workerHeapMB } from "../../src/server/memory.js";
 import { codeOf } from "../support/client.js";
 import { until } from "../support/cluster.js";
 import { request } from "../support/requests.js";
@@ -77,6 +77,14 @@ const refusals: Record<string, { args: string[]; env?: NodeJS.ProcessEnv; want: 
   WorkerHeapWithoutWorkers: {
     args: ["functions/hello", "--insecure", "--workers", "1", "--max-worker-heap", "256"],
     want: /--max-worker-heap limits worker threads, and --workers 1 runs the function in the server's own thread/,
+  },
+  MemoryGuardNotANumber: {
+    args: ["functions/hello", "--insecure", "--memory-guard", "lots"],
+    want: /--memory-guard must be a positive number, got "lots"/,
+  },
+  MemoryGuardWithoutWorkers: {
+    args: ["functions/hello", "--insecure", "--workers", "1", "--memory-guard", "900"],
+    want: /--memory-guard ends worker threads, and --workers 1 runs the function in the server's own thread/,
   },
   UnknownFlag: { args: ["functions/hello", "--insecur"], want: /unknown option '--insecur'/ },
   PortInUse: { args: ["functions/hello", "--insecure", "--address", "256.0.0.1:1"], want: /cannot listen on 256\.0\.0\.1:1/ },
@@ -269,9 +277,21 @@ Cli(
     const byDefault = await startServe([mod, "--insecure", "--workers", "2"]);
     try {
       const share = workerHeapMB({ workers: 2, maxConcurrency: 16, maxQueue: 128, maxRecvMB: 4, memoryMB: memoryMB().mb }).mb;
-      assert.match(byDefault.output(), new RegExp(`"workers":2,"maxWorkerHeapMB":${share},`));
+      const guard = Math.floor(GUARD_SHARE * memoryMB().mb);
+      assert.match(byDefault.output(), new RegExp(`"workers":2,"maxWorkerHeapMB":${share},"memoryGuardMB":${guard},`));
     } finally {
       await byDefault.stop();
+    }
+    for (const [guard, shown] of [
+      ["1234", '"memoryGuardMB":1234,'],
+      ["0", '"maxWorkerHeapMB":\\d+,"timeoutSeconds"'],
+    ]) {
+      const g = await startServe([mod, "--insecure", "--workers", "2", "--memory-guard", guard!]);
+      try {
+        assert.match(g.output(), new RegExp(shown!), `--memory-guard ${guard}`);
+      } finally {
+        await g.stop();
+      }
     }
     const s = await startServe([mod, "--insecure", "--workers", "2", "--max-worker-heap", "48"]);
     const c = rawClient(s.port);

@@ -5,7 +5,7 @@ import { pathToFileURL } from "node:url";
 import { status as Code } from "@grpc/grpc-js";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
-import { SMALL_CALL_BYTES } from "../../src/server/pool.js";
+import { SMALL_CALL_BYTES, type PoolOptions } from "../../src/server/pool.js";
 import { exclusive } from "../../src/server/worker.js";
 import { serve, type RunningServer, type ServeOptions } from "../../src/server/server.js";
 import { codeOf, rawClient } from "../support/client.js";
@@ -29,6 +29,7 @@ async function start(
   workers = 2,
   extra: Partial<ServeOptions> = {},
   maxHeapMB?: number,
+  pool: Pick<PoolOptions, "memoryGuardMB" | "rss"> = {},
 ): Promise<{ srv: RunningServer; mem: ReturnType<typeof memoryLog> }> {
   const mem = memoryLog();
   const srv = await serve(
@@ -43,6 +44,7 @@ async function start(
         script: SCRIPT,
         workerData: { xfnWorker: true, module: MODULE, label: "misbehave", debug: false, maxResponseBytes: 4 << 20 },
         ...(maxHeapMB ? { maxHeapMB } : {}),
+        ...pool,
       },
     },
     mem.log,
@@ -203,6 +205,44 @@ P(
     }
   },
 );
+
+P("the memory guard: past its limit the worker whose call has run longest is ended, idle workers never", async () => {
+  let rss = 100 * 2 ** 20;
+  const { srv, mem } = await start(20_000, 2, {}, undefined, { memoryGuardMB: 500, rss: () => rss });
+  const c = rawClient(srv.port);
+  const busy = (ms: number, tag: string) =>
+    request({ meta: { tag }, observed: { composite: { resource: { kind: "X", spec: { mode: "busy", ms } } } } });
+  try {
+    // High memory with no call running: nothing is ended.
+    rss = 900 * 2 ** 20;
+    await new Promise((r) => setTimeout(r, 300));
+    assert.not.ok(
+      mem.lines().some((l) => /guard/.test(String(l.msg))),
+      "an idle worker was ended",
+    );
+    rss = 100 * 2 ** 20;
+    const first = codeOf(c.run(busy(3_000, "first")));
+    await new Promise((r) => setTimeout(r, 300));
+    const second = c.run(busy(1_500, "second"));
+    await new Promise((r) => setTimeout(r, 300));
+    rss = 900 * 2 ** 20;
+    const ended = await first;
+    rss = 100 * 2 ** 20;
+    assert.is(ended.code, Code.INTERNAL);
+    assert.match(
+      ended.details,
+      /it was ended because the server's memory reached 900 MB \(its guard is 500 MB\) while its call had run longest/,
+    );
+    assert.match((await second).results[0]!.message, /^ran busy/, "the other worker's call is answered");
+    assert.match((await c.run(call("ok"))).results[0]!.message, /^ran ok/);
+    const guarded = mem.lines().filter((l) => /reached its guard/.test(String(l.msg)));
+    assert.is(guarded.length, 1);
+    assert.equal([guarded[0]!["rssMB"], guarded[0]!["limitMB"]], [900, 500]);
+  } finally {
+    c.close();
+    await srv.stop(1000);
+  }
+});
 
 P("a function that logs faster than the server writes: lines past the backlog are dropped and counted, none lost silently", async () => {
   const { srv, mem } = await start(10_000);
