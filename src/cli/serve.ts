@@ -184,6 +184,7 @@ export async function startServing(source: FunctionSource, flags: ServeFlags, la
     if (flags.memoryGuard !== undefined && flags.workers === 1)
       throw new Error("--memory-guard ends worker threads, and --workers 1 runs the function in the server's own thread");
     const fn = pooled ? null : await source.load();
+    const memory = memoryMB();
     const workerData: WorkerData = {
       xfnWorker: true,
       label,
@@ -209,8 +210,8 @@ export async function startServing(source: FunctionSource, flags: ServeFlags, la
                 workers: flags.workers,
                 script: source.worker!.script,
                 workerData,
-                maxHeapMB: workerHeap(flags, log),
-                memoryGuardMB: flags.memoryGuard ?? Math.floor(GUARD_SHARE * memoryMB().mb),
+                maxHeapMB: workerHeap(flags, memory, log),
+                memoryGuardMB: flags.memoryGuard ?? Math.floor(GUARD_SHARE * memory.mb),
               },
             }
           : {}),
@@ -265,10 +266,9 @@ export async function startServing(source: FunctionSource, flags: ServeFlags, la
   process.once("SIGINT", () => stop("SIGINT"));
 }
 
-/** workerHeap is --max-worker-heap, or each worker's share of the memory (memory.ts), logged with what it came from. */
-function workerHeap(flags: ServeFlags, log: Logger): number {
+/** workerHeap is --max-worker-heap, or each worker's share of memory (memory.ts), logged with what it came from. */
+function workerHeap(flags: ServeFlags, memory: ReturnType<typeof memoryMB>, log: Logger): number {
   if (flags.maxWorkerHeap !== undefined) return flags.maxWorkerHeap;
-  const memory = memoryMB();
   const { mb, tooSmall } = workerHeapMB({
     workers: flags.workers,
     maxConcurrency: flags.maxConcurrency,

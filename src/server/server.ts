@@ -217,11 +217,12 @@ export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Log
       const messages: Buffer[] = [];
       let handed = false;
       const callerDeadline = deadlineOf(call);
-      const deadline = pool ? callerDeadline : Math.min(callerDeadline, Date.now() + timeoutMs);
       // The request must be in by the caller's deadline, and within --timeout of the call's
       // start: a caller that sends no deadline and stops sending (or vanishes mid-body on a
       // half-open connection) would otherwise hold its admission and body slot for ever.
       const readBy = Math.min(callerDeadline, Date.now() + timeoutMs);
+      // In process the function must also be done by then; the pool applies --timeout itself.
+      const deadline = pool ? callerDeadline : readBy;
       // The body is read only once a body slot is free: a call waiting for one holds
       // an HTTP/2 flow-control window of its bytes, not the whole request.
       const readBody = () => {

@@ -3,11 +3,12 @@
 // by the main thread, answering with response bytes. The request and
 // response bytes move between threads as transferred ArrayBuffers, never
 // copied.
+import { EventEmitter } from "node:events";
 import { setPriority } from "node:os";
 import { parentPort, workerData } from "node:worker_threads";
 import type { RunFunction } from "../function.js";
 import { Cancel, createHandler, type HandlerResult } from "./handler.js";
-import { createLogger, DROPPED_REPORT_MS, droppedMessage } from "./log.js";
+import { countDrops, createLogger } from "./log.js";
 
 /** WorkerData is what the pool hands each worker. */
 export interface WorkerData {
@@ -70,30 +71,18 @@ export function workerMain(fn: RunFunction): void {
   // Log lines go to the pool, which writes them through the server's own
   // logger, as long as not too many are waiting there.
   const backlog = data.logBacklog ? new Int32Array(data.logBacklog) : undefined;
-  const post = (line: string) => {
-    if (backlog) Atomics.add(backlog, 0, line.length);
-    port.postMessage({ type: "log", line } satisfies FromWorker);
-  };
-  let dropped = 0;
-  const reportDropped = () => {
-    const n = dropped;
-    dropped = 0;
-    post(
-      JSON.stringify({ level: "warn", droppedLines: n, msg: droppedMessage(n, "the function logged faster than the server could write") }),
-    );
-  };
-  const log = createLogger({
-    debug: data.debug,
-    destination: {
-      write: (line: string) => {
-        if (backlog && Atomics.load(backlog, 0) + line.length > LOG_BACKLOG_CHARS) {
-          if (dropped++ === 0) setTimeout(reportDropped, DROPPED_REPORT_MS);
-          return;
-        }
-        post(line);
-      },
+  const destination = Object.assign(new EventEmitter(), {
+    write: (line: string) => {
+      if (backlog && Atomics.load(backlog, 0) + line.length > LOG_BACKLOG_CHARS) {
+        destination.emit("drop", line);
+        return;
+      }
+      if (backlog) Atomics.add(backlog, 0, line.length);
+      port.postMessage({ type: "log", line } satisfies FromWorker);
     },
   });
+  const log = createLogger({ debug: data.debug, destination });
+  countDrops(destination, log, "the function logged faster than the server could write");
   if (niceErr) log.warn({ err: niceErr }, "cannot lower this worker's CPU priority; small calls are not favoured");
   // The pool bounds concurrency and queueing; here every request runs at once.
   const handler = createHandler(fn, { maxConcurrency: Infinity, maxQueue: Infinity, maxResponseBytes: data.maxResponseBytes }, log);
