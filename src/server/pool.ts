@@ -330,14 +330,14 @@ export async function startPool(opts: PoolOptions, log: Logger): Promise<Pool> {
  * megabyte or more live outside V8's heap), and past the container's limit
  * the kernel kills the whole server. Before that, at limitMB, the worker whose
  * call has run longest (a leak grows with time) is ended: its calls fail
- * naming why, it is replaced, and the guard waits until that worker has
- * exited (its memory given back) before it may end another. Idle workers are
- * left alone; that memory is not growing with a call.
+ * naming why, it is replaced, and the guard waits until every worker being
+ * ended has exited (its memory given back) before it may end another. Idle
+ * workers are left alone; that memory is not growing with a call.
  */
 function guardMemory(limitMB: number, rss: () => number, slots: Slot[], log: Logger): NodeJS.Timeout {
-  let ending: Slot | undefined;
   return setInterval(() => {
-    if (ending && !ending.gone) return;
+    // A worker being ended is still giving its memory back: wait for it.
+    if (slots.some((s) => s.retiring && !s.gone)) return;
     const now = performance.now();
     const mb = Math.round(rss() / 2 ** 20);
     if (mb < limitMB) return;
@@ -352,7 +352,6 @@ function guardMemory(limitMB: number, rss: () => number, slots: Slot[], log: Log
         }
     }
     if (!victim) return;
-    ending = victim;
     const seconds = Math.round((now - oldest) / 100) / 10;
     log.error(
       { worker: victim.n, rssMB: mb, limitMB, callSeconds: seconds },
