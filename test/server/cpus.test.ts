@@ -86,6 +86,14 @@ const cases: Record<string, { fs: Record<string, string>; want: number | undefin
     },
     want: 4,
   },
+  "files that do not parse are no limit": {
+    fs: {
+      "/proc/self/cgroup": "garbage\n0::/\n",
+      "/proc/self/mountinfo": `not a mount line\n${v2Mount()}\n`,
+      "/sys/fs/cgroup/cpu.max": "lots of cores\n",
+    },
+    want: undefined,
+  },
   "no /proc (not Linux)": { fs: {}, want: undefined },
   "no cgroup mounted": { fs: { "/proc/self/cgroup": "0::/\n", "/proc/self/mountinfo": `${rootMount}\n` }, want: undefined },
 };
