@@ -154,7 +154,7 @@ export async function startPool(opts: PoolOptions, log: Logger): Promise<Pool> {
         failAll(slot, `the function's worker ended (${why}); it was replaced, and other calls were not affected`);
         if (!ready) return reject(new Error(why));
         if (closing) return;
-        log.warn({ worker: slot.n }, "starting a replacement worker");
+        log.warn({ worker: slot.n, reason: why }, "starting a replacement worker");
         opts.onWorkerRestart?.();
         respawn(kept, 0);
       };
@@ -189,7 +189,7 @@ export async function startPool(opts: PoolOptions, log: Logger): Promise<Pool> {
         log.error({ worker: slot.n, err: err.message }, "a worker crashed");
         replace(`it crashed: ${err.message}`);
       });
-      worker.on("exit", (code) => replace(slot.ending ?? (ready ? `it exited with code ${code}` : loadExit(code, opts.workerData.module))));
+      worker.on("exit", (code) => replace(slot.ending ?? (ready ? `process.exit(${code}) was called in it` : loadExit(code, opts.workerData.module))));
     });
 
   const respawn = (kept: boolean, attempt: number) => {

@@ -266,6 +266,23 @@ P("a function that logs faster than the server writes: lines past the backlog ar
   }
 });
 
+P("a function calling process.exit fails its own call, naming the call; the worker is replaced", async () => {
+  const { srv, mem } = await start(10_000);
+  const c = rawClient(srv.port);
+  try {
+    const exit = request({ observed: { composite: { resource: { kind: "X", spec: { mode: "exit", code: 0 } } } } });
+    const err = await codeOf(c.run(exit));
+    assert.is(err.code, Code.INTERNAL);
+    assert.match(err.details, /the function's worker ended \(process\.exit\(0\) was called in it\); it was replaced/);
+    await until("the replacement", () => mem.lines().some((l) => l.msg === "starting a replacement worker"));
+    assert.is(mem.lines().find((l) => l.msg === "starting a replacement worker")!["reason"], "process.exit(0) was called in it");
+    for (let i = 0; i < 3; i++) assert.match((await c.run(call("ok"))).results[0]!.message, /^ran ok/);
+  } finally {
+    c.close();
+    await srv.stop(1000);
+  }
+});
+
 P("stray errors after answering end that worker, not the server; it is replaced", async () => {
   const { srv, mem } = await start(10_000);
   const c = rawClient(srv.port);
