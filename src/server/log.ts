@@ -82,6 +82,60 @@ export function countDrops(out: { on(event: "drop", f: () => void): unknown }, l
   });
 }
 
+/** How often the calls refused after the first are summed up in one warning. */
+export const REFUSED_REPORT_MS = 5000;
+
+/** Refusals logs calls refused for want of room (refusals). */
+export interface Refusals {
+  /** refused logs a refused call, or counts it if a warning went out in this period. */
+  refused(fields: Record<string, unknown>, details: string): void;
+  /** flush logs the count not yet logged (the server is stopping). */
+  flush(): void;
+}
+
+/**
+ * refusals logs the first call refused as busy at once, then counts the ones
+ * after it and logs their number every REFUSED_REPORT_MS while they keep
+ * coming. An overloaded server refusing thousands of calls a second would
+ * otherwise write a line for each: work it has no room for, and a log in
+ * which nothing else can be found. The metrics count every one.
+ */
+export function refusals(log: Logger, ms = REFUSED_REPORT_MS): Refusals {
+  let timer: NodeJS.Timeout | undefined;
+  let count = 0;
+  let latest = "";
+  const report = () => {
+    if (count > 0)
+      log.warn(
+        { code: "RESOURCE_EXHAUSTED", refused: count },
+        `refused ${count} more call${count === 1 ? "" : "s"} in the last ${ms / 1000} s; the latest: ${latest}`,
+      );
+    count = 0;
+  };
+  const tick = () => {
+    const any = count > 0;
+    report();
+    // A quiet period ends the count: the next refusal is logged at once.
+    timer = any ? setTimeout(tick, ms).unref() : undefined;
+  };
+  return {
+    refused(fields, details) {
+      if (timer !== undefined) {
+        count++;
+        latest = details;
+        return;
+      }
+      log.warn(fields, details);
+      timer = setTimeout(tick, ms).unref();
+    },
+    flush() {
+      clearTimeout(timer);
+      timer = undefined;
+      report();
+    },
+  };
+}
+
 /** createLogger returns the process logger. */
 export function createLogger(opts: LogOptions = {}): Logger {
   const options: LoggerOptions = {

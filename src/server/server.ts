@@ -18,6 +18,7 @@ import { FunctionRunnerService as BetaFunctionRunnerService } from "../gen/fn/v1
 import { Cancel, createHandler, DEFAULT_MAX_RESPONSE_BYTES, type CallInfo, type HandlerOptions } from "./handler.js";
 import { installFrameDecoder } from "./frames.js";
 import { addHealth } from "./health.js";
+import { refusals } from "./log.js";
 import { startPool, type Pool, type PoolOptions } from "./pool.js";
 import { loadServerCredentials } from "./tls.js";
 
@@ -168,6 +169,7 @@ export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Log
   // at most this many requests, however many callers send at once.
   const admitLimit = common.maxConcurrency + common.maxQueue;
   let admitted = 0;
+  const busy = refusals(log);
   // Bodies read or being read: twice the calls that can run, so the next ones are ready.
   const bodies = new Slots(2 * common.maxConcurrency);
 
@@ -187,7 +189,7 @@ export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Log
       if (admitted >= admitLimit) {
         const details =
           `server busy: ${admitted} requests running or waiting ` + `(limit ${admitLimit}: --max-concurrency + --max-queue); retry later`;
-        log.warn({ code: "RESOURCE_EXHAUSTED", version }, details);
+        busy.refused({ code: "RESOURCE_EXHAUSTED", version }, details);
         callback({ code: Code.RESOURCE_EXHAUSTED, details });
         return;
       }
@@ -313,6 +315,7 @@ export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Log
     stop(graceMs = 10_000) {
       stopped ??= new Promise<void>((resolve) => {
         health.shutdown();
+        busy.flush();
         log.info({ inFlight: handler.inFlight(), graceMs }, "shutting down");
         const force = setTimeout(() => {
           log.warn({ inFlight: handler.inFlight() }, "grace period over; cancelling in-flight calls");

@@ -4,7 +4,8 @@
 import { EventEmitter } from "node:events";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
-import { countDrops, createLogger, DROPPED_REPORT_MS } from "../../src/server/log.js";
+import { countDrops, createLogger, DROPPED_REPORT_MS, refusals } from "../../src/server/log.js";
+import { memoryLog } from "../support/log.js";
 
 const L = suite("server: dropped log lines");
 
@@ -67,4 +68,34 @@ L("one dropped line reads in the singular", async () => {
   assert.is(out.lines[0]!["msg"], "dropped 1 log line: testing");
 });
 
+const R = suite("server: refused calls in the log");
+
+R("the first refusal is logged at once, the rest of the period counted in one warning, and a quiet period starts over", async () => {
+  const mem = memoryLog();
+  const busy = refusals(mem.log, 100);
+  const warned = () => mem.lines().map((l) => [l["refused"] ?? null, l["msg"]]);
+  busy.refused({ code: "RESOURCE_EXHAUSTED" }, "busy 1");
+  for (let i = 2; i <= 5; i++) busy.refused({ code: "RESOURCE_EXHAUSTED" }, `busy ${i}`);
+  assert.equal(warned(), [[null, "busy 1"]]);
+  await wait(150);
+  busy.refused({ code: "RESOURCE_EXHAUSTED" }, "busy 6");
+  assert.equal(warned(), [
+    [null, "busy 1"],
+    [4, "refused 4 more calls in the last 0.1 s; the latest: busy 5"],
+  ]);
+  await wait(150); // one refused in that period: counted; then a quiet period
+  await wait(150);
+  busy.refused({ code: "RESOURCE_EXHAUSTED" }, "busy 7");
+  assert.equal(warned().slice(2), [
+    [1, "refused 1 more call in the last 0.1 s; the latest: busy 6"],
+    [null, "busy 7"],
+  ]);
+  busy.refused({ code: "RESOURCE_EXHAUSTED" }, "busy 8");
+  busy.flush();
+  assert.equal(warned().slice(4), [[1, "refused 1 more call in the last 0.1 s; the latest: busy 8"]], "flush logs what is counted");
+  busy.flush();
+  assert.is(mem.lines().length, 5, "nothing twice");
+});
+
 L.run();
+R.run();

@@ -433,34 +433,46 @@ Limits("the context: signal, log and now can be destructured; a signal first rea
   assert.is(late, true);
 });
 
-Limits("a full queue answers RESOURCE_EXHAUSTED instead of growing", async () => {
-  let release!: () => void;
-  const gate = new Promise<void>((r) => (release = r));
-  const started: string[] = [];
-  const { srv, client } = await start(
-    async (req, ctx) => {
-      started.push(req.meta?.tag ?? "");
-      await gate;
-      return echo(req, ctx);
-    },
-    { maxConcurrency: 1, maxQueue: 1 },
-  );
-  try {
-    const first = client.run(request({ meta: { tag: "1" } }));
-    await until("the first call to run", () => started.length === 1);
-    const second = client.run(request({ meta: { tag: "2" } }));
-    await sleep(100); // a queued call shows nowhere outside the server: give it time to arrive
-    const { code, details } = await codeOf(client.run(request({ meta: { tag: "3" } })));
-    assert.is(code, Code.RESOURCE_EXHAUSTED);
-    // Refused when it starts, before its body is read: admission counts running and waiting calls.
-    assert.match(details, /server busy: 2 requests running or waiting \(limit 2: --max-concurrency \+ --max-queue\)/);
-    release();
-    assert.equal([(await first).meta?.tag, (await second).meta?.tag], ["1", "2"]);
-  } finally {
-    client.close();
-    await srv.stop(1000);
-  }
-});
+Limits(
+  "a full queue answers RESOURCE_EXHAUSTED instead of growing; the log has one line for the first refusal and one count for the rest",
+  async () => {
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const started: string[] = [];
+    const { srv, client, mem } = await start(
+      async (req, ctx) => {
+        started.push(req.meta?.tag ?? "");
+        await gate;
+        return echo(req, ctx);
+      },
+      { maxConcurrency: 1, maxQueue: 1 },
+    );
+    try {
+      const first = client.run(request({ meta: { tag: "1" } }));
+      await until("the first call to run", () => started.length === 1);
+      const second = client.run(request({ meta: { tag: "2" } }));
+      await sleep(100); // a queued call shows nowhere outside the server: give it time to arrive
+      const { code, details } = await codeOf(client.run(request({ meta: { tag: "3" } })));
+      assert.is(code, Code.RESOURCE_EXHAUSTED);
+      // Refused when it starts, before its body is read: admission counts running and waiting calls.
+      assert.match(details, /server busy: 2 requests running or waiting \(limit 2: --max-concurrency \+ --max-queue\)/);
+      for (let i = 0; i < 5; i++) assert.is((await codeOf(client.run(request()))).code, Code.RESOURCE_EXHAUSTED);
+      release();
+      assert.equal([(await first).meta?.tag, (await second).meta?.tag], ["1", "2"]);
+    } finally {
+      client.close();
+      await srv.stop(1000);
+    }
+    const busy = mem.lines().filter((l) => l["code"] === "RESOURCE_EXHAUSTED");
+    assert.equal(
+      busy.map((l) => [l["refused"] ?? null, String(l["msg"]).replace(/; the latest: .*/, "")]),
+      [
+        [null, "server busy: 2 requests running or waiting (limit 2: --max-concurrency + --max-queue); retry later"],
+        [5, "refused 5 more calls in the last 5 s"],
+      ],
+    );
+  },
+);
 
 Limits("grants a large request window: a 1 MiB stream window and a 16 MiB connection window, not HTTP/2's 64 KiB", async () => {
   const { srv, client } = await start(echo);
