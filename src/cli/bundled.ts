@@ -12,7 +12,7 @@ import { addServeFlags, startServing, type ServeFlags } from "./serve.js";
  * self is the bundle's own URL: pool workers run the bundle again, and in a
  * worker main serves the pool instead of the network.
  */
-export async function main(mod: Record<string, unknown>, name: string, argv: string[], self?: string): Promise<void> {
+export async function main(mod: Record<string, unknown>, name: string, argv: string[], self: string): Promise<void> {
   const fn: RunFunction | undefined = pickFunction(mod);
   if (!fn) {
     process.stderr.write(`${name}: the bundled module exports no function (export one as default or as runFunction)\n`);
@@ -21,8 +21,6 @@ export async function main(mod: Record<string, unknown>, name: string, argv: str
   }
   if (isWorker()) return workerMain(fn);
   await addServeFlags(new Command(name).description(`serve ${name} over gRPC (RunFunction v1 and v1beta1)`))
-    .action((flags: ServeFlags) =>
-      startServing({ load: async () => fn, ...(self ? { worker: { script: new URL(self) } } : {}) }, flags, name),
-    )
+    .action((flags: ServeFlags) => startServing({ load: async () => fn, worker: { script: new URL(self) } }, flags, name))
     .parseAsync(argv, { from: "user" });
 }

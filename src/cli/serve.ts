@@ -138,11 +138,11 @@ export function addServeFlags(cmd: Command, opts: { loopbackWhenInsecure?: boole
 /**
  * FunctionSource is where the function comes from: load() imports it in this
  * thread; worker says which script a pool worker runs to get it (and which
- * module that script loads), when workers can be used.
+ * module that script loads).
  */
 export interface FunctionSource {
   load(): Promise<RunFunction>;
-  worker?: { script: URL; module?: string };
+  worker: { script: URL; module?: string };
 }
 
 // Run from src/ (this repository's tests) the worker script is TypeScript.
@@ -175,7 +175,7 @@ export async function startServing(source: FunctionSource, flags: ServeFlags, la
   try {
     // With workers, each worker loads the function; a module path that does
     // not resolve is still loaded here, for its error.
-    const pooled = flags.workers > 1 && source.worker && (source.worker.module === undefined || moduleFile !== undefined);
+    const pooled = flags.workers > 1 && (source.worker.module === undefined || moduleFile !== undefined);
     if (flags.maxWorkerHeap !== undefined && flags.workers === 1)
       throw new Error(
         "--max-worker-heap limits worker threads, and --workers 1 runs the function in the server's own thread " +
@@ -208,7 +208,7 @@ export async function startServing(source: FunctionSource, flags: ServeFlags, la
           ? {
               workers: {
                 workers: flags.workers,
-                script: source.worker!.script,
+                script: source.worker.script,
                 workerData,
                 maxHeapMB: workerHeap(flags, memory, log),
                 memoryGuardMB: flags.memoryGuard ?? Math.floor(GUARD_SHARE * memory.mb),
