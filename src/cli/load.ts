@@ -71,8 +71,12 @@ export function unsettledMessage(spec: string): string {
   );
 }
 
-/** loadFunction imports the module and returns its function. */
-export async function loadFunction(spec: string, cwd = process.cwd()): Promise<RunFunction> {
+/**
+ * loadFunction imports the module and returns its function. Errors name it
+ * as name: the path as the user typed it (a pool worker is given the
+ * resolved file, and the name typed).
+ */
+export async function loadFunction(spec: string, cwd = process.cwd(), name = spec): Promise<RunFunction> {
   const file = resolveModule(spec, cwd);
   let mod: Record<string, unknown>;
   // A module whose top-level await can never settle leaves nothing to run:
@@ -80,7 +84,7 @@ export async function loadFunction(spec: string, cwd = process.cwd()): Promise<R
   // "exit" event still fires while the import is pending, with
   // process.exitCode already 13. (A worker's exit is explained by the pool.)
   const onExit = () => {
-    if (process.exitCode === UNSETTLED_EXIT_CODE) writeSync(2, `xfn: ${unsettledMessage(spec)}\n`);
+    if (process.exitCode === UNSETTLED_EXIT_CODE) writeSync(2, `xfn: ${unsettledMessage(name)}\n`);
   };
   if (isMainThread) process.on("exit", onExit);
   try {
@@ -95,13 +99,13 @@ export async function loadFunction(spec: string, cwd = process.cwd()): Promise<R
       mod = (await tsImport(url, import.meta.url)) as Record<string, unknown>;
     }
   } catch (err) {
-    throw new Error(`cannot load function module ${spec}: ${(err as Error).message}`, { cause: err });
+    throw new Error(`cannot load function module ${name}: ${(err as Error).message}`, { cause: err });
   } finally {
     process.off("exit", onExit);
   }
   const fn = pickFunction(mod);
   if (!fn) {
-    throw new Error(`cannot load function module ${spec}: it exports no function (export one as default or as runFunction)`);
+    throw new Error(`cannot load function module ${name}: it exports no function (export one as default or as runFunction)`);
   }
   return fn;
 }

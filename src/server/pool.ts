@@ -189,7 +189,7 @@ export async function startPool(opts: PoolOptions, log: Logger): Promise<Pool> {
         log.error({ worker: slot.n, err: err.message }, "a worker crashed");
         replace(`it crashed: ${err.message}`);
       });
-      worker.on("exit", (code) => replace(slot.ending ?? (ready ? `process.exit(${code}) was called in it` : loadExit(code, opts.workerData.module))));
+      worker.on("exit", (code) => replace(slot.ending ?? (ready ? `process.exit(${code}) was called in it` : loadExit(code, opts.workerData.module === undefined ? undefined : opts.workerData.label))));
     });
 
   const respawn = (kept: boolean, attempt: number) => {

@@ -7,7 +7,7 @@ import { workerMain, type FromWorker, type WorkerData } from "./worker.js";
 
 const data = workerData as WorkerData;
 try {
-  const fn = await loadFunction(data.module!);
+  const fn = await loadFunction(data.module!, undefined, data.label);
   workerMain(fn);
 } catch (err) {
   parentPort!.postMessage({ type: "failed", message: err instanceof Error ? err.message : String(err) } satisfies FromWorker);
