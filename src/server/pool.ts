@@ -189,7 +189,9 @@ export async function startPool(opts: PoolOptions, log: Logger): Promise<Pool> {
         log.error({ worker: slot.n, err: err.message }, "a worker crashed");
         replace(`it crashed: ${err.message}`);
       });
-      worker.on("exit", (code) => replace(slot.ending ?? (ready ? `process.exit(${code}) was called in it` : loadExit(code, opts.workerData.module === undefined ? undefined : opts.workerData.label))));
+      worker.on("exit", (code) =>
+        replace(slot.ending ?? (ready ? `process.exit(${code}) was called in it` : loadExit(code, opts.workerData))),
+      );
     });
 
   const respawn = (kept: boolean, attempt: number) => {
@@ -380,9 +382,10 @@ function relog(log: Logger, line: string, worker: number): void {
   log[at]({ ...rest, worker }, typeof msg === "string" ? msg : "");
 }
 
-/** loadExit says why a worker that exited with code before it was ready could not start. */
-function loadExit(code: number, module: string | undefined): string {
-  if (module === undefined) return `a worker exited with code ${code} while starting`;
+/** loadExit says why a worker that exited with code before it was ready could not start (naming the module as typed, its label). */
+function loadExit(code: number, data: WorkerData): string {
+  if (data.module === undefined) return `a worker exited with code ${code} while starting`;
+  const module = data.label;
   if (code === UNSETTLED_EXIT_CODE) return unsettledMessage(module);
   const why = `a worker exited with code ${code} while loading it (does its top-level code end the process?)`;
   return `cannot load function module ${module}: ${why}`;
