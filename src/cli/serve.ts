@@ -110,7 +110,7 @@ export function addServeFlags(cmd: Command, opts: { loopbackWhenInsecure?: boole
     .addOption(
       new Option(
         "--memory-guard <MB>",
-        "server memory (resident) at which the worker whose call has run longest is ended, before the kernel ends the server; " +
+        "server memory (resident) at which the worker holding the most of it is ended, before the kernel ends the server; " +
           `0 turns it off (default: ${GUARD_SHARE * 100}% of the container's or machine's memory)`,
       ).argParser(wholeOrZero("--memory-guard")),
     )

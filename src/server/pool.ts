@@ -16,7 +16,7 @@ import { UNSETTLED_EXIT_CODE, unsettledMessage } from "../cli/load.js";
 import { decodeRequest, decodeResponse } from "../wire/codec.js";
 import { usableCores } from "./cpus.js";
 import { DEADLINE_DETAILS, runResponseHook, type CallInfo, type Handler, type HandlerOptions, type HandlerResult } from "./handler.js";
-import { exclusive, type FromWorker, type ToWorker, type WorkerData } from "./worker.js";
+import { exclusive, MEMORY_REPORT_MS, type FromWorker, type ToWorker, type WorkerData } from "./worker.js";
 
 /**
  * DEFAULT_WORKERS is one worker per core the process may use (a container's
@@ -67,8 +67,8 @@ export interface PoolOptions {
   /** Each worker's old generation, in MB (--max-worker-heap); V8's own sizing when absent. */
   maxHeapMB?: number;
   /**
-   * When the process's resident memory passes this many MB, the worker whose
-   * call has run longest is ended (see guardMemory). Off when absent.
+   * When the process's resident memory passes this many MB, the worker
+   * holding the most of it is ended (see guardMemory). Off when absent.
    */
   memoryGuardMB?: number;
   /** The process's resident memory in bytes (tests). */
@@ -97,6 +97,8 @@ interface Slot {
   kept: boolean;
   /** Why the pool is ending this worker, when it is (its calls fail saying so). */
   ending?: string;
+  /** What the worker writes for the memory guard: bytes its thread holds, and when (worker.ts, MEMORY_REPORT_MS). */
+  held: Float64Array;
 }
 
 /** Pool is a Handler backed by worker threads. */
@@ -136,13 +138,14 @@ export async function startPool(opts: PoolOptions, log: Logger): Promise<Pool> {
       const nice = lanes && !kept ? BUSY_NICE : 0;
       const logBacklog = new SharedArrayBuffer(4);
       const backlog = new Int32Array(logBacklog);
+      const memory = new SharedArrayBuffer(16);
       const worker = new Worker(opts.script, {
-        workerData: { ...opts.workerData, nice, logBacklog } satisfies WorkerData,
+        workerData: { ...opts.workerData, nice, logBacklog, memory } satisfies WorkerData,
         ...(opts.maxHeapMB ? { resourceLimits: { maxOldGenerationSizeMb: opts.maxHeapMB } } : {}),
       });
       all.add(worker);
       worker.once("exit", () => all.delete(worker));
-      const slot: Slot = { n: ++spawned, worker, pending: new Map(), gone: false, retiring: false, kept };
+      const slot: Slot = { n: ++spawned, worker, pending: new Map(), gone: false, retiring: false, kept, held: new Float64Array(memory) };
       let ready = false;
       const replace = (why: string) => {
         if (slot.gone) return;
@@ -327,43 +330,131 @@ export async function startPool(opts: PoolOptions, log: Logger): Promise<Pool> {
 }
 
 /**
+ * A worker whose memory figure is older than STALE_MS has not turned its event
+ * loop for that long: a call holds its thread (it writes one every
+ * MEMORY_REPORT_MS otherwise).
+ */
+const STALE_MS = 5 * MEMORY_REPORT_MS;
+
+/** A worker is ended only if it holds at least this share of the guard: ending one that holds little gives little back. */
+const GUARD_MIN_SHARE = 0.1;
+
+/**
  * guardMemory watches the process's resident memory. A function can grow
  * memory that no heap limit covers (Buffers, ArrayBuffers, strings of a
  * megabyte or more live outside V8's heap), and past the container's limit
- * the kernel kills the whole server. Before that, at limitMB, the worker whose
- * call has run longest (a leak grows with time) is ended: its calls fail
- * naming why, it is replaced, and the guard waits until every worker being
- * ended has exited (its memory given back) before it may end another. Idle
- * workers are left alone; that memory is not growing with a call.
+ * the kernel kills the whole server. Before that, at limitMB, the worker
+ * holding the most is ended: its calls (if any) fail naming why, it is
+ * replaced, and the guard waits until every worker being ended has exited
+ * (its memory given back) before it may end another.
+ *
+ * Each worker writes down what its thread holds (worker.ts). A worker whose
+ * call keeps its thread busy cannot: the growth since the guard started that
+ * no worker's figure accounts for is put down to such a worker (a leak in a
+ * loop), and among several, to the one whose call has run longest. An idle
+ * worker holding the most (a cache that grows across calls) is ended without
+ * failing any call. When no worker holds at least GUARD_MIN_SHARE of the
+ * guard, nothing is ended, and a warning says so once.
  */
 function guardMemory(limitMB: number, rss: () => number, slots: Slot[], log: Logger): NodeJS.Timeout {
+  const live = () => slots.filter((s) => !s.gone && !s.retiring);
+  const heldBy = (ss: Slot[]) => ss.reduce((n, s) => n + s.held[0]!, 0);
+  // What the process holds besides the workers' own figures, when the guard starts.
+  const base = rss() - heldBy(live());
+  let warned = false;
+  // The bytes the worker last ended was taken to hold.
+  let ended = 0;
+  // Freed by ended workers and kept by the C allocator (see retainedNow), and what was measured last.
+  let retained = 0;
+  let lastRss = 0;
+  let lastHeld = 0;
   return setInterval(() => {
     // A worker being ended is still giving its memory back: wait for it.
     if (slots.some((s) => s.retiring && !s.gone)) return;
-    const now = performance.now();
-    const mb = Math.round(rss() / 2 ** 20);
-    if (mb < limitMB) return;
-    let victim: Slot | undefined;
-    let oldest = Infinity;
-    for (const s of slots) {
-      if (s.gone || s.retiring) continue;
+    const bytes = rss();
+    const workers = live();
+    const held = heldBy(workers);
+    // What an ended worker held is freed once it is gone; what the process shows of it is counted apart.
+    retained = retainedNow(retained + ended, lastRss - bytes, held - lastHeld);
+    ended = 0;
+    lastRss = bytes;
+    lastHeld = held;
+    // In use: what the process shows, less what was freed and is kept for reuse.
+    const mb = Math.round((bytes - retained) / 2 ** 20);
+    const measured = { rssMB: Math.round(bytes / 2 ** 20), ...(retained ? { retainedMB: Math.round(retained / 2 ** 20) } : {}), limitMB };
+    if (mb < limitMB) {
+      warned = false;
+      return;
+    }
+    const now = performance.timeOrigin + performance.now();
+    const unexplained = Math.max(0, bytes - retained - base - held);
+    // The worker holding the most by its own figure, and the busy one whose call has run longest.
+    let holder: Slot | undefined;
+    let busy: Slot | undefined;
+    let busySince = Infinity;
+    for (const s of workers) {
+      if (!holder || s.held[0]! > holder.held[0]!) holder = s;
+      if (s.pending.size === 0 || now - s.held[1]! <= STALE_MS) continue;
       for (const p of s.pending.values())
-        if (p.started < oldest) {
-          oldest = p.started;
-          victim = s;
+        if (p.started < busySince) {
+          busySince = p.started;
+          busy = s;
         }
     }
-    if (!victim) return;
-    const seconds = Math.round((now - oldest) / 100) / 10;
-    log.error(
-      { worker: victim.n, rssMB: mb, limitMB, callSeconds: seconds },
-      "the server's memory reached its guard; ending the worker whose call has run longest",
-    );
-    victim.retiring = true;
+    const stuck = busy !== undefined && busy.held[0]! + unexplained > holder!.held[0]!;
+    const victim = stuck ? busy : holder;
+    const best = victim ? victim.held[0]! + (stuck ? unexplained : 0) : 0;
+    const heldMB = Math.round(best / 2 ** 20);
+    if (!victim || heldMB < GUARD_MIN_SHARE * limitMB) {
+      if (!warned)
+        log.warn(
+          { ...measured, mostHeldMB: Math.max(0, heldMB) },
+          "the server's memory reached its guard, but no worker holds much of it; none is ended",
+        );
+      warned = true;
+      return;
+    }
     const over = `the server's memory reached ${mb} MB (its guard is ${limitMB} MB)`;
-    victim.ending = `it was ended because ${over} while its call had run longest, ${seconds} s`;
+    const calls = victim.pending.size;
+    if (stuck) {
+      const seconds = Math.round((performance.now() - busySince) / 100) / 10;
+      log.error(
+        { worker: victim.n, ...measured, heldMB, callSeconds: seconds, calls },
+        "the server's memory reached its guard; ending the worker whose call has kept its thread busy " +
+          "(taken to hold what no worker accounts for)",
+      );
+      victim.ending =
+        `it was ended because ${over} while its call had kept its thread busy for ${seconds} s, ` +
+        `so it is taken to hold the ${heldMB} MB no worker accounts for`;
+    } else {
+      log.error(
+        { worker: victim.n, ...measured, heldMB, calls },
+        "the server's memory reached its guard; ending the worker holding the most",
+      );
+      victim.ending = `it was ended because ${over} and it held the most of it, ${heldMB} MB`;
+    }
+    victim.retiring = true;
+    ended = best;
     void victim.worker.terminate();
   }, GUARD_INTERVAL_MS).unref();
+}
+
+/**
+ * retainedNow is the memory freed by ended workers that the process still
+ * shows as resident, after the resident memory fell by dropped bytes and the
+ * workers' own figures grew by grown bytes. glibc keeps much of what a thread
+ * frees (large Buffers come from its arenas once one such block was freed)
+ * and hands it out again, to the replacement worker first: measured here, a
+ * worker holding 650 MB of Buffers left the process at 526 MB after it
+ * exited, and the next worker's 650 MB brought it to 709, not 1176. Counted as
+ * in use, it made the guard end worker after worker, each freeing nothing
+ * the kernel could see. What is returned (the resident memory falls) leaves
+ * the count, and so does whatever the workers grow by, as if it all came
+ * from what was kept: so memory in use is never underestimated by more than
+ * what was kept and is still unused.
+ */
+export function retainedNow(retained: number, dropped: number, grown: number): number {
+  return Math.max(0, retained - Math.max(0, dropped) - Math.max(0, grown));
 }
 
 const LEVELS = new Set(["trace", "debug", "info", "warn", "error", "fatal"]);

@@ -5,6 +5,7 @@
 // copied.
 import { EventEmitter } from "node:events";
 import { setPriority } from "node:os";
+import { getHeapStatistics } from "node:v8";
 import { parentPort, workerData } from "node:worker_threads";
 import type { RunFunction } from "../function.js";
 import { Cancel, createHandler, type HandlerResult } from "./handler.js";
@@ -22,7 +23,19 @@ export interface WorkerData {
   nice?: number;
   /** One Int32: characters of log lines posted to the pool and not written yet (see LOG_BACKLOG_CHARS). */
   logBacklog?: SharedArrayBuffer;
+  /** Two Float64s the worker writes for the memory guard: bytes its thread holds, and when it wrote that (see MEMORY_REPORT_MS). */
+  memory?: SharedArrayBuffer;
 }
+
+/**
+ * MEMORY_REPORT_MS is how often a worker writes down the memory its thread
+ * holds: its heap, and what its objects keep outside it (Buffers, strings of a
+ * megabyte or more), which no heap limit bounds. The server's thread cannot
+ * read another thread's heap on Node 20, so each worker writes its own, for
+ * the memory guard (pool.ts). It is written while the worker's event loop
+ * turns: a call stuck in a loop stops the writing, which the guard notices.
+ */
+export const MEMORY_REPORT_MS = 100;
 
 /**
  * LOG_BACKLOG_CHARS bounds the log lines a worker has posted that the server's
@@ -82,6 +95,16 @@ export function workerMain(fn: RunFunction): void {
     },
   });
   const log = createLogger({ debug: data.debug, destination });
+  if (data.memory) {
+    const held = new Float64Array(data.memory);
+    const report = () => {
+      const h = getHeapStatistics();
+      held[0] = h.used_heap_size + h.external_memory;
+      held[1] = performance.timeOrigin + performance.now();
+    };
+    report();
+    setInterval(report, MEMORY_REPORT_MS).unref();
+  }
   countDrops(destination, log, "the function logged faster than the server could write");
   if (niceErr) log.warn({ err: niceErr }, "cannot lower this worker's CPU priority; small calls are not favoured");
   // The pool bounds concurrency and queueing; here every request runs at once.

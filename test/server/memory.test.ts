@@ -7,6 +7,7 @@
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { MAX_WORKER_HEAP_MB, memoryMB, MIN_WORKER_HEAP_MB, workerHeapMB } from "../../src/server/memory.js";
+import { retainedNow } from "../../src/server/pool.js";
 
 const M = suite("server: worker heap limit");
 
@@ -56,3 +57,21 @@ M("the shares and what the server's thread holds fit in the memory", () => {
 });
 
 M.run();
+
+const R = suite("server: memory freed by ended workers and kept by the allocator");
+
+// retainedNow(retained, dropped, grown): MB for reading; the function takes any unit.
+const retainedCases: Record<string, [retained: number, dropped: number, grown: number, want: number]> = {
+  "nothing returned, nothing grown: all still kept": [640, 0, 0, 640],
+  "the resident memory fell: that much was returned": [640, 600, 0, 40],
+  "more returned than was counted: none kept": [640, 900, 0, 0],
+  "the workers grew: assumed to reuse what was kept": [640, 0, 100, 540],
+  "returned and grown in one step": [640, 200, 300, 140],
+  "the resident memory rose: kept unchanged (growth outside the workers' figures)": [640, -50, 0, 640],
+  "a worker's figure fell: kept unchanged": [640, 0, -80, 640],
+  "nothing kept": [0, 0, 10, 0],
+};
+for (const [name, [retained, dropped, grown, want]] of Object.entries(retainedCases))
+  R(name, () => assert.is(retainedNow(retained, dropped, grown), want));
+
+R.run();

@@ -2,6 +2,7 @@
 // the server down. Real gRPC over loopback, real worker threads.
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
+import type { JsonObject } from "@bufbuild/protobuf";
 import { status as Code } from "@grpc/grpc-js";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
@@ -206,20 +207,22 @@ P(
   },
 );
 
-P("the memory guard: past its limit the worker whose call has run longest is ended, idle workers never", async () => {
+P("the memory guard: a call keeping its thread busy is taken to hold what no worker accounts for; the longest such is ended", async () => {
   let rss = 100 * 2 ** 20;
   const { srv, mem } = await start(20_000, 2, {}, undefined, { memoryGuardMB: 500, rss: () => rss });
   const c = rawClient(srv.port);
   const busy = (ms: number, tag: string) =>
     request({ meta: { tag }, observed: { composite: { resource: { kind: "X", spec: { mode: "busy", ms } } } } });
   try {
-    // High memory with no call running: nothing is ended.
+    // High memory that no worker holds, with no call running: nothing is ended, and a warning says so once.
     rss = 900 * 2 ** 20;
     await new Promise((r) => setTimeout(r, 300));
     assert.not.ok(
-      mem.lines().some((l) => /guard/.test(String(l.msg))),
-      "an idle worker was ended",
+      mem.lines().some((l) => /ending the worker/.test(String(l.msg))),
+      "an idle worker holding nothing was ended",
     );
+    const unheld = mem.lines().filter((l) => /no worker holds much of it; none is ended/.test(String(l.msg)));
+    assert.is(unheld.length, 1, "warned once");
     rss = 100 * 2 ** 20;
     const first = codeOf(c.run(busy(3_000, "first")));
     await new Promise((r) => setTimeout(r, 300));
@@ -231,13 +234,71 @@ P("the memory guard: past its limit the worker whose call has run longest is end
     assert.is(ended.code, Code.INTERNAL);
     assert.match(
       ended.details,
-      /it was ended because the server's memory reached 900 MB \(its guard is 500 MB\) while its call had run longest/,
+      /it was ended because the server's memory reached 900 MB \(its guard is 500 MB\) while its call had kept its thread busy for \d+(\.\d)? s, so it is taken to hold the \d+ MB no worker accounts for/,
     );
     assert.match((await second).results[0]!.message, /^ran busy/, "the other worker's call is answered");
     assert.match((await c.run(call("ok"))).results[0]!.message, /^ran ok/);
-    const guarded = mem.lines().filter((l) => /reached its guard/.test(String(l.msg)));
+    const guarded = mem.lines().filter((l) => /reached its guard; ending/.test(String(l.msg)));
     assert.is(guarded.length, 1);
-    assert.equal([guarded[0]!["rssMB"], guarded[0]!["limitMB"]], [900, 500]);
+    assert.equal([guarded[0]!["rssMB"], guarded[0]!["limitMB"], guarded[0]!["calls"]], [900, 500, 1]);
+    assert.ok((guarded[0]!["heldMB"] as number) > 700, `put down to it: ${guarded[0]!["heldMB"]} MB`);
+  } finally {
+    c.close();
+    await srv.stop(1000);
+  }
+});
+
+P("the memory guard ends an idle worker holding the most (a cache grown across calls), failing no call, not the worker running one", async () => {
+  let rss = 100 * 2 ** 20;
+  const { srv, mem } = await start(20_000, 2, {}, undefined, { memoryGuardMB: 150, rss: () => rss });
+  const c = rawClient(srv.port);
+  const spec = (s: JsonObject) => request({ observed: { composite: { resource: { kind: "X", spec: s } } } });
+  try {
+    // One worker runs a long call; the other answers a call that keeps 64 MB for good, and is idle after.
+    const running = c.run(spec({ mode: "busy", ms: 2_000 }));
+    await new Promise((r) => setTimeout(r, 100));
+    assert.match((await c.run(spec({ mode: "hold", mb: 64 }))).results[0]!.message, /^ran hold/);
+    await new Promise((r) => setTimeout(r, 300)); // the holder writes down what it holds
+    rss = 200 * 2 ** 20;
+    await until("the guard to end a worker", () => mem.lines().some((l) => /reached its guard; ending/.test(String(l.msg))));
+    rss = 100 * 2 ** 20;
+    const guarded = mem.lines().filter((l) => /reached its guard; ending/.test(String(l.msg)));
+    assert.is(guarded[0]!.msg, "the server's memory reached its guard; ending the worker holding the most");
+    assert.is(guarded[0]!["calls"], 0, "an idle worker: no call failed");
+    assert.ok((guarded[0]!["heldMB"] as number) >= 64, `held ${guarded[0]!["heldMB"]} MB`);
+    assert.match((await running).results[0]!.message, /^ran busy/, "the running call is answered");
+    for (let i = 0; i < 3; i++) assert.match((await c.run(call("ok"))).results[0]!.message, /^ran ok/);
+    assert.is(guarded.length, 1);
+  } finally {
+    c.close();
+    await srv.stop(1000);
+  }
+});
+
+P("the memory guard counts what an ended worker freed as kept for reuse: the memory not falling does not end another, new growth does", async () => {
+  let rss = 100 * 2 ** 20;
+  const { srv, mem } = await start(20_000, 2, {}, undefined, { memoryGuardMB: 150, rss: () => rss });
+  const c = rawClient(srv.port);
+  const hold = (mb: number) => request({ observed: { composite: { resource: { kind: "X", spec: { mode: "hold", mb } } } } });
+  const ends = () => mem.lines().filter((l) => /reached its guard; ending/.test(String(l.msg)));
+  try {
+    // Two calls at once, one on each worker: one keeps 64 MB, the other 32.
+    await Promise.all([c.run(hold(64)), c.run(hold(32))]);
+    await new Promise((r) => setTimeout(r, 300)); // both write down what they hold
+    rss = 200 * 2 ** 20;
+    await until("the guard to end the larger holder", () => ends().length === 1);
+    assert.ok((ends()[0]!["heldMB"] as number) >= 64, `ended the one holding ${ends()[0]!["heldMB"]} MB`);
+    // The process shows as much memory as before: glibc keeps what the ended worker freed.
+    await new Promise((r) => setTimeout(r, 500));
+    assert.is(ends().length, 1, "no second worker ended while the memory only stayed");
+    // New growth past the guard, with the kept memory counted apart: the other holder is ended.
+    rss = 300 * 2 ** 20;
+    await until("the guard to end the other holder", () => ends().length === 2);
+    const second = ends()[1]!;
+    assert.ok((second["heldMB"] as number) >= 32 && (second["heldMB"] as number) < 64, `then the one holding ${second["heldMB"]} MB`);
+    // Less what the replacement worker has grown by since: that may have come from what was kept.
+    assert.ok((second["retainedMB"] as number) > 40, `kept for reuse: ${second["retainedMB"]} MB`);
+    assert.match((await c.run(call("ok"))).results[0]!.message, /^ran ok/);
   } finally {
     c.close();
     await srv.stop(1000);
