@@ -375,7 +375,7 @@ function guardMemory(limitMB: number, rss: () => number, slots: Slot[], log: Log
     const workers = live();
     const held = heldBy(workers);
     // What an ended worker held is freed once it is gone; what the process shows of it is counted apart.
-    retained = retainedNow(retained + ended, lastRss - bytes, held - lastHeld);
+    retained = retainedNow(retained + ended, bytes - lastRss, held - lastHeld);
     ended = 0;
     lastRss = bytes;
     lastHeld = held;
@@ -434,27 +434,30 @@ function guardMemory(limitMB: number, rss: () => number, slots: Slot[], log: Log
       victim.ending = `it was ended because ${over} and it held the most of it, ${heldMB} MB`;
     }
     victim.retiring = true;
-    ended = best;
+    // A busy worker's share of the unexplained growth is a guess: only its own figure is counted as freed.
+    ended = stuck ? victim.held[0]! : best;
     void victim.worker.terminate();
   }, GUARD_INTERVAL_MS).unref();
 }
 
 /**
  * retainedNow is the memory freed by ended workers that the process still
- * shows as resident, after the resident memory fell by dropped bytes and the
- * workers' own figures grew by grown bytes. glibc keeps much of what a thread
- * frees (large Buffers come from its arenas once one such block was freed)
- * and hands it out again, to the replacement worker first: measured here, a
- * worker holding 650 MB of Buffers left the process at 526 MB after it
- * exited, and the next worker's 650 MB brought it to 709, not 1176. Counted as
- * in use, it made the guard end worker after worker, each freeing nothing
- * the kernel could see. What is returned (the resident memory falls) leaves
- * the count, and so does whatever the workers grow by, as if it all came
- * from what was kept: so memory in use is never underestimated by more than
- * what was kept and is still unused.
+ * shows as resident, after the resident memory changed by changed bytes and
+ * the workers' own figures grew by grown bytes. glibc keeps much of what a
+ * thread frees (large Buffers come from its arenas once one such block was
+ * freed) and hands it out again, to the replacement worker first: measured
+ * here, a worker holding 650 MB of Buffers left the process at 526 MB after
+ * it exited, and the next worker's 650 MB brought it to 709, not 1176.
+ * Counted as in use, it made the guard end worker after worker, each freeing
+ * nothing the kernel could see. The count falls by every change of the
+ * resident memory (a fall is memory returned; a rise is memory the kept part
+ * did not supply, and counts towards the kernel's limit all the same) and by
+ * whatever the workers' figures grow by (as if it came from what was kept),
+ * so memory in use is never underestimated by more than what is kept and
+ * still unused.
  */
-export function retainedNow(retained: number, dropped: number, grown: number): number {
-  return Math.max(0, retained - Math.max(0, dropped) - Math.max(0, grown));
+export function retainedNow(retained: number, changed: number, grown: number): number {
+  return Math.max(0, retained - Math.abs(changed) - Math.max(0, grown));
 }
 
 const LEVELS = new Set(["trace", "debug", "info", "warn", "error", "fatal"]);
