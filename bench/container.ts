@@ -6,7 +6,10 @@
 // before (each worker free to grow to V8's own limit, no memory guard), for
 // comparison. Writes the "Container memory" section of bench/RESULTS.md.
 //
-//   node --import tsx bench/container.ts [--mib 1024] [--calls 800] [--rounds 3]
+//   node --import tsx bench/container.ts [--mib 1024] [--calls 800] [--rounds 3] [--only <text>]
+//
+// --only runs the scenarios whose name holds text, and prints their table
+// without writing RESULTS.md.
 //
 // Needs root and a writable memory cgroup (v1 or v2); it says so and exits 2
 // otherwise. Not part of `npm run bench`: `npm run bench:container`.
@@ -23,6 +26,7 @@ import { flag, writeSection } from "./results.js";
 const MIB = flag("--mib", 1024);
 const CALLS = flag("--calls", 800);
 const ROUNDS = flag("--rounds", 3);
+const ONLY = flag("--only", "");
 const ROOT = join(import.meta.dirname, "..");
 
 /** A memory cgroup of MIB, v1 or v2, or why there is none. */
@@ -57,7 +61,8 @@ function makeCgroup(): { dir: string; peak(): number; reset(): void } | string {
   }
 }
 
-// The function: leaks on tag "leak" (in the heap) or "offheap", logs 2 million lines of 1 KB on tag "chatty", else answers.
+// The function: leaks on tag "leak" (in the heap) or "offheap", keeps 16 MB outside the heap on tag "cache" (a cache
+// growing across calls), waits 10 s on tag "slow", logs 2 million lines of 1 KB on tag "chatty", else answers.
 const work = mkdtempSync(join(tmpdir(), "xfn-container-"));
 const MODULE = join(work, "fn.mjs");
 writeFileSync(
@@ -68,6 +73,8 @@ export default async function (req, ctx) {
   if (req.meta?.tag === "leak") for (;;) kept.push(new Array(1e6).fill(Math.random()));
   // Outside V8's heap: Node keeps a string of a megabyte or more as external memory.
   if (req.meta?.tag === "offheap") for (;;) kept.push(Buffer.alloc(1 << 20).toString("latin1") + Math.random());
+  if (req.meta?.tag === "cache") kept.push(Buffer.alloc(16 << 20, 1));
+  if (req.meta?.tag === "slow") await new Promise((r) => setTimeout(r, 10_000));
   if (req.meta?.tag === "chatty") { const pad = "y".repeat(1000); for (let i = 0; i < 2e6; i++) ctx.log.info({ i, pad }, "chatty"); }
   return response.to(req);
 }
@@ -81,7 +88,8 @@ interface Outcome {
   codes: Map<string, number>;
 }
 
-async function scenario(name: string, serveArgs: string[], tags: string[], floodCalls: number): Promise<Outcome> {
+/** scenario sends tags and floodCalls flood requests at once, and serial one after another beside them. */
+async function scenario(name: string, serveArgs: string[], tags: string[], floodCalls: number, serial: string[] = []): Promise<Outcome> {
   const cg = makeCgroup();
   if (typeof cg === "string") {
     process.stderr.write(`bench/container.ts needs root and a writable memory cgroup: ${cg}\n`);
@@ -140,7 +148,10 @@ async function scenario(name: string, serveArgs: string[], tags: string[], flood
     );
   const tagged = (tag: string, extra: object = {}) => toBinary(RunFunctionRequestSchema, requestFromJson({ meta: { tag }, ...extra }));
   const flood = tagged("flood", { input: { blob: "x".repeat(3 * 2 ** 20 - 200) } });
-  await Promise.all([...tags.map((t) => send(tagged(t))), ...Array.from({ length: floodCalls }, () => send(flood))]);
+  const oneByOne = async () => {
+    for (const t of serial) if (!died) await send(tagged(t));
+  };
+  await Promise.all([...tags.map((t) => send(tagged(t))), ...Array.from({ length: floodCalls }, () => send(flood)), oneByOne()]);
   await new Promise((r) => setTimeout(r, 1000));
   const peak = cg.peak();
   // Survived: still running, and answers a call after all that.
@@ -164,7 +175,9 @@ async function scenario(name: string, serveArgs: string[], tags: string[], flood
 
 const half = String(Math.floor(MIB / 2)); // V8's own limit for each thread in a container: about half its memory
 const runs: Outcome[][] = [];
-for (const [name, args, tags, flood] of [
+const CACHE_CALLS = Array.from({ length: 100 }, () => "cache");
+const SLOW_CALLS = Array.from({ length: 6 }, () => "slow");
+for (const [name, args, tags, flood, serial] of [
   ["three leaking calls and a flood, xfn's share per worker", [], ["leak", "leak", "leak"], CALLS],
   [
     "the same as xfn ran before: V8's own heap limit, no memory guard",
@@ -174,12 +187,21 @@ for (const [name, args, tags, flood] of [
   ],
   ["three calls leaking outside the heap (1 MB strings) and a flood", [], ["offheap", "offheap", "offheap"], CALLS],
   ["the same without the memory guard", ["--memory-guard", "0"], ["offheap", "offheap", "offheap"], CALLS],
+  [
+    "a cache outside the heap growing across calls (16 MB each, 100 calls one after another) beside 6 slow calls",
+    [],
+    SLOW_CALLS,
+    0,
+    CACHE_CALLS,
+  ],
+  ["the same without the memory guard", ["--memory-guard", "0"], SLOW_CALLS, 0, CACHE_CALLS],
   ["a call logging 2 million lines of 1 KB, on workers", [], ["chatty"], 0],
-] as Array<[string, string[], string[], number]>) {
+] as Array<[string, string[], string[], number, string[]?]>) {
+  if (!name.includes(ONLY)) continue;
   const rounds: Outcome[] = [];
   for (let i = 0; i < ROUNDS; i++) {
     process.stdout.write(`${name}, round ${i + 1} ...\n`);
-    rounds.push(await scenario(name, args, tags, flood));
+    rounds.push(await scenario(name, args, tags, flood, serial));
   }
   runs.push(rounds);
 }
@@ -203,5 +225,5 @@ const section = [
   "",
 ].join("\n");
 process.stdout.write(section);
-writeSection("Container memory", section);
+if (!ONLY) writeSection("Container memory", section);
 process.exit(0);
