@@ -248,63 +248,69 @@ P("the memory guard: a call keeping its thread busy is taken to hold what no wor
   }
 });
 
-P("the memory guard ends an idle worker holding the most (a cache grown across calls), failing no call, not the worker running one", async () => {
-  let rss = 100 * 2 ** 20;
-  const { srv, mem } = await start(20_000, 2, {}, undefined, { memoryGuardMB: 150, rss: () => rss });
-  const c = rawClient(srv.port);
-  const spec = (s: JsonObject) => request({ observed: { composite: { resource: { kind: "X", spec: s } } } });
-  try {
-    // One worker runs a long call; the other answers a call that keeps 64 MB for good, and is idle after.
-    const running = c.run(spec({ mode: "busy", ms: 2_000 }));
-    await new Promise((r) => setTimeout(r, 100));
-    assert.match((await c.run(spec({ mode: "hold", mb: 64 }))).results[0]!.message, /^ran hold/);
-    await new Promise((r) => setTimeout(r, 300)); // the holder writes down what it holds
-    rss = 200 * 2 ** 20;
-    await until("the guard to end a worker", () => mem.lines().some((l) => /reached its guard; ending/.test(String(l.msg))));
-    rss = 100 * 2 ** 20;
-    const guarded = mem.lines().filter((l) => /reached its guard; ending/.test(String(l.msg)));
-    assert.is(guarded[0]!.msg, "the server's memory reached its guard; ending the worker holding the most");
-    assert.is(guarded[0]!["calls"], 0, "an idle worker: no call failed");
-    assert.ok((guarded[0]!["heldMB"] as number) >= 64, `held ${guarded[0]!["heldMB"]} MB`);
-    assert.match((await running).results[0]!.message, /^ran busy/, "the running call is answered");
-    for (let i = 0; i < 3; i++) assert.match((await c.run(call("ok"))).results[0]!.message, /^ran ok/);
-    assert.is(guarded.length, 1);
-  } finally {
-    c.close();
-    await srv.stop(1000);
-  }
-});
+P(
+  "the memory guard ends an idle worker holding the most (a cache grown across calls), failing no call, not the worker running one",
+  async () => {
+    let rss = 100 * 2 ** 20;
+    const { srv, mem } = await start(20_000, 2, {}, undefined, { memoryGuardMB: 150, rss: () => rss });
+    const c = rawClient(srv.port);
+    const spec = (s: JsonObject) => request({ observed: { composite: { resource: { kind: "X", spec: s } } } });
+    try {
+      // One worker runs a long call; the other answers a call that keeps 64 MB for good, and is idle after.
+      const running = c.run(spec({ mode: "busy", ms: 2_000 }));
+      await new Promise((r) => setTimeout(r, 100));
+      assert.match((await c.run(spec({ mode: "hold", mb: 64 }))).results[0]!.message, /^ran hold/);
+      await new Promise((r) => setTimeout(r, 300)); // the holder writes down what it holds
+      rss = 200 * 2 ** 20;
+      await until("the guard to end a worker", () => mem.lines().some((l) => /reached its guard; ending/.test(String(l.msg))));
+      rss = 100 * 2 ** 20;
+      const guarded = mem.lines().filter((l) => /reached its guard; ending/.test(String(l.msg)));
+      assert.is(guarded[0]!.msg, "the server's memory reached its guard; ending the worker holding the most");
+      assert.is(guarded[0]!["calls"], 0, "an idle worker: no call failed");
+      assert.ok((guarded[0]!["heldMB"] as number) >= 64, `held ${guarded[0]!["heldMB"]} MB`);
+      assert.match((await running).results[0]!.message, /^ran busy/, "the running call is answered");
+      for (let i = 0; i < 3; i++) assert.match((await c.run(call("ok"))).results[0]!.message, /^ran ok/);
+      assert.is(guarded.length, 1);
+    } finally {
+      c.close();
+      await srv.stop(1000);
+    }
+  },
+);
 
-P("the memory guard counts what an ended worker freed as kept for reuse: the memory not falling does not end another, new growth does", async () => {
-  let rss = 100 * 2 ** 20;
-  const { srv, mem } = await start(20_000, 2, {}, undefined, { memoryGuardMB: 150, rss: () => rss });
-  const c = rawClient(srv.port);
-  const hold = (mb: number) => request({ observed: { composite: { resource: { kind: "X", spec: { mode: "hold", mb } } } } });
-  const ends = () => mem.lines().filter((l) => /reached its guard; ending/.test(String(l.msg)));
-  try {
-    // Two calls at once, one on each worker: one keeps 64 MB, the other 32.
-    await Promise.all([c.run(hold(64)), c.run(hold(32))]);
-    await new Promise((r) => setTimeout(r, 300)); // both write down what they hold
-    rss = 200 * 2 ** 20;
-    await until("the guard to end the larger holder", () => ends().length === 1);
-    assert.ok((ends()[0]!["heldMB"] as number) >= 64, `ended the one holding ${ends()[0]!["heldMB"]} MB`);
-    // The process shows as much memory as before: glibc keeps what the ended worker freed.
-    await new Promise((r) => setTimeout(r, 500));
-    assert.is(ends().length, 1, "no second worker ended while the memory only stayed");
-    // New growth: it counts against the guard, and against what was kept (it did not come from there).
-    rss = 220 * 2 ** 20;
-    await until("the guard to end the other holder", () => ends().length === 2);
-    const second = ends()[1]!;
-    assert.ok((second["heldMB"] as number) >= 32 && (second["heldMB"] as number) < 64, `then the one holding ${second["heldMB"]} MB`);
-    // 64 MB kept, less the 20 MB rise and what the replacement worker has grown by since.
-    const kept = second["retainedMB"] as number;
-    assert.ok(kept > 20 && kept <= 44, `kept for reuse: ${kept} MB`);
-    assert.match((await c.run(call("ok"))).results[0]!.message, /^ran ok/);
-  } finally {
-    c.close();
-    await srv.stop(1000);
-  }
-});
+P(
+  "the memory guard counts what an ended worker freed as kept for reuse: the memory not falling does not end another, new growth does",
+  async () => {
+    let rss = 100 * 2 ** 20;
+    const { srv, mem } = await start(20_000, 2, {}, undefined, { memoryGuardMB: 150, rss: () => rss });
+    const c = rawClient(srv.port);
+    const hold = (mb: number) => request({ observed: { composite: { resource: { kind: "X", spec: { mode: "hold", mb } } } } });
+    const ends = () => mem.lines().filter((l) => /reached its guard; ending/.test(String(l.msg)));
+    try {
+      // Two calls at once, one on each worker: one keeps 64 MB, the other 32.
+      await Promise.all([c.run(hold(64)), c.run(hold(32))]);
+      await new Promise((r) => setTimeout(r, 300)); // both write down what they hold
+      rss = 200 * 2 ** 20;
+      await until("the guard to end the larger holder", () => ends().length === 1);
+      assert.ok((ends()[0]!["heldMB"] as number) >= 64, `ended the one holding ${ends()[0]!["heldMB"]} MB`);
+      // The process shows as much memory as before: glibc keeps what the ended worker freed.
+      await new Promise((r) => setTimeout(r, 500));
+      assert.is(ends().length, 1, "no second worker ended while the memory only stayed");
+      // New growth: it counts against the guard, and against what was kept (it did not come from there).
+      rss = 220 * 2 ** 20;
+      await until("the guard to end the other holder", () => ends().length === 2);
+      const second = ends()[1]!;
+      assert.ok((second["heldMB"] as number) >= 32 && (second["heldMB"] as number) < 64, `then the one holding ${second["heldMB"]} MB`);
+      // 64 MB kept, less the 20 MB rise and what the replacement worker has grown by since.
+      const kept = second["retainedMB"] as number;
+      assert.ok(kept > 20 && kept <= 44, `kept for reuse: ${kept} MB`);
+      assert.match((await c.run(call("ok"))).results[0]!.message, /^ran ok/);
+    } finally {
+      c.close();
+      await srv.stop(1000);
+    }
+  },
+);
 
 P("a function that logs faster than the server writes: lines past the backlog are dropped and counted, none lost silently", async () => {
   const { srv, mem } = await start(10_000);
