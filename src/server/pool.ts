@@ -138,14 +138,23 @@ export async function startPool(opts: PoolOptions, log: Logger): Promise<Pool> {
       const nice = lanes && !kept ? BUSY_NICE : 0;
       const logBacklog = new SharedArrayBuffer(4);
       const backlog = new Int32Array(logBacklog);
-      const memory = new SharedArrayBuffer(16);
+      // Written by the worker only for the memory guard: with the guard off it is never woken for it.
+      const memory = opts.memoryGuardMB ? new SharedArrayBuffer(16) : undefined;
       const worker = new Worker(opts.script, {
-        workerData: { ...opts.workerData, nice, logBacklog, memory } satisfies WorkerData,
+        workerData: { ...opts.workerData, nice, logBacklog, ...(memory ? { memory } : {}) } satisfies WorkerData,
         ...(opts.maxHeapMB ? { resourceLimits: { maxOldGenerationSizeMb: opts.maxHeapMB } } : {}),
       });
       all.add(worker);
       worker.once("exit", () => all.delete(worker));
-      const slot: Slot = { n: ++spawned, worker, pending: new Map(), gone: false, retiring: false, kept, held: new Float64Array(memory) };
+      const slot: Slot = {
+        n: ++spawned,
+        worker,
+        pending: new Map(),
+        gone: false,
+        retiring: false,
+        kept,
+        held: memory ? new Float64Array(memory) : new Float64Array(2),
+      };
       let ready = false;
       const replace = (why: string) => {
         if (slot.gone) return;
@@ -381,11 +390,11 @@ function guardMemory(limitMB: number, rss: () => number, slots: Slot[], log: Log
     lastHeld = held;
     // In use: what the process shows, less what was freed and is kept for reuse.
     const mb = Math.round((bytes - retained) / 2 ** 20);
-    const measured = { rssMB: Math.round(bytes / 2 ** 20), ...(retained ? { retainedMB: Math.round(retained / 2 ** 20) } : {}), limitMB };
     if (mb < limitMB) {
       warned = false;
       return;
     }
+    const measured = { rssMB: Math.round(bytes / 2 ** 20), ...(retained ? { retainedMB: Math.round(retained / 2 ** 20) } : {}), limitMB };
     const now = performance.timeOrigin + performance.now();
     const unexplained = Math.max(0, bytes - retained - base - held);
     // The worker holding the most by its own figure, and the busy one whose call has run longest.
