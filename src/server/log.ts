@@ -11,6 +11,7 @@
 // of heap and the process aborted. Past the bound lines are dropped, and a
 // warning says how many once there is room.
 import { destination, pino, type DestinationStream, type Logger, type LoggerOptions } from "pino";
+import { setOwn } from "../own.js";
 
 /** SECRET_KEYS are the field names whose values are never logged. */
 export const SECRET_KEYS: ReadonlySet<string> = new Set([
@@ -24,14 +25,32 @@ export const SECRET_KEYS: ReadonlySet<string> = new Set([
 const REDACTED = "[REDACTED]";
 const MAX_DEPTH = 32;
 
-/** redactSecrets returns value with every secret-bearing key's value replaced. */
+/**
+ * redactSecrets returns value with every secret-bearing key's value replaced,
+ * as the JSON it will be written as: an object with a toJSON method (a Date, a
+ * URL) is what that method returns, not a copy of its own keys ({} for both).
+ */
 export function redactSecrets(value: unknown, depth = 0): unknown {
   if (value === null || typeof value !== "object" || depth > MAX_DEPTH) return value;
   if (value instanceof Error) return value;
   if (ArrayBuffer.isView(value)) return value;
   if (Array.isArray(value)) return value.map((v) => redactSecrets(v, depth + 1));
+  const toJSON = (value as { toJSON?: unknown }).toJSON;
+  if (typeof toJSON === "function") {
+    let json: unknown;
+    try {
+      json = toJSON.call(value);
+    } catch {
+      return value; // the serializer meets the same throw and says so
+    }
+    return redactSecrets(json, depth + 1);
+  }
+  return redactEntries(value, depth);
+}
+
+function redactEntries(value: object, depth: number): Record<string, unknown> {
   const out: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(value)) out[k] = SECRET_KEYS.has(k) ? REDACTED : redactSecrets(v, depth + 1);
+  for (const [k, v] of Object.entries(value)) setOwn(out, k, SECRET_KEYS.has(k) ? REDACTED : redactSecrets(v, depth + 1));
   return out;
 }
 
@@ -57,7 +76,7 @@ export function droppedMessage(n: number, why: string): string {
  * through log, DROPPED_REPORT_MS after the first. A warning that is itself
  * dropped is tried again later, with the count kept.
  */
-export function countDrops(out: { on(event: "drop", f: () => void): unknown }, log: Logger, why: string): void {
+export function countDrops(out: { on(event: "drop", f: (line?: unknown) => void): unknown }, log: Logger, why: string): void {
   let dropped = 0;
   let reporting = false;
   let lost = false;
@@ -76,10 +95,33 @@ export function countDrops(out: { on(event: "drop", f: () => void): unknown }, l
       setTimeout(report, DROPPED_REPORT_MS).unref();
     }
   };
-  out.on("drop", () => {
-    if (reporting) lost = true;
-    else if (dropped++ === 0) setTimeout(report, DROPPED_REPORT_MS).unref();
+  out.on("drop", (line?: unknown) => {
+    if (reporting) {
+      lost = true;
+      return;
+    }
+    const first = dropped === 0;
+    dropped += linesIn(line);
+    if (first) setTimeout(report, DROPPED_REPORT_MS).unref();
   });
+}
+
+/**
+ * linesIn is how many log lines a dropped line stands for: a worker's own
+ * report of lines it dropped (relayed by the pool) stands for those, so a
+ * report lost here is counted, not the lines it told of.
+ */
+function linesIn(line: unknown): number {
+  if (typeof line !== "string" || !line.includes('"droppedLines":')) return 1;
+  try {
+    const entry = JSON.parse(line) as { droppedLines?: unknown; msg?: unknown };
+    const n = entry.droppedLines;
+    const report = typeof entry.msg === "string" && entry.msg.startsWith("dropped ");
+    if (report && typeof n === "number" && Number.isSafeInteger(n) && n > 0) return n;
+  } catch {
+    // not JSON: one line
+  }
+  return 1;
 }
 
 /** How often the calls refused after the first are summed up in one warning. */

@@ -68,6 +68,43 @@ L("one dropped line reads in the singular", async () => {
   assert.is(out.lines[0]!["msg"], "dropped 1 log line: testing");
 });
 
+L("a worker's report of lines it dropped, dropped in turn, counts the lines it told of", async () => {
+  const out = bounded(0);
+  const log = createLogger({ destination: out });
+  countDrops(out, log, "testing");
+  out.emit(
+    "drop",
+    `${JSON.stringify({ level: "warn", droppedLines: 120, worker: 2, msg: "dropped 120 log lines: the function logged faster" })}\n`,
+  );
+  out.emit("drop", `${JSON.stringify({ level: "info", droppedLines: 5, msg: "a function's own field of that name" })}\n`);
+  out.emit("drop", '{"droppedLines": not json');
+  out.room = 100;
+  await wait(DROPPED_REPORT_MS + 100);
+  assert.is(out.lines[0]!["msg"], "dropped 122 log lines: testing");
+});
+
+const X = suite("server: secrets kept out of the log");
+
+X("redactSecrets: secret-bearing keys replaced at any depth; values written as JSON writes them", () => {
+  const mem = memoryLog();
+  const when = new Date(0);
+  mem.log.info(
+    {
+      req: { credentials: { a: "s3cret" }, items: [{ connectionDetails: { p: "s3cret" } }] },
+      when,
+      url: new URL("https://example.org/a"),
+      custom: { toJSON: () => ({ credentialData: "s3cret", kept: 1 }) },
+    },
+    "x",
+  );
+  const line = mem.lines()[0]!;
+  assert.not.ok(mem.text().includes("s3cret"));
+  assert.equal(line["req"], { credentials: "[REDACTED]", items: [{ connectionDetails: "[REDACTED]" }] });
+  assert.is(line["when"], "1970-01-01T00:00:00.000Z");
+  assert.is(line["url"], "https://example.org/a");
+  assert.equal(line["custom"], { credentialData: "[REDACTED]", kept: 1 });
+});
+
 const R = suite("server: refused calls in the log");
 
 R("the first refusal is logged at once, the rest of the period counted in one warning, and a quiet period starts over", async () => {
@@ -98,4 +135,5 @@ R("the first refusal is logged at once, the rest of the period counted in one wa
 });
 
 L.run();
+X.run();
 R.run();
