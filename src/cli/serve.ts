@@ -6,6 +6,7 @@ import { Command, InvalidArgumentError, Option } from "commander";
 import type { Logger } from "pino";
 import type { RunFunction } from "../function.js";
 import { DEFAULT_MAX_RESPONSE_BYTES, messageOf } from "../server/handler.js";
+import { routeConsole } from "../server/console.js";
 import { tuneHeap } from "../server/heap.js";
 import { createLogger } from "../server/log.js";
 import { GUARD_SHARE, memoryMB, workerHeapMB } from "../server/memory.js";
@@ -155,6 +156,9 @@ const WORKER_ENTRY = new URL(`../server/worker-entry${extname(fileURLToPath(impo
  */
 export async function startServing(source: FunctionSource, flags: ServeFlags, label: string, moduleFile?: string): Promise<void> {
   const log = createLogger({ debug: flags.debug });
+  // What the function prints in the server's own thread (--workers 1) is
+  // logged, as it is on workers (console.ts).
+  routeConsole(log.child({ module: label }));
   // Before any worker starts: they read V8's flags when they do.
   const heapFlag = tuneHeap();
   if (heapFlag) log.debug({ v8: heapFlag }, "heap growing factor set (start node with --heap-growing-percent to choose your own)");

@@ -54,6 +54,28 @@ function redactEntries(value: object, depth: number): Record<string, unknown> {
   return out;
 }
 
+/**
+ * redactForDisplay is redactSecrets for text made by util.inspect (console
+ * output): arrays and plain objects (protobuf messages and decoded resources
+ * are plain) are copied with secret-bearing values replaced; any other object
+ * (a Date, a Map, a class instance) is kept, so it prints as it would.
+ * Symbol-keyed properties are not copied, except a custom inspect hook.
+ */
+export function redactForDisplay(value: unknown, depth = 0): unknown {
+  if (value === null || typeof value !== "object" || depth > MAX_DEPTH) return value;
+  if (Array.isArray(value)) return value.map((v) => redactForDisplay(v, depth + 1));
+  const proto = Object.getPrototypeOf(value) as unknown;
+  if (proto !== Object.prototype && proto !== null) return value;
+  const out: Record<string, unknown> = proto === null ? (Object.create(null) as Record<string, unknown>) : {};
+  for (const [k, v] of Object.entries(value)) setOwn(out, k, SECRET_KEYS.has(k) ? REDACTED : redactForDisplay(v, depth + 1));
+  // A custom inspect hook still decides how the object prints (it sees the redacted copy as this).
+  const hook = (value as Record<symbol, unknown>)[INSPECT];
+  if (typeof hook === "function") Object.defineProperty(out, INSPECT, { value: hook });
+  return out;
+}
+
+const INSPECT = Symbol.for("nodejs.util.inspect.custom");
+
 /** LogOptions choose the level and, for tests, where lines go. */
 export interface LogOptions {
   debug?: boolean;

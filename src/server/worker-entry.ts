@@ -3,9 +3,11 @@
 // cannot be loaded is reported to the pool, which fails start-up with it.
 import { parentPort, workerData } from "node:worker_threads";
 import { loadFunction } from "../cli/load.js";
-import { workerMain, type FromWorker, type WorkerData } from "./worker.js";
+import { workerLog, workerMain, type FromWorker, type WorkerData } from "./worker.js";
 
 const data = workerData as WorkerData;
+// Before the module loads: what its top-level code prints is logged too.
+workerLog();
 try {
   const fn = await loadFunction(data.module!, undefined, data.label);
   workerMain(fn);

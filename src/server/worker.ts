@@ -9,6 +9,8 @@ import { getHeapStatistics } from "node:v8";
 import { parentPort, workerData } from "node:worker_threads";
 import type { RunFunction } from "../function.js";
 import { Cancel, createHandler, type HandlerResult } from "./handler.js";
+import type { Logger } from "pino";
+import { routeConsole, routeStream } from "./console.js";
 import { countDrops, createLogger } from "./log.js";
 
 /** WorkerData is what the pool hands each worker. */
@@ -67,6 +69,38 @@ export function isWorker(): boolean {
   return parentPort !== null && (workerData as Partial<WorkerData> | null)?.xfnWorker === true;
 }
 
+let logger: Logger | undefined;
+
+/**
+ * workerLog is this worker's logger, made on first use: its lines go to the
+ * pool, which writes them through the server's own logger, as long as not too
+ * many are waiting there. From then on the function's console, and anything
+ * written to this thread's process.stdout and process.stderr, are log lines
+ * through it (console.ts).
+ */
+export function workerLog(): Logger {
+  if (logger) return logger;
+  const data = workerData as WorkerData;
+  const port = parentPort!;
+  const backlog = data.logBacklog ? new Int32Array(data.logBacklog) : undefined;
+  const destination = Object.assign(new EventEmitter(), {
+    write: (line: string) => {
+      if (backlog && Atomics.load(backlog, 0) + line.length > LOG_BACKLOG_CHARS) {
+        destination.emit("drop", line);
+        return;
+      }
+      if (backlog) Atomics.add(backlog, 0, line.length);
+      port.postMessage({ type: "log", line } satisfies FromWorker);
+    },
+  });
+  const log = createLogger({ debug: data.debug, destination });
+  countDrops(destination, log, "the function logged faster than the server could write");
+  routeConsole(log);
+  routeStream(process.stdout, log, "info", "process.stdout");
+  routeStream(process.stderr, log, "warn", "process.stderr");
+  return (logger = log);
+}
+
 /** workerMain serves fn to the pool until the thread is terminated. */
 export function workerMain(fn: RunFunction): void {
   const data = workerData as WorkerData;
@@ -81,20 +115,7 @@ export function workerMain(fn: RunFunction): void {
       niceErr = err instanceof Error ? err.message : String(err);
     }
   }
-  // Log lines go to the pool, which writes them through the server's own
-  // logger, as long as not too many are waiting there.
-  const backlog = data.logBacklog ? new Int32Array(data.logBacklog) : undefined;
-  const destination = Object.assign(new EventEmitter(), {
-    write: (line: string) => {
-      if (backlog && Atomics.load(backlog, 0) + line.length > LOG_BACKLOG_CHARS) {
-        destination.emit("drop", line);
-        return;
-      }
-      if (backlog) Atomics.add(backlog, 0, line.length);
-      port.postMessage({ type: "log", line } satisfies FromWorker);
-    },
-  });
-  const log = createLogger({ debug: data.debug, destination });
+  const log = workerLog();
   if (data.memory) {
     const held = new Float64Array(data.memory);
     const report = () => {
@@ -105,7 +126,6 @@ export function workerMain(fn: RunFunction): void {
     report();
     setInterval(report, MEMORY_REPORT_MS).unref();
   }
-  countDrops(destination, log, "the function logged faster than the server could write");
   if (niceErr) log.warn({ err: niceErr }, "cannot lower this worker's CPU priority; small calls are not favoured");
   // The pool bounds concurrency and queueing; here every request runs at once.
   const handler = createHandler(fn, { maxConcurrency: Infinity, maxQueue: Infinity, maxResponseBytes: data.maxResponseBytes }, log);

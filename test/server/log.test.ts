@@ -4,7 +4,7 @@
 import { EventEmitter } from "node:events";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
-import { countDrops, createLogger, DROPPED_REPORT_MS, refusals } from "../../src/server/log.js";
+import { countDrops, createLogger, DROPPED_REPORT_MS, redactForDisplay, refusals } from "../../src/server/log.js";
 import { memoryLog } from "../support/log.js";
 
 const L = suite("server: dropped log lines");
@@ -103,6 +103,21 @@ X("redactSecrets: secret-bearing keys replaced at any depth; values written as J
   assert.is(line["when"], "1970-01-01T00:00:00.000Z");
   assert.is(line["url"], "https://example.org/a");
   assert.equal(line["custom"], { credentialData: "[REDACTED]", kept: 1 });
+});
+
+X("redactForDisplay copies plain objects and arrays only, and keeps a custom inspect hook", () => {
+  const date = new Date(0);
+  const map = new Map([["credentials", "x"]]);
+  const bare = Object.assign(Object.create(null) as Record<string, unknown>, { credentials: "x", k: 1 });
+  const out = redactForDisplay({ date, map, bare, list: [{ connection_details: "x" }] }) as Record<string, unknown>;
+  assert.is(out["date"], date);
+  assert.is(out["map"], map);
+  assert.equal({ ...(out["bare"] as object) }, { credentials: "[REDACTED]", k: 1 });
+  assert.is(Object.getPrototypeOf(out["bare"]), null);
+  assert.equal(out["list"], [{ connection_details: "[REDACTED]" }]);
+  const hook = () => "shown";
+  const hooked = redactForDisplay({ [Symbol.for("nodejs.util.inspect.custom")]: hook, credentials: "x" }) as Record<symbol, unknown>;
+  assert.is(hooked[Symbol.for("nodejs.util.inspect.custom")], hook);
 });
 
 const R = suite("server: refused calls in the log");

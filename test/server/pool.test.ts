@@ -334,6 +334,66 @@ P("a function that logs faster than the server writes: lines past the backlog ar
   }
 });
 
+P("a function's console output and raw writes are log lines: levelled, named by source and worker, credentials redacted", async () => {
+  const { srv, mem } = await start(10_000);
+  const c = rawClient(srv.port);
+  const secret = "hunter2-in-a-worker";
+  const b64 = Buffer.from(secret).toString("base64");
+  try {
+    const req = request({
+      credentials: { aws: { credentialData: { data: { key: b64 } } } },
+      observed: { composite: { resource: { kind: "X", spec: { mode: "console" } }, connectionDetails: { password: b64 } } },
+    });
+    assert.match((await c.run(req)).results[0]!.message, /^ran console/);
+    const bySource = (source: string) => mem.lines().filter((l) => l["source"] === source);
+    await until("the console lines logged", () => bySource("process.stderr").length > 0, 5_000);
+    // The module's top-level line, logged by each worker as it loaded.
+    assert.ok(bySource("console.log").some((l) => l["msg"] === "misbehave module loaded"));
+    const printed = bySource("console.log").find((l) => String(l["msg"]).startsWith("the request: "))!;
+    assert.ok(printed, "console.log of the request is logged");
+    assert.is(printed["level"], "info");
+    assert.type(printed["worker"], "number");
+    assert.match(String(printed["msg"]), /credentials: '\[REDACTED\]'/);
+    assert.match(String(printed["msg"]), /connectionDetails: '\[REDACTED\]'/);
+    assert.not.ok(mem.text().includes(b64), "the base64 secret leaked");
+    assert.equal(
+      ["console.info", "console.warn", "process.stdout", "process.stderr"].map((s) => bySource(s).map((l) => [l["level"], l["msg"]])),
+      [[["info", "info 2"]], [["warn", "warned"]], [["info", "raw out"]], [["warn", "raw err"]]],
+    );
+    const error = bySource("console.error");
+    assert.is(error.length, 1);
+    assert.is(error[0]!["level"], "error");
+    assert.match(String(error[0]!["msg"]), /^Error: an error printed\n\s+at /);
+    assert.is(bySource("console.debug").length, 0, "console.debug is shown only with --debug");
+    // Nothing else printed went around the log: every line the server wrote is JSON (memoryLog parses each).
+    assert.ok(mem.lines().length > 0);
+  } finally {
+    c.close();
+    await srv.stop(1000);
+  }
+});
+
+P("a console.log flood: lines past the backlog are dropped and counted, none lost silently, and the server serves on", async () => {
+  const { srv, mem } = await start(10_000);
+  const c = rawClient(srv.port);
+  const lines = 50_000;
+  try {
+    const flood = request({ observed: { composite: { resource: { kind: "X", spec: { mode: "console-flood", lines } } } } });
+    assert.match((await c.run(flood)).results[0]!.message, /^ran console-flood/);
+    const report = () =>
+      mem.lines().find((l) => /^dropped \d+ log lines: the function logged faster than the server could write$/.test(String(l.msg)));
+    await until("the dropped lines reported", () => report() !== undefined, 5_000);
+    const dropped = report()!["droppedLines"] as number;
+    const written = mem.lines().filter((l) => String(l.msg).startsWith("flood line ")).length;
+    assert.ok(dropped > 0 && written > 0, `dropped ${dropped}, written ${written}`);
+    assert.is(written + dropped, lines, "every line is written or counted");
+    assert.match((await c.run(call("ok"))).results[0]!.message, /^ran ok/);
+  } finally {
+    c.close();
+    await srv.stop(1000);
+  }
+});
+
 P("a function calling process.exit fails its own call, naming the call; the worker is replaced", async () => {
   const { srv, mem } = await start(10_000);
   const c = rawClient(srv.port);

@@ -1,0 +1,105 @@
+// A function's console output, as log lines.
+//
+// Functions print with console.log as often as they log through ctx.log. In a
+// pool worker, Node sends what a worker prints to the server's thread, which
+// writes it to the process's standard output with nothing to bound it: one
+// call printing 200,000 lines of 1 KB took the server from 160 MB to 824 MB
+// resident with its output going to /dev/null, and to 986 MB with a reader of
+// the output that was slow to start. The lines were also plain text among the
+// JSON log lines, and a request printed whole showed its credentials.
+//
+// So the function's console writes log lines through the server's logger:
+// one JSON line per console call (or per write to process.stdout or
+// process.stderr in a worker), bounded as every log line is (worker.ts,
+// log.ts), secret-bearing fields redacted before they are formatted.
+import { Console } from "node:console";
+import type { Logger } from "pino";
+import { redactForDisplay } from "./log.js";
+
+/** CONSOLE_LINE_CHARS is the most of one console call's text kept in its log line; the rest is cut, saying how much. */
+export const CONSOLE_LINE_CHARS = 256 * 1024;
+
+type Level = "debug" | "info" | "warn" | "error";
+
+/** LEVELS maps console methods to log levels; methods not listed log at info. */
+const LEVELS: Readonly<Record<string, Level>> = { debug: "debug", warn: "warn", error: "error", assert: "error" };
+
+/** consoleText is one console call's text as logged: without its final newline, cut at CONSOLE_LINE_CHARS. */
+export function consoleText(text: string): string {
+  const end = text.endsWith("\n") ? text.length - 1 : text.length;
+  if (end <= CONSOLE_LINE_CHARS) return text.slice(0, end);
+  return `${text.slice(0, CONSOLE_LINE_CHARS)}... (${end - CONSOLE_LINE_CHARS} more characters cut)`;
+}
+
+/** METHODS are the console methods that print; each is routed. */
+const METHODS = [
+  "log",
+  "info",
+  "debug",
+  "warn",
+  "error",
+  "trace",
+  "dir",
+  "dirxml",
+  "table",
+  "assert",
+  "count",
+  "countReset",
+  "time",
+  "timeEnd",
+  "timeLog",
+  "group",
+  "groupCollapsed",
+  "groupEnd",
+] as const;
+
+/**
+ * routeConsole makes each printing method of target (the global console)
+ * write one log line through log, with the method's name as the line's
+ * source: console.warn and console.error as warnings and errors,
+ * console.debug at debug level (shown with --debug), the rest at info. Plain
+ * objects and arrays among the arguments are copied with secret-bearing
+ * fields redacted before they are formatted, so console.log(req) shows no
+ * credentials. Other methods (console.profile and the like) are left alone.
+ */
+export function routeConsole(log: Logger, target: Console = console): void {
+  let method = "log";
+  const sink = {
+    write(chunk: string | Uint8Array): boolean {
+      const level = LEVELS[method] ?? "info";
+      if (log.isLevelEnabled(level)) log[level]({ source: `console.${method}` }, consoleText(textOf(chunk)));
+      return true;
+    },
+  };
+  // Formatting, group indentation, counters and timers are Node's own.
+  const base = new Console({ stdout: sink as never, stderr: sink as never, colorMode: false, ignoreErrors: false });
+  for (const name of METHODS) {
+    const f = base[name] as (...a: unknown[]) => unknown;
+    (target as unknown as Record<string, unknown>)[name] = (...args: unknown[]) => {
+      const outer = method;
+      method = name;
+      try {
+        return f(...args.map((a) => redactForDisplay(a)));
+      } finally {
+        method = outer;
+      }
+    };
+  }
+}
+
+/**
+ * routeStream makes writes to stream (process.stdout or process.stderr in a
+ * worker) log lines through log at level, a line per write, source named.
+ */
+export function routeStream(stream: NodeJS.WriteStream, log: Logger, level: Level, source: string): void {
+  stream.write = ((chunk: string | Uint8Array, encoding?: unknown, cb?: unknown) => {
+    const done = typeof encoding === "function" ? encoding : cb;
+    const text = typeof chunk === "string" || chunk instanceof Uint8Array ? textOf(chunk) : String(chunk);
+    if (text !== "" && log.isLevelEnabled(level)) log[level]({ source }, consoleText(text));
+    if (typeof done === "function") process.nextTick(done as () => void);
+    return true;
+  }) as typeof stream.write;
+}
+
+const decoder = new TextDecoder();
+const textOf = (chunk: string | Uint8Array): string => (typeof chunk === "string" ? chunk : decoder.decode(chunk));

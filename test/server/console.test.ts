@@ -1,0 +1,136 @@
+// A function's console as log lines (console.ts): each console call one line,
+// at the level its method implies, formatted as Node formats it, secrets
+// redacted; raw writes to a stream one line each; long text cut.
+import { Console } from "node:console";
+import { suite } from "uvu";
+import * as assert from "uvu/assert";
+import { CONSOLE_LINE_CHARS, consoleText, routeConsole, routeStream } from "../../src/server/console.js";
+import { decodeRequest, encodeRequest } from "../../src/wire/codec.js";
+import { memoryLog } from "../support/log.js";
+import { request } from "../support/requests.js";
+
+const C = suite("server: the function's console");
+
+/** routed returns a console (not the global one) whose output goes to a memory log. */
+function routed(debug = true) {
+  const mem = memoryLog(debug);
+  const target = new Console({ stdout: process.stdout, stderr: process.stderr });
+  routeConsole(mem.log, target);
+  const seen = () => mem.lines().map((l) => [l["level"], l["source"], l["msg"]]);
+  return { target, mem, seen };
+}
+
+C("each method writes one line at its level, formatted as Node formats it", () => {
+  const { target, seen } = routed();
+  target.log("a %s and %d", "string", 42);
+  target.info({ a: 1 });
+  target.warn("careful");
+  target.error("broken:", [1, 2]);
+  target.debug("detail");
+  target.assert(1 + 1 === 3, "arithmetic");
+  target.count("calls");
+  assert.equal(seen(), [
+    ["info", "console.log", "a string and 42"],
+    ["info", "console.info", "{ a: 1 }"],
+    ["warn", "console.warn", "careful"],
+    ["error", "console.error", "broken: [ 1, 2 ]"],
+    ["debug", "console.debug", "detail"],
+    ["error", "console.assert", "Assertion failed: arithmetic"],
+    ["info", "console.count", "calls: 1"],
+  ]);
+});
+
+C("console.debug is left out when the server does not log at debug level", () => {
+  const { target, seen } = routed(false);
+  target.debug("hidden");
+  target.log("shown");
+  assert.equal(seen(), [["info", "console.log", "shown"]]);
+});
+
+C("group indentation and tables are Node's own; a multi-line value stays one line of the log", () => {
+  const { target, mem } = routed();
+  target.group("outer");
+  target.log("inside");
+  target.groupEnd();
+  target.table([{ a: 1 }]);
+  const msgs = mem.lines().map((l) => l["msg"]);
+  assert.equal(msgs.slice(0, 2), ["outer", "  inside"]);
+  assert.is(mem.lines()[2]!["source"], "console.table");
+  assert.match(String(msgs[2]), /┌.*\n.*a.*\n/s);
+  assert.is(mem.lines().length, 3);
+});
+
+C("secret-bearing fields of plain objects are redacted before formatting; other objects print as they are", () => {
+  const { target, mem } = routed();
+  const req = { meta: { tag: "t" }, credentials: { aws: { password: "hunter2" } }, nested: [{ connectionDetails: { k: "v" } }] };
+  target.log("req %o", req);
+  target.log(new Date(0), new Map([["credentials", "shown: a Map is not a plain object"]]));
+  const [first, second] = mem.lines().map((l) => String(l["msg"]));
+  assert.not.ok(first!.includes("hunter2"));
+  assert.match(first!, /credentials: '\[REDACTED\]'/);
+  assert.match(first!, /connectionDetails: '\[REDACTED\]'/);
+  assert.is(req.credentials.aws.password, "hunter2", "the function's own object is not changed");
+  assert.is(second, "1970-01-01T00:00:00.000Z Map(1) { 'credentials' => 'shown: a Map is not a plain object' }");
+});
+
+C("a decoded resource (its values read lazily from the request's bytes) prints as plain data, redacted", () => {
+  const { target, mem } = routed();
+  const big = "v".repeat(400); // values this large are decoded only when read
+  const req = decodeRequest(
+    encodeRequest(request({ observed: { composite: { resource: { kind: "X", spec: { big, connectionDetails: { a: "b" } } } } } })),
+  );
+  target.log(req.observed!.composite!.resource);
+  const msg = String(mem.lines()[0]!["msg"]);
+  assert.ok(msg.includes(big.slice(0, 50)), msg);
+  assert.match(msg, /connectionDetails: '\[REDACTED\]'/);
+  assert.not.match(msg, /Getter/);
+});
+
+C("a console call made while formatting another (an inspect hook that logs) keeps each line's source", () => {
+  const { target, seen } = routed();
+  const noisy = {
+    [Symbol.for("nodejs.util.inspect.custom")]: () => {
+      target.warn("inspected");
+      return "noisy";
+    },
+  };
+  target.error(noisy);
+  assert.equal(seen(), [
+    ["warn", "console.warn", "inspected"],
+    ["error", "console.error", "noisy"],
+  ]);
+});
+
+C("consoleText drops the final newline and cuts long text, saying how much", () => {
+  assert.is(consoleText("one\n"), "one");
+  assert.is(consoleText("two\nlines"), "two\nlines");
+  assert.is(consoleText("x".repeat(CONSOLE_LINE_CHARS)), "x".repeat(CONSOLE_LINE_CHARS));
+  assert.is(consoleText(`${"x".repeat(CONSOLE_LINE_CHARS + 10)}\n`), `${"x".repeat(CONSOLE_LINE_CHARS)}... (10 more characters cut)`);
+});
+
+C(
+  "routeStream: each write is a line from its source, strings and bytes alike; the callback is called; empty writes log nothing",
+  async () => {
+    const mem = memoryLog();
+    const stream = { write: (): boolean => false } as unknown as NodeJS.WriteStream;
+    routeStream(stream, mem.log, "warn", "process.stderr");
+    let called = 0;
+    assert.is(
+      stream.write("text\n", () => called++),
+      true,
+    );
+    stream.write(Buffer.from("bytes ü"), "utf8", () => called++);
+    stream.write("");
+    await new Promise((r) => setImmediate(r));
+    assert.is(called, 2);
+    assert.equal(
+      mem.lines().map((l) => [l["level"], l["source"], l["msg"]]),
+      [
+        ["warn", "process.stderr", "text"],
+        ["warn", "process.stderr", "bytes ü"],
+      ],
+    );
+  },
+);
+
+C.run();
