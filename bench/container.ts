@@ -62,7 +62,8 @@ function makeCgroup(): { dir: string; peak(): number; reset(): void } | string {
 }
 
 // The function: leaks on tag "leak" (in the heap) or "offheap", keeps 16 MB outside the heap on tag "cache" (a cache
-// growing across calls), waits 10 s on tag "slow", logs 2 million lines of 1 KB on tag "chatty", else answers.
+// growing across calls), waits 10 s on tag "slow", logs 2 million lines of 1 KB on tag "chatty" (through ctx.log) or
+// "printing" (console.log), else answers.
 const work = mkdtempSync(join(tmpdir(), "xfn-container-"));
 const MODULE = join(work, "fn.mjs");
 writeFileSync(
@@ -76,6 +77,7 @@ export default async function (req, ctx) {
   if (req.meta?.tag === "cache") kept.push(Buffer.alloc(16 << 20, 1));
   if (req.meta?.tag === "slow") await new Promise((r) => setTimeout(r, 10_000));
   if (req.meta?.tag === "chatty") { const pad = "y".repeat(1000); for (let i = 0; i < 2e6; i++) ctx.log.info({ i, pad }, "chatty"); }
+  if (req.meta?.tag === "printing") { const pad = "y".repeat(1000); for (let i = 0; i < 2e6; i++) console.log(i, pad); }
   return response.to(req);
 }
 `,
@@ -196,6 +198,7 @@ for (const [name, args, tags, flood, serial] of [
   ],
   ["the same without the memory guard", ["--memory-guard", "0"], SLOW_CALLS, 0, CACHE_CALLS],
   ["a call logging 2 million lines of 1 KB, on workers", [], ["chatty"], 0],
+  ["a call printing 2 million lines of 1 KB with console.log, on workers", [], ["printing"], 0],
 ] as Array<[string, string[], string[], number, string[]?]>) {
   if (!name.includes(ONLY)) continue;
   const rounds: Outcome[] = [];
