@@ -157,22 +157,31 @@ export interface Refusals {
   flush(): void;
 }
 
+/** What refusals counts: the noun for one (its plural adds an s) and the fields of the summing warning. */
+export interface Refused {
+  noun: string;
+  fields: Record<string, unknown>;
+}
+
+const CALLS: Refused = { noun: "call", fields: { code: "RESOURCE_EXHAUSTED" } };
+
 /**
- * refusals logs the first call refused as busy at once, then counts the ones
- * after it and logs their number every REFUSED_REPORT_MS while they keep
- * coming. An overloaded server refusing thousands of calls a second would
- * otherwise write a line for each: work it has no room for, and a log in
- * which nothing else can be found. The metrics count every one.
+ * refusals logs the first refusal at once, then counts the ones after it and
+ * logs their number every REFUSED_REPORT_MS while they keep coming, with the
+ * latest one's details. An overloaded server refusing thousands of calls a
+ * second (or a peer opening connections without a certificate as fast as it
+ * can) would otherwise write a line for each: work it has no room for, and a
+ * log in which nothing else can be found. The metrics count every call.
  */
-export function refusals(log: Logger, ms = REFUSED_REPORT_MS): Refusals {
+export function refusals(log: Logger, ms = REFUSED_REPORT_MS, what: Refused = CALLS): Refusals {
   let timer: NodeJS.Timeout | undefined;
   let count = 0;
   let latest = "";
   const report = () => {
     if (count > 0)
       log.warn(
-        { code: "RESOURCE_EXHAUSTED", refused: count },
-        `refused ${count} more call${count === 1 ? "" : "s"} in the last ${ms / 1000} s; the latest: ${latest}`,
+        { ...what.fields, refused: count },
+        `refused ${count} more ${what.noun}${count === 1 ? "" : "s"} in the last ${ms / 1000} s; the latest: ${latest}`,
       );
     count = 0;
   };

@@ -18,7 +18,7 @@ import { FunctionRunnerService as BetaFunctionRunnerService } from "../gen/fn/v1
 import { Cancel, createHandler, DEFAULT_MAX_RESPONSE_BYTES, type CallInfo, type HandlerOptions } from "./handler.js";
 import { installFrameDecoder } from "./frames.js";
 import { addHealth } from "./health.js";
-import { refusals } from "./log.js";
+import { refusals, REFUSED_REPORT_MS, type Refusals } from "./log.js";
 import { startPool, type Pool, type PoolOptions } from "./pool.js";
 import { loadServerCredentials } from "./tls.js";
 
@@ -298,8 +298,9 @@ export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Log
   const h2 = http2ServersOf(server);
   if (!h2) log.warn("cannot reach grpc-js's HTTP/2 servers with this grpc-js version: flow-control windows stay at 64 KiB");
   else widenWindows(h2);
+  let handshakes: Refusals | undefined;
   if (mtls) {
-    if (h2) logRefusedHandshakes(h2, log);
+    if (h2) handshakes = logRefusedHandshakes(h2, log);
     else log.warn("cannot log refused TLS handshakes with this grpc-js version");
   }
   log.info(
@@ -316,6 +317,7 @@ export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Log
       stopped ??= new Promise<void>((resolve) => {
         health.shutdown();
         busy.flush();
+        handshakes?.flush();
         log.info({ inFlight: handler.inFlight(), graceMs }, "shutting down");
         const force = setTimeout(() => {
           log.warn({ inFlight: handler.inFlight() }, "grace period over; cancelling in-flight calls");
@@ -370,20 +372,44 @@ function widenWindows(servers: EventEmitter[]): void {
 }
 
 /**
- * logRefusedHandshakes logs every TLS handshake the server refuses (no client
+ * logRefusedHandshakes logs the TLS handshakes the server refuses (no client
  * certificate, one from another CA, plaintext), naming the peer and the
- * reason: grpc-js drops them silently.
+ * reason: grpc-js drops them silently. Anyone who can reach the port can make
+ * them, as fast as they can: the first is logged, and those after it counted
+ * (refusals), as refused calls are.
  */
-function logRefusedHandshakes(servers: EventEmitter[], log: Logger): void {
+function logRefusedHandshakes(servers: EventEmitter[], log: Logger): Refusals {
+  const refused = refusals(log, REFUSED_REPORT_MS, { noun: "TLS handshake", fields: {} });
+  // A socket the client has already reset no longer knows its peer: each
+  // connection's is kept from when it was accepted, by its raw socket.
+  const peers = new WeakMap<object, string>();
   for (const s of servers) {
-    s.on("tlsClientError", (err: Error & { code?: string }, socket: { remoteAddress?: string; remotePort?: number }) => {
-      log.warn(
-        { peer: `${socket.remoteAddress ?? "?"}:${socket.remotePort ?? "?"}`, reason: err.code ?? err.message },
-        "refused a TLS handshake",
-      );
+    s.on("connection", (raw: Peer) => peers.set(raw, peerOf(raw)));
+    s.on("tlsClientError", (err: Error & { code?: string }, socket: Peer & { _parent?: object; authorizationError?: unknown }) => {
+      const known = socket.remoteAddress !== undefined ? peerOf(socket) : undefined;
+      const peer = known ?? (socket._parent && peers.get(socket._parent)) ?? "?";
+      // A client certificate the CA did not sign fails after the handshake, and
+      // Node closes the socket without an error: what is reported is the
+      // client's reset that follows. The certificate's fault is the reason.
+      const unauthorized = typeof socket.authorizationError === "string" ? socket.authorizationError : undefined;
+      const reason = unauthorized ?? err.code ?? err.message;
+      const hint =
+        unauthorized !== undefined
+          ? " (the client's certificate is not signed by this server's ca.crt)"
+          : reason === "ECONNRESET"
+            ? " (the client hung up: does it trust this server's certificate and name?)"
+            : "";
+      refused.refused({ peer, reason }, `refused a TLS handshake from ${peer}: ${reason}${hint}`);
     });
   }
+  return refused;
 }
+
+interface Peer {
+  remoteAddress?: string;
+  remotePort?: number;
+}
+const peerOf = (s: Peer): string => `${s.remoteAddress ?? "?"}:${s.remotePort ?? "?"}`;
 
 /** Slots hands out a fixed number of slots, first come first served. */
 class Slots {

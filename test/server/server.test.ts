@@ -1,6 +1,7 @@
 // The function server over real loopback sockets: both API versions, health,
 // mTLS, bad input, limits, deadlines and shutdown.
 import { connect } from "node:http2";
+import { connect as tlsConnect } from "node:tls";
 import { toBinary } from "@bufbuild/protobuf";
 import { Client, credentials, status as Code } from "@grpc/grpc-js";
 import { suite } from "uvu";
@@ -598,10 +599,11 @@ Tls("a client with a certificate from the CA, verifying <function>.<namespace>, 
   }
 });
 
-const refused: Record<string, { creds: () => ReturnType<typeof mtlsCredentials>; name?: string }> = {
-  NoClientCertificate: { creds: () => mtlsCredentials(pki, "none") },
-  CertificateFromAnotherCa: { creds: () => mtlsCredentials(pki, "strangerClient") },
-  PlaintextClient: { creds: () => credentials.createInsecure() },
+const refused: Record<string, { creds: () => ReturnType<typeof mtlsCredentials>; name?: string; reason?: string }> = {
+  NoClientCertificate: { creds: () => mtlsCredentials(pki, "none"), reason: "ERR_SSL_PEER_DID_NOT_RETURN_A_CERTIFICATE" },
+  // Node closes such a socket after the handshake with no error of its own: the reason is the certificate's, not the reset that follows.
+  CertificateFromAnotherCa: { creds: () => mtlsCredentials(pki, "strangerClient"), reason: "UNABLE_TO_VERIFY_LEAF_SIGNATURE" },
+  PlaintextClient: { creds: () => credentials.createInsecure(), reason: "ERR_SSL_WRONG_VERSION_NUMBER" },
   WrongServerName: { creds: () => mtlsCredentials(pki), name: "function-other.crossplane-system" },
 };
 for (const [name, tc] of Object.entries(refused)) {
@@ -612,10 +614,12 @@ for (const [name, tc] of Object.entries(refused)) {
       const { code } = await codeOf(client.run(request(), { timeoutMs: 3000 }));
       assert.ok(code === Code.UNAVAILABLE || code === Code.DEADLINE_EXCEEDED, `got code ${code}`);
       // Refused handshakes are logged with a reason (a wrong server name is the client's own refusal).
-      if (name !== "WrongServerName") {
-        await until("the refusal logged", () =>
-          tlsLog.lines().some((l) => l.msg === "refused a TLS handshake" && typeof l["reason"] === "string"),
-        );
+      if (tc.reason) {
+        await until("the refusal logged", () => tlsLog.lines().some((l) => String(l.msg).startsWith("refused a TLS handshake")));
+        const line = tlsLog.lines().find((l) => String(l.msg).startsWith("refused a TLS handshake"))!;
+        assert.is(line["reason"], tc.reason);
+        assert.match(String(line["peer"]), /^127\.0\.0\.1:\d+$/);
+        assert.match(String(line.msg), new RegExp(`^refused a TLS handshake from 127\\.0\\.0\\.1:\\d+: ${tc.reason}`));
       }
       // The server is unharmed: a proper client still gets served.
       const ok = rawClient(srv.port, mtlsCredentials(pki));
@@ -627,6 +631,32 @@ for (const [name, tc] of Object.entries(refused)) {
     }
   });
 }
+
+Tls("a peer refused handshake after handshake: the first is logged, the rest counted in one warning, none lost", async () => {
+  const srv = await startTls();
+  const attempts = 25;
+  try {
+    for (let i = 0; i < attempts; i++) {
+      // No client certificate: the server refuses once the handshake is done.
+      await new Promise<void>((resolve) => {
+        const socket = tlsConnect({ port: srv.port, host: "127.0.0.1", rejectUnauthorized: false, ALPNProtocols: ["h2"] });
+        socket.on("error", () => {});
+        socket.on("close", () => resolve());
+      });
+    }
+    await until("every refusal seen", () => tlsLog.lines().length >= 2, 5_000);
+  } finally {
+    await srv.stop(1000); // what is counted is logged when the server stops
+  }
+  const refused = tlsLog.lines().filter((l) => String(l.msg).startsWith("refused "));
+  assert.is(refused.length, 2, JSON.stringify(refused));
+  assert.match(String(refused[0]!.msg), /^refused a TLS handshake from 127\.0\.0\.1:\d+: /);
+  assert.match(
+    String(refused[1]!.msg),
+    /^refused 24 more TLS handshakes in the last 5 s; the latest: refused a TLS handshake from 127\.0\.0\.1:\d+: /,
+  );
+  assert.is(refused[1]!["refused"], attempts - 1);
+});
 
 Tls("refuses to start with neither TLS nor insecure, and names missing files", async () => {
   try {
