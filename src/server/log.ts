@@ -12,6 +12,7 @@
 // warning says how many once there is room.
 import { destination, pino, type DestinationStream, type Logger, type LoggerOptions } from "pino";
 import { setOwn } from "../own.js";
+import { isLazyGetter } from "../wire/json.js";
 
 /** SECRET_KEYS are the field names whose values are never logged. */
 export const SECRET_KEYS: ReadonlySet<string> = new Set([
@@ -59,7 +60,8 @@ function redactEntries(value: object, depth: number): Record<string, unknown> {
  * output): arrays and plain objects (protobuf messages and decoded resources
  * are plain) are copied with secret-bearing values replaced; any other object
  * (a Date, a Map, a class instance) is kept, so it prints as it would.
- * Symbol-keyed properties are not copied, except a custom inspect hook.
+ * Symbol-keyed properties are not copied, except a custom inspect hook; an
+ * accessor of the function's own is copied as it is, not run.
  */
 export function redactForDisplay(value: unknown, depth = 0): unknown {
   if (value === null || typeof value !== "object" || depth > MAX_DEPTH) return value;
@@ -67,7 +69,18 @@ export function redactForDisplay(value: unknown, depth = 0): unknown {
   const proto = Object.getPrototypeOf(value) as unknown;
   if (proto !== Object.prototype && proto !== null) return value;
   const out: Record<string, unknown> = proto === null ? (Object.create(null) as Record<string, unknown>) : {};
-  for (const [k, v] of Object.entries(value)) setOwn(out, k, SECRET_KEYS.has(k) ? REDACTED : redactForDisplay(v, depth + 1));
+  for (const k of Object.keys(value)) {
+    const d = Object.getOwnPropertyDescriptor(value, k)!;
+    if (d.get === undefined && d.set === undefined) {
+      setOwn(out, k, SECRET_KEYS.has(k) ? REDACTED : redactForDisplay(d.value, depth + 1));
+    } else if (isLazyGetter(d.get)) {
+      // A value decoded from the request when read: read it, as the object's inspect hook would.
+      setOwn(out, k, SECRET_KEYS.has(k) ? REDACTED : redactForDisplay(d.get!.call(value), depth + 1));
+    } else {
+      // The function's own accessor prints as [Getter], as it would: never run here, it may throw.
+      Object.defineProperty(out, k, d);
+    }
+  }
   // A custom inspect hook still decides how the object prints (it sees the redacted copy as this).
   const hook = (value as Record<symbol, unknown>)[INSPECT];
   if (typeof hook === "function") Object.defineProperty(out, INSPECT, { value: hook });

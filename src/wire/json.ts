@@ -668,6 +668,11 @@ function pending(o: JsonObject, lazy: Lazy, key: string): number {
   return get !== undefined && GETTERS.has(get) ? i : -1;
 }
 
+/** isLazyGetter tells whether get is the getter of a value decoded only when read (reading it runs no code of a function's). */
+export function isLazyGetter(get: unknown): boolean {
+  return typeof get === "function" && GETTERS.has(get);
+}
+
 const lookupGetter = (Object.prototype as unknown as { __lookupGetter__(key: string): object | undefined }).__lookupGetter__;
 
 const lazyOf = (o: object): Lazy | undefined => (o as { [LAZY]?: Lazy })[LAZY];

@@ -86,6 +86,24 @@ C("a decoded resource (its values read lazily from the request's bytes) prints a
   assert.not.match(msg, /Getter/);
 });
 
+C("a getter of the function's own is not run: it prints as [Getter], as it would, and a throwing one does not throw", () => {
+  const { target, mem } = routed();
+  let runs = 0;
+  const obj = {
+    get credentials() {
+      runs++;
+      return "s3cret";
+    },
+    get broken(): string {
+      throw new Error("getter ran");
+    },
+    plain: 1,
+  };
+  target.log(obj);
+  assert.is(runs, 0);
+  assert.is(mem.lines()[0]!["msg"], "{ credentials: [Getter], broken: [Getter], plain: 1 }");
+});
+
 C("a console call made while formatting another (an inspect hook that logs) keeps each line's source", () => {
   const { target, seen } = routed();
   const noisy = {
