@@ -31,11 +31,18 @@ const MAX_DEPTH = 32;
  * as the JSON it will be written as: an object with a toJSON method (a Date, a
  * URL) is what that method returns, not a copy of its own keys ({} for both).
  */
-export function redactSecrets(value: unknown, depth = 0): unknown {
+export function redactSecrets(value: unknown, depth = 0, seen: Seen = new Map()): unknown {
   if (value === null || typeof value !== "object" || depth > MAX_DEPTH) return value;
   if (value instanceof Error) return value;
   if (ArrayBuffer.isView(value)) return value;
-  if (Array.isArray(value)) return value.map((v) => redactSecrets(v, depth + 1));
+  const again = seen.get(value);
+  if (again !== undefined) return again;
+  if (Array.isArray(value)) {
+    const out: unknown[] = [];
+    seen.set(value, out);
+    for (const v of value) out.push(redactSecrets(v, depth + 1, seen));
+    return out;
+  }
   const toJSON = (value as { toJSON?: unknown }).toJSON;
   if (typeof toJSON === "function") {
     let json: unknown;
@@ -44,16 +51,21 @@ export function redactSecrets(value: unknown, depth = 0): unknown {
     } catch {
       return value; // the serializer meets the same throw and says so
     }
-    return redactSecrets(json, depth + 1);
+    return redactSecrets(json, depth + 1, seen);
   }
-  return redactEntries(value, depth);
-}
-
-function redactEntries(value: object, depth: number): Record<string, unknown> {
   const out: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(value)) setOwn(out, k, SECRET_KEYS.has(k) ? REDACTED : redactSecrets(v, depth + 1));
+  seen.set(value, out);
+  for (const [k, v] of Object.entries(value)) setOwn(out, k, SECRET_KEYS.has(k) ? REDACTED : redactSecrets(v, depth + 1, seen));
   return out;
 }
+
+/**
+ * Seen maps each object already copied to its copy: an object met again (a
+ * cycle, or one shared by several fields) is its one copy, so cycles stay
+ * cycles and the walk stays linear. Without it, an object referring to itself
+ * twice was copied 2^32 times: the thread logging it never returned.
+ */
+type Seen = Map<object, unknown>;
 
 /**
  * redactForDisplay is redactSecrets for text made by util.inspect (console
@@ -63,19 +75,27 @@ function redactEntries(value: object, depth: number): Record<string, unknown> {
  * Symbol-keyed properties are not copied, except a custom inspect hook; an
  * accessor of the function's own is copied as it is, not run.
  */
-export function redactForDisplay(value: unknown, depth = 0): unknown {
+export function redactForDisplay(value: unknown, depth = 0, seen: Seen = new Map()): unknown {
   if (value === null || typeof value !== "object" || depth > MAX_DEPTH) return value;
-  if (Array.isArray(value)) return value.map((v) => redactForDisplay(v, depth + 1));
+  const again = seen.get(value);
+  if (again !== undefined) return again;
+  if (Array.isArray(value)) {
+    const out: unknown[] = [];
+    seen.set(value, out);
+    for (const v of value) out.push(redactForDisplay(v, depth + 1, seen));
+    return out;
+  }
   const proto = Object.getPrototypeOf(value) as unknown;
   if (proto !== Object.prototype && proto !== null) return value;
   const out: Record<string, unknown> = proto === null ? (Object.create(null) as Record<string, unknown>) : {};
+  seen.set(value, out);
   for (const k of Object.keys(value)) {
     const d = Object.getOwnPropertyDescriptor(value, k)!;
     if (d.get === undefined && d.set === undefined) {
-      setOwn(out, k, SECRET_KEYS.has(k) ? REDACTED : redactForDisplay(d.value, depth + 1));
+      setOwn(out, k, SECRET_KEYS.has(k) ? REDACTED : redactForDisplay(d.value, depth + 1, seen));
     } else if (isLazyGetter(d.get)) {
       // A value decoded from the request when read: read it, as the object's inspect hook would.
-      setOwn(out, k, SECRET_KEYS.has(k) ? REDACTED : redactForDisplay(d.get!.call(value), depth + 1));
+      setOwn(out, k, SECRET_KEYS.has(k) ? REDACTED : redactForDisplay(d.get!.call(value), depth + 1, seen));
     } else {
       // The function's own accessor prints as [Getter], as it would: never run here, it may throw.
       Object.defineProperty(out, k, d);

@@ -105,6 +105,22 @@ X("redactSecrets: secret-bearing keys replaced at any depth; values written as J
   assert.equal(line["custom"], { credentialData: "[REDACTED]", kept: 1 });
 });
 
+X("an object that refers to itself more than once is logged at once, its cycles shown as such, secrets still redacted", () => {
+  const mem = memoryLog();
+  const a: Record<string, unknown> = { n: 1, credentials: { k: "s3cret" } };
+  a["x"] = a;
+  a["y"] = a;
+  const list: unknown[] = [a];
+  list.push(list, list);
+  mem.log.info({ a, list }, "cyclic"); // before: 2^32 copies, never returned
+  const line = mem.lines()[0]!;
+  assert.equal(line["a"], { n: 1, credentials: "[REDACTED]", x: "[Circular]", y: "[Circular]" });
+  assert.equal(line["list"], [{ n: 1, credentials: "[REDACTED]", x: "[Circular]", y: "[Circular]" }, "[Circular]", "[Circular]"]);
+  const shown = redactForDisplay(a) as Record<string, unknown>;
+  assert.is(shown["x"], shown, "a cycle stays a cycle in the copy");
+  assert.is(shown["credentials"], "[REDACTED]");
+});
+
 X("redactForDisplay copies plain objects and arrays only, and keeps a custom inspect hook", () => {
   const date = new Date(0);
   const map = new Map([["credentials", "x"]]);
