@@ -101,6 +101,8 @@ class Cancelled extends Error {}
 /** createHandler wraps fn with decoding, bounded concurrency, deadlines and encoding. */
 export function createHandler(fn: RunFunction, opts: HandlerOptions, log: Logger): Handler {
   const queue = new PQueue({ concurrency: opts.maxConcurrency });
+  // What Object.prototype holds once the function module has loaded: anything a call adds is pollution.
+  const prototypeKeys = new Set(Object.keys(Object.prototype));
   const now = opts.now ?? (() => new Date());
 
   async function handle(bytes: Uint8Array, call: CallInfo): Promise<HandlerResult> {
@@ -148,7 +150,8 @@ export function createHandler(fn: RunFunction, opts: HandlerOptions, log: Logger
       // a hung function cannot hold a concurrency slot past its deadline; one
       // still queued when the call ends returns without running.
       const rsp = await end.race(queue.add(() => end.race(run(fn, req, tag, ctx, end))));
-      const { bytes: out, sent } = encode(req, tag, rsp, rlog);
+      const polluted = unpollute(prototypeKeys);
+      const { bytes: out, sent } = polluted ? encodeFatal(req, tag, pollutedMessage(polluted), rlog) : encode(req, tag, rsp, rlog);
       if (out.length > opts.maxResponseBytes) {
         const details = `response is ${out.length} bytes, larger than the ${opts.maxResponseBytes}-byte limit Crossplane accepts`;
         rlog.get().error({ code: "RESOURCE_EXHAUSTED", bytes: out.length }, details);
@@ -324,6 +327,40 @@ function encode(
   } catch (err) {
     return encodeFatal(req, tag, `cannot encode the function's response: ${messageOf(err)}`, log);
   }
+}
+
+/**
+ * unpollute removes the enumerable properties added to Object.prototype since
+ * the handler was made, and returns their names (undefined if none, the usual
+ * case: one Object.keys of an empty object per call). Every object in the
+ * thread inherits them: every later call's response carried them (or failed
+ * to encode: "invalid int32: undefined"), until the server was restarted. A
+ * deep merge of input holding a "__proto__" key is the usual cause.
+ */
+export function unpollute(before: ReadonlySet<string>): string[] | undefined {
+  let added: string[] | undefined;
+  for (const k of Object.keys(Object.prototype)) {
+    if (before.has(k)) continue;
+    (added ??= []).push(k);
+    try {
+      delete (Object.prototype as Record<string, unknown>)[k];
+    } catch {
+      // not configurable: it stays, and the message says the function added it
+    }
+  }
+  return added;
+}
+
+function pollutedMessage(keys: string[]): string {
+  const names = keys
+    .slice(0, 5)
+    .map((k) => JSON.stringify(k))
+    .join(", ");
+  const more = keys.length > 5 ? ` and ${keys.length - 5} more` : "";
+  return (
+    `the function added ${names}${more} to Object.prototype, which every object inherits ` +
+    `(prototype pollution: a merge of input holding a "__proto__" key?); removed, and this call's response is not used`
+  );
 }
 
 function encodeFatal(

@@ -1,13 +1,14 @@
 // A function that misbehaves in odd ways still gets a Fatal result, never an
 // INTERNAL status, and the response always echoes the tag Crossplane sent.
-import { fromBinary, toBinary } from "@bufbuild/protobuf";
+import { fromBinary, toBinary, type JsonObject } from "@bufbuild/protobuf";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { RunFunctionRequestSchema, RunFunctionResponseSchema, Severity } from "../../src/gen/fn/v1/run_function_pb.js";
 import type { RunFunction } from "../../src/function.js";
 import * as sdkRequest from "../../src/sdk/request.js";
 import * as response from "../../src/sdk/response.js";
-import { createHandler, messageOf } from "../../src/server/handler.js";
+import { createHandler, messageOf, unpollute } from "../../src/server/handler.js";
+import { encodeRequest } from "../../src/wire/codec.js";
 import { memoryLog } from "../support/log.js";
 import { request } from "../support/requests.js";
 
@@ -113,6 +114,76 @@ R("a function that changes req.meta.tag does not change the tag echoed, returned
   });
   assert.is(thrown.meta?.tag, "tag-1");
   assert.is(thrown.results[0]?.severity, Severity.FATAL);
+});
+
+/** merge is the naive deep merge behind most prototype pollution: a "__proto__" key in src reaches Object.prototype. */
+function merge(target: Record<string, unknown>, src: Record<string, unknown>): Record<string, unknown> {
+  for (const k in src) {
+    const v = src[k];
+    if (typeof v === "object" && v !== null) merge((target[k] ??= {}) as Record<string, unknown>, v as Record<string, unknown>);
+    else target[k] = v;
+  }
+  return target;
+}
+
+R(
+  "a function polluting Object.prototype (a merge of input with a __proto__ key) fails its own call naming the key; later calls are whole",
+  async () => {
+    const mem = memoryLog();
+    const h = createHandler(
+      (req) => {
+        const rsp = response.to(req);
+        const spec = sdkRequest.getObservedCompositeResource(req)!["spec"] as Record<string, unknown>;
+        response.setDesiredCompositeStatus(rsp, merge({}, (spec["patch"] as Record<string, unknown>) ?? {}));
+        return rsp;
+      },
+      { maxConcurrency: 1, maxQueue: 1, maxResponseBytes: 4 << 20 },
+      mem.log,
+    );
+    const run = async (patch: string) => {
+      // xfn's encoder writes an own "__proto__" key as it is (protobuf-es's fromJson would make it the prototype).
+      const req = request();
+      req.observed!.composite!.resource = JSON.parse(`{"kind": "X", "spec": {"patch": ${patch}}}`) as JsonObject;
+      const res = await h.handle(encodeRequest(req), { version: "v1", deadline: Date.now() + 10_000 });
+      if (!("ok" in res)) throw new Error(`gRPC status ${res.code}: ${res.details}`);
+      return fromBinary(RunFunctionResponseSchema, res.ok);
+    };
+    try {
+      // The decoder keeps "__proto__" from the wire as an ordinary key; the function's merge does the rest.
+      const polluting = await run('{"__proto__": {"polluted": "yes"}, "size": 1}');
+      assert.is(polluting.results.length, 1);
+      assert.is(polluting.results[0]!.severity, Severity.FATAL);
+      assert.match(polluting.results[0]!.message, /^the function added "polluted" to Object\.prototype, which every object inherits/);
+      assert.is(polluting.desired, undefined, "the response made while polluted is not used");
+      assert.not.ok("polluted" in {}, "removed");
+      assert.ok(mem.lines().some((l) => l["level"] === "error" && String(l["msg"]).includes('"polluted"')));
+      // Before: every later call failed to encode ("invalid int32: undefined") or carried the key.
+      const after = await run('{"size": 2}');
+      assert.equal(after.results, []);
+      assert.equal(after.desired?.composite?.resource, { status: { size: 2 } });
+    } finally {
+      delete (Object.prototype as Record<string, unknown>)["polluted"];
+    }
+  },
+);
+
+R("unpollute removes only what was added since its baseline", () => {
+  const proto = Object.prototype as Record<string, unknown>;
+  const before = new Set(Object.keys(Object.prototype));
+  assert.is(unpollute(before), undefined);
+  try {
+    proto["added1"] = 1;
+    proto["added2"] = 2;
+    assert.equal(unpollute(before), ["added1", "added2"]);
+    assert.equal(Object.keys(Object.prototype), []);
+    proto["kept"] = 3; // in the baseline: the module put it there as it loaded
+    assert.is(unpollute(new Set(["kept"])), undefined);
+    assert.is(({} as Record<string, unknown>)["kept"], 3);
+  } finally {
+    delete proto["added1"];
+    delete proto["added2"];
+    delete proto["kept"];
+  }
 });
 
 R("messageOf never throws", () => {
