@@ -109,6 +109,19 @@ export function redactForDisplay(value: unknown, depth = 0, seen: Seen = new Map
 
 const INSPECT = Symbol.for("nodejs.util.inspect.custom");
 
+/**
+ * topLevel renames a top-level key "__proto__" (a resource from the wire may
+ * hold one, and decoding keeps it) to "[__proto__]": pino looks each top-level
+ * key up in its serializers, finds Object.prototype under that one and calls
+ * it, so logging such an object threw, failing the call that logged it.
+ */
+function topLevel(o: Record<string, unknown>): Record<string, unknown> {
+  if (!Object.hasOwn(o, "__proto__")) return o;
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(o)) setOwn(out, k === "__proto__" ? "[__proto__]" : k, v);
+  return out;
+}
+
 /** LogOptions choose the level and, for tests, where lines go. */
 export interface LogOptions {
   debug?: boolean;
@@ -250,7 +263,7 @@ export function createLogger(opts: LogOptions = {}): Logger {
     timestamp: pino.stdTimeFunctions.isoTime,
     formatters: {
       level: (label) => ({ level: label }),
-      log: (obj) => redactSecrets(obj) as Record<string, unknown>,
+      log: (obj) => topLevel(redactSecrets(obj) as Record<string, unknown>),
     },
   };
   if (opts.destination) return pino(options, opts.destination);

@@ -121,6 +121,16 @@ X("an object that refers to itself more than once is logged at once, its cycles 
   assert.is(shown["credentials"], "[REDACTED]");
 });
 
+X("a key named __proto__ is logged as data, at the top level renamed, never failing the call that logs it", () => {
+  const mem = memoryLog();
+  const fromWire = JSON.parse('{"__proto__": {"x": 1}, "y": 2, "nested": {"__proto__": {"credentials": "s3cret"}}}') as object;
+  mem.log.info(fromWire, "proto key"); // before: TypeError "serializers[key] is not a function"
+  const line = mem.lines()[0]!;
+  assert.equal(line["[__proto__]"], { x: 1 });
+  assert.is(line["y"], 2);
+  assert.equal(JSON.stringify(line["nested"]), '{"__proto__":{"credentials":"[REDACTED]"}}');
+});
+
 X("redactForDisplay copies plain objects and arrays only, and keeps a custom inspect hook", () => {
   const date = new Date(0);
   const map = new Map([["credentials", "x"]]);
