@@ -14,7 +14,11 @@
 // log.ts), secret-bearing fields redacted before they are formatted.
 import { Console } from "node:console";
 import type { Logger } from "pino";
+import { soleCall } from "./handler.js";
 import { redactForDisplay } from "./log.js";
+
+/** CallFields names the call behind a line of output, when it is known (handler.ts, soleCall). */
+export type CallFields = () => Record<string, unknown> | undefined;
 
 /** CONSOLE_LINE_CHARS is the most of one console call's text kept in its log line; the rest is cut, saying how much. */
 export const CONSOLE_LINE_CHARS = 256 * 1024;
@@ -61,13 +65,15 @@ const METHODS = [
  * objects and arrays among the arguments are copied with secret-bearing
  * fields redacted before they are formatted, so console.log(req) shows no
  * credentials. Other methods (console.profile and the like) are left alone.
+ * A line carries the tag, API version and XR of the call that printed it
+ * when only one call is running in the thread (call).
  */
-export function routeConsole(log: Logger, target: Console = console): void {
+export function routeConsole(log: Logger, target: Console = console, call: CallFields = soleCall): void {
   let method = "log";
   const sink = {
     write(chunk: string | Uint8Array): boolean {
       const level = LEVELS[method] ?? "info";
-      if (log.isLevelEnabled(level)) log[level]({ source: `console.${method}` }, consoleText(textOf(chunk)));
+      if (log.isLevelEnabled(level)) log[level]({ source: `console.${method}`, ...call() }, consoleText(textOf(chunk)));
       return true;
     },
   };
@@ -91,11 +97,11 @@ export function routeConsole(log: Logger, target: Console = console): void {
  * routeStream makes writes to stream (process.stdout or process.stderr in a
  * worker) log lines through log at level, a line per write, source named.
  */
-export function routeStream(stream: NodeJS.WriteStream, log: Logger, level: Level, source: string): void {
+export function routeStream(stream: NodeJS.WriteStream, log: Logger, level: Level, source: string, call: CallFields = soleCall): void {
   stream.write = ((chunk: string | Uint8Array, encoding?: unknown, cb?: unknown) => {
     const done = typeof encoding === "function" ? encoding : cb;
     const text = typeof chunk === "string" || chunk instanceof Uint8Array ? textOf(chunk) : String(chunk);
-    if (text !== "" && log.isLevelEnabled(level)) log[level]({ source }, consoleText(text));
+    if (text !== "" && log.isLevelEnabled(level)) log[level]({ source, ...call() }, consoleText(text));
     if (typeof done === "function") process.nextTick(done as () => void);
     return true;
   }) as typeof stream.write;

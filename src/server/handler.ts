@@ -149,7 +149,12 @@ export function createHandler(fn: RunFunction, opts: HandlerOptions, log: Logger
       // The task returns as soon as the call ends, even if fn never settles, so
       // a hung function cannot hold a concurrency slot past its deadline; one
       // still queued when the call ends returns without running.
-      const rsp = await end.race(queue.add(() => end.race(run(fn, req, tag, ctx, end))));
+      const rsp = await end.race(
+        queue.add(() => {
+          running.add(rlog);
+          return end.race(run(fn, req, tag, ctx, end));
+        }),
+      );
       const polluted = unpollute(prototypeKeys);
       const { bytes: out, sent } = polluted ? encodeFatal(req, tag, pollutedMessage(polluted), rlog) : encode(req, tag, rsp, rlog);
       if (out.length > opts.maxResponseBytes) {
@@ -190,6 +195,7 @@ export function createHandler(fn: RunFunction, opts: HandlerOptions, log: Logger
       rlog.get().error({ err }, "unexpected handler failure");
       return { code: Code.INTERNAL, details: `unexpected failure: ${messageOf(err)}` };
     } finally {
+      running.delete(rlog);
       clearTimeout(timer);
       call.cancel?.onCancel(undefined);
     }
@@ -236,13 +242,33 @@ class Ending {
 /** LazyLog makes the request's child logger when something first logs (a child per request showed in profiles). */
 class LazyLog {
   private child: Logger | undefined;
+  private made: Record<string, unknown> | undefined;
   constructor(
     private readonly log: Logger,
     private readonly bindings: () => Record<string, unknown>,
   ) {}
   get(): Logger {
-    return (this.child ??= this.log.child(this.bindings()));
+    return (this.child ??= this.log.child(this.fields()));
   }
+  /** fields are what each of the request's log lines carries (its tag, API version and XR). */
+  fields(): Record<string, unknown> {
+    return (this.made ??= this.bindings());
+  }
+}
+
+/** The calls running their function in this thread (one handler or several), for soleCall. */
+const running = new Set<LazyLog>();
+
+/**
+ * soleCall returns the log fields of the call running its function in this
+ * thread when exactly one is, else undefined: what the function prints with
+ * console (console.ts) carries no request, so it is named only when it can
+ * only be that call's. Tracking costs a Set add and delete per call.
+ */
+export function soleCall(): Record<string, unknown> | undefined {
+  if (running.size !== 1) return undefined;
+  for (const r of running) return r.fields();
+  return undefined;
 }
 
 /**

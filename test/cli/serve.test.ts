@@ -207,11 +207,13 @@ Cli("--workers 1: what the function prints with console is logged as JSON lines,
     .split("\n")
     .filter(Boolean)
     .map((l) => JSON.parse(l) as Record<string, unknown>);
-  const printed = lines.filter((l) => typeof l["source"] === "string").map((l) => [l["level"], l["source"], l["module"], l["msg"]]);
+  const printed = lines
+    .filter((l) => typeof l["source"] === "string")
+    .map((l) => [l["level"], l["source"], l["module"], l["tag"], l["msg"]]);
   assert.equal(printed, [
-    ["info", "console.log", f, "loading"],
-    ["info", "console.log", f, "printed here { credentials: '[REDACTED]' }"],
-    ["error", "console.error", f, "oops"],
+    ["info", "console.log", f, undefined, "loading"],
+    ["info", "console.log", f, "tag-1", "printed here { credentials: '[REDACTED]' }"],
+    ["error", "console.error", f, "tag-1", "oops"],
   ]);
   assert.not.ok(s.output().includes("s3cret"));
 });

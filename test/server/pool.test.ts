@@ -348,11 +348,14 @@ P("a function's console output and raw writes are log lines: levelled, named by 
     const bySource = (source: string) => mem.lines().filter((l) => l["source"] === source);
     await until("the console lines logged", () => bySource("process.stderr").length > 0, 5_000);
     // The module's top-level line, logged by each worker as it loaded.
-    assert.ok(bySource("console.log").some((l) => l["msg"] === "misbehave module loaded"));
+    const loaded = bySource("console.log").filter((l) => l["msg"] === "misbehave module loaded");
+    assert.ok(loaded.length > 0);
+    assert.is(loaded[0]!["tag"], undefined, "printed by no call");
     const printed = bySource("console.log").find((l) => String(l["msg"]).startsWith("the request: "))!;
     assert.ok(printed, "console.log of the request is logged");
     assert.is(printed["level"], "info");
     assert.type(printed["worker"], "number");
+    assert.equal([printed["tag"], printed["xr"]], ["tag-1", "X/?"], "named by the call that printed it, the only one running there");
     assert.match(String(printed["msg"]), /credentials: '\[REDACTED\]'/);
     assert.match(String(printed["msg"]), /connectionDetails: '\[REDACTED\]'/);
     assert.not.ok(mem.text().includes(b64), "the base64 secret leaked");

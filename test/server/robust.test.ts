@@ -7,7 +7,7 @@ import { RunFunctionRequestSchema, RunFunctionResponseSchema, Severity } from ".
 import type { RunFunction } from "../../src/function.js";
 import * as sdkRequest from "../../src/sdk/request.js";
 import * as response from "../../src/sdk/response.js";
-import { createHandler, messageOf, unpollute } from "../../src/server/handler.js";
+import { createHandler, messageOf, soleCall, unpollute } from "../../src/server/handler.js";
 import { encodeRequest } from "../../src/wire/codec.js";
 import { memoryLog } from "../support/log.js";
 import { request } from "../support/requests.js";
@@ -184,6 +184,39 @@ R("unpollute removes only what was added since its baseline", () => {
     delete proto["added2"];
     delete proto["kept"];
   }
+});
+
+R("soleCall names the call running its function when it is the only one, and no call when two are", async () => {
+  const seen: Array<Record<string, unknown> | undefined> = [];
+  let release: () => void = () => {};
+  const gate = new Promise<void>((r) => (release = r));
+  const h = createHandler(
+    async (req) => {
+      seen.push(soleCall());
+      if (sdkRequest.getObservedCompositeResource(req)!["kind"] === "Two") await gate;
+      seen.push(soleCall());
+      return response.to(req);
+    },
+    { maxConcurrency: 4, maxQueue: 4, maxResponseBytes: 4 << 20 },
+    memoryLog().log,
+  );
+  const bytes = (kind: string, tag: string) =>
+    toBinary(
+      RunFunctionRequestSchema,
+      request({ meta: { tag }, observed: { composite: { resource: { kind, metadata: { name: "n" } } } } }),
+    );
+  const info = { version: "v1" as const, deadline: Date.now() + 10_000 };
+  await h.handle(bytes("One", "alone"), info);
+  assert.equal(seen.splice(0), [
+    { tag: "alone", version: "v1", xr: "One/n" },
+    { tag: "alone", version: "v1", xr: "One/n" },
+  ]);
+  const both = [h.handle(bytes("Two", "first"), info), h.handle(bytes("Two", "second"), info)];
+  await new Promise((r) => setTimeout(r, 20));
+  release();
+  await Promise.all(both);
+  assert.equal(seen[1], undefined, "two running: neither named");
+  assert.equal(soleCall(), undefined, "none running after");
 });
 
 R("messageOf never throws", () => {
