@@ -37,12 +37,7 @@ export function redactSecrets(value: unknown, depth = 0, seen: Seen = new Map())
   if (ArrayBuffer.isView(value)) return value;
   const again = seen.get(value);
   if (again !== undefined) return again;
-  if (Array.isArray(value)) {
-    const out: unknown[] = [];
-    seen.set(value, out);
-    for (const v of value) out.push(redactSecrets(v, depth + 1, seen));
-    return out;
-  }
+  if (Array.isArray(value)) return copyArray(value, seen, (v) => redactSecrets(v, depth + 1, seen));
   const toJSON = (value as { toJSON?: unknown }).toJSON;
   if (typeof toJSON === "function") {
     let json: unknown;
@@ -67,6 +62,14 @@ export function redactSecrets(value: unknown, depth = 0, seen: Seen = new Map())
  */
 type Seen = Map<object, unknown>;
 
+/** copyArray copies list through copy, noting the copy in seen before its elements are walked. */
+function copyArray(list: unknown[], seen: Seen, copy: (v: unknown) => unknown): unknown[] {
+  const out: unknown[] = [];
+  seen.set(list, out);
+  for (const v of list) out.push(copy(v));
+  return out;
+}
+
 /**
  * redactForDisplay is redactSecrets for text made by util.inspect (console
  * output): arrays and plain objects (protobuf messages and decoded resources
@@ -79,12 +82,7 @@ export function redactForDisplay(value: unknown, depth = 0, seen: Seen = new Map
   if (value === null || typeof value !== "object" || depth > MAX_DEPTH) return value;
   const again = seen.get(value);
   if (again !== undefined) return again;
-  if (Array.isArray(value)) {
-    const out: unknown[] = [];
-    seen.set(value, out);
-    for (const v of value) out.push(redactForDisplay(v, depth + 1, seen));
-    return out;
-  }
+  if (Array.isArray(value)) return copyArray(value, seen, (v) => redactForDisplay(v, depth + 1, seen));
   const proto = Object.getPrototypeOf(value) as unknown;
   if (proto !== Object.prototype && proto !== null) return value;
   const out: Record<string, unknown> = proto === null ? (Object.create(null) as Record<string, unknown>) : {};
