@@ -1,12 +1,13 @@
 // `xfn serve <module>`: serve a function module over gRPC until SIGTERM/SIGINT.
 // The same flags and start-up serve a bundled function package (see bundled.ts).
+import { writeSync } from "node:fs";
 import { extname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Command, InvalidArgumentError, Option } from "commander";
 import type { Logger } from "pino";
 import type { RunFunction } from "../function.js";
 import { DEFAULT_MAX_RESPONSE_BYTES, messageOf } from "../server/handler.js";
-import { routeConsole } from "../server/console.js";
+import { routeConsole, routeStream } from "../server/console.js";
 import { tuneHeap } from "../server/heap.js";
 import { createLogger } from "../server/log.js";
 import { GUARD_SHARE, memoryMB, workerHeapMB } from "../server/memory.js";
@@ -156,9 +157,12 @@ const WORKER_ENTRY = new URL(`../server/worker-entry${extname(fileURLToPath(impo
  */
 export async function startServing(source: FunctionSource, flags: ServeFlags, label: string, moduleFile?: string): Promise<void> {
   const log = createLogger({ debug: flags.debug });
-  // What the function prints in the server's own thread (--workers 1) is
-  // logged, as it is on workers (console.ts).
-  routeConsole(log.child({ module: label }));
+  // What the function prints in the server's own thread (--workers 1), and
+  // Node's own warnings, are logged, as on workers (console.ts).
+  const printed = log.child({ module: label });
+  routeConsole(printed);
+  routeStream(process.stdout, printed, "info", "process.stdout");
+  routeStream(process.stderr, printed, "warn", "process.stderr");
   // Before any worker starts: they read V8's flags when they do.
   const heapFlag = tuneHeap();
   if (heapFlag) log.debug({ v8: heapFlag }, "heap growing factor set (start node with --heap-growing-percent to choose your own)");
@@ -243,7 +247,8 @@ export async function startServing(source: FunctionSource, flags: ServeFlags, la
     clearTimeout(slowLoad);
     await metricsServer?.stop();
     log.error((err as Error).message);
-    process.stderr.write(`xfn serve: ${(err as Error).message}\n`);
+    // Straight to the terminal, not through the log as process.stderr now is.
+    writeSync(2, `xfn serve: ${(err as Error).message}\n`);
     process.exitCode = 1;
     return;
   }
