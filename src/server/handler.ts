@@ -107,6 +107,7 @@ export function createHandler(fn: RunFunction, opts: HandlerOptions, log: Logger
 
   async function handle(bytes: Uint8Array, call: CallInfo): Promise<HandlerResult> {
     const started = performance.now();
+    const startedAt = Date.now();
     let req: RunFunctionRequest;
     try {
       req = decodeRequest(bytes);
@@ -164,6 +165,7 @@ export function createHandler(fn: RunFunction, opts: HandlerOptions, log: Logger
       }
       const hook = opts.onResponse;
       if (hook) runResponseHook(rlog.get(), () => hook(req, sent, at));
+      slowCall(rlog, performance.now() - started, call.deadline - startedAt);
       if (log.isLevelEnabled("debug")) {
         rlog.get().debug(
           {
@@ -353,6 +355,27 @@ function encode(
   } catch (err) {
     return encodeFatal(req, tag, `cannot encode the function's response: ${messageOf(err)}`, log);
   }
+}
+
+/** A call that took at least SLOW_MIN_MS and more than SLOW_SHARE of the time it had is logged as a warning. */
+export const SLOW_SHARE = 0.5;
+export const SLOW_MIN_MS = 1000;
+
+/**
+ * slowCall warns of a call answered in time that took more than half the
+ * time it had (its caller's deadline, or the server's --timeout): the next
+ * one, a little larger, may not be, and then all the caller learns is
+ * DEADLINE_EXCEEDED. took and had are in ms; had is Infinity without a deadline.
+ */
+function slowCall(log: LazyLog, took: number, had: number): void {
+  if (took < SLOW_MIN_MS || !(took > had * SLOW_SHARE)) return;
+  const s = (ms: number) => `${Math.round(ms / 100) / 10} s`;
+  log
+    .get()
+    .warn(
+      { durationMs: round(took), allowedMs: round(had) },
+      `slow call: it took ${s(took)} of the ${s(had)} it had (the caller's deadline or the server's --timeout); past that it is ended`,
+    );
 }
 
 /**

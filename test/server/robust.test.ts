@@ -219,6 +219,40 @@ R("soleCall names the call running its function when it is the only one, and no 
   assert.equal(soleCall(), undefined, "none running after");
 });
 
+R(
+  "a call answered in time but using more than half of the time it had is logged as slow; a quick one, or one with time to spare, is not",
+  async () => {
+    const mem = memoryLog();
+    const h = createHandler(
+      async (req) => {
+        const ms = Number((sdkRequest.getObservedCompositeResource(req)!["spec"] as Record<string, unknown>)["ms"]);
+        await new Promise((r) => setTimeout(r, ms));
+        return response.to(req);
+      },
+      { maxConcurrency: 2, maxQueue: 2, maxResponseBytes: 4 << 20 },
+      mem.log,
+    );
+    const run = async (ms: number, deadlineMs: number) => {
+      const req = request({ observed: { composite: { resource: { kind: "X", metadata: { name: "x" }, spec: { ms } } } } });
+      const res = await h.handle(toBinary(RunFunctionRequestSchema, req), { version: "v1", deadline: Date.now() + deadlineMs });
+      assert.ok("ok" in res, "answered");
+    };
+    const slow = () => mem.lines().filter((l) => String(l["msg"]).startsWith("slow call"));
+    await run(1200, 2000);
+    assert.is(slow().length, 1);
+    assert.match(
+      String(slow()[0]!["msg"]),
+      /^slow call: it took 1\.[2-9] s of the 2 s it had \(the caller's deadline or the server's --timeout\)/,
+    );
+    assert.ok((slow()[0]!["durationMs"] as number) >= 1200);
+    assert.is(slow()[0]!["xr"], "X/x");
+    await run(1200, 10_000); // time to spare
+    await run(50, 60); // most of its time, but quick
+    await run(1100, Infinity); // no deadline
+    assert.is(slow().length, 1);
+  },
+);
+
 R("messageOf never throws", () => {
   const revoked = Proxy.revocable({}, {});
   revoked.revoke();
