@@ -15,7 +15,15 @@ import PQueue from "p-queue";
 import { UNSETTLED_EXIT_CODE, unsettledMessage } from "../cli/load.js";
 import { decodeRequest, decodeResponse } from "../wire/codec.js";
 import { usableCores } from "./cpus.js";
-import { DEADLINE_DETAILS, runResponseHook, type CallInfo, type Handler, type HandlerOptions, type HandlerResult } from "./handler.js";
+import {
+  DEADLINE_DETAILS,
+  messageOf,
+  runResponseHook,
+  type CallInfo,
+  type Handler,
+  type HandlerOptions,
+  type HandlerResult,
+} from "./handler.js";
 import { exclusive, MEMORY_REPORT_MS, type FromWorker, type ToWorker, type WorkerData } from "./worker.js";
 
 /**
@@ -377,10 +385,23 @@ function guardMemory(limitMB: number, rss: () => number, slots: Slot[], log: Log
   let retained = 0;
   let lastRss = 0;
   let lastHeld = 0;
+  let unreadable = false;
   return setInterval(() => {
     // A worker being ended is still giving its memory back: wait for it.
     if (slots.some((s) => s.retiring && !s.gone)) return;
-    const bytes = rss();
+    let bytes: number;
+    try {
+      bytes = rss();
+    } catch (err) {
+      // Node reads /proc/self/stat for it: with every file descriptor taken (a
+      // function that opens files and never closes them), it cannot. Before, the
+      // throw was logged as a function's stray error, every 50 ms.
+      if (!unreadable)
+        log.warn({ err: messageOf(err) }, "the memory guard cannot read the server's resident memory; it checks again once it can");
+      unreadable = true;
+      return;
+    }
+    unreadable = false;
     const workers = live();
     const held = heldBy(workers);
     // What an ended worker held is freed once it is gone; what the process shows of it is counted apart.

@@ -279,6 +279,41 @@ P(
 );
 
 P(
+  "the memory guard, unable to read the resident memory (every file descriptor taken), says so once and guards again once it can",
+  async () => {
+    let rss = 100 * 2 ** 20;
+    let unreadable = false;
+    const read = () => {
+      if (unreadable) throw new Error("EMFILE: too many open files, uv_resident_set_memory");
+      return rss;
+    };
+    const { srv, mem } = await start(20_000, 2, {}, undefined, { memoryGuardMB: 150, rss: read });
+    const c = rawClient(srv.port);
+    try {
+      assert.match(
+        (await c.run(request({ observed: { composite: { resource: { kind: "X", spec: { mode: "hold", mb: 64 } } } } }))).results[0]!
+          .message,
+        /^ran hold/,
+      );
+      unreadable = true;
+      await new Promise((r) => setTimeout(r, 400)); // eight checks
+      const cannot = mem.lines().filter((l) => /^the memory guard cannot read the server's resident memory/.test(String(l.msg)));
+      assert.is(cannot.length, 1, "said once");
+      assert.match(String(cannot[0]!["err"]), /EMFILE/);
+      assert.match((await c.run(call("ok"))).results[0]!.message, /^ran ok/);
+      unreadable = false;
+      rss = 200 * 2 ** 20;
+      await until("the guard to end the holder", () => mem.lines().some((l) => /reached its guard; ending/.test(String(l.msg))));
+      rss = 100 * 2 ** 20;
+      assert.not.ok(mem.lines().some((l) => l["kind"] === "uncaughtException"));
+    } finally {
+      c.close();
+      await srv.stop(1000);
+    }
+  },
+);
+
+P(
   "the memory guard counts what an ended worker freed as kept for reuse: the memory not falling does not end another, new growth does",
   async () => {
     let rss = 100 * 2 ** 20;
