@@ -18,6 +18,7 @@ import { FunctionRunnerService as BetaFunctionRunnerService } from "../gen/fn/v1
 import { Cancel, createHandler, DEFAULT_MAX_RESPONSE_BYTES, type CallInfo, type HandlerOptions } from "./handler.js";
 import { installFrameDecoder } from "./frames.js";
 import { addHealth } from "./health.js";
+import { watchDescriptors } from "./fds.js";
 import { refusals, REFUSED_REPORT_MS, type Refusals } from "./log.js";
 import { startPool, type Pool, type PoolOptions } from "./pool.js";
 import { loadServerCredentials } from "./tls.js";
@@ -163,6 +164,8 @@ export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Log
 
   // Calls in flight, cancelled on a forced stop so functions still running see their signal fire.
   const live = new Set<Cancel>();
+  // Descriptors are the process's: a function leaking them starves every connection (fds.ts).
+  const descriptors = watchDescriptors(log);
 
   // Admission: calls running or waiting, counted from the moment they start,
   // before their bodies are read. One more is refused at once, so memory holds
@@ -292,6 +295,7 @@ export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Log
   const port = await new Promise<number>((resolve, reject) => {
     server.bindAsync(address, creds, (err, p) => (err ? reject(new Error(`cannot listen on ${address}: ${err.message}`)) : resolve(p)));
   }).catch(async (err: unknown) => {
+    clearInterval(descriptors);
     await pool?.close();
     throw err;
   });
@@ -316,6 +320,7 @@ export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Log
     stop(graceMs = 10_000) {
       stopped ??= new Promise<void>((resolve) => {
         health.shutdown();
+        clearInterval(descriptors);
         busy.flush();
         handshakes?.flush();
         log.info({ inFlight: handler.inFlight(), graceMs }, "shutting down");
