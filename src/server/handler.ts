@@ -53,6 +53,8 @@ export interface CallInfo {
   deadline: number;
   /** The instant the function sees as now, when another thread chose it (a worker pool); default: the clock. */
   at?: number;
+  /** When deadline is the server's --timeout rather than the caller's own, that timeout in ms (for what the call is told). */
+  timeoutMs?: number;
   /** How the transport ends the call early (the client cancels, the server stops). None: it never does. */
   cancel?: Cancel;
 }
@@ -82,6 +84,11 @@ export type HandlerResult = { ok: Uint8Array } | { code: Code; details: string }
 
 /** DEADLINE_DETAILS is what a call ended by its caller's deadline is told. */
 export const DEADLINE_DETAILS = "function did not finish before the deadline";
+
+/** deadlineDetails is what a call ended at its deadline is told: the server's --timeout (timeoutMs) or the caller's deadline. */
+export function deadlineDetails(timeoutMs?: number): string {
+  return timeoutMs === undefined ? DEADLINE_DETAILS : `function did not finish within the server's --timeout of ${timeoutMs / 1000} s`;
+}
 
 /** DEFAULT_MAX_RESPONSE_BYTES is grpc-go's default client receive limit, which Crossplane uses. */
 export const DEFAULT_MAX_RESPONSE_BYTES = 4 * 1024 * 1024;
@@ -165,7 +172,7 @@ export function createHandler(fn: RunFunction, opts: HandlerOptions, log: Logger
       }
       const hook = opts.onResponse;
       if (hook) runResponseHook(rlog.get(), () => hook(req, sent, at));
-      slowCall(rlog, performance.now() - started, call.deadline - startedAt);
+      slowCall(rlog, performance.now() - started, call.deadline - startedAt, call.timeoutMs !== undefined);
       if (log.isLevelEnabled("debug")) {
         rlog.get().debug(
           {
@@ -181,13 +188,10 @@ export function createHandler(fn: RunFunction, opts: HandlerOptions, log: Logger
     } catch (err) {
       const reason = end.reason ?? err;
       if (reason instanceof DeadlineExceeded) {
-        rlog
-          .get()
-          .warn(
-            { code: "DEADLINE_EXCEEDED", durationMs: round(performance.now() - started) },
-            "function did not finish before the client's deadline",
-          );
-        return { code: Code.DEADLINE_EXCEEDED, details: DEADLINE_DETAILS };
+        const details = deadlineDetails(call.timeoutMs);
+        const said = call.timeoutMs === undefined ? "function did not finish before the client's deadline" : details;
+        rlog.get().warn({ code: "DEADLINE_EXCEEDED", durationMs: round(performance.now() - started) }, said);
+        return { code: Code.DEADLINE_EXCEEDED, details };
       }
       if (reason instanceof Cancelled) {
         rlog.get().debug({ code: "CANCELLED" }, "call cancelled");
@@ -367,14 +371,15 @@ export const SLOW_MIN_MS = 1000;
  * one, a little larger, may not be, and then all the caller learns is
  * DEADLINE_EXCEEDED. took and had are in ms; had is Infinity without a deadline.
  */
-function slowCall(log: LazyLog, took: number, had: number): void {
+function slowCall(log: LazyLog, took: number, had: number, byTimeout: boolean): void {
   if (took < SLOW_MIN_MS || !(took > had * SLOW_SHARE)) return;
   const s = (ms: number) => `${Math.round(ms / 100) / 10} s`;
+  const limit = byTimeout ? "the server's --timeout" : "the caller's deadline";
   log
     .get()
     .warn(
       { durationMs: round(took), allowedMs: round(had) },
-      `slow call: it took ${s(took)} of the ${s(had)} it had (the caller's deadline or the server's --timeout); past that it is ended`,
+      `slow call: it took ${s(took)} of the ${s(had)} it had (${limit}); past that it is ended`,
     );
 }
 

@@ -16,7 +16,7 @@ import { UNSETTLED_EXIT_CODE, unsettledMessage } from "../cli/load.js";
 import { decodeRequest, decodeResponse } from "../wire/codec.js";
 import { usableCores } from "./cpus.js";
 import {
-  DEADLINE_DETAILS,
+  deadlineDetails,
   messageOf,
   runResponseHook,
   type CallInfo,
@@ -311,6 +311,7 @@ export async function startPool(opts: PoolOptions, log: Logger): Promise<Pool> {
           len: b.byteLength,
           version: call.version,
           deadline,
+          ...(byTimeout ? { timeoutMs: opts.timeoutMs } : {}),
           at,
         } satisfies ToWorker,
         [b.buffer as ArrayBuffer],
@@ -517,6 +518,5 @@ function loadExit(code: number, data: WorkerData): string {
 
 /** expired says which limit ended a call: the server's --timeout, or the caller's deadline (as the handler says it). */
 function expired(byTimeout: boolean, timeoutMs: number): HandlerResult {
-  const details = byTimeout ? `function did not finish within the server's --timeout of ${timeoutMs / 1000} s` : DEADLINE_DETAILS;
-  return { code: Code.DEADLINE_EXCEEDED, details };
+  return { code: Code.DEADLINE_EXCEEDED, details: deadlineDetails(byTimeout ? timeoutMs : undefined) };
 }

@@ -267,7 +267,7 @@ export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Log
         handed = true;
         handler
           // The pool applies the server's timeout itself, naming it when it ends a call.
-          .handle(messages[0]!, { version, deadline, cancel })
+          .handle(messages[0]!, { version, deadline, cancel, ...(!pool && readBy < callerDeadline ? { timeoutMs } : {}) })
           .then((res) => {
             if ("ok" in res) callback(null, res.ok);
             else callback({ code: res.code, details: res.details });

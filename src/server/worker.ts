@@ -53,7 +53,18 @@ export const LOG_BACKLOG_CHARS = 2 * 1024 * 1024;
 
 /** ToWorker is a message from the pool. */
 export type ToWorker =
-  | { type: "run"; id: number; buf: ArrayBuffer; off: number; len: number; version: "v1" | "v1beta1"; deadline: number; at: number }
+  | {
+      type: "run";
+      id: number;
+      buf: ArrayBuffer;
+      off: number;
+      len: number;
+      version: "v1" | "v1beta1";
+      deadline: number;
+      /** Set when deadline is the server's --timeout: that timeout, in ms. */
+      timeoutMs?: number;
+      at: number;
+    }
   | { type: "cancel"; id: number };
 
 /** FromWorker is a message to the pool. */
@@ -138,7 +149,13 @@ export function workerMain(fn: RunFunction): void {
     const cancel = new Cancel();
     running.set(m.id, cancel);
     void handler
-      .handle(new Uint8Array(m.buf, m.off, m.len), { version: m.version, deadline: m.deadline, cancel, at: m.at })
+      .handle(new Uint8Array(m.buf, m.off, m.len), {
+        version: m.version,
+        deadline: m.deadline,
+        cancel,
+        at: m.at,
+        ...(m.timeoutMs !== undefined ? { timeoutMs: m.timeoutMs } : {}),
+      })
       .then((res: HandlerResult) => {
         running.delete(m.id);
         if ("ok" in res) {

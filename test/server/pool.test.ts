@@ -481,28 +481,47 @@ P("a CPU-bound function: the call ends at the server's timeout, its worker is re
   }
 });
 
-P("calls that never settle, sent without a deadline, end at the server's timeout and free their slots", async () => {
-  const { srv } = await start(500, 2);
-  const c = rawClient(srv.port);
-  try {
-    const hung = await Promise.all(Array.from({ length: 20 }, () => codeOf(c.run(call("hang"), { timeoutMs: Infinity }))));
-    assert.ok(
-      hung.every((h) => h.code === Code.DEADLINE_EXCEEDED),
-      hung.map((h) => h.details).join(", "),
-    );
-    assert.match((await c.run(call("ok"))).results[0]!.message, /^ran ok/);
-  } finally {
-    c.close();
-    await srv.stop(1000);
-  }
-});
+P(
+  "calls that never settle, sent without a deadline, end at the server's timeout and free their slots; caller and log name the timeout",
+  async () => {
+    const { srv, mem } = await start(500, 2);
+    const c = rawClient(srv.port);
+    try {
+      const hung = await Promise.all(Array.from({ length: 20 }, () => codeOf(c.run(call("hang"), { timeoutMs: Infinity }))));
+      assert.ok(
+        hung.every(
+          (h) => h.code === Code.DEADLINE_EXCEEDED && h.details === "function did not finish within the server's --timeout of 0.5 s",
+        ),
+        hung.map((h) => h.details).join(", "),
+      );
+      assert.match((await c.run(call("ok"))).results[0]!.message, /^ran ok/);
+      // The workers' own lines said "the client's deadline", though the caller sent none.
+      const said = mem.lines().filter((l) => l["code"] === "DEADLINE_EXCEEDED");
+      assert.ok(said.length > 0);
+      assert.ok(
+        said.every((l) => l["msg"] === "function did not finish within the server's --timeout of 0.5 s"),
+        JSON.stringify(said.map((l) => l["msg"])),
+      );
+    } finally {
+      c.close();
+      await srv.stop(1000);
+    }
+  },
+);
 
 P("in process (no workers), the server's timeout also ends a call that never settles", async () => {
   const mem = memoryLog();
   const srv = await serve(async () => new Promise(() => {}), { address: "127.0.0.1:0", insecure: true, timeoutMs: 300 }, mem.log);
   const c = rawClient(srv.port);
   try {
-    assert.is((await codeOf(c.run(call("hang"), { timeoutMs: Infinity }))).code, Code.DEADLINE_EXCEEDED);
+    const ended = await codeOf(c.run(call("hang"), { timeoutMs: Infinity }));
+    assert.equal([ended.code, ended.details], [Code.DEADLINE_EXCEEDED, "function did not finish within the server's --timeout of 0.3 s"]);
+    // A caller's own, shorter deadline is named as the caller's.
+    const own = await codeOf(c.run(call("hang"), { timeoutMs: 150 }));
+    assert.is(own.code, Code.DEADLINE_EXCEEDED);
+    await until("the caller's deadline logged", () =>
+      mem.lines().some((l) => l["msg"] === "function did not finish before the client's deadline"),
+    );
   } finally {
     c.close();
     await srv.stop(100);
