@@ -81,16 +81,37 @@ export function routeConsole(log: Logger, target: Console = console, call: CallF
   const base = new Console({ stdout: sink as never, stderr: sink as never, colorMode: false, ignoreErrors: false });
   for (const name of METHODS) {
     const f = base[name] as (...a: unknown[]) => unknown;
+    const level = LEVELS[name] ?? "info";
     (target as unknown as Record<string, unknown>)[name] = (...args: unknown[]) => {
+      if (!log.isLevelEnabled(level)) return undefined; // console.debug without --debug: not even formatted
       const outer = method;
       method = name;
       try {
-        return f(...args.map((a) => redactForDisplay(a)));
+        // Copied as deep as util.inspect will show: the keys of the deepest objects shown
+        // are redacted in their copies, and what lies below them shows as [Object].
+        const limit = shownDepth(name, args);
+        return f(...args.map((a) => redactForDisplay(a, 0, new Map(), limit)));
       } finally {
         method = outer;
       }
     };
   }
+}
+
+/**
+ * shownDepth is how deep util.inspect prints console[name](...args): Node's
+ * default of 2, 4 for a format string with %o, console.dir's own depth
+ * option, and all of it for %j (JSON.stringify).
+ */
+export function shownDepth(name: string, args: readonly unknown[]): number {
+  if (name === "dir") {
+    const depth = (args[1] as { depth?: unknown } | null | undefined)?.depth;
+    return depth === null || depth === Infinity ? Infinity : typeof depth === "number" ? depth : 2;
+  }
+  const format = typeof args[0] === "string" ? args[0] : "";
+  if (format.includes("%j")) return Infinity;
+  if (format.includes("%o")) return 4;
+  return 2;
 }
 
 /**

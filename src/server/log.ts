@@ -76,13 +76,16 @@ function copyArray(list: unknown[], seen: Seen, copy: (v: unknown) => unknown): 
  * are plain) are copied with secret-bearing values replaced; any other object
  * (a Date, a Map, a class instance) is kept, so it prints as it would.
  * Symbol-keyed properties are not copied, except a custom inspect hook; an
- * accessor of the function's own is copied as it is, not run.
+ * accessor of the function's own is copied as it is, not run. Objects deeper
+ * than limit are left as they are: inspect shows them as [Object], and copying
+ * them would decode all of a large request that console.log(req) shows two
+ * levels of.
  */
-export function redactForDisplay(value: unknown, depth = 0, seen: Seen = new Map()): unknown {
-  if (value === null || typeof value !== "object" || depth > MAX_DEPTH) return value;
+export function redactForDisplay(value: unknown, depth = 0, seen: Seen = new Map(), limit = MAX_DEPTH): unknown {
+  if (value === null || typeof value !== "object" || depth > limit || depth > MAX_DEPTH) return value;
   const again = seen.get(value);
   if (again !== undefined) return again;
-  if (Array.isArray(value)) return copyArray(value, seen, (v) => redactForDisplay(v, depth + 1, seen));
+  if (Array.isArray(value)) return copyArray(value, seen, (v) => redactForDisplay(v, depth + 1, seen, limit));
   const proto = Object.getPrototypeOf(value) as unknown;
   if (proto !== Object.prototype && proto !== null) return value;
   const out: Record<string, unknown> = proto === null ? (Object.create(null) as Record<string, unknown>) : {};
@@ -90,10 +93,10 @@ export function redactForDisplay(value: unknown, depth = 0, seen: Seen = new Map
   for (const k of Object.keys(value)) {
     const d = Object.getOwnPropertyDescriptor(value, k)!;
     if (d.get === undefined && d.set === undefined) {
-      setOwn(out, k, SECRET_KEYS.has(k) ? REDACTED : redactForDisplay(d.value, depth + 1, seen));
+      setOwn(out, k, SECRET_KEYS.has(k) ? REDACTED : redactForDisplay(d.value, depth + 1, seen, limit));
     } else if (isLazyGetter(d.get)) {
       // A value decoded from the request when read: read it, as the object's inspect hook would.
-      setOwn(out, k, SECRET_KEYS.has(k) ? REDACTED : redactForDisplay(d.get!.call(value), depth + 1, seen));
+      setOwn(out, k, SECRET_KEYS.has(k) ? REDACTED : redactForDisplay(d.get!.call(value), depth + 1, seen, limit));
     } else {
       // The function's own accessor prints as [Getter], as it would: never run here, it may throw.
       Object.defineProperty(out, k, d);

@@ -607,8 +607,11 @@ function descriptor(key: string): PropertyDescriptor {
 }
 
 const INSPECT_DESCRIPTOR: PropertyDescriptor = {
-  // util.inspect would print [Getter/Setter]: show a plain copy instead.
-  value: function (this: JsonObject) {
+  // util.inspect would print [Getter/Setter]: show a plain copy instead. Deeper
+  // than inspect prints (depth < 0), the object itself: it shows as [Object]
+  // without its values being decoded.
+  value: function (this: JsonObject, depth?: number) {
+    if (typeof depth === "number" && depth < 0) return this;
     const out: JsonObject = {};
     for (const k in this) put(out, k, this[k]!);
     return out;

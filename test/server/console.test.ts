@@ -4,8 +4,9 @@
 import { Console } from "node:console";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
-import { CONSOLE_LINE_CHARS, consoleText, routeConsole, routeStream } from "../../src/server/console.js";
+import { CONSOLE_LINE_CHARS, consoleText, routeConsole, routeStream, shownDepth } from "../../src/server/console.js";
 import { decodeRequest, encodeRequest } from "../../src/wire/codec.js";
+import { isUnread } from "../../src/wire/json.js";
 import { memoryLog } from "../support/log.js";
 import { request } from "../support/requests.js";
 
@@ -40,11 +41,53 @@ C("each method writes one line at its level, formatted as Node formats it", () =
   ]);
 });
 
-C("console.debug is left out when the server does not log at debug level", () => {
+C("console.debug is left out, not even formatted, when the server does not log at debug level", () => {
   const { target, seen } = routed(false);
-  target.debug("hidden");
+  let formatted = 0;
+  const costly = {
+    [Symbol.for("nodejs.util.inspect.custom")]: () => {
+      formatted++;
+      return "costly";
+    },
+  };
+  target.debug("hidden", costly);
   target.log("shown");
   assert.equal(seen(), [["info", "console.log", "shown"]]);
+  assert.is(formatted, 0);
+});
+
+C("shownDepth: how deep Node will print the arguments", () => {
+  assert.equal(
+    [
+      shownDepth("log", ["text", {}]),
+      shownDepth("log", ["%o", {}]),
+      shownDepth("error", ["%j", {}]),
+      shownDepth("dir", [{}]),
+      shownDepth("dir", [{}, { depth: 5 }]),
+      shownDepth("dir", [{}, { depth: null }]),
+      shownDepth("table", [[]]),
+    ],
+    [2, 4, Infinity, 2, 5, Infinity, 2],
+  );
+});
+
+C("only what will be shown is copied: a large request's deep values stay undecoded, and what is shown is still redacted", () => {
+  const { target, mem } = routed();
+  const big = "v".repeat(400);
+  const req = decodeRequest(
+    encodeRequest(request({ observed: { composite: { resource: { kind: "X", spec: { big, nested: { big } } } } } })),
+  );
+  const resource = req.observed!.composite!.resource!;
+  target.log(req); // req, observed, composite, resource: the spec is deeper than Node prints
+  assert.ok(isUnread(resource, "spec"), "the spec was decoded for nothing");
+  assert.match(String(mem.lines()[0]!["msg"]), /resource: \[Object\]|resource: \{/);
+  target.dir(req, { depth: null });
+  assert.not.ok(isUnread(resource, "spec"), "shown whole: read");
+  assert.ok(String(mem.lines()[1]!["msg"]).includes(big));
+  const deep = { a: { b: { c: { d: { credentials: "s3cret" } } } } };
+  target.log("%j", deep);
+  target.dir(deep, { depth: 10 });
+  assert.not.ok(mem.text().includes("s3cret"));
 });
 
 C("group indentation and tables are Node's own; a multi-line value stays one line of the log", () => {
