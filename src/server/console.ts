@@ -8,11 +8,12 @@
 // the output that was slow to start. The lines were also plain text among the
 // JSON log lines, and a request printed whole showed its credentials.
 //
-// So the function's console writes log lines through the server's logger:
-// one JSON line per console call (or per write to process.stdout or
-// process.stderr in a worker), bounded as every log line is (worker.ts,
+// So under xfn serve the function's console writes log lines through the
+// server's logger: one JSON line per console call, and per write to
+// process.stdout or process.stderr, bounded as every log line is (worker.ts,
 // log.ts), secret-bearing fields redacted before they are formatted.
 import { Console } from "node:console";
+import { inspect } from "node:util";
 import type { Logger } from "pino";
 import { soleCall } from "./handler.js";
 import { redactForDisplay } from "./log.js";
@@ -99,24 +100,24 @@ export function routeConsole(log: Logger, target: Console = console, call: CallF
 }
 
 /**
- * shownDepth is how deep util.inspect prints console[name](...args): Node's
- * default of 2, 4 for a format string with %o, console.dir's own depth
- * option, and all of it for %j (JSON.stringify).
+ * shownDepth is how deep util.inspect prints console[name](...args):
+ * util.inspect's default (2, unless the function changed
+ * util.inspect.defaultOptions), at least 4 for a format string with %o,
+ * console.dir's own depth option, and all of it for %j (JSON.stringify).
  */
 export function shownDepth(name: string, args: readonly unknown[]): number {
-  if (name === "dir") {
-    const depth = (args[1] as { depth?: unknown } | null | undefined)?.depth;
-    return depth === null || depth === Infinity ? Infinity : typeof depth === "number" ? depth : 2;
-  }
+  const depthOf = (d: unknown, otherwise: number) => (d === null || d === Infinity ? Infinity : typeof d === "number" ? d : otherwise);
+  const usual = depthOf(inspect.defaultOptions.depth, 2);
+  if (name === "dir") return depthOf((args[1] as { depth?: unknown } | null | undefined)?.depth, usual);
   const format = typeof args[0] === "string" ? args[0] : "";
   if (format.includes("%j")) return Infinity;
-  if (format.includes("%o")) return 4;
-  return 2;
+  if (format.includes("%o")) return Math.max(4, usual);
+  return usual;
 }
 
 /**
- * routeStream makes writes to stream (process.stdout or process.stderr in a
- * worker) log lines through log at level, a line per write, source named.
+ * routeStream makes writes to stream (process.stdout or process.stderr) log
+ * lines through log at level, a line per write, source named.
  */
 export function routeStream(stream: NodeJS.WriteStream, log: Logger, level: Level, source: string, call: CallFields = soleCall): void {
   stream.write = ((chunk: string | Uint8Array, encoding?: unknown, cb?: unknown) => {

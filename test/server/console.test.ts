@@ -2,6 +2,7 @@
 // at the level its method implies, formatted as Node formats it, secrets
 // redacted; raw writes to a stream one line each; long text cut.
 import { Console } from "node:console";
+import { inspect } from "node:util";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { CONSOLE_LINE_CHARS, consoleText, routeConsole, routeStream, shownDepth } from "../../src/server/console.js";
@@ -69,6 +70,26 @@ C("shownDepth: how deep Node will print the arguments", () => {
     ],
     [2, 4, Infinity, 2, 5, Infinity, 2],
   );
+});
+
+C("a function that makes util.inspect print deeper still gets every secret it shows redacted", () => {
+  const { target, mem } = routed();
+  const before = inspect.defaultOptions.depth;
+  inspect.defaultOptions.depth = null; // a common debugging habit
+  try {
+    assert.is(shownDepth("log", [{}]), Infinity);
+    const req = request({
+      observed: {
+        resources: { bucket: { resource: { kind: "Bucket" }, connectionDetails: { password: Buffer.from("s3cret").toString("base64") } } },
+      },
+    });
+    target.log(req); // connectionDetails is 4 levels down: req, observed, resources, bucket
+    const msg = String(mem.lines()[0]!["msg"]);
+    assert.match(msg, /connectionDetails: '\[REDACTED\]'/);
+    assert.not.ok(msg.includes("s3cret") || msg.includes("115, 51, 99"), msg);
+  } finally {
+    inspect.defaultOptions.depth = before;
+  }
 });
 
 C("only what will be shown is copied: a large request's deep values stay undecoded, and what is shown is still redacted", () => {
