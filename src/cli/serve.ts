@@ -180,10 +180,12 @@ export async function startServing(source: FunctionSource, flags: ServeFlags, la
       ),
     SLOW_LOAD_MS,
   ).unref();
+  // With workers, each worker loads the function; a module path that does
+  // not resolve is still loaded here, for its error.
+  const pooled = flags.workers > 1 && (source.worker.module === undefined || moduleFile !== undefined);
+  // In the server's own thread, a function's process.exit would end the server.
+  const exit = pooled ? process.exit.bind(process) : refuseExit();
   try {
-    // With workers, each worker loads the function; a module path that does
-    // not resolve is still loaded here, for its error.
-    const pooled = flags.workers > 1 && (source.worker.module === undefined || moduleFile !== undefined);
     if (flags.maxWorkerHeap !== undefined && flags.workers === 1)
       throw new Error(
         "--max-worker-heap limits worker threads, and --workers 1 runs the function in the server's own thread " +
@@ -269,10 +271,31 @@ export async function startServing(source: FunctionSource, flags: ServeFlags, la
       .stop(flags.gracePeriod * 1000)
       .then(() => recorder?.flush())
       .then(() => metricsServer?.stop())
-      .then(() => process.exit(0));
+      .then(() => exit(0));
   };
   process.once("SIGTERM", () => stop("SIGTERM"));
   process.once("SIGINT", () => stop("SIGINT"));
+}
+
+/**
+ * refuseExit makes process.exit and process.abort throw, naming the call, and
+ * returns the real process.exit for xfn's own use. With --workers 1 the
+ * function runs in the server's thread: a function that called
+ * process.exit(0) ended the server with exit code 0 and no word in the log,
+ * dropping every call in flight. Now the call that made it fails with a Fatal
+ * result saying so (a stray one is logged), and the server serves on. On a
+ * worker, process.exit ends only that worker, which is replaced (pool.ts).
+ */
+function refuseExit(): (code?: number) => never {
+  const exit = process.exit.bind(process);
+  const refuse = (call: string) => () => {
+    throw new Error(
+      `${call} was called by the function: with --workers 1 it would end the server and every call in flight, so it is refused`,
+    );
+  };
+  process.exit = ((code?: number | string | null) => refuse(`process.exit(${code ?? ""})`)()) as typeof process.exit;
+  process.abort = refuse("process.abort()") as typeof process.abort;
+  return exit;
 }
 
 /** workerHeap is --max-worker-heap, or each worker's share of memory (memory.ts), logged with what it came from. */

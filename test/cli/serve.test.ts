@@ -229,6 +229,42 @@ Cli(
   },
 );
 
+Cli("--workers 1: a function calling process.exit fails its own call, naming it, and the server serves on", async () => {
+  const f = join(scratch, "exits-in-process.mjs");
+  writeFileSync(
+    f,
+    `import { response } from ${JSON.stringify(join(import.meta.dirname, "../../lib/index.js"))};\n` +
+      `export default (req) => {\n` +
+      `  if (req.meta.tag === "exit") process.exit(3);\n` +
+      `  if (req.meta.tag === "later") setTimeout(() => process.exit(0), 0);\n` +
+      `  return response.to(req);\n` +
+      `};\n`,
+  );
+  const s = await startServe([f, "--insecure", "--workers", "1"]);
+  const c = rawClient(s.port);
+  try {
+    // Before: the server ended with exit code 3 (or 0), dropping every call, with nothing logged.
+    const exited = await c.run(request({ meta: { tag: "exit" } }));
+    assert.equal(
+      exited.results.map((r) => r.message),
+      [
+        "function failed: process.exit(3) was called by the function: with --workers 1 it would end the server and every call in flight, so it is refused",
+      ],
+    );
+    assert.is((await c.run(request({ meta: { tag: "later" } }))).meta?.tag, "later");
+    await until(
+      "the stray exit logged",
+      () => /"msg":"a function left an error no request was waiting for; still serving"/.test(s.output()),
+      5_000,
+    );
+    assert.is((await c.run(request())).meta?.tag, "tag-1");
+  } finally {
+    c.close();
+  }
+  const { code } = await s.stop();
+  assert.is(code, 0, "xfn's own exit still works");
+});
+
 Cli("serves a TypeScript module with a named runFunction export", async () => {
   const f = join(scratch, "named.ts");
   writeFileSync(
