@@ -15,7 +15,7 @@
 import { Console } from "node:console";
 import { inspect } from "node:util";
 import type { Logger } from "pino";
-import { soleCall } from "./handler.js";
+import { messageOf, soleCall } from "./handler.js";
 import { redactForDisplay } from "./log.js";
 
 /** CallFields names the call behind a line of output, when it is known (handler.ts, soleCall). */
@@ -91,11 +91,25 @@ export function routeConsole(log: Logger, target: Console = console, call: CallF
         // Copied as deep as util.inspect will show: the keys of the deepest objects shown
         // are redacted in their copies, and what lies below them shows as [Object].
         const limit = shownDepth(name, args);
-        return f(...args.map((a) => redactForDisplay(a, 0, new Map(), limit)));
+        return f(...args.map((a) => shown(a, limit)));
       } finally {
         method = outer;
       }
     };
+  }
+}
+
+/**
+ * shown is a console argument as it is printed: redacted to limit levels, or,
+ * if walking it throws (a Proxy whose traps throw), a placeholder saying so.
+ * console.log must not throw where Node's would not, nor show what was not
+ * redacted.
+ */
+function shown(arg: unknown, limit: number): unknown {
+  try {
+    return redactForDisplay(arg, 0, new Map(), limit);
+  } catch (err) {
+    return `[cannot be shown: ${messageOf(err)}]`;
   }
 }
 

@@ -168,6 +168,20 @@ C("a getter of the function's own is not run: it prints as [Getter], as it would
   assert.is(mem.lines()[0]!["msg"], "{ credentials: [Getter], broken: [Getter], plain: 1 }");
 });
 
+C("an argument that cannot be walked (a Proxy whose traps throw) prints as a placeholder; console.log does not throw", () => {
+  const { target, mem } = routed();
+  const hostile = new Proxy(
+    {},
+    {
+      ownKeys() {
+        throw new Error("no keys for you");
+      },
+    },
+  );
+  target.log("before", hostile, "after");
+  assert.is(mem.lines()[0]!["msg"], "before [cannot be shown: no keys for you] after");
+});
+
 C("a console call made while formatting another (an inspect hook that logs) keeps each line's source", () => {
   const { target, seen } = routed();
   const noisy = {
