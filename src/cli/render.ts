@@ -14,6 +14,7 @@ import { renderOperation } from "../render/operation.js";
 import { createRunner } from "../engine/runner.js";
 import { parseDuration } from "../steps/duration.js";
 import { EXIT_FATAL } from "./call.js";
+import { refuseExit } from "./exit.js";
 
 interface RenderFlags {
   observedResources?: string;
@@ -217,6 +218,7 @@ function renderOpCommand(): Command {
     .addOption(nowOption())
     .addOption(new Option("-r, --include-function-results", "include the functions' results as kind: Result documents").default(false))
     .action(async (op: string, fns: string | undefined, flags: RenderOpFlags) => {
+      refuseExit(); // a function calling process.exit fails its step, not the render
       process.exitCode = await runRenderOp(op, fns, flags, process.stdout, process.stderr);
     });
 }
@@ -285,6 +287,7 @@ Functions in the functions file run:
 Exit codes: 0 rendered; 1 bad input or a function that cannot be run; 3 a step returned a Fatal result.`,
       )
       .action(async (xr: string, comp: string, fns: string | undefined, flags: RenderFlags) => {
+        refuseExit(); // a function calling process.exit fails its step, not the render
         process.exitCode = await runRender(xr, comp, fns, flags, process.stdout, process.stderr);
       })
   );

@@ -16,6 +16,7 @@ import type { MetricsServer, ServeMetrics } from "../metrics.js";
 import { DEFAULT_ADDRESS, serve, type RunningServer } from "../server/server.js";
 import type { WorkerData } from "../server/worker.js";
 import { createRecorder, type Recorder } from "../testing/record.js";
+import { refuseExit } from "./exit.js";
 import { loadFunction, resolveModule } from "./load.js";
 
 function positive(name: string) {
@@ -275,27 +276,6 @@ export async function startServing(source: FunctionSource, flags: ServeFlags, la
   };
   process.once("SIGTERM", () => stop("SIGTERM"));
   process.once("SIGINT", () => stop("SIGINT"));
-}
-
-/**
- * refuseExit makes process.exit and process.abort throw, naming the call, and
- * returns the real process.exit for xfn's own use. With --workers 1 the
- * function runs in the server's thread: a function that called
- * process.exit(0) ended the server with exit code 0 and no word in the log,
- * dropping every call in flight. Now the call that made it fails with a Fatal
- * result saying so (a stray one is logged), and the server serves on. On a
- * worker, process.exit ends only that worker, which is replaced (pool.ts).
- */
-function refuseExit(): (code?: number) => never {
-  const exit = process.exit.bind(process);
-  const refuse = (call: string) => () => {
-    throw new Error(
-      `${call} was called by the function: with --workers 1 it would end the server and every call in flight, so it is refused`,
-    );
-  };
-  process.exit = ((code?: number | string | null) => refuse(`process.exit(${code ?? ""})`)()) as typeof process.exit;
-  process.abort = refuse("process.abort()") as typeof process.abort;
-  return exit;
 }
 
 /** workerHeap is --max-worker-heap, or each worker's share of memory (memory.ts), logged with what it came from. */

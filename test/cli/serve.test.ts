@@ -248,7 +248,7 @@ Cli("--workers 1: a function calling process.exit fails its own call, naming it,
     assert.equal(
       exited.results.map((r) => r.message),
       [
-        "function failed: process.exit(3) was called by the function: with --workers 1 it would end the server and every call in flight, so it is refused",
+        "function failed: process.exit(3) was called by the function: it would end the process the function runs in, and every call there, so it is refused",
       ],
     );
     assert.is((await c.run(request({ meta: { tag: "later" } }))).meta?.tag, "later");

@@ -163,6 +163,37 @@ for (const [name, tc] of Object.entries(broken)) {
   });
 }
 
+T("a function calling process.exit fails its own case; the run goes on to its summary", async () => {
+  const dir = join(scratch, "exits");
+  mkdirSync(join(dir, "a-exits"), { recursive: true });
+  mkdirSync(join(dir, "b-fine"), { recursive: true });
+  writeFileSync(
+    join(dir, "fn.mjs"),
+    `import { response } from ${JSON.stringify(join(ROOT, "lib/index.js"))};\n` +
+      `export default (req) => { if (req.meta.tag === "exit") process.exit(2); return response.to(req); };\n`,
+  );
+  for (const [name, tag] of [
+    ["a-exits", "exit"],
+    ["b-fine", "fine"],
+  ]) {
+    writeFileSync(join(dir, name, "case.yaml"), "function: ../fn.mjs\n");
+    writeFileSync(join(dir, name, "request.yaml"), `meta: {tag: ${tag}}\n`);
+    writeFileSync(join(dir, name, "expected.yaml"), "meta: {tag: to-be-updated}\n");
+  }
+  // Before: the run ended at the first case with exit code 2, no summary, the second case never run.
+  const updated = await run(["test", dir, "--update"]);
+  assert.is(updated.code, 0, updated.stdout + updated.stderr);
+  assert.match(updated.stdout, /^UPDATED {2}a-exits$/m);
+  assert.match(updated.stdout, /^UPDATED {2}b-fine$/m);
+  assert.match(
+    readFileSync(join(dir, "a-exits", "expected.yaml"), "utf8"),
+    /function failed: process\.exit\(2\) was called by the function: it would end the process the function runs in/,
+  );
+  const again = await run(["test", dir]);
+  assert.is(again.code, 0, again.stdout);
+  assert.match(again.stdout, /^2 passed, 0 failed$/m);
+});
+
 T("no cases, or no such folder, is an error, not a silent pass", async () => {
   mkdirSync(join(scratch, "empty"));
   const e = await xfnTest(join(scratch, "empty"));
