@@ -175,7 +175,7 @@ T("a function calling process.exit fails its own case; the run goes on to its su
   for (const [name, tag] of [
     ["a-exits", "exit"],
     ["b-fine", "fine"],
-  ]) {
+  ] as const) {
     writeFileSync(join(dir, name, "case.yaml"), "function: ../fn.mjs\n");
     writeFileSync(join(dir, name, "request.yaml"), `meta: {tag: ${tag}}\n`);
     writeFileSync(join(dir, name, "expected.yaml"), "meta: {tag: to-be-updated}\n");
