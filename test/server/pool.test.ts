@@ -296,10 +296,11 @@ P(
         /^ran hold/,
       );
       unreadable = true;
-      await new Promise((r) => setTimeout(r, 400)); // eight checks
-      const cannot = mem.lines().filter((l) => /^the memory guard cannot read the server's resident memory/.test(String(l.msg)));
-      assert.is(cannot.length, 1, "said once");
-      assert.match(String(cannot[0]!["err"]), /EMFILE/);
+      const cannot = () => mem.lines().filter((l) => /^the memory guard cannot read the server's resident memory/.test(String(l.msg)));
+      await until("the guard to say so", () => cannot().length > 0, 5_000);
+      await new Promise((r) => setTimeout(r, 300)); // six checks more
+      assert.is(cannot().length, 1, "said once");
+      assert.match(String(cannot()[0]!["err"]), /EMFILE/);
       assert.match((await c.run(call("ok"))).results[0]!.message, /^ran ok/);
       unreadable = false;
       rss = 200 * 2 ** 20;

@@ -244,7 +244,8 @@ R(
       String(slow()[0]!["msg"]),
       /^slow call: it took 1\.[2-9] s of the 2 s it had \(the caller's deadline\); past that it is ended$/,
     );
-    assert.ok((slow()[0]!["durationMs"] as number) >= 1200);
+    // Node's timers keep millisecond time: a 1200 ms wait can measure a fraction under it.
+    assert.ok((slow()[0]!["durationMs"] as number) >= 1190, `took ${slow()[0]!["durationMs"]} ms`);
     assert.is(slow()[0]!["xr"], "X/x");
     await run(1200, 10_000); // time to spare
     await run(50, 60); // most of its time, but quick
