@@ -7,7 +7,7 @@ import { Command, InvalidArgumentError, Option } from "commander";
 import type { Logger } from "pino";
 import type { RunFunction } from "../function.js";
 import { DEFAULT_MAX_RESPONSE_BYTES, messageOf } from "../server/handler.js";
-import { routeConsole, routeStream } from "../server/console.js";
+import { routeOutput } from "../server/console.js";
 import { tuneHeap } from "../server/heap.js";
 import { createLogger } from "../server/log.js";
 import { GUARD_SHARE, memoryMB, workerHeapMB } from "../server/memory.js";
@@ -160,10 +160,7 @@ export async function startServing(source: FunctionSource, flags: ServeFlags, la
   const log = createLogger({ debug: flags.debug });
   // What the function prints in the server's own thread (--workers 1), and
   // Node's own warnings, are logged, as on workers (console.ts).
-  const printed = log.child({ module: label });
-  routeConsole(printed);
-  routeStream(process.stdout, printed, "info", "process.stdout");
-  routeStream(process.stderr, printed, "warn", "process.stderr");
+  routeOutput(log.child({ module: label }));
   // Before any worker starts: they read V8's flags when they do.
   const heapFlag = tuneHeap();
   if (heapFlag) log.debug({ v8: heapFlag }, "heap growing factor set (start node with --heap-growing-percent to choose your own)");

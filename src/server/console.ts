@@ -130,6 +130,18 @@ export function shownDepth(name: string, args: readonly unknown[]): number {
 }
 
 /**
+ * routeOutput makes everything this thread prints log lines through log: its
+ * console (routeConsole), and writes to process.stdout (info) and
+ * process.stderr (warnings). A pool worker and xfn serve's own thread both
+ * call it.
+ */
+export function routeOutput(log: Logger): void {
+  routeConsole(log);
+  routeStream(process.stdout, log, "info", "process.stdout");
+  routeStream(process.stderr, log, "warn", "process.stderr");
+}
+
+/**
  * routeStream makes writes to stream (process.stdout or process.stderr) log
  * lines through log at level, a line per write, source named.
  */

@@ -83,7 +83,7 @@ export class Cancel {
 export type HandlerResult = { ok: Uint8Array } | { code: Code; details: string };
 
 /** DEADLINE_DETAILS is what a call ended by its caller's deadline is told. */
-export const DEADLINE_DETAILS = "function did not finish before the deadline";
+const DEADLINE_DETAILS = "function did not finish before the deadline";
 
 /** deadlineDetails is what a call ended at its deadline is told: the server's --timeout (timeoutMs) or the caller's deadline. */
 export function deadlineDetails(timeoutMs?: number): string {

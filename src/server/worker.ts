@@ -10,7 +10,7 @@ import { parentPort, workerData } from "node:worker_threads";
 import type { RunFunction } from "../function.js";
 import { Cancel, createHandler, type HandlerResult } from "./handler.js";
 import type { Logger } from "pino";
-import { routeConsole, routeStream } from "./console.js";
+import { routeOutput } from "./console.js";
 import { countDrops, createLogger } from "./log.js";
 
 /** WorkerData is what the pool hands each worker. */
@@ -106,9 +106,7 @@ export function workerLog(): Logger {
   });
   const log = createLogger({ debug: data.debug, destination });
   countDrops(destination, log, "the function logged faster than the server could write");
-  routeConsole(log);
-  routeStream(process.stdout, log, "info", "process.stdout");
-  routeStream(process.stderr, log, "warn", "process.stderr");
+  routeOutput(log);
   return (logger = log);
 }
 
