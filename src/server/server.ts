@@ -398,16 +398,32 @@ function logRefusedHandshakes(servers: EventEmitter[], log: Logger): Refusals {
       // client's reset that follows. The certificate's fault is the reason.
       const unauthorized = typeof socket.authorizationError === "string" ? socket.authorizationError : undefined;
       const reason = unauthorized ?? err.code ?? err.message;
-      const hint =
-        unauthorized !== undefined
-          ? " (the client's certificate is not signed by this server's ca.crt)"
-          : reason === "ECONNRESET"
-            ? " (the client hung up: does it trust this server's certificate and name?)"
-            : "";
-      refused.refused({ peer, reason }, `refused a TLS handshake from ${peer}: ${reason}${hint}`);
+      refused.refused(
+        { peer, reason },
+        `refused a TLS handshake from ${peer}: ${reason}${refusalHint(reason, unauthorized !== undefined)}`,
+      );
     });
   }
   return refused;
+}
+
+/**
+ * refusalHint says what a refused handshake's reason most likely means. Go's
+ * TLS (Crossplane's client) sends a client certificate only if it is signed by
+ * a CA the server names in its request, the CA of ca.crt; one from another CA
+ * is withheld, so the server sees no certificate at all. OpenSSL's clients
+ * send it anyway, and the CA check fails instead (unauthorized).
+ */
+export function refusalHint(reason: string, unauthorized: boolean): string {
+  if (unauthorized) return " (the client's certificate is not signed by this server's ca.crt)";
+  if (reason === "ERR_SSL_PEER_DID_NOT_RETURN_A_CERTIFICATE") {
+    return (
+      " (the client sent no certificate: it has none, or none signed by this server's ca.crt, " +
+      "which Go clients such as Crossplane's then withhold)"
+    );
+  }
+  if (reason === "ECONNRESET") return " (the client hung up: does it trust this server's certificate and name?)";
+  return "";
 }
 
 interface Peer {

@@ -599,11 +599,20 @@ Tls("a client with a certificate from the CA, verifying <function>.<namespace>, 
   }
 });
 
-const refused: Record<string, { creds: () => ReturnType<typeof mtlsCredentials>; name?: string; reason?: string }> = {
-  NoClientCertificate: { creds: () => mtlsCredentials(pki, "none"), reason: "ERR_SSL_PEER_DID_NOT_RETURN_A_CERTIFICATE" },
+const refused: Record<string, { creds: () => ReturnType<typeof mtlsCredentials>; name?: string; reason?: string; hint?: string }> = {
+  NoClientCertificate: {
+    creds: () => mtlsCredentials(pki, "none"),
+    reason: "ERR_SSL_PEER_DID_NOT_RETURN_A_CERTIFICATE",
+    // Also what Go's client (Crossplane's) makes of a certificate from another CA: go-client.test.ts.
+    hint: " (the client sent no certificate: it has none, or none signed by this server's ca.crt, which Go clients such as Crossplane's then withhold)",
+  },
   // Node closes such a socket after the handshake with no error of its own: the reason is the certificate's, not the reset that follows.
-  CertificateFromAnotherCa: { creds: () => mtlsCredentials(pki, "strangerClient"), reason: "UNABLE_TO_VERIFY_LEAF_SIGNATURE" },
-  PlaintextClient: { creds: () => credentials.createInsecure(), reason: "ERR_SSL_WRONG_VERSION_NUMBER" },
+  CertificateFromAnotherCa: {
+    creds: () => mtlsCredentials(pki, "strangerClient"),
+    reason: "UNABLE_TO_VERIFY_LEAF_SIGNATURE",
+    hint: " (the client's certificate is not signed by this server's ca.crt)",
+  },
+  PlaintextClient: { creds: () => credentials.createInsecure(), reason: "ERR_SSL_WRONG_VERSION_NUMBER", hint: "" },
   WrongServerName: { creds: () => mtlsCredentials(pki), name: "function-other.crossplane-system" },
 };
 for (const [name, tc] of Object.entries(refused)) {
@@ -620,6 +629,7 @@ for (const [name, tc] of Object.entries(refused)) {
         assert.is(line["reason"], tc.reason);
         assert.match(String(line["peer"]), /^127\.0\.0\.1:\d+$/);
         assert.match(String(line.msg), new RegExp(`^refused a TLS handshake from 127\\.0\\.0\\.1:\\d+: ${tc.reason}`));
+        assert.is(String(line.msg).slice(String(line.msg).indexOf(tc.reason) + tc.reason.length), tc.hint);
       }
       // The server is unharmed: a proper client still gets served.
       const ok = rawClient(srv.port, mtlsCredentials(pki));

@@ -1,0 +1,340 @@
+// xfn serve against the client stack Crossplane calls functions with: grpc-go,
+// dialled as Crossplane dials (mTLS from its client Secret's files, the server
+// name from the authority <fn>.<ns>:9443, round_robin with waitForReady), with
+// requests encoded and answers decoded by Go's protobuf runtime. The client is
+// test/support/go-client, built here from Debian's grpc-go and protobuf
+// packages (.ci/run installs them); every other server test uses grpc-js.
+import { create, fromBinary, toBinary, toJson, type JsonObject } from "@bufbuild/protobuf";
+import { FileDescriptorSetSchema, file_google_protobuf_duration, file_google_protobuf_struct } from "@bufbuild/protobuf/wkt";
+import { execFile, execFileSync } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { suite } from "uvu";
+import * as assert from "uvu/assert";
+import { request as benchRequest } from "../../bench/workload.js";
+import { file_fn_v1_run_function, RunFunctionRequestSchema, RunFunctionResponseSchema } from "../../src/gen/fn/v1/run_function_pb.js";
+import {
+  file_fn_v1beta1_zz_generated_run_function,
+  RunFunctionResponseSchema as RunFunctionResponseSchemaV1beta1,
+} from "../../src/gen/fn/v1beta1/zz_generated_run_function_pb.js";
+import { DEFAULT_MAX_RESPONSE_BYTES } from "../../src/server/handler.js";
+import { makePki, type TestPki } from "../support/certs.js";
+import { ROOT, startServe, type Serving } from "../support/spawn.js";
+
+/** Where Debian's golang-google-grpc-dev and golang-google-protobuf-dev put their sources. */
+const GOPATH = process.env["XFN_TEST_GOPATH"] ?? "/usr/share/gocode";
+const FIXTURE = "test/fixtures/go-client/index.ts";
+
+interface GoResult {
+  i: number;
+  code: string;
+  message?: string;
+  ms: number;
+  bytes?: number;
+  response?: JsonObject;
+  decodeError?: string;
+  unknown?: string[];
+  health?: string;
+}
+
+const T = suite("server: Crossplane's client (grpc-go and Go's protobuf)");
+let scratch: string;
+let client: string;
+let pki: TestPki;
+let server: Serving;
+
+T.before(async () => {
+  let go = "";
+  try {
+    go = execFileSync("go", ["version"], { encoding: "utf8" });
+  } catch {
+    // Not a skip: without Go this file cannot check what it is for.
+  }
+  if (!go || !existsSync(join(GOPATH, "src/google.golang.org/grpc"))) {
+    throw new Error(
+      `these tests need Go and grpc-go's sources in ${GOPATH} ` +
+        "(Debian: apt-get install golang-go golang-google-grpc-dev golang-google-protobuf-dev; .ci/run installs them)",
+    );
+  }
+  scratch = mkdtempSync(join(tmpdir(), "xfn-go-"));
+  client = join(scratch, "go-client");
+  execFileSync("go", ["build", "-o", client, "./test/support/go-client"], {
+    cwd: ROOT,
+    // GOPATH mode: the packages come from Debian, nothing is downloaded. The build cache outlives the run.
+    env: {
+      ...process.env,
+      GOPATH,
+      GO111MODULE: "off",
+      GOFLAGS: "",
+      GOCACHE: process.env["GOCACHE"] ?? join(tmpdir(), "xfn-go-build-cache"),
+    },
+    stdio: "pipe",
+  });
+  pki = makePki();
+  // Crossplane's client Secret (crossplane-tls-client) as files: ca.crt, tls.crt, tls.key.
+  const secret = (dir: string, pem: { cert: Buffer; key: Buffer }) => {
+    mkdirSync(join(scratch, dir));
+    writeFileSync(join(scratch, dir, "ca.crt"), pki.ca);
+    writeFileSync(join(scratch, dir, "tls.crt"), pem.cert);
+    writeFileSync(join(scratch, dir, "tls.key"), pem.key);
+  };
+  secret("crossplane", pki.client);
+  secret("stranger", pki.strangerClient);
+  const files = [
+    file_google_protobuf_duration,
+    file_google_protobuf_struct,
+    file_fn_v1_run_function,
+    file_fn_v1beta1_zz_generated_run_function,
+  ];
+  writeFileSync(
+    join(scratch, "fds.bin"),
+    toBinary(FileDescriptorSetSchema, create(FileDescriptorSetSchema, { file: files.map((f) => f.proto) })),
+  );
+  // As Crossplane runs a function: the certificates' folder from TLS_SERVER_CERTS_DIR, no flag.
+  server = await startServe([FIXTURE, "--workers", "2"], { TLS_SERVER_CERTS_DIR: pki.serverDir });
+});
+
+T.after(async () => {
+  await server?.stop();
+  pki?.cleanup();
+  if (scratch) rmSync(scratch, { recursive: true, force: true });
+});
+
+/** goCall runs the Go client against port with Crossplane's certificates unless told otherwise; one result per call, in call order. */
+function goCall(port: number, args: string[], opts: { certs?: string } = {}): Promise<GoResult[]> {
+  const argv = [
+    "-addr",
+    `127.0.0.1:${port}`,
+    "-certs",
+    join(scratch, opts.certs ?? "crossplane"),
+    "-fds",
+    join(scratch, "fds.bin"),
+    "-timeout",
+    "20s",
+    ...args,
+  ];
+  return new Promise((resolve, reject) => {
+    execFile(client, argv, { maxBuffer: 256 << 20, timeout: 60_000 }, (err, stdout, stderr) => {
+      if (err) return reject(new Error(`go-client ${argv.join(" ")}: ${err.message}\n${stderr}`));
+      const rows = stdout
+        .trim()
+        .split("\n")
+        .map((l) => JSON.parse(l) as GoResult);
+      resolve(rows.sort((a, b) => a.i - b.i));
+    });
+  });
+}
+
+let files = 0;
+/** requestFile writes a request as protojson, for the Go client to encode as Crossplane would. */
+function requestFile(json: JsonObject): string {
+  const path = join(scratch, `req-${++files}.json`);
+  writeFileSync(path, JSON.stringify(json));
+  return path;
+}
+
+const xrWith = (spec: JsonObject) => ({ apiVersion: "example.org/v1", kind: "XThing", metadata: { name: "thing" }, spec });
+
+const awkward: JsonObject = {
+  text: 'é 日本 🚀 \u0000 \u2028 "quoted" \\',
+  big: 1e300,
+  tiny: 5e-324,
+  negative: -12.75,
+  integer: 9007199254740991,
+  none: null,
+  yes: true,
+  nested: [[], {}, [1, [2, [3, { deep: "x".repeat(300) }]]]],
+  "key with spaces and ünïcode": "v",
+};
+
+T("every field of a response, as Crossplane's Go runtime decodes it (v1 and v1beta1), from a request Go encoded", async () => {
+  const req = {
+    meta: { tag: "go-tag", capabilities: ["CAPABILITY_CAPABILITIES", "CAPABILITY_CONDITIONS"] },
+    observed: {
+      composite: { resource: xrWith(awkward) },
+      resources: {
+        "bucket-ready": { resource: { apiVersion: "s3.example.org/v1", kind: "Bucket", metadata: { name: "b" }, spec: awkward } },
+      },
+    },
+    desired: {
+      composite: { resource: { status: { earlier: "function" } } },
+      resources: { "from-earlier": { resource: { apiVersion: "v1", kind: "ConfigMap", data: { k: "v" } }, ready: "READY_TRUE" } },
+    },
+    input: { apiVersion: "example.org/v1", kind: "Input", value: 3 },
+    context: { "apiextensions.crossplane.io/environment": { region: "eu" } },
+    requiredResources: { cms: { items: [{ resource: { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "cm" } } }] } },
+    credentials: { creds: { credentialData: { data: { password: Buffer.from("pa55").toString("base64") } } } },
+  };
+  for (const api of ["v1", "v1beta1"] as const) {
+    const [got] = await goCall(server.port, ["-api", api, "-out", scratch, requestFile(req as JsonObject)]);
+    assert.is(got!.code, "OK", `${api}: ${got!.message}`);
+    assert.is(got!.decodeError, undefined, api);
+    assert.is(got!.unknown, undefined, `${api}: fields Go does not know: ${got!.unknown}`);
+    // The same bytes, decoded by protobuf-es: the two runtimes agree on every field.
+    const schema = api === "v1" ? RunFunctionResponseSchema : RunFunctionResponseSchemaV1beta1;
+    const es = toJson(schema, fromBinary(schema, readFileSync(join(scratch, "0.bin"))));
+    assert.equal(got!.response, es as JsonObject, api);
+
+    const rsp = got!.response as Record<string, any>;
+    assert.is(rsp["meta"].tag, "go-tag");
+    assert.is(rsp["meta"].ttl, "42.500s");
+    const status = rsp["desired"].composite.resource.status;
+    assert.equal(status.echo, awkward, `${api}: the XR's spec came back as Go sent it`);
+    assert.is(status.earlier, "function", "an earlier function's desired XR is kept");
+    assert.is(status.tag, "go-tag");
+    assert.equal(status.input, req.input);
+    assert.equal(Object.keys(status.required), ["cms"]);
+    assert.is(status.credential, "pa55");
+    assert.equal(status.capabilities, api === "v1" ? [1, 4] : [1, 4]);
+    assert.equal(rsp["desired"].composite.connectionDetails, { password: "czNjcjN0", binary: "AAEC/f7/" });
+    assert.is(rsp["desired"].composite.ready, "READY_FALSE");
+    assert.equal(rsp["desired"].resources["bucket-ready"].resource.spec, awkward);
+    assert.is(rsp["desired"].resources["bucket-ready"].ready, "READY_TRUE");
+    assert.equal(rsp["desired"].resources["from-earlier"], req.desired.resources["from-earlier"], "copied through unread");
+    assert.equal(rsp["context"], { ...req.context, "example.org/echo": { from: "go-client test", n: 1e21 } });
+    assert.equal(
+      rsp["results"].map((r: Record<string, string>) => [r["severity"], r["reason"], r["target"]]),
+      [
+        ["SEVERITY_NORMAL", "Echoed", "TARGET_COMPOSITE_AND_CLAIM"],
+        ["SEVERITY_WARNING", "Careful", "TARGET_COMPOSITE"],
+        ["SEVERITY_FATAL", "OnPurpose", "TARGET_COMPOSITE"],
+      ],
+    );
+    assert.is(rsp["results"][0].message, "normal result é 日本 🚀");
+    assert.equal(Object.keys(rsp["requirements"].resources).sort(), ["by-labels", "by-name"]);
+    assert.equal(rsp["requirements"].extraResources.all.matchLabels, {});
+    assert.equal(rsp["requirements"].schemas.schema, { apiVersion: "example.org/v1", kind: "Thing" });
+    assert.equal(
+      rsp["conditions"].map((c: Record<string, string>) => c["status"]),
+      ["STATUS_CONDITION_TRUE", "STATUS_CONDITION_FALSE", "STATUS_CONDITION_UNKNOWN"],
+    );
+    assert.equal(rsp["output"], { out: [1, 2.5, "x"], empty: {} });
+  }
+});
+
+T(
+  "1000 observed resources (a 3.5 MiB request), four calls at once: Go encodes them, the pool answers, Go decodes the answers",
+  async () => {
+    const s = await startServe(["bench/fn.ts"], { TLS_SERVER_CERTS_DIR: pki.serverDir });
+    try {
+      const req = toJson(RunFunctionRequestSchema, fromBinary(RunFunctionRequestSchema, benchRequest(1000))) as JsonObject;
+      const got = await goCall(s.port, ["-n", "4", "-out", scratch, requestFile(req)]);
+      assert.is(got.length, 4);
+      for (const r of got) {
+        assert.is(r.code, "OK", r.message);
+        assert.is(r.decodeError, undefined);
+        assert.is(r.unknown, undefined);
+        const desired = (r.response as Record<string, any>)["desired"];
+        assert.is(Object.keys(desired.resources).length, 1000);
+        assert.is(desired.composite.resource.status.drifted, 0, "every observed spec decoded from Go's bytes holds what was composed");
+      }
+      const es = toJson(RunFunctionResponseSchema, fromBinary(RunFunctionResponseSchema, readFileSync(join(scratch, "3.bin"))));
+      assert.equal(got[3]!.response, es as JsonObject);
+    } finally {
+      await s.stop();
+    }
+  },
+);
+
+T("a response of exactly 4 MiB reaches Go, whose limit it is; one byte more is refused by xfn, naming the limit", async () => {
+  const at = (bytes: number) => requestFile({ observed: { composite: { resource: xrWith({ mode: "size", bytes }) } } });
+  const [fits, over] = await goCall(server.port, [at(DEFAULT_MAX_RESPONSE_BYTES), at(DEFAULT_MAX_RESPONSE_BYTES + 1)]);
+  assert.is(fits!.code, "OK", fits!.message);
+  assert.is(fits!.bytes, 4 * 1024 * 1024);
+  assert.is(fits!.decodeError, undefined);
+  assert.is(over!.code, "ResourceExhausted");
+  assert.is(over!.message, "response is 4194305 bytes, larger than the 4194304-byte limit Crossplane accepts");
+});
+
+T("Go's deadline ends a call DEADLINE_EXCEEDED; the server logs it and answers the next call", async () => {
+  const slow = requestFile({ meta: { tag: "slow-one" }, observed: { composite: { resource: xrWith({ mode: "sleep", ms: 5000 }) } } });
+  const [late] = await goCall(server.port, ["-timeout", "500ms", slow]);
+  assert.is(late!.code, "DeadlineExceeded");
+  assert.ok(late!.ms < 4000, `the deadline ended the call, after ${late!.ms} ms`);
+  const [next] = await goCall(server.port, [requestFile({ observed: { composite: { resource: xrWith({}) } } })]);
+  assert.is(next!.code, "OK", next!.message);
+  await until(() => /"tag":"slow-one".*before the client's deadline/.test(server.output()), "the deadline logged with the call's tag");
+});
+
+T("grpc-go's health client: SERVING", async () => {
+  const [h] = await goCall(server.port, ["-health"]);
+  assert.is(h!.code, "OK", h!.message);
+  assert.is(h!.health, "SERVING");
+});
+
+T(
+  "Go with a client certificate from another CA is refused, with a reason that fits what Go sends; the server keeps serving Crossplane",
+  async () => {
+    const req = requestFile({ observed: { composite: { resource: xrWith({}) } } });
+    const [refused] = await goCall(server.port, ["-timeout", "2s", req], { certs: "stranger" });
+    // waitForReady retries a refused connection, so the call ends at its deadline, with the connection's error.
+    assert.is(refused!.code, "DeadlineExceeded");
+    assert.match(refused!.message!, /connection/);
+    const [ok] = await goCall(server.port, [req]);
+    assert.is(ok!.code, "OK", ok!.message);
+    // Go withholds a certificate that no CA named by the server signed (OpenSSL sends it,
+    // and is refused as UNABLE_TO_VERIFY_LEAF_SIGNATURE): the server sees none.
+    const line = server
+      .output()
+      .split("\n")
+      .find((l) => l.includes("refused a TLS handshake"));
+    assert.ok(line, server.output());
+    const logged = JSON.parse(line!) as Record<string, string>;
+    assert.is(logged["reason"], "ERR_SSL_PEER_DID_NOT_RETURN_A_CERTIFICATE");
+    assert.match(logged["msg"]!, /none signed by this server's ca\.crt, which Go clients such as Crossplane's then withhold/);
+  },
+);
+
+T("a call made before the server listens waits for it (waitForReady, as Crossplane sets) and is answered", async () => {
+  const port = await freePort();
+  const call = goCall(port, [requestFile({ observed: { composite: { resource: xrWith({}) } } })]);
+  await new Promise((r) => setTimeout(r, 1000));
+  const s = await startServe(
+    [FIXTURE, "--address", `127.0.0.1:${port}`],
+    { TLS_SERVER_CERTS_DIR: pki.serverDir },
+    { defaultAddress: true },
+  );
+  try {
+    const [got] = await call;
+    assert.is(got!.code, "OK", got!.message);
+    assert.ok(got!.ms >= 1000, `answered after ${got!.ms} ms, once the server was up`);
+  } finally {
+    await s.stop();
+  }
+});
+
+T("SIGTERM while a Go call runs: the call is answered, then the server exits 0", async () => {
+  const s = await startServe([FIXTURE], { TLS_SERVER_CERTS_DIR: pki.serverDir });
+  const call = goCall(s.port, [requestFile({ observed: { composite: { resource: xrWith({ mode: "sleep", ms: 1500 }) } } })]);
+  await new Promise((r) => setTimeout(r, 500));
+  const exit = await s.stop("SIGTERM");
+  const [got] = await call;
+  assert.is(got!.code, "OK", `${got!.message}\n${s.output()}`);
+  assert.ok(got!.ms >= 1400, `the call ran its 1.5 s across the signal (${got!.ms} ms)`);
+  assert.is(exit.code, 0, s.output());
+});
+
+/** until polls what until it holds, failing after 10 s with why. */
+async function until(what: () => boolean, why: string): Promise<void> {
+  const end = Date.now() + 10_000;
+  while (!what()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${why}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** freePort returns a port nothing listens on just now. */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const { port } = srv.address() as { port: number };
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+T.run();
