@@ -46,7 +46,12 @@ class Framing {
 interface Decoder {
   maxReadMessageLength: number;
   xfnFraming?: Framing;
+  /** Set by the server for its calls (whenTooLarge): says why a message is too large, in the server's words. */
+  xfnTooLarge?: TooLarge;
 }
+
+/** TooLarge is told of a message over the limit, before its body is read, and returns the message the caller gets. */
+export type TooLarge = (size: number, max: number) => string;
 
 /** writeFrames is StreamDecoder.write without holding chunks: the complete messages in data, prefix included. */
 export function writeFrames(this: Decoder, data: Buffer): Buffer[] {
@@ -63,8 +68,9 @@ export function writeFrames(this: Decoder, data: Buffer): Buffer[] {
       f.headLen = 0;
       const size = f.head.readUInt32BE(1);
       const max = this.maxReadMessageLength;
-      // grpc-js's words, so that a caller sees the same RESOURCE_EXHAUSTED either way.
-      if (max !== -1 && size > max) throw new Error(`Received message larger than max (${size} vs ${max})`);
+      // grpc-js's words unless the server gave its own, for the RESOURCE_EXHAUSTED grpc-js sends.
+      if (max !== -1 && size > max)
+        throw new Error(this.xfnTooLarge?.(size, max) ?? `Received message larger than max (${size} vs ${max})`);
       const msg = Buffer.allocUnsafe(HEADER + size);
       f.head.copy(msg, 0);
       if (size === 0) out.push(msg);
@@ -132,6 +138,27 @@ export function patchDecoder(cls: new (max: number) => { write: Write }): boolea
 /** installFrameDecoder puts writeFrames into grpc-js (once; later calls answer the same). */
 export function installFrameDecoder(): boolean {
   return patchDecoder(StreamDecoder as unknown as new (max: number) => { write: Write });
+}
+
+/**
+ * whenTooLarge has tooLarge told when the request of call (a grpc-js server
+ * call, as a handler gets it) is larger than the server's limit. grpc-js then
+ * answers RESOURCE_EXHAUSTED with what tooLarge returns, and reads nothing
+ * more of it; without this, it answers in its own words and tells the server
+ * nothing. The decoder is found through grpc-js's internals (call.call.decoder),
+ * as installFrameDecoder patches them; it tells whether it found one.
+ */
+export function whenTooLarge(call: object, tooLarge: TooLarge): boolean {
+  type Link = { decoder?: unknown; nextCall?: Link };
+  // Interceptors wrap the base call, which holds the decoder, in calls of their own.
+  let link = (call as { call?: Link }).call;
+  for (let i = 0; link && i < 16; i++, link = link.nextCall) {
+    if (link.decoder instanceof StreamDecoder) {
+      (link.decoder as unknown as Decoder).xfnTooLarge = tooLarge;
+      return true;
+    }
+  }
+  return false;
 }
 
 /** grpcFrames is grpc-js's own StreamDecoder.write, taken before any install, for the tests that compare the two. */

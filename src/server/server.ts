@@ -16,7 +16,7 @@ import type { RunFunction } from "../function.js";
 import { FunctionRunnerService } from "../gen/fn/v1/run_function_pb.js";
 import { FunctionRunnerService as BetaFunctionRunnerService } from "../gen/fn/v1beta1/zz_generated_run_function_pb.js";
 import { Cancel, createHandler, DEFAULT_MAX_RESPONSE_BYTES, type CallInfo, type HandlerOptions } from "./handler.js";
-import { installFrameDecoder } from "./frames.js";
+import { installFrameDecoder, whenTooLarge } from "./frames.js";
 import { addHealth } from "./health.js";
 import { watchDescriptors } from "./fds.js";
 import { refusals, REFUSED_REPORT_MS, type Refusals } from "./log.js";
@@ -197,6 +197,16 @@ export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Log
         return;
       }
       admitted++;
+      // A request over --max-recv-message-size is refused by grpc-js as its length prefix
+      // arrives; this has it said in the server's words, and logged, instead of silently.
+      whenTooLarge(call, (size, max) => {
+        const details =
+          `request is ${size} bytes, larger than this function's limit of ${max} bytes ` +
+          `(xfn serve --max-recv-message-size ${maxRecvMB}, in MB)`;
+        log.warn({ code: "RESOURCE_EXHAUSTED", version, peer: call.getPeer(), bytes: size, limit: max }, `refused a request: ${details}`);
+        onCall?.("RESOURCE_EXHAUSTED", (performance.now() - started) / 1000);
+        return details;
+      });
       let finished = false;
       let holdsBody = false;
       let waitTimer: NodeJS.Timeout | undefined;

@@ -4,7 +4,7 @@
 import { StreamDecoder } from "@grpc/grpc-js/build/src/stream-decoder.js";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
-import { grpcFrames, installFrameDecoder, patchDecoder, writeFrames } from "../../src/server/frames.js";
+import { grpcFrames, installFrameDecoder, patchDecoder, whenTooLarge, writeFrames } from "../../src/server/frames.js";
 import { rng } from "../support/rng.js";
 
 const F = suite("gRPC message framing");
@@ -91,6 +91,22 @@ F("a message over the limit is refused with grpc-js's words; one at the limit is
   // Refused as soon as the length is in, before any of the body.
   assert.instance(feed(writeFrames as Write, [frame(0, Buffer.alloc(11)).subarray(0, 5)], 10), Error);
   assert.equal(hex(feed(writeFrames as Write, [frame(0, Buffer.alloc(10))], 10)), [[frame(0, Buffer.alloc(10)).toString("hex")]]);
+});
+
+F("whenTooLarge: the server's words for a message over the limit, found through the call's interceptor chain", () => {
+  const decoder = new StreamDecoder(10);
+  const told: Array<[number, number]> = [];
+  const hook = (size: number, max: number) => (told.push([size, max]), `request is ${size} bytes, over ${max}`);
+  // The base call holds the decoder; an interceptor's call wraps it as nextCall.
+  assert.ok(whenTooLarge({ call: { nextCall: { decoder } } }, hook));
+  const write = writeFrames as Write;
+  assert.throws(() => write.call(decoder, frame(0, Buffer.alloc(11)).subarray(0, 5)), /^request is 11 bytes, over 10$/);
+  assert.equal(told, [[11, 10]]);
+  // A message at the limit does not call it.
+  assert.equal(write.call(new StreamDecoder(10), frame(0, Buffer.alloc(10))).length, 1);
+  // No decoder to be found (grpc-js's internals moved): it says so, and grpc-js's words stay.
+  assert.not.ok(whenTooLarge({}, hook));
+  assert.not.ok(whenTooLarge({ call: { decoder: {} } }, hook));
 });
 
 F("no chunk is kept: a chunk reused after it was written does not change the message", () => {

@@ -248,6 +248,19 @@ T("a response of exactly 4 MiB reaches Go, whose limit it is; one byte more is r
   assert.is(over!.message, "response is 4194305 bytes, larger than the 4194304-byte limit Crossplane accepts");
 });
 
+T("a request over --max-recv-message-size: Go is told the size, the limit and the flag; the server logs it and serves on", async () => {
+  const big = requestFile({ observed: { composite: { resource: xrWith({ blob: "x".repeat(4_500_000) }) } } });
+  const [refused] = await goCall(server.port, [big]);
+  assert.is(refused!.code, "ResourceExhausted");
+  assert.match(
+    refused!.message!,
+    /^request is 45\d{5} bytes, larger than this function's limit of 4194304 bytes \(xfn serve --max-recv-message-size 4, in MB\)$/,
+  );
+  const [next] = await goCall(server.port, [requestFile({ observed: { composite: { resource: xrWith({}) } } })]);
+  assert.is(next!.code, "OK", next!.message);
+  await until(() => server.output().includes(`"msg":"refused a request: ${refused!.message}"`), "the refusal logged");
+});
+
 T("Go's deadline ends a call DEADLINE_EXCEEDED; the server logs it and answers the next call", async () => {
   const slow = requestFile({ meta: { tag: "slow-one" }, observed: { composite: { resource: xrWith({ mode: "sleep", ms: 5000 }) } } });
   const [late] = await goCall(server.port, ["-timeout", "500ms", slow]);

@@ -229,11 +229,26 @@ for (const [name, tc] of Object.entries(badBytes)) {
 
 const fiveMB = () => request({ observed: { composite: { resource: { kind: "X", blob: "x".repeat(5 * 1024 * 1024) } } } });
 
-Bad("a 5 MB request is refused at the default 4 MB limit with RESOURCE_EXHAUSTED", async () => {
-  const { srv, client } = await start(echo);
+Bad("a 5 MB request is refused at the default 4 MB limit with RESOURCE_EXHAUSTED naming the flag, and logged", async () => {
+  const codes: string[] = [];
+  const { srv, client, mem } = await start(echo, { onCall: (code) => codes.push(code) });
   try {
-    const { code } = await codeOf(client.run(fiveMB()));
+    const big = toBinary(RunFunctionRequestSchema, fiveMB());
+    const { code, details } = await codeOf(client.call(big));
     assert.is(code, Code.RESOURCE_EXHAUSTED);
+    // Before, grpc-js's words, and nothing in the server's log: "Received message larger than max (5242937 vs 4194304)".
+    assert.is(
+      details,
+      `request is ${big.length} bytes, larger than this function's limit of 4194304 bytes (xfn serve --max-recv-message-size 4, in MB)`,
+    );
+    const line = mem.lines().find((l) => String(l.msg).startsWith("refused a request"));
+    assert.ok(line, JSON.stringify(mem.lines()));
+    assert.is(line!.msg, `refused a request: ${details}`);
+    assert.is(line!["level"], "warn");
+    assert.is(line!["bytes"], big.length);
+    assert.is(line!["limit"], 4194304);
+    assert.match(String(line!["peer"]), /127\.0\.0\.1:\d+/);
+    assert.equal(codes, ["RESOURCE_EXHAUSTED"]);
     assert.is((await client.run(request())).meta?.tag, "tag-1");
   } finally {
     client.close();
