@@ -9,7 +9,11 @@ import { join } from "node:path";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { parse, parseAllDocuments } from "yaml";
+import { toJson, type JsonObject } from "@bufbuild/protobuf";
+import { RunFunctionRequestSchema } from "../src/gen/fn/v1/run_function_pb.js";
+import { makePki, type TestPki } from "./support/certs.js";
 import { rawClient } from "./support/client.js";
+import { buildGoClient, type GoClient } from "./support/go.js";
 import { request } from "./support/requests.js";
 import { ROOT } from "./support/spawn.js";
 
@@ -19,13 +23,21 @@ const functions = readdirSync(join(ROOT, "functions"))
 const P = suite("function packages");
 
 let bundles: string;
+let pki: TestPki;
+let go: GoClient;
 P.before(() => {
+  pki = makePki();
+  go = buildGoClient(pki);
   execFileSync(process.execPath, [join(ROOT, "scripts/package.mjs")], { cwd: ROOT, stdio: "pipe" });
   // Copied away from the repository: the bundle must need no node_modules.
   bundles = mkdtempSync(join(tmpdir(), "xfn-bundles-"));
   cpSync(join(ROOT, "dist/functions"), bundles, { recursive: true });
 });
-P.after(() => rmSync(bundles, { recursive: true, force: true }));
+P.after(() => {
+  rmSync(bundles, { recursive: true, force: true });
+  pki?.cleanup();
+  go?.cleanup();
+});
 
 // The packages this repository ships must be complete; a folder a user adds
 // (the README's tutorial does) is checked for what it has, and must bundle.
@@ -112,6 +124,41 @@ for (const name of functions) {
       } finally {
         c.close();
       }
+    } finally {
+      child.kill("SIGTERM");
+    }
+    assert.is(await exited, 0);
+  });
+
+  P(`${name}: the bundle serves Crossplane's Go client over mTLS from TLS_SERVER_CERTS_DIR, as its image runs it`, async () => {
+    const child = spawn(process.execPath, [join(bundles, name, "function.mjs"), "--address", "127.0.0.1:0"], {
+      cwd: bundles,
+      env: { ...process.env, TLS_SERVER_CERTS_DIR: pki.serverDir },
+    });
+    let out = "";
+    child.stdout.on("data", (d) => (out += d));
+    child.stderr.on("data", (d) => (out += d));
+    const exited = new Promise<number | null>((r) => child.on("exit", (code) => r(code)));
+    try {
+      const port = await new Promise<number>((resolve, reject) => {
+        const t = setTimeout(() => reject(new Error(`bundle did not start:\n${out}`)), 15_000);
+        child.stdout.on("data", () => {
+          const m = /"port":(\d+)/.exec(out);
+          if (m) {
+            clearTimeout(t);
+            resolve(Number(m[1]));
+          }
+        });
+      });
+      assert.match(out, /"mtls":true/);
+      const req = toJson(RunFunctionRequestSchema, request({ desired: { resources: { kept: { resource: { kind: "K" } } } } }));
+      const [got] = await go.call(port, [go.requestFile(req as JsonObject)]);
+      assert.is(got!.code, "OK", `${got!.message}\n${out}`);
+      assert.is(got!.decodeError, undefined);
+      assert.is(got!.unknown, undefined);
+      const rsp = got!.response as { meta: { tag: string }; desired: { resources: Record<string, unknown> } };
+      assert.is(rsp.meta.tag, "tag-1");
+      assert.ok(rsp.desired.resources["kept"], "desired state passed through");
     } finally {
       child.kill("SIGTERM");
     }

@@ -2,96 +2,34 @@
 // dialled as Crossplane dials (mTLS from its client Secret's files, the server
 // name from the authority <fn>.<ns>:9443, round_robin with waitForReady), with
 // requests encoded and answers decoded by Go's protobuf runtime. The client is
-// test/support/go-client, built here from Debian's grpc-go and protobuf
-// packages (.ci/run installs them); every other server test uses grpc-js.
-import { create, fromBinary, toBinary, toJson, type JsonObject } from "@bufbuild/protobuf";
-import { FileDescriptorSetSchema, file_google_protobuf_duration, file_google_protobuf_struct } from "@bufbuild/protobuf/wkt";
-import { execFile, execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+// test/support/go-client (test/support/go.ts builds it from Debian's grpc-go
+// and protobuf packages; .ci/run installs them); the other server tests use grpc-js.
+import { fromBinary, toJson, type JsonObject } from "@bufbuild/protobuf";
+import { readFileSync } from "node:fs";
 import { createServer } from "node:net";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { request as benchRequest } from "../../bench/workload.js";
-import { file_fn_v1_run_function, RunFunctionRequestSchema, RunFunctionResponseSchema } from "../../src/gen/fn/v1/run_function_pb.js";
-import {
-  file_fn_v1beta1_zz_generated_run_function,
-  RunFunctionResponseSchema as RunFunctionResponseSchemaV1beta1,
-} from "../../src/gen/fn/v1beta1/zz_generated_run_function_pb.js";
+import { RunFunctionRequestSchema, RunFunctionResponseSchema } from "../../src/gen/fn/v1/run_function_pb.js";
+import { RunFunctionResponseSchema as RunFunctionResponseSchemaV1beta1 } from "../../src/gen/fn/v1beta1/zz_generated_run_function_pb.js";
 import { DEFAULT_MAX_RESPONSE_BYTES } from "../../src/server/handler.js";
 import { makePki, type TestPki } from "../support/certs.js";
-import { ROOT, startServe, type Serving } from "../support/spawn.js";
+import { buildGoClient, type GoClient } from "../support/go.js";
+import { startServe, type Serving } from "../support/spawn.js";
 
-/** Where Debian's golang-google-grpc-dev and golang-google-protobuf-dev put their sources. */
-const GOPATH = process.env["XFN_TEST_GOPATH"] ?? "/usr/share/gocode";
 const FIXTURE = "test/fixtures/go-client/index.ts";
 
-interface GoResult {
-  i: number;
-  code: string;
-  message?: string;
-  ms: number;
-  bytes?: number;
-  response?: JsonObject;
-  decodeError?: string;
-  unknown?: string[];
-  health?: string;
-}
-
 const T = suite("server: Crossplane's client (grpc-go and Go's protobuf)");
-let scratch: string;
-let client: string;
 let pki: TestPki;
+let go: GoClient;
+let scratch: string;
 let server: Serving;
 
 T.before(async () => {
-  let go = "";
-  try {
-    go = execFileSync("go", ["version"], { encoding: "utf8" });
-  } catch {
-    // Not a skip: without Go this file cannot check what it is for.
-  }
-  if (!go || !existsSync(join(GOPATH, "src/google.golang.org/grpc"))) {
-    throw new Error(
-      `these tests need Go and grpc-go's sources in ${GOPATH} ` +
-        "(Debian: apt-get install golang-go golang-google-grpc-dev golang-google-protobuf-dev; .ci/run installs them)",
-    );
-  }
-  scratch = mkdtempSync(join(tmpdir(), "xfn-go-"));
-  client = join(scratch, "go-client");
-  execFileSync("go", ["build", "-o", client, "./test/support/go-client"], {
-    cwd: ROOT,
-    // GOPATH mode: the packages come from Debian, nothing is downloaded. The build cache outlives the run.
-    env: {
-      ...process.env,
-      GOPATH,
-      GO111MODULE: "off",
-      GOFLAGS: "",
-      GOCACHE: process.env["GOCACHE"] ?? join(tmpdir(), "xfn-go-build-cache"),
-    },
-    stdio: "pipe",
-  });
   pki = makePki();
-  // Crossplane's client Secret (crossplane-tls-client) as files: ca.crt, tls.crt, tls.key.
-  const secret = (dir: string, pem: { cert: Buffer; key: Buffer }) => {
-    mkdirSync(join(scratch, dir));
-    writeFileSync(join(scratch, dir, "ca.crt"), pki.ca);
-    writeFileSync(join(scratch, dir, "tls.crt"), pem.cert);
-    writeFileSync(join(scratch, dir, "tls.key"), pem.key);
-  };
-  secret("crossplane", pki.client);
-  secret("stranger", pki.strangerClient);
-  const files = [
-    file_google_protobuf_duration,
-    file_google_protobuf_struct,
-    file_fn_v1_run_function,
-    file_fn_v1beta1_zz_generated_run_function,
-  ];
-  writeFileSync(
-    join(scratch, "fds.bin"),
-    toBinary(FileDescriptorSetSchema, create(FileDescriptorSetSchema, { file: files.map((f) => f.proto) })),
-  );
+  go = buildGoClient(pki);
+  scratch = go.dir;
   // As Crossplane runs a function: the certificates' folder from TLS_SERVER_CERTS_DIR, no flag.
   server = await startServe([FIXTURE, "--workers", "2"], { TLS_SERVER_CERTS_DIR: pki.serverDir });
 });
@@ -99,41 +37,11 @@ T.before(async () => {
 T.after(async () => {
   await server?.stop();
   pki?.cleanup();
-  if (scratch) rmSync(scratch, { recursive: true, force: true });
+  go?.cleanup();
 });
 
-/** goCall runs the Go client against port with Crossplane's certificates unless told otherwise; one result per call, in call order. */
-function goCall(port: number, args: string[], opts: { certs?: string } = {}): Promise<GoResult[]> {
-  const argv = [
-    "-addr",
-    `127.0.0.1:${port}`,
-    "-certs",
-    join(scratch, opts.certs ?? "crossplane"),
-    "-fds",
-    join(scratch, "fds.bin"),
-    "-timeout",
-    "20s",
-    ...args,
-  ];
-  return new Promise((resolve, reject) => {
-    execFile(client, argv, { maxBuffer: 256 << 20, timeout: 60_000 }, (err, stdout, stderr) => {
-      if (err) return reject(new Error(`go-client ${argv.join(" ")}: ${err.message}\n${stderr}`));
-      const rows = stdout
-        .trim()
-        .split("\n")
-        .map((l) => JSON.parse(l) as GoResult);
-      resolve(rows.sort((a, b) => a.i - b.i));
-    });
-  });
-}
-
-let files = 0;
-/** requestFile writes a request as protojson, for the Go client to encode as Crossplane would. */
-function requestFile(json: JsonObject): string {
-  const path = join(scratch, `req-${++files}.json`);
-  writeFileSync(path, JSON.stringify(json));
-  return path;
-}
+const goCall = (port: number, args: string[], opts: { certs?: "crossplane" | "stranger" } = {}) => go.call(port, args, opts);
+const requestFile = (json: JsonObject) => go.requestFile(json);
 
 const xrWith = (spec: JsonObject) => ({ apiVersion: "example.org/v1", kind: "XThing", metadata: { name: "thing" }, spec });
 

@@ -1,0 +1,130 @@
+// Crossplane's client for tests: test/support/go-client (grpc-go, dialled as
+// Crossplane dials; Go's protobuf runtime encoding requests and decoding
+// answers), built from Debian's grpc-go and protobuf sources, with folders
+// laid out as Crossplane's client Secret.
+import { create, toBinary, type JsonObject } from "@bufbuild/protobuf";
+import { FileDescriptorSetSchema, file_google_protobuf_duration, file_google_protobuf_struct } from "@bufbuild/protobuf/wkt";
+import { execFile, execFileSync } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { file_fn_v1_run_function } from "../../src/gen/fn/v1/run_function_pb.js";
+import { file_fn_v1beta1_zz_generated_run_function } from "../../src/gen/fn/v1beta1/zz_generated_run_function_pb.js";
+import type { TestPki } from "./certs.js";
+import { ROOT } from "./spawn.js";
+
+/** Where Debian's golang-google-grpc-dev and golang-google-protobuf-dev put their sources. */
+const GOPATH = process.env["XFN_TEST_GOPATH"] ?? "/usr/share/gocode";
+
+/** GoResult is one call as the Go client reports it. */
+export interface GoResult {
+  i: number;
+  /** grpc-go's name of the status code: OK, DeadlineExceeded, ResourceExhausted, ... */
+  code: string;
+  message?: string;
+  ms: number;
+  bytes?: number;
+  /** The answer as Go's protojson prints it. */
+  response?: JsonObject;
+  decodeError?: string;
+  /** Where the answer held fields Go's descriptors do not name. */
+  unknown?: string[];
+  health?: string;
+}
+
+export interface GoClient {
+  /** dir holds the client's files; -out answers may be written there. */
+  dir: string;
+  /**
+   * call runs the client against 127.0.0.1:port with Crossplane's client
+   * certificate (certs "stranger": one from another CA); one result per call,
+   * in call order.
+   */
+  call(port: number, args: string[], opts?: { certs?: "crossplane" | "stranger" }): Promise<GoResult[]>;
+  /** requestFile writes a request as protojson, for the client to encode as Crossplane would. */
+  requestFile(json: JsonObject): string;
+  cleanup(): void;
+}
+
+/** buildGoClient builds the client and lays out its certificate folders from pki. It throws, saying what to install, without Go. */
+export function buildGoClient(pki: TestPki): GoClient {
+  let go = "";
+  try {
+    go = execFileSync("go", ["version"], { encoding: "utf8" });
+  } catch {
+    // Not a skip: a test that needs Crossplane's client cannot check what it is for without it.
+  }
+  if (!go || !existsSync(join(GOPATH, "src/google.golang.org/grpc"))) {
+    throw new Error(
+      `these tests need Go and grpc-go's sources in ${GOPATH} ` +
+        "(Debian: apt-get install golang-go golang-google-grpc-dev golang-google-protobuf-dev; .ci/run installs them)",
+    );
+  }
+  const dir = mkdtempSync(join(tmpdir(), "xfn-go-"));
+  const client = join(dir, "go-client");
+  execFileSync("go", ["build", "-o", client, "./test/support/go-client"], {
+    cwd: ROOT,
+    // GOPATH mode: the packages come from Debian, nothing is downloaded. The build cache outlives the run.
+    env: {
+      ...process.env,
+      GOPATH,
+      GO111MODULE: "off",
+      GOFLAGS: "",
+      GOCACHE: process.env["GOCACHE"] ?? join(tmpdir(), "xfn-go-build-cache"),
+    },
+    stdio: "pipe",
+  });
+  // Crossplane's client Secret (crossplane-tls-client) as files: ca.crt, tls.crt, tls.key.
+  const secret = (name: string, pem: { cert: Buffer; key: Buffer }) => {
+    mkdirSync(join(dir, name));
+    writeFileSync(join(dir, name, "ca.crt"), pki.ca);
+    writeFileSync(join(dir, name, "tls.crt"), pem.cert);
+    writeFileSync(join(dir, name, "tls.key"), pem.key);
+  };
+  secret("crossplane", pki.client);
+  secret("stranger", pki.strangerClient);
+  const files = [
+    file_google_protobuf_duration,
+    file_google_protobuf_struct,
+    file_fn_v1_run_function,
+    file_fn_v1beta1_zz_generated_run_function,
+  ];
+  writeFileSync(
+    join(dir, "fds.bin"),
+    toBinary(FileDescriptorSetSchema, create(FileDescriptorSetSchema, { file: files.map((f) => f.proto) })),
+  );
+
+  let requests = 0;
+  return {
+    dir,
+    call(port, args, opts = {}) {
+      const argv = [
+        "-addr",
+        `127.0.0.1:${port}`,
+        "-certs",
+        join(dir, opts.certs ?? "crossplane"),
+        "-fds",
+        join(dir, "fds.bin"),
+        "-timeout",
+        "20s",
+        ...args,
+      ];
+      return new Promise((resolve, reject) => {
+        execFile(client, argv, { maxBuffer: 256 << 20, timeout: 60_000 }, (err, stdout, stderr) => {
+          if (err) return reject(new Error(`go-client ${argv.join(" ")}: ${err.message}\n${stderr}`));
+          const rows = stdout
+            .trim()
+            .split("\n")
+            .map((l) => JSON.parse(l) as GoResult);
+          resolve(rows.sort((a, b) => a.i - b.i));
+        });
+      });
+    },
+    requestFile(json) {
+      const path = join(dir, `req-${++requests}.json`);
+      writeFileSync(path, JSON.stringify(json));
+      return path;
+    },
+    cleanup: () => rmSync(dir, { recursive: true, force: true }),
+  };
+}
