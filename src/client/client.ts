@@ -47,6 +47,27 @@ function clientCredentials(opts: ClientOptions): ChannelCredentials {
 
 const path = (typeName: string) => `/${typeName}/RunFunction`;
 
+/** CROSSPLANE_RECV_BYTES is what Crossplane's client accepts: grpc-go's default receive limit (it sets none). */
+const CROSSPLANE_RECV_BYTES = 4 * 1024 * 1024;
+
+/**
+ * tooLarge says in xfn's words that a response was over the receive limit
+ * (grpc-js's own words, which frames.ts keeps for clients, name neither side),
+ * and, at Crossplane's limit, that Crossplane would refuse it too. Any other
+ * error is returned as it is.
+ */
+export function tooLarge(err: ServiceError, maxRecvBytes = CROSSPLANE_RECV_BYTES): ServiceError {
+  const m = err.code === Code.RESOURCE_EXHAUSTED ? /^Received message larger than max \((\d+) vs (\d+)\)$/.exec(err.details) : null;
+  if (!m) return err;
+  const details =
+    `the function's response is ${m[1]} bytes, larger than the ${m[2]}-byte limit ` +
+    (maxRecvBytes === CROSSPLANE_RECV_BYTES
+      ? "Crossplane accepts (grpc-go's default): Crossplane would fail this call too"
+      : "this client accepts");
+  const said = new Error(`${err.code} RESOURCE_EXHAUSTED: ${details}`);
+  return Object.assign(said, { code: err.code, details, metadata: err.metadata });
+}
+
 /** dial returns a client for the function at address (host:port). */
 export function dial(address: string, opts: ClientOptions = {}): FunctionClient {
   // Responses are framed without keeping their chunks, as the server does (server/frames.ts).
@@ -63,7 +84,7 @@ export function dial(address: string, opts: ClientOptions = {}): FunctionClient 
         (b: Buffer) => b,
         bytes,
         { deadline: Date.now() + timeoutMs },
-        (err: ServiceError | null, value?: Buffer) => (err ? reject(err) : resolve(value!)),
+        (err: ServiceError | null, value?: Buffer) => (err ? reject(tooLarge(err, opts.maxRecvBytes)) : resolve(value!)),
       );
     });
   return {

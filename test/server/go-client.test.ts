@@ -2,7 +2,7 @@
 // dialled as Crossplane dials (mTLS from its client Secret's files, the server
 // name from the authority <fn>.<ns>:9443, round_robin with waitForReady), with
 // requests encoded and answers decoded by Go's protobuf runtime. The client is
-// test/support/go-client (test/support/go.ts builds it from Debian's grpc-go
+// `gopeer client` (test/support/gopeer; test/support/go.ts builds it from Debian's grpc-go
 // and protobuf packages; .ci/run installs them); the other server tests use grpc-js.
 import { fromBinary, toJson, type JsonObject } from "@bufbuild/protobuf";
 import { readFileSync } from "node:fs";

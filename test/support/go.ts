@@ -1,10 +1,11 @@
-// Crossplane's client for tests: test/support/go-client (grpc-go, dialled as
-// Crossplane dials; Go's protobuf runtime encoding requests and decoding
-// answers), built from Debian's grpc-go and protobuf sources, with folders
-// laid out as Crossplane's client Secret.
+// Crossplane's Go stack for tests: test/support/gopeer, built from Debian's
+// grpc-go and protobuf sources. Its client calls a function as Crossplane does
+// (grpc-go dialled as Crossplane dials; Go's protobuf runtime encoding requests
+// and decoding answers), with folders laid out as Crossplane's client Secret;
+// its function serves as a function-sdk-go function does.
 import { create, toBinary, type JsonObject } from "@bufbuild/protobuf";
 import { FileDescriptorSetSchema, file_google_protobuf_duration, file_google_protobuf_struct } from "@bufbuild/protobuf/wkt";
-import { execFile, execFileSync } from "node:child_process";
+import { execFile, execFileSync, spawn } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -32,6 +33,13 @@ export interface GoResult {
   health?: string;
 }
 
+/** GoFunction is a running `gopeer function`. */
+export interface GoFunction {
+  port: number;
+  output(): string;
+  stop(): Promise<void>;
+}
+
 export interface GoClient {
   /** dir holds the client's files; -out answers may be written there. */
   dir: string;
@@ -43,6 +51,8 @@ export interface GoClient {
   call(port: number, args: string[], opts?: { certs?: "crossplane" | "stranger" }): Promise<GoResult[]>;
   /** requestFile writes a request as protojson, for the client to encode as Crossplane would. */
   requestFile(json: JsonObject): string;
+  /** startFunction serves a Go function on 127.0.0.1: mTLS with the server certificate of pki (client certificates required), or plaintext. */
+  startFunction(opts: { insecure?: boolean }): Promise<GoFunction>;
   cleanup(): void;
 }
 
@@ -61,8 +71,8 @@ export function buildGoClient(pki: TestPki): GoClient {
     );
   }
   const dir = mkdtempSync(join(tmpdir(), "xfn-go-"));
-  const client = join(dir, "go-client");
-  execFileSync("go", ["build", "-o", client, "./test/support/go-client"], {
+  const peer = join(dir, "gopeer");
+  execFileSync("go", ["build", "-o", peer, "./test/support/gopeer"], {
     cwd: ROOT,
     // GOPATH mode: the packages come from Debian, nothing is downloaded. The build cache outlives the run.
     env: {
@@ -99,6 +109,7 @@ export function buildGoClient(pki: TestPki): GoClient {
     dir,
     call(port, args, opts = {}) {
       const argv = [
+        "client",
         "-addr",
         `127.0.0.1:${port}`,
         "-certs",
@@ -110,8 +121,8 @@ export function buildGoClient(pki: TestPki): GoClient {
         ...args,
       ];
       return new Promise((resolve, reject) => {
-        execFile(client, argv, { maxBuffer: 256 << 20, timeout: 60_000 }, (err, stdout, stderr) => {
-          if (err) return reject(new Error(`go-client ${argv.join(" ")}: ${err.message}\n${stderr}`));
+        execFile(peer, argv, { maxBuffer: 256 << 20, timeout: 60_000 }, (err, stdout, stderr) => {
+          if (err) return reject(new Error(`gopeer ${argv.join(" ")}: ${err.message}\n${stderr}`));
           const rows = stdout
             .trim()
             .split("\n")
@@ -124,6 +135,24 @@ export function buildGoClient(pki: TestPki): GoClient {
       const path = join(dir, `req-${++requests}.json`);
       writeFileSync(path, JSON.stringify(json));
       return path;
+    },
+    startFunction({ insecure = false }) {
+      const argv = ["function", "-fds", join(dir, "fds.bin"), ...(insecure ? [] : ["-certs", pki.serverDir])];
+      const child = spawn(peer, argv, { stdio: ["ignore", "pipe", "pipe"] });
+      let out = "";
+      child.stderr.on("data", (d: Buffer) => (out += d));
+      const exited = new Promise<void>((r) => child.on("close", () => r()));
+      return new Promise((resolve, reject) => {
+        const t = setTimeout(() => (child.kill(), reject(new Error(`gopeer function did not start:\n${out}`))), 10_000);
+        child.stdout.on("data", (d: Buffer) => {
+          out += d;
+          const m = /listening (\d+)/.exec(out);
+          if (!m) return;
+          clearTimeout(t);
+          resolve({ port: Number(m[1]), output: () => out, stop: () => (child.kill(), exited) });
+        });
+        void exited.then(() => reject(new Error(`gopeer function exited:\n${out}`)));
+      });
     },
     cleanup: () => rmSync(dir, { recursive: true, force: true }),
   };

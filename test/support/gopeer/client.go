@@ -1,4 +1,4 @@
-// A RunFunction client made the way Crossplane makes its own (function_runner.go
+// gopeer client: a RunFunction client made the way Crossplane makes its own (function_runner.go
 // in crossplane's internal/xfn): grpc-go; mTLS from a folder laid out as
 // Crossplane's client Secret (ca.crt, tls.crt, tls.key); the server's name taken
 // from the target's authority, as Crossplane dials dns:///<fn>.<ns>:9443; and
@@ -10,9 +10,7 @@
 // message is checked for unknown fields, and the result is printed as protojson.
 // One JSON line per call on stdout. The exit code is 0 whatever the calls
 // answered; 2 means the client itself could not run.
-//
-// Built by test/server/go-client.test.ts with Debian's grpc-go and protobuf
-// packages (GOPATH mode, no module download).
+
 package main
 
 import (
@@ -37,26 +35,13 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protodesc"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
-	"google.golang.org/protobuf/types/descriptorpb"
 	"google.golang.org/protobuf/types/dynamicpb"
 )
 
 // Crossplane's client service config (svcConfig in function_runner.go).
 const serviceConfig = `{"loadBalancingConfig":[{"round_robin":{}}],"methodConfig":[{"name":[{}],"waitForReady":true}]}`
-
-// raw sends and receives message bytes as they are, under the default content
-// type (application/grpc), so the bytes on the wire are the test's own.
-type raw struct{}
-
-func (raw) Marshal(v interface{}) ([]byte, error) { return *(v.(*[]byte)), nil }
-func (raw) Unmarshal(data []byte, v interface{}) error {
-	*(v.(*[]byte)) = append([]byte(nil), data...)
-	return nil
-}
-func (raw) Name() string { return "proto" }
 
 type result struct {
 	Index     int             `json:"i"`
@@ -71,23 +56,22 @@ type result struct {
 	StartedAt float64         `json:"startedAt"`
 }
 
-func fail(format string, args ...interface{}) {
-	fmt.Fprintf(os.Stderr, "go-client: "+format+"\n", args...)
-	os.Exit(2)
-}
-
-func main() {
-	addrs := flag.String("addr", "", "comma-separated host:port the target resolves to")
-	authority := flag.String("authority", "function-hello.crossplane-system:9443", "the authority Crossplane dials: <fn>.<ns>:9443")
-	certs := flag.String("certs", "", "folder with ca.crt, tls.crt and tls.key (Crossplane's client Secret); none: insecure")
-	api := flag.String("api", "v1", "v1 or v1beta1")
-	timeout := flag.Duration("timeout", 60*time.Second, "per-call deadline (Crossplane's default step timeout is 60s)")
-	fds := flag.String("fds", "", "FileDescriptorSet to decode answers with")
-	repeat := flag.Int("n", 1, "send each request this many times")
-	health := flag.Bool("health", false, "ask the health service instead")
-	gap := flag.Duration("gap", 0, "wait this long before each call after the first, one at a time")
-	outDir := flag.String("out", "", "folder to write each answer's bytes to, as <i>.bin")
-	flag.Parse()
+// runClient is `gopeer client [flags] <request files>`.
+func runClient(args []string) {
+	fs := flag.NewFlagSet("client", flag.ExitOnError)
+	addrs := fs.String("addr", "", "comma-separated host:port the target resolves to")
+	authority := fs.String("authority", "function-hello.crossplane-system:9443", "the authority Crossplane dials: <fn>.<ns>:9443")
+	certs := fs.String("certs", "", "folder with ca.crt, tls.crt and tls.key (Crossplane's client Secret); none: insecure")
+	api := fs.String("api", "v1", "v1 or v1beta1")
+	timeout := fs.Duration("timeout", 60*time.Second, "per-call deadline (Crossplane's default step timeout is 60s)")
+	fds := fs.String("fds", "", "FileDescriptorSet to decode answers with")
+	repeat := fs.Int("n", 1, "send each request this many times")
+	health := fs.Bool("health", false, "ask the health service instead")
+	gap := fs.Duration("gap", 0, "wait this long before each call after the first, one at a time")
+	outDir := fs.String("out", "", "folder to write each answer's bytes to, as <i>.bin")
+	if err := fs.Parse(args); err != nil {
+		os.Exit(2)
+	}
 
 	if *addrs == "" {
 		fail("-addr is required")
@@ -166,7 +150,7 @@ func main() {
 		response = message(files, *api, "RunFunctionResponse")
 	}
 	method := fmt.Sprintf("/apiextensions.fn.proto.%s.FunctionRunnerService/RunFunction", *api)
-	paths := flag.Args()
+	paths := fs.Args()
 	if len(paths) == 0 {
 		fail("give request files")
 	}
@@ -251,62 +235,4 @@ func main() {
 		}
 	}
 	wg.Wait()
-}
-
-// descriptorSet reads a FileDescriptorSet.
-func descriptorSet(path string) *protoregistry.Files {
-	b, err := ioutil.ReadFile(path)
-	if err != nil {
-		fail("%v", err)
-	}
-	var set descriptorpb.FileDescriptorSet
-	if err := proto.Unmarshal(b, &set); err != nil {
-		fail("descriptor set: %v", err)
-	}
-	files, err := protodesc.NewFiles(&set)
-	if err != nil {
-		fail("descriptor set: %v", err)
-	}
-	return files
-}
-
-// message finds apiextensions.fn.proto.<api>.<name> among files.
-func message(files *protoregistry.Files, api, name string) protoreflect.MessageDescriptor {
-	full := protoreflect.FullName("apiextensions.fn.proto." + api + "." + name)
-	d, err := files.FindDescriptorByName(full)
-	if err != nil {
-		fail("%s: %v", full, err)
-	}
-	return d.(protoreflect.MessageDescriptor)
-}
-
-// unknownFields lists where m or any message inside it holds fields its descriptor does not name.
-func unknownFields(m protoreflect.Message, at string) []string {
-	var out []string
-	if len(m.GetUnknown()) > 0 {
-		out = append(out, at)
-	}
-	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-		here := at + "." + string(fd.Name())
-		switch {
-		case fd.IsMap():
-			if fd.MapValue().Message() != nil {
-				v.Map().Range(func(k protoreflect.MapKey, mv protoreflect.Value) bool {
-					out = append(out, unknownFields(mv.Message(), here+"["+k.String()+"]")...)
-					return true
-				})
-			}
-		case fd.IsList():
-			if fd.Message() != nil {
-				l := v.List()
-				for i := 0; i < l.Len(); i++ {
-					out = append(out, unknownFields(l.Get(i).Message(), fmt.Sprintf("%s[%d]", here, i))...)
-				}
-			}
-		case fd.Message() != nil:
-			out = append(out, unknownFields(v.Message(), here)...)
-		}
-		return true
-	})
-	return out
 }
