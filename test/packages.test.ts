@@ -39,6 +39,31 @@ P.after(() => {
   go?.cleanup();
 });
 
+/** startBundle starts a function's bundle on plain Node, on a free port of 127.0.0.1, as its image runs it plus args. */
+async function startBundle(name: string, args: string[], env: NodeJS.ProcessEnv = {}) {
+  const child = spawn(process.execPath, [join(bundles, name, "function.mjs"), ...args, "--address", "127.0.0.1:0"], {
+    cwd: bundles,
+    env: { ...process.env, ...env },
+  });
+  let out = "";
+  child.stdout.on("data", (d) => (out += d));
+  child.stderr.on("data", (d) => (out += d));
+  const exited = new Promise<number | null>((r) => child.on("exit", (code) => r(code)));
+  const port = await new Promise<number>((resolve, reject) => {
+    const t = setTimeout(() => (child.kill("SIGKILL"), reject(new Error(`bundle did not start:\n${out}`))), 15_000);
+    child.stdout.on("data", () => {
+      const m = /"port":(\d+)/.exec(out);
+      if (m) {
+        clearTimeout(t);
+        resolve(Number(m[1]));
+      }
+    });
+  });
+  /** stop sends SIGTERM and resolves with the exit code. */
+  const stop = () => (child.kill("SIGTERM"), exited);
+  return { port, output: () => out, stop };
+}
+
 // The packages this repository ships must be complete; a folder a user adds
 // (the README's tutorial does) is checked for what it has, and must bundle.
 const SHIPPED = ["hello", "lifecycle"];
@@ -93,24 +118,9 @@ for (const name of functions) {
     });
 
   P(`${name}: the bundle starts on plain Node, answers a request, and stops on SIGTERM`, async () => {
-    const child = spawn(process.execPath, [join(bundles, name, "function.mjs"), "--insecure", "--address", "127.0.0.1:0"], {
-      cwd: bundles,
-    });
-    let out = "";
-    child.stdout.on("data", (d) => (out += d));
-    child.stderr.on("data", (d) => (out += d));
-    const exited = new Promise<number | null>((r) => child.on("exit", (code) => r(code)));
+    const { port, output, stop } = await startBundle(name, ["--insecure"]);
     try {
-      const port = await new Promise<number>((resolve, reject) => {
-        const t = setTimeout(() => reject(new Error(`bundle did not start:\n${out}`)), 15_000);
-        child.stdout.on("data", () => {
-          const m = /"port":(\d+)/.exec(out);
-          if (m) {
-            clearTimeout(t);
-            resolve(Number(m[1]));
-          }
-        });
-      });
+      const out = output();
       assert.match(out, new RegExp(`"module":"function-${name}"`));
       // xfn's message framing is in place (src/server/frames.ts), in the one copy of grpc-js's decoder the bundle holds.
       assert.not.match(out, /cannot install xfn's message framing/);
@@ -125,31 +135,14 @@ for (const name of functions) {
         c.close();
       }
     } finally {
-      child.kill("SIGTERM");
+      assert.is(await stop(), 0);
     }
-    assert.is(await exited, 0);
   });
 
   P(`${name}: the bundle serves Crossplane's Go client over mTLS from TLS_SERVER_CERTS_DIR, as its image runs it`, async () => {
-    const child = spawn(process.execPath, [join(bundles, name, "function.mjs"), "--address", "127.0.0.1:0"], {
-      cwd: bundles,
-      env: { ...process.env, TLS_SERVER_CERTS_DIR: pki.serverDir },
-    });
-    let out = "";
-    child.stdout.on("data", (d) => (out += d));
-    child.stderr.on("data", (d) => (out += d));
-    const exited = new Promise<number | null>((r) => child.on("exit", (code) => r(code)));
+    const { port, output, stop } = await startBundle(name, [], { TLS_SERVER_CERTS_DIR: pki.serverDir });
     try {
-      const port = await new Promise<number>((resolve, reject) => {
-        const t = setTimeout(() => reject(new Error(`bundle did not start:\n${out}`)), 15_000);
-        child.stdout.on("data", () => {
-          const m = /"port":(\d+)/.exec(out);
-          if (m) {
-            clearTimeout(t);
-            resolve(Number(m[1]));
-          }
-        });
-      });
+      const out = output();
       assert.match(out, /"mtls":true/);
       const req = toJson(RunFunctionRequestSchema, request({ desired: { resources: { kept: { resource: { kind: "K" } } } } }));
       const [got] = await go.call(port, [go.requestFile(req as JsonObject)]);
@@ -160,9 +153,8 @@ for (const name of functions) {
       assert.is(rsp.meta.tag, "tag-1");
       assert.ok(rsp.desired.resources["kept"], "desired state passed through");
     } finally {
-      child.kill("SIGTERM");
+      assert.is(await stop(), 0);
     }
-    assert.is(await exited, 0);
   });
 
   P(`${name}: the bundle refuses to start without TLS or --insecure`, () => {

@@ -16,7 +16,6 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -78,21 +77,7 @@ func runClient(args []string) {
 	}
 	var creds credentials.TransportCredentials
 	if *certs != "" {
-		read := func(name string) []byte {
-			b, err := ioutil.ReadFile(filepath.Join(*certs, name))
-			if err != nil {
-				fail("%v", err)
-			}
-			return b
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(read("ca.crt")) {
-			fail("no certificate in %s", filepath.Join(*certs, "ca.crt"))
-		}
-		pair, err := tls.X509KeyPair(read("tls.crt"), read("tls.key"))
-		if err != nil {
-			fail("client key pair: %v", err)
-		}
+		pair, pool := loadCerts(*certs)
 		// As crossplane-runtime's LoadMTLSConfig: no ServerName, TLS 1.2 or later.
 		creds = credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool, Certificates: []tls.Certificate{pair}})
 	}

@@ -21,14 +21,11 @@ package main
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io/ioutil"
 	"net"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -58,21 +55,7 @@ func runFunction(args []string) {
 
 	opts := []grpc.ServerOption{grpc.CustomCodec(raw{}), grpc.UnknownServiceHandler(handle)}
 	if *certs != "" {
-		read := func(name string) []byte {
-			b, err := ioutil.ReadFile(filepath.Join(*certs, name))
-			if err != nil {
-				fail("%v", err)
-			}
-			return b
-		}
-		pair, err := tls.X509KeyPair(read("tls.crt"), read("tls.key"))
-		if err != nil {
-			fail("key pair: %v", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(read("ca.crt")) {
-			fail("no certificate in ca.crt")
-		}
+		pair, pool := loadCerts(*certs)
 		// As function-sdk-go's MTLSCertificates.
 		opts = append(opts, grpc.Creds(credentials.NewTLS(&tls.Config{
 			MinVersion:   tls.VersionTLS12,

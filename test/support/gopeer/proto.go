@@ -1,9 +1,12 @@
 package main
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io/ioutil"
 	"os"
+	"path/filepath"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protodesc"
@@ -27,6 +30,27 @@ func (raw) String() string { return "proto" }
 func fail(format string, args ...interface{}) {
 	fmt.Fprintf(os.Stderr, "gopeer: "+format+"\n", args...)
 	os.Exit(2)
+}
+
+// loadCerts reads a folder laid out as a Kubernetes TLS Secret with its CA:
+// tls.crt and tls.key (this side's pair) and ca.crt (the CA of the other side).
+func loadCerts(dir string) (tls.Certificate, *x509.CertPool) {
+	read := func(name string) []byte {
+		b, err := ioutil.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			fail("%v", err)
+		}
+		return b
+	}
+	pair, err := tls.X509KeyPair(read("tls.crt"), read("tls.key"))
+	if err != nil {
+		fail("key pair in %s: %v", dir, err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(read("ca.crt")) {
+		fail("no certificate in %s", filepath.Join(dir, "ca.crt"))
+	}
+	return pair, pool
 }
 
 // descriptorSet reads a FileDescriptorSet.
