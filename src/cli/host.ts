@@ -20,6 +20,8 @@ interface HostFlags {
   leaderElection: boolean;
   leaderElectionNamespace: string;
   leaderElectionId: string;
+  functionTlsCertsDir?: string;
+  functionNamespace: string;
 }
 
 export function hostCommand(): Command {
@@ -31,6 +33,19 @@ export function hostCommand(): Command {
     .addOption(new Option("--data <file>", "with --embedded: persist the API server's state here"))
     .addOption(
       new Option("--functions <file>", "Functions, as for xfn render (render.xfn.dev/module or render.crossplane.io/runtime: Development)"),
+    )
+    .addOption(
+      new Option(
+        "--function-tls-certs-dir <dir>",
+        "call Development-runtime functions with mTLS: this client's tls.crt and tls.key, and the functions' ca.crt " +
+          "(as Crossplane's client Secret); without it they are called in plaintext, with a warning",
+      ).env("TLS_CLIENT_CERTS_DIR"),
+    )
+    .addOption(
+      new Option(
+        "--function-namespace <ns>",
+        "with --function-tls-certs-dir: each function's certificate is verified as <function name>.<ns>, as Crossplane names it",
+      ).default("crossplane-system"),
     )
     .addOption(
       new Option("--manifests <path>", "YAML file or folder to apply at start (CRDs, XRDs, Compositions, XRs); repeatable")
@@ -99,7 +114,16 @@ export function hostCommand(): Command {
           functionsPath ? loadDocs(functionsPath) : [],
           functionsPath ?? "(no --functions file)",
           () => new Date(),
+          flags.functionTlsCertsDir ? { certsDir: resolve(flags.functionTlsCertsDir), namespace: flags.functionNamespace } : undefined,
         );
+        // Crossplane always calls functions with mTLS; requests can carry credentials from Secrets.
+        for (const { name, target } of runner.plaintext()) {
+          log.warn(
+            { function: name, target },
+            `calling Function ${JSON.stringify(name)} at ${target} in plaintext: ` +
+              "give --function-tls-certs-dir (TLS_CLIENT_CERTS_DIR) to call it with mTLS, as Crossplane does",
+          );
+        }
         const host = new Host({
           kc,
           runner,

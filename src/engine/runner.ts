@@ -5,8 +5,11 @@
 //   server uses, so a thrown error or an unencodable response behaves exactly
 //   as it would when served. No container, no socket.
 // - Annotated `render.crossplane.io/runtime: Development`, as crossplane render
-//   knows it: called over gRPC, insecure, at
-//   `render.crossplane.io/runtime-development-target` (default localhost:9443).
+//   knows it: called over gRPC at `render.crossplane.io/runtime-development-target`
+//   (default localhost:9443): in plaintext, as crossplane render calls it, or
+//   with mTLS when given client certificates (xfn host
+//   --function-tls-certs-dir), verifying the server as <function>.<namespace>,
+//   the name Crossplane gives a function's certificate.
 // - Anything else would need a container engine, which xfn does not run.
 import { dirname, isAbsolute, resolve } from "node:path";
 import type { JsonObject } from "@bufbuild/protobuf";
@@ -30,13 +33,29 @@ export interface Runner {
   close(): void;
 }
 
-type Backend = { kind: "module"; handler: Handler } | { kind: "grpc"; client: FunctionClient; target: string };
+/** FileRunner is the Runner of a functions file. */
+export interface FileRunner extends Runner {
+  /** plaintext lists the functions called over gRPC without TLS, with their targets. */
+  plaintext(): Array<{ name: string; target: string }>;
+}
+
+/** FunctionTls is how the runner dials Development-runtime functions with mTLS. */
+export interface FunctionTls {
+  /** Folder with this client's tls.crt and tls.key and the functions' ca.crt (Crossplane's client Secret). */
+  certsDir: string;
+  /** Each function's certificate is verified as <function name>.<namespace>. Default crossplane-system. */
+  namespace?: string;
+}
+
+export const DEFAULT_FUNCTION_NAMESPACE = "crossplane-system";
+
+type Backend = { kind: "module"; handler: Handler } | { kind: "grpc"; client: FunctionClient; target: string; serverName?: string };
 
 const annotations = (o: JsonObject): Record<string, unknown> =>
   (((o["metadata"] ?? {}) as JsonObject)["annotations"] ?? {}) as Record<string, unknown>;
 
 /** createRunner prepares every Function in the functions file. */
-export async function createRunner(functions: Doc[], functionsPath: string, now: () => Date): Promise<Runner> {
+export async function createRunner(functions: Doc[], functionsPath: string, now: () => Date, tls?: FunctionTls): Promise<FileRunner> {
   const backends = new Map<string, Backend>();
   const quiet = createLogger({ destination: { write: () => {} } });
   for (const doc of functions) {
@@ -62,7 +81,12 @@ export async function createRunner(functions: Doc[], functionsPath: string, now:
         typeof a[ANNOTATION_TARGET] === "string" && a[ANNOTATION_TARGET] !== ""
           ? (a[ANNOTATION_TARGET] as string)
           : DEFAULT_DEVELOPMENT_TARGET;
-      backends.set(name, { kind: "grpc", client: dial(target, { insecure: true }), target });
+      if (tls) {
+        const serverName = `${name}.${tls.namespace ?? DEFAULT_FUNCTION_NAMESPACE}`;
+        backends.set(name, { kind: "grpc", client: dial(target, { tlsCertsDir: tls.certsDir, serverName }), target, serverName });
+      } else {
+        backends.set(name, { kind: "grpc", client: dial(target, { insecure: true }), target });
+      }
     } else {
       throw new InputError(
         `Function ${JSON.stringify(name)} (${doc.source}) has no runtime xfn can use: ` +
@@ -82,7 +106,12 @@ export async function createRunner(functions: Doc[], functionsPath: string, now:
           return await b.client.run(req, { timeoutMs: Math.max(1, deadline - Date.now()) });
         } catch (err) {
           const e = err as ServiceError;
-          const hint = e.code === Code.UNAVAILABLE ? ` (is it running, with --insecure, at ${b.target}?)` : "";
+          const hint =
+            e.code !== Code.UNAVAILABLE
+              ? ""
+              : b.serverName
+                ? ` (is it running at ${b.target}, serving mTLS with a certificate for ${b.serverName} from the CA in the client's ca.crt?)`
+                : ` (is it running, with --insecure, at ${b.target}?)`;
           throw new Error(`cannot run Function ${JSON.stringify(name)}: ${e.message}${hint}`);
         }
       }
@@ -90,6 +119,7 @@ export async function createRunner(functions: Doc[], functionsPath: string, now:
       if ("ok" in res) return decodeResponse(res.ok);
       throw new Error(`cannot run Function ${JSON.stringify(name)}: ${Code[res.code]}: ${res.details}`);
     },
+    plaintext: () => [...backends].flatMap(([name, b]) => (b.kind === "grpc" && !b.serverName ? [{ name, target: b.target }] : [])),
     close() {
       for (const b of backends.values()) if (b.kind === "grpc") b.client.close();
     },

@@ -9,7 +9,11 @@ import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { parse, parseAllDocuments } from "yaml";
 import { Metadata, status as Code } from "@grpc/grpc-js";
+import { create } from "@bufbuild/protobuf";
 import { tooLarge } from "../../src/client/client.js";
+import type { Doc } from "../../src/engine/docs.js";
+import { createRunner } from "../../src/engine/runner.js";
+import { RunFunctionRequestSchema } from "../../src/gen/fn/v1/run_function_pb.js";
 import { makePki, type TestPki } from "../support/certs.js";
 import { buildGoClient, type GoClient, type GoFunction } from "../support/go.js";
 import { run } from "../support/spawn.js";
@@ -139,6 +143,64 @@ G(
     assert.is(u!.message, "go-function: the request holds unknown fields at request");
     assert.is(b!.code, "InvalidArgument");
     assert.match(b!.message!, /RequestMeta\.tag contains invalid UTF-8/);
+  },
+);
+
+G(
+  "xfn host's runner calls a Development-runtime function with mTLS as Crossplane does (--function-tls-certs-dir), or in plaintext and says so",
+  async () => {
+    const fn = (port: number): Doc => ({
+      source: "functions.yaml",
+      obj: {
+        apiVersion: "pkg.crossplane.io/v1",
+        kind: "Function",
+        // The name the test PKI's server certificate carries: function-hello.crossplane-system.
+        metadata: {
+          name: "function-hello",
+          annotations: {
+            "render.crossplane.io/runtime": "Development",
+            "render.crossplane.io/runtime-development-target": `127.0.0.1:${port}`,
+          },
+        },
+      },
+    });
+    const req = create(RunFunctionRequestSchema, {
+      meta: { tag: "host" },
+      observed: { composite: { resource: { apiVersion: "example.org/v1", kind: "XR", spec } } },
+    } as never);
+    const now = () => new Date(0);
+    const certsDir = join(go.dir, "crossplane");
+
+    const secure = await createRunner([fn(mtls.port)], "functions.yaml", now, { certsDir });
+    try {
+      assert.equal(secure.plaintext(), []);
+      const rsp = await secure.run("function-hello", req, Date.now() + 10_000);
+      assert.is(rsp.meta?.tag, "host");
+      assert.equal(rsp.desired?.resources["from-go"]?.resource?.["spec"], { echo: spec });
+    } finally {
+      secure.close();
+    }
+
+    // A certificate for another name: Crossplane would refuse it too, and the error says what was expected.
+    const elsewhere = await createRunner([fn(mtls.port)], "functions.yaml", now, { certsDir, namespace: "elsewhere" });
+    try {
+      const err = await elsewhere.run("function-hello", req, Date.now() + 3000).then(
+        () => undefined,
+        (e: Error) => e,
+      );
+      assert.instance(err, Error);
+      assert.match(err!.message, /serving mTLS with a certificate for function-hello\.elsewhere from the CA in the client's ca\.crt/);
+    } finally {
+      elsewhere.close();
+    }
+
+    const plaintext = await createRunner([fn(plain.port)], "functions.yaml", now);
+    try {
+      assert.equal(plaintext.plaintext(), [{ name: "function-hello", target: `127.0.0.1:${plain.port}` }]);
+      assert.is((await plaintext.run("function-hello", req, Date.now() + 10_000)).meta?.tag, "host");
+    } finally {
+      plaintext.close();
+    }
   },
 );
 

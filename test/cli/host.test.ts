@@ -1,12 +1,15 @@
 // xfn host and xfn dev-cluster as a user runs them.
 import { spawn } from "node:child_process";
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { once } from "node:events";
 import { createServer } from "node:net";
 import type { AddressInfo } from "node:net";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { until } from "../support/cluster.js";
-import { ROOT, run, XFN } from "../support/spawn.js";
+import { makePki } from "../support/certs.js";
+import { ROOT, run, startServe, XFN } from "../support/spawn.js";
 
 const C = suite("cli: xfn host");
 
@@ -124,6 +127,56 @@ C("a busy --metrics-address is logged and the host runs on; off serves none", as
     blocker.close();
     assert.is(await h.stop(), 0);
     assert.is(await off.stop(), 0);
+  }
+});
+
+C("--function-tls-certs-dir: a Development-runtime function is called with mTLS, as Crossplane calls it; without, a warning", async () => {
+  const pki = makePki();
+  // Crossplane's client Secret as files; the server's certificate names function-hello.crossplane-system.
+  const client = join(pki.dir, "client-secret");
+  mkdirSync(client);
+  writeFileSync(join(client, "ca.crt"), pki.ca);
+  writeFileSync(join(client, "tls.crt"), pki.client.cert);
+  writeFileSync(join(client, "tls.key"), pki.client.key);
+  const fn = await startServe(["functions/hello"], { TLS_SERVER_CERTS_DIR: pki.serverDir });
+  const functions = join(pki.dir, "functions.yaml");
+  writeFileSync(
+    functions,
+    "apiVersion: pkg.crossplane.io/v1\nkind: Function\nmetadata:\n  name: function-hello\n  annotations:\n" +
+      `    render.crossplane.io/runtime: Development\n    render.crossplane.io/runtime-development-target: 127.0.0.1:${fn.port}\n---\n` +
+      "apiVersion: pkg.crossplane.io/v1\nkind: Function\nmetadata:\n  name: function-lifecycle\n  annotations:\n" +
+      `    render.xfn.dev/module: ${join(ROOT, "functions/lifecycle")}\n`,
+  );
+  const args = ["--embedded", "--metrics-address", "off", "--functions", functions];
+  const manifests = ["--manifests", "examples/host", "--manifests", "examples/composition.yaml", "--manifests", "examples/xr.yaml"];
+  const secure = startHost([...args, ...manifests, "--function-tls-certs-dir", client]);
+  const plain = startHost([...args, ...manifests], { TLS_CLIENT_CERTS_DIR: "" });
+  try {
+    await until(
+      "a bucket composed through the mTLS call",
+      async () => {
+        const url = /"url":"(http:\/\/127\.0\.0\.1:\d+)"/.exec(secure.output())?.[1];
+        if (!url) return false;
+        const r = await fetch(`${url}/apis/s3.aws.upbound.io/v1beta1/buckets`);
+        return r.ok && ((await r.json()) as { items: unknown[] }).items.length === 1;
+      },
+      30_000,
+    );
+    assert.not.match(secure.output(), /in plaintext/);
+    await until(
+      "the plaintext warning and the refused call",
+      () => /cannot run Function \\"function-hello\\"/.test(plain.output()),
+      30_000,
+    );
+    assert.match(
+      plain.output(),
+      new RegExp(`calling Function \\\\"function-hello\\\\" at 127\\.0\\.0\\.1:${fn.port} in plaintext: give --function-tls-certs-dir`),
+    );
+  } finally {
+    assert.is(await secure.stop(), 0);
+    assert.is(await plain.stop(), 0);
+    await fn.stop();
+    pki.cleanup();
   }
 });
 
