@@ -29,7 +29,9 @@ import { FIXED_TIME, render } from "../render/render.js";
 import { toYamlStream } from "../render/output.js";
 import { createRunner } from "../engine/runner.js";
 import { messageToJson } from "../wire/protojson.js";
+import { getOwn, setOwn } from "../own.js";
 import { mismatches, project } from "./expect.js";
+import { REDACTED, redactResponse } from "./record.js";
 import { callFunction, parseRequest } from "./unit.js";
 
 /** DEFAULT_CASE_NOW is the clock a case's functions see unless case.yaml sets `now`. */
@@ -109,7 +111,13 @@ function findModule(dir: string, cfg: CaseConfig): string {
 
 const loaded = new Map<string, Promise<RunFunction>>();
 
-async function runRequestCase(dir: string, cfg: CaseConfig): Promise<JsonValue> {
+/**
+ * runRequestCase runs the case's request through its function. It returns the
+ * response as JSON twice: as it is, and with connection details redacted as
+ * `xfn serve --record-dir` writes them (what --update writes, so that no
+ * secret lands in a case folder).
+ */
+async function runRequestCase(dir: string, cfg: CaseConfig): Promise<{ actual: JsonValue; redacted: JsonValue }> {
   const file = findModule(dir, cfg);
   let fn = loaded.get(file);
   if (!fn) loaded.set(file, (fn = loadFunction(file)));
@@ -120,7 +128,43 @@ async function runRequestCase(dir: string, cfg: CaseConfig): Promise<JsonValue> 
   } catch (err) {
     throw new InputError((err as Error).message);
   }
-  return messageToJson(RunFunctionResponseSchema, await callFunction(await fn, req, { now: new Date(cfg.now ?? DEFAULT_CASE_NOW) }));
+  const rsp = await callFunction(await fn, req, { now: new Date(cfg.now ?? DEFAULT_CASE_NOW) });
+  return { actual: messageToJson(RunFunctionResponseSchema, rsp), redacted: messageToJson(RunFunctionResponseSchema, redactResponse(rsp)) };
+}
+
+const REDACTED_TEXT = Buffer.from(REDACTED).toString("base64");
+
+/**
+ * maskRedacted returns actual with each connection detail that expected holds
+ * redacted (as a recording holds every one) redacted too: the recording kept
+ * the key, not the secret, so any value matches. A connection detail written
+ * out in expected is compared as it is.
+ */
+export function maskRedacted(actual: JsonValue, expected: unknown): JsonValue {
+  type Obj = Record<string, unknown>;
+  const obj = (v: unknown): Obj | undefined => (typeof v === "object" && v !== null && !Array.isArray(v) ? (v as Obj) : undefined);
+  const details = (rsp: unknown): Obj[] => {
+    const desired = obj(obj(rsp)?.["desired"]);
+    const resources = obj(desired?.["resources"]) ?? {};
+    return [obj(desired?.["composite"]), ...Object.keys(resources).map((k) => obj(getOwn(resources, k)))].map(
+      (r) => obj(r?.["connectionDetails"]) ?? {},
+    );
+  };
+  if (!details(expected).some((d) => Object.values(d).includes(REDACTED_TEXT))) return actual;
+  const out = structuredClone(actual);
+  const desired = obj(obj(out)?.["desired"]);
+  const want = obj(obj(expected)?.["desired"]);
+  const pairs: Array<[unknown, unknown]> = [[desired?.["composite"], want?.["composite"]]];
+  const resources = obj(desired?.["resources"]) ?? {};
+  const wanted = obj(want?.["resources"]) ?? {};
+  for (const k of Object.keys(resources)) pairs.push([getOwn(resources, k), getOwn(wanted, k)]);
+  for (const [a, e] of pairs) {
+    const got = obj(obj(a)?.["connectionDetails"]);
+    const exp = obj(obj(e)?.["connectionDetails"]);
+    if (!got || !exp) continue;
+    for (const k of Object.keys(got)) if (getOwn(exp, k) === REDACTED_TEXT) setOwn(got, k, REDACTED_TEXT);
+  }
+  return out;
 }
 
 function optionalDocs(dir: string, base: string): Doc[] {
@@ -210,12 +254,13 @@ export async function runCase(dir: string, root: string, update = false): Promis
     let want: string;
     let got: string;
     if (isRequest) {
-      const actual = await runRequestCase(dir, cfg);
+      const ran = await runRequestCase(dir, cfg);
       if (update) {
-        writeFileSync(expectedPath, yamlOf(actual));
+        writeFileSync(expectedPath, yamlOf(ran.redacted));
         return { name, status: "updated" };
       }
       const expected = parseDoc(expectedText, expectedPath);
+      const actual = maskRedacted(ran.actual, expected);
       problems = mismatches(actual, expected);
       want = yamlOf(expected);
       got = yamlOf(project(actual, expected));

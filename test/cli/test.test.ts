@@ -242,6 +242,58 @@ T("a recorded session replays unchanged, with secrets redacted", async () => {
   assert.match(replay.stdout, /^2 passed, 0 failed$/m);
 });
 
+T("a recorded function that sets connection details replays unchanged; --update writes no secret", async () => {
+  const dir = join(scratch, "recorded-secrets");
+  const fn = join(scratch, "sets-secrets.mjs");
+  // As functions do: the XR's connection details from a composed resource's, and one made here.
+  writeFileSync(
+    fn,
+    `import { request, response } from ${JSON.stringify(join(ROOT, "lib/index.js"))};\n` +
+      "export default (req) => {\n" +
+      "  const rsp = response.to(req);\n" +
+      '  const db = request.getObservedComposedResources(req)["db"];\n' +
+      '  response.setConnectionDetails(rsp, { password: db.connectionDetails["password"], url: "postgres://db:5432" });\n' +
+      "  return rsp;\n};\n",
+  );
+  const s = await startServe([fn, "--insecure", "--record-dir", dir]);
+  const c = rawClient(s.port);
+  const secret = Buffer.from("hunter2").toString("base64");
+  try {
+    await c.run(
+      request({
+        meta: { tag: "one" },
+        observed: { resources: { db: { resource: { kind: "DB" }, connectionDetails: { password: secret } } } },
+      }),
+    );
+  } finally {
+    c.close();
+    await s.stop();
+  }
+  const [name] = readdirSync(dir);
+  const expectedPath = join(dir, name!, "expected.yaml");
+  const marker = Buffer.from("[REDACTED]").toString("base64");
+  assert.match(readFileSync(expectedPath, "utf8"), new RegExp(`password: ${marker.replace(/[+=/]/g, "\\$&")}`));
+  // Before: "$.desired.composite.connectionDetails.password: expected "W1JFREFDVEVEXQ==", got ...": every such case failed at once.
+  const replay = await run(["test", dir]);
+  assert.is(replay.code, 0, replay.stdout + replay.stderr);
+  assert.match(replay.stdout, /^1 passed, 0 failed$/m);
+  // A value written out in expected.yaml is still compared: a changed one fails.
+  writeFileSync(
+    expectedPath,
+    readFileSync(expectedPath, "utf8").replace(/url: \S+/, `url: ${Buffer.from("postgres://other").toString("base64")}`),
+  );
+  const changed = await run(["test", dir]);
+  assert.is(changed.code, 1);
+  assert.match(changed.stdout, /connectionDetails\.url: expected/);
+  // --update writes them redacted, as the recording did: the secret never lands in the case folder.
+  const updated = await run(["test", dir, "--update"]);
+  assert.is(updated.code, 0, updated.stdout);
+  const text = readFileSync(expectedPath, "utf8");
+  assert.not.ok(text.includes(secret), "the secret was written");
+  assert.not.ok(text.includes(Buffer.from("hunter2").toString("base64")));
+  assert.match((await run(["test", dir])).stdout, /^1 passed, 0 failed$/m);
+});
+
 T("a recorded session keeps every name __proto__, and replays unchanged", async () => {
   const dir = join(scratch, "recorded-proto");
   const s = await startServe(["functions/hello", "--insecure", "--record-dir", dir]);
