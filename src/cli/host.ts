@@ -21,6 +21,7 @@ interface HostFlags {
   leaderElectionNamespace: string;
   leaderElectionId: string;
   functionTlsCertsDir?: string;
+  /** Default crossplane-system, engine/runner.ts's default too (not imported: the runner loads only when the host starts). */
   functionNamespace: string;
 }
 

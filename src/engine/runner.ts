@@ -47,7 +47,7 @@ export interface FunctionTls {
   namespace?: string;
 }
 
-export const DEFAULT_FUNCTION_NAMESPACE = "crossplane-system";
+const DEFAULT_FUNCTION_NAMESPACE = "crossplane-system";
 
 type Backend = { kind: "module"; handler: Handler } | { kind: "grpc"; client: FunctionClient; target: string; serverName?: string };
 

@@ -424,7 +424,7 @@ function logRefusedHandshakes(servers: EventEmitter[], log: Logger): Refusals {
  * is withheld, so the server sees no certificate at all. OpenSSL's clients
  * send it anyway, and the CA check fails instead (unauthorized).
  */
-export function refusalHint(reason: string, unauthorized: boolean): string {
+function refusalHint(reason: string, unauthorized: boolean): string {
   if (unauthorized) return " (the client's certificate is not signed by this server's ca.crt)";
   if (reason === "ERR_SSL_PEER_DID_NOT_RETURN_A_CERTIFICATE") {
     return (
