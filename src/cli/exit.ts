@@ -1,5 +1,6 @@
-// Refusing process.exit and process.abort from function code that runs in a
-// process it shares: xfn serve --workers 1, xfn test, xfn render.
+// Refusing process.exit, process.abort and process.kill of its own process
+// from function code that runs in a process it shares: xfn serve --workers 1,
+// xfn test, xfn render, and process.kill on the pool's workers.
 //
 // A function that called process.exit(0) in the server's own thread ended the
 // server with exit code 0 and nothing logged, dropping every call in flight;
@@ -8,18 +9,41 @@
 // a case recorded from a server replays unchanged. On a worker thread
 // process.exit ends only that worker, which the pool replaces (pool.ts).
 
+const refuse = (call: string): never => {
+  throw new Error(
+    `${call} was called by the function: it would end the process the function runs in, and every call there, so it is refused`,
+  );
+};
+
 /**
  * refuseExit makes process.exit and process.abort throw, naming the call, and
- * returns the real process.exit for xfn's own use.
+ * process.kill too when it signals this process (refuseKill). It returns the
+ * real process.exit for xfn's own use.
  */
 export function refuseExit(): (code?: number) => never {
   const exit = process.exit.bind(process);
-  const refuse = (call: string) => () => {
-    throw new Error(
-      `${call} was called by the function: it would end the process the function runs in, and every call there, so it is refused`,
-    );
-  };
-  process.exit = ((code?: number | string | null) => refuse(`process.exit(${code ?? ""})`)()) as typeof process.exit;
-  process.abort = refuse("process.abort()") as typeof process.abort;
+  process.exit = ((code?: number | string | null) => refuse(`process.exit(${code ?? ""})`)) as typeof process.exit;
+  process.abort = (() => refuse("process.abort()")) as typeof process.abort;
+  refuseKill();
   return exit;
+}
+
+/**
+ * refuseKill makes process.kill throw when it would signal the process the
+ * function runs in: its own pid, 0 (its process group), -1 (every process it
+ * may signal) or its own group by number. On a worker thread too: the pid is
+ * the whole server's, and process.kill(process.pid, "SIGTERM") from a worker
+ * shut the server down. Signal 0 (is it alive?) and other processes are the
+ * function's own business. xfn is no sandbox (a child process can still send
+ * the signal); this stops the mistake, not an attack.
+ */
+export function refuseKill(): void {
+  const kill = process.kill.bind(process);
+  process.kill = ((pid: number, signal?: string | number) => {
+    const n = Number(pid);
+    if (signal !== 0 && (n === process.pid || n === 0 || n === -1 || n === -process.pid)) {
+      refuse(`process.kill(${pid}${signal === undefined ? "" : `, ${JSON.stringify(signal)}`})`);
+    }
+    return kill(pid, signal);
+  }) as typeof process.kill;
 }

@@ -2,12 +2,15 @@
 // (through tsx when it is TypeScript), then serve the pool. A module that
 // cannot be loaded is reported to the pool, which fails start-up with it.
 import { parentPort, workerData } from "node:worker_threads";
+import { refuseKill } from "../cli/exit.js";
 import { loadFunction } from "../cli/load.js";
 import { workerLog, workerMain, type FromWorker, type WorkerData } from "./worker.js";
 
 const data = workerData as WorkerData;
-// Before the module loads: what its top-level code prints is logged too.
+// Before the module loads: what its top-level code prints is logged too, and
+// it cannot signal the server's process (process.exit ends only this worker).
 workerLog();
+refuseKill();
 try {
   const fn = await loadFunction(data.module!, undefined, data.label);
   workerMain(fn);

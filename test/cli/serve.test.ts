@@ -229,41 +229,54 @@ Cli(
   },
 );
 
-Cli("--workers 1: a function calling process.exit fails its own call, naming it, and the server serves on", async () => {
-  const f = join(scratch, "exits-in-process.mjs");
-  writeFileSync(
-    f,
-    `import { response } from ${JSON.stringify(join(import.meta.dirname, "../../lib/index.js"))};\n` +
-      `export default (req) => {\n` +
-      `  if (req.meta.tag === "exit") process.exit(3);\n` +
-      `  if (req.meta.tag === "later") setTimeout(() => process.exit(0), 0);\n` +
-      `  return response.to(req);\n` +
-      `};\n`,
-  );
-  const s = await startServe([f, "--insecure", "--workers", "1"]);
-  const c = rawClient(s.port);
-  try {
-    // Before: the server ended with exit code 3 (or 0), dropping every call, with nothing logged.
-    const exited = await c.run(request({ meta: { tag: "exit" } }));
-    assert.equal(
-      exited.results.map((r) => r.message),
-      [
-        "function failed: process.exit(3) was called by the function: it would end the process the function runs in, and every call there, so it is refused",
-      ],
+Cli(
+  "--workers 1: a function calling process.exit, or process.kill of its own process, fails its own call, naming it, and the server serves on",
+  async () => {
+    const f = join(scratch, "exits-in-process.mjs");
+    writeFileSync(
+      f,
+      `import { response } from ${JSON.stringify(join(import.meta.dirname, "../../lib/index.js"))};\n` +
+        `export default (req) => {\n` +
+        `  if (req.meta.tag === "exit") process.exit(3);\n` +
+        `  if (req.meta.tag === "later") setTimeout(() => process.exit(0), 0);\n` +
+        `  if (req.meta.tag === "kill") process.kill(process.pid, "SIGTERM");\n` +
+        `  if (req.meta.tag === "alive") return { ...response.to(req), context: { alive: process.kill(process.pid, 0) } };\n` +
+        `  return response.to(req);\n` +
+        `};\n`,
     );
-    assert.is((await c.run(request({ meta: { tag: "later" } }))).meta?.tag, "later");
-    await until(
-      "the stray exit logged",
-      () => /"msg":"a function left an error no request was waiting for; still serving"/.test(s.output()),
-      5_000,
-    );
-    assert.is((await c.run(request())).meta?.tag, "tag-1");
-  } finally {
-    c.close();
-  }
-  const { code } = await s.stop();
-  assert.is(code, 0, "xfn's own exit still works");
-});
+    const s = await startServe([f, "--insecure", "--workers", "1"]);
+    const c = rawClient(s.port);
+    try {
+      // Before: the server ended with exit code 3 (or 0), dropping every call, with nothing logged.
+      const exited = await c.run(request({ meta: { tag: "exit" } }));
+      assert.equal(
+        exited.results.map((r) => r.message),
+        [
+          "function failed: process.exit(3) was called by the function: it would end the process the function runs in, and every call there, so it is refused",
+        ],
+      );
+      // Before: the server shut itself down, as if told to stop.
+      const killed = await c.run(request({ meta: { tag: "kill" } }));
+      assert.match(
+        killed.results[0]!.message,
+        /^function failed: process\.kill\(\d+, "SIGTERM"\) was called by the function: it would end the process/,
+      );
+      // Signal 0 only asks whether the process is alive, and is let through.
+      assert.equal((await c.run(request({ meta: { tag: "alive" } }))).context, { alive: true });
+      assert.is((await c.run(request({ meta: { tag: "later" } }))).meta?.tag, "later");
+      await until(
+        "the stray exit logged",
+        () => /"msg":"a function left an error no request was waiting for; still serving"/.test(s.output()),
+        5_000,
+      );
+      assert.is((await c.run(request())).meta?.tag, "tag-1");
+    } finally {
+      c.close();
+    }
+    const { code } = await s.stop();
+    assert.is(code, 0, "xfn's own exit still works");
+  },
+);
 
 Cli("serves a TypeScript module with a named runFunction export", async () => {
   const f = join(scratch, "named.ts");

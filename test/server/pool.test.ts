@@ -436,6 +436,32 @@ P("a function calling process.exit fails its own call, naming the call; the work
   }
 });
 
+P("a function signalling its own process (process.kill(process.pid)) fails its own call; the server serves on", async () => {
+  const { srv, mem } = await start(10_000);
+  const c = rawClient(srv.port);
+  try {
+    for (const signal of ["SIGTERM", "SIGKILL"]) {
+      // Before: the worker's SIGTERM shut the whole server down (SIGKILL ended it outright).
+      const rsp = await c.run(request({ observed: { composite: { resource: { kind: "X", spec: { mode: "kill", signal } } } } }));
+      assert.equal(
+        rsp.results.map((r) => r.message),
+        [
+          `function failed: process.kill(${process.pid}, "${signal}") was called by the function: ` +
+            "it would end the process the function runs in, and every call there, so it is refused",
+        ],
+      );
+    }
+    assert.not.ok(
+      mem.lines().some((l) => l.msg === "starting a replacement worker"),
+      "the worker was not ended",
+    );
+    for (let i = 0; i < 3; i++) assert.match((await c.run(call("ok"))).results[0]!.message, /^ran ok/);
+  } finally {
+    c.close();
+    await srv.stop(1000);
+  }
+});
+
 P("stray errors after answering end that worker, not the server; it is replaced", async () => {
   const { srv, mem } = await start(10_000);
   const c = rawClient(srv.port);
