@@ -42,7 +42,9 @@ export function refuseKill(): void {
   process.kill = ((pid: number, signal?: string | number) => {
     const n = Number(pid);
     if (signal !== 0 && (n === process.pid || n === 0 || n === -1 || n === -process.pid)) {
-      refuse(`process.kill(${pid}${signal === undefined ? "" : `, ${JSON.stringify(signal)}`})`);
+      // Named without the number a pid has in this process, so a case recorded from one replays in another.
+      const who = n === process.pid ? "process.pid" : n === -process.pid ? "-process.pid" : String(n);
+      refuse(`process.kill(${who}${signal === undefined ? "" : `, ${JSON.stringify(signal)}`})`);
     }
     return kill(pid, signal);
   }) as typeof process.kill;

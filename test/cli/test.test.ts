@@ -163,18 +163,21 @@ for (const [name, tc] of Object.entries(broken)) {
   });
 }
 
-T("a function calling process.exit fails its own case; the run goes on to its summary", async () => {
+T("a function calling process.exit, or process.kill of its own process, fails its own case; the run goes on to its summary", async () => {
   const dir = join(scratch, "exits");
-  mkdirSync(join(dir, "a-exits"), { recursive: true });
-  mkdirSync(join(dir, "b-fine"), { recursive: true });
+  for (const name of ["a-exits", "b-fine", "c-kills"]) mkdirSync(join(dir, name), { recursive: true });
   writeFileSync(
     join(dir, "fn.mjs"),
     `import { response } from ${JSON.stringify(join(ROOT, "lib/index.js"))};\n` +
-      `export default (req) => { if (req.meta.tag === "exit") process.exit(2); return response.to(req); };\n`,
+      `export default (req) => {\n` +
+      `  if (req.meta.tag === "exit") process.exit(2);\n` +
+      `  if (req.meta.tag === "kill") process.kill(process.pid, "SIGTERM");\n` +
+      `  return response.to(req);\n};\n`,
   );
   for (const [name, tag] of [
     ["a-exits", "exit"],
     ["b-fine", "fine"],
+    ["c-kills", "kill"],
   ] as const) {
     writeFileSync(join(dir, name, "case.yaml"), "function: ../fn.mjs\n");
     writeFileSync(join(dir, name, "request.yaml"), `meta: {tag: ${tag}}\n`);
@@ -189,9 +192,14 @@ T("a function calling process.exit fails its own case; the run goes on to its su
     readFileSync(join(dir, "a-exits", "expected.yaml"), "utf8"),
     /function failed: process\.exit\(2\) was called by the function: it would end the process the function runs in/,
   );
+  // Named without this process's pid, so that the case replays in the next run's process.
+  assert.match(
+    readFileSync(join(dir, "c-kills", "expected.yaml"), "utf8"),
+    /function failed: process\.kill\(process\.pid, "SIGTERM"\) was called/,
+  );
   const again = await run(["test", dir]);
   assert.is(again.code, 0, again.stdout);
-  assert.match(again.stdout, /^2 passed, 0 failed$/m);
+  assert.match(again.stdout, /^3 passed, 0 failed$/m);
 });
 
 T("no cases, or no such folder, is an error, not a silent pass", async () => {

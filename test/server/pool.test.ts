@@ -446,7 +446,7 @@ P("a function signalling its own process (process.kill(process.pid)) fails its o
       assert.equal(
         rsp.results.map((r) => r.message),
         [
-          `function failed: process.kill(${process.pid}, "${signal}") was called by the function: ` +
+          `function failed: process.kill(process.pid, "${signal}") was called by the function: ` +
             "it would end the process the function runs in, and every call there, so it is refused",
         ],
       );
