@@ -1,6 +1,5 @@
 // `xfn call` as a user runs it, against real servers on loopback.
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { createServer, type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Server, ServerCredentials, type ServerUnaryCall, type sendUnaryData } from "@grpc/grpc-js";
@@ -13,21 +12,9 @@ import * as response from "../../src/sdk/response.js";
 import { rawService, serve, type RunningServer } from "../../src/server/server.js";
 import { FUNCTION_HOST, makePki, type TestPki } from "../support/certs.js";
 import { memoryLog } from "../support/log.js";
-import { run } from "../support/spawn.js";
+import { freePort, run } from "../support/spawn.js";
 
 const Call = suite("cli: xfn call");
-
-/** freePort returns a port nothing listens on just now. */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.on("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const port = (s.address() as AddressInfo).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 const example = "functions/hello/example/request.yaml";
 let srv: RunningServer;

@@ -6,7 +6,6 @@
 // and protobuf packages; .ci/run installs them); the other server tests use grpc-js.
 import { fromBinary, toJson, type JsonObject } from "@bufbuild/protobuf";
 import { readFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { join } from "node:path";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
@@ -16,7 +15,8 @@ import { RunFunctionResponseSchema as RunFunctionResponseSchemaV1beta1 } from ".
 import { DEFAULT_MAX_RESPONSE_BYTES } from "../../src/server/handler.js";
 import { makePki, type TestPki } from "../support/certs.js";
 import { buildGoClient, type GoClient } from "../support/go.js";
-import { startServe, type Serving } from "../support/spawn.js";
+import { until } from "../support/cluster.js";
+import { freePort, startServe, type Serving } from "../support/spawn.js";
 
 const FIXTURE = "test/fixtures/go-client/index.ts";
 
@@ -166,7 +166,7 @@ T("a request over --max-recv-message-size: Go is told the size, the limit and th
   );
   const [next] = await goCall(server.port, [requestFile({ observed: { composite: { resource: xrWith({}) } } })]);
   assert.is(next!.code, "OK", next!.message);
-  await until(() => server.output().includes(`"msg":"refused a request: ${refused!.message}"`), "the refusal logged");
+  await until("the refusal logged", () => server.output().includes(`"msg":"refused a request: ${refused!.message}"`));
 });
 
 T("Go's deadline ends a call DEADLINE_EXCEEDED; the server logs it and answers the next call", async () => {
@@ -176,7 +176,7 @@ T("Go's deadline ends a call DEADLINE_EXCEEDED; the server logs it and answers t
   assert.ok(late!.ms < 4000, `the deadline ended the call, after ${late!.ms} ms`);
   const [next] = await goCall(server.port, [requestFile({ observed: { composite: { resource: xrWith({}) } } })]);
   assert.is(next!.code, "OK", next!.message);
-  await until(() => /"tag":"slow-one".*before the client's deadline/.test(server.output()), "the deadline logged with the call's tag");
+  await until("the deadline logged with the call's tag", () => /"tag":"slow-one".*before the client's deadline/.test(server.output()));
 });
 
 T("grpc-go's health client: SERVING", async () => {
@@ -236,26 +236,5 @@ T("SIGTERM while a Go call runs: the call is answered, then the server exits 0",
   assert.ok(got!.ms >= 1400, `the call ran its 1.5 s across the signal (${got!.ms} ms)`);
   assert.is(exit.code, 0, s.output());
 });
-
-/** until polls what until it holds, failing after 10 s with why. */
-async function until(what: () => boolean, why: string): Promise<void> {
-  const end = Date.now() + 10_000;
-  while (!what()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${why}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
-/** freePort returns a port nothing listens on just now. */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const { port } = srv.address() as { port: number };
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 T.run();

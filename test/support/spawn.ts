@@ -1,5 +1,6 @@
 // Runs the real `xfn` command as a user would, for CLI tests.
 import { spawn, type ChildProcess } from "node:child_process";
+import { createServer, type AddressInfo } from "node:net";
 import { join } from "node:path";
 
 export const ROOT = join(import.meta.dirname, "../..");
@@ -72,6 +73,18 @@ export function startServe(args: string[], env: NodeJS.ProcessEnv = {}, opts: { 
     void exited.then(({ code }) => {
       clearTimeout(timer);
       reject(new Error(`xfn serve exited with ${code} before listening:\n${out}`));
+    });
+  });
+}
+
+/** freePort returns a port nothing listens on just now. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.on("error", reject);
+    s.listen(0, "127.0.0.1", () => {
+      const port = (s.address() as AddressInfo).port;
+      s.close(() => resolve(port));
     });
   });
 }
