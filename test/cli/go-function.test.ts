@@ -77,6 +77,22 @@ G("xfn call over mTLS, v1 and v1beta1: Go decodes the request strictly and xfn p
   }
 });
 
+G("xfn call falls back to v1beta1 when a grpc-go function built for Crossplane 1.14-1.16 answers v1 Unimplemented", async () => {
+  const old = await go.startFunction({ insecure: true, v1beta1Only: true });
+  try {
+    const req = file("old.yaml", "meta: {tag: old-function}\n");
+    const r = await run(["call", `127.0.0.1:${old.port}`, req, "--insecure"]);
+    assert.is(r.code, 0, r.stderr);
+    assert.is((parse(r.stdout) as Record<string, any>)["meta"].tag, "old-function");
+    // Asked for v1 only, the function's own answer comes through.
+    const v1 = await run(["call", `127.0.0.1:${old.port}`, req, "--insecure", "--api", "v1"]);
+    assert.is(v1.code, 1);
+    assert.match(v1.stderr, /UNIMPLEMENTED: unknown service apiextensions\.fn\.proto\.v1\.FunctionRunnerService/);
+  } finally {
+    await old.stop();
+  }
+});
+
 G("xfn call: a Go function's response over 4 MiB is refused as Crossplane refuses it, in words that say so", async () => {
   const req = file("big.yaml", "input: {mode: big, bytes: 5000000}\n");
   const r = await run(["call", `127.0.0.1:${plain.port}`, req, "--insecure"]);

@@ -52,7 +52,7 @@ export interface GoClient {
   /** requestFile writes a request as protojson, for the client to encode as Crossplane would. */
   requestFile(json: JsonObject): string;
   /** startFunction serves a Go function on 127.0.0.1: mTLS with the server certificate of pki (client certificates required), or plaintext. */
-  startFunction(opts: { insecure?: boolean }): Promise<GoFunction>;
+  startFunction(opts: { insecure?: boolean; v1beta1Only?: boolean }): Promise<GoFunction>;
   cleanup(): void;
 }
 
@@ -136,8 +136,14 @@ export function buildGoClient(pki: TestPki): GoClient {
       writeFileSync(path, JSON.stringify(json));
       return path;
     },
-    startFunction({ insecure = false }) {
-      const argv = ["function", "-fds", join(dir, "fds.bin"), ...(insecure ? [] : ["-certs", pki.serverDir])];
+    startFunction({ insecure = false, v1beta1Only = false }) {
+      const argv = [
+        "function",
+        "-fds",
+        join(dir, "fds.bin"),
+        ...(insecure ? [] : ["-certs", pki.serverDir]),
+        ...(v1beta1Only ? ["-v1beta1-only"] : []),
+      ];
       const child = spawn(peer, argv, { stdio: ["ignore", "pipe", "pipe"] });
       let out = "";
       child.stderr.on("data", (d: Buffer) => (out += d));

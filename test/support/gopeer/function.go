@@ -15,7 +15,9 @@
 //
 // It prints "listening <port>" once it listens. With -certs (tls.crt, tls.key,
 // ca.crt) it requires and verifies client certificates, as function-sdk-go
-// does; without, it serves plaintext (--insecure).
+// does; without, it serves plaintext (--insecure). With -v1beta1-only it
+// answers v1 calls Unimplemented, as a function built for Crossplane
+// 1.14-1.16 does.
 
 package main
 
@@ -41,12 +43,15 @@ import (
 
 var files *protoregistry.Files
 
+var betaOnly *bool
+
 // runFunction is `gopeer function [flags]`.
 func runFunction(args []string) {
 	fs := flag.NewFlagSet("function", flag.ExitOnError)
 	addr := fs.String("address", "127.0.0.1:0", "host:port to listen on")
 	certs := fs.String("certs", "", "folder with tls.crt, tls.key and ca.crt; none: plaintext")
 	fds := fs.String("fds", "", "FileDescriptorSet with RunFunctionRequest and RunFunctionResponse")
+	betaOnly = fs.Bool("v1beta1-only", false, "serve only v1beta1, as functions built for Crossplane 1.14-1.16 do")
 	if err := fs.Parse(args); err != nil {
 		os.Exit(2)
 	}
@@ -79,6 +84,10 @@ func handle(_ interface{}, stream grpc.ServerStream) error {
 	var api string
 	switch method {
 	case "/apiextensions.fn.proto.v1.FunctionRunnerService/RunFunction":
+		if *betaOnly {
+			// What grpc-go answers for a service it does not have.
+			return status.Errorf(codes.Unimplemented, "unknown service apiextensions.fn.proto.v1.FunctionRunnerService")
+		}
 		api = "v1"
 	case "/apiextensions.fn.proto.v1beta1.FunctionRunnerService/RunFunction":
 		api = "v1beta1"
