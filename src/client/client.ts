@@ -1,12 +1,11 @@
 // A RunFunction client, as Crossplane dials a function: v1 first, falling back
 // to v1beta1 when the server answers UNIMPLEMENTED (a function built for
 // Crossplane 1.14-1.16).
-import { readFileSync } from "node:fs";
-import { join } from "node:path";
 import { Client, credentials, status as Code, type ChannelCredentials, type ServiceError } from "@grpc/grpc-js";
 import { FunctionRunnerService, type RunFunctionRequest, type RunFunctionResponse } from "../gen/fn/v1/run_function_pb.js";
 import { FunctionRunnerService as BetaFunctionRunnerService } from "../gen/fn/v1beta1/zz_generated_run_function_pb.js";
 import { installFrameDecoder } from "../server/frames.js";
+import { loadTlsFiles } from "../server/tls.js";
 import { decodeResponse, encodeRequest } from "../wire/codec.js";
 
 /** ClientOptions say how to reach a function. */
@@ -35,14 +34,8 @@ export interface FunctionClient {
 function clientCredentials(opts: ClientOptions): ChannelCredentials {
   if (opts.insecure) return credentials.createInsecure();
   if (!opts.tlsCertsDir) throw new Error("cannot dial a function without TLS: give a client certificates directory, or insecure");
-  const read = (f: string) => {
-    try {
-      return readFileSync(join(opts.tlsCertsDir!, f));
-    } catch (err) {
-      throw new Error(`cannot load client TLS certificates from ${opts.tlsCertsDir}: ${f}: ${(err as Error).message}`, { cause: err });
-    }
-  };
-  return credentials.createSsl(read("ca.crt"), read("tls.key"), read("tls.crt"));
+  const { ca, key, cert } = loadTlsFiles(opts.tlsCertsDir, "client TLS certificates");
+  return credentials.createSsl(ca, key, cert);
 }
 
 const path = (typeName: string) => `/${typeName}/RunFunction`;

@@ -1,5 +1,6 @@
-// Loads the server's mTLS material from a directory laid out as Crossplane
-// mounts it (TLS_SERVER_CERTS_DIR=/tls/server): tls.crt, tls.key and ca.crt.
+// Loads mTLS material from a directory laid out as Crossplane mounts it
+// (TLS_SERVER_CERTS_DIR=/tls/server for a function, TLS_CLIENT_CERTS_DIR for
+// its client): tls.crt, tls.key and ca.crt.
 import { createPrivateKey, X509Certificate } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -9,38 +10,42 @@ import { ServerCredentials } from "@grpc/grpc-js";
 /** TLS_FILES are the files expected in the certificates directory. */
 export const TLS_FILES = { cert: "tls.crt", key: "tls.key", ca: "ca.crt" } as const;
 
+/** TlsFiles is a certificates directory's contents, each file checked. */
+export interface TlsFiles {
+  cert: Buffer;
+  key: Buffer;
+  ca: Buffer;
+}
+
 /**
- * loadServerCredentials returns credentials that require and verify a client
- * certificate signed by ca.crt. Errors name the directory and the file.
+ * loadTlsFiles reads tls.crt, tls.key and ca.crt from dir and checks that each
+ * is valid PEM and that the key goes with the certificate. grpc-js takes any
+ * bytes and fails later, with an error that names no file (at bind time, like
+ * a port problem, for a server; "PEM routines::no start line" for a client).
+ * Errors say "cannot load <what> from <dir>: <file>: ...".
  */
-export function loadServerCredentials(dir: string): ServerCredentials {
+export function loadTlsFiles(dir: string, what = "TLS certificates"): TlsFiles {
+  const fail = (detail: string, err: unknown): never => {
+    const why = err instanceof Error ? err.message : String(err);
+    throw new Error(`cannot load ${what} from ${dir}: ${detail}${why}`, { cause: err });
+  };
   const read = (name: string): Buffer => {
     try {
       const b = readFileSync(join(dir, name));
       if (b.length === 0) throw new Error("file is empty");
       return b;
     } catch (err) {
-      const why = err instanceof Error ? err.message : String(err);
-      throw new Error(`cannot load TLS certificates from ${dir}: ${name}: ${why}`, { cause: err });
+      return fail(`${name}: `, err);
     }
   };
   const cert = read(TLS_FILES.cert);
   const key = read(TLS_FILES.key);
   const ca = read(TLS_FILES.ca);
-  // grpc-js takes any bytes here and fails only when it binds, with an error
-  // that reads like a port problem; check each file first and name it.
   const check = (name: string, parse: () => unknown) => {
     try {
       parse();
     } catch (err) {
-      const why = err instanceof Error ? err.message : String(err);
-      throw new Error(
-        `cannot load TLS certificates from ${dir}: ${name} is not a valid PEM ${name === TLS_FILES.key ? "private key" : "certificate"}: ` +
-          why,
-        {
-          cause: err,
-        },
-      );
+      fail(`${name} is not a valid PEM ${name === TLS_FILES.key ? "private key" : "certificate"}: `, err);
     }
   };
   check(TLS_FILES.cert, () => new X509Certificate(cert));
@@ -49,11 +54,17 @@ export function loadServerCredentials(dir: string): ServerCredentials {
   try {
     createSecureContext({ cert, key, ca });
   } catch (err) {
-    const why = err instanceof Error ? err.message : String(err);
-    throw new Error(`cannot load TLS certificates from ${dir}: ${TLS_FILES.key} does not go with ${TLS_FILES.cert}: ${why}`, {
-      cause: err,
-    });
+    fail(`${TLS_FILES.key} does not go with ${TLS_FILES.cert}: `, err);
   }
+  return { cert, key, ca };
+}
+
+/**
+ * loadServerCredentials returns credentials that require and verify a client
+ * certificate signed by ca.crt. Errors name the directory and the file.
+ */
+export function loadServerCredentials(dir: string): ServerCredentials {
+  const { cert, key, ca } = loadTlsFiles(dir);
   try {
     // The third argument makes grpc-js require and verify the client certificate.
     return ServerCredentials.createSsl(ca, [{ cert_chain: cert, private_key: key }], true);

@@ -1,6 +1,7 @@
 // xfn host and xfn dev-cluster as a user runs them.
 import { spawn } from "node:child_process";
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { once } from "node:events";
 import { createServer } from "node:net";
@@ -78,6 +79,35 @@ C("bad input: a missing kubeconfig or functions file is a clear error, exit 1", 
   const d = await run(["dev-cluster", "--port", "99999"]);
   assert.is(d.code, 1);
   assert.match(d.stderr, /--port must be 0-65535/);
+});
+
+C("bad input: --function-tls-certs-dir missing or holding garbage is a clear error naming the file, exit 1 (xfn call too)", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "xfn-host-tls-"));
+  try {
+    const functions = join(dir, "functions.yaml");
+    writeFileSync(
+      functions,
+      "apiVersion: pkg.crossplane.io/v1\nkind: Function\nmetadata:\n  name: function-hello\n  annotations:\n" +
+        "    render.crossplane.io/runtime: Development\n    render.crossplane.io/runtime-development-target: 127.0.0.1:1\n",
+    );
+    const garbage = join(dir, "garbage");
+    mkdirSync(garbage);
+    for (const f of ["tls.crt", "tls.key", "ca.crt"]) writeFileSync(join(garbage, f), "not a PEM file\n");
+    const host = (certs: string) =>
+      run(["host", "--embedded", "--metrics-address", "off", "--functions", functions, "--function-tls-certs-dir", certs]);
+    const missing = await host(join(dir, "nope"));
+    assert.is(missing.code, 1);
+    assert.match(missing.stderr, /xfn host: cannot load client TLS certificates from .*nope: tls\.crt: ENOENT/);
+    // Before: "xfn host: error:0480006C:PEM routines::no start line", naming no file.
+    const bad = await host(garbage);
+    assert.is(bad.code, 1);
+    assert.match(bad.stderr, /xfn host: cannot load client TLS certificates from .*garbage: tls\.crt is not a valid PEM certificate/);
+    const call = await run(["call", "127.0.0.1:1", "functions/hello/example/request.yaml", "--tls-certs-dir", garbage]);
+    assert.is(call.code, 1);
+    assert.match(call.stderr, /xfn call: cannot load client TLS certificates from .*garbage: tls\.crt is not a valid PEM certificate/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 /** startHost runs `xfn host ...args` and collects its output until stopped. */
