@@ -22,7 +22,7 @@ import { createTwoFilesPatch } from "diff";
 import { stringify } from "yaml";
 import { loadFunction, resolveModule } from "../cli/load.js";
 import type { RunFunction } from "../function.js";
-import { RunFunctionResponseSchema } from "../gen/fn/v1/run_function_pb.js";
+import { RunFunctionResponseSchema, type RunFunctionResponse } from "../gen/fn/v1/run_function_pb.js";
 import { InputError, loadDocs, loadOne, parseDoc, parseDocs, type Doc } from "../engine/docs.js";
 import { COMPOSITION_RESOURCE_NAME } from "../engine/pipeline.js";
 import { FIXED_TIME, render } from "../render/render.js";
@@ -111,13 +111,8 @@ function findModule(dir: string, cfg: CaseConfig): string {
 
 const loaded = new Map<string, Promise<RunFunction>>();
 
-/**
- * runRequestCase runs the case's request through its function. It returns the
- * response as JSON twice: as it is, and with connection details redacted as
- * `xfn serve --record-dir` writes them (what --update writes, so that no
- * secret lands in a case folder).
- */
-async function runRequestCase(dir: string, cfg: CaseConfig): Promise<{ actual: JsonValue; redacted: JsonValue }> {
+/** runRequestCase runs the case's request through its function. */
+async function runRequestCase(dir: string, cfg: CaseConfig): Promise<RunFunctionResponse> {
   const file = findModule(dir, cfg);
   let fn = loaded.get(file);
   if (!fn) loaded.set(file, (fn = loadFunction(file)));
@@ -128,43 +123,33 @@ async function runRequestCase(dir: string, cfg: CaseConfig): Promise<{ actual: J
   } catch (err) {
     throw new InputError((err as Error).message);
   }
-  const rsp = await callFunction(await fn, req, { now: new Date(cfg.now ?? DEFAULT_CASE_NOW) });
-  return { actual: messageToJson(RunFunctionResponseSchema, rsp), redacted: messageToJson(RunFunctionResponseSchema, redactResponse(rsp)) };
+  return callFunction(await fn, req, { now: new Date(cfg.now ?? DEFAULT_CASE_NOW) });
 }
 
 const REDACTED_TEXT = Buffer.from(REDACTED).toString("base64");
 
 /**
- * maskRedacted returns actual with each connection detail that expected holds
- * redacted (as a recording holds every one) redacted too: the recording kept
- * the key, not the secret, so any value matches. A connection detail written
- * out in expected is compared as it is.
+ * maskRedacted redacts in actual (changed in place) each connection detail
+ * that expected holds redacted, as a recording holds every one: the recording
+ * kept the key, not the secret, so any value matches. A connection detail
+ * written out in expected is compared as it is.
  */
-export function maskRedacted(actual: JsonValue, expected: unknown): JsonValue {
-  type Obj = Record<string, unknown>;
-  const obj = (v: unknown): Obj | undefined => (typeof v === "object" && v !== null && !Array.isArray(v) ? (v as Obj) : undefined);
-  const details = (rsp: unknown): Obj[] => {
-    const desired = obj(obj(rsp)?.["desired"]);
-    const resources = obj(desired?.["resources"]) ?? {};
-    return [obj(desired?.["composite"]), ...Object.keys(resources).map((k) => obj(getOwn(resources, k)))].map(
-      (r) => obj(r?.["connectionDetails"]) ?? {},
-    );
-  };
-  if (!details(expected).some((d) => Object.values(d).includes(REDACTED_TEXT))) return actual;
-  const out = structuredClone(actual);
-  const desired = obj(obj(out)?.["desired"]);
-  const want = obj(obj(expected)?.["desired"]);
-  const pairs: Array<[unknown, unknown]> = [[desired?.["composite"], want?.["composite"]]];
-  const resources = obj(desired?.["resources"]) ?? {};
-  const wanted = obj(want?.["resources"]) ?? {};
-  for (const k of Object.keys(resources)) pairs.push([getOwn(resources, k), getOwn(wanted, k)]);
+function maskRedacted(actual: JsonValue, expected: unknown): JsonValue {
+  const obj = (v: unknown): Record<string, unknown> =>
+    typeof v === "object" && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : {};
+  const got = obj(obj(actual)["desired"]);
+  const want = obj(obj(expected)["desired"]);
+  const resources = obj(got["resources"]);
+  const pairs = [
+    [got["composite"], want["composite"]],
+    ...Object.keys(resources).map((k) => [getOwn(resources, k), getOwn(obj(want["resources"]), k)]),
+  ];
   for (const [a, e] of pairs) {
-    const got = obj(obj(a)?.["connectionDetails"]);
-    const exp = obj(obj(e)?.["connectionDetails"]);
-    if (!got || !exp) continue;
-    for (const k of Object.keys(got)) if (getOwn(exp, k) === REDACTED_TEXT) setOwn(got, k, REDACTED_TEXT);
+    const details = obj(obj(a)["connectionDetails"]);
+    const wanted = obj(obj(e)["connectionDetails"]);
+    for (const k of Object.keys(details)) if (getOwn(wanted, k) === REDACTED_TEXT) setOwn(details, k, REDACTED_TEXT);
   }
-  return out;
+  return actual;
 }
 
 function optionalDocs(dir: string, base: string): Doc[] {
@@ -254,13 +239,14 @@ export async function runCase(dir: string, root: string, update = false): Promis
     let want: string;
     let got: string;
     if (isRequest) {
-      const ran = await runRequestCase(dir, cfg);
+      const rsp = await runRequestCase(dir, cfg);
       if (update) {
-        writeFileSync(expectedPath, yamlOf(ran.redacted));
+        // Connection details redacted, as a recording writes them: no secret lands in a case folder.
+        writeFileSync(expectedPath, yamlOf(messageToJson(RunFunctionResponseSchema, redactResponse(rsp))));
         return { name, status: "updated" };
       }
       const expected = parseDoc(expectedText, expectedPath);
-      const actual = maskRedacted(ran.actual, expected);
+      const actual = maskRedacted(messageToJson(RunFunctionResponseSchema, rsp), expected);
       problems = mismatches(actual, expected);
       want = yamlOf(expected);
       got = yamlOf(project(actual, expected));
