@@ -173,6 +173,10 @@ export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Log
   const admitLimit = common.maxConcurrency + common.maxQueue;
   let admitted = 0;
   const busy = refusals(log);
+  // Requests refused for what they hold (undecodable, over the size limit): the
+  // first at once with its peer, then summed up, so a peer sending garbage in a
+  // loop cannot flood the log.
+  const badRequests = refusals(log, REFUSED_REPORT_MS, { noun: "bad request", fields: {} });
   // Bodies read or being read: twice the calls that can run, so the next ones are ready.
   const bodies = new Slots(2 * common.maxConcurrency);
 
@@ -203,7 +207,11 @@ export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Log
         const details =
           `request is ${size} bytes, larger than this function's limit of ${max} bytes ` +
           `(xfn serve --max-recv-message-size ${maxRecvMB}, in MB)`;
-        log.warn({ code: "RESOURCE_EXHAUSTED", version, peer: call.getPeer(), bytes: size, limit: max }, `refused a request: ${details}`);
+        const peer = call.getPeer();
+        badRequests.refused(
+          { code: "RESOURCE_EXHAUSTED", version, peer, bytes: size, limit: max },
+          `refused a request from ${peer}: ${details}`,
+        );
         onCall?.("RESOURCE_EXHAUSTED", (performance.now() - started) / 1000);
         return details;
       });
@@ -265,13 +273,19 @@ export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Log
           Math.min(2 ** 31 - 1, Math.max(0, readBy - Date.now() - (byTimeout ? 0 : WAIT_SLACK_MS))),
         );
       }
+      function refuseInput(details: string) {
+        const peer = call.getPeer();
+        badRequests.refused({ code: "INVALID_ARGUMENT", version, peer }, `refused a request from ${peer}: ${details}`);
+      }
       function onEnd() {
         clearTimeout(waitTimer);
         if (finished) return; // answered already: its time ran out while the body was arriving
         if (cancel.cancelled) return finish();
         if (messages.length !== 1) {
           finish();
-          callback({ code: Code.INVALID_ARGUMENT, details: `expected one RunFunctionRequest, got ${messages.length} messages` });
+          const details = `expected one RunFunctionRequest, got ${messages.length} messages`;
+          refuseInput(details);
+          callback({ code: Code.INVALID_ARGUMENT, details });
           return;
         }
         handed = true;
@@ -279,8 +293,10 @@ export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Log
           // The pool applies the server's timeout itself, naming it when it ends a call.
           .handle(messages[0]!, { version, deadline, cancel, ...(!pool && readBy < callerDeadline ? { timeoutMs } : {}) })
           .then((res) => {
-            if ("ok" in res) callback(null, res.ok);
-            else callback({ code: res.code, details: res.details });
+            if ("ok" in res) return callback(null, res.ok);
+            // The handler answers INVALID_ARGUMENT only for a request it cannot decode.
+            if (res.code === Code.INVALID_ARGUMENT) refuseInput(res.details);
+            callback({ code: res.code, details: res.details });
           })
           .catch((err: unknown) => callback({ code: Code.INTERNAL, details: err instanceof Error ? err.message : String(err) }))
           .finally(finish);
@@ -332,6 +348,7 @@ export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Log
         health.shutdown();
         clearInterval(descriptors);
         busy.flush();
+        badRequests.flush();
         handshakes?.flush();
         log.info({ inFlight: handler.inFlight(), graceMs }, "shutting down");
         const force = setTimeout(() => {

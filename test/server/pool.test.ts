@@ -154,6 +154,33 @@ P("exclusive: a request grpc-js framed in its own buffer is transferred as it is
   }
 });
 
+P("a request a worker cannot decode: INVALID_ARGUMENT, logged once by the server with its peer; floods summed up", async () => {
+  const { srv, mem } = await start(10_000);
+  const c = rawClient(srv.port);
+  try {
+    for (let i = 0; i < 5; i++) {
+      const { code, details } = await codeOf(c.call(Uint8Array.of(0x08, 0x01)));
+      assert.is(code, Code.INVALID_ARGUMENT);
+      assert.match(details, /^cannot decode RunFunctionRequest \(2 bytes\)/);
+    }
+    assert.match((await c.run(call("ok"))).results[0]!.message, /in thread [1-9]/);
+  } finally {
+    c.close();
+    await srv.stop(1000);
+  }
+  // Before, the worker logged each one, without the peer (it never sees it).
+  const bad = mem.lines().filter((l) => String(l.msg).includes("cannot decode"));
+  assert.equal(
+    bad.map((l) =>
+      String(l.msg)
+        .replace(/127\.0\.0\.1:\d+/g, "PEER")
+        .replace(/: cannot decode .*/, ""),
+    ),
+    ["refused a request from PEER", "refused 4 more bad requests in the last 5 s; the latest: refused a request from PEER"],
+  );
+  assert.is(bad[0]!["worker"], undefined, "logged by the server, not by the worker");
+});
+
 P("a crash fails only the call its worker held; the worker is replaced and the server serves on", async () => {
   const { srv, mem } = await start(10_000);
   const c = rawClient(srv.port);

@@ -227,6 +227,30 @@ for (const [name, tc] of Object.entries(badBytes)) {
   });
 }
 
+Bad("a peer sending garbage in a loop: the first refusal is logged with its peer, the rest summed up in one line", async () => {
+  const { srv, client, mem } = await start(echo);
+  try {
+    for (let i = 0; i < 30; i++) assert.is((await codeOf(client.call(badBytes["Garbage"]!.bytes))).code, Code.INVALID_ARGUMENT);
+    assert.is((await codeOf(client.call(Uint8Array.of(0x08, 0x01)))).code, Code.INVALID_ARGUMENT);
+    assert.is((await client.run(request())).meta?.tag, "tag-1");
+  } finally {
+    client.close();
+    await srv.stop(1000);
+  }
+  // Before, each refusal was a line of its own, and none named the peer.
+  const bad = mem.lines().filter((l) => l["code"] === "INVALID_ARGUMENT" || l["refused"] !== undefined);
+  assert.is(bad.length, 2, JSON.stringify(bad));
+  assert.match(String(bad[0]!.msg), /^refused a request from 127\.0\.0\.1:\d+: cannot decode RunFunctionRequest \(64 bytes\): /);
+  assert.match(String(bad[0]!["peer"]), /^127\.0\.0\.1:\d+$/);
+  assert.is(bad[0]!["level"], "warn");
+  // Logged when the server stops (flush): 30 more, the latest the wrong wire type.
+  assert.match(
+    String(bad[1]!.msg),
+    /^refused 30 more bad requests in the last 5 s; the latest: refused a request from 127\.0\.0\.1:\d+: cannot decode RunFunctionRequest \(2 bytes\)/,
+  );
+  assert.is(bad[1]!["refused"], 30);
+});
+
 const fiveMB = () => request({ observed: { composite: { resource: { kind: "X", blob: "x".repeat(5 * 1024 * 1024) } } } });
 
 Bad("a 5 MB request is refused at the default 4 MB limit with RESOURCE_EXHAUSTED naming the flag, and logged", async () => {
@@ -243,7 +267,7 @@ Bad("a 5 MB request is refused at the default 4 MB limit with RESOURCE_EXHAUSTED
     );
     const line = mem.lines().find((l) => String(l.msg).startsWith("refused a request"));
     assert.ok(line, JSON.stringify(mem.lines()));
-    assert.is(line!.msg, `refused a request: ${details}`);
+    assert.is(line!.msg, `refused a request from ${String(line!["peer"])}: ${details}`);
     assert.is(line!["level"], "warn");
     assert.is(line!["bytes"], big.length);
     assert.is(line!["limit"], 4194304);
