@@ -3,7 +3,7 @@
 // and answers a request. (No container engine runs here; everything up to the
 // image build is checked.)
 import { execFileSync, spawn } from "node:child_process";
-import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { chmodSync, cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { suite } from "uvu";
@@ -23,6 +23,7 @@ const functions = readdirSync(join(ROOT, "functions"))
 const P = suite("function packages");
 
 let bundles: string;
+let serverCerts: string;
 let pki: TestPki;
 let go: GoClient;
 P.before(() => {
@@ -32,6 +33,10 @@ P.before(() => {
   // Copied away from the repository: the bundle must need no node_modules.
   bundles = mkdtempSync(join(tmpdir(), "xfn-bundles-"));
   cpSync(join(ROOT, "dist/functions"), bundles, { recursive: true });
+  // The server Secret as Kubernetes mounts it: readable by the container's user, written by nobody it runs as.
+  serverCerts = join(bundles, "tls-server");
+  cpSync(pki.serverDir, serverCerts, { recursive: true });
+  chmodSync(bundles, 0o755);
 });
 P.after(() => {
   rmSync(bundles, { recursive: true, force: true });
@@ -39,11 +44,26 @@ P.after(() => {
   go?.cleanup();
 });
 
-/** startBundle starts a function's bundle on plain Node, on a free port of 127.0.0.1, as its image runs it plus args. */
-async function startBundle(name: string, args: string[], env: NodeJS.ProcessEnv = {}) {
-  const child = spawn(process.execPath, [join(bundles, name, "function.mjs"), ...args, "--address", "127.0.0.1:0"], {
-    cwd: bundles,
-    env: { ...process.env, ...env },
+// Crossplane runs a function's container as user and group 2000 (RunAsUser in its
+// package runtime), not as the image's USER, and with no HOME of its own.
+const CROSSPLANE_UID = 2000;
+const asRoot = process.getuid?.() === 0;
+
+/**
+ * startBundle starts a function's bundle on plain Node, on a free port of
+ * 127.0.0.1, as its image runs it plus args. With crossplane, as Crossplane
+ * runs the container: as uid and gid 2000 (when the tests run as root; else as
+ * the user they run as) with an environment of PATH and env alone.
+ */
+async function startBundle(name: string, args: string[], env: NodeJS.ProcessEnv = {}, crossplane = false) {
+  const argv = [join(bundles, name, "function.mjs"), ...args, "--address", "127.0.0.1:0"];
+  const [cmd, cmdArgs] =
+    crossplane && asRoot
+      ? ["setpriv", ["--reuid", `${CROSSPLANE_UID}`, "--regid", `${CROSSPLANE_UID}`, "--clear-groups", process.execPath, ...argv]]
+      : [process.execPath, argv];
+  const child = spawn(cmd, cmdArgs, {
+    cwd: crossplane ? "/" : bundles,
+    env: crossplane ? { PATH: process.env["PATH"], ...env } : { ...process.env, ...env },
   });
   let out = "";
   child.stdout.on("data", (d) => (out += d));
@@ -61,7 +81,7 @@ async function startBundle(name: string, args: string[], env: NodeJS.ProcessEnv 
   });
   /** stop sends SIGTERM and resolves with the exit code. */
   const stop = () => (child.kill("SIGTERM"), exited);
-  return { port, output: () => out, stop };
+  return { port, pid: child.pid!, output: () => out, stop };
 }
 
 // The packages this repository ships must be complete; a folder a user adds
@@ -139,23 +159,30 @@ for (const name of functions) {
     }
   });
 
-  P(`${name}: the bundle serves Crossplane's Go client over mTLS from TLS_SERVER_CERTS_DIR, as its image runs it`, async () => {
-    const { port, output, stop } = await startBundle(name, [], { TLS_SERVER_CERTS_DIR: pki.serverDir });
-    try {
-      const out = output();
-      assert.match(out, /"mtls":true/);
-      const req = toJson(RunFunctionRequestSchema, request({ desired: { resources: { kept: { resource: { kind: "K" } } } } }));
-      const [got] = await go.call(port, [go.requestFile(req as JsonObject)]);
-      assert.is(got!.code, "OK", `${got!.message}\n${out}`);
-      assert.is(got!.decodeError, undefined);
-      assert.is(got!.unknown, undefined);
-      const rsp = got!.response as { meta: { tag: string }; desired: { resources: Record<string, unknown> } };
-      assert.is(rsp.meta.tag, "tag-1");
-      assert.ok(rsp.desired.resources["kept"], "desired state passed through");
-    } finally {
-      assert.is(await stop(), 0);
-    }
-  });
+  P(
+    `${name}: the bundle serves Crossplane's Go client over mTLS from TLS_SERVER_CERTS_DIR, run as Crossplane runs it (uid 2000, no HOME)`,
+    async () => {
+      const { port, pid, output, stop } = await startBundle(name, [], { TLS_SERVER_CERTS_DIR: serverCerts }, true);
+      try {
+        const out = output();
+        assert.match(out, /"mtls":true/);
+        if (asRoot) {
+          // setpriv execs node: the child's pid is the server's.
+          assert.match(readFileSync(`/proc/${pid}/status`, "utf8"), new RegExp(`^Uid:\\t${CROSSPLANE_UID}\\t`, "m"));
+        }
+        const req = toJson(RunFunctionRequestSchema, request({ desired: { resources: { kept: { resource: { kind: "K" } } } } }));
+        const [got] = await go.call(port, [go.requestFile(req as JsonObject)]);
+        assert.is(got!.code, "OK", `${got!.message}\n${out}`);
+        assert.is(got!.decodeError, undefined);
+        assert.is(got!.unknown, undefined);
+        const rsp = got!.response as { meta: { tag: string }; desired: { resources: Record<string, unknown> } };
+        assert.is(rsp.meta.tag, "tag-1");
+        assert.ok(rsp.desired.resources["kept"], "desired state passed through");
+      } finally {
+        assert.is(await stop(), 0);
+      }
+    },
+  );
 
   P(`${name}: the bundle refuses to start without TLS or --insecure`, () => {
     try {
