@@ -5,16 +5,17 @@
 // XR, the CPU and peak memory (the kernel's VmHWM) of both processes, and
 // writes the "Host" section of bench/RESULTS.md.
 //
-//   node --import tsx bench/host.ts [--sizes 100,500,1000,2000] [--resources 3] [--memory 1000x10] [--quick]
+//   node --import tsx bench/host.ts [--sizes 100,500,1000,2000,10000] [--resources 3] [--memory 1000x10] [--quick]
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { get, type ClientRequest } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { flag, writeSection } from "./results.js";
 
 const ROOT = join(import.meta.dirname, "..");
 const QUICK = process.argv.includes("--quick");
-const SIZES = flag("--sizes", QUICK ? "100,500" : "100,500,1000,2000")
+const SIZES = flag("--sizes", QUICK ? "100,500" : "100,500,1000,2000,10000")
   .split(",")
   .map(Number);
 const K = flag("--resources", 3);
@@ -58,6 +59,58 @@ function usage(pid: number): { cpu: number; rss: number; peak: number } {
   return { cpu: (Number(f[11]) + Number(f[12])) / 100, rss: kb("VmRSS"), peak: kb("VmHWM") };
 }
 
+/**
+ * watchReady watches the XRs (one stream, from before the first create) and
+ * counts those Ready=True; all resolves once n are. A watch costs the API
+ * server each change once; listing every XR on a timer would cost it every
+ * XR on every tick, and at 10,000 XRs that listing was most of its CPU.
+ */
+function watchReady(url: string, n: number): { all: Promise<void>; count(): number; stop(): void } {
+  const ready = new Set<string>();
+  let stopped = false;
+  let req: ClientRequest | undefined;
+  let resolve = () => {};
+  const all = new Promise<void>((r) => (resolve = r));
+  // A watch the server ends is opened again; it starts with every XR as ADDED, so the count starts over.
+  const watch = () => {
+    if (stopped) return;
+    ready.clear();
+    req = get(`${url}${XRS}?watch=true`, (res) => {
+      let buf = "";
+      res.setEncoding("utf8");
+      res.on("data", (chunk: string) => {
+        const lines = (buf + chunk).split("\n");
+        buf = lines.pop()!;
+        for (const line of lines) {
+          if (!line.trim()) continue;
+          const ev = JSON.parse(line) as {
+            type: string;
+            object: { metadata?: { name?: string }; status?: { conditions?: Array<{ type: string; status: string }> } };
+          };
+          const name = ev.object.metadata?.name;
+          if (name === undefined) continue;
+          const isReady = ev.type !== "DELETED" && ev.object.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True");
+          if (isReady) ready.add(name);
+          else ready.delete(name);
+        }
+        if (ready.size === n) resolve();
+      });
+      res.on("end", watch);
+      res.on("error", () => {});
+    });
+    req.on("error", () => setTimeout(watch, 100));
+  };
+  watch();
+  return {
+    all,
+    count: () => ready.size,
+    stop: () => {
+      stopped = true;
+      req?.destroy();
+    },
+  };
+}
+
 interface Run {
   n: number;
   k: number;
@@ -87,6 +140,7 @@ async function measure(n: number, k: number, embedded = false): Promise<Run> {
     /started XR controller/,
   );
   const url = /"url":"([^"]+)"/.exec((cluster ?? host).out())![1]!;
+  const ready = watchReady(url, n);
   try {
     const started = performance.now();
     // Created 32 at a time, as a script applying a folder of XRs would.
@@ -109,19 +163,21 @@ async function measure(n: number, k: number, embedded = false): Promise<Run> {
         }
       }),
     );
-    let done = 0;
-    while ((performance.now() - started) / 1000 < LIMIT_S) {
-      await new Promise((r) => setTimeout(r, 250));
-      const list = (await (await fetch(`${url}${XRS}`)).json()) as {
-        items: Array<{ status?: { conditions?: Array<{ type: string; status: string }> } }>;
-      };
-      done = list.items.filter((x) => x.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True")).length;
-      if (done === n) break;
-    }
+    // Progress on stderr, so that a run that stalls shows where.
+    const progress = setInterval(
+      () => process.stderr.write(`  ${n} x ${k}: ${ready.count()} Ready after ${Math.round((performance.now() - started) / 1000)} s\n`),
+      30_000,
+    );
+    let limit: NodeJS.Timeout | undefined;
+    await Promise.race([ready.all, new Promise((r) => (limit = setTimeout(r, LIMIT_S * 1000 - (performance.now() - started))))]);
+    clearTimeout(limit);
+    clearInterval(progress);
     const seconds = (performance.now() - started) / 1000;
+    const done = ready.count();
     const none = { cpu: 0, rss: 0, peak: 0 };
     return { n, k, embedded, seconds, done, host: usage(host.child.pid!), cluster: cluster ? usage(cluster.child.pid!) : none };
   } finally {
+    ready.stop();
     const procs = cluster ? [host, cluster] : [host];
     for (const p of procs) p.child.kill("SIGTERM");
     await Promise.all(procs.map((p) => new Promise((r) => (p.child.exitCode !== null ? r(null) : p.child.once("exit", r)))));
@@ -161,7 +217,7 @@ const section = `## Host
 
 \`node --import tsx bench/host.ts\`, ${new Date().toISOString().slice(0, 10)}: \`xfn dev-cluster\` and \`xfn host --kubeconfig\` in
 their own processes; N XRs created 32 at a time, each composing K Things (ready once they exist),
-timed from the first create until every XR is Ready=True (polled every 250 ms). CPU is user + system
+timed from the first create until every XR is Ready=True (seen through a watch on the XRs). CPU is user + system
 time of each process over the whole run; memory is its peak resident set (VmHWM).
 
 | XRs x resources | Ready | seconds | ms per XR | per XR / at ${base.n} | host CPU ms per XR | host peak MiB | dev-cluster CPU ms per XR | dev-cluster peak MiB |
