@@ -221,8 +221,18 @@ export class Host {
   private onCRD(e: WatchEvent): void {
     if (e.type !== "delete") return;
     const name = String(metaOf(e.object)["name"]);
-    for (const [xrd, c] of this.controllers) if (`${c.type.kind.plural}.${c.type.kind.group}` === name) this.queue.add(`${XRD_KEY}${xrd}`);
+    for (const [xrd, c] of this.controllers) {
+      if (`${c.type.kind.plural}.${c.type.kind.group}` !== name) continue;
+      this.deletedCRDs.add(name);
+      this.queue.add(`${XRD_KEY}${xrd}`);
+    }
   }
+  /**
+   * CRDs of served XR kinds the watch saw deleted, until they are served
+   * again. Only these are reported as deleted: a CRD the host has just
+   * applied is also missing from the cache until the watch brings it.
+   */
+  private readonly deletedCRDs = new Set<string>();
 
   private onXR(xrd: string, e: WatchEvent): void {
     const m = metaOf(e.object);
@@ -333,7 +343,7 @@ export class Host {
       this.metrics.skipped.inc({ what: "crd" });
       return;
     }
-    if (current === undefined && this.controllers.has(t.xrd))
+    if (current === undefined && this.deletedCRDs.delete(name))
       this.o.log.warn({ xrd: t.xrd, crd: name }, "the XR kind's CRD was deleted; creating it again");
     await this.objects.patch(kubeObject(want), undefined, undefined, "xfn-host", true, PatchStrategy.ServerSideApply);
     this.metrics.writes.inc({ what: "crd" });

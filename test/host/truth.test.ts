@@ -234,6 +234,8 @@ T("deleting an XRD deletes its XRs, then its CRD, then the XRD goes; a deleted X
     const xrd = (await objects.getClusterCustomObject(xrdPath)) as any;
     assert.ok(xrd.metadata.finalizers.includes("defined.apiextensions.crossplane.io"));
 
+    // Until it is deleted, nothing says it was: the host's own first apply is not a deletion.
+    assert.not.match(mem.text(), /CRD was deleted/);
     // Someone deletes the XR kind's CRD: the host serves the kind again.
     await crds.deleteCustomResourceDefinition({ name: "xvolumes.example.org" });
     await until(
