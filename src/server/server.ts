@@ -177,6 +177,10 @@ export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Log
   // first at once with its peer, then summed up, so a peer sending garbage in a
   // loop cannot flood the log.
   const badRequests = refusals(log, REFUSED_REPORT_MS, { noun: "bad request", fields: {} });
+  const refuseRequest = (call: ServerReadableStream<Buffer, Uint8Array>, fields: Record<string, unknown>, details: string) => {
+    const peer = call.getPeer();
+    badRequests.refused({ ...fields, peer }, `refused a request from ${peer}: ${details}`);
+  };
   // Bodies read or being read: twice the calls that can run, so the next ones are ready.
   const bodies = new Slots(2 * common.maxConcurrency);
 
@@ -207,11 +211,7 @@ export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Log
         const details =
           `request is ${size} bytes, larger than this function's limit of ${max} bytes ` +
           `(xfn serve --max-recv-message-size ${maxRecvMB}, in MB)`;
-        const peer = call.getPeer();
-        badRequests.refused(
-          { code: "RESOURCE_EXHAUSTED", version, peer, bytes: size, limit: max },
-          `refused a request from ${peer}: ${details}`,
-        );
+        refuseRequest(call, { code: "RESOURCE_EXHAUSTED", version, bytes: size, limit: max }, details);
         onCall?.("RESOURCE_EXHAUSTED", (performance.now() - started) / 1000);
         return details;
       });
@@ -273,10 +273,6 @@ export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Log
           Math.min(2 ** 31 - 1, Math.max(0, readBy - Date.now() - (byTimeout ? 0 : WAIT_SLACK_MS))),
         );
       }
-      function refuseInput(details: string) {
-        const peer = call.getPeer();
-        badRequests.refused({ code: "INVALID_ARGUMENT", version, peer }, `refused a request from ${peer}: ${details}`);
-      }
       function onEnd() {
         clearTimeout(waitTimer);
         if (finished) return; // answered already: its time ran out while the body was arriving
@@ -284,7 +280,7 @@ export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Log
         if (messages.length !== 1) {
           finish();
           const details = `expected one RunFunctionRequest, got ${messages.length} messages`;
-          refuseInput(details);
+          refuseRequest(call, { code: "INVALID_ARGUMENT", version }, details);
           callback({ code: Code.INVALID_ARGUMENT, details });
           return;
         }
@@ -295,7 +291,7 @@ export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Log
           .then((res) => {
             if ("ok" in res) return callback(null, res.ok);
             // The handler answers INVALID_ARGUMENT only for a request it cannot decode.
-            if (res.code === Code.INVALID_ARGUMENT) refuseInput(res.details);
+            if (res.code === Code.INVALID_ARGUMENT) refuseRequest(call, { code: "INVALID_ARGUMENT", version }, res.details);
             callback({ code: res.code, details: res.details });
           })
           .catch((err: unknown) => callback({ code: Code.INTERNAL, details: err instanceof Error ? err.message : String(err) }))
