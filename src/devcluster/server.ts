@@ -28,6 +28,8 @@ export interface DevClusterOptions {
   historySize?: number;
   /** How often watches with allowWatchBookmarks get a BOOKMARK. Default 10 s. */
   bookmarkIntervalMs?: number;
+  /** A watch without timeoutSeconds ends after 1 to 2 times this. Default 30 minutes, kube-apiserver's --min-request-timeout. */
+  watchMinTimeoutMs?: number;
 }
 
 /** DevCluster is a running embedded API server. */
@@ -258,6 +260,7 @@ export async function startDevCluster(opts: DevClusterOptions = {}): Promise<Dev
     });
   };
   const bookmarkMs = opts.bookmarkIntervalMs ?? 10_000;
+  const watchMinMs = opts.watchMinTimeoutMs ?? 1_800_000;
   const streams = new Set<ServerResponse>();
 
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
@@ -324,7 +327,10 @@ export async function startDevCluster(opts: DevClusterOptions = {}): Promise<Dev
         streams.add(res);
         let unsubscribe = () => {};
         let bookmark: NodeJS.Timeout | undefined;
-        let timeout: NodeJS.Timeout | undefined;
+        // A watch ends at its timeoutSeconds; without one after 1 to 2 times
+        // the minimum, as kube-apiserver's --min-request-timeout has it.
+        const secs = Number(q.get("timeoutSeconds") ?? "0");
+        const timeout = setTimeout(() => end(), secs > 0 ? secs * 1000 : watchMinMs * (1 + Math.random()));
         const end = () => {
           unsubscribe();
           clearInterval(bookmark);
@@ -359,11 +365,10 @@ export async function startDevCluster(opts: DevClusterOptions = {}): Promise<Dev
         };
         req.on("close", end);
         await durable();
+        if (res.writableEnded) return; // ended (closed, timed out) while waiting: nothing to subscribe
         unsubscribe = store.watch(w, q.get("resourceVersion") ?? undefined);
         if (q.get("allowWatchBookmarks") === "true")
           bookmark = setInterval(() => store.bookmark(w, apiVersionOf(r), r.type.kind), bookmarkMs);
-        const secs = Number(q.get("timeoutSeconds") ?? "0");
-        if (secs > 0) timeout = setTimeout(end, secs * 1000);
         return;
       }
       const items = store.list(typeKey, r.namespace, labels, fields).map((o) => asVersion(o, r));

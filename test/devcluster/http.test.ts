@@ -208,6 +208,20 @@ H("a watch with allowWatchBookmarks gets BOOKMARK events carrying the current re
   }
 });
 
+H("a watch without timeoutSeconds is ended too, after 1 to 2 times the minimum (kube-apiserver: 30 to 60 minutes)", async () => {
+  const c = await startDevCluster({ watchMinTimeoutMs: 300 });
+  try {
+    const started = Date.now();
+    const r = await fetch(`${c.url}/api/v1/namespaces/default/configmaps?watch=true`);
+    assert.is(r.status, 200);
+    await r.text(); // ends when the server ends the watch
+    const took = Date.now() - started;
+    assert.ok(took >= 290 && took < 1500, `ended after ${took} ms`);
+  } finally {
+    await c.stop();
+  }
+});
+
 H("with --data, a restart loses nothing", async () => {
   const data = join(scratch, "state.json");
   const c1 = await startDevCluster({ dataFile: data });
