@@ -15,6 +15,7 @@ interface HostFlags {
   functions?: string;
   manifests: string[];
   watchGcInterval: number;
+  requestTimeout: number;
   debug: boolean;
   metricsAddress: string;
   leaderElection: boolean;
@@ -59,6 +60,18 @@ export function hostCommand(): Command {
         if (!(n > 0)) throw new InvalidArgumentError(`--watch-gc-interval must be a positive number of seconds, got ${JSON.stringify(v)}`);
         return n;
       }),
+    )
+    .addOption(
+      new Option(
+        "--request-timeout <seconds>",
+        "give up a request to the API server that has no answer after this long (watches end and are renewed every 5 to 10 minutes)",
+      )
+        .default(60)
+        .argParser((v) => {
+          const n = Number(v);
+          if (!(n > 0)) throw new InvalidArgumentError(`--request-timeout must be a positive number of seconds, got ${JSON.stringify(v)}`);
+          return n;
+        }),
     )
     .addOption(new Option("-d, --debug", "log each reconcile (what it applied, skipped, deleted, and how long it took)").default(false))
     .addOption(
@@ -130,6 +143,7 @@ export function hostCommand(): Command {
           runner,
           log,
           watchGcIntervalMs: flags.watchGcInterval * 1000,
+          requestTimeoutMs: flags.requestTimeout * 1000,
           ...(flags.leaderElection
             ? {
                 leaderElection: {
@@ -160,6 +174,7 @@ export function hostCommand(): Command {
             kc,
             flags.manifests.flatMap((m) => loadDocs(m)),
             log,
+            flags.requestTimeout * 1000,
           );
         const stop = () =>
           void host

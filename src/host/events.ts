@@ -13,6 +13,7 @@ import { hostname } from "node:os";
 import type { JsonObject } from "@bufbuild/protobuf";
 import { CoreV1Api, PatchStrategy, setHeaderOptions, type KubeConfig } from "@kubernetes/client-node";
 import type { Logger } from "pino";
+import { apiClient } from "./client.js";
 import { apiMessage, errorCode, metaOf, now } from "./kube.js";
 
 /** HostEvent is one thing to say about an XR. */
@@ -44,9 +45,10 @@ export class EventRecorder {
   constructor(
     kc: KubeConfig,
     private readonly log: Logger,
+    timeoutMs = 60_000,
     private readonly clock: () => number = Date.now,
   ) {
-    this.api = kc.makeApiClient(CoreV1Api);
+    this.api = apiClient(kc, CoreV1Api, timeoutMs);
   }
 
   /** record writes what is new (or due again) among events about xr. It never throws: a failed write is logged. */

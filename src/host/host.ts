@@ -20,10 +20,11 @@
 // when the pipeline cannot run then, the order it recorded is followed.
 // With leader election, only the replica holding the Lease does any of this.
 import type { JsonObject } from "@bufbuild/protobuf";
-import { CustomObjectsApi, KubernetesObjectApi, PatchStrategy, setHeaderOptions, type KubeConfig } from "@kubernetes/client-node";
+import { CustomObjectsApi, PatchStrategy, setHeaderOptions, type KubeConfig, type KubernetesObjectApi } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import type { Runner } from "../engine/runner.js";
 import { hostMetrics, type HostMetrics } from "../metrics.js";
+import { apiClient, objectClient } from "./client.js";
 import { Composer } from "./compose.js";
 import { COMPOSITIONS, crossplaneCRDs, CRDS, XRD_FINALIZER, XRD_KINDS, xrCRD, xrType, type XRType } from "./crds.js";
 import { EventRecorder } from "./events.js";
@@ -50,6 +51,11 @@ export interface HostOptions {
   maxBackoffMs?: number;
   /** Longest wait between restarts of a failed watch. Default 30 s. */
   maxWatchBackoffMs?: number;
+  /** How long a request to the API server may take before it is given up. Default 60 s, kube-apiserver's own limit. */
+  requestTimeoutMs?: number;
+  /** Watch timing (client.ts): the range each watch's server-side timeout is drawn from, and the grace past it. */
+  watchTimeoutMs?: readonly [number, number];
+  watchGraceMs?: number;
   /** Reconcile only while holding this Lease (see leader.ts). */
   leaderElection?: LeaderElectionOptions;
   /** Metrics to report to; by default the host makes its own (Host.metrics). */
@@ -83,8 +89,9 @@ export class Host {
   private running = false;
 
   constructor(private readonly o: HostOptions) {
-    this.objects = KubernetesObjectApi.makeApiClient(o.kc);
-    this.custom = o.kc.makeApiClient(CustomObjectsApi);
+    const timeout = o.requestTimeoutMs ?? 60_000;
+    this.objects = objectClient(o.kc, timeout);
+    this.custom = apiClient(o.kc, CustomObjectsApi, timeout);
     this.watches = this.newWatches();
     this.queue = this.newQueue();
     this.metrics =
@@ -93,7 +100,7 @@ export class Host {
         () => this.queue.depth(),
         () => this.watches.watching().length,
       );
-    this.events = new EventRecorder(o.kc, o.log);
+    this.events = new EventRecorder(o.kc, o.log, timeout);
     this.composer = new Composer({
       objects: this.objects,
       custom: this.custom,
@@ -124,6 +131,9 @@ export class Host {
     return new WatchManager(this.o.kc, this.o.log, {
       initialBackoffMs: 200,
       maxBackoffMs: this.o.maxWatchBackoffMs ?? 30_000,
+      requestTimeoutMs: this.o.requestTimeoutMs ?? 60_000,
+      ...(this.o.watchTimeoutMs ? { watchTimeoutMs: this.o.watchTimeoutMs } : {}),
+      ...(this.o.watchGraceMs !== undefined ? { watchGraceMs: this.o.watchGraceMs } : {}),
       onRestart: () => this.metrics?.watchRestarts.inc(),
     });
   }

@@ -5,8 +5,15 @@
 // last saw it change, not by the holder's clock); the leader renews every
 // retryPeriod and steps down if it cannot renew within renewDeadline. Writes
 // carry the Lease's resourceVersion, so two candidates never both win.
+//
+// The step-down does not wait for a request to fail: a request to an API
+// server that no longer answers could hang past leaseDuration, and the other
+// replica would lead while this one still thought it did. A timer steps down
+// at the deadline whatever the attempt in flight is doing, and each request
+// is given up after renewDeadline (as client-go bounds each attempt).
 import { CoordinationV1Api, type KubeConfig, type V1Lease } from "@kubernetes/client-node";
 import type { Logger } from "pino";
+import { apiClient } from "./client.js";
 import { apiMessage, errorCode } from "./kube.js";
 
 /** LeaderElectionOptions configure a candidate. Defaults are client-go's: 15 s, 10 s, 2 s. */
@@ -26,6 +33,8 @@ export class Elector {
   private leading = false;
   private stopped = false;
   private timer: NodeJS.Timeout | undefined;
+  /** Armed at each renewal while leading: fires at the renew deadline. */
+  private deadline: NodeJS.Timeout | undefined;
   private observed: { key: string; at: number } | undefined;
   private lastRenew = 0;
   private readonly leaseMs: number;
@@ -39,9 +48,9 @@ export class Elector {
     private readonly on: { started(): void; stopped(): void },
     private readonly clock: () => number = Date.now,
   ) {
-    this.api = kc.makeApiClient(CoordinationV1Api);
     this.leaseMs = o.leaseDurationMs ?? 15_000;
     this.renewDeadlineMs = o.renewDeadlineMs ?? 10_000;
+    this.api = apiClient(kc, CoordinationV1Api, this.renewDeadlineMs);
     this.retryMs = o.retryPeriodMs ?? 2_000;
   }
 
@@ -64,6 +73,7 @@ export class Elector {
   async stop(release = true): Promise<void> {
     this.stopped = true;
     clearTimeout(this.timer);
+    clearTimeout(this.deadline);
     if (this.leading && release) {
       try {
         const lease = await this.api.readNamespacedLease({ namespace: this.o.namespace, name: this.o.name });
@@ -89,6 +99,8 @@ export class Elector {
     if (this.stopped) return;
     if (ok) {
       this.lastRenew = this.clock();
+      clearTimeout(this.deadline);
+      this.deadline = setTimeout(() => this.overdue(), this.renewDeadlineMs);
       if (!this.leading) {
         this.leading = true;
         this.log.info({ identity: this.o.identity }, "became the leader");
@@ -100,7 +112,16 @@ export class Elector {
     this.timer = setTimeout(() => void this.tick(), this.retryMs);
   }
 
+  /** overdue runs at the renew deadline: a leader that has not renewed since steps down, whatever its attempt in flight is doing. */
+  private overdue(): void {
+    if (this.stopped || !this.leading) return;
+    const since = this.clock() - this.lastRenew;
+    if (since >= this.renewDeadlineMs) this.lose(`could not renew the lease within ${this.renewDeadlineMs} ms`);
+    else this.deadline = setTimeout(() => this.overdue(), this.renewDeadlineMs - since);
+  }
+
   private lose(why: string): void {
+    clearTimeout(this.deadline);
     this.leading = false;
     this.log.warn({ identity: this.o.identity, why }, "stopped leading");
     this.on.stopped();

@@ -1,15 +1,16 @@
 // Applies the manifests given to `xfn host --manifests` (and used by tests to
 // set up a cluster): server-side apply, CRDs and XRDs before what they serve.
-import { KubernetesObjectApi, PatchStrategy, type KubeConfig } from "@kubernetes/client-node";
+import { PatchStrategy, type KubeConfig } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import type { Doc } from "../engine/docs.js";
+import { objectClient } from "./client.js";
 import { kubeObject } from "./host.js";
 
 const ORDER = ["CustomResourceDefinition", "Namespace", "CompositeResourceDefinition", "Composition"];
 
 /** applyManifests server-side applies every document under dir, CRDs and XRDs first. */
-export async function applyManifests(kc: KubeConfig, docs: Doc[], log: Logger): Promise<void> {
-  const api = KubernetesObjectApi.makeApiClient(kc);
+export async function applyManifests(kc: KubeConfig, docs: Doc[], log: Logger, timeoutMs = 60_000): Promise<void> {
+  const api = objectClient(kc, timeoutMs);
   const rank = (d: Doc) => {
     const i = ORDER.indexOf(String(d.obj["kind"]));
     return i < 0 ? ORDER.length : i;

@@ -11,15 +11,19 @@
 // - client-node's informer restarts itself only after a 410 Gone; on any other
 //   error it stops. Here a failed informer is restarted with exponential
 //   backoff until it connects again or its last owner leaves.
+// - A watch whose connection went silent is given up once it outlives the
+//   timeout it asked the server for (client.ts), and restarted as a failed one,
+//   from the resourceVersion it had reached; a list has a deadline too.
 import {
   CustomObjectsApi,
-  makeInformer,
+  ListWatch,
   type Informer,
   type KubeConfig,
   type KubernetesObject,
   type ObjectCache,
 } from "@kubernetes/client-node";
 import type { Logger } from "pino";
+import { apiClient, BoundedWatch } from "./client.js";
 
 /** Kind identifies a watched resource type by group, version and plural. */
 export interface Kind {
@@ -56,6 +60,12 @@ export interface WatchOptions {
   healthyAfterMs?: number;
   /** Told of each restart (metrics). */
   onRestart?: () => void;
+  /** The range (ms) each watch's server-side timeout is drawn from. Default 5 to 10 minutes, as client-go's reflector. */
+  watchTimeoutMs?: readonly [number, number];
+  /** How long past that timeout a watch may stay open before it is taken for dead. Default 30 s. */
+  watchGraceMs?: number;
+  /** Deadline for each list. Default 60 s. */
+  requestTimeoutMs?: number;
 }
 
 export const kindKey = (k: Kind) => `${k.group}/${k.version}/${k.plural}`;
@@ -83,7 +93,7 @@ export class WatchManager {
     private readonly log: Logger,
     private readonly opts: WatchOptions = {},
   ) {
-    this.api = kc.makeApiClient(CustomObjectsApi);
+    this.api = apiClient(kc, CustomObjectsApi, opts.requestTimeoutMs ?? 60_000);
   }
 
   /** ensure registers handler for owner, starting the kind's informer if it is not running. */
@@ -151,7 +161,8 @@ export class WatchManager {
   private start(kind: Kind): Entry {
     const path = `/apis/${kind.group}/${kind.version}/${kind.plural}`;
     const list = () => this.api.listClusterCustomObject({ group: kind.group, version: kind.version, plural: kind.plural }) as never;
-    const informer = makeInformer<KubernetesObject>(this.kc, path, list);
+    const watch = new BoundedWatch(this.kc, kindKey(kind), { timeoutMs: this.opts.watchTimeoutMs, graceMs: this.opts.watchGraceMs });
+    const informer = new ListWatch<KubernetesObject>(path, watch, list, false);
     const e: Entry = {
       kind,
       informer,

@@ -15,6 +15,7 @@ import { createRunner } from "../../src/engine/runner.js";
 import { serve, type RunningServer } from "../../src/server/server.js";
 import { apis, kubeconfigFor, sleep, until } from "../support/cluster.js";
 import { memoryLog } from "../support/log.js";
+import { startProxy } from "../support/proxy.js";
 import { ROOT } from "../support/spawn.js";
 
 const EX = join(ROOT, "examples");
@@ -129,5 +130,58 @@ F("a function down for a while: Synced=False with the reason, then convergence o
     await c.stop();
   }
 });
+
+F(
+  "the host's connections go silent (a dropped NAT entry): its watches are given up and renewed, and an XR created meanwhile is reconciled",
+  async () => {
+    const TRUTH = join(ROOT, "test/fixtures/truth");
+    const c = await startDevCluster();
+    const proxy = await startProxy(c.port);
+    const kc = kubeconfigFor(c);
+    kc.clusters[0] = { ...kc.clusters[0]!, server: `http://127.0.0.1:${proxy.port}` };
+    const mem = memoryLog();
+    const host = new Host({
+      kc,
+      runner: await createRunner(loadDocs(join(TRUTH, "functions.yaml")), join(TRUTH, "functions.yaml"), () => new Date()),
+      log: mem.log,
+      baseBackoffMs: 50,
+      maxBackoffMs: 400,
+      maxWatchBackoffMs: 400,
+      watchTimeoutMs: [1500, 1500],
+      watchGraceMs: 500,
+      requestTimeoutMs: 2000,
+    });
+    const direct = kubeconfigFor(c);
+    const volume = (name: string) =>
+      applyManifests(
+        direct,
+        [{ obj: { apiVersion: "example.org/v1", kind: "XVolume", metadata: { name }, spec: { disks: [{ name: "a" }] } }, source: "test" }],
+        mem.log,
+      );
+    const synced = async (name: string) =>
+      (((await (await fetch(`${c.url}/apis/example.org/v1/xvolumes/${name}`)).json()) as any).status?.conditions ?? []).some(
+        (x: any) => x.type === "Synced" && x.status === "True",
+      );
+    try {
+      await host.start();
+      await applyManifests(direct, loadDocs(join(TRUTH, "manifests.yaml")), mem.log);
+      await until("the XR kind served", async () => (await fetch(`${c.url}/apis/example.org/v1/xvolumes`)).ok, 10_000);
+      await volume("first");
+      await until("the first XR reconciled", () => synced("first"), 10_000);
+      // Every connection the host has open now goes silent; new ones get through.
+      assert.ok(proxy.freeze() >= 3, "the host's watches were open (XRDs, Compositions, XRs, ...)");
+      await volume("second");
+      await until("the XR created after the cut reconciled", () => synced("second"), 10_000);
+      assert.match(
+        mem.text(),
+        /the watch of example\.org\/v1\/xvolumes is still open 0\.5 s past the 2 s the server was asked to end it in/,
+      );
+    } finally {
+      await host.stop();
+      await proxy.close();
+      await c.stop();
+    }
+  },
+);
 
 F.run();

@@ -9,8 +9,10 @@ import { loadDocs } from "../../src/engine/docs.js";
 import { createRunner } from "../../src/engine/runner.js";
 import { Host } from "../../src/host/host.js";
 import { applyManifests } from "../../src/host/manifests.js";
-import { kubeconfigFor, until } from "../support/cluster.js";
+import { Elector } from "../../src/host/leader.js";
+import { kubeconfigFor, sleep, until } from "../support/cluster.js";
 import { memoryLog } from "../support/log.js";
+import { startProxy } from "../support/proxy.js";
 import { ROOT } from "../support/spawn.js";
 
 const DIR = join(ROOT, "test/fixtures/truth");
@@ -41,6 +43,7 @@ L("two hosts, one Lease: one reconciles; kill it and the other takes over, never
     const [leader, follower] = a.isLeader() ? [a, b] : [b, a];
     const mine = leader === a ? "replica-a" : "replica-b";
     await applyManifests(kc, [...loadDocs(join(DIR, "manifests.yaml"))], mem.log);
+    await until("the XR kind served", async () => (await fetch(`${c.url}/apis/example.org/v1/xvolumes`)).ok, 10_000);
     const applyVolume = (name: string, disk: string) =>
       applyManifests(
         kc,
@@ -122,5 +125,48 @@ L("a leader whose Lease another takes stops reconciling and is told (xfn host ex
   assert.is(lost, 1, "stop() is not reported as a lost Lease");
   await c.stop();
 });
+
+L(
+  "a leader cut off from the API server (requests that never get an answer) steps down within its renew deadline, before another can take over",
+  async () => {
+    const c = await startDevCluster();
+    const proxy = await startProxy(c.port);
+    const cut = kubeconfigFor(c);
+    cut.clusters[0] = { ...cut.clusters[0]!, server: `http://127.0.0.1:${proxy.port}` };
+    const mem = memoryLog();
+    const timing = { leaseDurationMs: 1500, renewDeadlineMs: 1000, retryPeriodMs: 100 };
+    const times: Record<string, number> = {};
+    const elector = (identity: string, kc = kubeconfigFor(c)) =>
+      new Elector(kc, { namespace: "default", name: "xfn-host", identity, ...timing }, mem.log.child({ replica: identity }), {
+        started: () => (times[`${identity} started`] = Date.now()),
+        stopped: () => (times[`${identity} stopped`] = Date.now()),
+      });
+    const a = elector("replica-a", cut);
+    const b = elector("replica-b");
+    try {
+      a.start();
+      await until("replica-a leading", () => a.isLeader());
+      b.start();
+      await sleep(300);
+      assert.not.ok(b.isLeader(), "replica-b waits while replica-a renews");
+      // The network path between replica-a and the API server goes silent:
+      // connections are accepted, nothing comes back, nothing is closed.
+      proxy.blackhole();
+      const cutAt = Date.now();
+      await until("replica-b leading", () => b.isLeader(), 5000);
+      assert.ok(times["replica-a stopped"], "replica-a stepped down");
+      assert.ok(times["replica-a stopped"]! <= times["replica-b started"]!, "replica-a stepped down before replica-b took over");
+      assert.ok(times["replica-a stopped"]! - cutAt < timing.renewDeadlineMs + 500, "within its renew deadline");
+      assert.ok(
+        mem.lines().some((l) => l["msg"] === "stopped leading" && /could not renew the lease within 1000 ms/.test(String(l["why"]))),
+      );
+    } finally {
+      await a.stop(false);
+      await b.stop();
+      await proxy.close();
+      await c.stop();
+    }
+  },
+);
 
 L.run();

@@ -5,6 +5,7 @@ import { startDevCluster, type DevCluster } from "../../src/devcluster/server.js
 import { WatchManager, type WatchEvent } from "../../src/host/watches.js";
 import { apis, crd, kubeconfigFor, sleep, until } from "../support/cluster.js";
 import { memoryLog } from "../support/log.js";
+import { startProxy } from "../support/proxy.js";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -106,6 +107,37 @@ W("a failed informer (API server restarted) restarts with backoff and misses not
     await w.stopAll();
     await c2?.stop();
     rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+W("a watch whose connection goes silent is restarted once it outlives the timeout it asked for, and misses nothing", async () => {
+  const c = await startDevCluster();
+  const direct = apis(kubeconfigFor(c)).objects;
+  await apis(kubeconfigFor(c)).crds.createCustomResourceDefinition({ body: crd("s3.example.org", "Bucket", "buckets") as never });
+  const proxy = await startProxy(c.port);
+  const kc = kubeconfigFor(c);
+  kc.clusters[0] = { ...kc.clusters[0]!, server: `http://127.0.0.1:${proxy.port}` };
+  const mem = memoryLog();
+  const w = new WatchManager(kc, mem.log, { initialBackoffMs: 50, maxBackoffMs: 400, watchTimeoutMs: [1000, 1000], watchGraceMs: 500 });
+  try {
+    const seen: WatchEvent[] = [];
+    w.ensure(BUCKETS, "xr-a", (e) => seen.push(e));
+    await w.synced(BUCKETS);
+    await direct.createClusterCustomObject({ ...BUCKETS, body: bucket("before") });
+    await until("add before", () => names(seen).includes("add before"));
+    // The server ends each watch after the second asked for; the informer
+    // watches again from where it was, without listing or replaying.
+    await sleep(2500);
+    assert.is(names(seen).filter((n) => n === "add before").length, 1, "nothing replayed");
+    assert.not.ok(mem.text().includes("watch failed"), "a watch the server ends on time is no failure");
+    assert.ok(proxy.freeze() >= 1, "the watch's connection was open");
+    await direct.createClusterCustomObject({ ...BUCKETS, body: bucket("after") });
+    await until("add after, once the silent watch is given up", () => names(seen).includes("add after"), 5000);
+    assert.match(mem.text(), /watch of s3\.example\.org\/v1\/buckets is still open 0\.5 s past the 1 s the server was asked to end it in/);
+  } finally {
+    await w.stopAll();
+    await proxy.close();
+    await c.stop();
   }
 });
 

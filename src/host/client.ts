@@ -1,0 +1,230 @@
+// The host's way to the API server: client-node's API clients and watches,
+// bounded in time, so that an API server (or a network path) that stops
+// answering never holds the host for ever.
+//
+// client-node sets no deadline of its own: a request on a connection that has
+// gone silent (a NAT entry or load balancer that dropped it, a node that went
+// away without a reset) waits for ever, and a watch on one never delivers
+// another event. client-go has the same exposure and closes it with HTTP/2
+// health pings and watch timeouts; client-node speaks HTTP/1.1 and has neither.
+// So here:
+// - every request is given up after a deadline, with an error that says so;
+// - every watch asks the server to end it after a random 5 to 10 minutes, as
+//   client-go's reflector does, with bookmarks so that it resumes where it was;
+//   a watch still open a grace period after that has a dead connection and is
+//   given up with an error, so the informer restarts it.
+import { request as httpRequest, type IncomingMessage } from "node:http";
+import { request as httpsRequest, type RequestOptions } from "node:https";
+import {
+  createConfiguration,
+  IsomorphicFetchHttpLibrary,
+  KubernetesObjectApi,
+  ServerConfiguration,
+  Watch,
+  wrapHttpLibrary,
+  type Configuration,
+  type KubeConfig,
+  type RequestContext,
+  type ResponseContext,
+} from "@kubernetes/client-node";
+
+/** seconds renders a duration in ms as seconds for a message ("0.5 s", "60 s"). */
+const seconds = (ms: number) => `${Math.round(ms / 100) / 10} s`;
+
+/** TimeoutError is a request the API server did not answer in time. */
+export class TimeoutError extends Error {
+  override name = "TimeoutError";
+}
+
+/**
+ * bounded sends requests as client-node does, each given up after ms: the
+ * connection is closed and the request fails with a TimeoutError naming it.
+ * The deadline covers the response body too.
+ */
+function bounded(ms: number) {
+  const inner = new IsomorphicFetchHttpLibrary();
+  return wrapHttpLibrary({
+    async send(req: RequestContext): Promise<ResponseContext> {
+      const abort = new AbortController();
+      const timer = setTimeout(() => abort.abort(), ms);
+      timer.unref();
+      const given = req.getSignal();
+      req.setSignal(given ? AbortSignal.any([given as AbortSignal, abort.signal]) : abort.signal);
+      const fail = (err: unknown): never => {
+        clearTimeout(timer);
+        if (!abort.signal.aborted) throw err;
+        const path = new URL(req.getUrl()).pathname;
+        throw new TimeoutError(`${req.getHttpMethod()} ${path}: the API server did not answer within ${seconds(ms)}`);
+      };
+      let res: ResponseContext;
+      try {
+        res = await inner.send(req).toPromise();
+      } catch (err) {
+        return fail(err);
+      }
+      const body = res.body;
+      const done = <T>(v: T) => (clearTimeout(timer), v);
+      res.body = { text: () => body.text().then(done, fail), binary: () => body.binary().then(done, fail) };
+      return res;
+    },
+  });
+}
+
+/** configuration is what kc.makeApiClient gives an API client, with requests bounded by timeoutMs. */
+function configuration(kc: KubeConfig, timeoutMs: number): Configuration {
+  const cluster = kc.getCurrentCluster();
+  if (!cluster) throw new Error("the kubeconfig has no current cluster");
+  return createConfiguration({
+    baseServer: new ServerConfiguration(cluster.server, {}),
+    authMethods: { default: kc },
+    httpApi: bounded(timeoutMs),
+  });
+}
+
+/** apiClient makes a client-node API client (CustomObjectsApi, CoreV1Api, ...) whose requests end within timeoutMs. */
+export function apiClient<T>(kc: KubeConfig, Api: new (c: Configuration) => T, timeoutMs: number): T {
+  return new Api(configuration(kc, timeoutMs));
+}
+
+/** objectClient is KubernetesObjectApi.makeApiClient with requests that end within timeoutMs. */
+export function objectClient(kc: KubeConfig, timeoutMs: number): KubernetesObjectApi {
+  return new Objects(configuration(kc, timeoutMs), kc);
+}
+
+class Objects extends KubernetesObjectApi {
+  constructor(c: Configuration, kc: KubeConfig) {
+    super(c);
+    this.setDefaultNamespace(kc);
+  }
+}
+
+/** WatchTiming sets how long watches last. */
+export interface WatchTiming {
+  /** The range (ms) each watch's timeoutSeconds is drawn from. Default 5 to 10 minutes, as client-go's reflector. */
+  timeoutMs?: readonly [number, number] | undefined;
+  /** How long past its timeout a watch may stay open before it is taken for dead. Default 30 s. */
+  graceMs?: number | undefined;
+}
+
+type Done = (err: unknown) => void;
+type Callback = (phase: string, apiObj: unknown, watchObj?: unknown) => void;
+
+/**
+ * BoundedWatch is client-node's Watch (ListWatch uses it) with a deadline: it
+ * asks the server for bookmarks and to end the watch after timeoutSeconds, and
+ * gives the watch up with an error if it is still open graceMs after that.
+ * Aborting it (ListWatch does when it stops) ends it without calling done.
+ */
+export class BoundedWatch extends Watch {
+  private readonly range: readonly [number, number];
+  private readonly graceMs: number;
+
+  constructor(
+    kc: KubeConfig,
+    private readonly what: string,
+    t: WatchTiming = {},
+  ) {
+    super(kc);
+    this.range = t.timeoutMs ?? [300_000, 600_000];
+    this.graceMs = t.graceMs ?? 30_000;
+  }
+
+  override async watch(path: string, queryParams: Record<string, unknown>, callback: Callback, done: Done): Promise<AbortController> {
+    const controller = new AbortController();
+    const [lo, hi] = this.range;
+    const secs = Math.max(1, Math.round((lo + Math.random() * (hi - lo)) / 1000));
+    let ended = false;
+    let req: ReturnType<typeof httpRequest> | undefined;
+    const end = (err: unknown) => {
+      if (ended) return;
+      ended = true;
+      clearTimeout(deadline);
+      req?.destroy();
+      done(err);
+    };
+    const deadline = setTimeout(
+      () =>
+        end(
+          new TimeoutError(
+            `the watch of ${this.what} is still open ${seconds(this.graceMs)} past the ${secs} s the server was asked to end it in; ` +
+              "its connection seems dead",
+          ),
+        ),
+      secs * 1000 + this.graceMs,
+    );
+    deadline.unref();
+    controller.signal.addEventListener("abort", () => {
+      ended = true;
+      clearTimeout(deadline);
+      req?.destroy();
+    });
+    try {
+      const cluster = this.config.getCurrentCluster();
+      if (!cluster) throw new Error("the kubeconfig has no current cluster");
+      const url = new URL(cluster.server + path);
+      url.searchParams.set("watch", "true");
+      for (const [k, v] of Object.entries(queryParams)) if (v !== undefined) url.searchParams.set(k, String(v));
+      url.searchParams.set("allowWatchBookmarks", "true");
+      url.searchParams.set("timeoutSeconds", String(secs));
+      const opts: RequestOptions = {};
+      await this.config.applyToHTTPSOptions(opts);
+      if (ended) return controller;
+      req = (url.protocol === "https:" ? httpsRequest : httpRequest)(url, { ...opts, method: "GET" });
+      req.on("error", end);
+      req.on("response", (res: IncomingMessage) => {
+        res.setEncoding("utf8");
+        if (res.statusCode !== 200) {
+          let text = "";
+          res.on("data", (c: string) => (text += c.length < 4096 ? c : c.slice(0, 4096)));
+          res.on("end", () => end(statusError(res.statusCode ?? 0, text)));
+          res.on("error", end);
+          return;
+        }
+        let rest = "";
+        res.on("data", (chunk: string) => {
+          let from = 0;
+          for (let nl = chunk.indexOf("\n"); nl >= 0; nl = chunk.indexOf("\n", from)) {
+            const line = rest + chunk.slice(from, nl);
+            rest = "";
+            from = nl + 1;
+            if (!ended) deliver(line, callback);
+          }
+          rest += chunk.slice(from);
+        });
+        res.on("end", () => {
+          if (!ended && rest) deliver(rest, callback);
+          end(null);
+        });
+        res.on("error", end);
+        res.on("close", () => end(res.complete ? null : new Error(`the watch of ${this.what} was cut off`)));
+      });
+      req.end();
+    } catch (err) {
+      end(err);
+    }
+    return controller;
+  }
+}
+
+function deliver(line: string, callback: Callback): void {
+  if (!line.trim()) return;
+  let data: { type?: string; object?: unknown };
+  try {
+    data = JSON.parse(line) as typeof data;
+  } catch {
+    return; // as client-node's Watch: a line that is not JSON is skipped
+  }
+  callback(String(data.type), data.object, data);
+}
+
+/** statusError is the error for a watch the server refused, with the code ListWatch looks for (410 Gone). */
+function statusError(code: number, body: string): Error {
+  let message = `the API server answered ${code}`;
+  try {
+    const s = JSON.parse(body) as { message?: string };
+    if (s.message) message += `: ${s.message}`;
+  } catch {
+    // not a Status
+  }
+  return Object.assign(new Error(message), { statusCode: code });
+}
