@@ -61,6 +61,17 @@ C("a request the API server never answers fails after the timeout, naming the re
     const objects = objectClient(kc, 300);
     const e2 = await failure(objects.read({ apiVersion: "v1", kind: "ConfigMap", metadata: { name: "a", namespace: "default" } }));
     assert.instance(e2, TimeoutError);
+    // Without an agent of its own (none to close), the caller still gets the error at the deadline.
+    class NoAgent extends KubeConfig {
+      override async applySecurityAuthentication(ctx: Parameters<KubeConfig["applySecurityAuthentication"]>[0]) {
+        await super.applySecurityAuthentication(ctx);
+        ctx.setAgent(undefined as never);
+      }
+    }
+    const bare = new NoAgent();
+    bare.loadFromString(kc.exportConfig());
+    const e3 = await failure(apiClient(bare, CoreV1Api, 300).readNamespacedConfigMap({ namespace: "default", name: "a" }));
+    assert.instance(e3, TimeoutError);
   } finally {
     await proxy.close();
     await c.stop();
@@ -85,10 +96,11 @@ C("the timeout covers the body: headers then silence fails; a slow but whole ans
   }
 });
 
-C("an API error is passed on as client-node gives it, not as a timeout", async () => {
+C("an API error is passed on as client-node gives it, not as a timeout, however long the timeout", async () => {
   const c = await startDevCluster();
   try {
-    const custom = apiClient(kubeconfigFor(c), CustomObjectsApi, 5000);
+    // A timeout longer than setTimeout can wait (2^31 - 1 ms) is a long wait, not none.
+    const custom = apiClient(kubeconfigFor(c), CustomObjectsApi, 3_000_000_000);
     const err = await failure(custom.getClusterCustomObject({ group: "example.org", version: "v1", plural: "nothings", name: "x" }));
     assert.not.instance(err, TimeoutError);
     assert.is((err as { code?: number }).code, 404);
