@@ -53,7 +53,7 @@ function bounded(ms: number) {
     async send(req: RequestContext): Promise<ResponseContext> {
       let expire = (_: Error) => {};
       const expired = new Promise<never>((_, reject) => (expire = reject));
-      expired.catch(() => {}); // settled by whichever of its races is still running
+      expired.catch(() => {}); // rejected at the deadline even when no race waits on it any more
       // setTimeout takes at most 2^31 - 1 ms (24.8 days); a longer wait would fire at once.
       const timer = setTimeout(
         () => {
