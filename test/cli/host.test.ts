@@ -79,6 +79,11 @@ C("bad input: a missing kubeconfig or functions file is a clear error, exit 1", 
   const d = await run(["dev-cluster", "--port", "99999"]);
   assert.is(d.code, 1);
   assert.match(d.stderr, /--port must be 0-65535/);
+  for (const bad of ["abc", "0", "-5"]) {
+    const t = await run(["host", "--embedded", "--request-timeout", bad]);
+    assert.is(t.code, 1, `--request-timeout ${bad}`);
+    assert.match(t.stderr, new RegExp(`--request-timeout must be a positive number of seconds, got "${bad}"`));
+  }
 });
 
 C("bad input: --function-tls-certs-dir missing or holding garbage is a clear error naming the file, exit 1 (xfn call too)", async () => {
