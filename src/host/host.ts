@@ -132,8 +132,8 @@ export class Host {
       initialBackoffMs: 200,
       maxBackoffMs: this.o.maxWatchBackoffMs ?? 30_000,
       requestTimeoutMs: this.o.requestTimeoutMs ?? 60_000,
-      ...(this.o.watchTimeoutMs ? { watchTimeoutMs: this.o.watchTimeoutMs } : {}),
-      ...(this.o.watchGraceMs !== undefined ? { watchGraceMs: this.o.watchGraceMs } : {}),
+      watchTimeoutMs: this.o.watchTimeoutMs,
+      watchGraceMs: this.o.watchGraceMs,
       onRestart: () => this.metrics?.watchRestarts.inc(),
     });
   }

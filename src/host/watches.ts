@@ -61,9 +61,9 @@ export interface WatchOptions {
   /** Told of each restart (metrics). */
   onRestart?: () => void;
   /** The range (ms) each watch's server-side timeout is drawn from. Default 5 to 10 minutes, as client-go's reflector. */
-  watchTimeoutMs?: readonly [number, number];
+  watchTimeoutMs?: readonly [number, number] | undefined;
   /** How long past that timeout a watch may stay open before it is taken for dead. Default 30 s. */
-  watchGraceMs?: number;
+  watchGraceMs?: number | undefined;
   /** Deadline for each list. Default 60 s. */
   requestTimeoutMs?: number;
 }

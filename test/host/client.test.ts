@@ -44,8 +44,7 @@ async function serve(handler: (req: IncomingMessage, res: ServerResponse) => voi
 C("a request the API server never answers fails after the timeout, naming the request and the wait", async () => {
   const c = await startDevCluster();
   const proxy = await startProxy(c.port);
-  const kc = kubeconfigFor(c);
-  kc.clusters[0] = { ...kc.clusters[0]!, server: `http://127.0.0.1:${proxy.port}` };
+  const kc = kubeconfigFor(c, proxy.port);
   try {
     const core = apiClient(kc, CoreV1Api, 300);
     // Answered: the client works as client-node's own.

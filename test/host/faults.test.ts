@@ -137,8 +137,7 @@ F(
     const TRUTH = join(ROOT, "test/fixtures/truth");
     const c = await startDevCluster();
     const proxy = await startProxy(c.port);
-    const kc = kubeconfigFor(c);
-    kc.clusters[0] = { ...kc.clusters[0]!, server: `http://127.0.0.1:${proxy.port}` };
+    const kc = kubeconfigFor(c, proxy.port);
     const mem = memoryLog();
     const host = new Host({
       kc,

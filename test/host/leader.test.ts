@@ -131,8 +131,7 @@ L(
   async () => {
     const c = await startDevCluster();
     const proxy = await startProxy(c.port);
-    const cut = kubeconfigFor(c);
-    cut.clusters[0] = { ...cut.clusters[0]!, server: `http://127.0.0.1:${proxy.port}` };
+    const cut = kubeconfigFor(c, proxy.port);
     const mem = memoryLog();
     const timing = { leaseDurationMs: 1500, renewDeadlineMs: 1000, retryPeriodMs: 100 };
     const times: Record<string, number> = {};

@@ -115,8 +115,7 @@ W("a watch whose connection goes silent is restarted once it outlives the timeou
   const direct = apis(kubeconfigFor(c)).objects;
   await apis(kubeconfigFor(c)).crds.createCustomResourceDefinition({ body: crd("s3.example.org", "Bucket", "buckets") as never });
   const proxy = await startProxy(c.port);
-  const kc = kubeconfigFor(c);
-  kc.clusters[0] = { ...kc.clusters[0]!, server: `http://127.0.0.1:${proxy.port}` };
+  const kc = kubeconfigFor(c, proxy.port);
   const mem = memoryLog();
   const w = new WatchManager(kc, mem.log, { initialBackoffMs: 50, maxBackoffMs: 400, watchTimeoutMs: [1000, 1000], watchGraceMs: 500 });
   try {

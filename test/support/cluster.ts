@@ -14,9 +14,11 @@ export async function until(what: string, check: () => boolean | Promise<boolean
   }
 }
 
-export function kubeconfigFor(c: DevCluster): KubeConfig {
+/** kubeconfigFor is a kubeconfig for c, or with port, for a proxy in front of it on that port. */
+export function kubeconfigFor(c: DevCluster, port = c.port): KubeConfig {
   const kc = new KubeConfig();
   kc.loadFromString(c.kubeconfig());
+  if (port !== c.port) kc.clusters[0] = { ...kc.clusters[0]!, server: `http://127.0.0.1:${port}` };
   return kc;
 }
 

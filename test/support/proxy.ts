@@ -34,7 +34,6 @@ export async function startProxy(targetPort: number, host = "127.0.0.1"): Promis
     const upstream = connect(targetPort, host);
     const pair: [Socket, Socket] = [client, upstream];
     pairs.add(pair);
-    const ours = new RegExp(`^host: ${host.replace(/\./g, "\\.")}:${port}\r$`, "im");
     client.on("data", (chunk: Buffer) => {
       const text = chunk.toString("latin1");
       upstream.write(ours.test(text) ? Buffer.from(text.replace(ours, `Host: ${host}:${targetPort}\r`), "latin1") : chunk);
@@ -50,6 +49,7 @@ export async function startProxy(targetPort: number, host = "127.0.0.1"): Promis
   });
   await new Promise<void>((r) => server.listen(0, host, r));
   const port = (server.address() as { port: number }).port;
+  const ours = new RegExp(`^host: ${host.replace(/\./g, "\\.")}:${port}\r$`, "im");
   const freeze = () => {
     for (const [client, upstream] of pairs) {
       client.removeAllListeners("data");
