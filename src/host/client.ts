@@ -12,7 +12,11 @@
 // - every watch asks the server to end it after a random 5 to 10 minutes, as
 //   client-go's reflector does, with bookmarks so that it resumes where it was;
 //   a watch still open a grace period after that has a dead connection and is
-//   given up with an error, so the informer restarts it.
+//   given up with an error, so the informer restarts it;
+// - once the server has sent bookmarks on a kind's watch (kube-apiserver sends
+//   one about every minute), a watch of that kind that stays silent much longer
+//   than that is taken for dead too, which finds a dead connection in minutes
+//   rather than at the watch's timeout.
 import { request as httpRequest, type IncomingMessage } from "node:http";
 import { request as httpsRequest, type RequestOptions } from "node:https";
 import {
@@ -114,6 +118,12 @@ export interface WatchTiming {
   timeoutMs?: readonly [number, number] | undefined;
   /** How long past its timeout a watch may stay open before it is taken for dead. Default 30 s. */
   graceMs?: number | undefined;
+  /**
+   * How long a watch may go without a byte once the server has shown that it
+   * sends bookmarks on this kind's watches. Default 150 s: kube-apiserver's
+   * watch cache sends each watch a bookmark about every minute.
+   */
+  idleMs?: number | undefined;
 }
 
 type Done = (err: unknown) => void;
@@ -124,10 +134,21 @@ type Callback = (phase: string, apiObj: unknown, watchObj?: unknown) => void;
  * asks the server for bookmarks and to end the watch after timeoutSeconds, and
  * gives the watch up with an error if it is still open graceMs after that.
  * Aborting it (ListWatch does when it stops) ends it without calling done.
+ *
+ * One BoundedWatch serves every watch of one kind, one after the other. Once
+ * a bookmark has come on one of them, the server is known to send them, and
+ * every watch after that is also given up if nothing at all comes on it for
+ * idleMs. The Kubernetes API does not promise bookmarks at any interval, or
+ * at all, so until one is seen nothing is assumed; and a watch given up for
+ * silence makes the next watch learn again,
+ * so a server that stops sending them costs one restart, not one per idleMs.
  */
 export class BoundedWatch extends Watch {
   private readonly range: readonly [number, number];
   private readonly graceMs: number;
+  private readonly idleMs: number;
+  /** Whether the server has sent a bookmark on a watch of this kind since the last one given up for silence. */
+  private beats = false;
 
   constructor(
     kc: KubeConfig,
@@ -137,6 +158,7 @@ export class BoundedWatch extends Watch {
     super(kc);
     this.range = t.timeoutMs ?? [300_000, 600_000];
     this.graceMs = t.graceMs ?? 30_000;
+    this.idleMs = t.idleMs ?? 150_000;
   }
 
   override async watch(path: string, queryParams: Record<string, unknown>, callback: Callback, done: Done): Promise<AbortController> {
@@ -145,12 +167,28 @@ export class BoundedWatch extends Watch {
     const secs = Math.max(1, Math.round((lo + Math.random() * (hi - lo)) / 1000));
     let ended = false;
     let req: ReturnType<typeof httpRequest> | undefined;
+    let idle: NodeJS.Timeout | undefined;
     const end = (err: unknown) => {
       if (ended) return;
       ended = true;
       clearTimeout(deadline);
+      clearTimeout(idle);
       req?.destroy();
       done(err);
+    };
+    const silent = () => {
+      if (ended) return;
+      this.beats = false;
+      end(
+        new TimeoutError(
+          `the watch of ${this.what} has been silent for ${seconds(this.idleMs)}, though the server sends bookmarks on it; ` +
+            "its connection seems dead",
+        ),
+      );
+    };
+    const listen = () => {
+      idle = setTimeout(silent, this.idleMs);
+      idle.unref();
     };
     const deadline = setTimeout(
       () =>
@@ -166,6 +204,7 @@ export class BoundedWatch extends Watch {
     controller.signal.addEventListener("abort", () => {
       ended = true;
       clearTimeout(deadline);
+      clearTimeout(idle);
       req?.destroy();
     });
     try {
@@ -181,6 +220,8 @@ export class BoundedWatch extends Watch {
       if (ended) return controller;
       req = (url.protocol === "https:" ? httpsRequest : httpRequest)(url, { ...opts, method: "GET" });
       req.on("error", end);
+      // Armed before the answer: a watch whose request is never answered is silent too.
+      if (this.beats) listen();
       req.on("response", (res: IncomingMessage) => {
         res.setEncoding("utf8");
         if (res.statusCode !== 200) {
@@ -194,12 +235,16 @@ export class BoundedWatch extends Watch {
         }
         let rest = "";
         res.on("data", (chunk: string) => {
+          idle?.refresh();
           let from = 0;
           for (let nl = chunk.indexOf("\n"); nl >= 0; nl = chunk.indexOf("\n", from)) {
             const line = rest + chunk.slice(from, nl);
             rest = "";
             from = nl + 1;
-            if (!ended) deliver(line, callback);
+            if (!ended && deliver(line, callback) === "BOOKMARK" && !idle) {
+              this.beats = true;
+              listen();
+            }
           }
           rest += chunk.slice(from);
         });
@@ -218,15 +263,18 @@ export class BoundedWatch extends Watch {
   }
 }
 
-function deliver(line: string, callback: Callback): void {
-  if (!line.trim()) return;
+/** deliver passes one line of a watch on as an event, and returns its type. */
+function deliver(line: string, callback: Callback): string | undefined {
+  if (!line.trim()) return undefined;
   let data: { type?: string; object?: unknown };
   try {
     data = JSON.parse(line) as typeof data;
   } catch {
-    return; // as client-node's Watch: a line that is not JSON is skipped
+    return undefined; // as client-node's Watch: a line that is not JSON is skipped
   }
-  callback(String(data.type), data.object, data);
+  const type = String(data.type);
+  callback(type, data.object, data);
+  return type;
 }
 
 /** statusError is the error for a watch the server refused, with the code ListWatch looks for (410 Gone). */

@@ -53,9 +53,13 @@ export interface HostOptions {
   maxWatchBackoffMs?: number;
   /** How long a request to the API server may take before it is given up. Default 60 s, kube-apiserver's own limit. */
   requestTimeoutMs?: number;
-  /** Watch timing (client.ts): the range each watch's server-side timeout is drawn from, and the grace past it. */
+  /**
+   * Watch timing (client.ts): the range each watch's server-side timeout is drawn from, the grace past it,
+   * and how long a watch may stay silent once the server has sent bookmarks on its kind's watches.
+   */
   watchTimeoutMs?: readonly [number, number];
   watchGraceMs?: number;
+  watchIdleMs?: number;
   /** Reconcile only while holding this Lease (see leader.ts). */
   leaderElection?: LeaderElectionOptions;
   /** Metrics to report to; by default the host makes its own (Host.metrics). */
@@ -134,6 +138,7 @@ export class Host {
       requestTimeoutMs: this.o.requestTimeoutMs ?? 60_000,
       watchTimeoutMs: this.o.watchTimeoutMs,
       watchGraceMs: this.o.watchGraceMs,
+      watchIdleMs: this.o.watchIdleMs,
       onRestart: () => this.metrics?.watchRestarts.inc(),
     });
   }

@@ -64,6 +64,8 @@ export interface WatchOptions {
   watchTimeoutMs?: readonly [number, number] | undefined;
   /** How long past that timeout a watch may stay open before it is taken for dead. Default 30 s. */
   watchGraceMs?: number | undefined;
+  /** How long a watch may stay silent once the server has sent bookmarks on the kind's watches. Default 150 s. */
+  watchIdleMs?: number | undefined;
   /** Deadline for each list. Default 60 s. */
   requestTimeoutMs?: number;
 }
@@ -161,7 +163,11 @@ export class WatchManager {
   private start(kind: Kind): Entry {
     const path = `/apis/${kind.group}/${kind.version}/${kind.plural}`;
     const list = () => this.api.listClusterCustomObject({ group: kind.group, version: kind.version, plural: kind.plural }) as never;
-    const watch = new BoundedWatch(this.kc, kindKey(kind), { timeoutMs: this.opts.watchTimeoutMs, graceMs: this.opts.watchGraceMs });
+    const watch = new BoundedWatch(this.kc, kindKey(kind), {
+      timeoutMs: this.opts.watchTimeoutMs,
+      graceMs: this.opts.watchGraceMs,
+      idleMs: this.opts.watchIdleMs,
+    });
     const informer = new ListWatch<KubernetesObject>(path, watch, list, false);
     const e: Entry = {
       kind,

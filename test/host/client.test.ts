@@ -172,7 +172,8 @@ C("a watch the server never ends is given up after its timeout and grace; one ab
     // ... and then nothing, for ever.
   });
   try {
-    const w = new BoundedWatch(s.kc, "example.org/v1/things", { timeoutMs: [1000, 1000], graceMs: 300 });
+    // No bookmark ever comes, so silence alone is no sign of a dead connection: the idle time does not apply.
+    const w = new BoundedWatch(s.kc, "example.org/v1/things", { timeoutMs: [1000, 1000], graceMs: 300, idleMs: 200 });
     const started = Date.now();
     let events = 0;
     const err = (await new Promise<unknown>((resolve) => void w.watch("/apis/x/v1/things", {}, () => events++, resolve))) as Error;
@@ -193,6 +194,55 @@ C("a watch the server never ends is given up after its timeout and grace; one ab
     controller.abort();
     await new Promise((r) => setTimeout(r, 1500));
     assert.not.ok(called, "an aborted watch does not call done");
+  } finally {
+    await s.close();
+  }
+});
+
+C("once the server has sent a bookmark, a watch of that kind silent for the idle time is given up; a busy one is not", async () => {
+  let n = 0;
+  const bookmark = `${JSON.stringify({ type: "BOOKMARK", object: { metadata: { resourceVersion: "7" } } })}\n`;
+  const s = await serve((_req, res) => {
+    n++;
+    res.writeHead(200, { "content-type": "application/json" });
+    if (n === 1) {
+      // The server shows it sends bookmarks, then ends the watch as asked.
+      res.write(bookmark);
+      setTimeout(() => res.end(), 100);
+    } else if (n === 4) {
+      // A bookmark every 100 ms, for ever.
+      const t = setInterval(() => res.write(bookmark), 100);
+      res.on("close", () => clearInterval(t));
+    }
+    // 2 and 3: nothing, for ever.
+  });
+  const w = new BoundedWatch(s.kc, "example.org/v1/things", { timeoutMs: [1000, 1000], graceMs: 300, idleMs: 400 });
+  const run = async () => {
+    const started = Date.now();
+    const err = await new Promise<unknown>((resolve) => void w.watch("/apis/x/v1/things", {}, () => {}, resolve));
+    return { err: err as Error | null, ms: Date.now() - started };
+  };
+  const timedOut = /^the watch of example\.org\/v1\/things is still open 0\.3 s past the 1 s/;
+  try {
+    const first = await run();
+    assert.is(first.err, null, "ended by the server");
+    // The next watch is watched for silence from its start.
+    const second = await run();
+    assert.instance(second.err, TimeoutError);
+    assert.is(
+      second.err!.message,
+      "the watch of example.org/v1/things has been silent for 0.4 s, though the server sends bookmarks on it; its connection seems dead",
+    );
+    assert.ok(second.ms >= 400 && second.ms < 1200, `given up at the idle time, not the timeout (${second.ms} ms)`);
+    // Given up for silence, the kind is learned again: with no bookmark since, only the timeout ends a watch.
+    const third = await run();
+    assert.match(third.err!.message, timedOut);
+    assert.ok(third.ms >= 1300, `${third.ms} ms`);
+    // Bookmarks coming more often than the idle time keep a watch open until its timeout.
+    const fourth = await run();
+    assert.match(fourth.err!.message, timedOut);
+    assert.ok(fourth.ms >= 1300, `${fourth.ms} ms`);
+    assert.is(n, 4);
   } finally {
     await s.close();
   }

@@ -131,56 +131,76 @@ F("a function down for a while: Synced=False with the reason, then convergence o
   }
 });
 
+/**
+ * cutOff starts a host behind a proxy, reconciles one XR, silences every
+ * connection the host has open (as a dropped NAT entry would), creates a
+ * second XR and waits for the host to reconcile it; it returns the host's log.
+ */
+async function cutOff(
+  dev: { bookmarkIntervalMs?: number },
+  watch: { watchTimeoutMs: [number, number]; watchGraceMs?: number; watchIdleMs?: number },
+) {
+  const TRUTH = join(ROOT, "test/fixtures/truth");
+  const c = await startDevCluster(dev);
+  const proxy = await startProxy(c.port);
+  const kc = kubeconfigFor(c, proxy.port);
+  const mem = memoryLog();
+  const host = new Host({
+    kc,
+    runner: await createRunner(loadDocs(join(TRUTH, "functions.yaml")), join(TRUTH, "functions.yaml"), () => new Date()),
+    log: mem.log,
+    baseBackoffMs: 50,
+    maxBackoffMs: 400,
+    maxWatchBackoffMs: 400,
+    requestTimeoutMs: 2000,
+    ...watch,
+  });
+  const direct = kubeconfigFor(c);
+  const volume = (name: string) =>
+    applyManifests(
+      direct,
+      [{ obj: { apiVersion: "example.org/v1", kind: "XVolume", metadata: { name }, spec: { disks: [{ name: "a" }] } }, source: "test" }],
+      mem.log,
+    );
+  const synced = async (name: string) =>
+    (((await (await fetch(`${c.url}/apis/example.org/v1/xvolumes/${name}`)).json()) as any).status?.conditions ?? []).some(
+      (x: any) => x.type === "Synced" && x.status === "True",
+    );
+  try {
+    await host.start();
+    await applyManifests(direct, loadDocs(join(TRUTH, "manifests.yaml")), mem.log);
+    await until("the XR kind served", async () => (await fetch(`${c.url}/apis/example.org/v1/xvolumes`)).ok, 10_000);
+    await volume("first");
+    await until("the first XR reconciled", () => synced("first"), 10_000);
+    // The host runs a while (long enough for a few bookmarks where they come often) ...
+    await sleep(600);
+    // ... then every connection the host has open now goes silent; new ones get through.
+    assert.ok(proxy.freeze() >= 3, "the host's watches were open (XRDs, Compositions, XRs, ...)");
+    await volume("second");
+    await until("the XR created after the cut reconciled", () => synced("second"), 10_000).catch((err: Error) => {
+      throw new Error(`${err.message}; the host logged:\n${mem.text()}`);
+    });
+    return mem.text();
+  } finally {
+    await host.stop();
+    await proxy.close();
+    await c.stop();
+  }
+}
+
 F(
   "the host's connections go silent (a dropped NAT entry): its watches are given up and renewed, and an XR created meanwhile is reconciled",
   async () => {
-    const TRUTH = join(ROOT, "test/fixtures/truth");
-    const c = await startDevCluster();
-    const proxy = await startProxy(c.port);
-    const kc = kubeconfigFor(c, proxy.port);
-    const mem = memoryLog();
-    const host = new Host({
-      kc,
-      runner: await createRunner(loadDocs(join(TRUTH, "functions.yaml")), join(TRUTH, "functions.yaml"), () => new Date()),
-      log: mem.log,
-      baseBackoffMs: 50,
-      maxBackoffMs: 400,
-      maxWatchBackoffMs: 400,
-      watchTimeoutMs: [1500, 1500],
-      watchGraceMs: 500,
-      requestTimeoutMs: 2000,
-    });
-    const direct = kubeconfigFor(c);
-    const volume = (name: string) =>
-      applyManifests(
-        direct,
-        [{ obj: { apiVersion: "example.org/v1", kind: "XVolume", metadata: { name }, spec: { disks: [{ name: "a" }] } }, source: "test" }],
-        mem.log,
-      );
-    const synced = async (name: string) =>
-      (((await (await fetch(`${c.url}/apis/example.org/v1/xvolumes/${name}`)).json()) as any).status?.conditions ?? []).some(
-        (x: any) => x.type === "Synced" && x.status === "True",
-      );
-    try {
-      await host.start();
-      await applyManifests(direct, loadDocs(join(TRUTH, "manifests.yaml")), mem.log);
-      await until("the XR kind served", async () => (await fetch(`${c.url}/apis/example.org/v1/xvolumes`)).ok, 10_000);
-      await volume("first");
-      await until("the first XR reconciled", () => synced("first"), 10_000);
-      // Every connection the host has open now goes silent; new ones get through.
-      assert.ok(proxy.freeze() >= 3, "the host's watches were open (XRDs, Compositions, XRs, ...)");
-      await volume("second");
-      await until("the XR created after the cut reconciled", () => synced("second"), 10_000);
-      assert.match(
-        mem.text(),
-        /the watch of example\.org\/v1\/xvolumes is still open 0\.5 s past the 2 s the server was asked to end it in/,
-      );
-    } finally {
-      await host.stop();
-      await proxy.close();
-      await c.stop();
-    }
+    const log = await cutOff({}, { watchTimeoutMs: [1500, 1500], watchGraceMs: 500 });
+    assert.match(log, /the watch of example\.org\/v1\/xvolumes is still open 0\.5 s past the 2 s the server was asked to end it in/);
   },
 );
+
+F("with bookmarks coming, a silent watch is given up at the idle time, long before its timeout", async () => {
+  // The server sends bookmarks every 200 ms (kube-apiserver: every minute); the watches last a minute.
+  const log = await cutOff({ bookmarkIntervalMs: 200 }, { watchTimeoutMs: [60_000, 60_000], watchIdleMs: 1500 });
+  assert.match(log, /the watch of example\.org\/v1\/xvolumes has been silent for 1\.5 s, though the server sends bookmarks on it/);
+  assert.not.match(log, /is still open/);
+});
 
 F.run();
