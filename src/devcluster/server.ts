@@ -30,6 +30,13 @@ export interface DevClusterOptions {
   bookmarkIntervalMs?: number;
   /** A watch without timeoutSeconds ends after 1 to 2 times this. Default 30 minutes, kube-apiserver's --min-request-timeout. */
   watchMinTimeoutMs?: number;
+  /**
+   * A watch whose client leaves more than this many bytes of events unread is
+   * ended, as kube-apiserver ends a watcher that does not keep up, so a client
+   * that stops reading costs bounded memory. The events that replay a watch's
+   * start are not counted. Default 16 MiB.
+   */
+  watchBufferBytes?: number;
 }
 
 /** DevCluster is a running embedded API server. */
@@ -260,6 +267,7 @@ export async function startDevCluster(opts: DevClusterOptions = {}): Promise<Dev
     });
   };
   const bookmarkMs = opts.bookmarkIntervalMs ?? 10_000;
+  const bufferBytes = opts.watchBufferBytes ?? 16 * 1024 * 1024;
   const watchMinMs = opts.watchMinTimeoutMs ?? 1_800_000;
   const streams = new Set<ServerResponse>();
 
@@ -327,6 +335,7 @@ export async function startDevCluster(opts: DevClusterOptions = {}): Promise<Dev
         streams.add(res);
         let unsubscribe = () => {};
         let bookmark: NodeJS.Timeout | undefined;
+        let live = false;
         // A watch ends at its timeoutSeconds; without one after 1 to 2 times
         // the minimum, as kube-apiserver's --min-request-timeout has it.
         const secs = Number(q.get("timeoutSeconds") ?? "0");
@@ -345,6 +354,12 @@ export async function startDevCluster(opts: DevClusterOptions = {}): Promise<Dev
           fields,
           send: (type, object) => {
             if (res.writableEnded) return;
+            if (live && res.writableLength > bufferBytes) {
+              // Not kept up with: ended (the client sees the watch end after what it has not read yet, and
+              // watches again from the last resourceVersion it saw, as from kube-apiserver).
+              end();
+              return;
+            }
             const out =
               type === "ERROR" || type === "BOOKMARK"
                 ? object
@@ -367,6 +382,7 @@ export async function startDevCluster(opts: DevClusterOptions = {}): Promise<Dev
         await durable();
         if (res.writableEnded) return; // ended (closed, timed out) while waiting: nothing to subscribe
         unsubscribe = store.watch(w, q.get("resourceVersion") ?? undefined);
+        live = true;
         if (q.get("allowWatchBookmarks") === "true")
           bookmark = setInterval(() => store.bookmark(w, apiVersionOf(r), r.type.kind), bookmarkMs);
         return;

@@ -222,6 +222,78 @@ H("a watch without timeoutSeconds is ended too, after 1 to 2 times the minimum (
   }
 });
 
+H(
+  "a watch whose client stops reading is ended once its unread events pass the bound; watching again from the last version loses nothing",
+  async () => {
+    const c = await startDevCluster({ watchBufferBytes: 1024 * 1024 });
+    const core = `${c.url}/api/v1/namespaces/default/configmaps`;
+    const create = (i: number) =>
+      fetch(core, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ apiVersion: "v1", kind: "ConfigMap", metadata: { name: `cm-${i}` }, data: { x: "y".repeat(400_000) } }),
+      });
+    /** watch reads a watch from rv to its end (or for ms), returning the names it saw and the last resourceVersion. */
+    const watch = (rv: string, paused: Promise<void> | undefined, ms: number) =>
+      new Promise<{ names: string[]; rv: string; ended: boolean }>((resolve, reject) => {
+        const names: string[] = [];
+        let last = rv;
+        let rest = "";
+        const req = request(`${core}?watch=true&resourceVersion=${rv}`, (res) => {
+          if (paused) {
+            res.pause(); // a client that stops reading
+            void paused.then(() => res.resume());
+          }
+          res.setEncoding("utf8");
+          res.on("data", (chunk: string) => {
+            const lines = (rest + chunk).split("\n");
+            rest = lines.pop()!;
+            for (const l of lines) {
+              const e = JSON.parse(l);
+              names.push(e.object.metadata.name);
+              last = e.object.metadata.resourceVersion;
+            }
+          });
+          res.on("end", () => {
+            clearTimeout(t);
+            resolve({ names, rv: last, ended: true });
+          });
+        });
+        const t = setTimeout(() => {
+          req.destroy();
+          resolve({ names, rv: last, ended: false });
+        }, ms);
+        req.on("error", reject);
+        req.end();
+      });
+    try {
+      const start = ((await (await fetch(core)).json()) as { metadata: { resourceVersion: string } }).metadata.resourceVersion;
+      let resume = () => {};
+      const stalled = watch(start, new Promise<void>((r) => (resume = r)), 10_000);
+      await sleep(100);
+      // 60 x 400 KB: far more than the socket buffers and the 1 MiB bound hold.
+      for (let i = 0; i < 60; i++) assert.is((await create(i)).status, 201);
+      resume();
+      const first = await stalled;
+      assert.ok(first.ended, "the server ended the watch");
+      assert.ok(first.names.length > 0 && first.names.length < 60, `some events, not all: ${first.names.length}`);
+      assert.equal(
+        first.names,
+        Array.from({ length: first.names.length }, (_, i) => `cm-${i}`),
+        "in order, none skipped",
+      );
+      // As a client does after a watch ends: watch again from the last version seen, and get the rest.
+      const second = await watch(first.rv, undefined, 3000);
+      assert.equal(
+        second.names,
+        Array.from({ length: 60 - first.names.length }, (_, i) => `cm-${first.names.length + i}`),
+      );
+    } finally {
+      await c.stop();
+    }
+  },
+);
+
 H("with --data, a restart loses nothing", async () => {
   const data = join(scratch, "state.json");
   const c1 = await startDevCluster({ dataFile: data });
