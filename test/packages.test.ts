@@ -39,7 +39,8 @@ P.before(() => {
   chmodSync(bundles, 0o755);
 });
 P.after(() => {
-  rmSync(bundles, { recursive: true, force: true });
+  // Guarded, as the rest: a set-up that failed part-way must report its own error, not this one's.
+  if (bundles) rmSync(bundles, { recursive: true, force: true });
   pki?.cleanup();
   go?.cleanup();
 });
