@@ -24,7 +24,7 @@ import {
   type HandlerOptions,
   type HandlerResult,
 } from "./handler.js";
-import { exclusive, MEMORY_REPORT_MS, type FromWorker, type ToWorker, type WorkerData } from "./worker.js";
+import { exclusive, MEMORY_REPORT_MS, monotonicMs, type FromWorker, type ToWorker, type WorkerData } from "./worker.js";
 
 /**
  * DEFAULT_WORKERS is one worker per core the process may use (a container's
@@ -50,6 +50,20 @@ export const DEFAULT_WORKERS = usableCores() + 1;
 export const SMALL_CALL_BYTES = 256 * 1024;
 const BUSY_NICE = 19;
 const LANES_FROM = 3;
+
+/**
+ * A worker below normal priority is slow to pick calls up when the CPU it
+ * would run on is taken by threads of normal priority: the main thread, the
+ * kept worker, and anything else on the machine. On two busy cores such a
+ * worker waited 5 to 100 ms for a call that then took 0.1 ms. So a small call
+ * goes to one only while its recent calls were picked up within
+ * SLOW_PICKUP_MS (a wake-up takes 0.05 to 0.2 ms when a core is free); a
+ * measure older than PICKUP_FRESH_MS no longer counts, so a worker is tried
+ * again once the machine may have calmed down. On a machine with cores to
+ * spare, small calls still spread over every worker.
+ */
+const SLOW_PICKUP_MS = 2;
+const PICKUP_FRESH_MS = 1000;
 
 /** DEFAULT_TIMEOUT_SECONDS bounds one call when the caller sets no shorter deadline. */
 export const DEFAULT_TIMEOUT_SECONDS = 55;
@@ -83,6 +97,41 @@ export interface PoolOptions {
   rss?: () => number;
 }
 
+/** notePickup records how long a call waited for its worker to pick it up. */
+export function notePickup(slot: Pick<Slot, "pickupMs" | "pickupAt">, waited: number, now: number): void {
+  const fresh = now - slot.pickupAt < PICKUP_FRESH_MS;
+  slot.pickupMs = fresh ? 0.7 * slot.pickupMs + 0.3 * waited : waited;
+  slot.pickupAt = now;
+}
+
+type Candidate = Pick<Slot, "gone" | "retiring" | "kept" | "pickupMs" | "pickupAt"> & { pending: { readonly size: number } };
+
+/**
+ * pickWorker chooses the worker with the fewest calls for a request of size
+ * bytes. A large call never takes the worker kept for small calls (unless no
+ * other is running); a small one takes it on a tie, and takes a worker below
+ * normal priority only while that worker picks calls up promptly (see
+ * SLOW_PICKUP_MS). Without a kept worker, or with every other worker slow, a
+ * small call still goes to the least busy one.
+ */
+export function pickWorker<S extends Candidate>(slots: readonly S[], size: number, now: number): S | undefined {
+  const small = size < SMALL_CALL_BYTES;
+  let best: S | undefined;
+  let kept: S | undefined;
+  let any: S | undefined;
+  const fewer = (s: S, than: S | undefined) =>
+    !than || s.pending.size < than.pending.size || (s.kept && s.pending.size === than.pending.size);
+  for (const s of slots) {
+    if (s.gone || s.retiring) continue;
+    if (s.kept) kept = s;
+    if (s.kept && !small) continue;
+    if (fewer(s, any)) any = s;
+    const slow = small && !s.kept && s.pickupMs > SLOW_PICKUP_MS && now - s.pickupAt < PICKUP_FRESH_MS;
+    if (!slow && fewer(s, best)) best = s;
+  }
+  return best ?? any ?? kept;
+}
+
 /** How often the memory guard looks. */
 const GUARD_INTERVAL_MS = 50;
 
@@ -107,6 +156,9 @@ interface Slot {
   ending?: string;
   /** What the worker writes for the memory guard: bytes its thread holds, and when (worker.ts, MEMORY_REPORT_MS). */
   held: Float64Array;
+  /** How long its recent calls waited to be picked up (ms, a moving average), and when that was last measured (performance.now()). */
+  pickupMs: number;
+  pickupAt: number;
 }
 
 /** Pool is a Handler backed by worker threads. */
@@ -162,6 +214,8 @@ export async function startPool(opts: PoolOptions, log: Logger): Promise<Pool> {
         retiring: false,
         kept,
         held: memory ? new Float64Array(memory) : new Float64Array(2),
+        pickupMs: 0,
+        pickupAt: -Infinity,
       };
       let ready = false;
       const replace = (why: string) => {
@@ -195,6 +249,7 @@ export async function startPool(opts: PoolOptions, log: Logger): Promise<Pool> {
           const p = slot.pending.get(m.id);
           if (!p) return; // already answered here (a deadline), or failed with the worker
           slot.pending.delete(m.id);
+          notePickup(slot, m.waited, performance.now());
           if (m.type === "done") p.resolve({ ok: new Uint8Array(m.buf, m.off, m.len) });
           else if (m.code === Code.DEADLINE_EXCEEDED && p.byTimeout) p.resolve(expired(true, opts.timeoutMs));
           else p.resolve({ code: m.code, details: m.details });
@@ -240,23 +295,7 @@ export async function startPool(opts: PoolOptions, log: Logger): Promise<Pool> {
     "function workers ready",
   );
 
-  /**
-   * pick chooses the worker with the fewest calls for a request of size
-   * bytes. A large call never takes the worker kept for small calls (unless
-   * no other is running); a small one takes it on a tie.
-   */
-  const pick = (size: number): Slot | undefined => {
-    const small = size < SMALL_CALL_BYTES;
-    let best: Slot | undefined;
-    let kept: Slot | undefined;
-    for (const s of slots) {
-      if (s.gone || s.retiring) continue;
-      if (s.kept) kept = s;
-      if (s.kept && !small) continue;
-      if (!best || s.pending.size < best.pending.size || (s.kept && s.pending.size === best.pending.size)) best = s;
-    }
-    return best ?? kept;
-  };
+  const pick = (size: number) => pickWorker(slots, size, performance.now());
 
   /** workerBefore resolves with a worker, waiting for a replacement if none is running, or undefined at the deadline. */
   async function workerBefore(deadline: number, size: number): Promise<Slot | undefined> {
@@ -271,7 +310,8 @@ export async function startPool(opts: PoolOptions, log: Logger): Promise<Pool> {
   }
 
   async function dispatch(bytes: Uint8Array, call: CallInfo, deadline: number, byTimeout: boolean): Promise<HandlerResult> {
-    const slot = await workerBefore(deadline, bytes.byteLength);
+    // Taken at once when a worker is running, so that the call counts on it before the next call is placed.
+    const slot = pick(bytes.byteLength) ?? (await workerBefore(deadline, bytes.byteLength));
     if (!slot)
       return { code: Code.UNAVAILABLE, details: "no function worker came up before the deadline (they are being restarted); retry later" };
     const at = (opts.now ?? (() => new Date()))().getTime();
@@ -313,6 +353,7 @@ export async function startPool(opts: PoolOptions, log: Logger): Promise<Pool> {
           deadline,
           ...(byTimeout ? { timeoutMs: opts.timeoutMs } : {}),
           at,
+          sent: monotonicMs(),
         } satisfies ToWorker,
         [b.buffer as ArrayBuffer],
       );

@@ -64,6 +64,8 @@ export type ToWorker =
       /** Set when deadline is the server's --timeout: that timeout, in ms. */
       timeoutMs?: number;
       at: number;
+      /** When the pool posted the call (monotonicMs). */
+      sent: number;
     }
   | { type: "cancel"; id: number };
 
@@ -71,9 +73,15 @@ export type ToWorker =
 export type FromWorker =
   | { type: "ready" }
   | { type: "failed"; message: string }
-  | { type: "done"; id: number; buf: ArrayBuffer; off: number; len: number }
-  | { type: "status"; id: number; code: number; details: string }
+  | { type: "done"; id: number; buf: ArrayBuffer; off: number; len: number; waited: number }
+  | { type: "status"; id: number; code: number; details: string; waited: number }
   | { type: "log"; line: string };
+
+/**
+ * monotonicMs is the process's monotonic clock in ms: the same in every
+ * thread (performance.now() is not: each thread has its own origin).
+ */
+export const monotonicMs = () => Number(process.hrtime.bigint()) / 1e6;
 
 /** isWorker tells whether this thread is a pool worker. */
 export function isWorker(): boolean {
@@ -144,6 +152,8 @@ export function workerMain(fn: RunFunction): void {
       running.get(m.id)?.cancel();
       return;
     }
+    // How long the call waited to be picked up: the pool's measure of whether this thread gets the CPU.
+    const waited = monotonicMs() - m.sent;
     const cancel = new Cancel();
     running.set(m.id, cancel);
     void handler
@@ -159,11 +169,11 @@ export function workerMain(fn: RunFunction): void {
         if ("ok" in res) {
           const b = exclusive(res.ok);
           port.postMessage(
-            { type: "done", id: m.id, buf: b.buffer as ArrayBuffer, off: b.byteOffset, len: b.byteLength } satisfies FromWorker,
+            { type: "done", id: m.id, buf: b.buffer as ArrayBuffer, off: b.byteOffset, len: b.byteLength, waited } satisfies FromWorker,
             [b.buffer as ArrayBuffer],
           );
         } else {
-          port.postMessage({ type: "status", id: m.id, code: res.code, details: res.details } satisfies FromWorker);
+          port.postMessage({ type: "status", id: m.id, code: res.code, details: res.details, waited } satisfies FromWorker);
         }
       });
   });

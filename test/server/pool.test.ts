@@ -2,11 +2,12 @@
 // the server down. Real gRPC over loopback, real worker threads.
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
-import type { JsonObject } from "@bufbuild/protobuf";
+import { fromBinary, toBinary, type JsonObject } from "@bufbuild/protobuf";
 import { status as Code } from "@grpc/grpc-js";
+import { RunFunctionRequestSchema, RunFunctionResponseSchema } from "../../src/gen/fn/v1/run_function_pb.js";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
-import { SMALL_CALL_BYTES, type PoolOptions } from "../../src/server/pool.js";
+import { notePickup, pickWorker, SMALL_CALL_BYTES, startPool, type PoolOptions } from "../../src/server/pool.js";
 import { exclusive } from "../../src/server/worker.js";
 import { serve, type RunningServer, type ServeOptions } from "../../src/server/server.js";
 import { codeOf, rawClient } from "../support/client.js";
@@ -122,6 +123,141 @@ P("with three workers, one is kept for small calls: large calls queue on the oth
   } finally {
     c.close();
     await srv.stop(1000);
+  }
+});
+
+P("a small call skips a lower-priority worker that has been slow to pick calls up, and tries it again a second later", async () => {
+  const { srv } = await start(10_000, 3);
+  const c = rawClient(srv.port);
+  const smallBusy = (ms: number) => request({ observed: { composite: { resource: { kind: "X", spec: { mode: "busy", ms } } } } });
+  try {
+    // Two large calls keep both lower-priority workers on the CPU; the two sent after them queue
+    // behind them, so each worker picks its second call up only 400 ms after it was sent: slow.
+    const first = [busy(400), busy(400)].map((r) => c.run(r, { timeoutMs: 20_000 }));
+    await new Promise((r) => setTimeout(r, 100));
+    const second = [busy(0), busy(0)].map((r) => c.run(r, { timeoutMs: 20_000 }));
+    const lanes = new Set((await Promise.all([...first, ...second])).map(threadOf));
+    assert.is(lanes.size, 2);
+    // The kept worker is busy with a small call; a small call now waits for it rather than go to an idle, slow worker.
+    const hold = c.run(smallBusy(400), { timeoutMs: 20_000 });
+    hold.catch(() => {}); // awaited below; failing before that must not leave it unhandled
+    await new Promise((r) => setTimeout(r, 100));
+    const small = await c.run(call("ok"));
+    const kept = threadOf(await hold);
+    assert.not.ok(lanes.has(kept), "the busy small call ran on the kept worker");
+    assert.is(threadOf(small), kept, "the small call waited for the kept worker");
+    // A second later the measure is old: with the kept worker busy again, a small call takes an idle worker.
+    await new Promise((r) => setTimeout(r, 1100));
+    const hold2 = c.run(smallBusy(400), { timeoutMs: 20_000 });
+    hold2.catch(() => {});
+    await new Promise((r) => setTimeout(r, 100));
+    const later = await c.run(call("ok"));
+    assert.is(threadOf(await hold2), kept);
+    assert.ok(lanes.has(threadOf(later)), "tried on a lower-priority worker again");
+  } finally {
+    c.close();
+    await srv.stop(1000);
+  }
+});
+
+P("pickWorker: the least busy worker; large calls never the kept one; small ones skip a worker slow to pick calls up", () => {
+  const SMALL = 1000;
+  const LARGE = SMALL_CALL_BYTES;
+  const now = 10_000;
+  type W = {
+    name: string;
+    kept: boolean;
+    pending: Map<number, unknown>;
+    gone: boolean;
+    retiring: boolean;
+    pickupMs: number;
+    pickupAt: number;
+  };
+  const w = (
+    name: string,
+    o: { kept?: boolean; pending?: number; pickupMs?: number; ago?: number; gone?: boolean; retiring?: boolean } = {},
+  ): W => ({
+    name,
+    kept: o.kept ?? false,
+    pending: new Map(Array.from({ length: o.pending ?? 0 }, (_, i) => [i, null])),
+    gone: o.gone ?? false,
+    retiring: o.retiring ?? false,
+    pickupMs: o.pickupMs ?? 0.1,
+    pickupAt: now - (o.ago ?? 10),
+  });
+  const cases: Array<[string, W[], number, string | undefined]> = [
+    ["small, all idle: the kept one (a tie)", [w("a"), w("k", { kept: true }), w("b")], SMALL, "k"],
+    ["small, the kept one busier: an idle prompt one", [w("a", { pending: 1 }), w("k", { kept: true, pending: 1 }), w("b")], SMALL, "b"],
+    [
+      "small, the idle one slow: the kept one though busier",
+      [w("a", { pending: 2 }), w("k", { kept: true, pending: 1 }), w("b", { pickupMs: 40 })],
+      SMALL,
+      "k",
+    ],
+    [
+      "small, the slow measure over a second old: tried again",
+      [w("k", { kept: true, pending: 1 }), w("b", { pickupMs: 40, ago: 1500 })],
+      SMALL,
+      "b",
+    ],
+    ["small, at the limit (2 ms) is still prompt", [w("k", { kept: true, pending: 1 }), w("b", { pickupMs: 2 })], SMALL, "b"],
+    [
+      "small, no kept one and every one slow: the least busy",
+      [w("a", { pending: 2, pickupMs: 9 }), w("b", { pending: 1, pickupMs: 9 })],
+      SMALL,
+      "b",
+    ],
+    ["small, the kept one gone", [w("k", { kept: true, gone: true }), w("a", { pending: 3 }), w("b", { pending: 1 })], SMALL, "b"],
+    ["large: never the kept one, even idle", [w("k", { kept: true }), w("a", { pending: 2 }), w("b", { pending: 1 })], LARGE, "b"],
+    ["large: slowness does not matter", [w("k", { kept: true }), w("a", { pending: 1 }), w("b", { pickupMs: 50 })], LARGE, "b"],
+    ["large, only the kept one left: it", [w("k", { kept: true }), w("a", { retiring: true })], LARGE, "k"],
+    ["none running", [w("a", { gone: true })], SMALL, undefined],
+  ];
+  for (const [name, slots, size, want] of cases) assert.is(pickWorker(slots, size, now)?.name, want, name);
+});
+
+P("notePickup: the first measure, or one after a second without, is taken as it is; later ones are averaged", () => {
+  const slot = { pickupMs: 0, pickupAt: -Infinity };
+  notePickup(slot, 30, 1000);
+  assert.equal(slot, { pickupMs: 30, pickupAt: 1000 });
+  notePickup(slot, 0, 1100);
+  assert.ok(Math.abs(slot.pickupMs - 21) < 1e-9, String(slot.pickupMs));
+  notePickup(slot, 0.5, 2200);
+  assert.equal(slot, { pickupMs: 0.5, pickupAt: 2200 });
+});
+
+P("calls placed in one tick spread over the workers: each counts on its worker before the next is placed", async () => {
+  const mem = memoryLog();
+  const pool = await startPool(
+    {
+      workers: 3,
+      script: SCRIPT,
+      workerData: { xfnWorker: true, module: MODULE, label: "misbehave", debug: false, maxResponseBytes: 4 << 20 },
+      maxConcurrency: 16,
+      maxQueue: 16,
+      timeoutMs: 10_000,
+    },
+    mem.log,
+  );
+  try {
+    // Four large calls at once (a burst of streams read from one socket read): two on each lower-priority worker.
+    // They all went to one worker when a call was counted on its worker only after an await.
+    const results = await Promise.all(
+      Array.from({ length: 4 }, () =>
+        pool.handle(toBinary(RunFunctionRequestSchema, busy(200)), { version: "v1", deadline: Date.now() + 10_000 }),
+      ),
+    );
+    const threads = results.map((r) => {
+      assert.ok("ok" in r, JSON.stringify(r));
+      return threadOf(fromBinary(RunFunctionResponseSchema, (r as { ok: Uint8Array }).ok));
+    });
+    assert.is(new Set(threads).size, 2, threads.join(", "));
+    assert.equal(
+      [...new Set(threads)].map((t) => threads.filter((x) => x === t).length),
+      [2, 2],
+    );
+  } finally {
+    await pool.close();
   }
 });
 
