@@ -54,13 +54,15 @@ const LANES_FROM = 3;
 /**
  * A worker below normal priority is slow to pick calls up when the CPU it
  * would run on is taken by threads of normal priority: the main thread, the
- * kept worker, and anything else on the machine. On two busy cores such a
- * worker waited 5 to 100 ms for a call that then took 0.1 ms. So a small call
- * goes to one only while its recent calls were picked up within
- * SLOW_PICKUP_MS (a wake-up takes 0.05 to 0.2 ms when a core is free); a
- * measure older than PICKUP_FRESH_MS no longer counts, so a worker is tried
- * again once the machine may have calmed down. On a machine with cores to
- * spare, small calls still spread over every worker.
+ * kept worker, and anything else on the machine. On two busy cores (16 small
+ * calls at once), such a worker holding no call took 1.0-1.2 ms at the median
+ * and 16-17 ms at p99 to pick one up; the kept worker 0.15 and 4-6. So a small
+ * call goes to one only while its recent pick-ups took at most SLOW_PICKUP_MS.
+ * Only calls sent to a worker holding no other call are measured: a call
+ * queued behind another waits for that call, which says nothing of the CPU.
+ * A measure older than PICKUP_FRESH_MS no longer counts, so the worker is
+ * tried again. On a machine with cores to spare, wake-ups are quick and small
+ * calls still spread over every worker.
  */
 const SLOW_PICKUP_MS = 2;
 const PICKUP_FRESH_MS = 1000;
@@ -95,6 +97,8 @@ export interface PoolOptions {
   memoryGuardMB?: number;
   /** The process's resident memory in bytes (tests). */
   rss?: () => number;
+  /** A small call skips a low-priority worker whose pick-ups took longer than this (ms). Default 2; tests on a loaded machine raise it. */
+  slowPickupMs?: number;
 }
 
 /** notePickup records how long a call waited for its worker to pick it up. */
@@ -114,7 +118,7 @@ type Candidate = Pick<Slot, "gone" | "retiring" | "kept" | "pickupMs" | "pickupA
  * SLOW_PICKUP_MS). Without a kept worker, or with every other worker slow, a
  * small call still goes to the least busy one.
  */
-export function pickWorker<S extends Candidate>(slots: readonly S[], size: number, now: number): S | undefined {
+export function pickWorker<S extends Candidate>(slots: readonly S[], size: number, now: number, slowMs = SLOW_PICKUP_MS): S | undefined {
   const small = size < SMALL_CALL_BYTES;
   let best: S | undefined;
   let kept: S | undefined;
@@ -126,7 +130,7 @@ export function pickWorker<S extends Candidate>(slots: readonly S[], size: numbe
     if (s.kept) kept = s;
     if (s.kept && !small) continue;
     if (fewer(s, any)) any = s;
-    const slow = small && !s.kept && s.pickupMs > SLOW_PICKUP_MS && now - s.pickupAt < PICKUP_FRESH_MS;
+    const slow = small && !s.kept && s.pickupMs > slowMs && now - s.pickupAt < PICKUP_FRESH_MS;
     if (!slow && fewer(s, best)) best = s;
   }
   return best ?? any ?? kept;
@@ -141,6 +145,8 @@ interface Pending {
   started: number;
   /** Whether the server's timeout, not the caller's deadline, ends this call. */
   byTimeout: boolean;
+  /** Whether the worker held no other call when this one was sent: then its wait to pick it up is the wait for the CPU. */
+  idle: boolean;
 }
 
 interface Slot {
@@ -249,7 +255,7 @@ export async function startPool(opts: PoolOptions, log: Logger): Promise<Pool> {
           const p = slot.pending.get(m.id);
           if (!p) return; // already answered here (a deadline), or failed with the worker
           slot.pending.delete(m.id);
-          notePickup(slot, m.waited, performance.now());
+          if (p.idle) notePickup(slot, m.waited, performance.now());
           if (m.type === "done") p.resolve({ ok: new Uint8Array(m.buf, m.off, m.len) });
           else if (m.code === Code.DEADLINE_EXCEEDED && p.byTimeout) p.resolve(expired(true, opts.timeoutMs));
           else p.resolve({ code: m.code, details: m.details });
@@ -295,7 +301,7 @@ export async function startPool(opts: PoolOptions, log: Logger): Promise<Pool> {
     "function workers ready",
   );
 
-  const pick = (size: number) => pickWorker(slots, size, performance.now());
+  const pick = (size: number) => pickWorker(slots, size, performance.now(), opts.slowPickupMs);
 
   /** workerBefore resolves with a worker, waiting for a replacement if none is running, or undefined at the deadline. */
   async function workerBefore(deadline: number, size: number): Promise<Slot | undefined> {
@@ -327,7 +333,7 @@ export async function startPool(opts: PoolOptions, log: Logger): Promise<Pool> {
         // Recording never holds up or fails the call it records.
         if ("ok" in r && kept) runResponseHook(log, () => opts.onResponse!(decodeRequest(kept), decodeResponse(r.ok), new Date(at)));
       };
-      slot.pending.set(id, { resolve: settle, byTimeout, started: performance.now() });
+      slot.pending.set(id, { resolve: settle, byTimeout, started: performance.now(), idle: slot.pending.size === 0 });
       call.cancel?.onCancel(() => slot.worker.postMessage({ type: "cancel", id } satisfies ToWorker));
       // The worker answers a passed deadline itself; if it does not, its thread is stuck.
       // Declared after settle, which reads it only once a worker answers or the timer fires.

@@ -52,7 +52,7 @@ export interface ServeOptions {
   /** Streams one connection may hold open at once. Default 1000. */
   maxConcurrentStreams?: number;
   /** Run the function on worker threads (see pool.ts) instead of in this thread. */
-  workers?: Pick<PoolOptions, "workers" | "script" | "workerData" | "maxHeapMB" | "memoryGuardMB" | "rss">;
+  workers?: Pick<PoolOptions, "workers" | "script" | "workerData" | "maxHeapMB" | "memoryGuardMB" | "rss" | "slowPickupMs">;
   /** Told of every RunFunction call answered, refusals included (see `--metrics-address`). */
   onCall?: (code: keyof typeof Code, seconds: number) => void;
   /** Told when the pool replaces a worker. */

@@ -31,7 +31,7 @@ async function start(
   workers = 2,
   extra: Partial<ServeOptions> = {},
   maxHeapMB?: number,
-  pool: Pick<PoolOptions, "memoryGuardMB" | "rss"> = {},
+  pool: Pick<PoolOptions, "memoryGuardMB" | "rss" | "slowPickupMs"> = {},
 ): Promise<{ srv: RunningServer; mem: ReturnType<typeof memoryLog> }> {
   const mem = memoryLog();
   const srv = await serve(
@@ -127,16 +127,20 @@ P("with three workers, one is kept for small calls: large calls queue on the oth
 });
 
 P("a small call skips a lower-priority worker that has been slow to pick calls up, and tries it again a second later", async () => {
-  const { srv } = await start(10_000, 3);
+  const { srv } = await start(10_000, 3, {}, undefined, { slowPickupMs: 50 }); // the 400 ms waits made here, not a loaded machine's
   const c = rawClient(srv.port);
   const smallBusy = (ms: number) => request({ observed: { composite: { resource: { kind: "X", spec: { mode: "busy", ms } } } } });
   try {
-    // Two large calls keep both lower-priority workers on the CPU; the two sent after them queue
-    // behind them, so each worker picks its second call up only 400 ms after it was sent: slow.
-    const first = [busy(400), busy(400)].map((r) => c.run(r, { timeoutMs: 20_000 }));
-    await new Promise((r) => setTimeout(r, 100));
-    const second = [busy(0), busy(0)].map((r) => c.run(r, { timeoutMs: 20_000 }));
-    const lanes = new Set((await Promise.all([...first, ...second])).map(threadOf));
+    // Two large calls that answer at once and then keep their threads (both lower-priority workers)
+    // on the CPU: the two sent next find the workers free of calls yet pick them up only 350 ms later.
+    const large = (mode: string, ms = 0) =>
+      request({ observed: { composite: { resource: { kind: "X", spec: { mode, ms, pad: "x".repeat(SMALL_CALL_BYTES) } } } } });
+    const first = await Promise.all([large("linger", 400), large("linger", 400)].map((r) => c.run(r, { timeoutMs: 20_000 })));
+    await new Promise((r) => setTimeout(r, 50)); // both threads are on the CPU by now
+    const t0 = performance.now();
+    const second = await Promise.all([large("ok"), large("ok")].map((r) => c.run(r, { timeoutMs: 20_000 })));
+    const secondMs = performance.now() - t0;
+    const lanes = new Set([...first, ...second].map(threadOf));
     assert.is(lanes.size, 2);
     // The kept worker is busy with a small call; a small call now waits for it rather than go to an idle, slow worker.
     const hold = c.run(smallBusy(400), { timeoutMs: 20_000 });
@@ -145,7 +149,11 @@ P("a small call skips a lower-priority worker that has been slow to pick calls u
     const small = await c.run(call("ok"));
     const kept = threadOf(await hold);
     assert.not.ok(lanes.has(kept), "the busy small call ran on the kept worker");
-    assert.is(threadOf(small), kept, "the small call waited for the kept worker");
+    assert.is(
+      threadOf(small),
+      kept,
+      `the small call waited for the kept worker (first ${first.map(threadOf)}, second ${second.map(threadOf)} in ${Math.round(secondMs)} ms)`,
+    );
     // A second later the measure is old: with the kept worker busy again, a small call takes an idle worker.
     await new Promise((r) => setTimeout(r, 1100));
     const hold2 = c.run(smallBusy(400), { timeoutMs: 20_000 });
@@ -154,6 +162,29 @@ P("a small call skips a lower-priority worker that has been slow to pick calls u
     const later = await c.run(call("ok"));
     assert.is(threadOf(await hold2), kept);
     assert.ok(lanes.has(threadOf(later)), "tried on a lower-priority worker again");
+  } finally {
+    c.close();
+    await srv.stop(1000);
+  }
+});
+
+P("a call that waits behind another on its own worker does not make that worker slow: small calls still go there", async () => {
+  const { srv } = await start(10_000, 3, {}, undefined, { slowPickupMs: 50 });
+  const c = rawClient(srv.port);
+  const smallBusy = (ms: number) => request({ observed: { composite: { resource: { kind: "X", spec: { mode: "busy", ms } } } } });
+  try {
+    // Two large calls on the CPU, and two more queued behind them: waiting for a call, not for the CPU.
+    const first = [busy(300), busy(300)].map((r) => c.run(r, { timeoutMs: 20_000 }));
+    await new Promise((r) => setTimeout(r, 100));
+    const second = [busy(0), busy(0)].map((r) => c.run(r, { timeoutMs: 20_000 }));
+    const lanes = new Set((await Promise.all([...first, ...second])).map(threadOf));
+    assert.is(lanes.size, 2);
+    const hold = c.run(smallBusy(400), { timeoutMs: 20_000 });
+    hold.catch(() => {});
+    await new Promise((r) => setTimeout(r, 100));
+    const small = await c.run(call("ok"));
+    assert.ok(lanes.has(threadOf(small)), "the small call took an idle lower-priority worker");
+    assert.not.ok(lanes.has(threadOf(await hold)));
   } finally {
     c.close();
     await srv.stop(1000);
