@@ -108,13 +108,13 @@ export function notePickup(slot: Pick<Slot, "pickupMs" | "pickupAt">, waited: nu
   slot.pickupAt = now;
 }
 
-type Candidate = Pick<Slot, "gone" | "retiring" | "kept" | "pickupMs" | "pickupAt"> & { pending: { readonly size: number } };
+type Candidate = Pick<Slot, "gone" | "retiring" | "kept" | "low" | "pickupMs" | "pickupAt"> & { pending: { readonly size: number } };
 
 /**
  * pickWorker chooses the worker with the fewest calls for a request of size
  * bytes. A large call never takes the worker kept for small calls (unless no
  * other is running); a small one takes it on a tie, and takes a worker below
- * normal priority only while that worker picks calls up promptly (see
+ * normal priority (low) only while that worker picks calls up promptly (see
  * SLOW_PICKUP_MS). Without a kept worker, or with every other worker slow, a
  * small call still goes to the least busy one.
  */
@@ -130,7 +130,7 @@ export function pickWorker<S extends Candidate>(slots: readonly S[], size: numbe
     if (s.kept) kept = s;
     if (s.kept && !small) continue;
     if (fewer(s, any)) any = s;
-    const slow = small && !s.kept && s.pickupMs > slowMs && now - s.pickupAt < PICKUP_FRESH_MS;
+    const slow = small && s.low && s.pickupMs > slowMs && now - s.pickupAt < PICKUP_FRESH_MS;
     if (!slow && fewer(s, best)) best = s;
   }
   return best ?? any ?? kept;
@@ -158,6 +158,8 @@ interface Slot {
   retiring: boolean;
   /** Kept for small calls (runs at normal priority; large calls never go to it). */
   kept: boolean;
+  /** Runs below normal priority (with three workers or more, every one but the kept one). */
+  low: boolean;
   /** Why the pool is ending this worker, when it is (its calls fail saying so). */
   ending?: string;
   /** What the worker writes for the memory guard: bytes its thread holds, and when (worker.ts, MEMORY_REPORT_MS). */
@@ -219,6 +221,7 @@ export async function startPool(opts: PoolOptions, log: Logger): Promise<Pool> {
         gone: false,
         retiring: false,
         kept,
+        low: nice > 0,
         held: memory ? new Float64Array(memory) : new Float64Array(2),
         pickupMs: 0,
         pickupAt: -Infinity,

@@ -198,6 +198,7 @@ P("pickWorker: the least busy worker; large calls never the kept one; small ones
   type W = {
     name: string;
     kept: boolean;
+    low: boolean;
     pending: Map<number, unknown>;
     gone: boolean;
     retiring: boolean;
@@ -206,10 +207,11 @@ P("pickWorker: the least busy worker; large calls never the kept one; small ones
   };
   const w = (
     name: string,
-    o: { kept?: boolean; pending?: number; pickupMs?: number; ago?: number; gone?: boolean; retiring?: boolean } = {},
+    o: { kept?: boolean; low?: boolean; pending?: number; pickupMs?: number; ago?: number; gone?: boolean; retiring?: boolean } = {},
   ): W => ({
     name,
     kept: o.kept ?? false,
+    low: o.low ?? !o.kept,
     pending: new Map(Array.from({ length: o.pending ?? 0 }, (_, i) => [i, null])),
     gone: o.gone ?? false,
     retiring: o.retiring ?? false,
@@ -243,6 +245,13 @@ P("pickWorker: the least busy worker; large calls never the kept one; small ones
     ["large: slowness does not matter", [w("k", { kept: true }), w("a", { pending: 1 }), w("b", { pickupMs: 50 })], LARGE, "b"],
     ["large, only the kept one left: it", [w("k", { kept: true }), w("a", { retiring: true })], LARGE, "k"],
     ["none running", [w("a", { gone: true })], SMALL, undefined],
+    [
+      "two workers, both at normal priority: slowness does not matter",
+      [w("a", { low: false, pickupMs: 40 }), w("b", { low: false, pending: 1 })],
+      SMALL,
+      "a",
+    ],
+    ["the same, below normal priority: the prompt one", [w("a", { pickupMs: 40 }), w("b", { pending: 1 })], SMALL, "b"],
   ];
   for (const [name, slots, size, want] of cases) assert.is(pickWorker(slots, size, now)?.name, want, name);
 });
