@@ -140,8 +140,8 @@ type Callback = (phase: string, apiObj: unknown, watchObj?: unknown) => void;
  * every watch after that is also given up if nothing at all comes on it for
  * idleMs. The Kubernetes API does not promise bookmarks at any interval, or
  * at all, so until one is seen nothing is assumed; and a watch given up for
- * silence makes the next watch learn again,
- * so a server that stops sending them costs one restart, not one per idleMs.
+ * silence makes the next watch learn again, so a server that stops sending
+ * them costs one restart, not one per idleMs.
  */
 export class BoundedWatch extends Watch {
   private readonly range: readonly [number, number];
