@@ -15,6 +15,7 @@ import type { RunContext, RunFunction } from "../function.js";
 import { describeError, messageOf } from "../sdk/errors.js";
 import * as response from "../sdk/response.js";
 import { getString } from "../sdk/fieldpath.js";
+import { refusals, REFUSED_REPORT_MS } from "./log.js";
 
 /** HandlerOptions bound the work the handler accepts. */
 export interface HandlerOptions {
@@ -31,6 +32,8 @@ export interface HandlerOptions {
    * instant the function saw (for recording). It must not throw.
    */
   onResponse?: (req: RunFunctionRequest, rsp: RunFunctionResponse, at: Date) => void;
+  /** How often refusals for a full queue after the first are summed up in one line (ms). Default REFUSED_REPORT_MS. */
+  refusedReportMs?: number;
 }
 
 /**
@@ -111,6 +114,8 @@ export function createHandler(fn: RunFunction, opts: HandlerOptions, log: Logger
   // What Object.prototype holds once the function module has loaded: anything a call adds is pollution.
   const prototypeKeys = new Set(Object.keys(Object.prototype));
   const now = opts.now ?? (() => new Date());
+  // A full queue under a flood would otherwise write a line per refused call.
+  const busy = refusals(log, opts.refusedReportMs ?? REFUSED_REPORT_MS);
 
   async function handle(bytes: Uint8Array, call: CallInfo): Promise<HandlerResult> {
     const started = performance.now();
@@ -128,7 +133,7 @@ export function createHandler(fn: RunFunction, opts: HandlerOptions, log: Logger
 
     if (queue.size >= opts.maxQueue) {
       const details = `server busy: ${queue.pending} requests running and ${queue.size} queued (limit ${opts.maxQueue}); retry later`;
-      rlog.get().warn({ code: "RESOURCE_EXHAUSTED" }, details);
+      busy.refused({ code: "RESOURCE_EXHAUSTED", tag, version: call.version, xr: xrName(req) }, details);
       return { code: Code.RESOURCE_EXHAUSTED, details };
     }
 

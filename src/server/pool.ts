@@ -15,6 +15,7 @@ import PQueue from "p-queue";
 import { UNSETTLED_EXIT_CODE, unsettledMessage } from "../cli/load.js";
 import { decodeRequest, decodeResponse } from "../wire/codec.js";
 import { usableCores } from "./cpus.js";
+import { refusals, REFUSED_REPORT_MS } from "./log.js";
 import {
   deadlineDetails,
   messageOf,
@@ -99,6 +100,8 @@ export interface PoolOptions {
   rss?: () => number;
   /** A small call skips a low-priority worker whose pick-ups took longer than this (ms). Default 2; tests on a loaded machine raise it. */
   slowPickupMs?: number;
+  /** How often refusals for a full queue after the first are summed up in one line (ms). Default REFUSED_REPORT_MS. */
+  refusedReportMs?: number;
 }
 
 /** notePickup records how long a call waited for its worker to pick it up. */
@@ -369,13 +372,15 @@ export async function startPool(opts: PoolOptions, log: Logger): Promise<Pool> {
     });
   }
 
+  // A full queue under a flood would otherwise write a line per refused call.
+  const busy = refusals(log, opts.refusedReportMs ?? REFUSED_REPORT_MS);
   const guard = opts.memoryGuardMB ? guardMemory(opts.memoryGuardMB, opts.rss ?? process.memoryUsage.rss, slots, log) : undefined;
 
   return {
     async handle(bytes, call) {
       if (queue.size >= opts.maxQueue) {
         const details = `server busy: ${queue.pending} requests running and ${queue.size} queued (limit ${opts.maxQueue}); retry later`;
-        log.warn({ code: "RESOURCE_EXHAUSTED" }, details);
+        busy.refused({ code: "RESOURCE_EXHAUSTED" }, details);
         return { code: Code.RESOURCE_EXHAUSTED, details };
       }
       const limit = Date.now() + opts.timeoutMs;
@@ -392,6 +397,7 @@ export async function startPool(opts: PoolOptions, log: Logger): Promise<Pool> {
     async close() {
       closing = true;
       clearInterval(guard);
+      busy.flush();
       await Promise.all([...all].map((w) => w.terminate()));
     },
   };

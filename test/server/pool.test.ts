@@ -301,6 +301,45 @@ P("calls placed in one tick spread over the workers: each counts on its worker b
   }
 });
 
+P("the pool's full queue logs its first refusal at once and sums up the rest; close reports what is counted", async () => {
+  const mem = memoryLog();
+  const pool = await startPool(
+    {
+      workers: 1,
+      script: SCRIPT,
+      workerData: { xfnWorker: true, module: MODULE, label: "misbehave", debug: false, maxResponseBytes: 4 << 20 },
+      maxConcurrency: 1,
+      maxQueue: 1,
+      timeoutMs: 10_000,
+      refusedReportMs: 60_000,
+    },
+    mem.log,
+  );
+  const send = (ms: number) => pool.handle(toBinary(RunFunctionRequestSchema, busy(ms)), { version: "v1", deadline: Date.now() + 10_000 });
+  const warned = () => mem.lines().filter((l) => l["level"] === "warn" && l["code"] === "RESOURCE_EXHAUSTED");
+  try {
+    const running = send(300);
+    const queued = send(0);
+    const refused = await Promise.all([send(0), send(0), send(0)]);
+    for (const r of refused)
+      assert.equal(r, { code: Code.RESOURCE_EXHAUSTED, details: "server busy: 1 requests running and 1 queued (limit 1); retry later" });
+    assert.equal(
+      warned().map((l) => l["msg"]),
+      ["server busy: 1 requests running and 1 queued (limit 1); retry later"],
+    );
+    for (const r of await Promise.all([running, queued])) assert.ok("ok" in r, JSON.stringify(r));
+  } finally {
+    await pool.close();
+  }
+  assert.equal(
+    warned().map((l) => [l["msg"], l["refused"]]),
+    [
+      ["server busy: 1 requests running and 1 queued (limit 1); retry later", undefined],
+      ["refused 2 more calls in the last 60 s; the latest: server busy: 1 requests running and 1 queued (limit 1); retry later", 2],
+    ],
+  );
+});
+
 P("with two workers, none is kept: large calls use both, at normal priority", async () => {
   const { srv } = await start(10_000, 2);
   const c = rawClient(srv.port);

@@ -258,6 +258,45 @@ R(
   },
 );
 
+R("a full queue logs its first refusal at once and sums up the rest, then keeps serving", async () => {
+  const mem = memoryLog();
+  let release!: () => void;
+  const gate = new Promise<void>((r) => (release = r));
+  const h = createHandler(
+    async () => {
+      await gate;
+      return {};
+    },
+    { maxConcurrency: 1, maxQueue: 1, maxResponseBytes: 4 << 20, refusedReportMs: 100 },
+    mem.log,
+  );
+  const send = (tag: string) =>
+    h.handle(toBinary(RunFunctionRequestSchema, request({ meta: { tag } })), { version: "v1", deadline: Date.now() + 10_000 });
+  const running = send("a");
+  await new Promise((r) => setTimeout(r, 10));
+  const queued = send("b");
+  await new Promise((r) => setTimeout(r, 10));
+  const refused = await Promise.all(["c", "d", "e", "f", "g"].map(send));
+  for (const r of refused) assert.equal(r, { code: 8, details: "server busy: 1 requests running and 1 queued (limit 1); retry later" });
+  const warned = () => mem.lines().filter((l) => l["level"] === "warn");
+  assert.equal(
+    warned().map((l) => [l["msg"], l["tag"], l["refused"]]),
+    [["server busy: 1 requests running and 1 queued (limit 1); retry later", "c", undefined]],
+    "one line for the first refusal, with its call's tag",
+  );
+  await new Promise((r) => setTimeout(r, 250));
+  assert.equal(
+    warned().map((l) => [l["msg"], l["refused"]]),
+    [
+      ["server busy: 1 requests running and 1 queued (limit 1); retry later", undefined],
+      ["refused 4 more calls in the last 0.1 s; the latest: server busy: 1 requests running and 1 queued (limit 1); retry later", 4],
+    ],
+  );
+  release();
+  for (const r of await Promise.all([running, queued])) assert.ok("ok" in r, JSON.stringify(r));
+  assert.ok("ok" in (await send("h")), "the queue has room again");
+});
+
 R("messageOf never throws", () => {
   const revoked = Proxy.revocable({}, {});
   revoked.revoke();
