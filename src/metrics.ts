@@ -2,10 +2,9 @@
 // registry of its own, served at /metrics on an address of their own. xfn
 // serve exposes them only when asked (--metrics-address), as function-sdk-go
 // does; xfn host, like Crossplane, by default.
-import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import type { Logger } from "pino";
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
+import { startHttpServer, type HttpServer, type Routes } from "./http.js";
 
 /** HostMetrics are what the host loop reports. */
 export interface HostMetrics {
@@ -134,37 +133,12 @@ export function serveMetrics(inFlight: () => number): ServeMetrics {
   };
 }
 
-/** MetricsServer is a started /metrics endpoint. */
-export interface MetricsServer {
-  readonly port: number;
-  stop(): Promise<void>;
+/** metricsRoute is the /metrics route of an HTTP server (http.ts) for registry. */
+export function metricsRoute(registry: Registry): Routes {
+  return { "/metrics": async () => ({ status: 200, type: registry.contentType, body: await registry.metrics() }) };
 }
 
-/** startMetricsServer serves registry at http://address/metrics. It rejects naming the address if it cannot listen. */
-export async function startMetricsServer(address: string, registry: Registry, log: Logger): Promise<MetricsServer> {
-  const i = address.lastIndexOf(":");
-  const host = i > 0 ? address.slice(0, i).replace(/^\[|\]$/g, "") : "0.0.0.0";
-  const port = Number(address.slice(i + 1));
-  if (!(Number.isInteger(port) && port >= 0 && port <= 65535))
-    throw new Error(`metrics address must be host:port, got ${JSON.stringify(address)}`);
-  const server: Server = createServer((req, res) => {
-    if (req.url !== "/metrics" || req.method !== "GET") {
-      res.writeHead(404).end("not found: try /metrics\n");
-      return;
-    }
-    registry.metrics().then(
-      (text) => res.writeHead(200, { "Content-Type": registry.contentType }).end(text),
-      (err: Error) => res.writeHead(500).end(err.message),
-    );
-  });
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", (err) => reject(new Error(`cannot serve metrics on ${address}: ${err.message}`)));
-    server.listen(port, host, () => resolve());
-  });
-  const bound = (server.address() as AddressInfo).port;
-  log.info({ address: `${host}:${bound}` }, "serving metrics at /metrics");
-  return {
-    port: bound,
-    stop: () => new Promise((resolve) => server.close(() => resolve())),
-  };
+/** startMetricsServer serves registry at http://address/metrics, with more routes if given. It rejects naming the address if it cannot listen. */
+export function startMetricsServer(address: string, registry: Registry, log: Logger, more: Routes = {}): Promise<HttpServer> {
+  return startHttpServer(address, { ...metricsRoute(registry), ...more }, log, "metrics");
 }

@@ -12,7 +12,8 @@ import { tuneHeap } from "../server/heap.js";
 import { createLogger } from "../server/log.js";
 import { GUARD_SHARE, memoryMB, workerHeapMB } from "../server/memory.js";
 import { DEFAULT_TIMEOUT_SECONDS, DEFAULT_WORKERS } from "../server/pool.js";
-import type { MetricsServer, ServeMetrics } from "../metrics.js";
+import type { ServeMetrics } from "../metrics.js";
+import { probeRoutes, startHttpServer, type HttpServer } from "../http.js";
 import { DEFAULT_ADDRESS, serve, type RunningServer } from "../server/server.js";
 import type { WorkerData } from "../server/worker.js";
 import { createRecorder, type Recorder } from "../testing/record.js";
@@ -61,6 +62,7 @@ export interface ServeFlags {
   memoryGuard?: number;
   timeout: number;
   metricsAddress?: string;
+  healthAddress?: string;
 }
 
 /**
@@ -129,6 +131,13 @@ export function addServeFlags(cmd: Command, opts: { loopbackWhenInsecure?: boole
       ),
     )
     .addOption(
+      new Option(
+        "--health-address <host:port>",
+        "serve Kubernetes probes at http://<host:port>/healthz (the server answers) and /readyz (it takes calls); " +
+          "may be the --metrics-address; off unless given",
+      ),
+    )
+    .addOption(
       new Option("--record-dir <dir>", "write every request and its response as a test case xfn test can replay (secrets redacted)"),
     )
     .addOption(
@@ -167,7 +176,9 @@ export async function startServing(source: FunctionSource, flags: ServeFlags, la
   let recorder: Recorder | undefined;
   let running: RunningServer | undefined;
   let metrics: ServeMetrics | undefined;
-  let metricsServer: MetricsServer | undefined;
+  // The metrics and probe endpoints: one server when they share an address.
+  const httpServers: HttpServer[] = [];
+  const stopHttp = () => Promise.all(httpServers.splice(0).map((h) => h.stop()));
   // A module whose top-level code takes long (a fetch at import, say) keeps the
   // server from listening: say so, rather than leave an empty log.
   const slowLoad = setTimeout(
@@ -191,6 +202,20 @@ export async function startServing(source: FunctionSource, flags: ServeFlags, la
       );
     if (flags.memoryGuard !== undefined && flags.workers === 1)
       throw new Error("--memory-guard ends worker threads, and --workers 1 runs the function in the server's own thread");
+    // Before the module loads: a liveness probe passes from the start, and
+    // readiness says what start-up is waiting for.
+    const probes = flags.healthAddress
+      ? probeRoutes(() => (running ? running.notReady() : "starting: loading the function and binding the gRPC port"))
+      : undefined;
+    const shared = probes && flags.healthAddress === flags.metricsAddress;
+    if (flags.metricsAddress) {
+      // Loaded only when asked for: prom-client adds to every start-up otherwise.
+      const { serveMetrics, startMetricsServer } = await import("../metrics.js");
+      metrics = serveMetrics(() => running?.inFlight() ?? 0);
+      // Asked for explicitly: a port that cannot be bound stops start-up, as --address does.
+      httpServers.push(await startMetricsServer(flags.metricsAddress, metrics.registry, log, shared ? probes : {}));
+    }
+    if (probes && !shared) httpServers.push(await startHttpServer(flags.healthAddress!, probes, log, "probes"));
     const fn = pooled ? null : await source.load();
     const memory = memoryMB();
     const workerData: WorkerData = {
@@ -201,13 +226,6 @@ export async function startServing(source: FunctionSource, flags: ServeFlags, la
       ...(moduleFile ? { module: moduleFile } : {}),
     };
     recorder = flags.recordDir ? createRecorder(resolve(flags.recordDir), moduleFile ?? label, log) : undefined;
-    if (flags.metricsAddress) {
-      // Loaded only when asked for: prom-client adds to every start-up otherwise.
-      const { serveMetrics, startMetricsServer } = await import("../metrics.js");
-      metrics = serveMetrics(() => running?.inFlight() ?? 0);
-      // Asked for explicitly: a port that cannot be bound stops start-up, as --address does.
-      metricsServer = await startMetricsServer(flags.metricsAddress, metrics.registry, log);
-    }
     const m = metrics;
     running = await serve(
       fn,
@@ -245,7 +263,7 @@ export async function startServing(source: FunctionSource, flags: ServeFlags, la
     );
   } catch (err) {
     clearTimeout(slowLoad);
-    await metricsServer?.stop();
+    await stopHttp();
     log.error((err as Error).message);
     // Straight to the terminal, not through the log as process.stderr now is.
     writeSync(2, `xfn serve: ${(err as Error).message}\n`);
@@ -268,7 +286,7 @@ export async function startServing(source: FunctionSource, flags: ServeFlags, la
     void srv
       .stop(flags.gracePeriod * 1000)
       .then(() => recorder?.flush())
-      .then(() => metricsServer?.stop())
+      .then(stopHttp)
       .then(() => exit(0));
   };
   process.once("SIGTERM", () => stop("SIGTERM"));

@@ -176,6 +176,8 @@ interface Slot {
 export interface Pool extends Handler {
   /** close terminates every worker. */
   close(): Promise<void>;
+  /** Workers that have loaded the function and take calls (not ended, not being replaced). */
+  ready(): number;
 }
 
 /** startPool starts the workers and resolves once every one has loaded the function. */
@@ -394,6 +396,7 @@ export async function startPool(opts: PoolOptions, log: Logger): Promise<Pool> {
       return r!;
     },
     inFlight: () => queue.size + queue.pending,
+    ready: () => slots.filter((s) => !s.gone && !s.retiring).length,
     async close() {
       closing = true;
       clearInterval(guard);

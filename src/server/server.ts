@@ -76,6 +76,12 @@ export interface RunningServer {
   /** RunFunction calls admitted and not yet answered (running, waiting to be read or to run). */
   inFlight(): number;
   /**
+   * notReady says why the server should not be sent calls now (a readiness
+   * probe's answer: it is shutting down, or no worker can run the function),
+   * or undefined when it is ready.
+   */
+  notReady(): string | undefined;
+  /**
    * stop stops accepting calls, lets in-flight calls finish for up to graceMs,
    * then cancels what is left. It resolves when the server is down.
    */
@@ -339,6 +345,11 @@ export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Log
     port,
     mtls,
     inFlight: () => admitted,
+    notReady() {
+      if (stopped) return "shutting down: finishing the calls in flight";
+      if (pool && pool.ready() === 0) return "no worker can run the function: every one has ended and is being replaced (see the log)";
+      return undefined;
+    },
     stop(graceMs = 10_000) {
       stopped ??= new Promise<void>((resolve) => {
         health.shutdown();

@@ -12,7 +12,7 @@ import { GUARD_SHARE, memoryMB, workerHeapMB } from "../../src/server/memory.js"
 import { codeOf } from "../support/client.js";
 import { until } from "../support/cluster.js";
 import { request } from "../support/requests.js";
-import { run, startServe } from "../support/spawn.js";
+import { freePort, run, startServe } from "../support/spawn.js";
 
 const Cli = suite("cli: xfn serve");
 
@@ -464,6 +464,92 @@ Cli("--metrics-address serves call counts by code, durations and worker restarts
   const plain = await startServe(["functions/hello", "--insecure"]);
   await plain.stop();
   assert.not.match(plain.output(), /metrics/);
+});
+
+/** probe GETs (or sends method to) a probe path: its status and body, or undefined while nothing listens. */
+async function probe(address: string, path: string, method = "GET"): Promise<[number, string] | undefined> {
+  try {
+    const r = await fetch(`http://${address}${path}`, { method });
+    return [r.status, await r.text()];
+  } catch {
+    return undefined;
+  }
+}
+
+Cli("--health-address: /healthz from the start; /readyz while loading, serving, out of workers, shutting down", async () => {
+  const marker = join(scratch, "probed-once");
+  const f = join(scratch, "probed.mjs");
+  // The first load is slow (the server starting); so is every load after the first
+  // (a replaced worker), and a "slow" call takes a second; "exit" ends its worker.
+  writeFileSync(
+    f,
+    `import { existsSync, writeFileSync } from "node:fs";\n` +
+      `import { response, request } from ${JSON.stringify(join(import.meta.dirname, "../../lib/index.js"))};\n` +
+      `const marker = ${JSON.stringify(marker)};\n` +
+      `if (existsSync(marker)) await new Promise((r) => setTimeout(r, 1500)); else { writeFileSync(marker, ""); await new Promise((r) => setTimeout(r, 1500)); }\n` +
+      `export default async (req) => {\n` +
+      `  const mode = request.getObservedCompositeResource(req)?.spec?.mode;\n` +
+      `  if (mode === "exit") process.exit(0);\n` +
+      `  if (mode === "slow") await new Promise((r) => setTimeout(r, 1000));\n` +
+      `  return response.to(req);\n` +
+      `};\n`,
+  );
+  const hp = `127.0.0.1:${await freePort()}`;
+  const starting = startServe([f, "--insecure", "--workers", "2", "--health-address", hp, "--grace-period", "10"]);
+  starting.catch(() => {}); // awaited below
+  const xr = (mode: string) => request({ observed: { composite: { resource: { kind: "X", spec: { mode } } } } });
+  await until("the probes listen", async () => (await probe(hp, "/healthz")) !== undefined, 10_000);
+  assert.equal(await probe(hp, "/healthz"), [200, "ok\n"], "alive while the module loads");
+  assert.equal(await probe(hp, "/readyz"), [503, "not ready: starting: loading the function and binding the gRPC port\n"]);
+  const s = await starting;
+  const c = rawClient(s.port);
+  try {
+    assert.equal(await probe(hp, "/readyz"), [200, "ok\n"]);
+    assert.equal(await probe(hp, "/readyz", "HEAD"), [200, ""]);
+    assert.equal(await probe(hp, "/readyz", "POST"), [405, "POST not allowed: use GET\n"]);
+    assert.equal(await probe(hp, "/metrics"), [404, "not found: try /healthz, /readyz\n"]);
+    // Both workers end, one after the other; their replacements take 1.5 s to load.
+    for (let i = 0; i < 2; i++) assert.is((await codeOf(c.run(xr("exit")))).code, Code.INTERNAL);
+    assert.equal(await probe(hp, "/readyz"), [
+      503,
+      "not ready: no worker can run the function: every one has ended and is being replaced (see the log)\n",
+    ]);
+    assert.equal(await probe(hp, "/healthz"), [200, "ok\n"]);
+    await until("a replacement is ready", async () => (await probe(hp, "/readyz"))?.[0] === 200, 10_000);
+    // A call in flight when SIGTERM comes: not ready, still alive, until it is answered.
+    const slow = c.run(xr("slow"));
+    await new Promise((r) => setTimeout(r, 300));
+    const exited = s.stop();
+    await until("shutting down", async () => (await probe(hp, "/readyz"))?.[0] === 503, 5_000);
+    assert.equal(await probe(hp, "/readyz"), [503, "not ready: shutting down: finishing the calls in flight\n"]);
+    assert.equal(await probe(hp, "/healthz"), [200, "ok\n"]);
+    assert.ok((await slow).meta !== undefined, "the call in flight was answered");
+    assert.is((await exited).code, 0);
+    assert.is(await probe(hp, "/healthz"), undefined, "the probes stop with the server");
+  } finally {
+    c.close();
+    s.child.kill("SIGKILL");
+  }
+  assert.match(s.output(), /"msg":"serving probes at \/healthz, \/readyz"/);
+});
+
+Cli("--health-address may be the --metrics-address: one server answers both", async () => {
+  const s = await startServe(["functions/hello", "--insecure", "--metrics-address", "127.0.0.1:0", "--health-address", "127.0.0.1:0"]);
+  try {
+    const address = /"address":"(127\.0\.0\.1:\d+)","msg":"serving metrics at \/metrics, \/healthz, \/readyz"/.exec(s.output())?.[1];
+    assert.ok(address, s.output());
+    assert.not.match(s.output(), /serving probes/);
+    assert.equal(await probe(address, "/readyz"), [200, "ok\n"]);
+    assert.match((await probe(address, "/metrics"))![1], /^xfn_function_requests_in_flight 0$/m);
+  } finally {
+    assert.is((await s.stop()).code, 0);
+  }
+});
+
+Cli("--health-address that is not host:port stops start-up naming it", async () => {
+  const r = await run(["serve", "functions/hello", "--insecure", "--address", "127.0.0.1:0", "--health-address", "localhost"]);
+  assert.is(r.code, 1);
+  assert.match(r.stderr, /xfn serve: the probes address must be host:port, got "localhost"/);
 });
 
 Cli("--metrics-address that cannot be bound stops start-up naming it", async () => {

@@ -263,9 +263,9 @@ R("a full queue logs its first refusal at once and sums up the rest, then keeps 
   let release!: () => void;
   const gate = new Promise<void>((r) => (release = r));
   const h = createHandler(
-    async () => {
+    async (req) => {
       await gate;
-      return {};
+      return response.to(req);
     },
     { maxConcurrency: 1, maxQueue: 1, maxResponseBytes: 4 << 20, refusedReportMs: 100 },
     mem.log,
