@@ -6,6 +6,7 @@ import { hostname, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { Command, InvalidArgumentError, Option } from "commander";
 import { createLogger } from "../server/log.js";
+import { probeRoutes } from "../http.js";
 
 interface HostFlags {
   kubeconfig?: string;
@@ -75,9 +76,10 @@ export function hostCommand(): Command {
     )
     .addOption(new Option("-d, --debug", "log each reconcile (what it applied, skipped, deleted, and how long it took)").default(false))
     .addOption(
-      new Option("--metrics-address <host:port>", 'serve Prometheus metrics at http://<host:port>/metrics ("off" for none)').default(
-        "127.0.0.1:8080",
-      ),
+      new Option(
+        "--metrics-address <host:port>",
+        'serve Prometheus metrics at http://<host:port>/metrics and Kubernetes probes at /healthz and /readyz ("off" for none)',
+      ).default("127.0.0.1:8080"),
     )
     .addOption(
       new Option("--leader-election", "reconcile only while holding a coordination.k8s.io Lease (run several replicas safely)").default(
@@ -160,15 +162,19 @@ export function hostCommand(): Command {
             : {}),
         });
         let stopMetrics = async () => {};
+        // The Kubernetes probes, beside /metrics: a standby replica (waiting for the Lease) is ready.
+        let phase: string | undefined = "starting: installing Crossplane's kinds and starting the watches";
         if (flags.metricsAddress !== "off") {
           try {
-            stopMetrics = (await startMetricsServer(flags.metricsAddress, host.metrics.registry, log)).stop;
+            const probes = probeRoutes(() => phase);
+            stopMetrics = (await startMetricsServer(flags.metricsAddress, host.metrics.registry, log, probes)).stop;
           } catch (err) {
             // A dev host beside another on the same machine: say so, and go on without /metrics.
             log.error({ err: (err as Error).message }, "running without /metrics; pass --metrics-address host:port, or off");
           }
         }
         await host.start();
+        phase = undefined;
         if (flags.manifests.length)
           await applyManifests(
             kc,
@@ -176,12 +182,14 @@ export function hostCommand(): Command {
             log,
             flags.requestTimeout * 1000,
           );
-        const stop = () =>
+        const stop = () => {
+          phase = "shutting down";
           void host
             .stop()
             .then(stopMetrics)
             .then(stopCluster)
             .then(() => process.exit(0));
+        };
         process.once("SIGTERM", stop);
         process.once("SIGINT", stop);
       } catch (err) {

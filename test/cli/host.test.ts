@@ -138,6 +138,10 @@ C("--leader-election holds a Lease and --metrics-address serves /metrics, leader
     const text = await (await fetch(`http://${metrics}/metrics`)).text();
     assert.match(text, /^xfn_host_leader 1$/m);
     assert.match(text, /^xfn_host_watches \d+$/m);
+    for (const path of ["/healthz", "/readyz"]) {
+      const r = await fetch(`http://${metrics}${path}`);
+      assert.equal([r.status, await r.text()], [200, "ok\n"], path);
+    }
   } finally {
     assert.is(await h.stop(), 0);
   }
