@@ -13,7 +13,7 @@ import { createLogger } from "../server/log.js";
 import { GUARD_SHARE, memoryMB, workerHeapMB } from "../server/memory.js";
 import { DEFAULT_TIMEOUT_SECONDS, DEFAULT_WORKERS } from "../server/pool.js";
 import type { ServeMetrics } from "../metrics.js";
-import { probeRoutes, startHttpServer, type HttpServer } from "../http.js";
+import type { HttpServer } from "../http.js";
 import { DEFAULT_ADDRESS, serve, type RunningServer } from "../server/server.js";
 import type { WorkerData } from "../server/worker.js";
 import { createRecorder, type Recorder } from "../testing/record.js";
@@ -204,9 +204,9 @@ export async function startServing(source: FunctionSource, flags: ServeFlags, la
       throw new Error("--memory-guard ends worker threads, and --workers 1 runs the function in the server's own thread");
     // Before the module loads: a liveness probe passes from the start, and
     // readiness says what start-up is waiting for.
-    const probes = flags.healthAddress
-      ? probeRoutes(() => (running ? running.notReady() : "starting: loading the function and binding the gRPC port"))
-      : undefined;
+    // Like prom-client below, the HTTP server is loaded only when asked for.
+    const http = flags.healthAddress ? await import("../http.js") : undefined;
+    const probes = http?.probeRoutes(() => (running ? running.notReady() : "starting: loading the function and binding the gRPC port"));
     const shared = probes && flags.healthAddress === flags.metricsAddress;
     if (flags.metricsAddress) {
       // Loaded only when asked for: prom-client adds to every start-up otherwise.
@@ -215,7 +215,7 @@ export async function startServing(source: FunctionSource, flags: ServeFlags, la
       // Asked for explicitly: a port that cannot be bound stops start-up, as --address does.
       httpServers.push(await startMetricsServer(flags.metricsAddress, metrics.registry, log, shared ? probes : {}));
     }
-    if (probes && !shared) httpServers.push(await startHttpServer(flags.healthAddress!, probes, log, "probes"));
+    if (http && probes && !shared) httpServers.push(await http.startHttpServer(flags.healthAddress!, probes, log, "probes"));
     const fn = pooled ? null : await source.load();
     const memory = memoryMB();
     const workerData: WorkerData = {
