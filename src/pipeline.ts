@@ -39,15 +39,35 @@ export interface StepContext {
   requeueAfter(seconds: number): void;
 }
 
-/** Step is one stage of a pipeline. Give it a name with `step` so errors can name it. */
+/**
+ * Step is one stage of a pipeline. Give it a name with `step` so errors can
+ * name it. What it returns is ignored, except a Promise: see Synchronous.
+ */
 export type Step = ((ctx: StepContext) => void) & { readonly stepName?: string };
 
+/**
+ * Synchronous refuses, at compile time, a step function that returns a
+ * Promise. TypeScript lets an async function stand where one returning void
+ * is expected, and the pipeline does not wait for it: what the step did after
+ * its first await would be lost. (At run time such a step is a Fatal result.)
+ */
+export type Synchronous<F> = F extends (ctx: StepContext) => infer R
+  ? 0 extends 1 & R // any: not known to be a Promise
+    ? unknown
+    : [R] extends [never] // a step that only throws
+      ? unknown
+      : [R] extends [PromiseLike<unknown>]
+        ? { "a pipeline step must be synchronous: this one returns a Promise": never }
+        : unknown
+  : unknown;
+
 /** step names a step function. */
-export function step(name: string, run: (ctx: StepContext) => void): Step {
+export function step<F extends (ctx: StepContext) => unknown>(name: string, run: F & Synchronous<F>): Step {
   return Object.assign((ctx: StepContext) => run(ctx), { stepName: name });
 }
 
-const nameOf = (s: Step, i: number): string => s.stepName ?? (s.name || `step ${i + 1}`);
+// An unnamed step by its position in the pipeline: "step 2: ...".
+const nameOf = (s: Step, i: number): string => s.stepName ?? (s.name || String(i + 1));
 
 /**
  * runSteps runs steps over req and returns the response. It is pure: same
@@ -72,10 +92,19 @@ export function runSteps(steps: readonly Step[], req: RunFunctionRequest, now: D
     },
   };
   for (const [i, s] of steps.entries()) {
+    let out: unknown;
     try {
-      s(ctx);
+      out = s(ctx);
     } catch (err) {
       response.fatal(rsp, `step ${nameOf(s, i)}: ${describeError(err)}`).withReason("StepFailed");
+      return rsp;
+    }
+    if (isThenable(out)) {
+      // Its rejection must not go unhandled: on a worker thread that ends the
+      // worker, and every other call it holds with it. Promise.resolve calls a
+      // thenable's then later, so a then that throws rejects here too.
+      Promise.resolve(out).catch(() => {});
+      response.fatal(rsp, `step ${nameOf(s, i)}: ${ASYNC_STEP}`).withReason("StepFailed");
       return rsp;
     }
   }
@@ -86,6 +115,14 @@ export function runSteps(steps: readonly Step[], req: RunFunctionRequest, now: D
   }
   return rsp;
 }
+
+const ASYNC_STEP =
+  "returned a Promise: a pipeline step must be synchronous (it does no I/O), and the pipeline does not wait for it, " +
+  "so what it does after an await would be lost; let Crossplane fetch what it needs (response.requireResources), " +
+  "or write the function as an async RunFunction instead of a step";
+
+const isThenable = (v: unknown): v is PromiseLike<unknown> =>
+  (typeof v === "object" || typeof v === "function") && v !== null && typeof (v as { then?: unknown }).then === "function";
 
 function finishHolds(req: RunFunctionRequest, rsp: RunFunctionResponse, held: Map<string, string[]>): void {
   const observed = request.getObservedComposedResources(req);

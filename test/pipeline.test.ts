@@ -1,7 +1,7 @@
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { Ready, Severity } from "../src/gen/fn/v1/run_function_pb.js";
-import { freeze, pipeline, runSteps, step } from "../src/pipeline.js";
+import { freeze, pipeline, runSteps, step, type StepContext } from "../src/pipeline.js";
 import * as response from "../src/sdk/response.js";
 import { memoryLog } from "./support/log.js";
 import { request } from "./support/requests.js";
@@ -42,6 +42,70 @@ P("a throwing step becomes a Fatal result naming the step; later steps do not ru
   );
 });
 
+P("a step returning a Promise (an async step) is a Fatal result naming it, not a silent loss of its later writes", async () => {
+  // Before: the pipeline went on without waiting, returned success with only
+  // what the step did before its first await, and a rejection went unhandled
+  // (on a worker thread that ended the worker and every call it held).
+  const unhandled: unknown[] = [];
+  const onUnhandled = (reason: unknown) => unhandled.push(reason);
+  process.on("unhandledRejection", onUnhandled);
+  try {
+    let ran = false;
+    const asyncSteps = [
+      async (ctx: StepContext) => {
+        response.setDesiredCompositeStatus(ctx.rsp, { early: true });
+        await Promise.resolve();
+        response.setDesiredCompositeStatus(ctx.rsp, { late: true });
+      },
+      async () => {
+        await Promise.resolve();
+        throw new Error("failed after an await");
+      },
+      // A thenable that is not a Promise, whose then throws: still refused, nothing unhandled.
+      () => ({
+        then() {
+          throw new Error("a then that throws");
+        },
+      }),
+    ];
+    for (const s of asyncSteps) {
+      const rsp = runSteps([step("fetchThings", s as never), step("after", () => (ran = true))], request(), now);
+      assert.equal(
+        rsp.results.map((r) => [r.severity, r.reason]),
+        [[Severity.FATAL, "StepFailed"]],
+      );
+      assert.match(rsp.results[0]!.message, /^step fetchThings: returned a Promise: a pipeline step must be synchronous/);
+      assert.match(rsp.results[0]!.message, /what it does after an await would be lost/);
+    }
+    assert.not.ok(ran, "no step runs after an async one");
+    // The same through pipeline(), as xfn serve runs it, for a bare async function too.
+    const fn = pipeline((async () => {}) as never);
+    const rsp = await fn(request(), { now: () => now } as never);
+    assert.match(rsp.results[0]!.message, /^step 1: returned a Promise/);
+    // Let the rejections settle: none may go unhandled.
+    await new Promise((r) => setTimeout(r, 20));
+    assert.equal(unhandled, []);
+  } finally {
+    process.off("unhandledRejection", onUnhandled);
+  }
+});
+
+P("step() refuses an async function at compile time; other return values are fine", () => {
+  // @ts-expect-error: a step must be synchronous (tsc fails on an unused directive if this compiles).
+  const bad = step("async", async () => {});
+  const fine = [
+    step("returnsResource", (ctx) => response.setDesiredComposedResource(ctx.rsp, "a", { kind: "A" })),
+    step("returnsNothing", (ctx) => {
+      response.setDesiredCompositeStatus(ctx.rsp, { ok: true });
+    }),
+    step("destructures", ({ rsp }) => response.normal(rsp, "hello")),
+  ];
+  const rsp = runSteps(fine, request(), now);
+  assert.equal(Object.keys(rsp.desired!.resources), ["a"]);
+  assert.is(rsp.results.map((r) => r.message).join(), "hello");
+  assert.match(runSteps([bad], request(), now).results[0]!.message, /returned a Promise/);
+});
+
 P("an unnamed step is named by its function name, or its position", () => {
   function mine(): void {
     throw new Error("x");
@@ -58,7 +122,7 @@ P("an unnamed step is named by its function name, or its position", () => {
       request(),
       now,
     ).results[0]!.message,
-    "step step 2: y",
+    "step 2: y",
   );
 });
 
