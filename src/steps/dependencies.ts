@@ -124,6 +124,16 @@ export function isReady(ctx: StepContext, name: string): boolean {
   return getObjectCondition(obj, "Ready")?.status === "True";
 }
 
+/**
+ * unknown says, for a dependency that no step has composed and nothing
+ * observed, that it is so: otherwise a typo in dependsOn or waitFor waits
+ * for ever looking like a resource still on its way.
+ */
+function unknown(ctx: StepContext, name: string): string {
+  if (Object.hasOwn(ctx.rsp.desired?.resources ?? {}, name) || observedResource(ctx, name)) return "";
+  return ` (no resource named ${name} is desired or observed yet)`;
+}
+
 function topological(g: Graph): string[] {
   const out: string[] = [];
   const seen = new Set<string>();
@@ -154,10 +164,11 @@ export function dependencies(opts: DependenciesOptions): Step {
       const p = parsed.get(name);
       if (!p || !Object.hasOwn(desired, name)) continue;
       const unmet: string[] = [];
-      for (const dep of p.dependsOn) if (!isReady(ctx, dep)) unmet.push(`${dep} to be ready`);
+      for (const dep of p.dependsOn) if (!isReady(ctx, dep)) unmet.push(`${dep} to be ready${unknown(ctx, dep)}`);
       for (const w of p.waitFor) {
         const obj = w.resource === XR ? observedXR(ctx) : observedResource(ctx, w.resource);
-        if (!isNonEmpty(obj ? getValue(obj, w.path) : undefined)) unmet.push(`${w.resource}.${w.path}`);
+        if (!isNonEmpty(obj ? getValue(obj, w.path) : undefined))
+          unmet.push(`${w.resource}.${w.path}${w.resource === XR ? "" : unknown(ctx, w.resource)}`);
       }
       if (p.waitUntil.length > 0) {
         vars ??= celVariables(ctx);

@@ -48,6 +48,26 @@ D("waitFor a field of another resource, and of the XR", () => {
   assert.equal(Object.keys(later.desired!.resources).sort(), ["cluster", "subnet"]);
 });
 
+D("a dependency nothing composes or observes is named as such (a typo in dependsOn or waitFor shows)", () => {
+  const steps = [readiness(), dependencies({ subnet: { dependsOn: ["vpcc"] }, route: { waitFor: ["vpcc:status.atProvider.id"] } })];
+  const rsp = run(steps, { observed: { vpc: vpcReady }, desired: { vpc: { kind: "VPC" }, subnet: {}, route: {} } });
+  assert.equal(Object.keys(rsp.desired!.resources), ["vpc"]);
+  assert.equal(
+    messages(rsp, Severity.NORMAL)
+      .filter((m) => m.includes("waiting"))
+      .sort(),
+    [
+      "route: waiting for vpcc.status.atProvider.id (no resource named vpcc is desired or observed yet); not creating it yet",
+      "subnet: waiting for vpcc to be ready (no resource named vpcc is desired or observed yet); not creating it yet",
+    ],
+  );
+  // Desired but not created yet: the usual wait, no hint.
+  const first = run(steps.slice(0, 1).concat(dependencies({ subnet: { dependsOn: ["vpc"] } })), {
+    desired: { vpc: { kind: "VPC" }, subnet: {} },
+  });
+  assert.ok(messages(first, Severity.NORMAL).includes("subnet: waiting for vpc to be ready; not creating it yet"));
+});
+
 D("an existing dependent is never dropped when its dependency flickers", () => {
   const rsp = run([readiness(), dependencies({ subnet: { dependsOn: ["vpc"] } })], {
     observed: { vpc: vpcBooting, subnet: { kind: "Subnet", spec: { vpcId: "vpc-1" }, ...readyCondition("True") } },
@@ -96,13 +116,14 @@ D("a resource named __proto__ is recorded as waiting, and keeps when it began", 
       desired: {},
     });
     setOwn(req.desired!.resources, "__proto__", create(ResourceSchema, { resource: { kind: "Subnet" } }));
+    req.desired!.resources["vpc"] = create(ResourceSchema, { resource: { kind: "VPC" } });
     const rsp = runSteps([dependencies({ ["__proto__"]: { dependsOn: ["vpc"] } })], decodeRequest(encodeRequest(req)), NOW);
     return { rsp, waiting: (rsp.desired!.composite!.resource!["status"] as JsonObject)["waiting"] as JsonObject };
   };
   const first = call(undefined);
   assert.ok(Object.hasOwn(first.waiting, "__proto__"), JSON.stringify(first.waiting));
   assert.equal(first.waiting["__proto__"], { for: ["vpc to be ready"], since: NOW.toISOString() });
-  assert.equal(Object.keys(first.rsp.desired!.resources), []);
+  assert.equal(Object.keys(first.rsp.desired!.resources), ["vpc"]);
   assert.is(response.getTTLSeconds(first.rsp), 5);
   const began = new Date(NOW.getTime() - 100_000).toISOString();
   const later = call(began);
