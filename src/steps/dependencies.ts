@@ -125,12 +125,13 @@ export function isReady(ctx: StepContext, name: string): boolean {
 }
 
 /**
- * unknown says, for a dependency that no step has composed and nothing
- * observed, that it is so: otherwise a typo in dependsOn or waitFor waits
- * for ever looking like a resource still on its way.
+ * absentHint says, for a dependency that no step has composed (desired is the
+ * response's desired resources) and nothing observed, that it is so: otherwise
+ * a typo in dependsOn or waitFor waits for ever looking like a resource still
+ * on its way.
  */
-function unknown(ctx: StepContext, name: string): string {
-  if (Object.hasOwn(ctx.rsp.desired?.resources ?? {}, name) || observedResource(ctx, name)) return "";
+function absentHint(ctx: StepContext, desired: object, name: string): string {
+  if (Object.hasOwn(desired, name) || observedResource(ctx, name)) return "";
   return ` (no resource named ${name} is desired or observed yet)`;
 }
 
@@ -164,11 +165,11 @@ export function dependencies(opts: DependenciesOptions): Step {
       const p = parsed.get(name);
       if (!p || !Object.hasOwn(desired, name)) continue;
       const unmet: string[] = [];
-      for (const dep of p.dependsOn) if (!isReady(ctx, dep)) unmet.push(`${dep} to be ready${unknown(ctx, dep)}`);
+      for (const dep of p.dependsOn) if (!isReady(ctx, dep)) unmet.push(`${dep} to be ready${absentHint(ctx, desired, dep)}`);
       for (const w of p.waitFor) {
         const obj = w.resource === XR ? observedXR(ctx) : observedResource(ctx, w.resource);
         if (!isNonEmpty(obj ? getValue(obj, w.path) : undefined))
-          unmet.push(`${w.resource}.${w.path}${w.resource === XR ? "" : unknown(ctx, w.resource)}`);
+          unmet.push(`${w.resource}.${w.path}${w.resource === XR ? "" : absentHint(ctx, desired, w.resource)}`);
       }
       if (p.waitUntil.length > 0) {
         vars ??= celVariables(ctx);
