@@ -21,7 +21,7 @@
 // to nothing and answers nil); a null on the way reads as missing and is
 // replaced on a write (crossplane-runtime errors); `__proto__` is refused.
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
-import { getOwn } from "../own.js";
+import { getOwn, setOwn } from "../own.js";
 import { XfnError } from "./errors.js";
 
 /** Segment is one step of a parsed field path. A field "*" is a wildcard. */
@@ -136,11 +136,18 @@ function describe(v: JsonValue | undefined): string {
 
 /**
  * getValue returns the value at path, or undefined when any part of it is
- * absent. A path with a wildcard is refused: use getValues.
+ * absent. A path with a wildcard over a value that is there is refused: use
+ * getValues (one whose wildcard meets a missing or null value is not found).
  */
 export function getValue(obj: JsonObject | undefined, path: string): JsonValue | undefined {
   const segments = parsePath(path);
-  if (hasWildcard(segments)) throw new FieldPathError(path, "has a wildcard: read it with getValues, or expandWildcards first");
+  const at = segments.findIndex((s) => "field" in s && s.field === WILDCARD);
+  if (at >= 0) {
+    // As in crossplane-runtime, a path through a missing or null value is not found, wildcard or not.
+    const base = getAt(obj, segments.slice(0, at), path);
+    if (base === undefined || base === null) return undefined;
+    throw new FieldPathError(path, "has a wildcard: read it with getValues, or expandWildcards first");
+  }
   return getAt(obj, segments, path);
 }
 
@@ -220,6 +227,34 @@ export const getBoolean = typed((v): v is boolean => typeof v === "boolean", "a 
 export const getObject = typed(isObject, "an object");
 /** getArray returns the array at path; undefined if absent or null. */
 export const getArray = typed((v): v is JsonValue[] => Array.isArray(v), "an array");
+
+/**
+ * getStringArray returns the array of strings at path; undefined if absent or
+ * null. Like crossplane-runtime's GetStringArray, an array holding anything
+ * but strings is an error.
+ */
+export function getStringArray(obj: JsonObject | undefined, path: string): string[] | undefined {
+  const a = getArray(obj, path);
+  if (a === undefined) return undefined;
+  if (!a.every((x) => typeof x === "string")) throw new FieldPathError(path, "is not an array of strings");
+  return [...a];
+}
+
+/**
+ * getStringObject returns the object of strings at path (labels,
+ * annotations); undefined if absent or null. Like crossplane-runtime's
+ * GetStringObject, an object with a value that is not a string is an error.
+ */
+export function getStringObject(obj: JsonObject | undefined, path: string): Record<string, string> | undefined {
+  const o = getObject(obj, path);
+  if (o === undefined) return undefined;
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(o)) {
+    if (typeof v !== "string") throw new FieldPathError(path, "is not an object with string field values");
+    setOwn(out, k, v);
+  }
+  return out;
+}
 
 function render(segments: readonly Segment[], upTo: number): string {
   return upTo === 0 ? "the root" : formatPath(segments.slice(0, upTo));

@@ -8,6 +8,8 @@ import {
   formatPath,
   getNumber,
   getString,
+  getStringArray,
+  getStringObject,
   getValue,
   getValues,
   parsePath,
@@ -100,6 +102,8 @@ const getCases: Record<string, { path: string; want?: JsonValue | undefined; err
   QuotedLabel: { path: "metadata.labels['app.hash']", want: "abc" },
   WholeArray: { path: "spec.containers", want: [{ image: "nginx" }, { image: "redis" }] },
   Wildcard: { path: "spec.containers[*].image", err: /has a wildcard: read it with getValues/ },
+  WildcardOverNull: { path: "spec.nothing[*].image", want: undefined },
+  WildcardOverMissing: { path: "spec.missing[*].image", want: undefined },
   Index: { path: "spec.containers[1].image", want: "redis" },
   MissingField: { path: "spec.missing.deeper", want: undefined },
   IndexOutOfRange: { path: "spec.containers[5].image", want: undefined },
@@ -296,8 +300,187 @@ Expand("formatPath writes what parsePath reads", () => {
   assert.is(formatPath(parsePath("metadata.labels['app.hash']")), "metadata.labels[app.hash]");
 });
 
+// ---
+
+// crossplane-runtime pkg/fieldpath/paved_test.go at 4e7ed235565d24a6f6ad255aeacb82f09973b875, case
+// names kept. Where it answers a not-found error, xfn answers undefined; where
+// it answers another error, xfn throws.
+const Paved = suite("crossplane-runtime paved_test.go");
+type PavedCase = { data: JsonObject; path: string; want?: unknown; err?: true };
+const pavedGet: Record<string, PavedCase> = {
+  MetadataName: { path: "metadata.name", data: { metadata: { name: "cool" } }, want: "cool" },
+  ContainerName: { path: "spec.containers[0].name", data: { spec: { containers: [{ name: "cool" }] } }, want: "cool" },
+  NestedArray: { path: "items[0][1]", data: { items: [["a", "b"]] }, want: "b" },
+  OwnerRefController: { path: "metadata.ownerRefs[0].controller", data: { metadata: { ownerRefs: [{ controller: true }] } }, want: true },
+  MetadataVersion: { path: "metadata.version", data: { metadata: { version: 2 } }, want: 2 },
+  SomeFloat: { path: "metadata.version", data: { metadata: { version: 2.0 } }, want: 2 },
+  MetadataNope: { path: "metadata.name", data: { metadata: { nope: "cool" } }, want: undefined },
+  InsufficientContainers: { path: "spec.containers[1].name", data: { spec: { containers: [{ name: "cool" }] } }, want: undefined },
+  NotAnArray: { path: "metadata[1]", data: { metadata: { nope: "cool" } }, err: true },
+  NotAnObject: { path: "spec.containers[nope].name", data: { spec: { containers: [{ name: "cool" }] } }, err: true },
+  MalformedPath: { path: "spec[]", data: {}, err: true },
+  NilParent: { path: "spec.containers[*].name", data: { spec: { containers: null } }, want: undefined },
+};
+for (const [name, c] of Object.entries(pavedGet))
+  Paved(`TestGetValue/${name}`, () => {
+    if (c.err)
+      assert.throws(
+        () => getValue(c.data, c.path),
+        (e: Error) => e instanceof FieldPathError,
+      );
+    else assert.equal(getValue(c.data, c.path), c.want);
+  });
+const pavedStringArray: Record<string, PavedCase> = {
+  MetadataLabels: { path: "spec.containers[0].command", data: { spec: { containers: [{ command: ["/bin/bash"] }] } }, want: ["/bin/bash"] },
+  MalformedPath: { path: "spec[]", data: {}, err: true },
+  NotAnArray: { path: "metadata.version", data: { metadata: { version: 2 } }, err: true },
+  NotAStringArray: { path: "metadata.versions", data: { metadata: { versions: [1, 2] } }, err: true },
+};
+for (const [name, c] of Object.entries(pavedStringArray))
+  Paved(`TestGetStringArray/${name}`, () => {
+    if (c.err)
+      assert.throws(
+        () => getStringArray(c.data, c.path),
+        (e: Error) => e instanceof FieldPathError,
+      );
+    else assert.equal(getStringArray(c.data, c.path), c.want);
+  });
+Paved("TestGetStringArray: the message says which", () => {
+  assert.throws(
+    () => getStringArray({ metadata: { versions: [1, 2] } }, "metadata.versions"),
+    /"metadata\.versions": is not an array of strings/,
+  );
+  assert.is(getStringArray({}, "metadata.versions"), undefined);
+});
+const pavedStringObject: Record<string, PavedCase> = {
+  MetadataLabels: { path: "metadata.labels", data: { metadata: { labels: { cool: "true" } } }, want: { cool: "true" } },
+  MalformedPath: { path: "spec[]", data: {}, err: true },
+  NotAnObject: { path: "metadata.version", data: { metadata: { version: 2 } }, err: true },
+  NotAStringObject: { path: "metadata.versions", data: { metadata: { versions: { a: 2 } } }, err: true },
+};
+for (const [name, c] of Object.entries(pavedStringObject))
+  Paved(`TestGetStringObject/${name}`, () => {
+    if (c.err)
+      assert.throws(
+        () => getStringObject(c.data, c.path),
+        (e: Error) => e instanceof FieldPathError,
+      );
+    else assert.equal(getStringObject(c.data, c.path), c.want);
+  });
+Paved("TestGetStringObject: the message says which; a key named __proto__ is kept", () => {
+  assert.throws(
+    () => getStringObject({ metadata: { versions: { a: 2 } } }, "metadata.versions"),
+    /"metadata\.versions": is not an object with string field values/,
+  );
+  const labels = JSON.parse('{"__proto__": "x"}') as JsonObject;
+  assert.equal(Object.keys(getStringObject({ metadata: { labels } }, "metadata.labels")!), ["__proto__"]);
+});
+const pavedSet: Record<string, { data: JsonObject; path: string; value?: JsonValue; want: JsonObject; err?: true }> = {
+  MetadataName: { data: { metadata: { name: "lame" } }, path: "metadata.name", value: "cool", want: { metadata: { name: "cool" } } },
+  NonExistentMetadataName: { data: {}, path: "metadata.name", value: "cool", want: { metadata: { name: "cool" } } },
+  ContainerName: {
+    data: { spec: { containers: [{ name: "lame" }] } },
+    path: "spec.containers[0].name",
+    value: "cool",
+    want: { spec: { containers: [{ name: "cool" }] } },
+  },
+  NonExistentContainerName: {
+    data: {},
+    path: "spec.containers[0].name",
+    value: "cool",
+    want: { spec: { containers: [{ name: "cool" }] } },
+  },
+  NewContainer: {
+    data: { spec: { containers: [{ name: "cool" }] } },
+    path: "spec.containers[1].name",
+    value: "cooler",
+    want: { spec: { containers: [{ name: "cool" }, { name: "cooler" }] } },
+  },
+  NestedArray: { data: {}, path: "data[0][0]", value: "a", want: { data: [["a"]] } },
+  GrowNestedArray: { data: { data: [["a"]] }, path: "data[0][1]", value: "b", want: { data: [["a", "b"]] } },
+  GrowArrayField: { data: { data: ["a"] }, path: "data[2]", value: "c", want: { data: ["a", null, "c"] } },
+  RejectsHighIndexes: { data: { data: ["a"] }, path: "data[1025]", value: "c", want: { data: ["a"] }, err: true },
+  MapStringString: {
+    data: { metadata: {} },
+    path: "metadata.labels",
+    value: { cool: "very" },
+    want: { metadata: { labels: { cool: "very" } } },
+  },
+  NotAnArray: { data: { data: {} }, path: "data[0]", want: { data: {} }, err: true },
+  NotAnObject: { data: { data: [] }, path: "data.name", want: { data: [] }, err: true },
+  MalformedPath: { data: {}, path: "spec[]", want: {}, err: true },
+};
+for (const [name, c] of Object.entries(pavedSet))
+  Paved(`TestSetValue/${name}`, () => {
+    const d = structuredClone(c.data);
+    if (c.err)
+      assert.throws(
+        () => setValue(d, c.path, c.value ?? null),
+        (e: Error) => e instanceof FieldPathError,
+      );
+    else setValue(d, c.path, c.value ?? null);
+    assert.equal(d, c.want, "an error leaves the object as it was");
+  });
+Paved("TestSetValue/RejectsHighIndexes: the limit is crossplane-runtime's DefaultMaxFieldPathIndex, 1024", () => {
+  const d: JsonObject = { data: [] };
+  setValue(d, "data[1024]", "last");
+  assert.is((d["data"] as JsonValue[]).length, 1025);
+  assert.throws(() => setValue({ data: [] }, "data[1025]", "c"), /index 1025 is greater than the largest allowed, 1024/);
+});
+const containers = { spec: { containers: [{ name: "cool", image: "latest", args: ["start", "now", "debug"] }] } };
+const pavedExpand: Record<string, { data: JsonObject; path: string; want?: string[]; err?: true }> = {
+  NoWildcardExisting: { path: "password", data: { password: "top-secret" }, want: ["password"] },
+  NoWildcardNonExisting: { path: "username", data: { password: "top-secret" }, want: [] },
+  NestedNoWildcardExisting: { path: "items[0][1]", data: { items: [["a", "b"]] }, want: ["items[0][1]"] },
+  NestedNoWildcardNonExisting: { path: "items[0][5]", data: { items: [["a", "b"]] }, want: [] },
+  NestedArray: {
+    path: "items[*][*]",
+    data: { items: [["a", "b", "c"], ["d"]] },
+    want: ["items[0][0]", "items[0][1]", "items[0][2]", "items[1][0]"],
+  },
+  KeysOfMap: {
+    path: "items[*]",
+    data: { items: { key1: "val1", "key2.as.annotation": "val2" } },
+    want: ["items.key1", "items[key2.as.annotation]"],
+  },
+  ArrayOfObjects: {
+    path: "spec.containers[*][*]",
+    data: { spec: { containers: [{ name: "cool", image: "latest", args: ["start", "now"] }] } },
+    want: ["spec.containers[0].name", "spec.containers[0].image", "spec.containers[0].args"],
+  },
+  MultiLayer: {
+    path: "spec.containers[*].args[*]",
+    data: containers,
+    want: ["spec.containers[0].args[0]", "spec.containers[0].args[1]", "spec.containers[0].args[2]"],
+  },
+  WildcardInTheBeginning: { path: "spec.containers[*].args[1]", data: containers, want: ["spec.containers[0].args[1]"] },
+  WildcardAtTheEnd: {
+    path: "spec.containers[0].args[*]",
+    data: containers,
+    want: ["spec.containers[0].args[0]", "spec.containers[0].args[1]", "spec.containers[0].args[2]"],
+  },
+  NoData: { path: "metadata[*]", data: {}, want: [] },
+  InsufficientContainers: { path: "spec.containers[1].args[*]", data: { spec: { containers: [{ name: "cool" }] } }, want: [] },
+  UnexpectedWildcard: { path: "spec.containers[0].name[*]", data: { spec: { containers: [{ name: "cool" }] } }, err: true },
+  NotAnArray: { path: "metadata[1]", data: { metadata: { nope: "cool" } }, err: true },
+  NotAnObject: { path: "spec.containers[nope].name", data: { spec: { containers: [{ name: "cool" }] } }, err: true },
+  MalformedPath: { path: "spec[]", data: {}, err: true },
+  NilValue: { path: "spec.containers[*].name", data: { spec: { containers: null } }, want: [] },
+};
+for (const [name, c] of Object.entries(pavedExpand))
+  Paved(`TestExpandWildcards/${name}`, () => {
+    if (c.err)
+      assert.throws(
+        () => expandWildcards(c.data, c.path),
+        (e: Error) => e instanceof FieldPathError,
+      );
+    // The test sorts both sides; xfn keeps document order, which sorted is the same.
+    else assert.equal(expandWildcards(c.data, c.path).sort(), [...c.want!].sort());
+  });
+
 Parse.run();
 Get.run();
+Paved.run();
 Write.run();
 Delete.run();
 Expand.run();
