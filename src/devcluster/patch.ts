@@ -81,7 +81,9 @@ export function jsonPatch(doc: JsonObject, ops: JsonValue): JsonObject {
 
 type Path = string[];
 const IDENTITY = new Set(["apiVersion", "kind"]);
-const META_OWNED = new Set(["labels", "annotations", "finalizers", "ownerReferences"]);
+// The metadata an apply sets (name and namespace say which object it is); a
+// generateName an apply gives is stored, as kube-apiserver stores it.
+const META_OWNED = new Set(["labels", "annotations", "finalizers", "ownerReferences", "generateName"]);
 
 /** leafPaths lists the fields an applied configuration sets; lists and scalars are leaves. */
 export function leafPaths(v: JsonValue, prefix: Path = []): Path[] {

@@ -8,8 +8,9 @@
 // The request's input field "mode" says what to answer:
 //   - compose (the default): the request's desired state, plus a composed
 //     resource "from-go" echoing the XR's spec, a Normal result and a TTL;
-//   - require: asks for the ConfigMap "cm" until required_resources holds it,
-//     then composes "from-go" with its data;
+//   - require: asks for the ConfigMap "cm" on every call (as a function must:
+//     Crossplane calls one that drops its requirements again, without the
+//     answers), and composes "from-go" with its data once it is given;
 //   - big: a response of input.bytes bytes (a status field padded);
 //   - sleep: composes after input.ms milliseconds.
 //
@@ -175,8 +176,8 @@ func respond(req obj) (obj, error) {
 		compose(nil)
 	case "require":
 		items, _ := get(req, "requiredResources", "cm", "items").([]interface{})
+		rsp["requirements"] = obj{"resources": obj{"cm": obj{"apiVersion": "v1", "kind": "ConfigMap", "matchName": "cm", "namespace": "default"}}}
 		if len(items) == 0 {
-			rsp["requirements"] = obj{"resources": obj{"cm": obj{"apiVersion": "v1", "kind": "ConfigMap", "matchName": "cm", "namespace": "default"}}}
 			return rsp, nil
 		}
 		compose(obj{"fromConfigMap": get(items[0].(obj), "resource", "data")})
