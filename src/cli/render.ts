@@ -2,12 +2,12 @@
 // Crossplane would create. Arguments and flags follow `crossplane render`.
 import { existsSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
-import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
+import type { JsonValue } from "@bufbuild/protobuf";
 import { Command, InvalidArgumentError, Option } from "commander";
 import { parse as parseYaml } from "yaml";
-import { FatalResultError } from "../engine/pipeline.js";
+import { FatalResultError, StepError } from "../engine/pipeline.js";
 import { setOwn } from "../own.js";
-import { FIXED_TIME, render } from "../render/render.js";
+import { ComposeError, FIXED_TIME, mergeFullXR, render } from "../render/render.js";
 import { InputError, loadDocs, loadOne } from "../engine/docs.js";
 import { toYamlStream } from "../render/output.js";
 import { renderOperation } from "../render/operation.js";
@@ -18,8 +18,8 @@ import { refuseExit } from "./exit.js";
 
 interface RenderFlags {
   observedResources?: string;
-  requiredResources?: string;
-  extraResources?: string;
+  requiredResources: string[];
+  extraResources: string[];
   contextValues: string[];
   contextFiles: string[];
   functionCredentials?: string;
@@ -98,10 +98,8 @@ export async function runRender(
       xr,
       composition,
       observed: flags.observedResources ? loadDocs(flags.observedResources) : [],
-      required: [
-        ...(flags.extraResources ? loadDocs(flags.extraResources) : []),
-        ...(flags.requiredResources ? loadDocs(flags.requiredResources) : []),
-      ],
+      // Every -e/--required-resources and --extra-resources counts, in that order, as in crossplane render.
+      required: [...flags.requiredResources.flatMap((p) => loadDocs(p)), ...flags.extraResources.flatMap((p) => loadDocs(p))],
       credentials: flags.functionCredentials ? loadDocs(flags.functionCredentials) : [],
       context: contextFrom(flags.contextFiles, flags.contextValues),
       ...(flags.xrd ? { xrd: loadOne(flags.xrd, "CompositeResourceDefinition") } : {}),
@@ -109,12 +107,8 @@ export async function runRender(
     };
     const now = flags.now;
     runner = await createRunner(loadDocs(functionsPath), functionsPath, () => now);
-    const o = await render(inputs, runner, { timeoutMs: flags.timeout, legacy: flags.legacyOutput });
-    if (flags.includeFullXr) {
-      o.xr["spec"] = { ...structuredClone((o.input["spec"] ?? {}) as JsonObject), ...((o.xr["spec"] as JsonObject | undefined) ?? {}) };
-      o.xr["metadata"] = structuredClone((o.input["metadata"] ?? {}) as JsonObject);
-    }
-    const docs: unknown[] = [o.xr, ...o.composed];
+    const o = await render(inputs, runner, { timeoutMs: flags.timeout, legacy: flags.legacyOutput, now });
+    const docs: unknown[] = [flags.includeFullXr ? mergeFullXR(o.input, o.xr) : o.xr, ...o.composed];
     if (flags.includeFunctionResults) docs.push(...o.results);
     if (flags.includeContext) docs.push(o.context);
     out.write(toYamlStream(docs));
@@ -122,8 +116,12 @@ export async function runRender(
     return 0;
   } catch (e) {
     if (e instanceof FatalResultError) {
-      err.write(`xfn render: ${e.message}\n`);
+      err.write(`xfn render: cannot compose resources: ${e.message}\n`);
       return EXIT_FATAL;
+    }
+    if (e instanceof ComposeError || e instanceof StepError) {
+      err.write(`xfn render: cannot compose resources: ${e.message}\n`);
+      return 1;
     }
     err.write(`xfn render: ${(e as Error).message}\n`);
     return 1;
@@ -133,7 +131,7 @@ export async function runRender(
 }
 
 interface RenderOpFlags {
-  requiredResources?: string;
+  requiredResources: string[];
   watchedResource?: string;
   functionCredentials?: string;
   requiredSchemas?: string;
@@ -159,7 +157,7 @@ export async function runRenderOp(
     const o = await renderOperation(
       {
         operation,
-        required: flags.requiredResources ? loadDocs(flags.requiredResources) : [],
+        required: flags.requiredResources.flatMap((p) => loadDocs(p)),
         credentials: flags.functionCredentials ? loadDocs(flags.functionCredentials) : [],
         ...(flags.watchedResource ? { watched: loadOne(flags.watchedResource, "watched resource") } : {}),
         ...(flags.requiredSchemas ? { schemas: loadDocs(flags.requiredSchemas) } : {}),
@@ -205,7 +203,11 @@ function renderOpCommand(): Command {
     )
     .argument("<operation>", "YAML file with the Operation, CronOperation or WatchOperation")
     .argument("[functions]", "YAML file or directory with the Functions (default: functions.yaml beside the Operation)")
-    .addOption(new Option("-e, --required-resources <path>", "YAML file or directory with resources that functions may require"))
+    .addOption(
+      new Option("-e, --required-resources <path>", "YAML file or directory with resources that functions may require; repeatable")
+        .default([])
+        .argParser(collect),
+    )
     .addOption(
       new Option(
         "-w, --watched-resource <file>",
@@ -238,8 +240,12 @@ export function renderCommand(): Command {
       .argument("<composition>", "YAML file with the Composition (mode: Pipeline)")
       .argument("[functions]", "YAML file or directory with the Functions (default: functions.yaml beside the Composition)")
       .addOption(new Option("-o, --observed-resources <path>", "YAML file or directory with the observed composed resources"))
-      .addOption(new Option("-e, --required-resources <path>", "YAML file or directory with resources that functions may require"))
-      .addOption(new Option("--extra-resources <path>", "deprecated name for --required-resources"))
+      .addOption(
+        new Option("-e, --required-resources <path>", "YAML file or directory with resources that functions may require; repeatable")
+          .default([])
+          .argParser(collect),
+      )
+      .addOption(new Option("--extra-resources <path>", "deprecated: as --required-resources; repeatable").default([]).argParser(collect))
       .addOption(
         new Option("--context-values <key=value>", "a context key and its JSON/YAML value; repeatable; wins over --context-files")
           .default([])

@@ -27,11 +27,14 @@ function files(path: string): string[] {
     throw new InputError(`cannot read ${path}: no such file or directory`);
   }
   if (st.isFile()) return [path];
-  return readdirSync(path)
+  const found = readdirSync(path)
     .filter((f) => YAML_FILES.has(extname(f)))
     .sort()
     .map((f) => join(path, f))
     .filter((f) => statSync(f).isFile());
+  // As crossplane render: a folder given for documents must hold some.
+  if (found.length === 0) throw new InputError(`no YAML files found in ${path} (.yaml, .yml or .json)`);
+  return found;
 }
 
 /** docName names document i of file: the file alone for the first. */

@@ -1,16 +1,19 @@
 // The engine that runs a Composition's pipeline: each step's function called
 // in order with the observed state, the desired state and context threaded
 // from step to step, credentials and resource requirements answered (the
-// requirements loop, up to 5 passes, as Crossplane runs it). xfn render and
+// requirements loop, as Crossplane runs it). xfn render and
 // the host loop both run compositions through it; it does no I/O of its own
 // beyond the Runner (functions) and Fetch (required resources) it is given.
 import { createHash } from "node:crypto";
-import { create, equals, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
+import { create, equals, type JsonObject, type JsonValue, type Message } from "@bufbuild/protobuf";
+import type { GenMessage } from "@bufbuild/protobuf/codegenv2";
 import {
   Capability,
   RequirementsSchema,
   ResourceSchema,
+  ResourcesSchema,
   RunFunctionRequestSchema,
+  SchemaSchema,
   Severity,
   StateSchema,
   Status,
@@ -22,18 +25,16 @@ import {
   type Result,
   type RunFunctionRequest,
   type RunFunctionResponse,
+  type Schema,
   type State,
 } from "../gen/fn/v1/run_function_pb.js";
 import { setOwn } from "../own.js";
 import { cloneState, stateOf } from "../sdk/clone.js";
 import { encodeRequest } from "../wire/codec.js";
+import type { ComposeEvent } from "./composed.js";
 import { identity, InputError, type Doc } from "./docs.js";
 import type { Runner } from "./runner.js";
 
-export const COMPOSITION_RESOURCE_NAME = "crossplane.io/composition-resource-name";
-export const COMPOSITE_LABEL = "crossplane.io/composite";
-export const CLAIM_NAME_LABEL = "crossplane.io/claim-name";
-export const CLAIM_NAMESPACE_LABEL = "crossplane.io/claim-namespace";
 /** Crossplane re-runs a function at most this many times while its requirements change. */
 export const MAX_REQUIREMENTS_ITERATIONS = 5;
 const ALL_CAPABILITIES = [
@@ -44,14 +45,30 @@ const ALL_CAPABILITIES = [
   Capability.REQUIRED_SCHEMAS,
 ];
 
+/**
+ * StepError: a pipeline step could not be run (the function is unreachable or
+ * failed, or its requirements did not settle), worded as Crossplane words it.
+ */
+export class StepError extends Error {
+  override readonly name = "StepError";
+  constructor(
+    readonly step: string,
+    cause: Error,
+  ) {
+    super(`cannot run Composition pipeline step ${JSON.stringify(step)}: ${cause.message}`, { cause });
+  }
+}
+
 /** FatalResultError: a pipeline step returned a Fatal result (exit code 3). */
 export class FatalResultError extends Error {
   override readonly name = "FatalResultError";
   constructor(
     readonly step: string,
     readonly detail: string,
-    /** Every result up to and including the fatal step's, the fatal one among them. */
+    /** Every result before the Fatal one (those after it are not reported, as in Crossplane). */
     readonly results: StepResult[] = [],
+    /** Every condition the functions set, the Fatal step's among them. */
+    readonly conditions: JsonObject[] = [],
   ) {
     super(`pipeline step ${JSON.stringify(step)} returned a fatal result: ${detail}`);
   }
@@ -63,6 +80,8 @@ export interface PipelineStep {
   input?: JsonObject;
   credentials: Array<{ name: string; secretName: string; secretNamespace: string }>;
   bootstrap: Array<{ name: string; selector: Omit<ResourceSelector, "$typeName"> }>;
+  /** Schema requirements declared on the step, answered before its first call. */
+  bootstrapSchemas: Array<{ name: string; apiVersion: string; kind: string }>;
 }
 
 const isObject = (v: unknown): v is JsonObject => typeof v === "object" && v !== null && !Array.isArray(v);
@@ -119,18 +138,33 @@ export function parsePipeline(source: string, at: string, pipeline: JsonValue[])
     const req = isObject(raw["requirements"]) ? raw["requirements"] : {};
     const bootstrap = (Array.isArray(req["requiredResources"]) ? req["requiredResources"] : []).flatMap((s) => {
       if (!isObject(s) || typeof s["requirementName"] !== "string") return [];
+      // As Crossplane's ToProtobufResourceSelector: a name, else labels when given, else no match (every object of the kind).
       const selector: Omit<ResourceSelector, "$typeName"> = {
         apiVersion: String(s["apiVersion"] ?? ""),
         kind: String(s["kind"] ?? ""),
         match:
           typeof s["name"] === "string"
             ? { case: "matchName", value: s["name"] }
-            : { case: "matchLabels", value: { $typeName: "apiextensions.fn.proto.v1.MatchLabels", labels: stringMap(s["matchLabels"]) } },
+            : isObject(s["matchLabels"])
+              ? { case: "matchLabels", value: { $typeName: "apiextensions.fn.proto.v1.MatchLabels", labels: stringMap(s["matchLabels"]) } }
+              : { case: undefined },
         ...(typeof s["namespace"] === "string" ? { namespace: s["namespace"] } : {}),
       };
       return [{ name: s["requirementName"], selector }];
     });
-    return { step, functionName: fn, ...(raw["input"] ? { input: raw["input"] as JsonObject } : {}), credentials, bootstrap };
+    const bootstrapSchemas = (Array.isArray(req["requiredSchemas"]) ? req["requiredSchemas"] : []).flatMap((s) =>
+      isObject(s) && typeof s["requirementName"] === "string"
+        ? [{ name: s["requirementName"], apiVersion: String(s["apiVersion"] ?? ""), kind: String(s["kind"] ?? "") }]
+        : [],
+    );
+    return {
+      step,
+      functionName: fn,
+      ...(raw["input"] ? { input: raw["input"] as JsonObject } : {}),
+      credentials,
+      bootstrap,
+      bootstrapSchemas,
+    };
   });
 }
 
@@ -140,44 +174,82 @@ export type Fetch = (s: Omit<ResourceSelector, "$typeName">) => Resources | Prom
 /** SchemaOf answers one schema requirement: the kind's OpenAPI v3 schema, or undefined when not found. */
 export type SchemaOf = (apiVersion: string, kind: string) => JsonObject | undefined;
 
-async function answer(selectors: Record<string, ResourceSelector>, fetch: Fetch): Promise<Record<string, Resources>> {
-  const out: Record<string, Resources> = {};
-  for (const [k, s] of Object.entries(selectors)) setOwn(out, k, await fetch(s));
-  return out;
+/** schemaAnswer is a schema requirement's answer: the kind's schema, or an empty Schema for "not found", as Crossplane answers. */
+function schemaAnswer(schemaOf: SchemaOf, apiVersion: string, kind: string): Schema {
+  const found = schemaOf(apiVersion, kind);
+  return create(SchemaSchema, found ? { openapiV3: structuredClone(found) } : {});
 }
 
-const hasRequirements = (r: Requirements | undefined): r is Requirements =>
-  !!r && (Object.keys(r.resources).length > 0 || Object.keys(r.extraResources).length > 0 || Object.keys(r.schemas).length > 0);
+function mapsEqual<T extends Message>(schema: GenMessage<T>, a: Record<string, T>, b: Record<string, T>): boolean {
+  const ka = Object.keys(a);
+  if (ka.length !== Object.keys(b).length) return false;
+  return ka.every((k) => Object.hasOwn(b, k) && equals(schema, a[k]!, b[k]!));
+}
+
+/** requirementsEqual compares as Go's proto.Equal: absent equals only absent; present ones by content. */
+const requirementsEqual = (a: Requirements | undefined, b: Requirements | undefined): boolean =>
+  a === undefined || b === undefined ? a === b : equals(RequirementsSchema, a, b);
+
+/** RequirementsError: a function's requirements did not settle, or could not be answered. */
+export class RequirementsError extends Error {
+  override readonly name = "RequirementsError";
+}
 
 /**
  * runWithRequirements calls a function, answers what it asks for, and calls it
- * again until its requirements stop changing, at most 5 times, as Crossplane does.
+ * again until its requirements stop changing, as Crossplane's
+ * FetchingFunctionRunner does (internal/xfn/required_resources.go at
+ * 2d040d2daf4e001799c4154a4a09b9e1f40d7fde):
+ * - a Fatal result, or requirements equal to the last call's, end the loop;
+ * - each call gets what was given up front (bootstrap) and the answers to the
+ *   last call's requirements, nothing older, and the context the last call returned;
+ * - when the first call's requirements resolve to exactly what it was given,
+ *   it saw everything it needs: one call, no second;
+ * - at most 1 + 5 calls; then "requirements didn't stabilize".
  */
 async function runWithRequirements(
   run: (req: RunFunctionRequest) => Promise<RunFunctionResponse>,
   req: RunFunctionRequest,
   fetch: Fetch,
-  step: string,
   schemaOf: SchemaOf = () => undefined,
-) {
+): Promise<RunFunctionResponse> {
   let previous: Requirements | undefined;
-  for (let i = 0; i < MAX_REQUIREMENTS_ITERATIONS; i++) {
+  const bootstrapResources = { ...req.requiredResources };
+  const bootstrapSchemas = { ...req.requiredSchemas };
+  for (let i = 0; i <= MAX_REQUIREMENTS_ITERATIONS; i++) {
     const rsp = await run(req);
+    if (rsp.results.some((r) => r.severity === Severity.FATAL)) return rsp;
     const wanted = rsp.requirements;
-    if (!hasRequirements(wanted) || rsp.results.some((r) => r.severity === Severity.FATAL)) return rsp;
-    if (previous && equals(RequirementsSchema, previous, wanted)) return rsp;
+    if (requirementsEqual(wanted, previous)) return rsp;
+    const resources: Record<string, Resources> = { ...bootstrapResources };
+    const extra: Record<string, Resources> = {};
+    const schemas: Record<string, Schema> = { ...bootstrapSchemas };
+    for (const [n, sel] of Object.entries(wanted?.extraResources ?? {})) setOwn(extra, n, await fetchFor(fetch, n, sel));
+    for (const [n, sel] of Object.entries(wanted?.resources ?? {})) setOwn(resources, n, await fetchFor(fetch, n, sel));
+    for (const [n, sel] of Object.entries(wanted?.schemas ?? {})) setOwn(schemas, n, schemaAnswer(schemaOf, sel.apiVersion, sel.kind));
+    if (
+      i === 0 &&
+      mapsEqual(ResourcesSchema, req.requiredResources, resources) &&
+      mapsEqual(ResourcesSchema, req.extraResources, extra) &&
+      mapsEqual(SchemaSchema, req.requiredSchemas, schemas)
+    )
+      return rsp;
     previous = wanted;
-    req.requiredResources = { ...req.requiredResources, ...(await answer(wanted.resources, fetch)) };
-    req.extraResources = await answer(wanted.extraResources, fetch);
-    // An empty Schema answers "not found", as Crossplane does.
-    req.requiredSchemas = Object.fromEntries(
-      Object.entries(wanted.schemas).map(([k, sel]) => {
-        const found = schemaOf(sel.apiVersion, sel.kind);
-        return [k, { $typeName: "apiextensions.fn.proto.v1.Schema" as const, ...(found ? { openapiV3: structuredClone(found) } : {}) }];
-      }),
-    );
+    req.requiredResources = resources;
+    req.extraResources = extra;
+    req.requiredSchemas = schemas;
+    if (rsp.context) req.context = rsp.context;
+    else delete req.context;
   }
-  throw new Error(`pipeline step ${JSON.stringify(step)}: requirements did not stabilize after ${MAX_REQUIREMENTS_ITERATIONS} iterations`);
+  throw new RequirementsError(`requirements didn't stabilize after the maximum number of iterations (${MAX_REQUIREMENTS_ITERATIONS})`);
+}
+
+async function fetchFor(fetch: Fetch, name: string, sel: ResourceSelector): Promise<Resources> {
+  try {
+    return await fetch(sel);
+  } catch (err) {
+    throw new RequirementsError(`fetching resources for ${name}: ${(err as Error).message}`);
+  }
 }
 
 function decodeSecret(secret: JsonObject): Record<string, Uint8Array> {
@@ -237,6 +309,26 @@ export function stepResult(step: string, r: Result): StepResult {
   };
 }
 
+/**
+ * resultEvent is the Event Crossplane records for a function's result: its
+ * severity as the type, its reason (ComposeResources when it gave none), and
+ * the message prefixed with the step. A result of unknown severity is a
+ * Warning that says so, without the prefix.
+ */
+export function resultEvent(r: StepResult): ComposeEvent {
+  if (r.severity === "Unspecified")
+    return {
+      type: "Warning",
+      reason: r.reason,
+      message: `Pipeline step ${JSON.stringify(r.step)} returned a result of unknown severity (assuming warning): ${r.message}`,
+    };
+  return {
+    type: r.severity === "Normal" ? "Normal" : "Warning",
+    reason: r.reason,
+    message: `Pipeline step ${JSON.stringify(r.step)}: ${r.message}`,
+  };
+}
+
 /** PipelineInputs are what each step of a pipeline is called with. */
 export interface PipelineInputs {
   steps: PipelineStep[];
@@ -289,7 +381,16 @@ export async function runPipeline(p: PipelineInputs, runner: Runner, deadline: n
       }),
     );
     const bootstrap: Record<string, Resources> = {};
-    for (const b of s.bootstrap) setOwn(bootstrap, b.name, await p.fetch(b.selector));
+    for (const b of s.bootstrap) {
+      try {
+        setOwn(bootstrap, b.name, await p.fetch(b.selector));
+      } catch (err) {
+        throw new Error(`cannot fetch bootstrap required resources for requirement ${JSON.stringify(b.name)}: ${(err as Error).message}`);
+      }
+    }
+    const bootstrapSchemas: Record<string, Schema> = {};
+    for (const b of s.bootstrapSchemas)
+      setOwn(bootstrapSchemas, b.name, schemaAnswer(p.schemaOf ?? (() => undefined), b.apiVersion, b.kind));
     const req = create(RunFunctionRequestSchema, {
       meta: { capabilities: ALL_CAPABILITIES },
       ...(context ? { context } : {}),
@@ -301,16 +402,16 @@ export async function runPipeline(p: PipelineInputs, runner: Runner, deadline: n
     req.desired = cloneState(desired);
     req.credentials = credentials;
     req.requiredResources = bootstrap;
+    req.requiredSchemas = bootstrapSchemas;
     req.meta!.tag = tagOf(req);
-    const rsp = await runWithRequirements((r) => runner.run(s.functionName, r, deadline), req, p.fetch, s.step, p.schemaOf);
-    const fatal = rsp.results.find((r) => r.severity === Severity.FATAL);
-    if (fatal) throw new FatalResultError(s.step, fatal.message, [...results, ...rsp.results.map((r) => stepResult(s.step, r))]);
-    desired = rsp.desired ?? create(StateSchema);
-    context = rsp.context;
-    const ttl = rsp.meta?.ttl;
-    if (ttl) ttlSeconds = Math.min(ttlSeconds ?? Infinity, Number(ttl.seconds) + ttl.nanos / 1e9);
-    for (const r of rsp.results) results.push(stepResult(s.step, r));
-    if (rsp.output) outputs.push({ step: s.step, output: rsp.output });
+    let rsp: RunFunctionResponse;
+    try {
+      rsp = await runWithRequirements((r) => runner.run(s.functionName, r, deadline), req, p.fetch, p.schemaOf);
+    } catch (err) {
+      if (err instanceof InputError) throw err;
+      throw new StepError(s.step, err as Error);
+    }
+    // Conditions first: Crossplane keeps those of a step that returned a Fatal result.
     for (const c of rsp.conditions) {
       const status = c.status === Status.CONDITION_TRUE ? "True" : c.status === Status.CONDITION_FALSE ? "False" : "Unknown";
       conditions.push({
@@ -321,6 +422,18 @@ export async function runPipeline(p: PipelineInputs, runner: Runner, deadline: n
         ...(c.target === Target.COMPOSITE_AND_CLAIM ? { claim: true } : {}),
       });
     }
+    // Results up to a Fatal one; what a function returned after it is not reported.
+    for (const r of rsp.results) {
+      if (r.severity === Severity.FATAL) throw new FatalResultError(s.step, r.message, [...results], [...conditions]);
+      results.push(stepResult(s.step, r));
+    }
+    desired = rsp.desired ?? create(StateSchema);
+    context = rsp.context;
+    // A TTL of zero means no limit, as in Crossplane: only a positive one shortens the pipeline's.
+    const ttl = rsp.meta?.ttl;
+    const seconds = ttl ? Number(ttl.seconds) + ttl.nanos / 1e9 : 0;
+    if (seconds > 0) ttlSeconds = Math.min(ttlSeconds ?? Infinity, seconds);
+    if (rsp.output) outputs.push({ step: s.step, output: rsp.output });
   }
   return { desired, context, results, conditions, ttlSeconds, outputs };
 }

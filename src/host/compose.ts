@@ -13,10 +13,18 @@ import {
 } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import {
-  checkComposition,
   COMPOSITE_LABEL,
   COMPOSITION_RESOURCE_NAME,
+  ComposeError,
+  composeResources,
+  firstNAndSomeMore,
+  resourceRefsOf,
+  type Composed,
+} from "../engine/composed.js";
+import {
+  checkComposition,
   FatalResultError,
+  resultEvent,
   runPipeline,
   type Fetch,
   type PipelineResult,
@@ -73,6 +81,7 @@ export class Composer {
   private readonly appliedBy = new Map<string, Set<string>>();
   private readonly statusWritten = new Map<string, string>();
   private readonly plurals = new Map<string, string>();
+  private readonly namespacedKinds = new Map<string, boolean>();
 
   constructor(private readonly d: ComposerDeps) {}
 
@@ -153,14 +162,34 @@ export class Composer {
     return k;
   }
 
+  /** scopes resolves whether each desired resource's kind is namespaced (absent where discovery does not know the kind). */
+  private async scopes(desired: Record<string, { resource?: JsonObject | undefined }>): Promise<Map<string, boolean>> {
+    const out = new Map<string, boolean>();
+    for (const d of Object.values(desired)) {
+      const apiVersion = str(d.resource?.["apiVersion"]);
+      const kind = str(d.resource?.["kind"]);
+      if (!apiVersion || !kind || out.has(`${apiVersion}|${kind}`)) continue;
+      try {
+        await this.pluralOf(apiVersion, kind);
+        const namespaced = this.namespacedKinds.get(`${apiVersion}/${kind}`);
+        if (namespaced !== undefined) out.set(`${apiVersion}|${kind}`, namespaced);
+      } catch {
+        // Not served: applying it says so.
+      }
+    }
+    return out;
+  }
+
   /** pluralOf resolves a kind's plural through discovery; it throws naming a kind the API server does not serve. */
   private async pluralOf(apiVersion: string, kind: string): Promise<string> {
     const k = `${apiVersion}/${kind}`;
     const hit = this.plurals.get(k);
     if (hit) return hit;
     // KubernetesObjectApi.resource is protected in the types but is the discovery lookup we want.
-    const lookup = this.d.objects as unknown as { resource(av: string, k: string): Promise<{ name: string } | undefined> };
-    let r: { name: string } | undefined;
+    const lookup = this.d.objects as unknown as {
+      resource(av: string, k: string): Promise<{ name: string; namespaced?: boolean } | undefined>;
+    };
+    let r: { name: string; namespaced?: boolean } | undefined;
     try {
       r = await lookup.resource(apiVersion, kind);
     } catch (err) {
@@ -168,6 +197,7 @@ export class Composer {
     }
     if (!r) throw new Error(`the API server does not serve ${kind} in ${apiVersion} (is its CRD installed?)`);
     this.plurals.set(k, r.name);
+    if (typeof r.namespaced === "boolean") this.namespacedKinds.set(k, r.namespaced);
     return r.name;
   }
 
@@ -198,8 +228,16 @@ export class Composer {
     this.track(String(m["uid"]), key);
     const deleting = Boolean(m["deletionTimestamp"]);
     const finalizers = Array.isArray(m["finalizers"]) ? (m["finalizers"] as string[]) : [];
-    if (!deleting && !finalizers.includes(XR_FINALIZER)) {
-      await this.patchXR(t, xr, { metadata: { finalizers: [...finalizers, XR_FINALIZER] } });
+    // Crossplane's XR controller adds its finalizer, and labels the XR with the
+    // prefix its composed resources are named by (its own name) unless set.
+    const labelled = str((m["labels"] as JsonObject | undefined)?.[COMPOSITE_LABEL]) !== undefined;
+    if (!deleting && (!finalizers.includes(XR_FINALIZER) || !labelled)) {
+      await this.patchXR(t, xr, {
+        metadata: {
+          ...(finalizers.includes(XR_FINALIZER) ? {} : { finalizers: [...finalizers, XR_FINALIZER] }),
+          ...(labelled ? {} : { labels: { [COMPOSITE_LABEL]: String(m["name"]) } }),
+        },
+      });
       return { requeueAfterMs: 0 };
     }
 
@@ -214,7 +252,8 @@ export class Composer {
           await this.d.objects.read({
             apiVersion: ref.apiVersion,
             kind: ref.kind,
-            metadata: { name: ref.name, ...(ref.namespace ? { namespace: ref.namespace } : {}) },
+            // A namespaced XR's references carry no namespace: its resources are in its own.
+            metadata: { name: ref.name, ...(ref.namespace || namespace ? { namespace: (ref.namespace || namespace)! } : {}) },
           }),
         );
         const rn = str((metaOf(o)["annotations"] as JsonObject | undefined)?.[COMPOSITION_RESOURCE_NAME]);
@@ -281,18 +320,40 @@ export class Composer {
         Date.now() + this.d.functionTimeoutMs,
       );
     } catch (err) {
+      // As Crossplane reports a composition that failed: Synced=False and a
+      // Warning naming why; a Fatal result's step still reports the results
+      // before it and its conditions, and the XR's other custom conditions
+      // become Unknown, since nothing could say what they are now.
       const fatal = err instanceof FatalResultError;
-      const message = fatal ? err.message : `cannot run the composition pipeline: ${(err as Error).message}`;
+      const message = `cannot compose resources: ${(err as Error).message}`;
       const results = fatal ? err.results : [];
       if (deleting) return this.deleteWithoutPipeline(t, key, xr, observedObjects, message, results, log);
-      // Only Synced changes: what the pipeline wrote last (recorded external names among it) stays.
+      const seen = new Set<string>();
+      const custom: Condition[] = [];
+      for (const fc of fatal ? err.conditions : []) {
+        const type = String(fc["type"]);
+        if (SYSTEM_CONDITIONS.has(type)) continue;
+        seen.add(type);
+        custom.push(functionCondition(fc));
+      }
+      for (const c of conditionsOf(xr)) {
+        const type = String(c["type"]);
+        if (!fatal || SYSTEM_CONDITIONS.has(type) || seen.has(type)) continue;
+        custom.push({
+          type,
+          status: "Unknown",
+          reason: "FatalError",
+          message: "A fatal error occurred before the status of this condition could be determined.",
+        });
+      }
+      // Only conditions change: what the pipeline wrote last (recorded external names among it) stays.
       await this.report(
         t,
         key,
         xr,
         keptStatus(xr),
-        [{ type: "Synced", status: "False", reason: "ReconcileError", message }],
-        [...resultEvents(results), ...(fatal ? [] : [{ type: "Warning" as const, reason: "ComposeResources", message }])],
+        [{ type: "Synced", status: "False", reason: "ReconcileError", message: clip(message) }, ...custom],
+        [...resultEvents(results), { type: "Warning" as const, reason: "ComposeResources", message }],
       );
       throw new Error(message);
     }
@@ -304,14 +365,45 @@ export class Composer {
     const ordered = deleting && result.conditions.some((fc) => fc["type"] === "Ready" && fc["reason"] === "Deleting");
     const desiredResources = deleting && !ordered ? {} : result.desired.resources;
 
+    // Name, place and check every desired resource as Crossplane's composer
+    // does; a refusal stops the composition before anything is applied.
+    let composed: Composed[];
+    try {
+      const scopes = await this.scopes(desiredResources);
+      const seenByName: Record<string, JsonObject> = {};
+      for (const [rn, o] of observedObjects) setOwn(seenByName, rn, o);
+      const c = composeResources({
+        xr,
+        desired: desiredResources,
+        observed: seenByName,
+        namespaced: (apiVersion, kind) => scopes.get(`${apiVersion}|${kind}`),
+      });
+      composed = c.composed;
+      events.push(...c.events);
+    } catch (err) {
+      if (!(err instanceof ComposeError)) throw err;
+      const message = `cannot compose resources: ${err.message}`;
+      if (deleting) return this.deleteWithoutPipeline(t, key, xr, observedObjects, message, result.results, log);
+      await this.report(
+        t,
+        key,
+        xr,
+        keptStatus(xr),
+        [{ type: "Synced", status: "False", reason: "ReconcileError", message: clip(message) }],
+        [...resultEvents(result.results), ...events, { type: "Warning", reason: "ComposeResources", message }],
+      );
+      throw new Error(message);
+    }
+
     // Apply desired composed resources that changed; delete the dropped ones.
     const refs: Ref[] = [];
     const unready: string[] = [];
     const waiting: string[] = [];
-    for (const rn of Object.keys(desiredResources).sort()) {
-      const d = desiredResources[rn]!;
+    for (const c of composed) {
+      const rn = c.name;
       const seen = observedObjects.get(rn);
-      const obj = composedObject(xr, rn, d.resource ?? {}, seen);
+      const obj = c.object;
+      delete obj["status"]; // the API server ignores status on apply; the status subresource is the provider's
       const id = `${String(obj["apiVersion"])}/${String(obj["kind"])}/${keyOf(str(metaOf(obj)["namespace"]), String(metaOf(obj)["name"]))}`;
       let applied: JsonObject;
       try {
@@ -356,10 +448,9 @@ export class Composer {
         continue;
       }
       refs.push(refOf(applied));
-      const ready =
-        d.ready === Ready.TRUE ||
-        (d.ready === Ready.UNSPECIFIED && conditionsOf(applied).some((x) => x["type"] === "Ready" && x["status"] === "True"));
-      if (!ready) unready.push(rn);
+      // Ready only when the pipeline says so, as in Crossplane: a resource's own
+      // Ready condition counts only through a step that reads it (readiness).
+      if (!c.ready) unready.push(rn);
     }
     for (const [rn, o] of observedObjects) {
       if (Object.hasOwn(desiredResources, rn)) continue;
@@ -377,8 +468,16 @@ export class Composer {
     }
 
     // Resource references, then status and conditions, in this same reconcile.
-    if (JSON.stringify(refs) !== JSON.stringify(resourceRefs(xr))) {
-      const list = refs as unknown as JsonValue[];
+    const sortedRefs = resourceRefsOf(
+      xr,
+      refs.map((r) => ({
+        apiVersion: r.apiVersion,
+        kind: r.kind,
+        metadata: { name: r.name, ...(r.namespace ? { namespace: r.namespace } : {}) },
+      })),
+    );
+    if (JSON.stringify(sortedRefs) !== JSON.stringify(resourceRefs(xr))) {
+      const list = sortedRefs as unknown as JsonValue[];
       await this.patchXR(t, xr, t.legacy ? { spec: { resourceRefs: list } } : { spec: { crossplane: { resourceRefs: list } } });
     }
     const warnings = result.results.filter((r) => r.severity === "Warning").map((r) => `${r.step}: ${r.message}`);
@@ -392,8 +491,9 @@ export class Composer {
       if (xrReady === Ready.TRUE || (xrReady === Ready.UNSPECIFIED && unready.length === 0 && waiting.length === 0))
         conds.push({ type: "Ready", status: "True", reason: "Available" });
       else {
-        // What keeps it from being ready, and what the functions warned of, where `kubectl get` and describe show it.
-        const why = [...(unready.length ? [`Unready resources: ${unready.join(", ")}`] : []), ...waiting, ...warnings];
+        // What keeps it from being ready (the unready list as Crossplane words it),
+        // and what the functions warned of, where `kubectl get` and describe show it.
+        const why = [...(unready.length ? [`Unready resources: ${firstNAndSomeMore(unready)}`] : []), ...waiting, ...warnings];
         conds.push({ type: "Ready", status: "False", reason: "Creating", ...(why.length ? { message: clip(why.join("; ")) } : {}) });
       }
     }
@@ -401,13 +501,8 @@ export class Composer {
       conds.push({ type: "Ready", status: "False", reason: "Deleting", message: clip(deletingMessage(observedObjects)) });
     for (const fc of result.conditions) {
       // Functions may not override system conditions, except Ready while the XR is deleted (the deletion step's report).
-      if (fc["type"] === "Synced" || (fc["type"] === "Ready" && !ordered)) continue;
-      conds.push({
-        type: String(fc["type"]),
-        status: fc["status"] === "True" ? "True" : fc["status"] === "False" ? "False" : "Unknown",
-        reason: String(fc["reason"] ?? ""),
-        ...(typeof fc["message"] === "string" ? { message: fc["message"] } : {}),
-      });
+      if (SYSTEM_CONDITIONS.has(String(fc["type"])) && !(fc["type"] === "Ready" && ordered)) continue;
+      conds.push(functionCondition(fc));
     }
     const desiredStatus = isObject(result.desired.composite?.resource?.["status"])
       ? (result.desired.composite!.resource!["status"] as JsonObject)
@@ -591,24 +686,31 @@ export class Composer {
         s.match.case === "matchName" ? `metadata.name=${s.match.value}` : undefined,
         sel,
       );
+      // Sorted by namespace and name, as Crossplane's fetcher sorts them.
+      const key = (o: JsonObject) => Buffer.from(`${str(metaOf(o)["namespace"]) ?? ""}/${String(metaOf(o)["name"])}`);
+      const items = list.items.map((i) => plain(i)).sort((a, b) => Buffer.compare(key(a), key(b)));
       return {
         $typeName: "apiextensions.fn.proto.v1.Resources",
-        items: list.items.map((i) => create(ResourceSchema, { resource: plain(i) })),
+        items: items.map((i) => create(ResourceSchema, { resource: i })),
       };
     };
   }
 }
 
 /** resultEvents turns the functions' results into Events, as Crossplane reports them. */
-function resultEvents(results: StepResult[]): HostEvent[] {
-  return results.map((r) => ({
-    type: r.severity === "Normal" ? "Normal" : "Warning",
-    reason: r.reason,
-    message:
-      r.severity === "Fatal"
-        ? `Pipeline step "${r.step}" returned a fatal result: ${r.message}`
-        : `Pipeline step "${r.step}": ${r.message}`,
-  }));
+const resultEvents = (results: StepResult[]): HostEvent[] => results.map(resultEvent);
+
+/** SYSTEM_CONDITIONS are the condition types Crossplane keeps for itself: a function's are ignored. */
+const SYSTEM_CONDITIONS = new Set(["Ready", "Synced", "Healthy", "UpToDate", "Responsive"]);
+
+/** functionCondition is a condition a function set, as the host writes it. */
+function functionCondition(fc: JsonObject): Condition {
+  return {
+    type: String(fc["type"]),
+    status: fc["status"] === "True" ? "True" : fc["status"] === "False" ? "False" : "Unknown",
+    reason: String(fc["reason"] ?? ""),
+    ...(typeof fc["message"] === "string" ? { message: fc["message"] } : {}),
+  };
 }
 
 /** resourceRefs reads the XR's composed resource references (spec.crossplane.resourceRefs, or spec.resourceRefs of a legacy XR). */
@@ -651,40 +753,4 @@ function deletingMessage(left: Map<string, JsonObject>): string {
     return Array.isArray(f) && f.length > 0 ? `${rn} (finalizers: ${f.join(", ")})` : rn;
   });
   return `deleting ${parts.length} composed resource${parts.length === 1 ? "" : "s"}: ${parts.join(", ")}`;
-}
-
-/** composedObject gives a desired resource the identity Crossplane gives composed resources. */
-export function composedObject(xr: JsonObject, rn: string, desired: JsonObject, observed: JsonObject | undefined): JsonObject {
-  const xm = metaOf(xr);
-  const o: JsonObject = structuredClone(desired);
-  delete o["status"];
-  const m: JsonObject = isObject(o["metadata"]) ? o["metadata"] : {};
-  o["metadata"] = m;
-  const om = observed ? metaOf(observed) : undefined;
-  // A deterministic name: a crash between create and recording the reference never makes a second object.
-  m["name"] =
-    str(om?.["name"]) ??
-    str(m["name"]) ??
-    `${String(xm["name"])}-${createHash("sha256")
-      .update(`${String(xm["uid"])}/${rn}`)
-      .digest("hex")
-      .slice(0, 5)}`;
-  delete m["generateName"];
-  if (xm["namespace"]) m["namespace"] = xm["namespace"]!;
-  m["annotations"] = { ...((m["annotations"] as JsonObject | undefined) ?? {}), [COMPOSITION_RESOURCE_NAME]: rn };
-  m["labels"] = {
-    ...((m["labels"] as JsonObject | undefined) ?? {}),
-    [COMPOSITE_LABEL]: String(((xm["labels"] as JsonObject | undefined)?.[COMPOSITE_LABEL] as string | undefined) ?? xm["name"]),
-  };
-  m["ownerReferences"] = [
-    {
-      apiVersion: String(xr["apiVersion"]),
-      kind: String(xr["kind"]),
-      name: String(xm["name"]),
-      uid: String(xm["uid"]),
-      controller: true,
-      blockOwnerDeletion: true,
-    } as JsonValue,
-  ];
-  return o;
 }

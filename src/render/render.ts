@@ -1,23 +1,33 @@
 // Rendering a composition offline, as `crossplane render` does: run a
 // Pipeline-mode Composition's steps in order (src/engine) against an XR and the
 // observed resources, and produce the XR's new status, the composed resources
-// as Crossplane would create them, the functions' results and the final context.
-import { createHash } from "node:crypto";
+// as Crossplane would create them, the Events it would record and the final
+// context.
+//
+// Current crossplane render runs one real reconcile of Crossplane's XR
+// controller against an in-memory client. What that reconcile does, and so
+// what this file reproduces, was read at crossplane/crossplane
+// 2d040d2daf4e001799c4154a4a09b9e1f40d7fde (internal/render/composite,
+// internal/render/client.go, internal/controller/apiextensions/composite) and
+// crossplane/cli 3d72f9316e0703e8e9dbde50e5bc9114544c9199
+// (cmd/crossplane/render/xr): test/render/*.test.ts port their cases.
 import { create, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
-import { Ready, ResourceSchema, type Resource, type ResourceSelector, type Resources, type State } from "../gen/fn/v1/run_function_pb.js";
-import { InputError, type Doc } from "../engine/docs.js";
+import { Ready, ResourceSchema, type Resource, type ResourceSelector, type Resources } from "../gen/fn/v1/run_function_pb.js";
 import {
-  CLAIM_NAME_LABEL,
-  CLAIM_NAMESPACE_LABEL,
-  checkComposition,
+  composeResources,
   COMPOSITE_LABEL,
   COMPOSITION_RESOURCE_NAME,
-  runPipeline,
-  type StepResult,
-} from "../engine/pipeline.js";
+  resourceRefsOf,
+  type ComposeEvent,
+  ComposeError,
+  firstNAndSomeMore,
+} from "../engine/composed.js";
+import { InputError, type Doc } from "../engine/docs.js";
+import { renderUID } from "../engine/names.js";
+import { checkComposition, resultEvent, runPipeline, type StepResult } from "../engine/pipeline.js";
 import type { Runner } from "../engine/runner.js";
 import { getOwn, setOwn } from "../own.js";
-import { applyDefaults, parseApiVersion, prune, schemaSource, xrSchema } from "./schema.js";
+import { applyDefaults, parseApiVersion, prune, schemaSource, xrdScope, xrSchema } from "./schema.js";
 
 export const RENDER_API_VERSION = "render.crossplane.io/v1beta1";
 /**
@@ -27,41 +37,24 @@ export const RENDER_API_VERSION = "render.crossplane.io/v1beta1";
  */
 export const FIXED_TIME = "2024-01-01T00:00:00Z";
 const CONDITION_TIME = FIXED_TIME;
+/** The resourceVersion crossplane render gives the XR it reconciles. */
+const RENDER_RESOURCE_VERSION = "999";
+/** Condition types Crossplane owns; a function's condition of one of these types is ignored. */
 const SYSTEM_CONDITIONS = new Set(["Ready", "Synced", "Healthy", "UpToDate", "Responsive"]);
 
 const isObject = (v: unknown): v is JsonObject => typeof v === "object" && v !== null && !Array.isArray(v);
 const meta = (o: JsonObject): JsonObject => (isObject(o["metadata"]) ? o["metadata"] : {});
+const str = (v: JsonValue | undefined): string => (typeof v === "string" ? v : "");
 const stringMap = (v: unknown): Record<string, string> =>
   isObject(v) ? Object.fromEntries(Object.entries(v).filter((e): e is [string, string] => typeof e[1] === "string")) : {};
-
-/**
- * resultDoc is a function's result as render prints it. Current crossplane
- * render prints the Event Crossplane records for it (type, reason, and the
- * message prefixed with the step); the legacy form, the result itself.
- */
-function resultDoc(r: StepResult, legacy: boolean): JsonObject {
-  if (legacy)
-    return {
-      apiVersion: RENDER_API_VERSION,
-      kind: "Result",
-      step: r.step,
-      severity: `SEVERITY_${r.severity.toUpperCase()}`,
-      message: r.message,
-    };
-  return {
-    apiVersion: RENDER_API_VERSION,
-    kind: "Result",
-    severity: r.severity === "Normal" ? "Normal" : "Warning",
-    reason: r.reason,
-    message: `Pipeline step ${JSON.stringify(r.step)}: ${r.message}`,
-  };
-}
 
 /** RenderOptions tune render. */
 export interface RenderOptions {
   timeoutMs: number;
   /** Print what crossplane render printed before Crossplane v2 (no resourceRefs, only Ready, results with step). */
   legacy?: boolean;
+  /** The time of the reconcile, as functions would see it (the observed XR's Responsive condition). Default FIXED_TIME. */
+  now?: Date;
 }
 
 /** RenderInputs are the parsed inputs of one render. */
@@ -74,7 +67,7 @@ export interface RenderInputs {
   context: Record<string, JsonValue>;
   /** The XR's CompositeResourceDefinition: its schema defaults the XR, prunes the rendered one, and answers schema requirements. */
   xrd?: Doc;
-  /** CRDs, XRDs and OpenAPI v3 documents that answer schema requirements. */
+  /** CRDs, XRDs and OpenAPI v3 documents that answer schema requirements (and tell composed kinds' scope). */
   schemas?: Doc[];
 }
 
@@ -82,6 +75,7 @@ export interface RenderInputs {
 export interface RenderOutputs {
   xr: JsonObject;
   composed: JsonObject[];
+  /** The Events the reconcile records, as kind: Result documents (or, in the legacy shape, the functions' results). */
   results: JsonObject[];
   context: JsonObject;
   /** What the XRD's schema pruned from the rendered XR, and other things a user should hear. */
@@ -90,42 +84,286 @@ export interface RenderOutputs {
   input: JsonObject;
 }
 
-/** select returns the supplied resources that match a selector, sorted by name. */
-export function select(docs: Doc[], s: Omit<ResourceSelector, "$typeName">): Resources {
-  const items = docs
-    .map((d) => d.obj)
-    .filter((o) => o["apiVersion"] === s.apiVersion && o["kind"] === s.kind)
-    .filter((o) => s.namespace === undefined || meta(o)["namespace"] === s.namespace)
-    .filter((o) => {
-      if (s.match.case === "matchName") return meta(o)["name"] === s.match.value;
-      if (s.match.case === "matchLabels") {
-        const labels = stringMap(meta(o)["labels"]);
-        return Object.entries(s.match.value.labels).every(([k, v]) => labels[k] === v);
-      }
-      return false;
-    })
-    .sort((a, b) => String(meta(a)["name"]).localeCompare(String(meta(b)["name"])));
+/** Store is what crossplane render's in-memory client holds: the objects required resources are looked up in. */
+type Store = JsonObject[];
+
+const storeKey = (o: JsonObject) => `${str(o["apiVersion"])}|${str(o["kind"])}|${str(meta(o)["namespace"])}|${str(meta(o)["name"])}`;
+
+/** storeOf keeps the last object given for each apiVersion, kind, namespace and name, as a Go map keyed by them does. */
+function storeOf(objects: JsonObject[]): Store {
+  const m = new Map<string, JsonObject>();
+  for (const o of objects) m.set(storeKey(o), o);
+  return [...m.values()];
+}
+
+/**
+ * select answers a resource requirement from docs as Crossplane's fetcher
+ * answers it from render's in-memory client (ExistingRequiredResourcesFetcher):
+ * by name, the one object of exactly that apiVersion, kind, namespace and name;
+ * otherwise every object of the group and kind (the version may differ only
+ * where one is empty) in the namespace (any, when none is given) carrying the
+ * labels (all, without labels), sorted by namespace and name.
+ */
+export function select(docs: Doc[] | Store, s: Omit<ResourceSelector, "$typeName">): Resources {
+  const objects = docs.map((d) => ("obj" in d && "source" in d ? (d.obj as JsonObject) : (d as JsonObject)));
+  const namespace = s.namespace ?? "";
+  let items: JsonObject[];
+  if (s.match.case === "matchName") {
+    const name = s.match.value;
+    items = objects.filter(
+      (o) =>
+        str(o["apiVersion"]) === s.apiVersion &&
+        str(o["kind"]) === s.kind &&
+        str(meta(o)["namespace"]) === namespace &&
+        str(meta(o)["name"]) === name,
+    );
+    items = items.slice(-1);
+  } else {
+    const want = parseApiVersion(s.apiVersion);
+    const labels = s.match.case === "matchLabels" ? s.match.value.labels : {};
+    items = objects
+      .filter((o) => {
+        const got = parseApiVersion(str(o["apiVersion"]));
+        if (got.group !== want.group || str(o["kind"]) !== s.kind) return false;
+        if (want.version !== "" && got.version !== "" && want.version !== got.version) return false;
+        if (namespace !== "" && str(meta(o)["namespace"]) !== namespace) return false;
+        const have = stringMap(meta(o)["labels"]);
+        return Object.entries(labels).every(([k, v]) => Object.hasOwn(have, k) && have[k] === v);
+      })
+      .sort((a, b) => {
+        const ka = `${str(meta(a)["namespace"])}/${str(meta(a)["name"])}`;
+        const kb = `${str(meta(b)["namespace"])}/${str(meta(b)["name"])}`;
+        return Buffer.compare(Buffer.from(ka), Buffer.from(kb));
+      });
+  }
   return {
     $typeName: "apiextensions.fn.proto.v1.Resources",
     items: items.map((o) => create(ResourceSchema, { resource: structuredClone(o) })),
   };
 }
 
+/**
+ * checkSelector refuses a Composition that does not carry the labels the XR's
+ * compositionSelector asks for, as crossplane render does: at
+ * spec.crossplane.compositionSelector, and, for a legacy XR (or when no XRD
+ * says which the XR is), at spec.compositionSelector.
+ */
+function checkSelector(xr: JsonObject, composition: JsonObject, legacy: boolean | undefined): void {
+  const spec = isObject(xr["spec"]) ? xr["spec"] : {};
+  const cp = isObject(spec["crossplane"]) ? spec["crossplane"] : {};
+  const selectors = [legacy === true ? undefined : cp["compositionSelector"], legacy === false ? undefined : spec["compositionSelector"]];
+  const have = stringMap(meta(composition)["labels"]);
+  const name = str(meta(composition)["name"]);
+  for (const sel of selectors) {
+    if (!isObject(sel) || !isObject(sel["matchLabels"])) continue;
+    for (const [k, v] of Object.entries(stringMap(sel["matchLabels"])).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
+      if (!Object.hasOwn(have, k))
+        throw new InputError(`composition ${JSON.stringify(name)} is missing required label ${JSON.stringify(k)}`);
+      if (have[k] !== v)
+        throw new InputError(
+          `composition ${JSON.stringify(name)} has incorrect value for label ${JSON.stringify(k)}: ` +
+            `want ${JSON.stringify(v)}, got ${JSON.stringify(have[k])}`,
+        );
+    }
+  }
+}
+
+/**
+ * checkObserved refuses observed resources the XR's controller would not read
+ * as its own, as crossplane render's CheckObservedResources does: one
+ * controlled by another XR, or (for a namespaced XR) in another namespace.
+ */
+export function checkObserved(xrUID: string, xrNamespace: string, observed: JsonObject[]): void {
+  const errs: string[] = [];
+  for (const o of observed) {
+    const refs = meta(o)["ownerReferences"];
+    const controller = Array.isArray(refs) ? refs.filter(isObject).find((r) => r["controller"] === true) : undefined;
+    const name = str(meta(o)["name"]);
+    if (controller && str(controller["uid"]) !== xrUID)
+      errs.push(`observed resource ${name} has a controller ref but is not controlled by the XR`);
+    if (xrNamespace !== "" && str(meta(o)["namespace"]) !== xrNamespace)
+      errs.push(`observed resource ${name} is not in the same namespace as the XR`);
+  }
+  if (errs.length > 0) throw new InputError(`invalid observed resources: ${errs.join("\n")}`);
+}
+
+/** Condition is a Kubernetes condition as Crossplane's xpv2.Condition carries it. */
+interface Condition {
+  type: string;
+  status: string;
+  observedGeneration?: number;
+  lastTransitionTime: string;
+  reason: string;
+  message?: string;
+}
+
+/** asCondition reads a condition as Go decodes one into xpv2.Condition (unknown fields dropped). */
+function asCondition(v: JsonValue): Condition | undefined {
+  if (!isObject(v)) return undefined;
+  const gen = typeof v["observedGeneration"] === "number" ? v["observedGeneration"] : 0;
+  return {
+    type: str(v["type"]),
+    status: str(v["status"]),
+    ...(gen !== 0 ? { observedGeneration: gen } : {}),
+    lastTransitionTime: str(v["lastTransitionTime"]),
+    reason: str(v["reason"]),
+    ...(str(v["message"]) !== "" ? { message: str(v["message"]) } : {}),
+  };
+}
+
+const sameCondition = (a: Condition, b: Condition) =>
+  a.type === b.type &&
+  a.status === b.status &&
+  a.reason === b.reason &&
+  (a.message ?? "") === (b.message ?? "") &&
+  (!a.observedGeneration || !b.observedGeneration || a.observedGeneration === b.observedGeneration);
+
+/**
+ * setConditions merges conditions as Crossplane's ConditionedStatus.SetConditions:
+ * an equal one stays, another of its type is replaced, a new type is added last.
+ */
+function setConditions(list: Condition[], ...add: Condition[]): void {
+  for (const c of add) {
+    let exists = false;
+    for (let i = 0; i < list.length; i++) {
+      if (list[i]!.type !== c.type) continue;
+      exists = true;
+      if (!sameCondition(list[i]!, c)) list[i] = c;
+    }
+    if (!exists) list.push(c);
+  }
+}
+
+const conditionsIn = (o: JsonObject | undefined): Condition[] => {
+  const s = o && isObject(o["status"]) ? o["status"] : {};
+  return Array.isArray(s["conditions"]) ? s["conditions"].flatMap((c) => asCondition(c) ?? []) : [];
+};
+
+/** XRDInfo is what an XRD tells render: the XR's schema, and whether the XR is a legacy (LegacyCluster) one. */
+interface XRDInfo {
+  schema: JsonObject;
+  legacy: boolean;
+}
+
+/** xrdFor reads the XRD given for the XR, refusing one for another kind as crossplane render does. */
+function xrdFor(xrd: Doc, xr: JsonObject): XRDInfo {
+  const o = xrd.obj;
+  const name = str(meta(o)["name"]);
+  if (o["kind"] !== "CompositeResourceDefinition")
+    throw new InputError(`${xrd.source}: expected a CompositeResourceDefinition, got ${String(o["kind"] ?? "no kind")}`);
+  const known = ["apiextensions.crossplane.io/v1", "apiextensions.crossplane.io/v2"];
+  if (!known.includes(str(o["apiVersion"])))
+    throw new InputError(
+      `${xrd.source}: CompositeResourceDefinition ${JSON.stringify(name)} has unrecognized apiVersion ` +
+        `${JSON.stringify(str(o["apiVersion"]))} (expected one of [${known.join(" ")}])`,
+    );
+  const spec = isObject(o["spec"]) ? o["spec"] : {};
+  const names = isObject(spec["names"]) ? spec["names"] : {};
+  const { group, version } = parseApiVersion(str(xr["apiVersion"]));
+  // By group and kind only: an XR may be written in any version the XRD serves.
+  if (str(spec["group"]) !== group || str(names["kind"]) !== str(xr["kind"]))
+    throw new InputError(
+      `${xrd.source}: CompositeResourceDefinition ${JSON.stringify(name)} ` +
+        `(composite Group=${str(spec["group"])} Kind=${str(names["kind"])}) ` +
+        `does not match the input XR's Group=${group} Kind=${str(xr["kind"])}`,
+    );
+  return { schema: xrSchema(o, version), legacy: xrdScope(o) === "LegacyCluster" };
+}
+
+/**
+ * observedXR is the XR as Crossplane's reconcile hands it to the functions:
+ * its uid (render's own when it has none), resourceVersion "999", the
+ * crossplane.io/composite label, the selected Composition, references to the
+ * observed resources, the Responsive condition, and (legacy XRs) the
+ * connection secret reference the Composition asks for.
+ */
+function observedXR(xr: JsonObject, uid: string, legacy: boolean, composition: JsonObject, observed: JsonObject[], now: Date): JsonObject {
+  const o = structuredClone(xr);
+  const m: JsonObject = isObject(o["metadata"]) ? o["metadata"] : (o["metadata"] = {});
+  m["uid"] = uid;
+  m["resourceVersion"] = RENDER_RESOURCE_VERSION;
+  const labels: JsonObject = isObject(m["labels"]) ? m["labels"] : (m["labels"] = {});
+  if (str(labels[COMPOSITE_LABEL]) === "") labels[COMPOSITE_LABEL] = str(m["name"]);
+  const spec: JsonObject = isObject(o["spec"]) ? o["spec"] : (o["spec"] = {});
+  const at: JsonObject = legacy ? spec : isObject(spec["crossplane"]) ? spec["crossplane"] : (spec["crossplane"] = {});
+  at["compositionRef"] = { name: str(meta(composition)["name"]) };
+  if (observed.length > 0) {
+    at["resourceRefs"] = observed.map((r) => ({
+      apiVersion: str(r["apiVersion"]),
+      kind: str(r["kind"]),
+      name: str(meta(r)["name"]),
+      ...(str(m["namespace"]) === "" && str(meta(r)["namespace"]) !== "" ? { namespace: str(meta(r)["namespace"]) } : {}),
+    }));
+  }
+  const cspec = isObject(composition["spec"]) ? composition["spec"] : {};
+  const secretNamespace = str(cspec["writeConnectionSecretsToNamespace"]);
+  if (legacy && secretNamespace !== "" && !isObject(spec["writeConnectionSecretToRef"]))
+    spec["writeConnectionSecretToRef"] = { name: uid, namespace: secretNamespace };
+  const conds = conditionsIn(o);
+  setConditions(conds, systemCondition(xr, "Responsive", "True", "WatchCircuitClosed", now.toISOString().replace(/\.\d{3}Z$/, "Z")));
+  const status: JsonObject = isObject(o["status"]) ? o["status"] : (o["status"] = {});
+  status["conditions"] = conds as unknown as JsonValue;
+  return o;
+}
+
+/** systemCondition is a condition the XR controller marks: with the XR's generation as observedGeneration. */
+function systemCondition(xr: JsonObject, type: string, status: string, reason: string, time = CONDITION_TIME, message?: string): Condition {
+  const gen = typeof meta(xr)["generation"] === "number" ? (meta(xr)["generation"] as number) : 0;
+  return {
+    type,
+    status,
+    ...(gen !== 0 ? { observedGeneration: gen } : {}),
+    lastTransitionTime: time,
+    reason,
+    ...(message ? { message } : {}),
+  };
+}
+
+const resultDoc = (e: ComposeEvent): JsonObject => ({
+  apiVersion: RENDER_API_VERSION,
+  kind: "Result",
+  severity: e.type,
+  reason: e.reason,
+  message: e.message,
+});
+
+/** legacyResultDoc is a function's result as crossplane render printed it before v2. */
+const legacyResultDoc = (r: StepResult): JsonObject => ({
+  apiVersion: RENDER_API_VERSION,
+  kind: "Result",
+  step: r.step,
+  severity: `SEVERITY_${r.severity.toUpperCase()}`,
+  message: r.message,
+});
+
 /** render runs the pipeline and shapes the outputs as `crossplane render` prints them. */
 export async function render(inputs: RenderInputs, runner: Runner, opts: RenderOptions): Promise<RenderOutputs> {
   const steps = checkComposition(inputs.xr, inputs.composition);
+  const legacyOutput = opts.legacy ?? false;
   let xr = inputs.xr.obj;
-  let schema: JsonObject | undefined;
   // The XRD first: what is wrong with it is said in its own terms.
-  if (inputs.xrd) schema = schemaForXR(inputs.xrd, xr);
+  const xrd = inputs.xrd ? xrdFor(inputs.xrd, xr) : undefined;
+  checkSelector(xr, inputs.composition.obj, xrd?.legacy);
+  const legacy = xrd?.legacy ?? false;
   const sources = [...(inputs.xrd ? [inputs.xrd] : []), ...(inputs.schemas ?? [])];
   const schemas = sources.length > 0 ? schemaSource(sources) : undefined;
-  if (schema) {
+  if (xrd) {
     // As the API server defaults an XR when it is written (crossplane render --xrd does this too).
     xr = structuredClone(xr);
-    applyDefaults(xr, schema);
+    applyDefaults(xr, xrd.schema);
   }
+  const xm = meta(xr);
+  const xrNamespace = str(xm["namespace"]);
+  const uid =
+    str(xm["uid"]) !== ""
+      ? str(xm["uid"])
+      : legacyOutput
+        ? ""
+        : renderUID(str(xr["apiVersion"]), str(xr["kind"]), xrNamespace, str(xm["name"]));
+  const observedObjects = inputs.observed.map((d) => d.obj);
+  if (!legacyOutput) checkObserved(uid, xrNamespace, observedObjects);
   const observed: Record<string, Resource> = {};
+  const observedByName: Record<string, JsonObject> = {};
   for (const d of inputs.observed) {
     const name = stringMap(meta(d.obj)["annotations"])[COMPOSITION_RESOURCE_NAME];
     if (!name)
@@ -133,29 +371,62 @@ export async function render(inputs: RenderInputs, runner: Runner, opts: RenderO
         `${d.source}: an observed resource needs the ${COMPOSITION_RESOURCE_NAME} annotation to be matched to a pipeline resource`,
       );
     setOwn(observed, name, create(ResourceSchema, { resource: structuredClone(d.obj) }));
+    setOwn(observedByName, name, d.obj);
   }
+  // The pre-v2 shape is what recorded cases were written against: the XR is handed over as given.
+  const seen = legacyOutput ? xr : observedXR(xr, uid, legacy, inputs.composition.obj, observedObjects, opts.now ?? new Date(FIXED_TIME));
+  const store = storeOf([
+    seen,
+    ...observedObjects,
+    ...inputs.required.map((d) => d.obj),
+    ...inputs.credentials.map((d) => (str(d.obj["kind"]) === "" ? { ...d.obj, apiVersion: "v1", kind: "Secret" } : d.obj)),
+  ]);
   const r = await runPipeline(
     {
       steps,
-      xr,
+      xr: seen,
       observed,
       context: structuredClone(inputs.context),
       credentials: inputs.credentials,
-      fetch: (s) => select(inputs.required, s),
+      fetch: (s) => select(legacyOutput ? inputs.required : store, s),
       ...(schemas ? { schemaOf: (apiVersion: string, kind: string) => schemas.find(apiVersion, kind) } : {}),
     },
     runner,
     Date.now() + opts.timeoutMs,
   );
-  const legacy = opts.legacy ?? false;
-  const results = r.results.map((x) => resultDoc(x, legacy));
-  const composed = renderComposed(xr, r.desired, observed, legacy);
-  const rendered = renderXR(xr, r.desired, r.conditions, legacy ? undefined : composed);
+  const { composed, events: composeEvents } = composeResources({
+    xr: legacyOutput ? { ...xr, metadata: { ...xm, uid } } : seen,
+    desired: r.desired.resources,
+    observed: observedByName,
+    ...(schemas ? { namespaced: (apiVersion: string, kind: string) => schemas.namespaced(apiVersion, kind) } : {}),
+    keepGenerateName: legacyOutput,
+  });
+  const objects = composed.map((c) => c.object);
+  // crossplane render sorts composed resources by their name in the pipeline.
+  const unready = composed.filter((c) => !c.ready).map((c) => c.name);
+  const xrReady = r.desired.composite?.ready ?? Ready.UNSPECIFIED;
+  const rendered = legacyOutput
+    ? renderLegacyXR(xr, r.desired.composite?.resource, r.conditions, unready, xrReady)
+    : renderXR(xr, seen, legacy, r.desired.composite?.resource, r.conditions, objects, unready, xrReady);
+  let results: JsonObject[];
+  if (legacyOutput) results = r.results.map(legacyResultDoc);
+  else {
+    // The Events the reconcile records, in the order it records them.
+    const events: ComposeEvent[] = [];
+    const ref = legacy ? (isObject(xr["spec"]) ? xr["spec"]["compositionRef"] : undefined) : crossplaneField(xr, "compositionRef");
+    const compName = str(meta(inputs.composition.obj)["name"]);
+    if (!(isObject(ref) && Object.keys(ref).length === 1 && ref["name"] === compName))
+      events.push({ type: "Normal", reason: "SelectComposition", message: `Successfully selected composition: ${compName}` });
+    events.push(...r.results.map(resultEvent), ...composeEvents);
+    for (const n of unready)
+      events.push({ type: "Normal", reason: "ComposeResources", message: `Composed resource ${JSON.stringify(n)} is not yet ready` });
+    results = events.map(resultDoc);
+  }
   const warnings: string[] = [];
-  if (schema && inputs.xrd) {
-    const xrdName = String(meta(inputs.xrd.obj)["name"] ?? "");
-    const version = parseApiVersion(String(xr["apiVersion"])).version;
-    for (const path of prune(rendered, schema))
+  if (xrd && inputs.xrd) {
+    const xrdName = str(meta(inputs.xrd.obj)["name"]);
+    const version = parseApiVersion(str(xr["apiVersion"])).version;
+    for (const path of prune(rendered, xrd.schema))
       warnings.push(
         `the XRD ${xrdName} does not declare ${path}, so the API server drops what the pipeline wrote there; ` +
           `declare it under spec.versions[${version}].schema.openAPIV3Schema`,
@@ -165,60 +436,93 @@ export async function render(inputs: RenderInputs, runner: Runner, opts: RenderO
     warnings,
     input: xr,
     xr: rendered,
-    composed,
+    composed: objects,
     results,
     context: { apiVersion: RENDER_API_VERSION, kind: "Context", fields: r.context ?? {} },
   };
 }
 
+const crossplaneField = (xr: JsonObject, k: string): JsonValue | undefined => {
+  const spec = isObject(xr["spec"]) ? xr["spec"] : {};
+  return isObject(spec["crossplane"]) ? spec["crossplane"][k] : undefined;
+};
+
 /**
- * renderXR makes the XR as render prints it: the desired status, and the
- * conditions Crossplane sets. Given the composed resources (the current form),
- * also spec.crossplane.resourceRefs and the Responsive and Synced conditions
- * Crossplane v2 sets on every reconcile that succeeds.
+ * renderXR makes the XR as current crossplane render prints it: the object the
+ * reconcile wrote last, which holds only its identity, its references to what
+ * it composed (spec.crossplane.resourceRefs, or spec.resourceRefs for a legacy
+ * XR; [] when none) and its status: the desired status, with conditions merged
+ * in the order the reconcile sets them (the observed XR's, Responsive, the
+ * functions', Synced, Ready), every lastTransitionTime the fixed one.
  */
-/** schemaForXR is the schema an XRD gives the XR's kind and version; an XRD for another kind is refused. */
-function schemaForXR(xrd: Doc, xr: JsonObject): JsonObject {
-  const o = xrd.obj;
-  if (o["kind"] !== "CompositeResourceDefinition")
-    throw new InputError(`${xrd.source}: expected a CompositeResourceDefinition, got ${String(o["kind"] ?? "no kind")}`);
-  const spec = isObject(o["spec"]) ? o["spec"] : {};
-  const names = isObject(spec["names"]) ? spec["names"] : {};
-  const { group, version } = parseApiVersion(String(xr["apiVersion"]));
-  if (spec["group"] !== group || names["kind"] !== xr["kind"])
-    throw new InputError(
-      `${xrd.source}: the XRD defines ${String(names["kind"])}.${String(spec["group"])}, ` +
-        `but the XR is a ${String(xr["kind"])} of ${String(xr["apiVersion"])}`,
-    );
-  return xrSchema(o, version);
+function renderXR(
+  xr: JsonObject,
+  seen: JsonObject,
+  legacy: boolean,
+  desired: JsonObject | undefined,
+  fnConditions: JsonObject[],
+  composed: JsonObject[],
+  unready: string[],
+  xrReady: Ready,
+): JsonObject {
+  const m = meta(xr);
+  const out: JsonObject = {
+    apiVersion: xr["apiVersion"]!,
+    kind: xr["kind"]!,
+    metadata: { name: m["name"]!, ...(str(m["namespace"]) !== "" ? { namespace: m["namespace"]! } : {}) },
+  };
+  const refs = resourceRefsOf(xr, composed) as unknown as JsonValue[];
+  out["spec"] = legacy ? { resourceRefs: refs } : { crossplane: { resourceRefs: refs } };
+  const status: JsonObject = structuredClone(isObject(desired?.["status"]) ? desired["status"] : {});
+  const conds = conditionsIn({ status });
+  setConditions(conds, ...conditionsIn(seen));
+  const claimTypes: string[] = [];
+  for (const fc of fnConditions) {
+    const type = str(fc["type"]);
+    if (SYSTEM_CONDITIONS.has(type)) continue;
+    setConditions(conds, {
+      type,
+      status: str(fc["status"]),
+      lastTransitionTime: CONDITION_TIME,
+      reason: str(fc["reason"]),
+      ...(str(fc["message"]) !== "" ? { message: str(fc["message"]) } : {}),
+    });
+    if (fc["claim"] === true && legacy && !claimTypes.includes(type)) claimTypes.push(type);
+  }
+  let ready = systemCondition(xr, "Ready", "True", "Available");
+  if (unready.length > 0)
+    ready = systemCondition(xr, "Ready", "False", "Creating", CONDITION_TIME, `Unready resources: ${firstNAndSomeMore(unready)}`);
+  // The XR's readiness, when a function set it, wins over its resources'.
+  if (xrReady === Ready.TRUE) ready = systemCondition(xr, "Ready", "True", "Available");
+  if (xrReady === Ready.FALSE) ready = systemCondition(xr, "Ready", "False", "Creating");
+  setConditions(conds, systemCondition(xr, "Synced", "True", "ReconcileSuccess"), ready);
+  status["conditions"] = conds.map((c) => ({ ...c, lastTransitionTime: CONDITION_TIME })) as unknown as JsonValue;
+  if (claimTypes.length > 0) {
+    const had = Array.isArray(status["claimConditionTypes"]) ? status["claimConditionTypes"].filter((t) => typeof t === "string") : [];
+    status["claimConditionTypes"] = [...had, ...claimTypes.filter((t) => !had.includes(t))];
+  }
+  out["status"] = status;
+  return out;
 }
 
-function renderXR(xr: JsonObject, desired: State, conditions: JsonObject[], composed?: JsonObject[]): JsonObject {
-  const out: JsonObject = structuredClone(desired.composite?.resource ?? {});
+/** renderLegacyXR makes the XR as crossplane render printed it before v2: the desired status and a Ready condition. */
+function renderLegacyXR(
+  xr: JsonObject,
+  desired: JsonObject | undefined,
+  fnConditions: JsonObject[],
+  unready: string[],
+  xrReady: Ready,
+): JsonObject {
+  const out: JsonObject = structuredClone(desired ?? {});
   const m = meta(xr);
   out["apiVersion"] = xr["apiVersion"]!;
   out["kind"] = xr["kind"]!;
   out["metadata"] = { name: m["name"]!, ...(m["namespace"] ? { namespace: m["namespace"] } : {}) };
-  if (composed) {
-    const refs = composed
-      .map((c) => {
-        const cm = meta(c);
-        const ref: JsonObject = { apiVersion: c["apiVersion"]!, kind: c["kind"]!, name: cm["name"]! };
-        // A cluster-scoped XR may compose namespaced resources; a namespaced XR's are in its namespace.
-        if (!m["namespace"] && cm["namespace"]) ref["namespace"] = cm["namespace"];
-        return ref;
-      })
-      .sort((a, b) => refKey(a).localeCompare(refKey(b)));
-    if (refs.length > 0) out["spec"] = { crossplane: { resourceRefs: refs } };
-  }
-  const unready = Object.keys(desired.resources)
-    .filter((k) => desired.resources[k]!.ready !== Ready.TRUE)
-    .sort();
-  const xrReady = desired.composite?.ready ?? Ready.UNSPECIFIED;
   let ready: JsonObject = { type: "Ready", status: "True", reason: "Available", lastTransitionTime: CONDITION_TIME };
   if (xrReady === Ready.FALSE) ready = { type: "Ready", status: "False", reason: "Creating", lastTransitionTime: CONDITION_TIME };
   else if (xrReady === Ready.UNSPECIFIED && unready.length > 0) {
-    const shown = unready.length > 3 ? `${unready.slice(0, 3).join(", ")}, and ${unready.length - 3} more` : unready.join(", ");
+    const sorted = [...unready].sort();
+    const shown = sorted.length > 3 ? `${sorted.slice(0, 3).join(", ")}, and ${sorted.length - 3} more` : sorted.join(", ");
     ready = {
       type: "Ready",
       status: "False",
@@ -228,14 +532,8 @@ function renderXR(xr: JsonObject, desired: State, conditions: JsonObject[], comp
     };
   }
   const status = isObject(out["status"]) ? out["status"] : {};
-  const conds: JsonObject[] = composed
-    ? [
-        { type: "Responsive", status: "True", reason: "WatchCircuitClosed", lastTransitionTime: CONDITION_TIME },
-        { type: "Synced", status: "True", reason: "ReconcileSuccess", lastTransitionTime: CONDITION_TIME },
-        ready,
-      ]
-    : [ready];
-  for (const fc of conditions) {
+  const conds: JsonObject[] = [ready];
+  for (const fc of fnConditions) {
     if (SYSTEM_CONDITIONS.has(String(fc["type"]))) continue;
     const { claim: _claim, ...c } = fc;
     const i = conds.findIndex((x) => x["type"] === c["type"]);
@@ -247,80 +545,23 @@ function renderXR(xr: JsonObject, desired: State, conditions: JsonObject[], comp
   return out;
 }
 
-const refKey = (r: JsonObject) => `${String(r["apiVersion"])}/${String(r["kind"])}/${String(r["namespace"] ?? "")}/${String(r["name"])}`;
-
-/** renderUID is the XR's uid, or, for an XR that has none (one not created yet), a stable one made from its identity. */
-export function renderUID(xr: JsonObject): string {
-  const m = meta(xr);
-  if (typeof m["uid"] === "string" && m["uid"] !== "") return m["uid"];
-  // A name-based (version 5 style) UUID: the same XR always gets the same uid, so output is reproducible.
-  const h = createHash("sha1")
-    .update(`xfn.render/${String(xr["apiVersion"])}/${String(xr["kind"])}/${String(m["namespace"] ?? "")}/${String(m["name"])}`)
-    .digest();
-  h[6] = (h[6]! & 0x0f) | 0x50;
-  h[8] = (h[8]! & 0x3f) | 0x80;
-  const x = h.subarray(0, 16).toString("hex");
-  return `${x.slice(0, 8)}-${x.slice(8, 12)}-${x.slice(12, 16)}-${x.slice(16, 20)}-${x.slice(20)}`;
-}
-
 /**
- * composedName names a composed resource that has only a generateName, as
- * Crossplane v2 does before creating it: the prefix and a suffix fixed by the
- * XR's uid and the resource's name in the pipeline, so that every render (and
- * every reconcile) gives the same name. (Crossplane's suffix is computed
- * differently; it is as stable.)
+ * mergeFullXR is what `-x` prints: the input XR with the rendered one merged
+ * over it, as crossplane render merges them (mergo with override): objects
+ * merge key by key, a list replaces a list unless it is empty and the input's
+ * is not, anything else replaces what the input held.
  */
-function composedName(generateName: string, uid: string, resourceName: string): string {
-  const suffix = createHash("sha256").update(`${uid}/${resourceName}`).digest("hex").slice(0, 12);
-  return `${generateName.slice(0, 63 - suffix.length)}${suffix}`;
+export function mergeFullXR(input: JsonObject, rendered: JsonObject): JsonObject {
+  const merge = (dst: JsonObject, src: JsonObject): JsonObject => {
+    for (const [k, v] of Object.entries(src)) {
+      const d = getOwn(dst, k);
+      if (isObject(v) && isObject(d)) merge(d, v);
+      else if (Array.isArray(v) && v.length === 0 && Array.isArray(d) && d.length > 0) continue;
+      else setOwn(dst, k, structuredClone(v));
+    }
+    return dst;
+  };
+  return merge(structuredClone(input), rendered);
 }
 
-function renderComposed(xr: JsonObject, desired: State, observed: Record<string, Resource>, legacy: boolean): JsonObject[] {
-  const xm = meta(xr);
-  const xrLabels = stringMap(xm["labels"]);
-  const prefix = xrLabels[COMPOSITE_LABEL] || String(xm["name"]);
-  const claim = isObject((xr["spec"] as JsonObject | undefined)?.["claimRef"])
-    ? ((xr["spec"] as JsonObject)["claimRef"] as JsonObject)
-    : undefined;
-  return Object.keys(desired.resources)
-    .sort()
-    .map((name) => {
-      const cd: JsonObject = structuredClone(desired.resources[name]!.resource ?? {});
-      const m: JsonObject = isObject(cd["metadata"]) ? cd["metadata"] : {};
-      cd["metadata"] = m;
-      const was = getOwn(observed, name)?.resource;
-      if (was) {
-        const om = meta(was);
-        for (const k of ["namespace", "name", "generateName"]) {
-          if (om[k] !== undefined) m[k] = om[k]!;
-          else delete m[k];
-        }
-      }
-      if (!m["name"] && !m["generateName"]) m["generateName"] = `${prefix}-`;
-      if (!legacy && !m["name"]) m["name"] = composedName(String(m["generateName"]), renderUID(xr), name);
-      if (xm["namespace"]) m["namespace"] = xm["namespace"]!;
-      m["annotations"] = { ...stringMap(m["annotations"]), [COMPOSITION_RESOURCE_NAME]: name };
-      const labels: Record<string, string> = { ...stringMap(m["labels"]), [COMPOSITE_LABEL]: prefix };
-      if (xrLabels[CLAIM_NAME_LABEL] && xrLabels[CLAIM_NAMESPACE_LABEL]) {
-        labels[CLAIM_NAMESPACE_LABEL] = xrLabels[CLAIM_NAMESPACE_LABEL];
-        labels[CLAIM_NAME_LABEL] = xrLabels[CLAIM_NAME_LABEL];
-      } else if (claim && typeof claim["name"] === "string" && typeof claim["namespace"] === "string") {
-        labels[CLAIM_NAMESPACE_LABEL] = claim["namespace"];
-        labels[CLAIM_NAME_LABEL] = claim["name"];
-      }
-      m["labels"] = labels;
-      const owner: JsonObject = {
-        apiVersion: xr["apiVersion"]!,
-        kind: xr["kind"]!,
-        name: xm["name"]!,
-        uid: legacy ? (typeof xm["uid"] === "string" ? xm["uid"] : "") : renderUID(xr),
-        controller: true,
-        blockOwnerDeletion: true,
-      };
-      const refs = (Array.isArray(m["ownerReferences"]) ? m["ownerReferences"] : []).filter(
-        (r) => !(isObject(r) && r["controller"] === true),
-      );
-      m["ownerReferences"] = [...refs, owner];
-      return cd;
-    });
-}
+export { ComposeError };

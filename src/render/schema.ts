@@ -48,7 +48,7 @@ export function xrSchema(xrd: JsonObject, version: string): JsonObject {
   props["metadata"] = { type: "object", [PRESERVE]: true };
   const sp: JsonObject = isObject(props["spec"]) ? props["spec"] : (props["spec"] = { type: "object" });
   const spProps: JsonObject = isObject(sp["properties"]) ? sp["properties"] : (sp["properties"] = {});
-  const legacy = String(xrd["apiVersion"]) === "apiextensions.crossplane.io/v1";
+  const legacy = xrdScope(xrd) === "LegacyCluster";
   if (legacy) {
     for (const k of [
       "compositionRef",
@@ -72,6 +72,18 @@ export function xrSchema(xrd: JsonObject, version: string): JsonObject {
   return root;
 }
 
+/**
+ * xrdScope is the scope of the XRs an XRD defines: spec.scope, else its
+ * default in the version the XRD is written in (LegacyCluster in v1,
+ * Namespaced in v2). A v2 XRD may hold LegacyCluster (a v1 one read as v2).
+ */
+export function xrdScope(xrd: JsonObject): "Namespaced" | "Cluster" | "LegacyCluster" {
+  const spec = isObject(xrd["spec"]) ? xrd["spec"] : {};
+  const scope = spec["scope"];
+  if (scope === "Namespaced" || scope === "Cluster" || scope === "LegacyCluster") return scope;
+  return String(xrd["apiVersion"]) === "apiextensions.crossplane.io/v1" ? "LegacyCluster" : "Namespaced";
+}
+
 /** crdSchema is the openAPIV3Schema of one version of a CRD, or undefined. */
 function crdSchema(crd: JsonObject, version: string): JsonObject | undefined {
   const spec = isObject(crd["spec"]) ? crd["spec"] : {};
@@ -89,17 +101,25 @@ function crdSchema(crd: JsonObject, version: string): JsonObject | undefined {
  */
 export interface SchemaSource {
   find(apiVersion: string, kind: string): JsonObject | undefined;
+  /** namespaced tells whether a kind is namespaced, from a CRD's or an XRD's scope; undefined when no CRD or XRD names it. */
+  namespaced(apiVersion: string, kind: string): boolean | undefined;
 }
 
 /** schemaSource indexes docs (CRDs, XRDs, OpenAPI v3 documents); anything else is an error naming its file. */
 export function schemaSource(docs: Doc[]): SchemaSource {
   const entries: Array<{ gvk: GVK; schema: () => JsonObject | undefined }> = [];
+  const scopes: Array<{ group: string; kind: string; namespaced: boolean }> = [];
   for (const d of docs) {
     const o = d.obj;
     const spec = isObject(o["spec"]) ? o["spec"] : {};
     const names = isObject(spec["names"]) ? spec["names"] : {};
     if (o["kind"] === "CustomResourceDefinition" || o["kind"] === "CompositeResourceDefinition") {
       const versions = Array.isArray(spec["versions"]) ? spec["versions"].filter(isObject) : [];
+      const group = String(spec["group"] ?? "");
+      const kind = String(names["kind"] ?? "");
+      if (o["kind"] === "CompositeResourceDefinition") scopes.push({ group, kind, namespaced: xrdScope(o) === "Namespaced" });
+      else if (spec["scope"] === "Namespaced" || spec["scope"] === "Cluster")
+        scopes.push({ group, kind, namespaced: spec["scope"] === "Namespaced" });
       for (const v of versions) {
         const version = String(v["name"]);
         entries.push({
@@ -127,6 +147,10 @@ export function schemaSource(docs: Doc[]): SchemaSource {
       const { group, version } = parseApiVersion(apiVersion);
       const e = entries.find((x) => x.gvk.group.toLowerCase() === group.toLowerCase() && x.gvk.version === version && x.gvk.kind === kind);
       return e?.schema();
+    },
+    namespaced(apiVersion, kind) {
+      const { group } = parseApiVersion(apiVersion);
+      return scopes.find((x) => x.group.toLowerCase() === group.toLowerCase() && x.kind === kind)?.namespaced;
     },
   };
 }

@@ -24,7 +24,7 @@ import { loadFunction, resolveModule } from "../cli/load.js";
 import type { RunFunction } from "../function.js";
 import { RunFunctionResponseSchema, type RunFunctionResponse } from "../gen/fn/v1/run_function_pb.js";
 import { InputError, loadDocs, loadOne, parseDoc, parseDocs, type Doc } from "../engine/docs.js";
-import { COMPOSITION_RESOURCE_NAME } from "../engine/pipeline.js";
+import { COMPOSITION_RESOURCE_NAME } from "../engine/composed.js";
 import { FIXED_TIME, render } from "../render/render.js";
 import { toYamlStream } from "../render/output.js";
 import { createRunner } from "../engine/runner.js";

@@ -131,7 +131,8 @@ G("xfn render, Development runtime: a Go function composes, and asks for a requi
   assert.is(r.code, 0, r.stderr);
   const [thing] = composed(r.stdout);
   assert.ok(thing, r.stdout);
-  assert.equal(thing!["spec"].echo, { size: 3, name: "é" });
+  // The XR as Crossplane's reconcile hands it over: with the Composition it chose.
+  assert.equal(thing!["spec"].echo, { size: 3, name: "é", crossplane: { compositionRef: { name: "c" } } });
   assert.is(thing!["metadata"].annotations["crossplane.io/composition-resource-name"], "from-go");
 
   const required = file(

@@ -15,7 +15,7 @@ const OP = join(ROOT, "examples/operation");
 async function renderOp(op: string, over: Record<string, unknown> = {}) {
   const out = sink();
   const err = sink();
-  const flags = { timeout: 60_000, now: new Date(DEFAULT_NOW), includeFunctionResults: true, ...over };
+  const flags = { requiredResources: [] as string[], timeout: 60_000, now: new Date(DEFAULT_NOW), includeFunctionResults: true, ...over };
   const code = await runRenderOp(op, join(OP, "functions.yaml"), flags as never, out.stream, err.stream);
   return { code, out: out.text(), err: err.text(), docs: parseAllDocuments(out.text()).map((d) => d.toJS() as Record<string, any>) };
 }
@@ -74,7 +74,7 @@ O("a plain Operation: a step's own required resources are answered from -e; a Fa
       `    - step: label\n      functionRef: {name: label-stale}\n      requirements:\n        requiredResources:\n` +
       `          - {requirementName: ops.crossplane.io/watched-resource, apiVersion: s3.aws.upbound.io/v1beta1, kind: Bucket, name: team-a-7xq2m}\n`,
   );
-  const ok = await renderOp(plain, { requiredResources: join(OP, "watched.yaml") });
+  const ok = await renderOp(plain, { requiredResources: [join(OP, "watched.yaml")] });
   assert.is(ok.code, 0, ok.err);
   assert.is(ok.docs[0]!["metadata"].name, "once");
   assert.is(ok.docs[1]!["metadata"].name, "team-a-7xq2m");

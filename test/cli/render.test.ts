@@ -16,6 +16,8 @@ const F = join(ROOT, "test/fixtures/render");
 const EX = join(ROOT, "examples");
 
 const flags = (over: Record<string, unknown> = {}) => ({
+  requiredResources: [] as string[],
+  extraResources: [] as string[],
   contextValues: [] as string[],
   contextFiles: [] as string[],
   timeout: 60_000,
@@ -75,9 +77,17 @@ R("renders the examples: XR status, composed resources with Crossplane's metadat
   assert.equal(xr!["metadata"], { name: "team-a" });
   assert.is(xr!["status"].bucketCount, 2);
   assert.equal(xr!["status"].externalNames, { "bucket-logs": "team-a-logs-7xq2m" });
-  // As current crossplane render prints an XR: what it composed, and the conditions of a successful reconcile.
+  // As current crossplane render prints an XR: what it composed, and the conditions of a successful
+  // reconcile in the order Crossplane sets them (Responsive, the functions', Synced, Ready).
   assert.equal(xr!["status"].conditions, [
     { type: "Responsive", status: "True", reason: "WatchCircuitClosed", lastTransitionTime: "2024-01-01T00:00:00Z" },
+    {
+      type: "BucketsReady",
+      status: "False",
+      reason: "Creating",
+      message: "waiting for assets",
+      lastTransitionTime: "2024-01-01T00:00:00Z",
+    },
     { type: "Synced", status: "True", reason: "ReconcileSuccess", lastTransitionTime: "2024-01-01T00:00:00Z" },
     {
       type: "Ready",
@@ -86,17 +96,12 @@ R("renders the examples: XR status, composed resources with Crossplane's metadat
       message: "Unready resources: bucket-assets",
       lastTransitionTime: "2024-01-01T00:00:00Z",
     },
-    {
-      type: "BucketsReady",
-      status: "False",
-      reason: "Creating",
-      message: "waiting for assets",
-      lastTransitionTime: "2024-01-01T00:00:00Z",
-    },
   ]);
   assert.is(assets!["metadata"].annotations["crossplane.io/composition-resource-name"], "bucket-assets");
   assert.is(assets!["metadata"].generateName, "team-a-");
-  assert.match(assets!["metadata"].name, /^team-a-[0-9a-f]{12}$/, "a new resource gets its name before it is created, as in Crossplane v2");
+  // Crossplane's ChildName: the prefix and 12 hex digits of SHA-256(uid + composition resource name)
+  // (python3: hashlib.sha256(b"5f1d3e2a-...1e44bucket-assets").hexdigest()[:12]).
+  assert.is(assets!["metadata"].name, "team-a-afa1c2914e99", "a new resource gets its name before it is created, as in Crossplane v2");
   assert.equal(xr!["spec"], {
     crossplane: {
       resourceRefs: [
@@ -119,13 +124,28 @@ R("renders the examples: XR status, composed resources with Crossplane's metadat
   assert.is(logs!["metadata"].name, "team-a-7xq2m", "an observed resource keeps its name");
   assert.is(logs!["metadata"].generateName, undefined);
   assert.is(logs!["metadata"].annotations["crossplane.io/external-name"], "team-a-logs-7xq2m");
+  // Every Event the reconcile records, as current crossplane render prints them with -r.
   assert.equal(results, [
+    {
+      apiVersion: "render.crossplane.io/v1beta1",
+      kind: "Result",
+      severity: "Normal",
+      reason: "SelectComposition",
+      message: "Successfully selected composition: xbuckets",
+    },
     {
       apiVersion: "render.crossplane.io/v1beta1",
       kind: "Result",
       severity: "Normal",
       reason: "ComposeResources",
       message: 'Pipeline step "compose-buckets": composed 2 buckets',
+    },
+    {
+      apiVersion: "render.crossplane.io/v1beta1",
+      kind: "Result",
+      severity: "Normal",
+      reason: "ComposeResources",
+      message: 'Composed resource "bucket-assets" is not yet ready',
     },
   ]);
   // Printed as Go's YAML prints: times and "True" in double quotes, other quoted strings in single quotes, lists flush.
@@ -221,7 +241,10 @@ R("--xrd with every field declared: nothing pruned, no warning; an XRD for anoth
   const other = write("other-xrd.yaml", readFileSync(join(EX, "host/xrd.yaml"), "utf8").replace("kind: XBuckets", "kind: XQueues"));
   const bad = await render(join(EX, "xr.yaml"), join(EX, "composition.yaml"), join(EX, "functions.yaml"), { xrd: other });
   assert.is(bad.code, 1);
-  assert.match(bad.err, /the XRD defines XQueues\.example\.xfn\.dev, but the XR is a XBuckets of example\.xfn\.dev\/v1alpha1/);
+  assert.match(
+    bad.err,
+    /CompositeResourceDefinition "xbuckets\.example\.xfn\.dev" \(composite Group=example\.xfn\.dev Kind=XQueues\) does not match the input XR's Group=example\.xfn\.dev Kind=XBuckets/,
+  );
   const notXRD = await render(join(EX, "xr.yaml"), join(EX, "composition.yaml"), join(EX, "functions.yaml"), {
     xrd: write("cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n"),
   });
@@ -348,7 +371,7 @@ R("the examples render byte-identically twice (a spawned CLI run)", async () => 
 R("answers requirements (by name and namespace, by labels), loops until they settle; credentials; context", async () => {
   const ctxFile = write("env.json", JSON.stringify({ tier: "gold" }));
   const r = await render(join(F, "xr.yaml"), join(F, "composition.yaml"), join(F, "functions.yaml"), {
-    requiredResources: join(F, "required.yaml"),
+    requiredResources: [join(F, "required.yaml")],
     functionCredentials: join(F, "credentials.yaml"),
     contextFiles: [`apiextensions.crossplane.io/environment=${ctxFile}`, "other=" + ctxFile],
     contextValues: ['other={"from": "values"}'],
@@ -356,7 +379,9 @@ R("answers requirements (by name and namespace, by labels), loops until they set
     includeFunctionResults: true,
   });
   assert.is(r.code, 0, r.err);
-  const [xr, queue, result, context] = r.docs;
+  const [xr, queue, selected, result] = r.docs;
+  const context = r.docs.find((d) => d["kind"] === "Context");
+  assert.equal([selected!["reason"], selected!["message"]], ["SelectComposition", "Successfully selected composition: xqueues"]);
   assert.equal(xr!["status"].labelled, ["a-labelled", "b-labelled"]);
   assert.equal(xr!["status"].credentialKeys, ["password", "username"]);
   assert.is(xr!["status"].passwordLength, "hunter2".length);
@@ -376,6 +401,41 @@ R("answers requirements (by name and namespace, by labels), loops until they set
   assert.not.ok(r.out.includes("hunter2"), "credential values are never printed");
 });
 
+R("every -e/--required-resources and --extra-resources counts, as in crossplane render", async () => {
+  const [first, ...rest] = readFileSync(join(F, "required.yaml"), "utf8").split("\n---\n");
+  const a = write("required-a.yaml", first!);
+  const b = write("required-b.yaml", rest.slice(0, 1).join("\n---\n"));
+  const c = write("required-c.yaml", rest.slice(1).join("\n---\n"));
+  const r = await render(join(F, "xr.yaml"), join(F, "composition.yaml"), join(F, "functions.yaml"), {
+    requiredResources: [a, b],
+    extraResources: [c],
+    functionCredentials: join(F, "credentials.yaml"),
+  });
+  assert.is(r.code, 0, r.err);
+  assert.is(r.docs[1]!["spec"].forProvider.region, "ap-southeast-2", "from the first -e");
+  assert.equal(r.docs[0]!["status"].labelled, ["a-labelled", "b-labelled"], "from --extra-resources");
+});
+
+R("a legacy XR (a v1 XRD) records its references at spec.resourceRefs, which --xrd keeps", async () => {
+  const xrd = write(
+    "legacy-xrd.yaml",
+    readFileSync(join(EX, "host/xrd.yaml"), "utf8")
+      .replace("apiextensions.crossplane.io/v2", "apiextensions.crossplane.io/v1")
+      .replace(/^ {2}scope: .*\n/m, ""),
+  );
+  const r = await render(join(EX, "xr.yaml"), join(EX, "composition.yaml"), join(EX, "functions.yaml"), {
+    observedResources: join(EX, "observed.yaml"),
+    xrd,
+  });
+  assert.is(r.code, 0, r.err);
+  assert.not.match(r.err, /resourceRefs/, "no warning: the references are the XR's own field");
+  assert.equal(
+    r.docs[0]!["spec"].resourceRefs.map((x: { name: string }) => x.name),
+    ["team-a-7xq2m", "team-a-afa1c2914e99"],
+  );
+  assert.is(r.docs[0]!["spec"].crossplane, undefined);
+});
+
 const withStep = (fn: string) =>
   write(
     `comp-${fn}.yaml`,
@@ -385,7 +445,10 @@ const withStep = (fn: string) =>
 R("a Fatal result: exit code 3, the result on stderr, nothing on stdout", async () => {
   const r = await render(join(F, "xr.yaml"), withStep("fatal"), join(F, "functions.yaml"));
   assert.is(r.code, 3);
-  assert.is(r.err, 'xfn render: pipeline step "the-step" returned a fatal result: bucket name team-a is already taken\n');
+  assert.is(
+    r.err,
+    'xfn render: cannot compose resources: pipeline step "the-step" returned a fatal result: bucket name team-a is already taken\n',
+  );
   assert.is(r.out, "");
 });
 
@@ -395,10 +458,14 @@ R("a function that throws is a Fatal result naming the error (exit 3)", async ()
   assert.match(r.err, /returned a fatal result: function failed: template variable \.spec\.size is undefined/);
 });
 
-R("requirements that never settle stop after 5 iterations", async () => {
+R("requirements that never settle stop, with Crossplane's error", async () => {
   const r = await render(join(F, "xr.yaml"), withStep("restless"), join(F, "functions.yaml"));
   assert.is(r.code, 1);
-  assert.match(r.err, /pipeline step "the-step": requirements did not stabilize after 5 iterations/);
+  assert.is(
+    r.err,
+    'xfn render: cannot compose resources: cannot run Composition pipeline step "the-step": ' +
+      "requirements didn't stabilize after the maximum number of iterations (5)\n",
+  );
 });
 
 const bad: Record<string, { args: () => [string, string, string | undefined]; over?: Record<string, unknown>; want: RegExp }> = {
@@ -484,6 +551,35 @@ const bad: Record<string, { args: () => [string, string, string | undefined]; ov
     args: () => [join(F, "xr.yaml"), join(F, "composition.yaml"), join(F, "functions.yaml")],
     over: { contextValues: ["novalue"] },
     want: /--context-values "novalue": expected key=value/,
+  },
+  MultipleRequiredResourcesFirstMissing: {
+    args: () => [join(F, "xr.yaml"), join(F, "composition.yaml"), join(F, "functions.yaml")],
+    over: { requiredResources: ["/nonexistent/a.yaml", join(F, "required.yaml")] },
+    want: /cannot read \/nonexistent\/a\.yaml: no such file or directory/,
+  },
+  MultipleExtraResourcesFirstMissing: {
+    args: () => [join(F, "xr.yaml"), join(F, "composition.yaml"), join(F, "functions.yaml")],
+    over: { extraResources: ["/nonexistent/b.yaml", join(F, "required.yaml")] },
+    want: /cannot read \/nonexistent\/b\.yaml: no such file or directory/,
+  },
+  RequiredResourcesFolderWithoutYaml: {
+    args: () => [join(F, "xr.yaml"), join(F, "composition.yaml"), join(F, "functions.yaml")],
+    over: { requiredResources: [join(F, "fns")] },
+    want: /no YAML files found in .*fns \(\.yaml, \.yml or \.json\)/,
+  },
+  MatchLabelMismatch: {
+    args: () => [
+      write(
+        "xr-selector.yaml",
+        readFileSync(join(F, "xr.yaml"), "utf8").replace(
+          "spec: {}",
+          "spec: {crossplane: {compositionSelector: {matchLabels: {env: prod}}}}",
+        ),
+      ),
+      join(F, "composition.yaml"),
+      join(F, "functions.yaml"),
+    ],
+    want: /composition "xqueues" is missing required label "env"/,
   },
   MissingContextFile: {
     args: () => [join(F, "xr.yaml"), join(F, "composition.yaml"), join(F, "functions.yaml")],

@@ -335,7 +335,7 @@ T("an XR deleted while its function is down is deleted in the order the pipeline
     assert.is(ready.reason, "Deleting");
     assert.match(
       ready.message,
-      /deleting without the pipeline \(cannot run the composition pipeline: .*connection refused\), in the order the pipeline recorded: deleting 1 composed resource: bucket-assets \(finalizers: example\.org\/provider\); deleting later: bucket-logs/,
+      /deleting without the pipeline \(cannot compose resources: cannot run Composition pipeline step "[^"]+": .*connection refused\), in the order the pipeline recorded: deleting 1 composed resource: bucket-assets \(finalizers: example\.org\/provider\); deleting later: bucket-logs/,
     );
     assert.match(cond(await xr(), "Synced").message, /connection refused/);
     await objects.patchClusterCustomObject({ ...BUCKETS, name: assets.metadata.name, body: { metadata: { finalizers: [] } } }, merge);

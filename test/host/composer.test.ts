@@ -1,0 +1,156 @@
+// xfn host composes as Crossplane's composer does, end to end on the embedded
+// API server: the same names, namespaces, refusals, events and conditions that
+// xfn render gives (src/engine/composed.ts is shared). Written from
+// crossplane/crossplane 2d040d2daf4e001799c4154a4a09b9e1f40d7fde
+// (internal/controller/apiextensions/composite: composition_functions.go,
+// reconciler.go; internal/names).
+import { createHash } from "node:crypto";
+import { join } from "node:path";
+import { PatchStrategy, setHeaderOptions } from "@kubernetes/client-node";
+import { suite } from "uvu";
+import * as assert from "uvu/assert";
+import { loadDocs } from "../../src/engine/docs.js";
+import { createRunner } from "../../src/engine/runner.js";
+import { startDevCluster } from "../../src/devcluster/server.js";
+import { Host } from "../../src/host/host.js";
+import { applyManifests } from "../../src/host/manifests.js";
+import { apis, kubeconfigFor, until } from "../support/cluster.js";
+import { memoryLog } from "../support/log.js";
+import { ROOT } from "../support/spawn.js";
+
+const DIR = join(ROOT, "test/fixtures/composer");
+const STORES = { group: "example.org", version: "v1", plural: "xstores" };
+const BUCKETS = { group: "storage.example.org", version: "v1", plural: "buckets" };
+
+const C = suite("host: composes as Crossplane's composer");
+
+async function setup() {
+  const c = await startDevCluster();
+  const kc = kubeconfigFor(c);
+  const mem = memoryLog();
+  const runner = await createRunner(loadDocs(join(DIR, "functions.yaml")), join(DIR, "functions.yaml"), () => new Date());
+  const host = new Host({ kc, runner, log: mem.log, baseBackoffMs: 50, maxBackoffMs: 500 });
+  await host.start();
+  await applyManifests(kc, loadDocs(join(DIR, "manifests.yaml")), mem.log);
+  const { objects } = apis(kc);
+  const xr = (name: string) => objects.getNamespacedCustomObject({ ...STORES, namespace: "team-a", name }) as Promise<any>;
+  const create = (name: string, kase: string) =>
+    applyManifests(
+      kc,
+      [
+        {
+          obj: { apiVersion: "example.org/v1", kind: "XStore", metadata: { name, namespace: "team-a" }, spec: { case: kase } },
+          source: "test",
+        },
+      ],
+      mem.log,
+    );
+  const events = async (name: string) =>
+    ((await (await fetch(`${c.url}/api/v1/namespaces/team-a/events?fieldSelector=involvedObject.name%3D${name}`)).json()) as any)
+      .items as any[];
+  const cond = (o: any, type: string) => (o?.status?.conditions ?? []).find((x: any) => x.type === type);
+  return { c, host, objects, xr, create, events, cond, mem };
+}
+
+C(
+  "a bucket is named from its generateName, the XR's uid and its name in the pipeline; moved into the XR's namespace with a Warning; a result of unknown severity is a Warning that says so",
+  async () => {
+    const { c, host, objects, xr, create, events } = await setup();
+    try {
+      await create("shop", "ok");
+      await until(
+        "the bucket",
+        async () => ((await objects.listNamespacedCustomObject({ ...BUCKETS, namespace: "team-a" })) as any).items.length === 1,
+        10_000,
+      );
+      const [bucket] = ((await objects.listNamespacedCustomObject({ ...BUCKETS, namespace: "team-a" })) as any).items;
+      const x = await xr("shop");
+      assert.is(x.metadata.labels["crossplane.io/composite"], "shop", "the XR is labelled first, as Crossplane's controller does");
+      const hash = createHash("sha256").update(`${x.metadata.uid}bucket`).digest("hex").slice(0, 12);
+      assert.is(bucket.metadata.name, `shop-${hash}`);
+      assert.is(bucket.metadata.generateName, "shop-");
+      assert.equal(x.spec.crossplane.resourceRefs, [{ apiVersion: "storage.example.org/v1", kind: "Bucket", name: bucket.metadata.name }]);
+      await until("the events", async () => (await events("shop")).length >= 2, 10_000);
+      const msgs = (await events("shop")).map((e) => `${e.type} ${e.reason} ${e.message}`);
+      assert.ok(
+        msgs.includes(
+          'Warning NamespaceOverridden cannot create composed resource "bucket" in namespace "elsewhere", using XR namespace "team-a" instead',
+        ),
+        msgs.join("\n"),
+      );
+      assert.ok(
+        msgs.includes('Warning Odd Pipeline step "compose" returned a result of unknown severity (assuming warning): from the future'),
+        msgs.join("\n"),
+      );
+    } finally {
+      await host.stop();
+      await c.stop();
+    }
+  },
+);
+
+C("a namespaced XR composing a cluster-scoped kind, or a bucket with an invalid name: Synced=False, nothing applied", async () => {
+  const { c, host, objects, xr, create, cond } = await setup();
+  try {
+    await create("cluster", "cluster");
+    await create("badname", "badname");
+    await until(
+      "both refused",
+      async () => cond(await xr("cluster"), "Synced")?.status === "False" && cond(await xr("badname"), "Synced")?.status === "False",
+      10_000,
+    );
+    assert.is(
+      cond(await xr("cluster"), "Synced").message,
+      'cannot compose resources: cannot apply cluster scoped composed resource "zone" (a Zone named ) for a namespaced composite resource.',
+    );
+    assert.is(
+      cond(await xr("badname"), "Synced").message,
+      'cannot compose resources: cannot apply composed resource "bucket" because it has an invalid name "Not_Valid". Must be a valid RFC 1123 subdomain name.',
+    );
+    assert.equal(
+      ((await objects.listClusterCustomObject({ group: "storage.example.org", version: "v1", plural: "zones" })) as any).items,
+      [],
+    );
+  } finally {
+    await host.stop();
+    await c.stop();
+  }
+});
+
+C("a Fatal result: the results before it as Events, its step's conditions written, the XR's other custom conditions Unknown", async () => {
+  const { c, host, objects, xr, create, cond, events } = await setup();
+  try {
+    await create("doomed", "fatal");
+    await until("Synced=False", async () => cond(await xr("doomed"), "Synced")?.status === "False", 10_000);
+    const x = await xr("doomed");
+    assert.is(cond(x, "Synced").message, 'cannot compose resources: pipeline step "compose" returned a fatal result: oh no');
+    assert.equal([cond(x, "DatabaseReady")?.status, cond(x, "DatabaseReady")?.reason], ["False", "Creating"]);
+    await until("events", async () => (await events("doomed")).length >= 2, 10_000);
+    const msgs = (await events("doomed")).map((e) => e.message);
+    assert.ok(msgs.includes('Pipeline step "compose": before the fatal one'), msgs.join("\n"));
+    assert.not.ok(
+      msgs.some((m) => m.includes("after the fatal one")),
+      msgs.join("\n"),
+    );
+    // A condition some earlier reconcile set: nothing can say what it is now.
+    const conditions = [
+      ...x.status.conditions,
+      { type: "Other", status: "True", reason: "Fine", lastTransitionTime: "2026-01-01T00:00:00Z" },
+    ];
+    await objects.patchNamespacedCustomObjectStatus(
+      { ...STORES, namespace: "team-a", name: "doomed", body: { status: { conditions } } },
+      setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
+    );
+    await until("Other turns Unknown", async () => cond(await xr("doomed"), "Other")?.status === "Unknown", 10_000);
+    const other = cond(await xr("doomed"), "Other");
+    assert.equal(
+      [other.reason, other.message],
+      ["FatalError", "A fatal error occurred before the status of this condition could be determined."],
+    );
+  } finally {
+    await host.stop();
+    await c.stop();
+  }
+});
+
+C.run();
