@@ -287,6 +287,8 @@ export interface PipelineResult {
   outputs: Array<{ step: string; output: JsonObject }>;
   /** The shortest TTL any step asked for, in seconds. */
   ttlSeconds: number | undefined;
+  /** What each step required last (by requirement name), to seed its next run with (PipelineInputs.seed). */
+  required: Record<string, Array<{ name: string; selector: ResourceSelector }>>;
 }
 
 /** DEFAULT_RESULT_REASON is the reason Crossplane gives a result that has none. */
@@ -341,6 +343,13 @@ export interface PipelineInputs {
   fetch: Fetch;
   /** Answers schema requirements; none found without it. */
   schemaOf?: SchemaOf;
+  /**
+   * seed gives the resources a step required on its last run, fetched before
+   * its first call (best effort, after bootstrap), as Crossplane's composer
+   * seeds them from its dependency tracker: a function whose requirements have
+   * not changed then needs one call, not two.
+   */
+  seed?: (step: string) => Array<{ name: string; selector: ResourceSelector }>;
 }
 
 /**
@@ -355,6 +364,7 @@ export async function runPipeline(p: PipelineInputs, runner: Runner, deadline: n
   const results: StepResult[] = [];
   const conditions: JsonObject[] = [];
   let ttlSeconds: number | undefined;
+  const required: PipelineResult["required"] = {};
   for (const s of p.steps) {
     if (Date.now() > deadline) throw new Error(`timed out before pipeline step ${JSON.stringify(s.step)}`);
     const credentials = Object.fromEntries(
@@ -386,6 +396,14 @@ export async function runPipeline(p: PipelineInputs, runner: Runner, deadline: n
         setOwn(bootstrap, b.name, await p.fetch(b.selector));
       } catch (err) {
         throw new Error(`cannot fetch bootstrap required resources for requirement ${JSON.stringify(b.name)}: ${(err as Error).message}`);
+      }
+    }
+    for (const r of p.seed?.(s.step) ?? []) {
+      if (Object.hasOwn(bootstrap, r.name)) continue; // bootstrap requirements are authoritative
+      try {
+        setOwn(bootstrap, r.name, await p.fetch(r.selector));
+      } catch {
+        // Best effort: the function asks again, and the loop answers it.
       }
     }
     const bootstrapSchemas: Record<string, Schema> = {};
@@ -434,6 +452,14 @@ export async function runPipeline(p: PipelineInputs, runner: Runner, deadline: n
     const seconds = ttl ? Number(ttl.seconds) + ttl.nanos / 1e9 : 0;
     if (seconds > 0) ttlSeconds = Math.min(ttlSeconds ?? Infinity, seconds);
     if (rsp.output) outputs.push({ step: s.step, output: rsp.output });
+    // Both the current and the deprecated field, as Crossplane's tracker records them.
+    const wanted = [...Object.entries(rsp.requirements?.resources ?? {}), ...Object.entries(rsp.requirements?.extraResources ?? {})];
+    if (wanted.length > 0)
+      setOwn(
+        required,
+        s.step,
+        wanted.map(([name, selector]) => ({ name, selector })),
+      );
   }
-  return { desired, context, results, conditions, ttlSeconds, outputs };
+  return { desired, context, results, conditions, ttlSeconds, outputs, required };
 }

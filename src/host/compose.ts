@@ -80,6 +80,8 @@ export class Composer {
   private readonly applied = new Map<string, string>();
   private readonly appliedBy = new Map<string, Set<string>>();
   private readonly statusWritten = new Map<string, string>();
+  /** What each XR's steps required on its last reconcile, to seed the next with (as Crossplane's dependency tracker does). */
+  private readonly required = new Map<string, PipelineResult["required"]>();
   private readonly plurals = new Map<string, string>();
   private readonly namespacedKinds = new Map<string, boolean>();
 
@@ -93,7 +95,7 @@ export class Composer {
 
   /** reset forgets everything (the host stopped reconciling). */
   reset(): void {
-    for (const m of [this.byUid, this.uidOf, this.kinds, this.xrKinds, this.applied, this.appliedBy, this.statusWritten])
+    for (const m of [this.byUid, this.uidOf, this.kinds, this.xrKinds, this.applied, this.appliedBy, this.statusWritten, this.required])
       (m as Map<string, unknown>).clear();
   }
 
@@ -116,6 +118,7 @@ export class Composer {
     for (const id of this.appliedBy.get(key) ?? []) this.applied.delete(id);
     this.appliedBy.delete(key);
     this.statusWritten.delete(key);
+    this.required.delete(key);
     const uid = this.uidOf.get(key);
     if (uid) {
       this.byUid.delete(uid);
@@ -315,6 +318,7 @@ export class Composer {
           context: undefined,
           credentials: [],
           fetch: this.fetcher(),
+          seed: (step) => this.required.get(key)?.[step] ?? [],
         },
         this.instrumented(),
         Date.now() + this.d.functionTimeoutMs,
@@ -357,6 +361,8 @@ export class Composer {
       );
       throw new Error(message);
     }
+
+    this.required.set(key, result.required);
 
     // While the XR is deleted, what the pipeline still desires is what it wants
     // kept for now: the deletion step drops resources in dependency order and

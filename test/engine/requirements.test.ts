@@ -213,6 +213,59 @@ F("a function that stops requiring is called once more, without the answers", as
   assert.equal(Object.keys(seen[2]!.requiredResources), []);
 });
 
+F("resources a step required on its last run are seeded: one call; a seed that cannot be fetched is skipped; bootstrap wins", async () => {
+  const sel = { apiVersion: "test.crossplane.io/v1", kind: "CoolResource", match: { case: "matchName" as const, value: "pretty-cool" } };
+  const { runner, seen } = fakeRunner(() => ({ requirements: { resources: { gimme: sel } } as never }));
+  const r = await runPipeline(
+    {
+      steps: [step()],
+      observed: {},
+      context: undefined,
+      credentials: [],
+      fetch: () => coolResources(),
+      seed: () => [{ name: "gimme", selector: sel as never }],
+    },
+    runner,
+    Date.now() + 60_000,
+  );
+  assert.is(seen.length, 1, "seeded with what it asks for, the function is called once");
+  assert.equal(
+    r.required["cool-step"]!.map((x) => x.name),
+    ["gimme"],
+    "and what it required is reported for the next run",
+  );
+  const { runner: r2, seen: seen2 } = fakeRunner(() => ({}));
+  await runPipeline(
+    {
+      steps: [
+        step({
+          bootstrap: [
+            { name: "gimme", selector: { apiVersion: "v1", kind: "ConfigMap", match: { case: "matchName", value: "from-bootstrap" } } },
+          ],
+        }),
+      ],
+      observed: {},
+      context: undefined,
+      credentials: [],
+      fetch: (s) => {
+        if (s.kind === "Broken") throw new Error("boom");
+        return {
+          $typeName: "apiextensions.fn.proto.v1.Resources",
+          items: [{ $typeName: "apiextensions.fn.proto.v1.Resource", resource: { kind: s.kind }, connectionDetails: {}, ready: 0 }],
+        };
+      },
+      seed: () => [
+        { name: "gimme", selector: sel as never },
+        { name: "broken", selector: { apiVersion: "v1", kind: "Broken", match: { case: undefined } } as never },
+      ],
+    },
+    r2,
+    Date.now() + 60_000,
+  );
+  assert.equal(Object.keys(seen2[0]!.requiredResources), ["gimme"]);
+  assert.equal(seen2[0]!.requiredResources["gimme"]!.items[0]!.resource, { kind: "ConfigMap" }, "bootstrap, not the seed");
+});
+
 F("a bootstrap selector with neither name nor labels selects every object of its kind", async () => {
   const { runner, seen } = fakeRunner(() => ({}));
   const store = [

@@ -10,7 +10,7 @@ import { PatchStrategy, setHeaderOptions } from "@kubernetes/client-node";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { loadDocs } from "../../src/engine/docs.js";
-import { createRunner } from "../../src/engine/runner.js";
+import { createRunner, type Runner } from "../../src/engine/runner.js";
 import { startDevCluster } from "../../src/devcluster/server.js";
 import { Host } from "../../src/host/host.js";
 import { applyManifests } from "../../src/host/manifests.js";
@@ -28,7 +28,19 @@ async function setup() {
   const c = await startDevCluster();
   const kc = kubeconfigFor(c);
   const mem = memoryLog();
-  const runner = await createRunner(loadDocs(join(DIR, "functions.yaml")), join(DIR, "functions.yaml"), () => new Date());
+  const inner = await createRunner(loadDocs(join(DIR, "functions.yaml")), join(DIR, "functions.yaml"), () => new Date());
+  // Every call the host makes, with the XR it was for and the required resources it carried.
+  const calls: Array<{ xr: string; required: string[] }> = [];
+  const runner: Runner = {
+    run(name, req, deadline) {
+      calls.push({
+        xr: String(req.observed?.composite?.resource?.["metadata"] && (req.observed.composite.resource["metadata"] as any).name),
+        required: Object.keys(req.requiredResources),
+      });
+      return inner.run(name, req, deadline);
+    },
+    close: () => inner.close(),
+  };
   const host = new Host({ kc, runner, log: mem.log, baseBackoffMs: 50, maxBackoffMs: 500 });
   await host.start();
   await applyManifests(kc, loadDocs(join(DIR, "manifests.yaml")), mem.log);
@@ -49,7 +61,7 @@ async function setup() {
     ((await (await fetch(`${c.url}/api/v1/namespaces/team-a/events?fieldSelector=involvedObject.name%3D${name}`)).json()) as any)
       .items as any[];
   const cond = (o: any, type: string) => (o?.status?.conditions ?? []).find((x: any) => x.type === type);
-  return { c, host, objects, xr, create, events, cond, mem };
+  return { c, kc, host, objects, xr, create, events, cond, mem, calls };
 }
 
 C(
@@ -152,5 +164,47 @@ C("a Fatal result: the results before it as Events, its step's conditions writte
     await c.stop();
   }
 });
+
+C(
+  "a step's requirements are seeded from its last run, as Crossplane's tracker seeds them: one call per reconcile once settled",
+  async () => {
+    const { c, kc, host, objects, xr, create, cond, mem, calls } = await setup();
+    try {
+      await applyManifests(
+        kc,
+        [
+          {
+            obj: { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "cm", namespace: "team-a" }, data: { size: "3" } },
+            source: "test",
+          },
+        ],
+        mem.log,
+      );
+      await create("needs", "require");
+      await until("the status from the ConfigMap", async () => (await xr("needs")).status?.size === "3", 10_000);
+      // Two more reconciles, each brought by a change to the XR.
+      for (const n of ["1", "2"]) {
+        const before = calls.filter((x) => x.xr === "needs").length;
+        await objects.patchNamespacedCustomObject(
+          { ...STORES, namespace: "team-a", name: "needs", body: { metadata: { annotations: { poke: n } } } },
+          setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
+        );
+        await until(`reconcile ${n}`, async () => calls.filter((x) => x.xr === "needs").length > before, 10_000);
+      }
+      await until("settled", async () => cond(await xr("needs"), "Synced")?.status === "True", 10_000);
+      const mine = calls.filter((x) => x.xr === "needs");
+      assert.ok(mine.length >= 4, JSON.stringify(mine));
+      // Only the very first call went without the ConfigMap; every later one was seeded with it.
+      assert.equal(
+        mine.map((x) => x.required.includes("cm")),
+        [false, ...mine.slice(1).map(() => true)],
+        JSON.stringify(mine),
+      );
+    } finally {
+      await host.stop();
+      await c.stop();
+    }
+  },
+);
 
 C.run();
