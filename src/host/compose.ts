@@ -43,7 +43,15 @@ import type { Kind, WatchEvent, WatchManager } from "./watches.js";
 
 const EXTERNAL_NAME = "crossplane.io/external-name";
 const merge = setHeaderOptions("Content-Type", PatchStrategy.MergePatch);
-const hash = (v: unknown) => createHash("sha256").update(JSON.stringify(v)).digest("hex");
+/** hash is a digest of a JSON value that does not depend on the order of its keys (a resource named before or after it was observed). */
+const hash = (v: unknown) =>
+  createHash("sha256")
+    .update(
+      JSON.stringify(v, (_k, x: unknown) =>
+        isObject(x) ? Object.fromEntries(Object.entries(x).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) : x,
+      ),
+    )
+    .digest("hex");
 /** How soon an XR is looked at again while it waits (a name held, a deletion without its pipeline). */
 const WAIT_MS = 2_000;
 

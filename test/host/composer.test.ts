@@ -67,7 +67,7 @@ async function setup() {
 C(
   "a bucket is named from its generateName, the XR's uid and its name in the pipeline; moved into the XR's namespace with a Warning; a result of unknown severity is a Warning that says so",
   async () => {
-    const { c, host, objects, xr, create, events } = await setup();
+    const { c, host, objects, xr, create, events, calls } = await setup();
     try {
       await create("shop", "ok");
       await until(
@@ -82,6 +82,17 @@ C(
       assert.is(bucket.metadata.name, `shop-${hash}`);
       assert.is(bucket.metadata.generateName, "shop-");
       assert.equal(x.spec.crossplane.resourceRefs, [{ apiVersion: "storage.example.org/v1", kind: "Bucket", name: bucket.metadata.name }]);
+      // Named before it was observed, the same once observed: later reconciles apply nothing.
+      const applies = async () => (await host.metrics.writes.get()).values.find((v) => v.labels["what"] === "apply")?.value ?? 0;
+      const before = calls.length;
+      const applied = await applies();
+      for (const n of ["1", "2"])
+        await objects.patchNamespacedCustomObject(
+          { ...STORES, namespace: "team-a", name: "shop", body: { metadata: { annotations: { poke: n } } } },
+          setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
+        );
+      await until("two more reconciles", async () => calls.length >= before + 2, 10_000);
+      assert.is(await applies(), applied, "no apply of an unchanged bucket");
       await until("the events", async () => (await events("shop")).length >= 2, 10_000);
       const msgs = (await events("shop")).map((e) => `${e.type} ${e.reason} ${e.message}`);
       assert.ok(
