@@ -93,7 +93,11 @@ export async function renderOperation(inputs: OperationInputs, runner: Runner, o
       observed: {},
       context: undefined,
       credentials: inputs.credentials,
-      fetch: (sel) => select(required, sel),
+      fetch: (sel) =>
+        select(
+          required.map((d) => d.obj),
+          sel,
+        ),
       ...(schemas ? { schemaOf: (apiVersion: string, kind: string) => schemas.find(apiVersion, kind) } : {}),
     },
     runner,

@@ -104,8 +104,7 @@ function storeOf(objects: JsonObject[]): Store {
  * where one is empty) in the namespace (any, when none is given) carrying the
  * labels (all, without labels), sorted by namespace and name.
  */
-export function select(docs: Doc[] | Store, s: Omit<ResourceSelector, "$typeName">): Resources {
-  const objects = docs.map((d) => ("obj" in d && "source" in d ? (d.obj as JsonObject) : (d as JsonObject)));
+export function select(objects: JsonObject[], s: Omit<ResourceSelector, "$typeName">): Resources {
   const namespace = s.namespace ?? "";
   let items: JsonObject[];
   if (s.match.case === "matchName") {
@@ -388,7 +387,7 @@ export async function render(inputs: RenderInputs, runner: Runner, opts: RenderO
       observed,
       context: structuredClone(inputs.context),
       credentials: inputs.credentials,
-      fetch: (s) => select(legacyOutput ? inputs.required : store, s),
+      fetch: (s) => select(legacyOutput ? inputs.required.map((d) => d.obj) : store, s),
       ...(schemas ? { schemaOf: (apiVersion: string, kind: string) => schemas.find(apiVersion, kind) } : {}),
     },
     runner,
