@@ -67,7 +67,8 @@ F("watchDescriptors checks on its interval and stops when cleared; without /proc
   const mem = memoryLog();
   let reads = 0;
   const timer = watchDescriptors(mem.log, { open: () => (reads++, 95), limit: () => 100 }, 10);
-  assert.ok(timer);
+  assert.instance(timer, Object, "a timer where /proc answers");
+  assert.is(timer!.hasRef(), false, "the check never keeps the process alive");
   await until("three checks", () => reads >= 3, 5_000);
   clearInterval(timer);
   const after = reads;
