@@ -4,10 +4,12 @@
 // checked. A block no test can run here says why, and only a few reasons are
 // allowed. Also: adding a function folder never breaks the suite.
 import { execFileSync, spawn } from "node:child_process";
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
+import { DEFAULT_PORT_LOCK, withLock } from "./support/lock.js";
 import { ROOT } from "./support/spawn.js";
 
 const D = suite("docs");
@@ -91,11 +93,13 @@ const docs = [
 
 /** runScript runs a doc's blocks as one bash script in its own process group, then stops whatever it left running. */
 function runScript(script: string, timeoutMs: number): Promise<{ code: number | null; out: string }> {
+  // What a page makes in the temp folder (mktemp -d) goes into one of its own, removed after.
+  const tmp = mkdtempSync(join(tmpdir(), "xfn-docs-"));
   return new Promise((resolve) => {
     const child = spawn("bash", ["-c", script], {
       cwd: ROOT,
       detached: true,
-      env: { ...process.env, npm_config_update_notifier: "false" },
+      env: { ...process.env, npm_config_update_notifier: "false", TMPDIR: tmp },
     });
     let out = "";
     child.stdout.on("data", (d) => (out += d));
@@ -117,6 +121,7 @@ function runScript(script: string, timeoutMs: number): Promise<{ code: number | 
       killGroup("SIGTERM");
       setTimeout(() => {
         killGroup("SIGKILL");
+        rmSync(tmp, { recursive: true, force: true });
         resolve({ code, out });
       }, 500);
     });
@@ -197,7 +202,11 @@ for (const file of docs) {
       if (b.kind === "sh") script.push(b.text);
     }
     try {
-      const r = await runScript(script.join("\n"), 300_000);
+      // A page that serves on the default port (the README, the tutorial) takes turns for it with
+      // every other test run on this machine.
+      const text = script.join("\n");
+      const usesDefaultPort = /\b9443\b/.test(text) || /xfn serve (?![^\n]*--address)/.test(text);
+      const r = usesDefaultPort ? await withLock(DEFAULT_PORT_LOCK, () => runScript(text, 300_000)) : await runScript(text, 300_000);
       assert.is(r.code, 0, `${file} failed:\n${r.out}`);
       for (const e of doc.expects) assert.match(r.out, e, `${file}: the output does not show ${e}:\n${r.out}`);
     } finally {
@@ -207,7 +216,6 @@ for (const file of docs) {
         const d = dirname(join(ROOT, p));
         if (d !== ROOT && existsSync(d) && readdirSync(d).length === 0) rmSync(d, { recursive: true });
       }
-      rmSync("/tmp/xfn-demo", { recursive: true, force: true });
     }
   });
 }

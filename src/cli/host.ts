@@ -12,6 +12,7 @@ interface HostFlags {
   kubeconfig?: string;
   embedded: boolean;
   embeddedPort: number;
+  embeddedKubeconfig?: string;
   data?: string;
   functions?: string;
   manifests: string[];
@@ -33,6 +34,12 @@ export function hostCommand(): Command {
     .addOption(new Option("--kubeconfig <file>", "kubeconfig of the cluster to drive").env("KUBECONFIG"))
     .addOption(new Option("--embedded", "run an embedded API server instead of using a kubeconfig").default(false))
     .addOption(new Option("--embedded-port <n>", "port of the embedded API server").default(0).argParser(Number))
+    .addOption(
+      new Option(
+        "--embedded-kubeconfig <file>",
+        "with --embedded: write the embedded API server's kubeconfig here (default: xfn-host-<port>.kubeconfig in the temp folder)",
+      ),
+    )
     .addOption(new Option("--data <file>", "with --embedded: persist the API server's state here"))
     .addOption(
       new Option("--functions <file>", "Functions, as for xfn render (render.xfn.dev/module or render.crossplane.io/runtime: Development)"),
@@ -107,7 +114,7 @@ export function hostCommand(): Command {
         let stopCluster = async () => {};
         if (flags.embedded) {
           const cluster = await startDevCluster({ port: flags.embeddedPort, ...(flags.data ? { dataFile: resolve(flags.data) } : {}) });
-          const file = join(tmpdir(), `xfn-host-${cluster.port}.kubeconfig`);
+          const file = flags.embeddedKubeconfig ? resolve(flags.embeddedKubeconfig) : join(tmpdir(), `xfn-host-${cluster.port}.kubeconfig`);
           const { writeFilePrivate } = await import("../devcluster/files.js");
           writeFilePrivate(file, cluster.kubeconfig(), "kubeconfig");
           kc.loadFromString(cluster.kubeconfig());

@@ -12,6 +12,7 @@ import { GUARD_SHARE, memoryMB, workerHeapMB } from "../../src/server/memory.js"
 import { codeOf } from "../support/client.js";
 import { until } from "../support/cluster.js";
 import { request } from "../support/requests.js";
+import { DEFAULT_PORT_LOCK, withLock } from "../support/lock.js";
 import { freePort, run, startServe } from "../support/spawn.js";
 
 const Cli = suite("cli: xfn serve");
@@ -351,22 +352,25 @@ Cli("--max-recv-message-size 8 accepts a 5 MB request that the default refuses",
   }
 });
 
-Cli("serves --insecure on loopback port 9443 by default, dialled as localhost:9443 like crossplane render", async () => {
-  const r = await startServe(["functions/hello", "--insecure"], {}, { defaultAddress: true });
-  assert.is(r.port, 9443);
-  // Plaintext never listens on every interface unless --address asks for it.
-  assert.match(r.output(), /"address":"127\.0\.0\.1:9443"/);
-  const client = dial("localhost:9443", { insecure: true });
-  try {
-    const rsp = await client.run(
-      request({ observed: { composite: { resource: { kind: "XBuckets", spec: { buckets: [{ name: "a" }] } } } } }),
-    );
-    assert.equal(Object.keys(rsp.desired?.resources ?? {}), ["bucket-a"]);
-  } finally {
-    client.close();
-    await r.stop();
-  }
-});
+Cli("serves --insecure on loopback port 9443 by default, dialled as localhost:9443 like crossplane render", () =>
+  // The default port is one for the whole machine: test runs side by side take turns for it.
+  withLock(DEFAULT_PORT_LOCK, async () => {
+    const r = await startServe(["functions/hello", "--insecure"], {}, { defaultAddress: true });
+    assert.is(r.port, 9443);
+    // Plaintext never listens on every interface unless --address asks for it.
+    assert.match(r.output(), /"address":"127\.0\.0\.1:9443"/);
+    const client = dial("localhost:9443", { insecure: true });
+    try {
+      const rsp = await client.run(
+        request({ observed: { composite: { resource: { kind: "XBuckets", spec: { buckets: [{ name: "a" }] } } } } }),
+      );
+      assert.equal(Object.keys(rsp.desired?.resources ?? {}), ["bucket-a"]);
+    } finally {
+      client.close();
+      await r.stop();
+    }
+  }),
+);
 
 Cli(
   "--max-worker-heap: each worker's heap is limited (by default a share of the memory); a leaking function ends only its worker",
