@@ -125,11 +125,18 @@ function counts(lane) {
   const skipped = num("Skipped") || 0;
   const summarised = !Number.isNaN(passed) && !Number.isNaN(total);
   if (!summarised) {
+    // Stopped: each finished suite's "(passed / total)", and the marks of one cut short ("•" passed, "✘" failed).
     passed = 0;
     total = 0;
-    for (const m of plain.matchAll(/\((\d+) \/ (\d+)\)\s*$/gm)) {
-      passed += Number(m[1]);
-      total += Number(m[2]);
+    for (const l of lines) {
+      const m = /\((\d+) \/ (\d+)\)$/.exec(l);
+      if (m) {
+        passed += Number(m[1]);
+        total += Number(m[2]);
+      } else if (/^\S.*\s[•✘](\s[•✘])*$/.test(l)) {
+        passed += (l.match(/•/g) ?? []).length;
+        total += (l.match(/[•✘]/g) ?? []).length;
+      }
     }
   }
   return { passed, failed: total - passed - skipped, skipped, silent, summarised };
@@ -163,7 +170,7 @@ for (const lane of results) {
   passed += c.passed;
   failed += c.failed + c.silent.length;
   for (const f of c.silent)
-    console.error(`${f} ran no test${stopped ? " before the run was stopped" : ": does it call .run() on its suites?"}`);
+    console.error(`${f} ${stopped ? "had not finished when the run was stopped" : "ran no test: does it call .run() on its suites?"}`);
   if (c.skipped > 0) console.error(`${lane.name}: ${c.skipped} tests were skipped; skipped tests are not allowed`);
   if (lane.leaked)
     console.error(`${lane.name}: the tests finished but the process did not exit: a test left a handle open (server, socket, timer)`);
