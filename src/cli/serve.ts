@@ -16,7 +16,7 @@ import type { ServeMetrics } from "../metrics.js";
 import type { HttpServer } from "../http.js";
 import { DEFAULT_ADDRESS, serve, type RunningServer } from "../server/server.js";
 import type { WorkerData } from "../server/worker.js";
-import { createRecorder, type Recorder } from "../testing/record.js";
+import type { Recorder } from "../testing/record.js";
 import { refuseExit } from "./exit.js";
 import { loadFunction, resolveModule } from "./load.js";
 
@@ -225,7 +225,10 @@ export async function startServing(source: FunctionSource, flags: ServeFlags, la
       maxResponseBytes: DEFAULT_MAX_RESPONSE_BYTES,
       ...(moduleFile ? { module: moduleFile } : {}),
     };
-    recorder = flags.recordDir ? createRecorder(resolve(flags.recordDir), moduleFile ?? label, log) : undefined;
+    // Loaded only when asked for: it brings a YAML writer a server has no other use for.
+    recorder = flags.recordDir
+      ? (await import("../testing/record.js")).createRecorder(resolve(flags.recordDir), moduleFile ?? label, log)
+      : undefined;
     const m = metrics;
     running = await serve(
       fn,
