@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Entry point of the `xfn` command: xfn's compiled JavaScript in lib/, run by
 // plain Node. Only a function module written in TypeScript brings in a
-// TypeScript loader (see lib/cli/load.js).
+// TypeScript loader (see lib/module/load.js).
 import { existsSync } from "node:fs";
 
 const main = new URL("../lib/cli/main.js", import.meta.url);

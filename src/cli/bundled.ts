@@ -3,7 +3,7 @@
 // a single file that runs on plain Node, without tsx or node_modules.
 import { Command } from "commander";
 import type { RunFunction } from "../function.js";
-import { pickFunction } from "./pick.js";
+import { pickFunction } from "../module/pick.js";
 import { isWorker, workerMain } from "../server/worker.js";
 import { addServeFlags, startServing, type ServeFlags } from "./serve.js";
 

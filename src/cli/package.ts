@@ -7,7 +7,7 @@ import { basename, dirname, extname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Command, Option } from "commander";
 import { parse as parseYaml } from "yaml";
-import { resolveModule } from "./load.js";
+import { resolveModule } from "../module/load.js";
 
 /** PackageOptions say what to bundle and where. */
 export interface PackageOptions {

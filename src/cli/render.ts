@@ -14,7 +14,7 @@ import { renderOperation } from "../render/operation.js";
 import { createRunner } from "../engine/runner.js";
 import { parseDuration } from "../steps/duration.js";
 import { EXIT_FATAL } from "./call.js";
-import { refuseExit } from "./exit.js";
+import { refuseExit } from "../module/exit.js";
 
 interface RenderFlags {
   observedResources?: string;

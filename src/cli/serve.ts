@@ -17,8 +17,8 @@ import type { HttpServer } from "../http.js";
 import { DEFAULT_ADDRESS, serve, type RunningServer } from "../server/server.js";
 import type { WorkerData } from "../server/worker.js";
 import type { Recorder } from "../testing/record.js";
-import { refuseExit } from "./exit.js";
-import { loadFunction, resolveModule } from "./load.js";
+import { refuseExit } from "../module/exit.js";
+import { loadFunction, resolveModule } from "../module/load.js";
 
 function positive(name: string) {
   return (v: string): number => {

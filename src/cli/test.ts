@@ -2,7 +2,7 @@
 import { resolve } from "node:path";
 import { Command, Option } from "commander";
 import { discoverCases, runCase } from "../testing/cases.js";
-import { refuseExit } from "./exit.js";
+import { refuseExit } from "../module/exit.js";
 
 /** runTests runs the cases and prints one line each; it returns the exit code. */
 export async function runTests(dir: string, update: boolean, out: NodeJS.WritableStream): Promise<number> {

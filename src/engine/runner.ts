@@ -15,7 +15,7 @@ import { dirname, isAbsolute, resolve } from "node:path";
 import type { JsonObject } from "@bufbuild/protobuf";
 import { status as Code, type ServiceError } from "@grpc/grpc-js";
 import { dial, type FunctionClient } from "../client/client.js";
-import { loadFunction } from "../cli/load.js";
+import { loadFunction } from "../module/load.js";
 import { decodeResponse, encodeRequest } from "../wire/codec.js";
 import type { RunFunctionRequest, RunFunctionResponse } from "../gen/fn/v1/run_function_pb.js";
 import { createHandler, DEFAULT_MAX_RESPONSE_BYTES, type Handler } from "../server/handler.js";

@@ -12,7 +12,7 @@ import { Worker } from "node:worker_threads";
 import { status as Code } from "@grpc/grpc-js";
 import type { Logger } from "pino";
 import PQueue from "p-queue";
-import { UNSETTLED_EXIT_CODE, unsettledMessage } from "../cli/load.js";
+import { UNSETTLED_EXIT_CODE, unsettledMessage } from "../module/load.js";
 import { decodeRequest, decodeResponse } from "../wire/codec.js";
 import { usableCores } from "./cpus.js";
 import { refusals, REFUSED_REPORT_MS } from "./log.js";

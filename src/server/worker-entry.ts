@@ -2,8 +2,8 @@
 // (through tsx when it is TypeScript), then serve the pool. A module that
 // cannot be loaded is reported to the pool, which fails start-up with it.
 import { parentPort, workerData } from "node:worker_threads";
-import { refuseKill } from "../cli/exit.js";
-import { loadFunction } from "../cli/load.js";
+import { refuseKill } from "../module/exit.js";
+import { loadFunction } from "../module/load.js";
 import { workerLog, workerMain, type FromWorker, type WorkerData } from "./worker.js";
 
 const data = workerData as WorkerData;

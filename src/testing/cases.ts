@@ -20,7 +20,7 @@ import { dirname, join, relative, resolve } from "node:path";
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { createTwoFilesPatch } from "diff";
 import { stringify } from "yaml";
-import { loadFunction, resolveModule } from "../cli/load.js";
+import { loadFunction, resolveModule } from "../module/load.js";
 import type { RunFunction } from "../function.js";
 import { RunFunctionResponseSchema, type RunFunctionResponse } from "../gen/fn/v1/run_function_pb.js";
 import { InputError, loadDocs, loadOne, parseDoc, parseDocs, type Doc } from "../engine/docs.js";
