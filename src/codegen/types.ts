@@ -5,6 +5,7 @@
 // without a cast. json-schema-to-typescript does the schema work; this module
 // only turns Kubernetes' structural-schema dialect into plain JSON Schema.
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
+import { isObject } from "../json.js";
 import { setOwn } from "../own.js";
 
 /** TypeSource is one parsed YAML document and where it came from. */
@@ -26,10 +27,6 @@ const XRD_KINDS = new Set([
   "apiextensions.crossplane.io/v1/CompositeResourceDefinition",
   "apiextensions.crossplane.io/v2/CompositeResourceDefinition",
 ]);
-
-function isObject(v: JsonValue | undefined): v is JsonObject {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
-}
 
 function pascal(s: string): string {
   return s.replace(/(^|[^A-Za-z0-9])([A-Za-z0-9])/g, (_, __, c: string) => c.toUpperCase());

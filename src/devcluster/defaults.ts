@@ -3,9 +3,8 @@
 // openAPIV3Schema declares, at every depth the object reaches (properties,
 // additionalProperties, array items). Only absent fields are filled; null is
 // left alone.
-import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
-
-const isObject = (v: unknown): v is JsonObject => typeof v === "object" && v !== null && !Array.isArray(v);
+import type { JsonValue } from "@bufbuild/protobuf";
+import { isObject } from "../json.js";
 
 /** applyDefaults fills in v, in place, the defaults schema declares for fields v lacks. */
 export function applyDefaults(v: JsonValue | undefined, schema: JsonValue | undefined): void {

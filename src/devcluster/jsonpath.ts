@@ -4,6 +4,7 @@
 // A path evaluates to a list of values (wildcards and filters may give many).
 import type { JsonValue } from "@bufbuild/protobuf";
 import { getOwn } from "../own.js";
+import { isObject } from "../json.js";
 
 type Step =
   | { field: string }
@@ -13,8 +14,6 @@ type Step =
 
 /** JsonPathError names what cannot be parsed. */
 export class JsonPathError extends Error {}
-
-const isObject = (v: unknown): v is Record<string, JsonValue> => typeof v === "object" && v !== null && !Array.isArray(v);
 
 /** parseJsonPath parses a printer column's path; it throws JsonPathError naming the problem. */
 export function parseJsonPath(path: string): Step[] {

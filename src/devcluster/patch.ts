@@ -3,9 +3,8 @@
 // 6902: add, remove, replace, test), and server-side apply with per-manager
 // field ownership, where every list is atomic.
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
-import { ApiError, meta } from "./store.js";
-
-const isObject = (v: unknown): v is JsonObject => typeof v === "object" && v !== null && !Array.isArray(v);
+import { ApiError, ensureMeta } from "./store.js";
+import { isObject } from "../json.js";
 
 /** mergePatch applies an RFC 7386 merge patch. */
 export function mergePatch(target: JsonValue | undefined, patch: JsonValue): JsonValue {
@@ -181,7 +180,7 @@ export function apply(
     ? structuredClone(current)
     : { apiVersion: applied["apiVersion"]!, kind: applied["kind"]!, metadata: {} };
   const managed: ManagedEntry[] = (
-    Array.isArray(meta(base)["managedFields"]) ? (meta(base)["managedFields"] as unknown as ManagedEntry[]) : []
+    Array.isArray(ensureMeta(base)["managedFields"]) ? (ensureMeta(base)["managedFields"] as unknown as ManagedEntry[]) : []
   ).map((e) => structuredClone(e));
   const owned = new Map(managed.map((e) => [e.manager, fromFieldsV1(e.fieldsV1)]));
   const paths = leafPaths(applied).filter(scope);
@@ -236,6 +235,6 @@ export function apply(
         fieldsV1: toFieldsV1(ps),
       };
     });
-  meta(merged)["managedFields"] = entries as unknown as JsonValue;
+  ensureMeta(merged)["managedFields"] = entries as unknown as JsonValue;
   return merged;
 }

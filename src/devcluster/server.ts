@@ -12,7 +12,8 @@ import { kubeTimestamp } from "../sdk/object.js";
 import { parseFieldSelector, parseSelector } from "./selector.js";
 import { table, tableVersion } from "./table.js";
 import { Journal } from "./persist.js";
-import { ApiError, meta, Store, typeKeyOf, type ResourceType, type Watcher } from "./store.js";
+import { ApiError, ensureMeta, Store, typeKeyOf, type ResourceType, type Watcher } from "./store.js";
+import { isObject } from "../json.js";
 
 /** DevClusterOptions configure an embedded API server. */
 export interface DevClusterOptions {
@@ -51,8 +52,6 @@ export interface DevCluster {
   /** journal is the persistence of a server started with dataFile. */
   readonly journal: Journal | undefined;
 }
-
-const isObject = (v: unknown): v is JsonObject => typeof v === "object" && v !== null && !Array.isArray(v);
 
 function status(res: ServerResponse, err: ApiError): void {
   const details = (err as ApiError & { details?: JsonObject }).details;
@@ -369,7 +368,7 @@ export async function startDevCluster(opts: DevClusterOptions = {}): Promise<Dev
                       r.version,
                       tv,
                       [asVersion(object, r)],
-                      String(meta(object)["resourceVersion"]),
+                      String(ensureMeta(object)["resourceVersion"]),
                       q.get("includeObject"),
                       new Date(),
                     )
@@ -399,7 +398,11 @@ export async function startDevCluster(opts: DevClusterOptions = {}): Promise<Dev
     if (method === "GET") {
       const o = asVersion(store.get(typeKey, r.namespace, r.name!), r);
       if (tv)
-        return reply(res, 200, table(r.type, r.version, tv, [o], String(meta(o)["resourceVersion"]), q.get("includeObject"), new Date()));
+        return reply(
+          res,
+          200,
+          table(r.type, r.version, tv, [o], String(ensureMeta(o)["resourceVersion"]), q.get("includeObject"), new Date()),
+        );
       return reply(res, 200, o);
     }
 
@@ -441,7 +444,7 @@ export async function startDevCluster(opts: DevClusterOptions = {}): Promise<Dev
         // Defaults go into the stored object, not the applier's intent, so the applier does not own them.
         const merged = defaulted(r, apply(current, applied, manager, q.get("force") === "true", scope, kubeTimestamp(new Date())));
         if (!current) {
-          meta(merged)["name"] = r.name;
+          ensureMeta(merged)["name"] = r.name;
           return reply(res, 201, asVersion(store.create(typeKey, r.namespace, merged), r));
         }
         return reply(res, 200, asVersion(store.update(typeKey, r.namespace, r.name, merged, { status: isStatus, applied: true }), r));
@@ -457,7 +460,7 @@ export async function startDevCluster(opts: DevClusterOptions = {}): Promise<Dev
       else throw new ApiError(415, "UnsupportedMediaType", `the patch content type ${JSON.stringify(ct)} is not supported`);
       // A patch that names no resourceVersion never conflicts.
       const named = isObject(patch) && isObject(patch["metadata"]) && patch["metadata"]["resourceVersion"] !== undefined;
-      if (!named) meta(next)["resourceVersion"] = meta(current)["resourceVersion"]!;
+      if (!named) ensureMeta(next)["resourceVersion"] = ensureMeta(current)["resourceVersion"]!;
       return reply(
         res,
         200,

@@ -11,6 +11,7 @@ import { randomBytes, randomUUID } from "node:crypto";
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { kubeTimestamp } from "../sdk/object.js";
 import { fieldsMatch, matches, type FieldRequirement, type Requirement } from "./selector.js";
+import { isObject } from "../json.js";
 
 /** ResourceType is one kind the server serves. */
 export interface ResourceType {
@@ -62,11 +63,11 @@ export interface Watcher {
   close(): void;
 }
 
-const isObject = (v: unknown): v is JsonObject => typeof v === "object" && v !== null && !Array.isArray(v);
-export const meta = (o: JsonObject): JsonObject =>
+/** ensureMeta is an object's metadata, added to it (empty) when it has none. */
+export const ensureMeta = (o: JsonObject): JsonObject =>
   isObject(o["metadata"]) ? o["metadata"] : ((o["metadata"] = {}), o["metadata"] as JsonObject);
 const labelsOf = (o: JsonObject): Record<string, string> => {
-  const l = meta(o)["labels"];
+  const l = ensureMeta(o)["labels"];
   return isObject(l) ? (Object.fromEntries(Object.entries(l).filter(([, v]) => typeof v === "string")) as Record<string, string>) : {};
 };
 
@@ -171,7 +172,7 @@ const refOf = (id: string): Ref => {
 };
 /** ownerUids lists the uids an object's ownerReferences name. */
 const ownerUids = (o: JsonObject | undefined): string[] => {
-  const refs = o ? meta(o)["ownerReferences"] : undefined;
+  const refs = o ? ensureMeta(o)["ownerReferences"] : undefined;
   return Array.isArray(refs) ? refs.flatMap((r) => (isObject(r) && typeof r["uid"] === "string" ? [r["uid"]] : [])) : [];
 };
 
@@ -251,15 +252,15 @@ export class Store {
   list(typeKey: string, namespace: string | undefined, labels: Requirement[], fields: FieldRequirement[] = []): JsonObject[] {
     const out: JsonObject[] = [];
     for (const o of this.objects.get(typeKey)?.values() ?? []) {
-      const m = meta(o);
+      const m = ensureMeta(o);
       if (namespace !== undefined && m["namespace"] !== namespace) continue;
       if (!fieldsMatch(fields, o)) continue;
       if (!matches(labels, labelsOf(o))) continue;
       out.push(structuredClone(o));
     }
     return out.sort((a, b) =>
-      objectKey(meta(a)["namespace"] as string, meta(a)["name"] as string).localeCompare(
-        objectKey(meta(b)["namespace"] as string, meta(b)["name"] as string),
+      objectKey(ensureMeta(a)["namespace"] as string, ensureMeta(a)["name"] as string).localeCompare(
+        objectKey(ensureMeta(b)["namespace"] as string, ensureMeta(b)["name"] as string),
       ),
     );
   }
@@ -323,7 +324,7 @@ export class Store {
     const t = this.mustType(typeKey);
     this.checkNamespace(t, namespace);
     const obj = structuredClone(body);
-    const m = meta(obj);
+    const m = ensureMeta(obj);
     if (m["namespace"] !== undefined && m["namespace"] !== namespace) {
       throw new ApiError(
         400,
@@ -376,7 +377,11 @@ export class Store {
     const bm = isObject(body["metadata"]) ? body["metadata"] : {};
     if (bm["name"] !== undefined && bm["name"] !== name)
       throw new ApiError(400, "BadRequest", `the name of the object (${String(bm["name"])}) does not match the name on the URL (${name})`);
-    if (bm["resourceVersion"] !== undefined && bm["resourceVersion"] !== "" && bm["resourceVersion"] !== meta(current)["resourceVersion"]) {
+    if (
+      bm["resourceVersion"] !== undefined &&
+      bm["resourceVersion"] !== "" &&
+      bm["resourceVersion"] !== ensureMeta(current)["resourceVersion"]
+    ) {
       throw new ApiError(
         409,
         "Conflict",
@@ -396,8 +401,8 @@ export class Store {
         else next["status"] = structuredClone(current["status"]!);
       }
     }
-    const nm = meta(next);
-    const cm = meta(current);
+    const nm = ensureMeta(next);
+    const cm = ensureMeta(current);
     // Server-owned fields never come from the client; managedFields only from apply.
     const serverOwned = [
       "uid",
@@ -408,7 +413,7 @@ export class Store {
       "generation",
       ...(opts.applied ? [] : ["managedFields"]),
     ];
-    if (opts.applied && opts.status) nm["managedFields"] = structuredClone(meta(body)["managedFields"] ?? []);
+    if (opts.applied && opts.status) nm["managedFields"] = structuredClone(ensureMeta(body)["managedFields"] ?? []);
     for (const k of serverOwned) {
       if (cm[k] === undefined) delete nm[k];
       else nm[k] = structuredClone(cm[k]!);
@@ -446,7 +451,7 @@ export class Store {
     const key = objectKey(namespace, name);
     const current = map.get(key);
     if (!current) throw new ApiError(404, "NotFound", `${t.plural} "${name}" not found`);
-    const m = meta(current);
+    const m = ensureMeta(current);
     if (preconditionUid && m["uid"] !== preconditionUid)
       throw new ApiError(
         409,
@@ -455,7 +460,7 @@ export class Store {
       );
     if (propagation === "Orphan") {
       for (const d of this.dependentsOf(String(m["uid"]))) {
-        const dm = meta(d.object);
+        const dm = ensureMeta(d.object);
         dm["ownerReferences"] = (dm["ownerReferences"] as JsonObject[]).filter((r) => r["uid"] !== m["uid"]);
         if ((dm["ownerReferences"] as JsonValue[]).length === 0) delete dm["ownerReferences"];
         this.replace(d.typeKey, d.object);
@@ -470,7 +475,7 @@ export class Store {
     }
     if (!m["deletionTimestamp"] || JSON.stringify(stringList(m["finalizers"])) !== JSON.stringify(finalizers)) {
       const next = structuredClone(current);
-      const nm = meta(next);
+      const nm = ensureMeta(next);
       nm["deletionTimestamp"] ??= this.timestamp();
       nm["deletionGracePeriodSeconds"] = 0;
       nm["finalizers"] = finalizers;
@@ -481,7 +486,7 @@ export class Store {
   }
 
   private replace(typeKey: string, next: JsonObject): void {
-    const m = meta(next);
+    const m = ensureMeta(next);
     const key = objectKey(m["namespace"] as string | undefined, String(m["name"]));
     const previous = this.objects.get(typeKey)!.get(key);
     m["resourceVersion"] = this.bump();
@@ -490,10 +495,10 @@ export class Store {
   }
 
   private remove(typeKey: string, obj: JsonObject): void {
-    const m = meta(obj);
+    const m = ensureMeta(obj);
     this.stored(typeKey, objectKey(m["namespace"] as string | undefined, String(m["name"])), undefined);
     const gone = structuredClone(obj);
-    meta(gone)["resourceVersion"] = this.bump();
+    ensureMeta(gone)["resourceVersion"] = this.bump();
     this.record({ type: "DELETED", typeKey, object: gone });
     if (typeKey === CRD_KEY) this.retireCRD(obj);
   }
@@ -541,8 +546,8 @@ export class Store {
     if (!map) return;
     const previous = map.get(key);
     const id = refId(typeKey, key);
-    const prevUid = previous ? meta(previous)["uid"] : undefined;
-    const nextUid = next ? meta(next)["uid"] : undefined;
+    const prevUid = previous ? ensureMeta(previous)["uid"] : undefined;
+    const nextUid = next ? ensureMeta(next)["uid"] : undefined;
     if (next) map.set(key, next);
     else map.delete(key);
     if (typeof prevUid === "string" && prevUid !== nextUid) this.byUid.delete(prevUid);
@@ -568,7 +573,9 @@ export class Store {
   }
 
   private exists(typeKey: string, o: JsonObject): boolean {
-    return this.objects.get(typeKey)?.has(objectKey(meta(o)["namespace"] as string | undefined, String(meta(o)["name"]))) ?? false;
+    return (
+      this.objects.get(typeKey)?.has(objectKey(ensureMeta(o)["namespace"] as string | undefined, String(ensureMeta(o)["name"]))) ?? false
+    );
   }
 
   /**
@@ -587,7 +594,7 @@ export class Store {
       // Always the current version: earlier steps may have replaced or removed it.
       const o = this.objects.get(typeKey)?.get(key);
       if (!o) continue;
-      const m = meta(o);
+      const m = ensureMeta(o);
       if (m["deletionTimestamp"]) {
         const fins = stringList(m["finalizers"]);
         if (fins.length === 0) {
@@ -596,16 +603,23 @@ export class Store {
         }
         if (fins.includes(FOREGROUND)) {
           for (const d of this.dependentsOf(String(m["uid"]))) {
-            if (this.exists(d.typeKey, d.object) && !meta(d.object)["deletionTimestamp"])
-              this.delete(d.typeKey, meta(d.object)["namespace"] as string | undefined, String(meta(d.object)["name"]), "Background");
+            if (this.exists(d.typeKey, d.object) && !ensureMeta(d.object)["deletionTimestamp"])
+              this.delete(
+                d.typeKey,
+                ensureMeta(d.object)["namespace"] as string | undefined,
+                String(ensureMeta(d.object)["name"]),
+                "Background",
+              );
           }
           const blocking = this.dependentsOf(String(m["uid"])).filter((d) =>
-            (meta(d.object)["ownerReferences"] as JsonObject[]).some((r) => r["uid"] === m["uid"] && r["blockOwnerDeletion"] === true),
+            (ensureMeta(d.object)["ownerReferences"] as JsonObject[]).some(
+              (r) => r["uid"] === m["uid"] && r["blockOwnerDeletion"] === true,
+            ),
           );
           if (blocking.length === 0) {
             const next = structuredClone(o);
-            meta(next)["finalizers"] = fins.filter((f) => f !== FOREGROUND);
-            if ((meta(next)["finalizers"] as JsonValue[]).length === 0) delete meta(next)["finalizers"];
+            ensureMeta(next)["finalizers"] = fins.filter((f) => f !== FOREGROUND);
+            if ((ensureMeta(next)["finalizers"] as JsonValue[]).length === 0) delete ensureMeta(next)["finalizers"];
             this.replace(typeKey, next);
           }
         }
@@ -632,7 +646,7 @@ export class Store {
       throw new ApiError(422, "Invalid", "CustomResourceDefinition: spec.group must be a domain with at least one dot");
     if (typeof names["plural"] !== "string" || typeof names["kind"] !== "string")
       throw new ApiError(422, "Invalid", "CustomResourceDefinition: spec.names.plural and spec.names.kind are required");
-    if (meta(crd)["name"] !== `${names["plural"]}.${group}`) {
+    if (ensureMeta(crd)["name"] !== `${names["plural"]}.${group}`) {
       throw new ApiError(
         422,
         "Invalid",
@@ -658,7 +672,7 @@ export class Store {
       namespaced: spec["scope"] !== "Cluster",
       statusSubresource: versions.some((v) => isObject(v["subresources"]) && isObject((v["subresources"] as JsonObject)["status"])),
       shortNames: stringList(names["shortNames"]),
-      crd: String(meta(crd)["name"]),
+      crd: String(ensureMeta(crd)["name"]),
       schemas: Object.fromEntries(
         versions.flatMap((v) => {
           const schema = isObject(v["schema"]) ? v["schema"]["openAPIV3Schema"] : undefined;
@@ -672,14 +686,14 @@ export class Store {
         ]),
       ),
     };
-    if (meta(crd)["deletionTimestamp"]) return;
+    if (ensureMeta(crd)["deletionTimestamp"]) return;
     this.addType(t);
     const status = isObject(crd["status"]) ? crd["status"] : {};
     const established =
       Array.isArray(status["conditions"]) &&
       status["conditions"].some((c) => isObject(c) && c["type"] === "Established" && c["status"] === "True");
     if (!established) {
-      const next = structuredClone(this.objects.get(CRD_KEY)!.get(objectKey(undefined, String(meta(crd)["name"])))!);
+      const next = structuredClone(this.objects.get(CRD_KEY)!.get(objectKey(undefined, String(ensureMeta(crd)["name"])))!);
       const at = this.timestamp();
       next["status"] = {
         acceptedNames: {
@@ -712,9 +726,9 @@ export class Store {
     const map = this.objects.get(key);
     if (!map) return;
     for (const o of [...map.values()]) {
-      this.stored(key, objectKey(meta(o)["namespace"] as string | undefined, String(meta(o)["name"])), undefined);
+      this.stored(key, objectKey(ensureMeta(o)["namespace"] as string | undefined, String(ensureMeta(o)["name"])), undefined);
       const gone = structuredClone(o);
-      meta(gone)["resourceVersion"] = this.bump();
+      ensureMeta(gone)["resourceVersion"] = this.bump();
       this.record({ type: "DELETED", typeKey: key, object: gone });
     }
     for (const w of [...this.watchers]) if (w.typeKey === key) w.close();
@@ -794,7 +808,7 @@ export class Store {
   restore(s: Snapshot): void {
     for (const { typeKey, object } of s.objects) {
       if (!this.objects.has(typeKey)) continue; // a CR whose CRD is gone
-      const m = meta(object);
+      const m = ensureMeta(object);
       this.stored(typeKey, objectKey(m["namespace"] as string | undefined, String(m["name"])), structuredClone(object));
       if (typeKey === CRD_KEY) this.establishCRD(object);
     }
@@ -838,14 +852,14 @@ function stringList(v: JsonValue | undefined): string[] {
 
 function stripVolatile(o: JsonObject): JsonObject {
   const c = structuredClone(o);
-  delete meta(c)["resourceVersion"];
-  delete meta(c)["managedFields"];
+  delete ensureMeta(c)["resourceVersion"];
+  delete ensureMeta(c)["managedFields"];
   return c;
 }
 
 function inScope(w: Watcher, o: JsonObject | undefined): boolean {
   if (!o) return false;
-  const m = meta(o);
+  const m = ensureMeta(o);
   if (w.namespace !== undefined && m["namespace"] !== w.namespace) return false;
   if (!fieldsMatch(w.fields, o)) return false;
   return matches(w.labels, labelsOf(o));

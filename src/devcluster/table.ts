@@ -7,6 +7,7 @@ import type { IncomingMessage } from "node:http";
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { evaluate, parseJsonPath } from "./jsonpath.js";
 import type { ResourceType } from "./store.js";
+import { metaOf } from "../json.js";
 
 const AGE: JsonObject = { name: "Age", type: "date", jsonPath: ".metadata.creationTimestamp" };
 
@@ -19,8 +20,6 @@ export function tableVersion(req: IncomingMessage): "v1" | "v1beta1" | undefined
   }
   return undefined;
 }
-
-const meta = (o: JsonObject) => (o["metadata"] ?? {}) as JsonObject;
 
 /** humanAge renders how long ago t was as kubectl does (duration.HumanDuration). */
 export function humanAge(t: string, now: Date): string {
@@ -88,12 +87,14 @@ export function table(
       })),
     ],
     rows: objects.map((o) => ({
-      cells: [String(meta(o)["name"] ?? ""), ...cols.map((c) => cell(c, o, now))],
+      cells: [String(metaOf(o)["name"] ?? ""), ...cols.map((c) => cell(c, o, now))],
       ...(include === "None"
         ? {}
         : {
             object:
-              include === "Object" ? o : { kind: "PartialObjectMetadata", apiVersion: `meta.k8s.io/${tableApiVersion}`, metadata: meta(o) },
+              include === "Object"
+                ? o
+                : { kind: "PartialObjectMetadata", apiVersion: `meta.k8s.io/${tableApiVersion}`, metadata: metaOf(o) },
           }),
     })),
   };

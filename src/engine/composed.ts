@@ -26,6 +26,7 @@ import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { Ready, type Resource } from "../gen/fn/v1/run_function_pb.js";
 import { getOwn } from "../own.js";
 import { childName, validateName } from "./names.js";
+import { isObject, metaOf } from "../json.js";
 
 export const COMPOSITION_RESOURCE_NAME = "crossplane.io/composition-resource-name";
 export const COMPOSITE_LABEL = "crossplane.io/composite";
@@ -34,8 +35,6 @@ export const CLAIM_NAMESPACE_LABEL = "crossplane.io/claim-namespace";
 /** NAMESPACE_OVERRIDDEN is the reason of Crossplane's event for a composed resource moved into its XR's namespace. */
 export const NAMESPACE_OVERRIDDEN = "NamespaceOverridden";
 
-const isObject = (v: unknown): v is JsonObject => typeof v === "object" && v !== null && !Array.isArray(v);
-const meta = (o: JsonObject): JsonObject => (isObject(o["metadata"]) ? o["metadata"] : {});
 const str = (v: JsonValue | undefined): string => (typeof v === "string" ? v : "");
 
 /** ComposeEvent is an Event Crossplane records on the XR while composing. */
@@ -78,14 +77,14 @@ export interface Composed {
 
 /** prefixOf is the prefix of composed resources' names: the XR's crossplane.io/composite label, else its name. */
 export function prefixOf(xr: JsonObject): string {
-  const labels = meta(xr)["labels"];
+  const labels = metaOf(xr)["labels"];
   const l = isObject(labels) ? str(labels[COMPOSITE_LABEL]) : "";
-  return l || str(meta(xr)["name"]);
+  return l || str(metaOf(xr)["name"]);
 }
 
 /** composeResources turns desired resources into the objects Crossplane applies, with the events it records; it throws ComposeError. */
 export function composeResources(i: ComposeInputs): { composed: Composed[]; events: ComposeEvent[] } {
-  const xm = meta(i.xr);
+  const xm = metaOf(i.xr);
   const xrNamespace = str(xm["namespace"]);
   const events: ComposeEvent[] = [];
   const composed: Composed[] = [];
@@ -96,7 +95,7 @@ export function composeResources(i: ComposeInputs): { composed: Composed[]; even
     cd["metadata"] = m;
     const seen = getOwn(i.observed, name);
     if (seen) {
-      const om = meta(seen);
+      const om = metaOf(seen);
       for (const k of ["namespace", "name", "generateName"]) {
         if (str(om[k]) !== "") m[k] = om[k]!;
         else delete m[k];
@@ -137,8 +136,8 @@ const groupOf = (apiVersion: string) => (apiVersion.includes("/") ? apiVersion.s
 
 /** renderMetadata derives a composed resource's metadata from its XR, as Crossplane's RenderComposedResourceMetadata does. */
 function renderMetadata(cd: JsonObject, xr: JsonObject, name: string): void {
-  const m = meta(cd);
-  const xm = meta(xr);
+  const m = metaOf(cd);
+  const xm = metaOf(xr);
   const xrLabels = isObject(xm["labels"]) ? xm["labels"] : {};
   const prefix = prefixOf(xr);
   if (str(m["name"]) === "" && str(m["generateName"]) === "") m["generateName"] = `${prefix}-`;
@@ -190,9 +189,9 @@ export interface ObjectRef {
  * A namespaced XR's references carry no namespace.
  */
 export function resourceRefsOf(xr: JsonObject, objects: JsonObject[]): ObjectRef[] {
-  const namespaced = str(meta(xr)["namespace"]) !== "";
+  const namespaced = str(metaOf(xr)["namespace"]) !== "";
   const refs = objects.map((o): ObjectRef => {
-    const m = meta(o);
+    const m = metaOf(o);
     // As Go writes a corev1.ObjectReference: empty fields left out.
     return {
       ...(str(o["apiVersion"]) !== "" ? { apiVersion: str(o["apiVersion"]) } : {}),

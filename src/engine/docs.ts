@@ -4,12 +4,12 @@ import { readdirSync, readFileSync, statSync } from "node:fs";
 import { extname, join } from "node:path";
 import type { JsonObject } from "@bufbuild/protobuf";
 import { parseAllDocuments } from "yaml";
+import { InputError } from "../sdk/errors.js";
 import { MAX_JSON_FORM_DEPTH } from "../wire/protojson.js";
 
-/** InputError is a problem with what the user gave us (exit code 1). */
-export class InputError extends Error {
-  override readonly name = "InputError";
-}
+// A problem with what the user gave (exit code 1) is the SDK's InputError: one class for input
+// that does not parse or make sense, a function's or xfn's own.
+export { InputError };
 
 /** Doc is one parsed document and where it came from. */
 export interface Doc {

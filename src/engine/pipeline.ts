@@ -34,6 +34,7 @@ import { encodeRequest } from "../wire/codec.js";
 import type { ComposeEvent } from "./composed.js";
 import { identity, InputError, type Doc } from "./docs.js";
 import type { Runner } from "./runner.js";
+import { isObject, metaOf } from "../json.js";
 
 /** Crossplane re-runs a function at most this many times while its requirements change. */
 export const MAX_REQUIREMENTS_ITERATIONS = 5;
@@ -84,8 +85,6 @@ export interface PipelineStep {
   bootstrapSchemas: Array<{ name: string; apiVersion: string; kind: string }>;
 }
 
-const isObject = (v: unknown): v is JsonObject => typeof v === "object" && v !== null && !Array.isArray(v);
-const meta = (o: JsonObject): JsonObject => (isObject(o["metadata"]) ? o["metadata"] : {});
 const stringMap = (v: unknown): Record<string, string> =>
   isObject(v) ? Object.fromEntries(Object.entries(v).filter((e): e is [string, string] => typeof e[1] === "string")) : {};
 
@@ -371,7 +370,9 @@ export async function runPipeline(p: PipelineInputs, runner: Runner, deadline: n
       s.credentials.map((c) => {
         const secret = p.credentials.find(
           (d) =>
-            d.obj["kind"] === "Secret" && meta(d.obj)["name"] === c.secretName && (meta(d.obj)["namespace"] ?? "") === c.secretNamespace,
+            d.obj["kind"] === "Secret" &&
+            metaOf(d.obj)["name"] === c.secretName &&
+            (metaOf(d.obj)["namespace"] ?? "") === c.secretNamespace,
         );
         if (!secret)
           throw new InputError(

@@ -2,10 +2,10 @@
 // as plain JSON and for talking to client-node.
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { loadYaml, type KubernetesObject } from "@kubernetes/client-node";
+import { isObject, metaOf } from "../json.js";
 import { kubeTimestamp } from "../sdk/object.js";
 
-export const isObject = (v: unknown): v is JsonObject => typeof v === "object" && v !== null && !Array.isArray(v);
-export const metaOf = (o: KubernetesObject | JsonObject): JsonObject => ((o as JsonObject)["metadata"] ?? {}) as JsonObject;
+export { isObject, metaOf };
 export const str = (v: JsonValue | undefined) => (typeof v === "string" ? v : undefined);
 export const conditionsOf = (o: JsonObject): JsonObject[] => {
   const s = o["status"];

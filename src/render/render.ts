@@ -28,6 +28,7 @@ import { checkComposition, resultEvent, runPipeline, type StepResult } from "../
 import type { Runner } from "../engine/runner.js";
 import { getOwn, setOwn } from "../own.js";
 import { applyDefaults, parseApiVersion, prune, schemaSource, xrdScope, xrSchema } from "./schema.js";
+import { isObject, metaOf } from "../json.js";
 
 export const RENDER_API_VERSION = "render.crossplane.io/v1beta1";
 /**
@@ -42,8 +43,6 @@ const RENDER_RESOURCE_VERSION = "999";
 /** Condition types Crossplane owns; a function's condition of one of these types is ignored. */
 const SYSTEM_CONDITIONS = new Set(["Ready", "Synced", "Healthy", "UpToDate", "Responsive"]);
 
-const isObject = (v: unknown): v is JsonObject => typeof v === "object" && v !== null && !Array.isArray(v);
-const meta = (o: JsonObject): JsonObject => (isObject(o["metadata"]) ? o["metadata"] : {});
 const str = (v: JsonValue | undefined): string => (typeof v === "string" ? v : "");
 const stringMap = (v: unknown): Record<string, string> =>
   isObject(v) ? Object.fromEntries(Object.entries(v).filter((e): e is [string, string] => typeof e[1] === "string")) : {};
@@ -87,7 +86,7 @@ export interface RenderOutputs {
 /** Store is what crossplane render's in-memory client holds: the objects required resources are looked up in. */
 type Store = JsonObject[];
 
-const storeKey = (o: JsonObject) => `${str(o["apiVersion"])}|${str(o["kind"])}|${str(meta(o)["namespace"])}|${str(meta(o)["name"])}`;
+const storeKey = (o: JsonObject) => `${str(o["apiVersion"])}|${str(o["kind"])}|${str(metaOf(o)["namespace"])}|${str(metaOf(o)["name"])}`;
 
 /** storeOf keeps the last object given for each apiVersion, kind, namespace and name, as a Go map keyed by them does. */
 function storeOf(objects: JsonObject[]): Store {
@@ -113,8 +112,8 @@ export function select(objects: JsonObject[], s: Omit<ResourceSelector, "$typeNa
       (o) =>
         str(o["apiVersion"]) === s.apiVersion &&
         str(o["kind"]) === s.kind &&
-        str(meta(o)["namespace"]) === namespace &&
-        str(meta(o)["name"]) === name,
+        str(metaOf(o)["namespace"]) === namespace &&
+        str(metaOf(o)["name"]) === name,
     );
     items = items.slice(-1);
   } else {
@@ -125,13 +124,13 @@ export function select(objects: JsonObject[], s: Omit<ResourceSelector, "$typeNa
         const got = parseApiVersion(str(o["apiVersion"]));
         if (got.group !== want.group || str(o["kind"]) !== s.kind) return false;
         if (want.version !== "" && got.version !== "" && want.version !== got.version) return false;
-        if (namespace !== "" && str(meta(o)["namespace"]) !== namespace) return false;
-        const have = stringMap(meta(o)["labels"]);
+        if (namespace !== "" && str(metaOf(o)["namespace"]) !== namespace) return false;
+        const have = stringMap(metaOf(o)["labels"]);
         return Object.entries(labels).every(([k, v]) => Object.hasOwn(have, k) && have[k] === v);
       })
       .sort((a, b) => {
-        const ka = `${str(meta(a)["namespace"])}/${str(meta(a)["name"])}`;
-        const kb = `${str(meta(b)["namespace"])}/${str(meta(b)["name"])}`;
+        const ka = `${str(metaOf(a)["namespace"])}/${str(metaOf(a)["name"])}`;
+        const kb = `${str(metaOf(b)["namespace"])}/${str(metaOf(b)["name"])}`;
         return Buffer.compare(Buffer.from(ka), Buffer.from(kb));
       });
   }
@@ -151,8 +150,8 @@ function checkSelector(xr: JsonObject, composition: JsonObject, legacy: boolean 
   const spec = isObject(xr["spec"]) ? xr["spec"] : {};
   const cp = isObject(spec["crossplane"]) ? spec["crossplane"] : {};
   const selectors = [legacy === true ? undefined : cp["compositionSelector"], legacy === false ? undefined : spec["compositionSelector"]];
-  const have = stringMap(meta(composition)["labels"]);
-  const name = str(meta(composition)["name"]);
+  const have = stringMap(metaOf(composition)["labels"]);
+  const name = str(metaOf(composition)["name"]);
   for (const sel of selectors) {
     if (!isObject(sel) || !isObject(sel["matchLabels"])) continue;
     for (const [k, v] of Object.entries(stringMap(sel["matchLabels"])).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
@@ -175,12 +174,12 @@ function checkSelector(xr: JsonObject, composition: JsonObject, legacy: boolean 
 export function checkObserved(xrUID: string, xrNamespace: string, observed: JsonObject[]): void {
   const errs: string[] = [];
   for (const o of observed) {
-    const refs = meta(o)["ownerReferences"];
+    const refs = metaOf(o)["ownerReferences"];
     const controller = Array.isArray(refs) ? refs.filter(isObject).find((r) => r["controller"] === true) : undefined;
-    const name = str(meta(o)["name"]);
+    const name = str(metaOf(o)["name"]);
     if (controller && str(controller["uid"]) !== xrUID)
       errs.push(`observed resource ${name} has a controller ref but is not controlled by the XR`);
-    if (xrNamespace !== "" && str(meta(o)["namespace"]) !== xrNamespace)
+    if (xrNamespace !== "" && str(metaOf(o)["namespace"]) !== xrNamespace)
       errs.push(`observed resource ${name} is not in the same namespace as the XR`);
   }
   if (errs.length > 0) throw new InputError(`invalid observed resources: ${errs.join("\n")}`);
@@ -247,7 +246,7 @@ interface XRDInfo {
 /** xrdFor reads the XRD given for the XR, refusing one for another kind as crossplane render does. */
 function xrdFor(xrd: Doc, xr: JsonObject): XRDInfo {
   const o = xrd.obj;
-  const name = str(meta(o)["name"]);
+  const name = str(metaOf(o)["name"]);
   if (o["kind"] !== "CompositeResourceDefinition")
     throw new InputError(`${xrd.source}: expected a CompositeResourceDefinition, got ${String(o["kind"] ?? "no kind")}`);
   const known = ["apiextensions.crossplane.io/v1", "apiextensions.crossplane.io/v2"];
@@ -285,13 +284,13 @@ function observedXR(xr: JsonObject, uid: string, legacy: boolean, composition: J
   if (str(labels[COMPOSITE_LABEL]) === "") labels[COMPOSITE_LABEL] = str(m["name"]);
   const spec: JsonObject = isObject(o["spec"]) ? o["spec"] : (o["spec"] = {});
   const at: JsonObject = legacy ? spec : isObject(spec["crossplane"]) ? spec["crossplane"] : (spec["crossplane"] = {});
-  at["compositionRef"] = { name: str(meta(composition)["name"]) };
+  at["compositionRef"] = { name: str(metaOf(composition)["name"]) };
   if (observed.length > 0) {
     at["resourceRefs"] = observed.map((r) => ({
       apiVersion: str(r["apiVersion"]),
       kind: str(r["kind"]),
-      name: str(meta(r)["name"]),
-      ...(str(m["namespace"]) === "" && str(meta(r)["namespace"]) !== "" ? { namespace: str(meta(r)["namespace"]) } : {}),
+      name: str(metaOf(r)["name"]),
+      ...(str(m["namespace"]) === "" && str(metaOf(r)["namespace"]) !== "" ? { namespace: str(metaOf(r)["namespace"]) } : {}),
     }));
   }
   const cspec = isObject(composition["spec"]) ? composition["spec"] : {};
@@ -307,7 +306,7 @@ function observedXR(xr: JsonObject, uid: string, legacy: boolean, composition: J
 
 /** systemCondition is a condition the XR controller marks: with the XR's generation as observedGeneration. */
 function systemCondition(xr: JsonObject, type: string, status: string, reason: string, time = CONDITION_TIME, message?: string): Condition {
-  const gen = typeof meta(xr)["generation"] === "number" ? (meta(xr)["generation"] as number) : 0;
+  const gen = typeof metaOf(xr)["generation"] === "number" ? (metaOf(xr)["generation"] as number) : 0;
   return {
     type,
     status,
@@ -351,7 +350,7 @@ export async function render(inputs: RenderInputs, runner: Runner, opts: RenderO
     xr = structuredClone(xr);
     applyDefaults(xr, xrd.schema);
   }
-  const xm = meta(xr);
+  const xm = metaOf(xr);
   const xrNamespace = str(xm["namespace"]);
   const uid =
     str(xm["uid"]) !== ""
@@ -364,7 +363,7 @@ export async function render(inputs: RenderInputs, runner: Runner, opts: RenderO
   const observed: Record<string, Resource> = {};
   const observedByName: Record<string, JsonObject> = {};
   for (const d of inputs.observed) {
-    const name = stringMap(meta(d.obj)["annotations"])[COMPOSITION_RESOURCE_NAME];
+    const name = stringMap(metaOf(d.obj)["annotations"])[COMPOSITION_RESOURCE_NAME];
     if (!name)
       throw new InputError(
         `${d.source}: an observed resource needs the ${COMPOSITION_RESOURCE_NAME} annotation to be matched to a pipeline resource`,
@@ -413,7 +412,7 @@ export async function render(inputs: RenderInputs, runner: Runner, opts: RenderO
     // The Events the reconcile records, in the order it records them.
     const events: ComposeEvent[] = [];
     const ref = legacy ? (isObject(xr["spec"]) ? xr["spec"]["compositionRef"] : undefined) : crossplaneField(xr, "compositionRef");
-    const compName = str(meta(inputs.composition.obj)["name"]);
+    const compName = str(metaOf(inputs.composition.obj)["name"]);
     if (!(isObject(ref) && Object.keys(ref).length === 1 && ref["name"] === compName))
       events.push({ type: "Normal", reason: "SelectComposition", message: `Successfully selected composition: ${compName}` });
     events.push(...r.results.map(resultEvent), ...composeEvents);
@@ -423,7 +422,7 @@ export async function render(inputs: RenderInputs, runner: Runner, opts: RenderO
   }
   const warnings: string[] = [];
   if (xrd && inputs.xrd) {
-    const xrdName = str(meta(inputs.xrd.obj)["name"]);
+    const xrdName = str(metaOf(inputs.xrd.obj)["name"]);
     const version = parseApiVersion(str(xr["apiVersion"])).version;
     for (const path of prune(rendered, xrd.schema))
       warnings.push(
@@ -464,7 +463,7 @@ function renderXR(
   unready: string[],
   xrReady: Ready,
 ): JsonObject {
-  const m = meta(xr);
+  const m = metaOf(xr);
   const out: JsonObject = {
     apiVersion: xr["apiVersion"]!,
     kind: xr["kind"]!,
@@ -513,7 +512,7 @@ function renderLegacyXR(
   xrReady: Ready,
 ): JsonObject {
   const out: JsonObject = structuredClone(desired ?? {});
-  const m = meta(xr);
+  const m = metaOf(xr);
   out["apiVersion"] = xr["apiVersion"]!;
   out["kind"] = xr["kind"]!;
   out["metadata"] = { name: m["name"]!, ...(m["namespace"] ? { namespace: m["namespace"] } : {}) };

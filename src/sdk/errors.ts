@@ -28,7 +28,10 @@ export class EncodingError extends XfnError {
   }
 }
 
-/** InputError: the function's input did not parse (the parser's error is the cause). */
+/**
+ * InputError: input that does not parse or make sense: a function's input (the
+ * parser's error is the cause), or the files and flags given to an xfn command.
+ */
 export class InputError extends XfnError {
   override readonly name: string = "InputError";
 }

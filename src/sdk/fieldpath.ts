@@ -22,6 +22,7 @@
 // replaced on a write (crossplane-runtime errors); `__proto__` is refused.
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { getOwn, setOwn } from "../own.js";
+import { isObject } from "../json.js";
 import { XfnError } from "./errors.js";
 
 /** Segment is one step of a parsed field path. A field "*" is a wildcard. */
@@ -126,7 +127,7 @@ export function formatPath(segments: readonly Segment[]): string {
 const hasWildcard = (segments: readonly Segment[]) => segments.some((s) => "field" in s && s.field === WILDCARD);
 
 /** isObject is true for a JSON object (not null, not an array). */
-export const isObject = (v: JsonValue | undefined): v is JsonObject => typeof v === "object" && v !== null && !Array.isArray(v);
+export { isObject } from "../json.js";
 
 function describe(v: JsonValue | undefined): string {
   if (v === null) return "null";

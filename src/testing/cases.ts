@@ -29,6 +29,7 @@ import { FIXED_TIME, render } from "../render/render.js";
 import { toYamlStream } from "../render/output.js";
 import { createRunner } from "../engine/runner.js";
 import { messageToJson } from "../wire/protojson.js";
+import { isObject } from "../json.js";
 import { getOwn, setOwn } from "../own.js";
 import { mismatches, project } from "./expect.js";
 import { REDACTED, redactResponse } from "./record.js";
@@ -135,8 +136,7 @@ const REDACTED_TEXT = Buffer.from(REDACTED).toString("base64");
  * written out in expected is compared as it is.
  */
 function maskRedacted(actual: JsonValue, expected: unknown): JsonValue {
-  const obj = (v: unknown): Record<string, unknown> =>
-    typeof v === "object" && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : {};
+  const obj = (v: unknown): Record<string, unknown> => (isObject(v) ? v : {});
   const got = obj(obj(actual)["desired"]);
   const want = obj(obj(expected)["desired"]);
   const resources = obj(got["resources"]);

@@ -9,13 +9,14 @@
 // - The string "$absent" matches only a missing value.
 // - Anything else must be equal.
 
+import { isObject } from "../json.js";
 import { getOwn, setOwn } from "../own.js";
 
 /** ABSENT in an expectation means "this key must not be there". */
 export const ABSENT = "$absent";
 
 type Obj = Record<string, unknown>;
-const isObj = (v: unknown): v is Obj => typeof v === "object" && v !== null && !Array.isArray(v);
+const isObj = (v: unknown): v is Obj => isObject(v);
 const show = (v: unknown): string => (v === undefined ? "nothing" : JSON.stringify(v));
 
 /** listKey returns the field that pairs the elements of two lists, if there is one. */
