@@ -26,7 +26,7 @@ export function devClusterCommand(): Command {
       let cluster;
       try {
         // Imported when used: `xfn --help` and the other commands need none of it.
-        const { startDevCluster } = await import("../devcluster/server.js");
+        const { startDevCluster } = await import("../apiserver/server.js");
         cluster = await startDevCluster({ port: flags.port, ...(flags.data ? { dataFile: resolve(flags.data) } : {}) });
       } catch (err) {
         process.stderr.write(`xfn dev-cluster: ${(err as Error).message}\n`);
@@ -36,7 +36,7 @@ export function devClusterCommand(): Command {
       const kubeconfig = resolve(flags.kubeconfig ?? join(tmpdir(), `xfn-dev-cluster-${cluster.port}.kubeconfig`));
       try {
         // Readable by this user only, and never written through a link someone left at the path.
-        const { writeFilePrivate } = await import("../devcluster/files.js");
+        const { writeFilePrivate } = await import("../apiserver/files.js");
         writeFilePrivate(kubeconfig, cluster.kubeconfig(), "kubeconfig");
       } catch (err) {
         process.stderr.write(`xfn dev-cluster: cannot write the kubeconfig: ${(err as Error).message}\n`);

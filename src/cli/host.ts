@@ -103,7 +103,7 @@ export function hostCommand(): Command {
         const [{ KubeConfig }, { startDevCluster }, { Host }, { loadDocs }, { createRunner }, { applyManifests }, { startMetricsServer }] =
           await Promise.all([
             import("@kubernetes/client-node"),
-            import("../devcluster/server.js"),
+            import("../apiserver/server.js"),
             import("../host/host.js"),
             import("../engine/docs.js"),
             import("../engine/runner.js"),
@@ -115,7 +115,7 @@ export function hostCommand(): Command {
         if (flags.embedded) {
           const cluster = await startDevCluster({ port: flags.embeddedPort, ...(flags.data ? { dataFile: resolve(flags.data) } : {}) });
           const file = flags.embeddedKubeconfig ? resolve(flags.embeddedKubeconfig) : join(tmpdir(), `xfn-host-${cluster.port}.kubeconfig`);
-          const { writeFilePrivate } = await import("../devcluster/files.js");
+          const { writeFilePrivate } = await import("../apiserver/files.js");
           writeFilePrivate(file, cluster.kubeconfig(), "kubeconfig");
           kc.loadFromString(cluster.kubeconfig());
           log.info({ url: cluster.url, kubeconfig: file }, "embedded API server serving");

@@ -5,7 +5,7 @@ import { dirname, join } from "node:path";
 import type { JsonValue } from "@bufbuild/protobuf";
 import { Command, InvalidArgumentError, Option } from "commander";
 import { parse as parseYaml } from "yaml";
-import { FatalResultError, StepError } from "../engine/pipeline.js";
+import { FatalResultError, StepError } from "../engine/composition.js";
 import { setOwn } from "../own.js";
 import { ComposeError, FIXED_TIME, mergeFullXR, render } from "../render/render.js";
 import { InputError, loadDocs, loadOne } from "../engine/docs.js";

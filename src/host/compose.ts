@@ -29,7 +29,7 @@ import {
   type Fetch,
   type PipelineResult,
   type StepResult,
-} from "../engine/pipeline.js";
+} from "../engine/composition.js";
 import type { Runner } from "../engine/runner.js";
 import { Ready, ResourceSchema, type Resource, type RunFunctionRequest } from "../gen/fn/v1/run_function_pb.js";
 import type { HostMetrics } from "../metrics.js";

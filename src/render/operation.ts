@@ -11,7 +11,7 @@
 // ops.crossplane.io/watched-resource, as Crossplane does.
 import type { JsonObject } from "@bufbuild/protobuf";
 import { InputError, identity, type Doc } from "../engine/docs.js";
-import { parsePipeline, runPipeline, type StepResult } from "../engine/pipeline.js";
+import { parsePipeline, runPipeline, type StepResult } from "../engine/composition.js";
 import type { Runner } from "../engine/runner.js";
 import { WATCHED_RESOURCE } from "../sdk/request.js";
 import { FIXED_TIME, RENDER_API_VERSION, select } from "./render.js";

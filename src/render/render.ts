@@ -24,7 +24,7 @@ import {
 } from "../engine/composed.js";
 import { InputError, type Doc } from "../engine/docs.js";
 import { renderUID } from "../engine/names.js";
-import { checkComposition, resultEvent, runPipeline, type StepResult } from "../engine/pipeline.js";
+import { checkComposition, resultEvent, runPipeline, type StepResult } from "../engine/composition.js";
 import type { Runner } from "../engine/runner.js";
 import { getOwn, setOwn } from "../own.js";
 import { applyDefaults, parseApiVersion, prune, schemaSource, xrdScope, xrSchema } from "./schema.js";

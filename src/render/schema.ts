@@ -3,7 +3,7 @@
 // write, and answering functions' schema requirements from CRDs, XRDs and
 // OpenAPI v3 documents (what /openapi/v3/<group-version> returns).
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
-import { applyDefaults } from "../devcluster/defaults.js";
+import { applyDefaults } from "../apiserver/defaults.js";
 import { PRESERVE, prune } from "../sdk/schema.js";
 import { InputError, type Doc } from "../engine/docs.js";
 import { isObject } from "../sdk/fieldpath.js";

@@ -16,7 +16,7 @@ import {
   StepError,
   type Fetch,
   type PipelineStep,
-} from "../../src/engine/pipeline.js";
+} from "../../src/engine/composition.js";
 import type { Runner } from "../../src/engine/runner.js";
 import {
   RunFunctionRequestSchema,

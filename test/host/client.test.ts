@@ -4,7 +4,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import { CoreV1Api, CustomObjectsApi, KubeConfig } from "@kubernetes/client-node";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
-import { startDevCluster } from "../../src/devcluster/server.js";
+import { startDevCluster } from "../../src/apiserver/server.js";
 import { apiClient, BoundedWatch, objectClient, TimeoutError } from "../../src/host/client.js";
 import { kubeconfigFor } from "../support/cluster.js";
 import { startProxy } from "../support/proxy.js";

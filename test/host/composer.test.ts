@@ -11,7 +11,7 @@ import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { loadDocs } from "../../src/engine/docs.js";
 import { createRunner, type Runner } from "../../src/engine/runner.js";
-import { startDevCluster } from "../../src/devcluster/server.js";
+import { startDevCluster } from "../../src/apiserver/server.js";
 import { Host } from "../../src/host/host.js";
 import { applyManifests } from "../../src/host/manifests.js";
 import { apis, kubeconfigFor, until } from "../support/cluster.js";

@@ -8,7 +8,7 @@ import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import hello from "../../functions/hello/index.js";
 import { applyManifests } from "../../src/host/manifests.js";
-import { startDevCluster, type DevCluster } from "../../src/devcluster/server.js";
+import { startDevCluster, type DevCluster } from "../../src/apiserver/server.js";
 import { Host } from "../../src/host/host.js";
 import { loadDocs } from "../../src/engine/docs.js";
 import { createRunner } from "../../src/engine/runner.js";

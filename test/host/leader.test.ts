@@ -4,7 +4,7 @@
 import { join } from "node:path";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
-import { startDevCluster } from "../../src/devcluster/server.js";
+import { startDevCluster } from "../../src/apiserver/server.js";
 import { loadDocs } from "../../src/engine/docs.js";
 import { createRunner } from "../../src/engine/runner.js";
 import { Host } from "../../src/host/host.js";

@@ -1,7 +1,7 @@
 // The watch engine against the embedded API server.
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
-import { startDevCluster, type DevCluster } from "../../src/devcluster/server.js";
+import { startDevCluster, type DevCluster } from "../../src/apiserver/server.js";
 import { WatchManager, type WatchEvent } from "../../src/host/watches.js";
 import { apis, crd, kubeconfigFor, sleep, until } from "../support/cluster.js";
 import { memoryLog } from "../support/log.js";

@@ -14,7 +14,7 @@ import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { composeResources, ComposeError, resourceRefsOf } from "../../src/engine/composed.js";
 import type { Doc } from "../../src/engine/docs.js";
-import { FatalResultError } from "../../src/engine/pipeline.js";
+import { FatalResultError } from "../../src/engine/composition.js";
 import type { Runner } from "../../src/engine/runner.js";
 import {
   Ready,

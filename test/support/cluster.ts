@@ -1,7 +1,7 @@
 // Helpers for tests against the embedded API server.
 import { ApiextensionsV1Api, CustomObjectsApi, KubeConfig } from "@kubernetes/client-node";
 import type { JsonObject } from "@bufbuild/protobuf";
-import type { DevCluster } from "../../src/devcluster/server.js";
+import type { DevCluster } from "../../src/apiserver/server.js";
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

@@ -6,16 +6,16 @@ import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
-import { file_fn_v1_run_function, FunctionRunnerService } from "../src/gen/fn/v1/run_function_pb.js";
+import { file_fn_v1_run_function, FunctionRunnerService } from "../../src/gen/fn/v1/run_function_pb.js";
 import {
   file_fn_v1beta1_zz_generated_run_function,
   FunctionRunnerService as BetaService,
-} from "../src/gen/fn/v1beta1/zz_generated_run_function_pb.js";
-import { describeFile, parseContract, type Contract } from "./support/contract.js";
+} from "../../src/gen/fn/v1beta1/zz_generated_run_function_pb.js";
+import { describeFile, parseContract, type Contract } from "../support/contract.js";
 // @ts-expect-error: a plain .mjs script without type declarations.
-import { beta, betaPath, v1Path } from "../scripts/generate.mjs";
+import { beta, betaPath, v1Path } from "../../scripts/generate.mjs";
 
-const root = join(import.meta.dirname, "..");
+const root = join(import.meta.dirname, "../..");
 const fixture = JSON.parse(readFileSync(join(root, "test/fixtures/wire-contract.json"), "utf8")) as Contract;
 
 const Wire = suite("wire contract");

@@ -8,8 +8,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
-import { startDevCluster } from "../../src/devcluster/server.js";
-import { readLog } from "../../src/devcluster/persist.js";
+import { startDevCluster } from "../../src/apiserver/server.js";
+import { readLog } from "../../src/apiserver/persist.js";
 import { sleep } from "../support/cluster.js";
 import { XFN } from "../support/spawn.js";
 

@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { CoordinationV1Api, makeInformer, PatchStrategy, setHeaderOptions, type KubernetesObject } from "@kubernetes/client-node";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
-import { startDevCluster, type DevCluster } from "../../src/devcluster/server.js";
+import { startDevCluster, type DevCluster } from "../../src/apiserver/server.js";
 import { apis, crd, kubeconfigFor, sleep, until } from "../support/cluster.js";
 import { XFN } from "../support/spawn.js";
 

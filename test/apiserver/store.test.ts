@@ -2,9 +2,9 @@
 import type { JsonObject } from "@bufbuild/protobuf";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
-import { apply } from "../../src/devcluster/patch.js";
-import { parseSelector, matches } from "../../src/devcluster/selector.js";
-import { CRD_KEY, Store, typeKeyOf, type Watcher } from "../../src/devcluster/store.js";
+import { apply } from "../../src/apiserver/patch.js";
+import { parseSelector, matches } from "../../src/apiserver/selector.js";
+import { CRD_KEY, Store, typeKeyOf, type Watcher } from "../../src/apiserver/store.js";
 
 const W = typeKeyOf("example.org", "widgets");
 const crd = (statusSub = true): JsonObject => ({

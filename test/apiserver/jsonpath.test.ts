@@ -2,8 +2,8 @@
 // kube-apiserver's printer columns accept (k8s.io/client-go/util/jsonpath).
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
-import { evaluate, parseJsonPath } from "../../src/devcluster/jsonpath.js";
-import { humanAge } from "../../src/devcluster/table.js";
+import { evaluate, parseJsonPath } from "../../src/apiserver/jsonpath.js";
+import { humanAge } from "../../src/apiserver/table.js";
 
 const J = suite("dev-cluster: printer-column JSONPath");
 

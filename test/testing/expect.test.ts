@@ -1,6 +1,6 @@
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
-import { mismatches, project } from "../src/testing/expect.js";
+import { mismatches, project } from "../../src/testing/expect.js";
 
 const M = suite("partial expectations");
 const actual = { a: 1, b: { c: "x", d: [1, { e: true, f: 2 }] }, g: null };
