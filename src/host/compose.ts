@@ -1,6 +1,7 @@
-// One XR reconcile: observe, run the Composition's pipeline, apply what
-// changed, delete what was dropped, report (status, conditions, Events), and
-// the watches that bring an XR back when one of its composed resources changes.
+// One XR reconcile, in the phases Crossplane's composer has: observe, run the
+// Composition's pipeline, compose, apply what changed, delete what was
+// dropped, report (status, conditions, Events). The watches that bring an XR
+// back when one of its composed resources changes are in composed-watches.ts.
 import { createHash } from "node:crypto";
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { create } from "@bufbuild/protobuf";
@@ -39,7 +40,8 @@ import type { EventRecorder, HostEvent } from "./events.js";
 import { apiMessage, conditionsOf, errorCode, holds, isObject, keyOf, kubeObject, metaOf, plain, refOf, str, type Ref } from "./kube.js";
 import { selectComposition } from "./select.js";
 import { clip, mergeConditions, type Condition } from "./status.js";
-import type { Kind, WatchEvent, WatchManager } from "./watches.js";
+import { ComposedWatches } from "./composed-watches.js";
+import type { Kind, WatchManager } from "./watches.js";
 
 const EXTERNAL_NAME = "crossplane.io/external-name";
 const merge = setHeaderOptions("Content-Type", PatchStrategy.MergePatch);
@@ -70,69 +72,83 @@ export interface ComposerDeps {
   xrd: (name: string) => JsonObject | undefined;
 }
 
-interface KindWatch {
-  kind: Kind;
-  handle: ReturnType<WatchManager["ensure"]>;
-  users: Set<string>;
+/** Stop ends a reconcile early, with what reconcile returns then (a requeue, or nothing). */
+class Stop {
+  constructor(readonly result: { requeueAfterMs?: number } | void) {}
 }
 
-/** Composer reconciles XRs and keeps what the host remembers between reconciles. */
+/** Reconciling is one reconcile under way: the XR, what was observed of it, and what is to be said of it. */
+interface Reconciling {
+  t: XRType;
+  key: string;
+  namespace: string | undefined;
+  xr: JsonObject;
+  deleting: boolean;
+  log: Logger;
+  started: number;
+  tally: { applied: number; skipped: number; deleted: number; status: boolean; events: number };
+  /** What went wrong along the way that does not stop the reconcile (Synced=False names each). */
+  problems: string[];
+  /** Events to record with the status. */
+  events: HostEvent[];
+  /** The composed resources, by composition resource name: as the pipeline observes them, and as read. */
+  observed: Record<string, Resource>;
+  observedObjects: Map<string, JsonObject>;
+}
+
+/** Applied is what the apply phase did: the references to record, and what keeps the XR from being ready. */
+interface Applied {
+  refs: Ref[];
+  unready: string[];
+  waiting: string[];
+}
+
+/**
+ * Composer reconciles XRs and keeps what the host remembers between
+ * reconciles. A reconcile runs in the phases Crossplane's composer has:
+ * begin (read the XR, add its finalizer and label), observe (its composed
+ * resources), choose a Composition, run the functions, compose (name, place
+ * and check the desired resources), apply, prune (delete what was dropped)
+ * and report (references, status, conditions, Events).
+ */
 export class Composer {
-  /** XR uid -> its queue key, to send composed resources' events to their XR. */
-  private readonly byUid = new Map<string, string>();
-  private readonly uidOf = new Map<string, string>();
-  /** Composed kinds watched, and which XRs use each; an XR's kinds. */
-  private readonly kinds = new Map<string, KindWatch>();
-  private readonly xrKinds = new Map<string, Set<string>>();
-  /** What was last applied to each composed object (a hash of the body), and last written as each XR's status. */
+  /** The composed kinds each XR watches. */
+  private readonly watched: ComposedWatches;
+  /** What was last applied to each composed object (a digest of the body), and last written as each XR's status. */
   private readonly applied = new Map<string, string>();
   private readonly appliedBy = new Map<string, Set<string>>();
   private readonly statusWritten = new Map<string, string>();
   /** What each XR's steps required on its last reconcile, to seed the next with (as Crossplane's dependency tracker does). */
   private readonly required = new Map<string, PipelineResult["required"]>();
-  private readonly plurals = new Map<string, string>();
-  private readonly namespacedKinds = new Map<string, boolean>();
 
-  constructor(private readonly d: ComposerDeps) {}
+  constructor(private readonly d: ComposerDeps) {
+    this.watched = new ComposedWatches({ objects: d.objects, watches: d.watches, enqueue: d.enqueue });
+  }
 
   /** track notes an XR's uid, so its composed resources' events reach it. */
   track(uid: string, key: string): void {
-    this.byUid.set(uid, key);
-    this.uidOf.set(key, uid);
+    this.watched.track(uid, key);
   }
 
   /** reset forgets everything (the host stopped reconciling). */
   reset(): void {
-    for (const m of [this.byUid, this.uidOf, this.kinds, this.xrKinds, this.applied, this.appliedBy, this.statusWritten, this.required])
-      (m as Map<string, unknown>).clear();
+    this.watched.reset();
+    for (const m of [this.applied, this.appliedBy, this.statusWritten, this.required]) (m as Map<string, unknown>).clear();
   }
 
   /** forgetKind forgets every XR of an XR kind whose controller stopped. */
   async forgetKind(t: XRType): Promise<void> {
-    for (const key of [...this.xrKinds.keys()]) if (key.startsWith(`${t.xrd}|`)) await this.forget(key);
+    for (const key of this.watched.keys()) if (key.startsWith(`${t.xrd}|`)) await this.forget(key);
   }
 
   /** forget drops what is kept for an XR that is gone, releasing watches no other XR uses. */
   async forget(key: string): Promise<void> {
-    for (const kk of this.xrKinds.get(key) ?? []) {
-      const w = this.kinds.get(kk);
-      if (!w) continue;
-      w.users.delete(key);
-      if (w.users.size > 0) continue;
-      this.kinds.delete(kk);
-      await this.d.watches().release(w.handle);
-    }
-    this.xrKinds.delete(key);
+    const uid = await this.watched.release(key);
     for (const id of this.appliedBy.get(key) ?? []) this.applied.delete(id);
     this.appliedBy.delete(key);
     this.statusWritten.delete(key);
     this.required.delete(key);
-    const uid = this.uidOf.get(key);
-    if (uid) {
-      this.byUid.delete(uid);
-      this.d.events.forget(uid);
-    }
-    this.uidOf.delete(key);
+    if (uid) this.d.events.forget(uid);
   }
 
   /**
@@ -144,83 +160,41 @@ export class Composer {
     const live = new Set<string>();
     for (const t of types)
       for (const o of this.d.xrCache(t)) live.add(`${t.xrd}|${keyOf(str(metaOf(o)["namespace"]), String(metaOf(o)["name"]))}`);
-    for (const key of [...this.xrKinds.keys()]) if (!live.has(key)) await this.forget(key);
-  }
-
-  private onComposed(e: WatchEvent): void {
-    const refs = metaOf(e.object)["ownerReferences"];
-    if (!Array.isArray(refs)) return;
-    for (const r of refs) {
-      if (!isObject(r) || r["controller"] !== true) continue;
-      const key = this.byUid.get(String(r["uid"]));
-      if (key) this.d.enqueue(key);
-    }
-  }
-
-  /** watchKind makes sure a composed kind is watched, counting the XR among its users; it resolves with the kind. */
-  private async watchKind(key: string, apiVersion: string, kind: string): Promise<Kind | undefined> {
-    const [group, version] = apiVersion.includes("/") ? apiVersion.split("/") : ["", apiVersion];
-    if (!group) return undefined; // core kinds are not composed here
-    const k: Kind = { group, version: version!, plural: await this.pluralOf(apiVersion, kind) };
-    const kk = `${group}/${version}/${k.plural}`;
-    let w = this.kinds.get(kk);
-    if (!w) {
-      w = { kind: k, handle: this.d.watches().ensure(k, "composed", (ev) => this.onComposed(ev)), users: new Set() };
-      this.kinds.set(kk, w);
-    }
-    w.users.add(key);
-    (this.xrKinds.get(key) ?? this.xrKinds.set(key, new Set()).get(key)!).add(kk);
-    return k;
-  }
-
-  /** scopes resolves whether each desired resource's kind is namespaced (absent where discovery does not know the kind). */
-  private async scopes(desired: Record<string, { resource?: JsonObject | undefined }>): Promise<Map<string, boolean>> {
-    const out = new Map<string, boolean>();
-    for (const d of Object.values(desired)) {
-      const apiVersion = str(d.resource?.["apiVersion"]);
-      const kind = str(d.resource?.["kind"]);
-      if (!apiVersion || !kind || out.has(`${apiVersion}|${kind}`)) continue;
-      try {
-        await this.pluralOf(apiVersion, kind);
-        const namespaced = this.namespacedKinds.get(`${apiVersion}/${kind}`);
-        if (namespaced !== undefined) out.set(`${apiVersion}|${kind}`, namespaced);
-      } catch {
-        // Not served: applying it says so.
-      }
-    }
-    return out;
-  }
-
-  /** pluralOf resolves a kind's plural through discovery; it throws naming a kind the API server does not serve. */
-  private async pluralOf(apiVersion: string, kind: string): Promise<string> {
-    const k = `${apiVersion}/${kind}`;
-    const hit = this.plurals.get(k);
-    if (hit) return hit;
-    // KubernetesObjectApi.resource is protected in the types but is the discovery lookup we want.
-    const lookup = this.d.objects as unknown as {
-      resource(av: string, k: string): Promise<{ name: string; namespaced?: boolean } | undefined>;
-    };
-    let r: { name: string; namespaced?: boolean } | undefined;
-    try {
-      r = await lookup.resource(apiVersion, kind);
-    } catch (err) {
-      if (errorCode(err) !== 404) throw err;
-    }
-    if (!r) throw new Error(`the API server does not serve ${kind} in ${apiVersion} (is its CRD installed?)`);
-    this.plurals.set(k, r.name);
-    if (typeof r.namespaced === "boolean") this.namespacedKinds.set(k, r.namespaced);
-    return r.name;
+    for (const key of this.watched.keys()) if (!live.has(key)) await this.forget(key);
   }
 
   /** reconcile runs one XR reconcile; key is "<xrd>|<namespace>/<name>". */
   async reconcile(t: XRType, key: string): Promise<{ requeueAfterMs?: number } | void> {
+    try {
+      const r = await this.begin(t, key);
+      await this.observe(r);
+      const composition = await this.chooseComposition(r);
+      const result = await this.runFunctions(r, composition);
+      // While the XR is deleted, what the pipeline still desires is what it wants
+      // kept for now: the deletion step drops resources in dependency order and
+      // says so (Ready=False, reason Deleting). A pipeline without such a step
+      // desires everything still; then, as in Crossplane, everything goes.
+      const ordered = r.deleting && result.conditions.some((fc) => fc["type"] === "Ready" && fc["reason"] === "Deleting");
+      const desired = r.deleting && !ordered ? {} : result.desired.resources;
+      const composed = await this.compose(r, result, desired);
+      const applied = await this.apply(r, composed);
+      await this.prune(r, desired, applied);
+      return await this.finish(r, result, ordered, applied);
+    } catch (err) {
+      if (err instanceof Stop) return err.result;
+      throw err;
+    }
+  }
+
+  /**
+   * begin reads the XR fresh (one gone is forgotten) and adds what Crossplane's
+   * XR controller adds before anything else: its finalizer, and the label
+   * naming the prefix of its composed resources (its own name) unless set.
+   */
+  private async begin(t: XRType, key: string): Promise<Reconciling> {
     const [, nsName] = key.split("|") as [string, string];
     const [ns, name] = nsName.split("/") as [string, string];
     const namespace = ns || undefined;
-    const log = this.d.log.child({ xr: `${t.gvk.kind}/${nsName.replace(/^\//, "")}` });
-    const started = performance.now();
-    const tally = { applied: 0, skipped: 0, deleted: 0, status: false, events: 0 };
-
     let xr: JsonObject;
     try {
       xr = plain(
@@ -233,14 +207,12 @@ export class Composer {
     } catch (err) {
       if (errorCode(err) !== 404) throw err;
       await this.forget(key); // gone: release the watches held for it
-      return;
+      throw new Stop(undefined);
     }
     const m = metaOf(xr);
     this.track(String(m["uid"]), key);
     const deleting = Boolean(m["deletionTimestamp"]);
     const finalizers = Array.isArray(m["finalizers"]) ? (m["finalizers"] as string[]) : [];
-    // Crossplane's XR controller adds its finalizer, and labels the XR with the
-    // prefix its composed resources are named by (its own name) unless set.
     const labelled = str((m["labels"] as JsonObject | undefined)?.[COMPOSITE_LABEL]) !== undefined;
     if (!deleting && (!finalizers.includes(XR_FINALIZER) || !labelled)) {
       await this.patchXR(t, xr, {
@@ -249,286 +221,255 @@ export class Composer {
           ...(labelled ? {} : { labels: { [COMPOSITE_LABEL]: String(m["name"]) } }),
         },
       });
-      return { requeueAfterMs: 0 };
+      throw new Stop({ requeueAfterMs: 0 });
     }
+    return {
+      t,
+      key,
+      namespace,
+      xr,
+      deleting,
+      log: this.d.log.child({ xr: `${t.gvk.kind}/${nsName.replace(/^\//, "")}` }),
+      started: performance.now(),
+      tally: { applied: 0, skipped: 0, deleted: 0, status: false, events: 0 },
+      problems: [],
+      events: [],
+      observed: {},
+      observedObjects: new Map(),
+    };
+  }
 
-    // Observed: the XR's composed resources, read fresh.
-    const problems: string[] = [];
-    const observed: Record<string, Resource> = {};
-    const observedObjects = new Map<string, JsonObject>();
-    for (const ref of resourceRefs(xr)) {
+  /**
+   * observe reads the XR's composed resources fresh, by its references. One
+   * gone, or whose kind is no longer served, is not there to observe. A
+   * deleted XR with nothing left loses its finalizer, and the reconcile ends.
+   */
+  private async observe(r: Reconciling): Promise<void> {
+    for (const ref of resourceRefs(r.xr)) {
       try {
-        await this.watchKind(key, ref.apiVersion, ref.kind);
+        await this.watched.watch(r.key, ref.apiVersion, ref.kind);
+        const ns = ref.namespace || r.namespace; // a namespaced XR's references carry no namespace: its resources are in its own
         const o = plain(
           await this.d.objects.read({
             apiVersion: ref.apiVersion,
             kind: ref.kind,
-            // A namespaced XR's references carry no namespace: its resources are in its own.
-            metadata: { name: ref.name, ...(ref.namespace || namespace ? { namespace: (ref.namespace || namespace)! } : {}) },
+            metadata: { name: ref.name, ...(ns ? { namespace: ns } : {}) },
           }),
         );
         const rn = str((metaOf(o)["annotations"] as JsonObject | undefined)?.[COMPOSITION_RESOURCE_NAME]);
         if (!rn) continue;
-        setOwn(observed, rn, create(ResourceSchema, { resource: o }));
-        observedObjects.set(rn, o);
+        setOwn(r.observed, rn, create(ResourceSchema, { resource: o }));
+        r.observedObjects.set(rn, o);
       } catch (err) {
-        // Gone (404), or its kind no longer served (its CRD deleted): not there to observe.
         if (errorCode(err) === 404 || /does not serve/.test((err as Error).message)) continue;
-        problems.push(`cannot read ${ref.kind} ${ref.name}: ${apiMessage(err)}`);
+        r.problems.push(`cannot read ${ref.kind} ${ref.name}: ${apiMessage(err)}`);
       }
     }
-
-    if (deleting && observedObjects.size === 0 && problems.length === 0) {
-      await this.patchXR(t, xr, { metadata: { finalizers: finalizers.filter((f) => f !== XR_FINALIZER) } });
-      log.info("all composed resources are gone; XR deleted");
-      return;
+    if (r.deleting && r.observedObjects.size === 0 && r.problems.length === 0) {
+      const finalizers = metaOf(r.xr)["finalizers"];
+      await this.patchXR(r.t, r.xr, {
+        metadata: { finalizers: (Array.isArray(finalizers) ? (finalizers as string[]) : []).filter((f) => f !== XR_FINALIZER) },
+      });
+      r.log.info("all composed resources are gone; XR deleted");
+      throw new Stop(undefined);
     }
+  }
 
-    const events: HostEvent[] = [];
-    let composition: JsonObject;
+  /**
+   * chooseComposition picks the XR's Composition as Crossplane does, and
+   * records the choice on the XR, so that it holds when other Compositions
+   * for the kind come (or the XRD's default changes).
+   */
+  private async chooseComposition(r: Reconciling): Promise<JsonObject> {
     try {
-      const chosen = selectComposition(t.gvk, this.d.xrd(t.xrd), this.d.compositions(), xr);
-      composition = chosen.obj;
-      // Record the choice on the XR, as Crossplane does, so that it holds when
-      // other Compositions for the kind come (or the XRD's default changes).
-      const cname = String(metaOf(composition)["name"]);
-      if (!deleting && chosen.recorded !== cname) {
-        await this.patchXR(
-          t,
-          xr,
-          t.legacy ? { spec: { compositionRef: { name: cname } } } : { spec: { crossplane: { compositionRef: { name: cname } } } },
-        );
-        return { requeueAfterMs: 0 };
+      const chosen = selectComposition(r.t.gvk, this.d.xrd(r.t.xrd), this.d.compositions(), r.xr);
+      const name = String(metaOf(chosen.obj)["name"]);
+      if (!r.deleting && chosen.recorded !== name) {
+        const ref = { compositionRef: { name } };
+        await this.patchXR(r.t, r.xr, r.t.legacy ? { spec: ref } : { spec: { crossplane: ref } });
+        throw new Stop({ requeueAfterMs: 0 });
       }
+      return chosen.obj;
     } catch (err) {
+      if (err instanceof Stop) throw err;
       const message = `cannot select a Composition: ${(err as Error).message}`;
       await this.report(
-        t,
-        key,
-        xr,
-        keptStatus(xr),
+        r,
+        keptStatus(r.xr),
         [{ type: "Synced", status: "False", reason: "ReconcileError", message }],
         [{ type: "Warning", reason: "SelectComposition", message }],
       );
       throw new Error(message);
     }
+  }
 
+  /**
+   * runFunctions runs the Composition's pipeline. A failure is reported as
+   * Crossplane reports one: Synced=False and a Warning naming why; a Fatal
+   * result's step still reports the results before it and its conditions,
+   * and the XR's other custom conditions become Unknown, since nothing could
+   * say what they are now. A deleted XR whose pipeline cannot run is deleted
+   * without it.
+   */
+  private async runFunctions(r: Reconciling, composition: JsonObject): Promise<PipelineResult> {
     let result: PipelineResult;
     try {
       result = await runPipeline(
         {
           steps: checkComposition(
-            { obj: xr, source: `${t.gvk.kind} ${name}` },
+            { obj: r.xr, source: `${r.t.gvk.kind} ${String(metaOf(r.xr)["name"])}` },
             { obj: composition, source: `Composition ${String(metaOf(composition)["name"])}` },
           ),
-          xr,
-          observed,
+          xr: r.xr,
+          observed: r.observed,
           context: undefined,
           credentials: [],
           fetch: this.fetcher(),
-          seed: (step) => this.required.get(key)?.[step] ?? [],
+          seed: (step) => this.required.get(r.key)?.[step] ?? [],
         },
         this.instrumented(),
         Date.now() + this.d.functionTimeoutMs,
       );
     } catch (err) {
-      // As Crossplane reports a composition that failed: Synced=False and a
-      // Warning naming why; a Fatal result's step still reports the results
-      // before it and its conditions, and the XR's other custom conditions
-      // become Unknown, since nothing could say what they are now.
       const fatal = err instanceof FatalResultError;
       const message = `cannot compose resources: ${(err as Error).message}`;
       const results = fatal ? err.results : [];
-      if (deleting) return this.deleteWithoutPipeline(t, key, xr, observedObjects, message, results, log);
-      const seen = new Set<string>();
-      const custom: Condition[] = [];
-      for (const fc of fatal ? err.conditions : []) {
-        const type = String(fc["type"]);
-        if (SYSTEM_CONDITIONS.has(type)) continue;
-        seen.add(type);
-        custom.push(functionCondition(fc));
-      }
-      for (const c of conditionsOf(xr)) {
-        const type = String(c["type"]);
-        if (!fatal || SYSTEM_CONDITIONS.has(type) || seen.has(type)) continue;
-        custom.push({
-          type,
-          status: "Unknown",
-          reason: "FatalError",
-          message: "A fatal error occurred before the status of this condition could be determined.",
-        });
-      }
+      if (r.deleting) throw new Stop(await this.deleteWithoutPipeline(r, message, results));
+      const custom = fatal ? afterFatal(err, r.xr) : [];
       // Only conditions change: what the pipeline wrote last (recorded external names among it) stays.
       await this.report(
-        t,
-        key,
-        xr,
-        keptStatus(xr),
+        r,
+        keptStatus(r.xr),
         [{ type: "Synced", status: "False", reason: "ReconcileError", message: clip(message) }, ...custom],
         [...resultEvents(results), { type: "Warning" as const, reason: "ComposeResources", message }],
       );
       throw new Error(message);
     }
+    this.required.set(r.key, result.required);
+    return result;
+  }
 
-    this.required.set(key, result.required);
-
-    // While the XR is deleted, what the pipeline still desires is what it wants
-    // kept for now: the deletion step drops resources in dependency order and
-    // says so (Ready=False, reason Deleting). A pipeline without such a step
-    // desires everything still; then, as in Crossplane, everything goes.
-    const ordered = deleting && result.conditions.some((fc) => fc["type"] === "Ready" && fc["reason"] === "Deleting");
-    const desiredResources = deleting && !ordered ? {} : result.desired.resources;
-
-    // Name, place and check every desired resource as Crossplane's composer
-    // does; a refusal stops the composition before anything is applied.
-    let composed: Composed[];
+  /** compose names, places and checks every desired resource as Crossplane's composer does; a refusal stops before anything is applied. */
+  private async compose(r: Reconciling, result: PipelineResult, desired: Record<string, Resource>): Promise<Composed[]> {
     try {
-      const scopes = await this.scopes(desiredResources);
-      const seenByName: Record<string, JsonObject> = {};
-      for (const [rn, o] of observedObjects) setOwn(seenByName, rn, o);
-      const c = composeResources({
-        xr,
-        desired: desiredResources,
-        observed: seenByName,
-        namespaced: (apiVersion, kind) => scopes.get(`${apiVersion}|${kind}`),
-      });
-      composed = c.composed;
-      events.push(...c.events);
+      const scopes = await this.watched.scopes(desired);
+      const observed: Record<string, JsonObject> = {};
+      for (const [rn, o] of r.observedObjects) setOwn(observed, rn, o);
+      const c = composeResources({ xr: r.xr, desired, observed, namespaced: (apiVersion, kind) => scopes.get(`${apiVersion}|${kind}`) });
+      r.events.push(...c.events);
+      return c.composed;
     } catch (err) {
       if (!(err instanceof ComposeError)) throw err;
       const message = `cannot compose resources: ${err.message}`;
-      if (deleting) return this.deleteWithoutPipeline(t, key, xr, observedObjects, message, result.results, log);
+      if (r.deleting) throw new Stop(await this.deleteWithoutPipeline(r, message, result.results));
       await this.report(
-        t,
-        key,
-        xr,
-        keptStatus(xr),
+        r,
+        keptStatus(r.xr),
         [{ type: "Synced", status: "False", reason: "ReconcileError", message: clip(message) }],
-        [...resultEvents(result.results), ...events, { type: "Warning", reason: "ComposeResources", message }],
+        [...resultEvents(result.results), ...r.events, { type: "Warning", reason: "ComposeResources", message }],
       );
       throw new Error(message);
     }
+  }
 
-    // Apply desired composed resources that changed; delete the dropped ones.
-    const refs: Ref[] = [];
-    const unready: string[] = [];
-    const waiting: string[] = [];
+  /**
+   * apply server-side applies each composed resource that changed (one
+   * unchanged since its last apply is skipped), holding back a new one whose
+   * external name a resource being deleted still holds.
+   */
+  private async apply(r: Reconciling, composed: Composed[]): Promise<Applied> {
+    const out: Applied = { refs: [], unready: [], waiting: [] };
     for (const c of composed) {
       const rn = c.name;
-      const seen = observedObjects.get(rn);
+      const seen = r.observedObjects.get(rn);
       const obj = c.object;
       delete obj["status"]; // the API server ignores status on apply; the status subresource is the provider's
       const id = `${String(obj["apiVersion"])}/${String(obj["kind"])}/${keyOf(str(metaOf(obj)["namespace"]), String(metaOf(obj)["name"]))}`;
       let applied: JsonObject;
       try {
-        const k = await this.watchKind(key, String(obj["apiVersion"]), String(obj["kind"]));
-        if (!seen && k) {
-          const holder = await this.externalNameHolder(k, obj);
-          if (holder) {
-            const message =
-              `${rn}: external name ${JSON.stringify(holder.name)} is still held by ${holder.what}, ` +
-              "which is being deleted; waiting until it is gone";
-            waiting.push(message);
-            events.push({ type: "Warning", reason: "ExternalNameInUse", message });
-            unready.push(rn);
-            continue;
-          }
+        const k = await this.watched.watch(r.key, String(obj["apiVersion"]), String(obj["kind"]));
+        const holder = !seen && k ? await this.externalNameHolder(k, obj) : undefined;
+        if (holder) {
+          const message =
+            `${rn}: external name ${JSON.stringify(holder.name)} is still held by ${holder.what}, ` +
+            "which is being deleted; waiting until it is gone";
+          out.waiting.push(message);
+          r.events.push({ type: "Warning", reason: "ExternalNameInUse", message });
+          out.unready.push(rn);
+          continue;
         }
         const body = hash(obj);
         if (seen && this.applied.get(id) === body && holds(seen, obj)) {
           this.d.metrics.skipped.inc({ what: "apply" });
-          tally.skipped++;
+          r.tally.skipped++;
           applied = seen;
         } else {
-          applied = plain(
-            await this.d.objects.patch(
-              kubeObject(obj),
-              undefined,
-              undefined,
-              `xfn/${String(m["uid"])}`,
-              true,
-              PatchStrategy.ServerSideApply,
-            ),
-          );
+          const manager = `xfn/${String(metaOf(r.xr)["uid"])}`;
+          applied = plain(await this.d.objects.patch(kubeObject(obj), undefined, undefined, manager, true, PatchStrategy.ServerSideApply));
           this.applied.set(id, body);
-          (this.appliedBy.get(key) ?? this.appliedBy.set(key, new Set()).get(key)!).add(id);
+          (this.appliedBy.get(r.key) ?? this.appliedBy.set(r.key, new Set()).get(r.key)!).add(id);
           this.d.metrics.writes.inc({ what: "apply" });
-          tally.applied++;
+          r.tally.applied++;
         }
       } catch (err) {
-        problems.push(`cannot apply ${String(obj["kind"])} ${String(metaOf(obj)["name"])} (resource ${rn}): ${apiMessage(err)}`);
-        unready.push(rn);
-        if (seen) refs.push(refOf(seen));
+        r.problems.push(`cannot apply ${String(obj["kind"])} ${String(metaOf(obj)["name"])} (resource ${rn}): ${apiMessage(err)}`);
+        out.unready.push(rn);
+        if (seen) out.refs.push(refOf(seen));
         continue;
       }
-      refs.push(refOf(applied));
+      out.refs.push(refOf(applied));
       // Ready only when the pipeline says so, as in Crossplane: a resource's own
       // Ready condition counts only through a step that reads it (readiness).
-      if (!c.ready) unready.push(rn);
+      if (!c.ready) out.unready.push(rn);
     }
-    for (const [rn, o] of observedObjects) {
-      if (Object.hasOwn(desiredResources, rn)) continue;
+    return out;
+  }
+
+  /** prune deletes the observed resources the pipeline no longer desires; each stays referenced, and observed, until it is gone. */
+  private async prune(r: Reconciling, desired: Record<string, Resource>, applied: Applied): Promise<void> {
+    for (const [rn, o] of r.observedObjects) {
+      if (Object.hasOwn(desired, rn)) continue;
       if (!metaOf(o)["deletionTimestamp"]) {
         try {
-          await this.deleteComposed(o, deleting);
-          tally.deleted++;
-          log.info({ resource: rn }, deleting ? "deleting composed resource" : "deleted dropped composed resource");
+          await this.deleteComposed(o, r.deleting);
+          r.tally.deleted++;
+          r.log.info({ resource: rn }, r.deleting ? "deleting composed resource" : "deleted dropped composed resource");
         } catch (err) {
-          problems.push(`cannot delete ${String(o["kind"])} ${String(metaOf(o)["name"])} (resource ${rn}): ${apiMessage(err)}`);
+          r.problems.push(`cannot delete ${String(o["kind"])} ${String(metaOf(o)["name"])} (resource ${rn}): ${apiMessage(err)}`);
         }
       }
-      // Still there until it is gone: keep the reference so it stays observed.
-      refs.push(refOf(o));
+      applied.refs.push(refOf(o));
     }
+  }
 
-    // Resource references, then status and conditions, in this same reconcile.
-    const sortedRefs = resourceRefsOf(
-      xr,
-      refs.map((r) => ({
-        apiVersion: r.apiVersion,
-        kind: r.kind,
-        metadata: { name: r.name, ...(r.namespace ? { namespace: r.namespace } : {}) },
+  /** finish records the references and writes the status, conditions and Events, in this same reconcile; it says when to come back. */
+  private async finish(r: Reconciling, result: PipelineResult, ordered: boolean, applied: Applied): Promise<{ requeueAfterMs: number }> {
+    const refs = resourceRefsOf(
+      r.xr,
+      applied.refs.map((x) => ({
+        apiVersion: x.apiVersion,
+        kind: x.kind,
+        metadata: { name: x.name, ...(x.namespace ? { namespace: x.namespace } : {}) },
       })),
     );
-    if (JSON.stringify(sortedRefs) !== JSON.stringify(resourceRefs(xr))) {
-      const list = sortedRefs as unknown as JsonValue[];
-      await this.patchXR(t, xr, t.legacy ? { spec: { resourceRefs: list } } : { spec: { crossplane: { resourceRefs: list } } });
+    if (JSON.stringify(refs) !== JSON.stringify(resourceRefs(r.xr))) {
+      const list = refs as unknown as JsonValue[];
+      await this.patchXR(r.t, r.xr, r.t.legacy ? { spec: { resourceRefs: list } } : { spec: { crossplane: { resourceRefs: list } } });
     }
-    const warnings = result.results.filter((r) => r.severity === "Warning").map((r) => `${r.step}: ${r.message}`);
-    const conds: Condition[] = [
-      problems.length > 0
-        ? { type: "Synced", status: "False", reason: "ReconcileError", message: clip(problems.join("; ")) }
-        : { type: "Synced", status: "True", reason: "ReconcileSuccess" },
-    ];
-    const xrReady = result.desired.composite?.ready ?? Ready.UNSPECIFIED;
-    if (!deleting) {
-      if (xrReady === Ready.TRUE || (xrReady === Ready.UNSPECIFIED && unready.length === 0 && waiting.length === 0))
-        conds.push({ type: "Ready", status: "True", reason: "Available" });
-      else {
-        // What keeps it from being ready (the unready list as Crossplane words it),
-        // and what the functions warned of, where `kubectl get` and describe show it.
-        const why = [...(unready.length ? [`Unready resources: ${firstNAndSomeMore(unready)}`] : []), ...waiting, ...warnings];
-        conds.push({ type: "Ready", status: "False", reason: "Creating", ...(why.length ? { message: clip(why.join("; ")) } : {}) });
-      }
-    }
-    if (deleting && !ordered)
-      conds.push({ type: "Ready", status: "False", reason: "Deleting", message: clip(deletingMessage(observedObjects)) });
-    for (const fc of result.conditions) {
-      // Functions may not override system conditions, except Ready while the XR is deleted (the deletion step's report).
-      if (SYSTEM_CONDITIONS.has(String(fc["type"])) && !(fc["type"] === "Ready" && ordered)) continue;
-      conds.push(functionCondition(fc));
-    }
-    const desiredStatus = isObject(result.desired.composite?.resource?.["status"])
-      ? (result.desired.composite!.resource!["status"] as JsonObject)
-      : {};
-    for (const p of problems) events.push({ type: "Warning", reason: "ComposeResources", message: p });
-    const written = await this.report(t, key, xr, desiredStatus, conds, [...resultEvents(result.results), ...events]);
-    tally.status = written.status;
-    tally.events = written.events;
-    log.debug({ ms: Math.round(performance.now() - started), ...tally, problems: problems.length, deleting }, "reconciled");
-    if (problems.length > 0) throw new Error(problems.join("; "));
+    const { waiting } = applied;
+    const conds = readyAndSynced(r, result, ordered, applied);
+    const status = result.desired.composite?.resource?.["status"];
+    for (const p of r.problems) r.events.push({ type: "Warning", reason: "ComposeResources", message: p });
+    const written = await this.report(r, isObject(status) ? status : {}, conds, [...resultEvents(result.results), ...r.events]);
+    r.tally.status = written.status;
+    r.tally.events = written.events;
+    r.log.debug(
+      { ms: Math.round(performance.now() - r.started), ...r.tally, problems: r.problems.length, deleting: r.deleting },
+      "reconciled",
+    );
+    if (r.problems.length > 0) throw new Error(r.problems.join("; "));
     if (waiting.length > 0) return { requeueAfterMs: WAIT_MS };
-    const ttl = deleting ? Math.min(result.ttlSeconds ?? 2, 2) : (result.ttlSeconds ?? 60);
+    const ttl = r.deleting ? Math.min(result.ttlSeconds ?? 2, 2) : (result.ttlSeconds ?? 60);
     return { requeueAfterMs: ttl * 1000 };
   }
 
@@ -539,15 +480,9 @@ export class Composer {
    * one wave at a time; everything at once when none was recorded, as
    * Crossplane's garbage collection would.
    */
-  private async deleteWithoutPipeline(
-    t: XRType,
-    key: string,
-    xr: JsonObject,
-    observed: Map<string, JsonObject>,
-    why: string,
-    results: StepResult[],
-    log: Logger,
-  ): Promise<{ requeueAfterMs: number }> {
+  private async deleteWithoutPipeline(r: Reconciling, why: string, results: StepResult[]): Promise<{ requeueAfterMs: number }> {
+    const { xr, log } = r;
+    const observed = r.observedObjects;
     const present = [...observed.keys()].sort();
     const recorded = recordedOrder(xr);
     const known = new Set(recorded.flat());
@@ -567,9 +502,7 @@ export class Composer {
       `deleting without the pipeline (${why}), ${how}: ${deletingMessage(new Map(now.map((n) => [n, observed.get(n)!])))}` +
       (later.length ? `; deleting later: ${later.join(", ")}` : "");
     await this.report(
-      t,
-      key,
-      xr,
+      r,
       keptStatus(xr),
       [
         { type: "Synced", status: "False", reason: "ReconcileError", message: clip(why) },
@@ -612,13 +545,12 @@ export class Composer {
    * that changes anything, and the Events that are new. It returns what it wrote.
    */
   private async report(
-    t: XRType,
-    key: string,
-    xr: JsonObject,
+    r: Reconciling,
     desired: JsonObject,
     conds: Condition[],
     events: HostEvent[],
   ): Promise<{ status: boolean; events: number }> {
+    const { t, key, xr } = r;
     const m = metaOf(xr);
     const status = { ...desired, conditions: mergeConditions(xr, conds) };
     const body = {
@@ -709,6 +641,67 @@ export class Composer {
       };
     };
   }
+}
+
+/**
+ * readyAndSynced are the conditions a reconcile that ran the pipeline writes:
+ * Synced (what went wrong, if anything), Ready (from the pipeline's readiness,
+ * or Deleting), and the functions' own.
+ */
+function readyAndSynced(r: Reconciling, result: PipelineResult, ordered: boolean, applied: Applied): Condition[] {
+  const { unready, waiting } = applied;
+  const warnings = result.results.filter((x) => x.severity === "Warning").map((x) => `${x.step}: ${x.message}`);
+  const conds: Condition[] = [
+    r.problems.length > 0
+      ? { type: "Synced", status: "False", reason: "ReconcileError", message: clip(r.problems.join("; ")) }
+      : { type: "Synced", status: "True", reason: "ReconcileSuccess" },
+  ];
+  const xrReady = result.desired.composite?.ready ?? Ready.UNSPECIFIED;
+  if (!r.deleting) {
+    if (xrReady === Ready.TRUE || (xrReady === Ready.UNSPECIFIED && unready.length === 0 && waiting.length === 0))
+      conds.push({ type: "Ready", status: "True", reason: "Available" });
+    else {
+      // What keeps it from being ready (the unready list as Crossplane words it),
+      // and what the functions warned of, where `kubectl get` and describe show it.
+      const why = [...(unready.length ? [`Unready resources: ${firstNAndSomeMore(unready)}`] : []), ...waiting, ...warnings];
+      conds.push({ type: "Ready", status: "False", reason: "Creating", ...(why.length ? { message: clip(why.join("; ")) } : {}) });
+    }
+  }
+  if (r.deleting && !ordered)
+    conds.push({ type: "Ready", status: "False", reason: "Deleting", message: clip(deletingMessage(r.observedObjects)) });
+  for (const fc of result.conditions) {
+    // Functions may not override system conditions, except Ready while the XR is deleted (the deletion step's report).
+    if (SYSTEM_CONDITIONS.has(String(fc["type"])) && !(fc["type"] === "Ready" && ordered)) continue;
+    conds.push(functionCondition(fc));
+  }
+  return conds;
+}
+
+/**
+ * afterFatal are the custom conditions after a Fatal result, as Crossplane
+ * sets them: those the Fatal step set, and the XR's others turned Unknown,
+ * since nothing could say what they are now.
+ */
+function afterFatal(err: FatalResultError, xr: JsonObject): Condition[] {
+  const seen = new Set<string>();
+  const custom: Condition[] = [];
+  for (const fc of err.conditions) {
+    const type = String(fc["type"]);
+    if (SYSTEM_CONDITIONS.has(type)) continue;
+    seen.add(type);
+    custom.push(functionCondition(fc));
+  }
+  for (const c of conditionsOf(xr)) {
+    const type = String(c["type"]);
+    if (SYSTEM_CONDITIONS.has(type) || seen.has(type)) continue;
+    custom.push({
+      type,
+      status: "Unknown",
+      reason: "FatalError",
+      message: "A fatal error occurred before the status of this condition could be determined.",
+    });
+  }
+  return custom;
 }
 
 /** resultEvents turns the functions' results into Events, as Crossplane reports them. */
