@@ -284,9 +284,9 @@ export function soleCall(): Record<string, unknown> | undefined {
 /**
  * Context is the RunContext a function sees. Its signal and logger are made
  * when first read, by getters on the prototype: an object literal with getters
- * made V8 give every context its own hidden class, which tripled the cost of
- * young-generation garbage collection (measured: 150 against 50 ms per 6000
- * calls, pauses up to 18 ms against 4).
+ * made V8 give every context its own hidden class, which made young-generation
+ * garbage collection far dearer (measured: bench/README.md, "Why the code is
+ * as it is").
  */
 class Context implements RunContext {
   readonly #end: Ending;

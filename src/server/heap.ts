@@ -3,13 +3,10 @@
 // A function server is idle between reconciles, and then V8's memory reducer
 // shrinks the heap: the old generation's limit ends up a few MB above what is
 // live, and V8 keeps growing it slowly from there for as long as the heap stays
-// small. Each call of a large request (N = 1000 composed resources, 3.5 MiB)
-// promotes a little of what it had in flight, so every second or third call
-// then ends in a full mark-compact: 40 of them per 120 calls on the server's
-// main thread in one trace, where the same server warmed up without the idle
-// pause did one. That cost the pool 29-33 ms of CPU per call instead of
-// 22-25. Fixing the growing factor at 3 keeps room above the live heap after
-// the reducer has run.
+// small. Each call of a large request promotes a little of what it had in
+// flight, so every second or third call then ends in a full mark-compact
+// (measured: bench/README.md, "Why the code is as it is"). Fixing the growing
+// factor at 3 keeps room above the live heap after the reducer has run.
 import { setFlagsFromString } from "node:v8";
 
 /** HEAP_GROWING_PERCENT is the V8 flag's value: the old generation may grow to 3x what survived the last full collection. */

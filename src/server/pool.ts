@@ -55,10 +55,9 @@ const LANES_FROM = 3;
 /**
  * A worker below normal priority is slow to pick calls up when the CPU it
  * would run on is taken by threads of normal priority: the main thread, the
- * kept worker, and anything else on the machine. On two busy cores (16 small
- * calls at once), such a worker holding no call took 1.0-1.2 ms at the median
- * and 16-17 ms at p99 to pick one up; the kept worker 0.15 and 4-6. So a small
- * call goes to one only while its recent pick-ups took at most SLOW_PICKUP_MS.
+ * kept worker, and anything else on the machine (measured on two busy cores:
+ * bench/README.md, "Why the code is as it is"). So a small call goes to one
+ * only while its recent pick-ups took at most SLOW_PICKUP_MS.
  * Only calls sent to a worker holding no other call are measured: a call
  * queued behind another waits for that call, which says nothing of the CPU.
  * A measure older than PICKUP_FRESH_MS no longer counts, so the worker is

@@ -55,8 +55,8 @@ export function setDeepFrom(n: number): number {
  * LAZY_MIN is the encoded size at which a struct or list value is decoded on
  * first read. A lazy value costs a getter, its entry and a property definition,
  * about what decoding 200 bytes costs: below that, decoding at once wins if the
- * value is ever read (the bench function at N=1000: 7 % less CPU at 256 than
- * at 128), and a function passing 7 MiB through unread costs the same either way.
+ * value is ever read, and a function passing large values through unread costs
+ * the same either way (measured: bench/README.md, "Why the code is as it is").
  */
 export const LAZY_MIN = 256;
 let lazyMin = LAZY_MIN;
