@@ -240,6 +240,254 @@ function checkHost(req: IncomingMessage, port: number): void {
 const TOO_LARGE_WAIT_MS = 3_000;
 
 /** startDevCluster starts an embedded API server on 127.0.0.1. */
+/** Served is what every request's handler works with: the store, and how to answer durably. */
+interface Served {
+  store: Store;
+  /** reply answers once what the answer shows is durable. */
+  reply: (res: ServerResponse, code: number, body: unknown) => Promise<void>;
+  /** durable resolves once every change so far is on disk. */
+  durable: () => Promise<void>;
+  /** fresh waits for the store to reach a client's resourceVersion (504 past the wait). */
+  fresh: (rv: string | null) => Promise<void>;
+  bookmarkMs: number;
+  bufferBytes: number;
+  watchMinMs: number;
+  /** Open watch streams, ended on stop. */
+  streams: Set<ServerResponse>;
+}
+
+/** Call is one request for a resource (or a collection, or a status subresource). */
+interface Call {
+  req: IncomingMessage;
+  res: ServerResponse;
+  q: URLSearchParams;
+  r: Route;
+  typeKey: string;
+  isStatus: boolean;
+  /** The Table version a GET asks for (kubectl get), if any. */
+  tv: ReturnType<typeof tableVersion>;
+}
+
+/** FIXED are the paths that are not resources: health, version, the API lists, OpenAPI. */
+const FIXED: Record<string, (s: Served, req: IncomingMessage, res: ServerResponse) => Promise<void>> = {
+  "/healthz": async (_s, _req, res) => void res.end("ok"),
+  "/readyz": async (_s, _req, res) => void res.end("ok"),
+  "/livez": async (_s, _req, res) => void res.end("ok"),
+  "/version": (s, _req, res) => s.reply(res, 200, { major: "1", minor: "31", gitVersion: "v1.31.0-xfn-dev", platform: "linux/amd64" }),
+  "/api": (s, req, res) =>
+    s.reply(res, 200, {
+      kind: "APIVersions",
+      versions: ["v1"],
+      serverAddressByClientCIDRs: [{ clientCIDR: "0.0.0.0/0", serverAddress: req.headers.host ?? "" }],
+    }),
+  "/apis": (s, _req, res) => s.reply(res, 200, groups(s.store)),
+  // No schemas are published: kubectl then skips client-side validation of
+  // kinds it cannot find, and the server validates no schemas either.
+  "/openapi/v3": (s, _req, res) => s.reply(res, 200, { paths: {} }),
+  "/openapi/v2": async (s, req, res) => {
+    // kubectl asks for protobuf: an empty body is a valid, empty document.
+    if ((req.headers.accept ?? "").includes("protobuf")) {
+      res.writeHead(200, { "Content-Type": "application/com.github.proto-openapi.spec.v2.v1.0+protobuf", "Content-Length": 0 });
+      return void res.end();
+    }
+    return s.reply(res, 200, { swagger: "2.0", info: { title: "xfn dev-cluster", version: "v1.31.0" }, paths: {}, definitions: {} });
+  },
+};
+
+type Verb = "list" | "watch" | "get" | "create" | "update" | "apply" | "patch" | "delete";
+
+/** verbOf is what a request asks for, as kube-apiserver names it. */
+function verbOf(method: string, c: Call): Verb {
+  const collection = c.r.name === undefined;
+  if (method === "GET") return !collection ? "get" : c.q.get("watch") === "true" || c.q.get("watch") === "1" ? "watch" : "list";
+  if (method === "POST" && collection) return "create";
+  if (collection) throw new ApiError(405, "MethodNotAllowed", `${method} is not allowed on a collection`);
+  if (method === "PUT") return "update";
+  if (method === "PATCH")
+    return ["application/apply-patch+yaml", "application/apply-patch+json"].includes(contentType(c.req)) ? "apply" : "patch";
+  if (method === "DELETE") return "delete";
+  throw new ApiError(405, "MethodNotAllowed", `${method} is not supported`);
+}
+
+/** selectors reads a list's or watch's label and field selectors, refusing malformed ones. */
+function selectors(c: Call) {
+  let labels;
+  try {
+    labels = parseSelector(c.q.get("labelSelector") ?? "");
+  } catch (err) {
+    throw new ApiError(400, "BadRequest", `invalid labelSelector: ${(err as Error).message}`);
+  }
+  let fields;
+  try {
+    fields = parseFieldSelector(c.q.get("fieldSelector") ?? "", c.r.type.kind, c.r.type.group);
+  } catch (err) {
+    throw new ApiError(400, "BadRequest", `invalid fieldSelector: ${(err as Error).message}`);
+  }
+  return { labels, fields };
+}
+
+const VERBS: Record<Verb, (s: Served, c: Call) => Promise<void>> = {
+  async list(s, c) {
+    const { labels, fields } = selectors(c);
+    await s.fresh(c.q.get("resourceVersion"));
+    const { r, q, res } = c;
+    const items = s.store.list(c.typeKey, r.namespace, labels, fields).map((o) => asVersion(o, r));
+    if (c.tv) return s.reply(res, 200, table(r.type, r.version, c.tv, items, String(s.store.rv), q.get("includeObject"), new Date()));
+    return s.reply(res, 200, {
+      apiVersion: apiVersionOf(r),
+      kind: r.type.listKind,
+      metadata: { resourceVersion: String(s.store.rv) },
+      items,
+    });
+  },
+  watch,
+  async get(s, c) {
+    const { r, q, res, tv } = c;
+    const o = asVersion(s.store.get(c.typeKey, r.namespace, r.name!), r);
+    if (tv)
+      return s.reply(
+        res,
+        200,
+        table(r.type, r.version, tv, [o], String(ensureMeta(o)["resourceVersion"]), q.get("includeObject"), new Date()),
+      );
+    return s.reply(res, 200, o);
+  },
+  async create(s, c) {
+    const body = defaulted(c.r, checkKind(c.r, parseBody(await readBody(c.req), contentType(c.req) === "application/yaml")));
+    return s.reply(c.res, 201, asVersion(s.store.create(c.typeKey, c.r.namespace, body), c.r));
+  },
+  async update(s, c) {
+    const body = defaulted(c.r, checkKind(c.r, parseBody(await readBody(c.req), contentType(c.req) === "application/yaml")));
+    return s.reply(c.res, 200, asVersion(s.store.update(c.typeKey, c.r.namespace, c.r.name!, body, { status: c.isStatus }), c.r));
+  },
+  apply: serverSideApply,
+  async patch(s, c) {
+    const { r } = c;
+    const ct = contentType(c.req);
+    const text = await readBody(c.req);
+    // The object as the request's version reads it: a patch made through another
+    // served version than the one it was written in names that version.
+    const current = asVersion(s.store.get(c.typeKey, r.namespace, r.name!), r);
+    const patch = parseBody(text, false);
+    let next: JsonObject;
+    if (ct === "application/merge-patch+json" || ct === "application/strategic-merge-patch+json")
+      next = mergePatch(current, patch) as JsonObject;
+    else if (ct === "application/json-patch+json") next = jsonPatch(current, patch);
+    else throw new ApiError(415, "UnsupportedMediaType", `the patch content type ${JSON.stringify(ct)} is not supported`);
+    // A patch that names no resourceVersion never conflicts.
+    const named = isObject(patch) && isObject(patch["metadata"]) && patch["metadata"]["resourceVersion"] !== undefined;
+    if (!named) ensureMeta(next)["resourceVersion"] = ensureMeta(current)["resourceVersion"]!;
+    const updated = s.store.update(c.typeKey, r.namespace, r.name!, defaulted(r, checkKind(r, next)), { status: c.isStatus });
+    return s.reply(c.res, 200, asVersion(updated, r));
+  },
+  async delete(s, c) {
+    const text = await readBody(c.req);
+    const opts = text.trim() ? parseBody(text, false) : {};
+    const policy = (c.q.get("propagationPolicy") ?? (isObject(opts) ? opts["propagationPolicy"] : undefined) ?? "Background") as string;
+    if (!["Foreground", "Background", "Orphan"].includes(policy))
+      throw new ApiError(400, "BadRequest", `propagationPolicy ${JSON.stringify(policy)} is not one of Foreground, Background, Orphan`);
+    const pre = isObject(opts) && isObject(opts["preconditions"]) ? opts["preconditions"]["uid"] : undefined;
+    const last = s.store.delete(c.typeKey, c.r.namespace, c.r.name!, policy as "Foreground", typeof pre === "string" ? pre : undefined);
+    return s.reply(c.res, 200, asVersion(last, c.r));
+  },
+};
+
+/** serverSideApply merges an applied configuration into the object (creating it), by field managers. */
+async function serverSideApply(s: Served, c: Call): Promise<void> {
+  const { r, q } = c;
+  const text = await readBody(c.req);
+  const manager = q.get("fieldManager");
+  if (!manager) throw new ApiError(400, "BadRequest", "fieldManager is required for apply patch");
+  const applied = checkKind(r, parseBody(text, true));
+  const am = isObject(applied["metadata"]) ? applied["metadata"] : {};
+  if (am["name"] !== undefined && am["name"] !== r.name)
+    throw new ApiError(400, "BadRequest", `the name of the object (${String(am["name"])}) does not match the name on the URL (${r.name})`);
+  let current: JsonObject | undefined;
+  try {
+    current = s.store.get(c.typeKey, r.namespace, r.name!);
+  } catch (err) {
+    if (!(err instanceof ApiError && err.code === 404) || c.isStatus) throw err;
+  }
+  const scope = c.isStatus
+    ? (p: string[]) => p[0] === "status"
+    : r.type.statusSubresource
+      ? (p: string[]) => p[0] !== "status"
+      : () => true;
+  // Defaults go into the stored object, not the applier's intent, so the applier does not own them.
+  const merged = defaulted(r, apply(current, applied, manager, q.get("force") === "true", scope, kubeTimestamp(new Date())));
+  if (!current) {
+    ensureMeta(merged)["name"] = r.name!;
+    return s.reply(c.res, 201, asVersion(s.store.create(c.typeKey, r.namespace, merged), r));
+  }
+  return s.reply(c.res, 200, asVersion(s.store.update(c.typeKey, r.namespace, r.name!, merged, { status: c.isStatus, applied: true }), r));
+}
+
+/**
+ * watch streams a collection's events from a resourceVersion, with bookmarks
+ * when asked, until its timeout (timeoutSeconds, else 1 to 2 times the
+ * minimum, as kube-apiserver's --min-request-timeout has it), the client
+ * leaving, or the client not keeping up.
+ */
+async function watch(s: Served, c: Call): Promise<void> {
+  const { r, q, req, res, tv } = c;
+  const { labels, fields } = selectors(c);
+  await s.fresh(q.get("resourceVersion"));
+  res.writeHead(200, { "Content-Type": "application/json", "Transfer-Encoding": "chunked" });
+  // Send the headers now: clients wait for them before reading events.
+  res.flushHeaders();
+  s.streams.add(res);
+  let unsubscribe = () => {};
+  let bookmark: NodeJS.Timeout | undefined;
+  let live = false;
+  const secs = Number(q.get("timeoutSeconds") ?? "0");
+  const timeout = setTimeout(() => end(), secs > 0 ? secs * 1000 : s.watchMinMs * (1 + Math.random()));
+  const end = () => {
+    unsubscribe();
+    clearInterval(bookmark);
+    clearTimeout(timeout);
+    s.streams.delete(res);
+    if (!res.writableEnded) res.end();
+  };
+  const w: Watcher = {
+    typeKey: c.typeKey,
+    ...(r.namespace !== undefined ? { namespace: r.namespace } : {}),
+    labels,
+    fields,
+    send: (type, object) => {
+      if (res.writableEnded) return;
+      if (live && res.writableLength > s.bufferBytes) {
+        // Not kept up with: ended (the client sees the watch end after what it has not read yet, and
+        // watches again from the last resourceVersion it saw, as from kube-apiserver).
+        end();
+        return;
+      }
+      const out =
+        type === "ERROR" || type === "BOOKMARK"
+          ? object
+          : tv
+            ? table(
+                r.type,
+                r.version,
+                tv,
+                [asVersion(object, r)],
+                String(ensureMeta(object)["resourceVersion"]),
+                q.get("includeObject"),
+                new Date(),
+              )
+            : asVersion(object, r);
+      res.write(`${JSON.stringify({ type, object: out })}\n`);
+    },
+    close: end,
+  };
+  req.on("close", end);
+  await s.durable();
+  if (res.writableEnded) return; // ended (closed, timed out) while waiting: nothing to subscribe
+  unsubscribe = s.store.watch(w, q.get("resourceVersion") ?? undefined);
+  live = true;
+  if (q.get("allowWatchBookmarks") === "true")
+    bookmark = setInterval(() => s.store.bookmark(w, apiVersionOf(r), r.type.kind), s.bookmarkMs);
+}
+
 export async function startDevCluster(opts: DevClusterOptions = {}): Promise<DevCluster> {
   const store = new Store({ ...(opts.historySize ? { historySize: opts.historySize } : {}) });
   const journal = opts.dataFile ? Journal.open(opts.dataFile, store, opts.compactAfter) : undefined;
@@ -265,36 +513,24 @@ export async function startDevCluster(opts: DevClusterOptions = {}): Promise<Dev
       details: { causes: [{ reason: "ResourceVersionTooLarge", message: "Too large resource version" }], retryAfterSeconds: 1 },
     });
   };
-  const bookmarkMs = opts.bookmarkIntervalMs ?? 10_000;
-  const bufferBytes = opts.watchBufferBytes ?? 16 * 1024 * 1024;
-  const watchMinMs = opts.watchMinTimeoutMs ?? 1_800_000;
-  const streams = new Set<ServerResponse>();
+  const served: Served = {
+    store,
+    reply,
+    durable,
+    fresh,
+    bookmarkMs: opts.bookmarkIntervalMs ?? 10_000,
+    bufferBytes: opts.watchBufferBytes ?? 16 * 1024 * 1024,
+    watchMinMs: opts.watchMinTimeoutMs ?? 1_800_000,
+    streams: new Set<ServerResponse>(),
+  };
+  const streams = served.streams;
 
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
     checkHost(req, port);
     const url = new URL(req.url ?? "/", "http://localhost");
-    const q = url.searchParams;
     const path = url.pathname;
-    if (["/healthz", "/readyz", "/livez"].includes(path)) return void res.end("ok");
-    if (path === "/version") return reply(res, 200, { major: "1", minor: "31", gitVersion: "v1.31.0-xfn-dev", platform: "linux/amd64" });
-    if (path === "/api")
-      return reply(res, 200, {
-        kind: "APIVersions",
-        versions: ["v1"],
-        serverAddressByClientCIDRs: [{ clientCIDR: "0.0.0.0/0", serverAddress: req.headers.host ?? "" }],
-      });
-    if (path === "/apis") return reply(res, 200, groups(store));
-    // No schemas are published: kubectl then skips client-side validation of
-    // kinds it cannot find, and the server validates no schemas either.
-    if (path === "/openapi/v3") return reply(res, 200, { paths: {} });
-    if (path === "/openapi/v2") {
-      // kubectl asks for protobuf: an empty body is a valid, empty document.
-      if ((req.headers.accept ?? "").includes("protobuf")) {
-        res.writeHead(200, { "Content-Type": "application/com.github.proto-openapi.spec.v2.v1.0+protobuf", "Content-Length": 0 });
-        return void res.end();
-      }
-      return reply(res, 200, { swagger: "2.0", info: { title: "xfn dev-cluster", version: "v1.31.0" }, paths: {}, definitions: {} });
-    }
+    const fixed = Object.hasOwn(FIXED, path) ? FIXED[path] : undefined;
+    if (fixed) return fixed(served, req, res);
     const r = route(store, path);
     if (r === undefined) throw new ApiError(404, "NotFound", `the server could not find the requested resource (${path})`);
     if (r === "discovery") {
@@ -303,181 +539,22 @@ export async function startDevCluster(opts: DevClusterOptions = {}): Promise<Dev
       if (!d) throw new ApiError(404, "NotFound", `the server could not find the requested resource (${path})`);
       return reply(res, 200, d);
     }
-    const typeKey = typeKeyOf(r.type.group, r.type.plural);
     const method = req.method ?? "GET";
     if (r.subresource !== undefined && r.subresource !== "status")
       throw new ApiError(404, "NotFound", `subresource ${r.subresource} is not served`);
     const isStatus = r.subresource === "status";
-    const tv = method === "GET" ? tableVersion(req) : undefined;
     if (isStatus && !r.type.statusSubresource) throw new ApiError(404, "NotFound", `${r.type.plural} has no status subresource`);
-
     if (["POST", "PUT", "PATCH", "DELETE"].includes(method)) checkContentType(req, method);
-
-    if (method === "GET" && r.name === undefined) {
-      let labels;
-      try {
-        labels = parseSelector(q.get("labelSelector") ?? "");
-      } catch (err) {
-        throw new ApiError(400, "BadRequest", `invalid labelSelector: ${(err as Error).message}`);
-      }
-      let fields;
-      try {
-        fields = parseFieldSelector(q.get("fieldSelector") ?? "", r.type.kind, r.type.group);
-      } catch (err) {
-        throw new ApiError(400, "BadRequest", `invalid fieldSelector: ${(err as Error).message}`);
-      }
-      await fresh(q.get("resourceVersion"));
-      if (q.get("watch") === "true" || q.get("watch") === "1") {
-        res.writeHead(200, { "Content-Type": "application/json", "Transfer-Encoding": "chunked" });
-        // Send the headers now: clients wait for them before reading events.
-        res.flushHeaders();
-        streams.add(res);
-        let unsubscribe = () => {};
-        let bookmark: NodeJS.Timeout | undefined;
-        let live = false;
-        // A watch ends at its timeoutSeconds; without one after 1 to 2 times
-        // the minimum, as kube-apiserver's --min-request-timeout has it.
-        const secs = Number(q.get("timeoutSeconds") ?? "0");
-        const timeout = setTimeout(() => end(), secs > 0 ? secs * 1000 : watchMinMs * (1 + Math.random()));
-        const end = () => {
-          unsubscribe();
-          clearInterval(bookmark);
-          clearTimeout(timeout);
-          streams.delete(res);
-          if (!res.writableEnded) res.end();
-        };
-        const w: Watcher = {
-          typeKey,
-          ...(r.namespace !== undefined ? { namespace: r.namespace } : {}),
-          labels,
-          fields,
-          send: (type, object) => {
-            if (res.writableEnded) return;
-            if (live && res.writableLength > bufferBytes) {
-              // Not kept up with: ended (the client sees the watch end after what it has not read yet, and
-              // watches again from the last resourceVersion it saw, as from kube-apiserver).
-              end();
-              return;
-            }
-            const out =
-              type === "ERROR" || type === "BOOKMARK"
-                ? object
-                : tv
-                  ? table(
-                      r.type,
-                      r.version,
-                      tv,
-                      [asVersion(object, r)],
-                      String(ensureMeta(object)["resourceVersion"]),
-                      q.get("includeObject"),
-                      new Date(),
-                    )
-                  : asVersion(object, r);
-            res.write(`${JSON.stringify({ type, object: out })}\n`);
-          },
-          close: end,
-        };
-        req.on("close", end);
-        await durable();
-        if (res.writableEnded) return; // ended (closed, timed out) while waiting: nothing to subscribe
-        unsubscribe = store.watch(w, q.get("resourceVersion") ?? undefined);
-        live = true;
-        if (q.get("allowWatchBookmarks") === "true")
-          bookmark = setInterval(() => store.bookmark(w, apiVersionOf(r), r.type.kind), bookmarkMs);
-        return;
-      }
-      const items = store.list(typeKey, r.namespace, labels, fields).map((o) => asVersion(o, r));
-      if (tv) return reply(res, 200, table(r.type, r.version, tv, items, String(store.rv), q.get("includeObject"), new Date()));
-      return reply(res, 200, {
-        apiVersion: apiVersionOf(r),
-        kind: r.type.listKind,
-        metadata: { resourceVersion: String(store.rv) },
-        items,
-      });
-    }
-    if (method === "GET") {
-      const o = asVersion(store.get(typeKey, r.namespace, r.name!), r);
-      if (tv)
-        return reply(
-          res,
-          200,
-          table(r.type, r.version, tv, [o], String(ensureMeta(o)["resourceVersion"]), q.get("includeObject"), new Date()),
-        );
-      return reply(res, 200, o);
-    }
-
-    if (method === "POST" && r.name === undefined) {
-      const body = defaulted(r, checkKind(r, parseBody(await readBody(req), contentType(req) === "application/yaml")));
-      return reply(res, 201, asVersion(store.create(typeKey, r.namespace, body), r));
-    }
-    if (r.name === undefined) throw new ApiError(405, "MethodNotAllowed", `${method} is not allowed on a collection`);
-
-    if (method === "PUT") {
-      const body = defaulted(r, checkKind(r, parseBody(await readBody(req), contentType(req) === "application/yaml")));
-      return reply(res, 200, asVersion(store.update(typeKey, r.namespace, r.name, body, { status: isStatus }), r));
-    }
-    if (method === "PATCH") {
-      const ct = contentType(req);
-      const text = await readBody(req);
-      if (ct === "application/apply-patch+yaml" || ct === "application/apply-patch+json") {
-        const manager = q.get("fieldManager");
-        if (!manager) throw new ApiError(400, "BadRequest", "fieldManager is required for apply patch");
-        const applied = checkKind(r, parseBody(text, true));
-        const am = isObject(applied["metadata"]) ? applied["metadata"] : {};
-        if (am["name"] !== undefined && am["name"] !== r.name)
-          throw new ApiError(
-            400,
-            "BadRequest",
-            `the name of the object (${String(am["name"])}) does not match the name on the URL (${r.name})`,
-          );
-        let current: JsonObject | undefined;
-        try {
-          current = store.get(typeKey, r.namespace, r.name);
-        } catch (err) {
-          if (!(err instanceof ApiError && err.code === 404) || isStatus) throw err;
-        }
-        const scope = isStatus
-          ? (p: string[]) => p[0] === "status"
-          : r.type.statusSubresource
-            ? (p: string[]) => p[0] !== "status"
-            : () => true;
-        // Defaults go into the stored object, not the applier's intent, so the applier does not own them.
-        const merged = defaulted(r, apply(current, applied, manager, q.get("force") === "true", scope, kubeTimestamp(new Date())));
-        if (!current) {
-          ensureMeta(merged)["name"] = r.name;
-          return reply(res, 201, asVersion(store.create(typeKey, r.namespace, merged), r));
-        }
-        return reply(res, 200, asVersion(store.update(typeKey, r.namespace, r.name, merged, { status: isStatus, applied: true }), r));
-      }
-      // The object as the request's version reads it: a patch made through another
-      // served version than the one it was written in names that version.
-      const current = asVersion(store.get(typeKey, r.namespace, r.name), r);
-      const patch = parseBody(text, false);
-      let next: JsonObject;
-      if (ct === "application/merge-patch+json" || ct === "application/strategic-merge-patch+json")
-        next = mergePatch(current, patch) as JsonObject;
-      else if (ct === "application/json-patch+json") next = jsonPatch(current, patch);
-      else throw new ApiError(415, "UnsupportedMediaType", `the patch content type ${JSON.stringify(ct)} is not supported`);
-      // A patch that names no resourceVersion never conflicts.
-      const named = isObject(patch) && isObject(patch["metadata"]) && patch["metadata"]["resourceVersion"] !== undefined;
-      if (!named) ensureMeta(next)["resourceVersion"] = ensureMeta(current)["resourceVersion"]!;
-      return reply(
-        res,
-        200,
-        asVersion(store.update(typeKey, r.namespace, r.name, defaulted(r, checkKind(r, next)), { status: isStatus }), r),
-      );
-    }
-    if (method === "DELETE") {
-      const text = await readBody(req);
-      const opts = text.trim() ? parseBody(text, false) : {};
-      const policy = (q.get("propagationPolicy") ?? (isObject(opts) ? opts["propagationPolicy"] : undefined) ?? "Background") as string;
-      if (!["Foreground", "Background", "Orphan"].includes(policy))
-        throw new ApiError(400, "BadRequest", `propagationPolicy ${JSON.stringify(policy)} is not one of Foreground, Background, Orphan`);
-      const pre = isObject(opts) && isObject(opts["preconditions"]) ? opts["preconditions"]["uid"] : undefined;
-      const last = store.delete(typeKey, r.namespace, r.name, policy as "Foreground", typeof pre === "string" ? pre : undefined);
-      return reply(res, 200, asVersion(last, r));
-    }
-    throw new ApiError(405, "MethodNotAllowed", `${method} is not supported`);
+    const call: Call = {
+      req,
+      res,
+      q: url.searchParams,
+      r,
+      typeKey: typeKeyOf(r.type.group, r.type.plural),
+      isStatus,
+      tv: method === "GET" ? tableVersion(req) : undefined,
+    };
+    return VERBS[verbOf(method, call)](served, call);
   };
 
   const server: Server = createServer((req, res) => {
