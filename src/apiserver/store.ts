@@ -1,6 +1,7 @@
-// The embedded API server's state: resource types (built-in and from CRDs),
-// objects, one resourceVersion counter, a bounded event history for watches,
-// finalizers, and garbage collection by owner references.
+// The embedded API server's state: resource types (built-in, builtin.ts, and
+// from CRDs), objects, one resourceVersion counter, finalizers, and garbage
+// collection by owner references. Watches and the event history they resume
+// from are in fanout.ts.
 //
 // It behaves like a real API server for what the xfn host uses. Known
 // differences (also in README): no admission, no OpenAPI validation or
@@ -12,6 +13,8 @@ import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { kubeTimestamp } from "../sdk/object.js";
 import { fieldsMatch, matches, type FieldRequirement, type Requirement } from "./selector.js";
 import { isObject } from "../json.js";
+import { BUILTIN } from "./builtin.js";
+import { Fanout } from "./fanout.js";
 
 /** ResourceType is one kind the server serves. */
 export interface ResourceType {
@@ -74,75 +77,6 @@ const labelsOf = (o: JsonObject): Record<string, string> => {
 export const typeKeyOf = (group: string, plural: string) => `${group}/${plural}`;
 const objectKey = (namespace: string | undefined, name: string) => `${namespace ?? ""}/${name}`;
 
-const BUILTIN: ResourceType[] = [
-  {
-    group: "",
-    versions: ["v1"],
-    kind: "Namespace",
-    listKind: "NamespaceList",
-    plural: "namespaces",
-    singular: "namespace",
-    namespaced: false,
-    statusSubresource: true,
-    shortNames: ["ns"],
-  },
-  {
-    group: "",
-    versions: ["v1"],
-    kind: "ConfigMap",
-    listKind: "ConfigMapList",
-    plural: "configmaps",
-    singular: "configmap",
-    namespaced: true,
-    statusSubresource: false,
-    shortNames: ["cm"],
-  },
-  {
-    group: "",
-    versions: ["v1"],
-    kind: "Secret",
-    listKind: "SecretList",
-    plural: "secrets",
-    singular: "secret",
-    namespaced: true,
-    statusSubresource: false,
-    shortNames: [],
-  },
-  {
-    group: "",
-    versions: ["v1"],
-    kind: "Event",
-    listKind: "EventList",
-    plural: "events",
-    singular: "event",
-    namespaced: true,
-    statusSubresource: false,
-    shortNames: ["ev"],
-  },
-  {
-    group: "coordination.k8s.io",
-    versions: ["v1"],
-    kind: "Lease",
-    listKind: "LeaseList",
-    plural: "leases",
-    singular: "lease",
-    namespaced: true,
-    statusSubresource: false,
-    shortNames: [],
-  },
-  {
-    group: "apiextensions.k8s.io",
-    versions: ["v1"],
-    kind: "CustomResourceDefinition",
-    listKind: "CustomResourceDefinitionList",
-    plural: "customresourcedefinitions",
-    singular: "customresourcedefinition",
-    namespaced: false,
-    statusSubresource: true,
-    shortNames: ["crd", "crds"],
-  },
-];
-
 export const CRD_KEY = typeKeyOf("apiextensions.k8s.io", "customresourcedefinitions");
 export const FOREGROUND = "foregroundDeletion";
 export const ORPHAN = "orphan";
@@ -187,9 +121,8 @@ export class Store {
   // Objects garbage collection must look at again (refIds): those a write
   // touched, and their owners and dependents. collectGarbage works through it.
   private readonly gcPending = new Set<string>();
-  private history: StoreEvent[] = [];
-  private readonly watchers = new Set<Watcher>();
-  private readonly historySize: number;
+  /** Watches, and the event history they resume from. */
+  private readonly fanout: Fanout;
   private readonly now: () => Date;
   /**
    * journal, when set, is told of every change as it is made (persistence
@@ -198,11 +131,15 @@ export class Store {
    * crash could take back.
    */
   journal: ((e: StoreEvent) => void) | undefined;
-  holdEvents = false;
-  private held: StoreEvent[] = [];
+  get holdEvents(): boolean {
+    return this.fanout.holdEvents;
+  }
+  set holdEvents(hold: boolean) {
+    this.fanout.holdEvents = hold;
+  }
 
   constructor(opts: StoreOptions = {}) {
-    this.historySize = opts.historySize ?? 1000;
+    this.fanout = new Fanout(opts.historySize ?? 1000);
     this.now = opts.now ?? (() => new Date());
     for (const t of BUILTIN) this.addType(t);
     for (const ns of ["default", "kube-system", "crossplane-system"]) {
@@ -229,17 +166,10 @@ export class Store {
     return undefined;
   }
 
-  /** oldestResourceVersion is the oldest version a watch can resume after. */
-  oldestResourceVersion(): number {
-    return this.history.length === this.historySize ? this.history[0]!.rv : 0;
-  }
-
   /** compact forgets the event history, as etcd compaction does (tests use it to force 410 Gone). */
   compact(): void {
-    this.history = [];
-    this.compactedAt = this.rv;
+    this.fanout.forgetHistory(this.rv);
   }
-  private compactedAt = 0;
 
   // --- reading -------------------------------------------------------------
 
@@ -275,21 +205,12 @@ export class Store {
   private record(ev: Omit<StoreEvent, "rv">): void {
     const e: StoreEvent = { ...ev, rv: this.rv };
     this.journal?.(e);
-    if (this.holdEvents) this.held.push(e);
-    else this.publish(e);
-  }
-
-  private publish(e: StoreEvent): void {
-    this.history.push(e);
-    if (this.history.length > this.historySize) this.history.shift();
-    for (const w of [...this.watchers]) deliver(w, e);
+    this.fanout.add(e);
   }
 
   /** release sends watchers every held change up to rv (inclusive), in order. */
   release(rv: number): void {
-    let n = 0;
-    while (n < this.held.length && this.held[n]!.rv <= rv) n++;
-    for (const e of this.held.splice(0, n)) this.publish(e);
+    this.fanout.release(rv);
   }
 
   /**
@@ -308,8 +229,7 @@ export class Store {
       if (e.object) this.establishCRD(e.object);
       else if (previous) this.forgetType(previous);
     }
-    this.history = [];
-    this.compactedAt = this.rv;
+    this.fanout.forgetHistory(this.rv);
   }
 
   private checkNamespace(t: ResourceType, namespace: string | undefined): void {
@@ -731,7 +651,7 @@ export class Store {
       ensureMeta(gone)["resourceVersion"] = this.bump();
       this.record({ type: "DELETED", typeKey: key, object: gone });
     }
-    for (const w of [...this.watchers]) if (w.typeKey === key) w.close();
+    this.fanout.closeKind(key);
     this.forgetType(crd);
   }
 
@@ -751,27 +671,7 @@ export class Store {
    * history is 410 Gone: an ERROR event, then the stream ends.
    */
   watch(w: Watcher, from: string | undefined): () => void {
-    const start = from === undefined || from === "" || from === "0" ? undefined : Number(from);
-    if (start !== undefined && (Number.isNaN(start) || start < Math.max(this.oldestResourceVersion(), this.compactedAt))) {
-      w.send("ERROR", {
-        kind: "Status",
-        apiVersion: "v1",
-        metadata: {},
-        status: "Failure",
-        message: `too old resource version: ${from} (${this.rv})`,
-        reason: "Expired",
-        code: 410,
-      });
-      w.close();
-      return () => {};
-    }
-    if (start === undefined) {
-      for (const o of this.list(w.typeKey, w.namespace, w.labels, w.fields)) w.send("ADDED", o);
-    } else {
-      for (const e of this.history) if (e.rv > start) deliver(w, e);
-    }
-    this.watchers.add(w);
-    return () => this.watchers.delete(w);
+    return this.fanout.watch(w, from, this.rv, () => this.list(w.typeKey, w.namespace, w.labels, w.fields));
   }
 
   bookmark(w: Watcher, apiVersion: string, kind: string): void {
@@ -780,8 +680,7 @@ export class Store {
 
   /** closeAllWatches ends every watch stream (an API server restart, or a test cutting watches). */
   closeAllWatches(): void {
-    for (const w of [...this.watchers]) w.close();
-    this.watchers.clear();
+    this.fanout.closeAll();
   }
 
   private mustType(typeKey: string): ResourceType {
@@ -814,8 +713,7 @@ export class Store {
     }
     this.rv = Math.max(this.rv, s.rv);
     // Watches cannot resume across a restart from history we no longer have.
-    this.history = [];
-    this.compactedAt = this.rv;
+    this.fanout.forgetHistory(this.rv);
   }
 }
 
@@ -855,26 +753,4 @@ function stripVolatile(o: JsonObject): JsonObject {
   delete ensureMeta(c)["resourceVersion"];
   delete ensureMeta(c)["managedFields"];
   return c;
-}
-
-function inScope(w: Watcher, o: JsonObject | undefined): boolean {
-  if (!o) return false;
-  const m = ensureMeta(o);
-  if (w.namespace !== undefined && m["namespace"] !== w.namespace) return false;
-  if (!fieldsMatch(w.fields, o)) return false;
-  return matches(w.labels, labelsOf(o));
-}
-
-/** deliver sends an event to a watcher, turning selector transitions into ADDED/DELETED as the API server does. */
-function deliver(w: Watcher, e: StoreEvent): void {
-  if (e.typeKey !== w.typeKey) return;
-  const now = inScope(w, e.object);
-  if (e.type !== "MODIFIED") {
-    if (now) w.send(e.type, e.object);
-    return;
-  }
-  const before = inScope(w, e.previous);
-  if (now && before) w.send("MODIFIED", e.object);
-  else if (now) w.send("ADDED", e.object);
-  else if (before) w.send("DELETED", e.object);
 }

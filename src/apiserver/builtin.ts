@@ -1,0 +1,73 @@
+// The kinds every Kubernetes API server serves that the host and its users
+// touch: namespaces, ConfigMaps, Secrets, Events, Leases, CRDs.
+import type { ResourceType } from "./store.js";
+
+/** BUILTIN are the built-in types the embedded API server serves from the start. */
+export const BUILTIN: ResourceType[] = [
+  {
+    group: "",
+    versions: ["v1"],
+    kind: "Namespace",
+    listKind: "NamespaceList",
+    plural: "namespaces",
+    singular: "namespace",
+    namespaced: false,
+    statusSubresource: true,
+    shortNames: ["ns"],
+  },
+  {
+    group: "",
+    versions: ["v1"],
+    kind: "ConfigMap",
+    listKind: "ConfigMapList",
+    plural: "configmaps",
+    singular: "configmap",
+    namespaced: true,
+    statusSubresource: false,
+    shortNames: ["cm"],
+  },
+  {
+    group: "",
+    versions: ["v1"],
+    kind: "Secret",
+    listKind: "SecretList",
+    plural: "secrets",
+    singular: "secret",
+    namespaced: true,
+    statusSubresource: false,
+    shortNames: [],
+  },
+  {
+    group: "",
+    versions: ["v1"],
+    kind: "Event",
+    listKind: "EventList",
+    plural: "events",
+    singular: "event",
+    namespaced: true,
+    statusSubresource: false,
+    shortNames: ["ev"],
+  },
+  {
+    group: "coordination.k8s.io",
+    versions: ["v1"],
+    kind: "Lease",
+    listKind: "LeaseList",
+    plural: "leases",
+    singular: "lease",
+    namespaced: true,
+    statusSubresource: false,
+    shortNames: [],
+  },
+  {
+    group: "apiextensions.k8s.io",
+    versions: ["v1"],
+    kind: "CustomResourceDefinition",
+    listKind: "CustomResourceDefinitionList",
+    plural: "customresourcedefinitions",
+    singular: "customresourcedefinition",
+    namespaced: false,
+    statusSubresource: true,
+    shortNames: ["crd", "crds"],
+  },
+];
