@@ -35,7 +35,7 @@ export const MIN_WORKER_HEAP_MB = 64;
 /** V8's own ceiling for one isolate's old generation (pointer compression). */
 export const MAX_WORKER_HEAP_MB = 4096;
 
-/** GUARD_SHARE is the share of the memory at which the pool ends the worker holding the most of it (pool.ts, guardMemory). */
+/** GUARD_SHARE is the share of the memory at which the pool ends the worker holding the most of it (guard.ts, guardMemory). */
 export const GUARD_SHARE = 0.85;
 
 /**

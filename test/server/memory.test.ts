@@ -7,7 +7,7 @@
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { MAX_WORKER_HEAP_MB, memoryMB, MIN_WORKER_HEAP_MB, workerHeapMB } from "../../src/server/memory.js";
-import { retainedNow } from "../../src/server/pool.js";
+import { retainedNow } from "../../src/server/guard.js";
 
 const M = suite("server: worker heap limit");
 
