@@ -17,14 +17,7 @@ import { decodeRequest, decodeResponse } from "../wire/codec.js";
 import { usableCores } from "./cpus.js";
 import { guardMemory } from "./guard.js";
 import { refusals, REFUSED_REPORT_MS } from "./log.js";
-import {
-  deadlineDetails,
-  runResponseHook,
-  type CallInfo,
-  type Handler,
-  type HandlerOptions,
-  type HandlerResult,
-} from "./handler.js";
+import { deadlineDetails, runResponseHook, type CallInfo, type Handler, type HandlerOptions, type HandlerResult } from "./handler.js";
 import { exclusive, monotonicMs, type FromWorker, type ToWorker, type WorkerData } from "./worker.js";
 
 /**
