@@ -1,7 +1,7 @@
 // The embedded API server's state: resource types (built-in, builtin.ts, and
-// from CRDs), objects, one resourceVersion counter, finalizers, and garbage
-// collection by owner references. Watches and the event history they resume
-// from are in fanout.ts.
+// from CRDs), objects, one resourceVersion counter and finalizers. Garbage
+// collection by owner references is in gc.ts; watches and the event history
+// they resume from are in fanout.ts.
 //
 // It behaves like a real API server for what the xfn host uses. Known
 // differences (also in README): no admission, no OpenAPI validation or
@@ -15,6 +15,7 @@ import { fieldsMatch, matches, type FieldRequirement, type Requirement } from ".
 import { isObject } from "../json.js";
 import { BUILTIN } from "./builtin.js";
 import { Fanout } from "./fanout.js";
+import { Collector, FOREGROUND } from "./gc.js";
 
 /** ResourceType is one kind the server serves. */
 export interface ResourceType {
@@ -78,7 +79,7 @@ export const typeKeyOf = (group: string, plural: string) => `${group}/${plural}`
 const objectKey = (namespace: string | undefined, name: string) => `${namespace ?? ""}/${name}`;
 
 export const CRD_KEY = typeKeyOf("apiextensions.k8s.io", "customresourcedefinitions");
-export const FOREGROUND = "foregroundDeletion";
+export { FOREGROUND };
 export const ORPHAN = "orphan";
 
 /** StoreOptions tune history and the clock. */
@@ -94,33 +95,18 @@ export interface Snapshot {
   objects: Array<{ typeKey: string; object: JsonObject }>;
 }
 
-/** A reference to one stored object: its type and its namespace/name key. */
-interface Ref {
-  typeKey: string;
-  key: string;
-}
-const refId = (typeKey: string, key: string) => `${typeKey}\n${key}`;
-const refOf = (id: string): Ref => {
-  const i = id.indexOf("\n");
-  return { typeKey: id.slice(0, i), key: id.slice(i + 1) };
-};
-/** ownerUids lists the uids an object's ownerReferences name. */
-const ownerUids = (o: JsonObject | undefined): string[] => {
-  const refs = o ? ensureMeta(o)["ownerReferences"] : undefined;
-  return Array.isArray(refs) ? refs.flatMap((r) => (isObject(r) && typeof r["uid"] === "string" ? [r["uid"]] : [])) : [];
-};
-
 export class Store {
   rv = 0;
   readonly types = new Map<string, ResourceType>();
   private readonly objects = new Map<string, Map<string, JsonObject>>();
-  // Indexes, so that a write costs what it touches, not what is stored:
-  // uid -> object, and owner uid -> the objects naming it in ownerReferences.
-  private readonly byUid = new Map<string, Ref>();
-  private readonly dependents = new Map<string, Set<string>>();
-  // Objects garbage collection must look at again (refIds): those a write
-  // touched, and their owners and dependents. collectGarbage works through it.
-  private readonly gcPending = new Set<string>();
+  /** Garbage collection, told of every change (stored) so that it costs what a write touched. */
+  private readonly gc = new Collector({
+    objectAt: (typeKey, key) => this.objects.get(typeKey)?.get(key),
+    remove: (typeKey, o) => this.remove(typeKey, o),
+    deleteBackground: (typeKey, o) =>
+      this.delete(typeKey, ensureMeta(o)["namespace"] as string | undefined, String(ensureMeta(o)["name"]), "Background"),
+    replace: (typeKey, next) => this.replace(typeKey, next),
+  });
   /** Watches, and the event history they resume from. */
   private readonly fanout: Fanout;
   private readonly now: () => Date;
@@ -379,7 +365,7 @@ export class Store {
         `Precondition failed: UID in precondition: ${preconditionUid}, UID in object meta: ${String(m["uid"])}`,
       );
     if (propagation === "Orphan") {
-      for (const d of this.dependentsOf(String(m["uid"]))) {
+      for (const d of this.gc.dependentsOf(String(m["uid"]))) {
         const dm = ensureMeta(d.object);
         dm["ownerReferences"] = (dm["ownerReferences"] as JsonObject[]).filter((r) => r["uid"] !== m["uid"]);
         if ((dm["ownerReferences"] as JsonValue[]).length === 0) delete dm["ownerReferences"];
@@ -423,137 +409,22 @@ export class Store {
     if (typeKey === CRD_KEY) this.retireCRD(obj);
   }
 
-  private dependentsOf(uid: string): Array<{ typeKey: string; object: JsonObject }> {
-    const out: Array<{ typeKey: string; object: JsonObject }> = [];
-    for (const id of this.dependents.get(uid) ?? []) {
-      const { typeKey, key } = refOf(id);
-      const o = this.objects.get(typeKey)?.get(key);
-      if (o) out.push({ typeKey, object: structuredClone(o) });
-    }
-    return out;
-  }
-
-  private uidExists(uid: string): boolean {
-    return this.byUid.has(uid);
-  }
-
-  /**
-   * collectGarbage settles deletion: objects whose finalizers are gone are
-   * removed; foreground owners delete their dependents and lose their
-   * foregroundDeletion finalizer once no blocking dependent remains; objects
-   * whose owners are all gone are deleted (background).
-   */
+  /** collectGarbage settles deletion (gc.ts); every write ends with it. */
   collectGarbage(): void {
-    // delete() collects too; the outermost call loops until nothing changes.
-    if (this.collecting) return;
-    this.collecting = true;
-    try {
-      this.collectOnce();
-    } finally {
-      this.collecting = false;
-    }
+    this.gc.collect();
   }
-  private collecting = false;
 
   /**
    * stored puts next (or, with next undefined, removes what is at typeKey and
-   * key) and keeps the indexes, marking for garbage collection what the
-   * change may concern: the object, its owners before and after, and its
-   * dependents.
+   * key) and tells garbage collection.
    */
   private stored(typeKey: string, key: string, next: JsonObject | undefined): void {
     const map = this.objects.get(typeKey);
     if (!map) return;
     const previous = map.get(key);
-    const id = refId(typeKey, key);
-    const prevUid = previous ? ensureMeta(previous)["uid"] : undefined;
-    const nextUid = next ? ensureMeta(next)["uid"] : undefined;
     if (next) map.set(key, next);
     else map.delete(key);
-    if (typeof prevUid === "string" && prevUid !== nextUid) this.byUid.delete(prevUid);
-    if (typeof nextUid === "string") this.byUid.set(nextUid, { typeKey, key });
-    const before = ownerUids(previous);
-    const after = ownerUids(next);
-    for (const u of before) {
-      if (after.includes(u)) continue;
-      const set = this.dependents.get(u);
-      set?.delete(id);
-      if (set?.size === 0) this.dependents.delete(u);
-    }
-    for (const u of after) (this.dependents.get(u) ?? this.dependents.set(u, new Set()).get(u)!).add(id);
-    for (const u of [...before, ...after]) {
-      const owner = this.byUid.get(u);
-      if (owner) this.gcPending.add(refId(owner.typeKey, owner.key));
-    }
-    for (const u of [prevUid, nextUid]) {
-      if (typeof u !== "string") continue;
-      for (const d of this.dependents.get(u) ?? []) this.gcPending.add(d);
-    }
-    if (next) this.gcPending.add(id);
-  }
-
-  private exists(typeKey: string, o: JsonObject): boolean {
-    return (
-      this.objects.get(typeKey)?.has(objectKey(ensureMeta(o)["namespace"] as string | undefined, String(ensureMeta(o)["name"]))) ?? false
-    );
-  }
-
-  /**
-   * collectOnce works through the objects writes marked (gcPending) until no
-   * more are marked: an object deleting with no finalizers left is removed; a
-   * foreground owner deletes its dependents and loses its foregroundDeletion
-   * finalizer once no blocking dependent remains; an object whose owners are
-   * all gone is deleted (background). Each step marks what it touches, so the
-   * work is proportional to what changed, not to what is stored.
-   */
-  private collectOnce(): void {
-    while (this.gcPending.size > 0) {
-      const id = this.gcPending.values().next().value as string;
-      this.gcPending.delete(id);
-      const { typeKey, key } = refOf(id);
-      // Always the current version: earlier steps may have replaced or removed it.
-      const o = this.objects.get(typeKey)?.get(key);
-      if (!o) continue;
-      const m = ensureMeta(o);
-      if (m["deletionTimestamp"]) {
-        const fins = stringList(m["finalizers"]);
-        if (fins.length === 0) {
-          this.remove(typeKey, o);
-          continue;
-        }
-        if (fins.includes(FOREGROUND)) {
-          for (const d of this.dependentsOf(String(m["uid"]))) {
-            if (this.exists(d.typeKey, d.object) && !ensureMeta(d.object)["deletionTimestamp"])
-              this.delete(
-                d.typeKey,
-                ensureMeta(d.object)["namespace"] as string | undefined,
-                String(ensureMeta(d.object)["name"]),
-                "Background",
-              );
-          }
-          const blocking = this.dependentsOf(String(m["uid"])).filter((d) =>
-            (ensureMeta(d.object)["ownerReferences"] as JsonObject[]).some(
-              (r) => r["uid"] === m["uid"] && r["blockOwnerDeletion"] === true,
-            ),
-          );
-          if (blocking.length === 0) {
-            const next = structuredClone(o);
-            ensureMeta(next)["finalizers"] = fins.filter((f) => f !== FOREGROUND);
-            if ((ensureMeta(next)["finalizers"] as JsonValue[]).length === 0) delete ensureMeta(next)["finalizers"];
-            this.replace(typeKey, next);
-          }
-        }
-        continue;
-      }
-      const refs = m["ownerReferences"];
-      if (
-        Array.isArray(refs) &&
-        refs.length > 0 &&
-        refs.every((r) => isObject(r) && typeof r["uid"] === "string" && !this.uidExists(r["uid"]))
-      ) {
-        this.delete(typeKey, m["namespace"] as string | undefined, String(m["name"]), "Background");
-      }
-    }
+    this.gc.track(typeKey, key, previous, next);
   }
 
   // --- CRDs ----------------------------------------------------------------
