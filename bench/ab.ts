@@ -1,6 +1,8 @@
 // Same-process A/B of the in-process stages: this tree against a git revision.
-//   node --import tsx bench/ab.ts <rev> [N] [iterations]
-// Builds both trees' codec and bench function into bundles, loads both into
+//   node --import tsx bench/ab.ts <rev> [N] [iterations] [--modules]
+// Builds both trees' codec and bench function into bundles (with --modules:
+// loads their modules as they are, through tsx, as `xfn serve` loads lib/, so
+// that calls between modules cost what they cost there), loads both into
 // this process and times them alternately, request by request, so the
 // machine's drift (a third either way within minutes here) hits both alike.
 // Prints the medians of decode, function, encode and their sum, and the ratio
@@ -12,7 +14,8 @@ import { join, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import { build } from "esbuild";
 
-const [rev, nArg, itersArg] = process.argv.slice(2);
+const modules = process.argv.includes("--modules");
+const [rev, nArg, itersArg] = process.argv.slice(2).filter((a) => a !== "--modules");
 if (!rev) throw new Error("usage: bench/ab.ts <git revision> [N] [iterations]");
 const n = Number(nArg ?? 1000);
 const iters = Number(itersArg ?? Math.max(30, Math.round(60_000 / n)));
@@ -43,6 +46,7 @@ export function make(n: number) {
 }
 `,
   );
+  if (modules) return ((await import(pathToFileURL(entry).href)) as { make: (n: number) => Run }).make;
   const out = join(work, `${name}.mjs`);
   await build({
     entryPoints: [entry],
@@ -79,7 +83,7 @@ try {
     const h = med(t.here[j]!);
     return `${name} ${b.toFixed(2)} -> ${h.toFixed(2)} ms (${(h / b).toFixed(2)})`;
   });
-  console.log(`N=${n}, ${iters} requests each, ${rev} -> this tree: ${parts.join(", ")}`);
+  console.log(`N=${n}, ${iters} requests each${modules ? ", as modules" : ""}, ${rev} -> this tree: ${parts.join(", ")}`);
 } finally {
   execFileSync("git", ["-C", here, "worktree", "remove", "--force", join(work, "base")], { stdio: "ignore" });
   rmSync(work, { recursive: true, force: true });

@@ -21,7 +21,7 @@ import { getOwn } from "./own.js";
 import { describeError } from "./sdk/errors.js";
 import * as request from "./sdk/request.js";
 import * as response from "./sdk/response.js";
-import { cloneJson } from "./wire/json.js";
+import { cloneJson } from "./wire/struct/values.js";
 
 /** StepContext is what a step works with. */
 export interface StepContext {

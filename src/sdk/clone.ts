@@ -4,12 +4,12 @@
 // entries by assignment, so a key named __proto__ (a resource called that)
 // becomes the map's prototype and the entry is gone. These copies write own
 // properties, and leave parts of an object not read from the request's bytes
-// undecoded (see wire/json.ts): a function that returns the desired state it
+// undecoded (see wire/struct/): a function that returns the desired state it
 // was given as it was pays little for the copy.
 import { create } from "@bufbuild/protobuf";
 import { ResourceSchema, StateSchema, type Resource, type State } from "../gen/fn/v1/run_function_pb.js";
 import { setOwn } from "../own.js";
-import { cloneJson } from "../wire/json.js";
+import { cloneJson } from "../wire/struct/values.js";
 
 /** cloneResource copies a Resource: its object, connection details and readiness. */
 export function cloneResource(r: Resource): Resource {

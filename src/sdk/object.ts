@@ -2,7 +2,7 @@
 // conditions, the parts nearly every function reads.
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { getOwn } from "../own.js";
-import { peek } from "../wire/json.js";
+import { peek } from "../wire/struct/peek.js";
 import { getArray, getObject, getString, isObject, setValue } from "./fieldpath.js";
 
 /** ObjectCondition is one entry of an object's status.conditions. */

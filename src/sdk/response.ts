@@ -29,7 +29,8 @@ import {
   type RunFunctionResponse,
 } from "../gen/fn/v1/run_function_pb.js";
 import { getOwn, setOwn } from "../own.js";
-import { checkEncodable, cloneJson, EncodeError, shortPath } from "../wire/json.js";
+import { EncodeError, shortPath } from "../wire/struct/base.js";
+import { checkEncodable, cloneJson } from "../wire/struct/values.js";
 import { cloneState } from "./clone.js";
 import { EncodingError, UsageError } from "./errors.js";
 

@@ -12,7 +12,7 @@
 // warning says how many once there is room.
 import { destination, pino, type DestinationStream, type Logger, type LoggerOptions } from "pino";
 import { setOwn } from "../own.js";
-import { isLazyGetter } from "../wire/json.js";
+import { isLazyGetter } from "../wire/struct/lazy.js";
 
 /** SECRET_KEYS are the field names whose values are never logged. */
 export const SECRET_KEYS: ReadonlySet<string> = new Set([

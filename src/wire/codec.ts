@@ -5,12 +5,12 @@
 // and then converts those to JSON, and encodes the other way round; at 1000
 // composed resources that is about 25 times the cost of moving the bytes. This
 // codec reads Struct straight into plain JSON, lazily, and writes it straight
-// from plain JSON, copying through values never read (json.ts); the small
+// from plain JSON, copying through values never read (struct/); the small
 // messages (meta, results, credentials, requirements) go through protobuf-es.
 // The wire format is the same. Wire types, field numbers (1 to 2^29 - 1),
 // lengths (no field may run past the message holding it) and UTF-8 are
 // checked for everything decoded or copied through, and for a value the wire
-// replaces with a later one; bytes nobody reads or returns are not (json.ts).
+// replaces with a later one; bytes nobody reads or returns are not (struct/read.ts).
 // protobuf-es is more lenient here (it lets a field run past its message), so
 // tests compare the two on well-formed random messages and hold malformed ones
 // to the protobuf rules (test/wire/malformed.test.ts). One difference from
@@ -18,7 +18,10 @@
 // taken from its last occurrence, not merged with the first.
 import { create, fromBinary, toBinary, type JsonObject } from "@bufbuild/protobuf";
 import { BinaryReader, BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
-import { decodeStruct, EncodeError, Emitter, readAll, setLazyMin, source, type Src } from "./json.js";
+import { EncodeError, source, type Src } from "./struct/base.js";
+import { Emitter } from "./struct/emit.js";
+import { readAll } from "./struct/lazy.js";
+import { decodeStruct, setLazyMin } from "./struct/read.js";
 import {
   ConditionSchema,
   CredentialDataSchema,
@@ -406,7 +409,7 @@ export function decodeResponse(bytes: Uint8Array): RunFunctionResponse {
   return rsp;
 }
 
-// Encoding writes the message in one pass into one buffer (json.ts Emitter:
+// Encoding writes the message in one pass into one buffer (struct/emit.ts Emitter:
 // a length gets one byte up front and the content moves up only when it turns
 // out to need more). The small messages (meta, results, conditions,
 // requirements, credentials) go through protobuf-es and are copied in as bytes.

@@ -4,7 +4,8 @@ import * as assert from "uvu/assert";
 import { RunFunctionRequestSchema } from "../../src/gen/fn/v1/run_function_pb.js";
 import { annotationReader, getAnnotation, getLabel, getObjectCondition, isDeleting, setAnnotation } from "../../src/sdk/object.js";
 import { decodeRequest } from "../../src/wire/codec.js";
-import { isUnread, setLazyMin } from "../../src/wire/json.js";
+import { isUnread } from "../../src/wire/struct/lazy.js";
+import { setLazyMin } from "../../src/wire/struct/read.js";
 
 const Obj = suite("object helpers");
 

@@ -264,7 +264,7 @@ Desired("values read lazily from the request are not visited, and stay unread", 
   const { decodeRequest } = await import("../../src/wire/codec.js");
   const { toBinary } = await import("@bufbuild/protobuf");
   const { RunFunctionRequestSchema } = await import("../../src/gen/fn/v1/run_function_pb.js");
-  const { isUnread } = await import("../../src/wire/json.js");
+  const { isUnread } = await import("../../src/wire/struct/lazy.js");
   const big = { spec: { forProvider: { tags: Object.fromEntries(Array.from({ length: 50 }, (_, i) => [`k${i}`, "v".repeat(10)])) } } };
   const r = decodeRequest(toBinary(RunFunctionRequestSchema, req({ observed: { resources: { db: { resource: big } } } })));
   const observed = r.observed!.resources["db"]!.resource!;

@@ -7,7 +7,7 @@ import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { CONSOLE_LINE_CHARS, consoleText, routeConsole, routeStream, shownDepth } from "../../src/server/console.js";
 import { decodeRequest, encodeRequest } from "../../src/wire/codec.js";
-import { isUnread } from "../../src/wire/json.js";
+import { isUnread } from "../../src/wire/struct/lazy.js";
 import { memoryLog } from "../support/log.js";
 import { request } from "../support/requests.js";
 

@@ -11,7 +11,8 @@ import {
 } from "../../src/gen/fn/v1/run_function_pb.js";
 import { decodeRequest, decodeResponse, encodeRequest, encodeResponse } from "../../src/wire/codec.js";
 import { StructSchema } from "@bufbuild/protobuf/wkt";
-import { Emitter, encodeStruct, LAZY_MIN, setDeepFrom, setLazyMin } from "../../src/wire/json.js";
+import { Emitter, encodeStruct } from "../../src/wire/struct/emit.js";
+import { LAZY_MIN, setDeepFrom, setLazyMin } from "../../src/wire/struct/read.js";
 import { rng } from "../support/rng.js";
 import { lengthDelimited, varintBytes } from "../support/wire.js";
 import * as response from "../../src/sdk/response.js";

@@ -10,7 +10,11 @@ import { RunFunctionRequestSchema, RunFunctionResponseSchema } from "../../src/g
 import { createHandler } from "../../src/server/handler.js";
 import * as response from "../../src/sdk/response.js";
 import { decodeRequest, encodeResponse } from "../../src/wire/codec.js";
-import { cloneJson, encodeStruct, isUnread, LAZY_MIN, peek, setDeepFrom, setLazyMin, UNPEEKED } from "../../src/wire/json.js";
+import { encodeStruct } from "../../src/wire/struct/emit.js";
+import { isUnread } from "../../src/wire/struct/lazy.js";
+import { peek, UNPEEKED } from "../../src/wire/struct/peek.js";
+import { LAZY_MIN, setDeepFrom, setLazyMin } from "../../src/wire/struct/read.js";
+import { cloneJson } from "../../src/wire/struct/values.js";
 import { rng } from "../support/rng.js";
 import { varintBytes as varint } from "../support/wire.js";
 import { memoryLog } from "../support/log.js";

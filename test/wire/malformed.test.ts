@@ -12,7 +12,8 @@ import { ResourceSchema, RunFunctionRequestSchema, RunFunctionResponseSchema } f
 import { getAnnotation, getLabel, getObjectCondition, isDeleting } from "../../src/sdk/object.js";
 import * as response from "../../src/sdk/response.js";
 import { decodeRequest, encodeResponse } from "../../src/wire/codec.js";
-import { encodeStruct, setDeepFrom, setLazyMin } from "../../src/wire/json.js";
+import { encodeStruct } from "../../src/wire/struct/emit.js";
+import { setDeepFrom, setLazyMin } from "../../src/wire/struct/read.js";
 import { rng } from "../support/rng.js";
 import { lengthDelimited as field, varintBytes } from "../support/wire.js";
 
