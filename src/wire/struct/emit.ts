@@ -4,7 +4,7 @@
 import type { JsonObject } from "@bufbuild/protobuf";
 import { EncodeError, MAX_DEPTH } from "./base.js";
 import { lazyOf, pending, type Lazy } from "./lazy.js";
-import { checkRaw, deepFrom } from "./read.js";
+import { checkRaw, depth as deep } from "./read.js";
 
 const varintLength = (n: number): number => (n < 0x80 ? 1 : n < 0x4000 ? 2 : n < 0x200000 ? 3 : n < 0x10000000 ? 4 : 5);
 
@@ -234,7 +234,7 @@ export class Emitter {
    * caller to close.
    */
   container(v: object, depth: number): number {
-    if (2 * depth >= deepFrom) return this.deepContainer(v, depth);
+    if (2 * depth >= deep.from) return this.deepContainer(v, depth);
     this.room(2);
     if (Array.isArray(v)) {
       if (depth > MAX_DEPTH) throw EncodeError.tooDeep();

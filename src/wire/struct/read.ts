@@ -16,12 +16,20 @@ import { find, GETTERS, LAZY, Lazy, lazyOf, UNREAD } from "./lazy.js";
 // of the recursive code (the fast path for everything real: CRD schemas nest a
 // few dozen levels). The encoder and the copier count JSON levels: half.
 const DEEP_FROM = 600;
-export let deepFrom = DEEP_FROM;
+let deepFrom = DEEP_FROM;
+/**
+ * depth.from is DEEP_FROM as it is now, for the other modules (emit.ts,
+ * values.ts). The reader keeps its own copy in a module variable: it reads it
+ * for every value, and an exported binding costs more to read (measured with
+ * bench/ab.ts --modules).
+ */
+export const depth = { from: DEEP_FROM };
 
 /** setDeepFrom changes DEEP_FROM (tests use 0 to take every value through the loops); it returns the old one. */
 export function setDeepFrom(n: number): number {
   const old = deepFrom;
   deepFrom = n;
+  depth.from = n;
   return old;
 }
 
@@ -453,7 +461,7 @@ function deepValue(end: number, depth: number): JsonValue {
 }
 
 /** put sets o[key] as an own data property: through setOwn, or over a lazy value the wire gave first under the same key. */
-export function put(o: JsonObject, key: string, value: JsonValue, lazy?: Lazy): void {
+function put(o: JsonObject, key: string, value: JsonValue, lazy?: Lazy): void {
   // A lazy value under the same key (the wire repeated it; the last one wins)
   // is replaced by data, not written through its setter.
   const i = lazy ? find(lazy, key) : -1;
@@ -461,6 +469,9 @@ export function put(o: JsonObject, key: string, value: JsonValue, lazy?: Lazy): 
   checkReplaced(lazy!, i);
   Object.defineProperty(o, key, { value, writable: true, enumerable: true, configurable: true });
 }
+
+/** putValue is put, for the other modules: calls to an exported function cost the reader more (bench/ab.ts --modules). */
+export const putValue = put;
 
 /**
  * decodeStruct decodes the Struct in bytes[start, end). Values of LAZY_MIN

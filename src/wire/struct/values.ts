@@ -3,7 +3,7 @@
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { EncodeError, MAX_DEPTH } from "./base.js";
 import { lazyOf, pending, type Lazy } from "./lazy.js";
-import { attach, deepFrom, defer, put } from "./read.js";
+import { attach, defer, depth as deep, putValue as put } from "./read.js";
 
 /**
  * checkEncodable throws the EncodeError encoding v would throw (naming the
@@ -32,7 +32,7 @@ function checkJson(x: unknown, depth: number): void {
       return;
     case "object": {
       if (x === null) return;
-      if (2 * depth >= deepFrom) return checkDeep(x, depth);
+      if (2 * depth >= deep.from) return checkDeep(x, depth);
       if (Array.isArray(x)) {
         for (let i = 0; i < x.length; i++) {
           const e = x[i] as unknown;
@@ -130,7 +130,7 @@ function checkDeep(v: unknown, depth0: number): void {
  */
 export function cloneJson<T extends JsonValue>(v: T, depth = 0): T {
   if (typeof v !== "object" || v === null) return v;
-  if (2 * depth >= deepFrom) return deepClone(v, depth) as T;
+  if (2 * depth >= deep.from) return deepClone(v, depth) as T;
   if (depth > MAX_DEPTH) throw new Error(`cannot copy a value nested more than ${MAX_DEPTH} deep (a cycle?)`);
   if (Array.isArray(v)) return v.map((e) => cloneJson(e, depth + 1)) as T;
   const o = v as JsonObject;
