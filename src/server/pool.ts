@@ -174,151 +174,220 @@ export async function startPool(opts: PoolOptions, log: Logger): Promise<Pool> {
   if (!(Number.isInteger(opts.workers) && opts.workers >= 1))
     throw new Error(`--workers must be a whole number of at least 1, got ${opts.workers}`);
   if (!(opts.timeoutMs > 0)) throw new Error(`--timeout must be a positive number of seconds, got ${opts.timeoutMs / 1000}`);
-  const queue = new PQueue({ concurrency: opts.maxConcurrency });
-  const slots: Slot[] = [];
-  let nextId = 1;
-  let spawned = 0;
-  let closing = false;
-  // Every worker started and not yet exited, ready or not: close ends them all.
-  const all = new Set<Worker>();
-  // Calls waiting for a worker while every one is being replaced.
-  const waiting: (() => void)[] = [];
+  const pool = new WorkerPool(opts, log);
+  await pool.start();
+  return pool;
+}
 
-  const failAll = (slot: Slot, details: string) => {
-    for (const p of slot.pending.values()) p.resolve({ code: Code.INTERNAL, details });
-    slot.pending.clear();
-  };
+/**
+ * WorkerPool admits calls (a p-queue bounded by maxConcurrency and maxQueue),
+ * hands each to a worker (pickWorker), answers deadlines from the main thread,
+ * and replaces workers that end.
+ */
+class WorkerPool implements Pool {
+  private readonly queue: PQueue;
+  /** Ready workers, in the order they became ready. */
+  private readonly slots: Slot[] = [];
+  /** Every worker started and not yet exited, ready or not: close ends them all. */
+  private readonly all = new Set<Worker>();
+  /** Calls waiting for a worker while every one is being replaced. */
+  private readonly waiting: (() => void)[] = [];
+  /** With three workers or more: one kept for small calls, the others below normal priority. */
+  private readonly lanes: boolean;
+  /** A full queue under a flood would otherwise write a line per refused call. */
+  private readonly busy: ReturnType<typeof refusals>;
+  private guard: ReturnType<typeof guardMemory> | undefined;
+  private nextId = 1;
+  private spawned = 0;
+  private closing = false;
 
-  const lanes = opts.workers >= LANES_FROM;
+  constructor(
+    private readonly opts: PoolOptions,
+    private readonly log: Logger,
+  ) {
+    this.queue = new PQueue({ concurrency: opts.maxConcurrency });
+    this.lanes = opts.workers >= LANES_FROM;
+    this.busy = refusals(log, opts.refusedReportMs ?? REFUSED_REPORT_MS);
+  }
+
+  /** start brings every worker up; if one cannot load the function, it ends the others and rejects with why. */
+  async start(): Promise<void> {
+    const { opts } = this;
+    try {
+      await Promise.all(Array.from({ length: opts.workers }, (_, i) => this.spawn(this.lanes && i === 0)));
+    } catch (err) {
+      this.closing = true;
+      await Promise.all([...this.all].map((w) => w.terminate()));
+      throw err;
+    }
+    this.log.info(
+      {
+        workers: opts.workers,
+        ...(opts.maxHeapMB ? { maxWorkerHeapMB: opts.maxHeapMB } : {}),
+        ...(opts.memoryGuardMB ? { memoryGuardMB: opts.memoryGuardMB } : {}),
+        timeoutSeconds: opts.timeoutMs / 1000,
+        ...(this.lanes ? { keptForSmallCalls: 1, smallCallBytes: SMALL_CALL_BYTES } : {}),
+      },
+      "function workers ready",
+    );
+    if (opts.memoryGuardMB) this.guard = guardMemory(opts.memoryGuardMB, opts.rss ?? process.memoryUsage.rss, this.slots, this.log);
+  }
+
+  async handle(bytes: Uint8Array, call: CallInfo): Promise<HandlerResult> {
+    const { opts, queue } = this;
+    if (queue.size >= opts.maxQueue) {
+      const details = `server busy: ${queue.pending} requests running and ${queue.size} queued (limit ${opts.maxQueue}); retry later`;
+      this.busy.refused({ code: "RESOURCE_EXHAUSTED" }, details);
+      return { code: Code.RESOURCE_EXHAUSTED, details };
+    }
+    const limit = Date.now() + opts.timeoutMs;
+    const byTimeout = limit < call.deadline;
+    const deadline = Math.min(limit, call.deadline);
+    const r = await queue.add(async () => {
+      if (call.cancel?.cancelled) return { code: Code.CANCELLED, details: "call cancelled" } as HandlerResult;
+      if (Date.now() >= deadline) return expired(byTimeout, opts.timeoutMs);
+      return this.dispatch(bytes, call, deadline, byTimeout);
+    });
+    return r!;
+  }
+
+  inFlight(): number {
+    return this.queue.size + this.queue.pending;
+  }
+
+  ready(): number {
+    return this.slots.filter((s) => !s.gone && !s.retiring).length;
+  }
+
+  async close(): Promise<void> {
+    this.closing = true;
+    clearInterval(this.guard);
+    this.busy.flush();
+    await Promise.all([...this.all].map((w) => w.terminate()));
+  }
+
   /**
    * spawn starts a worker and resolves when it is ready (or rejects with why
    * it is not). kept: the worker kept for small calls; the others run at
    * lower priority when there are lanes.
    */
-  const spawn = (kept: boolean): Promise<Slot> =>
-    new Promise((resolve, reject) => {
-      const nice = lanes && !kept ? BUSY_NICE : 0;
-      const logBacklog = new SharedArrayBuffer(4);
-      const backlog = new Int32Array(logBacklog);
-      // Written by the worker only for the memory guard: with the guard off it is never woken for it.
-      const memory = opts.memoryGuardMB ? new SharedArrayBuffer(16) : undefined;
-      const worker = new Worker(opts.script, {
-        workerData: { ...opts.workerData, nice, logBacklog, ...(memory ? { memory } : {}) } satisfies WorkerData,
-        ...(opts.maxHeapMB ? { resourceLimits: { maxOldGenerationSizeMb: opts.maxHeapMB } } : {}),
-      });
-      all.add(worker);
-      worker.once("exit", () => all.delete(worker));
-      const slot: Slot = {
-        n: ++spawned,
-        worker,
-        pending: new Map(),
-        gone: false,
-        retiring: false,
-        kept,
-        low: nice > 0,
-        held: memory ? new Float64Array(memory) : new Float64Array(2),
-        pickupMs: 0,
-        pickupAt: -Infinity,
-      };
-      let ready = false;
-      const replace = (why: string) => {
-        if (slot.gone) return;
-        slot.gone = true;
-        const i = slots.indexOf(slot);
-        if (i >= 0) slots.splice(i, 1);
-        if (slot.pending.size > 0)
-          log.error({ worker: slot.n, calls: slot.pending.size }, `a worker ended: ${why}; failing the calls it held`);
-        failAll(slot, `the function's worker ended (${why}); it was replaced, and other calls were not affected`);
-        if (!ready) return reject(new Error(why));
-        if (closing) return;
-        log.warn({ worker: slot.n, reason: why }, "starting a replacement worker");
-        opts.onWorkerRestart?.();
-        respawn(kept, 0);
-      };
-      worker.on("message", (m: FromWorker) => {
-        if (m.type === "ready") {
-          ready = true;
-          slots.push(slot);
-          for (const w of waiting.splice(0)) w();
-          resolve(slot);
-        } else if (m.type === "log") {
-          relog(log, m.line, slot.n);
-          Atomics.sub(backlog, 0, m.line.length);
-        } else if (m.type === "failed") {
-          slot.gone = true;
-          void worker.terminate();
-          reject(new Error(m.message));
-        } else {
-          const p = slot.pending.get(m.id);
-          if (!p) return; // already answered here (a deadline), or failed with the worker
-          slot.pending.delete(m.id);
-          if (p.idle) notePickup(slot, m.waited, performance.now());
-          if (m.type === "done") p.resolve({ ok: new Uint8Array(m.buf, m.off, m.len) });
-          else if (m.code === Code.DEADLINE_EXCEEDED && p.byTimeout) p.resolve(expired(true, opts.timeoutMs));
-          else p.resolve({ code: m.code, details: m.details });
-        }
-      });
-      worker.on("error", (err) => {
-        if ((err as { code?: string }).code === "ERR_WORKER_OUT_OF_MEMORY") {
-          const limit = opts.maxHeapMB ? `its heap is limited to ${opts.maxHeapMB} MB, --max-worker-heap` : "V8's own heap limit";
-          log.error({ worker: slot.n, maxHeapMB: opts.maxHeapMB }, "a worker ran out of memory");
-          return replace(`it ran out of memory (${limit})`);
-        }
-        log.error({ worker: slot.n, err: err.message }, "a worker crashed");
-        replace(`it crashed: ${err.message}`);
-      });
-      worker.on("exit", (code) =>
-        replace(slot.ending ?? (ready ? `process.exit(${code}) was called in it` : loadExit(code, opts.workerData))),
-      );
+  private spawn(kept: boolean): Promise<Slot> {
+    const { opts } = this;
+    const nice = this.lanes && !kept ? BUSY_NICE : 0;
+    const logBacklog = new SharedArrayBuffer(4);
+    // Written by the worker only for the memory guard: with the guard off it is never woken for it.
+    const memory = opts.memoryGuardMB ? new SharedArrayBuffer(16) : undefined;
+    const worker = new Worker(opts.script, {
+      workerData: { ...opts.workerData, nice, logBacklog, ...(memory ? { memory } : {}) } satisfies WorkerData,
+      ...(opts.maxHeapMB ? { resourceLimits: { maxOldGenerationSizeMb: opts.maxHeapMB } } : {}),
     });
-
-  const respawn = (kept: boolean, attempt: number) => {
-    spawn(kept).catch((err: Error) => {
-      const delay = Math.min(30_000, 500 * 2 ** attempt);
-      log.error({ err: err.message, retryInMs: delay }, "cannot start a replacement worker");
-      if (!closing) setTimeout(() => respawn(kept, attempt + 1), delay).unref();
-    });
-  };
-
-  try {
-    await Promise.all(Array.from({ length: opts.workers }, (_, i) => spawn(lanes && i === 0)));
-  } catch (err) {
-    closing = true;
-    await Promise.all([...all].map((w) => w.terminate()));
-    throw err;
+    this.all.add(worker);
+    worker.once("exit", () => this.all.delete(worker));
+    const slot: Slot = {
+      n: ++this.spawned,
+      worker,
+      pending: new Map(),
+      gone: false,
+      retiring: false,
+      kept,
+      low: nice > 0,
+      held: memory ? new Float64Array(memory) : new Float64Array(2),
+      pickupMs: 0,
+      pickupAt: -Infinity,
+    };
+    return new Promise((resolve, reject) => this.watchWorker(slot, new Int32Array(logBacklog), resolve, reject));
   }
-  log.info(
-    {
-      workers: opts.workers,
-      ...(opts.maxHeapMB ? { maxWorkerHeapMB: opts.maxHeapMB } : {}),
-      ...(opts.memoryGuardMB ? { memoryGuardMB: opts.memoryGuardMB } : {}),
-      timeoutSeconds: opts.timeoutMs / 1000,
-      ...(lanes ? { keptForSmallCalls: 1, smallCallBytes: SMALL_CALL_BYTES } : {}),
-    },
-    "function workers ready",
-  );
 
-  const pick = (size: number) => pickWorker(slots, size, performance.now(), opts.slowPickupMs);
+  /** watchWorker follows one worker: ready, its log lines, its answers, and its end (then it is replaced). */
+  private watchWorker(slot: Slot, backlog: Int32Array, resolve: (s: Slot) => void, reject: (e: Error) => void): void {
+    const { opts, log } = this;
+    const worker = slot.worker;
+    let ready = false;
+    const replace = (why: string) => {
+      if (slot.gone) return;
+      slot.gone = true;
+      const i = this.slots.indexOf(slot);
+      if (i >= 0) this.slots.splice(i, 1);
+      if (slot.pending.size > 0)
+        log.error({ worker: slot.n, calls: slot.pending.size }, `a worker ended: ${why}; failing the calls it held`);
+      failAll(slot, `the function's worker ended (${why}); it was replaced, and other calls were not affected`);
+      if (!ready) return reject(new Error(why));
+      if (this.closing) return;
+      log.warn({ worker: slot.n, reason: why }, "starting a replacement worker");
+      opts.onWorkerRestart?.();
+      this.respawn(slot.kept, 0);
+    };
+    worker.on("message", (m: FromWorker) => {
+      if (m.type === "ready") {
+        ready = true;
+        this.slots.push(slot);
+        for (const w of this.waiting.splice(0)) w();
+        resolve(slot);
+      } else if (m.type === "log") {
+        relog(log, m.line, slot.n);
+        Atomics.sub(backlog, 0, m.line.length);
+      } else if (m.type === "failed") {
+        slot.gone = true;
+        void worker.terminate();
+        reject(new Error(m.message));
+      } else {
+        const p = slot.pending.get(m.id);
+        if (!p) return; // already answered here (a deadline), or failed with the worker
+        slot.pending.delete(m.id);
+        if (p.idle) notePickup(slot, m.waited, performance.now());
+        if (m.type === "done") p.resolve({ ok: new Uint8Array(m.buf, m.off, m.len) });
+        else if (m.code === Code.DEADLINE_EXCEEDED && p.byTimeout) p.resolve(expired(true, opts.timeoutMs));
+        else p.resolve({ code: m.code, details: m.details });
+      }
+    });
+    worker.on("error", (err) => {
+      if ((err as { code?: string }).code === "ERR_WORKER_OUT_OF_MEMORY") {
+        const limit = opts.maxHeapMB ? `its heap is limited to ${opts.maxHeapMB} MB, --max-worker-heap` : "V8's own heap limit";
+        log.error({ worker: slot.n, maxHeapMB: opts.maxHeapMB }, "a worker ran out of memory");
+        return replace(`it ran out of memory (${limit})`);
+      }
+      log.error({ worker: slot.n, err: err.message }, "a worker crashed");
+      replace(`it crashed: ${err.message}`);
+    });
+    worker.on("exit", (code) =>
+      replace(slot.ending ?? (ready ? `process.exit(${code}) was called in it` : loadExit(code, opts.workerData))),
+    );
+  }
+
+  /** respawn starts a replacement worker, trying again with a growing wait while it cannot start. */
+  private respawn(kept: boolean, attempt: number): void {
+    this.spawn(kept).catch((err: Error) => {
+      const delay = Math.min(30_000, 500 * 2 ** attempt);
+      this.log.error({ err: err.message, retryInMs: delay }, "cannot start a replacement worker");
+      if (!this.closing) setTimeout(() => this.respawn(kept, attempt + 1), delay).unref();
+    });
+  }
+
+  private pick(size: number): Slot | undefined {
+    return pickWorker(this.slots, size, performance.now(), this.opts.slowPickupMs);
+  }
 
   /** workerBefore resolves with a worker, waiting for a replacement if none is running, or undefined at the deadline. */
-  async function workerBefore(deadline: number, size: number): Promise<Slot | undefined> {
+  private async workerBefore(deadline: number, size: number): Promise<Slot | undefined> {
     for (;;) {
-      const slot = pick(size);
+      const slot = this.pick(size);
       if (slot || Date.now() >= deadline) return slot;
       await new Promise<void>((resolve) => {
         const t = setTimeout(resolve, Math.min(2 ** 31 - 1, deadline - Date.now()));
-        waiting.push(() => (clearTimeout(t), resolve()));
+        this.waiting.push(() => (clearTimeout(t), resolve()));
       });
     }
   }
 
-  async function dispatch(bytes: Uint8Array, call: CallInfo, deadline: number, byTimeout: boolean): Promise<HandlerResult> {
+  /** dispatch sends one admitted call to a worker and answers it: the worker's answer, or the deadline's. */
+  private async dispatch(bytes: Uint8Array, call: CallInfo, deadline: number, byTimeout: boolean): Promise<HandlerResult> {
+    const { opts, log } = this;
     // Taken at once when a worker is running, so that the call counts on it before the next call is placed.
-    const slot = pick(bytes.byteLength) ?? (await workerBefore(deadline, bytes.byteLength));
+    const slot = this.pick(bytes.byteLength) ?? (await this.workerBefore(deadline, bytes.byteLength));
     if (!slot)
       return { code: Code.UNAVAILABLE, details: "no function worker came up before the deadline (they are being restarted); retry later" };
     const at = (opts.now ?? (() => new Date()))().getTime();
-    const id = nextId++;
+    const id = this.nextId++;
     // Kept for --record-dir only: otherwise the bytes go to the worker.
     const kept = opts.onResponse ? Uint8Array.from(bytes) : undefined;
     const b = exclusive(bytes);
@@ -362,37 +431,12 @@ export async function startPool(opts: PoolOptions, log: Logger): Promise<Pool> {
       );
     });
   }
+}
 
-  // A full queue under a flood would otherwise write a line per refused call.
-  const busy = refusals(log, opts.refusedReportMs ?? REFUSED_REPORT_MS);
-  const guard = opts.memoryGuardMB ? guardMemory(opts.memoryGuardMB, opts.rss ?? process.memoryUsage.rss, slots, log) : undefined;
-
-  return {
-    async handle(bytes, call) {
-      if (queue.size >= opts.maxQueue) {
-        const details = `server busy: ${queue.pending} requests running and ${queue.size} queued (limit ${opts.maxQueue}); retry later`;
-        busy.refused({ code: "RESOURCE_EXHAUSTED" }, details);
-        return { code: Code.RESOURCE_EXHAUSTED, details };
-      }
-      const limit = Date.now() + opts.timeoutMs;
-      const byTimeout = limit < call.deadline;
-      const deadline = Math.min(limit, call.deadline);
-      const r = await queue.add(async () => {
-        if (call.cancel?.cancelled) return { code: Code.CANCELLED, details: "call cancelled" } as HandlerResult;
-        if (Date.now() >= deadline) return expired(byTimeout, opts.timeoutMs);
-        return dispatch(bytes, call, deadline, byTimeout);
-      });
-      return r!;
-    },
-    inFlight: () => queue.size + queue.pending,
-    ready: () => slots.filter((s) => !s.gone && !s.retiring).length,
-    async close() {
-      closing = true;
-      clearInterval(guard);
-      busy.flush();
-      await Promise.all([...all].map((w) => w.terminate()));
-    },
-  };
+/** failAll fails every call a worker held, saying why. */
+function failAll(slot: Slot, details: string): void {
+  for (const p of slot.pending.values()) p.resolve({ code: Code.INTERNAL, details });
+  slot.pending.clear();
 }
 
 const LEVELS = new Set(["trace", "debug", "info", "warn", "error", "fatal"]);
