@@ -76,6 +76,8 @@ function runLane(name, laneFiles) {
         "--conditions=xfn-source",
         "--import",
         "tsx",
+        "--import",
+        join(root, "test/support/handles.mjs"),
         join(root, "node_modules/uvu/bin.js"),
         ".",
         `^(${laneFiles.map(escape).join("|")})$`,
@@ -99,7 +101,9 @@ function runLane(name, laneFiles) {
       if (!exitTimer && /Duration:/.test(out)) {
         exitTimer = setTimeout(() => {
           leaked = true;
-          child.kill("SIGKILL");
+          // Ask the lane what it still holds (test/support/handles.mjs), then end it.
+          child.kill("SIGUSR2");
+          setTimeout(() => child.kill("SIGKILL"), 1_000);
         }, EXIT_GRACE_MS);
       }
     });

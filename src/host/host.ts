@@ -162,9 +162,13 @@ export class Host {
   }
 
   /** run installs the Crossplane kinds the host reads if missing, then watches XRDs, Compositions and CRDs. */
+  /** Counts runs and halts: a run that awaits sees whether it is still the current one. */
+  private term = 0;
+
   private async run(): Promise<void> {
     if (this.running) return;
     this.running = true;
+    const term = ++this.term;
     this.metrics.leader.set(1);
     this.watches = this.newWatches();
     this.queue = this.newQueue();
@@ -175,6 +179,9 @@ export class Host {
       } catch (err) {
         if (errorCode(err) !== 409) throw new Error(`cannot install CRD ${String(metaOf(c)["name"])}: ${apiMessage(err)}`);
       }
+      // Halted while installing them (leadership lost, or stop), and perhaps
+      // started again since: start nothing that halt would have ended.
+      if (term !== this.term) return;
     }
     // Composition changes re-reconcile every XR of their kind.
     this.handles.push(this.watches.ensure(COMPOSITIONS, "host", (e) => this.onComposition(e)));
@@ -189,6 +196,7 @@ export class Host {
   private async halt(): Promise<void> {
     if (!this.running) return;
     this.running = false;
+    this.term++;
     this.metrics.leader.set(0);
     clearInterval(this.gcTimer);
     this.queue.stop();

@@ -121,6 +121,20 @@ H(
   },
 );
 
+H("stopped while it is still starting, the host leaves no watch and no timer running (found by a lane that would not exit)", async () => {
+  const { c, host } = await bareHost();
+  try {
+    // Not awaited: stop() lands while start is installing Crossplane's CRDs.
+    const starting = host.start().catch(() => undefined);
+    await host.stop();
+    await starting;
+    assert.equal(host.watches.watching(), [], "no watch was started after the stop");
+    assert.is((host as unknown as { gcTimer?: NodeJS.Timeout }).gcTimer, undefined, "no watch-collection timer was set after the stop");
+  } finally {
+    await c.stop();
+  }
+});
+
 H("a v1 XRD's XRs are cluster-scoped; claims are not served, and the host says so", async () => {
   const { c, kc, mem, host } = await bareHost();
   try {
