@@ -18,7 +18,7 @@ import { DEFAULT_ADDRESS, serve, type RunningServer } from "../server/server.js"
 import type { WorkerData } from "../server/worker.js";
 import type { Recorder } from "../testing/record.js";
 import { refuseExit } from "../module/exit.js";
-import { loadFunction, resolveModule } from "../module/load.js";
+import { isTypeScript, loadFunction, resolveModule } from "../module/load.js";
 
 function positive(name: string) {
   return (v: string): number => {
@@ -218,12 +218,15 @@ export async function startServing(source: FunctionSource, flags: ServeFlags, la
     if (http && probes && !shared) httpServers.push(await http.startHttpServer(flags.healthAddress!, probes, log, "probes"));
     const fn = pooled ? null : await source.load();
     const memory = memoryMB();
+    // A TypeScript module is compiled here, once, rather than by every worker (module/compile.ts).
+    const compiled = pooled && moduleFile && isTypeScript(moduleFile) ? await compileOnce(moduleFile, label, log) : undefined;
     const workerData: WorkerData = {
       xfnWorker: true,
       label,
       debug: flags.debug,
       maxResponseBytes: DEFAULT_MAX_RESPONSE_BYTES,
       ...(moduleFile ? { module: moduleFile } : {}),
+      ...(compiled ? { compiled: compiled.url, compiledNeedsTypeScript: compiled.needsTypeScript } : {}),
     };
     // Loaded only when asked for: it brings a YAML writer a server has no other use for.
     recorder = flags.recordDir
@@ -294,6 +297,23 @@ export async function startServing(source: FunctionSource, flags: ServeFlags, la
   };
   process.once("SIGTERM", () => stop("SIGTERM"));
   process.once("SIGINT", () => stop("SIGINT"));
+}
+
+/** compileOnce compiles a TypeScript module for the workers, its errors named as loading it would name them. */
+async function compileOnce(file: string, label: string, log: Logger) {
+  const started = performance.now();
+  const { compileModule } = await import("../module/compile.js");
+  try {
+    const compiled = await compileModule(file);
+    process.once("exit", compiled.dispose);
+    log.debug(
+      { ms: Math.round(performance.now() - started), file: fileURLToPath(compiled.url) },
+      "compiled the function module once for every worker",
+    );
+    return compiled;
+  } catch (err) {
+    throw new Error(`cannot load function module ${label}: ${(err as Error).message}`, { cause: err });
+  }
 }
 
 /** workerHeap is --max-worker-heap, or each worker's share of memory (memory.ts), logged with what it came from. */

@@ -78,6 +78,35 @@ export function unsettledMessage(spec: string): string {
  */
 export async function loadFunction(spec: string, cwd = process.cwd(), name = spec): Promise<RunFunction> {
   const file = resolveModule(spec, cwd);
+  return settle(name, async () => {
+    const url = pathToFileURL(file).href;
+    if (!TS_EXTENSIONS.has(extname(file))) return (await import(url)) as Record<string, unknown>;
+    if (extname(file) === ".mts" || packageType(file) === "module") {
+      await registerTypeScript();
+      return (await import(url)) as Record<string, unknown>;
+    }
+    const { tsImport } = await import("tsx/esm/api");
+    return (await tsImport(url, import.meta.url)) as Record<string, unknown>;
+  });
+}
+
+/** isTypeScript tells whether file is loaded through tsx (or compiled once for workers: compile.ts). */
+export const isTypeScript = (file: string): boolean => TS_EXTENSIONS.has(extname(file));
+
+/**
+ * loadCompiled imports a module compileModule made (a pool worker's load), with
+ * loadFunction's errors, naming it as name. Stack traces map to its sources.
+ */
+export async function loadCompiled(compiled: { url: string; needsTypeScript: boolean }, name: string): Promise<RunFunction> {
+  process.setSourceMapsEnabled(true);
+  return settle(name, async () => {
+    if (compiled.needsTypeScript) await registerTypeScript();
+    return (await import(compiled.url)) as Record<string, unknown>;
+  });
+}
+
+/** settle runs load (an import), explaining a top-level await that never settles, and picks the function it exports. */
+async function settle(name: string, load: () => Promise<Record<string, unknown>>): Promise<RunFunction> {
   let mod: Record<string, unknown>;
   // A module whose top-level await can never settle leaves nothing to run:
   // Node then ends the process with code 13 and says nothing of why. The
@@ -88,16 +117,7 @@ export async function loadFunction(spec: string, cwd = process.cwd(), name = spe
   };
   if (isMainThread) process.on("exit", onExit);
   try {
-    const url = pathToFileURL(file).href;
-    if (!TS_EXTENSIONS.has(extname(file))) {
-      mod = (await import(url)) as Record<string, unknown>;
-    } else if (extname(file) === ".mts" || packageType(file) === "module") {
-      await registerTypeScript();
-      mod = (await import(url)) as Record<string, unknown>;
-    } else {
-      const { tsImport } = await import("tsx/esm/api");
-      mod = (await tsImport(url, import.meta.url)) as Record<string, unknown>;
-    }
+    mod = await load();
   } catch (err) {
     throw new Error(`cannot load function module ${name}: ${(err as Error).message}`, { cause: err });
   } finally {

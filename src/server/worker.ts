@@ -18,6 +18,10 @@ export interface WorkerData {
   xfnWorker: true;
   /** The function module to load (xfn serve); a bundle's worker has its function built in. */
   module?: string;
+  /** The module compiled once for every worker (a data: URL, module/compile.ts), loaded instead of module. */
+  compiled?: string;
+  /** Whether the compiled module's imports are TypeScript too (the worker then registers tsx). */
+  compiledNeedsTypeScript?: boolean;
   label: string;
   debug: boolean;
   maxResponseBytes: number;

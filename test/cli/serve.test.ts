@@ -1,5 +1,5 @@
 // `xfn serve` as a user runs it: spawned, with real flags, env and signals.
-import { writeFileSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, writeFileSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { suite } from "uvu";
@@ -127,6 +127,48 @@ Cli("a worker that exits while loading the module is refused naming the module a
   const r = await run(["serve", "exits.mjs", "--insecure", "--workers", "2"], { cwd: scratch });
   assert.is(r.code, 1);
   assert.match(r.stderr, /cannot load function module exits\.mjs: a worker exited with code 0 while loading it/);
+});
+
+Cli("a TypeScript module is compiled once for every worker: its imports, its own folder, its lines in stack traces", async () => {
+  const dir = join(scratch, "compiled");
+  mkdirSync(join(dir, "lib"), { recursive: true });
+  writeFileSync(join(dir, "greeting.txt"), "read beside the module");
+  writeFileSync(
+    join(dir, "lib/read.ts"),
+    `import { readFileSync } from "node:fs";\n` +
+      `export const greeting = (): string => readFileSync(new URL("../greeting.txt", import.meta.url), "utf8");\n` +
+      `export function stack(why: string): string {\n  const e: Error = new Error(why);\n  return e.stack ?? "";\n}\n`,
+  );
+  writeFileSync(
+    join(dir, "index.ts"),
+    `import { response } from ${JSON.stringify(join(import.meta.dirname, "../../lib/index.js"))};\n` +
+      `import { greeting, stack } from "./lib/read.js";\n` +
+      `export default (req: any) => (req.meta?.tag === "stack" ? ((r) => (response.normal(r, stack("here")), r))(response.to(req)) : ((r) => (response.normal(r, greeting()), r))(response.to(req)));\n`,
+  );
+  const s = await startServe([join(dir, "index.ts"), "--insecure", "--workers", "2", "--debug"]);
+  const c = rawClient(s.port);
+  try {
+    const rsp = await c.run(request({ meta: { tag: "t" } }));
+    assert.is(rsp.results[0]?.message, "read beside the module", "import.meta.url names lib/read.ts");
+    const traced = await c.run(request({ meta: { tag: "stack" } }));
+    assert.ok(
+      traced.results[0]?.message.includes(`${join(dir, "lib/read.ts")}:4:`),
+      `the stack names lib/read.ts, line 4: ${traced.results[0]?.message}`,
+    );
+  } finally {
+    c.close();
+    await s.stop();
+  }
+  const compiled = /"file":"([^"]+)","msg":"compiled the function module once for every worker"/.exec(s.output())?.[1];
+  assert.ok(compiled && !compiled.startsWith(dir), "compiled elsewhere than beside the module");
+  assert.not.ok(existsSync(compiled), "the compiled file is removed at exit");
+});
+
+Cli("a TypeScript module that does not compile is refused naming the file, line and column", async () => {
+  writeFileSync(join(scratch, "broken.ts"), "export default () => {\n  const x = ;\n};\n");
+  const r = await run(["serve", "broken.ts", "--insecure"], { cwd: scratch });
+  assert.is(r.code, 1, r.stdout + r.stderr);
+  assert.match(r.stderr, `cannot load function module broken.ts: ${join(scratch, "broken.ts")}:2:13: Unexpected ";"`);
 });
 
 Cli("a module slow to load is logged as still loading, then served", async () => {

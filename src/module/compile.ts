@@ -1,0 +1,135 @@
+// Compiles a TypeScript function module once, for every pool worker.
+//
+// Without this, each worker registers tsx's loader (a loader thread of its own
+// on Node 20) and compiles the module's files itself: with three workers, about
+// twice the CPU of starting them on compiled code (bench/README.md, "Why the
+// code is as it is"). Here the server's thread bundles the module's own files
+// with esbuild (tsx's compiler) into one ES module, written to a folder of its
+// own under the system's temporary folder (removed when the server exits), and
+// each worker imports that.
+//
+// What the module sees is what it sees under tsx:
+// - packages (xfn-runtime above all) stay imports, resolved where the module
+//   is, with the conditions Node runs with, and written as absolute file URLs,
+//   so a worker loads the very files it would have loaded;
+// - import.meta.url, import.meta.filename and import.meta.dirname, and
+//   __filename and __dirname, name each source file, not the bundle; require
+//   works, from the module's folder;
+// - stack traces name the source files and lines (an inline source map, and
+//   source maps turned on in the worker, as tsx turns them on).
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { readFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { basename, dirname, extname, isAbsolute, join, resolve } from "node:path";
+import { pathToFileURL } from "node:url";
+
+const TS = /\.(c|m)?tsx?$/;
+
+/** Compiled is a module ready for workers: its URL, and whether its imports need TypeScript too. */
+export interface Compiled {
+  url: string;
+  /** dispose removes the compiled file (the server calls it as it exits). */
+  dispose(): void;
+  /** An import resolved to a TypeScript file (this repository's own tests, run from src/): the worker registers tsx as well. */
+  needsTypeScript: boolean;
+}
+
+/** conditions are the module conditions Node runs with (--conditions / -C, on the command line or in NODE_OPTIONS). */
+export function nodeConditions(argv = process.execArgv, options = process.env["NODE_OPTIONS"] ?? ""): string[] {
+  const args = [...argv, ...options.split(/\s+/).filter(Boolean)];
+  const out: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i]!;
+    const m = /^(?:--conditions|-C)=(.+)$/.exec(a);
+    if (m) out.push(m[1]!);
+    else if ((a === "--conditions" || a === "-C") && i + 1 < args.length) out.push(args[++i]!);
+  }
+  return out;
+}
+
+/**
+ * compileModule bundles file (a TypeScript module) and the files it imports
+ * by relative path into one ES module, resolving packages with conditions
+ * (Node's own, by default). A compile error is thrown with
+ * esbuild's words (file, line, column and what is wrong).
+ */
+export async function compileModule(file: string, conditions = nodeConditions()): Promise<Compiled> {
+  const { build } = await import("esbuild");
+  let needsTypeScript = false;
+  const entryDir = dirname(file);
+  const entryUrl = pathToFileURL(file).href;
+  const result = await build({
+    entryPoints: [file],
+    absWorkingDir: entryDir,
+    bundle: true,
+    write: false,
+    platform: "node",
+    format: "esm",
+    target: `node${process.versions.node}`,
+    conditions,
+    sourcemap: "external",
+    sourcesContent: false,
+    outfile: `${file}.xfn.mjs`,
+    logLevel: "silent",
+    // require, from the module's folder, for what esbuild leaves as require() calls.
+    banner: {
+      js: `import { createRequire as __xfnRequire } from "node:module"; const require = __xfnRequire(${JSON.stringify(entryUrl)});`,
+    },
+    plugins: [
+      {
+        name: "xfn-packages",
+        setup(b) {
+          // Packages (bare specifiers, node: builtins) stay imports, pinned to the file Node would load.
+          b.onResolve({ filter: /^[^./]/ }, async (args) => {
+            if (args.pluginData === "xfn-inner" || isAbsolute(args.path)) return undefined;
+            if (args.path.startsWith("node:")) return { path: args.path, external: true };
+            const r = await b.resolve(args.path, { kind: args.kind, resolveDir: args.resolveDir, pluginData: "xfn-inner" });
+            if (r.errors.length > 0) return { errors: r.errors };
+            if (r.external || !isAbsolute(r.path)) return { path: args.path, external: true };
+            if (TS.test(r.path)) needsTypeScript = true;
+            return { path: pathToFileURL(r.path).href, external: true };
+          });
+          // Each source file keeps its own name and folder.
+          b.onLoad({ filter: /\.(c|m)?[jt]sx?$/ }, async (args) => {
+            if (args.path.includes("/node_modules/")) return undefined;
+            const text = await readFile(args.path, "utf8");
+            const url = JSON.stringify(pathToFileURL(args.path).href);
+            const contents = text
+              .replace(/\bimport\.meta\.url\b/g, url)
+              .replace(/\bimport\.meta\.filename\b/g, JSON.stringify(args.path))
+              .replace(/\bimport\.meta\.dirname\b/g, JSON.stringify(dirname(args.path)))
+              .replace(/(?<![.\w$])__filename\b/g, JSON.stringify(args.path))
+              .replace(/(?<![.\w$])__dirname\b/g, JSON.stringify(dirname(args.path)));
+            return { contents, loader: loaderFor(args.path), resolveDir: dirname(args.path) };
+          });
+        },
+      },
+    ],
+  }).catch((err: unknown) => {
+    const errors = (err as { errors?: { text: string; location?: { file: string; line: number; column: number } | null }[] }).errors;
+    if (!errors?.length) throw err;
+    const e = errors[0]!;
+    const at = e.location ? `${resolve(entryDir, e.location.file)}:${e.location.line}:${e.location.column + 1}: ` : "";
+    throw new Error(`${at}${e.text}${errors.length > 1 ? ` (and ${errors.length - 1} more)` : ""}`);
+  });
+  const js = result.outputFiles.find((f) => f.path.endsWith(".mjs"))!.text;
+  const mapFile = result.outputFiles.find((f) => f.path.endsWith(".map"));
+  let code = js.replace(/\n\/\/# sourceMappingURL=.*\n?$/, "\n");
+  if (mapFile) {
+    // The map's sources are relative to the bundle's (virtual) path beside the entry: the file is written elsewhere, so make them absolute.
+    const map = JSON.parse(mapFile.text) as { sources: string[] };
+    map.sources = map.sources.map((s) => new URL(s, pathToFileURL(`${entryDir}/`)).href);
+    code += `//# sourceMappingURL=data:application/json;base64,${Buffer.from(JSON.stringify(map)).toString("base64")}\n`;
+  }
+  const folder = mkdtempSync(join(tmpdir(), "xfn-compiled-"));
+  const out = join(folder, `${basename(file)}.mjs`);
+  writeFileSync(out, code);
+  return { url: pathToFileURL(out).href, needsTypeScript, dispose: () => rmSync(folder, { recursive: true, force: true }) };
+}
+
+function loaderFor(path: string): "ts" | "tsx" | "js" | "jsx" {
+  const ext = extname(path);
+  if (ext === ".tsx") return "tsx";
+  if (ext === ".jsx") return "jsx";
+  return /\.(c|m)?ts$/.test(ext) ? "ts" : "js";
+}
