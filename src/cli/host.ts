@@ -180,15 +180,7 @@ export function hostCommand(): Command {
             log.error({ err: (err as Error).message }, "running without /metrics; pass --metrics-address host:port, or off");
           }
         }
-        await host.start();
-        phase = undefined;
-        if (flags.manifests.length)
-          await applyManifests(
-            kc,
-            flags.manifests.flatMap((m) => loadDocs(m)),
-            log,
-            flags.requestTimeout * 1000,
-          );
+        // Before starting: a SIGTERM while the host starts stops it as gracefully as one after.
         const stop = () => {
           phase = "shutting down";
           void host
@@ -199,6 +191,16 @@ export function hostCommand(): Command {
         };
         process.once("SIGTERM", stop);
         process.once("SIGINT", stop);
+        await host.start();
+        if (phase === "shutting down") return;
+        phase = undefined;
+        if (flags.manifests.length)
+          await applyManifests(
+            kc,
+            flags.manifests.flatMap((m) => loadDocs(m)),
+            log,
+            flags.requestTimeout * 1000,
+          );
       } catch (err) {
         process.stderr.write(`xfn host: ${(err as Error).message}\n`);
         process.exitCode = 1;

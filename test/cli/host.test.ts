@@ -164,9 +164,20 @@ C("a busy --metrics-address is logged and the host runs on; off serves none", as
     assert.not.match(off.output(), /serving metrics/);
   } finally {
     blocker.close();
-    assert.is(await h.stop(), 0);
-    assert.is(await off.stop(), 0);
+    // Both stopped before either is checked: a failed check must not leave a host running.
+    assert.equal(await Promise.all([h.stop(), off.stop()]), [0, 0]);
   }
+});
+
+C("SIGTERM while the host is still starting stops it as gracefully as after: exit 0", async () => {
+  const h = startHost(["--embedded", "--leader-election", "--metrics-address", "off"]);
+  try {
+    // Leadership comes first in start-up, before Crossplane's kinds are installed and the watches start.
+    await until("leadership", () => /became the leader/.test(h.output()), 20_000);
+  } finally {
+    assert.is(await h.stop(), 0, h.output());
+  }
+  assert.not.match(h.output(), /host started/, "stopped before it had started");
 });
 
 C("--function-tls-certs-dir: a Development-runtime function is called with mTLS, as Crossplane calls it; without, a warning", async () => {
