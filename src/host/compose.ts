@@ -96,9 +96,8 @@ interface Reconciling {
   observedObjects: Map<string, JsonObject>;
 }
 
-/** Applied is what the apply phase did: the references to record, and what keeps the XR from being ready. */
+/** Applied is what the apply phase did: what keeps the XR from being ready. */
 interface Applied {
-  refs: Ref[];
   unready: string[];
   waiting: string[];
 }
@@ -177,8 +176,9 @@ export class Composer {
       const ordered = r.deleting && result.conditions.some((fc) => fc["type"] === "Ready" && fc["reason"] === "Deleting");
       const desired = r.deleting && !ordered ? {} : result.desired.resources;
       const composed = await this.compose(r, result, desired);
+      await this.recordRefs(r, composed);
       const applied = await this.apply(r, composed);
-      await this.prune(r, desired, applied);
+      await this.prune(r, desired);
       return await this.finish(r, result, ordered, applied);
     } catch (err) {
       if (err instanceof Stop) return err.result;
@@ -373,19 +373,45 @@ export class Composer {
   }
 
   /**
+   * recordRefs records references to every composed resource before any is
+   * applied, as Crossplane's composer does: a host killed between applying a
+   * resource and writing the XR's status finds it again by reference next time,
+   * so nothing it composed is orphaned and its functions observe what they
+   * composed (an external name above all). Resources observed but no longer
+   * desired stay referenced until they are gone (prune deletes them).
+   */
+  private async recordRefs(r: Reconciling, composed: Composed[]): Promise<void> {
+    const desired = new Set(composed.map((c) => c.name));
+    const leaving = [...r.observedObjects].filter(([rn]) => !desired.has(rn)).map(([, o]) => o);
+    const refs = resourceRefsOf(
+      r.xr,
+      [...composed.map((c) => c.object), ...leaving].map((o) => {
+        const x = refOf(o);
+        return { apiVersion: x.apiVersion, kind: x.kind, metadata: { name: x.name, ...(x.namespace ? { namespace: x.namespace } : {}) } };
+      }),
+    );
+    if (JSON.stringify(refs) === JSON.stringify(resourceRefs(r.xr))) return;
+    const list = refs as unknown as JsonValue[];
+    await this.patchXR(r.t, r.xr, r.t.legacy ? { spec: { resourceRefs: list } } : { spec: { crossplane: { resourceRefs: list } } });
+    // What the XR now holds, for the rest of this reconcile.
+    const spec = isObject(r.xr["spec"]) ? r.xr["spec"] : (r.xr["spec"] = {});
+    if (r.t.legacy) spec["resourceRefs"] = structuredClone(list);
+    else (isObject(spec["crossplane"]) ? spec["crossplane"] : (spec["crossplane"] = {}))["resourceRefs"] = structuredClone(list);
+  }
+
+  /**
    * apply server-side applies each composed resource that changed (one
    * unchanged since its last apply is skipped), holding back a new one whose
    * external name a resource being deleted still holds.
    */
   private async apply(r: Reconciling, composed: Composed[]): Promise<Applied> {
-    const out: Applied = { refs: [], unready: [], waiting: [] };
+    const out: Applied = { unready: [], waiting: [] };
     for (const c of composed) {
       const rn = c.name;
       const seen = r.observedObjects.get(rn);
       const obj = c.object;
       delete obj["status"]; // the API server ignores status on apply; the status subresource is the provider's
       const id = `${String(obj["apiVersion"])}/${String(obj["kind"])}/${keyOf(str(metaOf(obj)["namespace"]), String(metaOf(obj)["name"]))}`;
-      let applied: JsonObject;
       try {
         const k = await this.watched.watch(r.key, String(obj["apiVersion"]), String(obj["kind"]));
         const holder = !seen && k ? await this.externalNameHolder(k, obj) : undefined;
@@ -402,10 +428,9 @@ export class Composer {
         if (seen && this.applied.get(id) === body && holds(seen, obj)) {
           this.d.metrics.skipped.inc({ what: "apply" });
           r.tally.skipped++;
-          applied = seen;
         } else {
           const manager = `xfn/${String(metaOf(r.xr)["uid"])}`;
-          applied = plain(await this.d.objects.patch(kubeObject(obj), undefined, undefined, manager, true, PatchStrategy.ServerSideApply));
+          await this.d.objects.patch(kubeObject(obj), undefined, undefined, manager, true, PatchStrategy.ServerSideApply);
           this.applied.set(id, body);
           (this.appliedBy.get(r.key) ?? this.appliedBy.set(r.key, new Set()).get(r.key)!).add(id);
           this.d.metrics.writes.inc({ what: "apply" });
@@ -414,10 +439,8 @@ export class Composer {
       } catch (err) {
         r.problems.push(`cannot apply ${String(obj["kind"])} ${String(metaOf(obj)["name"])} (resource ${rn}): ${apiMessage(err)}`);
         out.unready.push(rn);
-        if (seen) out.refs.push(refOf(seen));
         continue;
       }
-      out.refs.push(refOf(applied));
       // Ready only when the pipeline says so, as in Crossplane: a resource's own
       // Ready condition counts only through a step that reads it (readiness).
       if (!c.ready) out.unready.push(rn);
@@ -426,7 +449,7 @@ export class Composer {
   }
 
   /** prune deletes the observed resources the pipeline no longer desires; each stays referenced, and observed, until it is gone. */
-  private async prune(r: Reconciling, desired: Record<string, Resource>, applied: Applied): Promise<void> {
+  private async prune(r: Reconciling, desired: Record<string, Resource>): Promise<void> {
     for (const [rn, o] of r.observedObjects) {
       if (Object.hasOwn(desired, rn)) continue;
       if (!metaOf(o)["deletionTimestamp"]) {
@@ -438,24 +461,11 @@ export class Composer {
           r.problems.push(`cannot delete ${String(o["kind"])} ${String(metaOf(o)["name"])} (resource ${rn}): ${apiMessage(err)}`);
         }
       }
-      applied.refs.push(refOf(o));
     }
   }
 
-  /** finish records the references and writes the status, conditions and Events, in this same reconcile; it says when to come back. */
+  /** finish writes the status, conditions and Events (references were recorded before apply); it says when to come back. */
   private async finish(r: Reconciling, result: PipelineResult, ordered: boolean, applied: Applied): Promise<{ requeueAfterMs: number }> {
-    const refs = resourceRefsOf(
-      r.xr,
-      applied.refs.map((x) => ({
-        apiVersion: x.apiVersion,
-        kind: x.kind,
-        metadata: { name: x.name, ...(x.namespace ? { namespace: x.namespace } : {}) },
-      })),
-    );
-    if (JSON.stringify(refs) !== JSON.stringify(resourceRefs(r.xr))) {
-      const list = refs as unknown as JsonValue[];
-      await this.patchXR(r.t, r.xr, r.t.legacy ? { spec: { resourceRefs: list } } : { spec: { crossplane: { resourceRefs: list } } });
-    }
     const { waiting } = applied;
     const conds = readyAndSynced(r, result, ordered, applied);
     const status = result.desired.composite?.resource?.["status"];

@@ -16,6 +16,7 @@ import { Host } from "../../src/host/host.js";
 import { applyManifests } from "../../src/host/manifests.js";
 import { apis, kubeconfigFor, until } from "../support/cluster.js";
 import { memoryLog } from "../support/log.js";
+import { startProxy, type Proxy } from "../support/proxy.js";
 import { ROOT } from "../support/spawn.js";
 
 const DIR = join(ROOT, "test/fixtures/composer");
@@ -213,6 +214,63 @@ C(
       );
     } finally {
       await host.stop();
+      await c.stop();
+    }
+  },
+);
+
+C(
+  "killed right after a composed resource is applied, the host finds it again: it was referenced before it was applied (composition_functions.go: no orphan, observed next time, never created twice)",
+  async () => {
+    const c = await startDevCluster();
+    const direct = kubeconfigFor(c);
+    let crashed = false;
+    // The host talks through a proxy that goes silent right after it forwards the first apply of a Bucket:
+    // the API server applies it, and the host never hears back, as if it were killed at that moment.
+    const proxy: Proxy = await startProxy(c.port, "127.0.0.1", (line) => {
+      if (!crashed && /^PATCH \/apis\/storage\.example\.org\/v1\/namespaces\/team-a\/buckets\//.test(line)) {
+        crashed = true;
+        proxy.blackhole();
+      }
+    });
+    const mem = memoryLog();
+    const runner = () => createRunner(loadDocs(join(DIR, "functions.yaml")), join(DIR, "functions.yaml"), () => new Date());
+    const killed = new Host({ kc: kubeconfigFor(c, proxy.port), runner: await runner(), log: mem.log, requestTimeoutMs: 1000 });
+    let restarted: Host | undefined;
+    const { objects } = apis(direct);
+    const buckets = async () => ((await objects.listNamespacedCustomObject({ ...BUCKETS, namespace: "team-a" })) as any).items as any[];
+    const xr = () => objects.getNamespacedCustomObject({ ...STORES, namespace: "team-a", name: "shop" }) as Promise<any>;
+    try {
+      await killed.start();
+      await applyManifests(direct, loadDocs(join(DIR, "manifests.yaml")), mem.log);
+      const shop = { apiVersion: "example.org/v1", kind: "XStore", metadata: { name: "shop", namespace: "team-a" }, spec: { case: "ok" } };
+      await until("the XR kind served", async () => (await fetch(`${c.url}/apis/example.org/v1/xstores`)).ok, 10_000);
+      await applyManifests(direct, [{ obj: shop, source: "test" }], mem.log);
+      await until("the bucket applied, and the host cut off", async () => crashed && (await buckets()).length === 1, 10_000);
+      const [bucket] = await buckets();
+      assert.equal(
+        (await xr()).spec.crossplane.resourceRefs,
+        [{ apiVersion: "storage.example.org/v1", kind: "Bucket", name: bucket.metadata.name }],
+        "the XR referenced the bucket before the host applied it",
+      );
+      // A new host, as the restarted process.
+      restarted = new Host({ kc: direct, runner: await runner(), log: mem.log, baseBackoffMs: 50, maxBackoffMs: 500 });
+      await restarted.start();
+      await until(
+        "the XR reconciled by the new host",
+        async () => ((await xr()).status?.conditions ?? []).some((x: any) => x.type === "Synced" && x.status === "True"),
+        10_000,
+      );
+      const after = await buckets();
+      assert.equal(
+        after.map((b) => [b.metadata.name, b.metadata.uid]),
+        [[bucket.metadata.name, bucket.metadata.uid]],
+        "the same bucket, never a second",
+      );
+    } finally {
+      await restarted?.stop();
+      await proxy.close();
+      await killed.crash();
       await c.stop();
     }
   },

@@ -20,7 +20,13 @@ export interface Proxy {
   close(): Promise<void>;
 }
 
-export async function startProxy(targetPort: number, host = "127.0.0.1"): Promise<Proxy> {
+/**
+ * startProxy forwards to targetPort. sent, when given, is told the request line
+ * of each request once it has been forwarded (a test can blackhole right after
+ * the one it waits for: the server acts on it, the client never hears back, as
+ * when the client's process is killed at that moment).
+ */
+export async function startProxy(targetPort: number, host = "127.0.0.1", sent?: (requestLine: string) => void): Promise<Proxy> {
   const pairs = new Set<[Socket, Socket]>();
   const frozen: Socket[] = [];
   let silent = false;
@@ -37,6 +43,8 @@ export async function startProxy(targetPort: number, host = "127.0.0.1"): Promis
     client.on("data", (chunk: Buffer) => {
       const text = chunk.toString("latin1");
       upstream.write(ours.test(text) ? Buffer.from(text.replace(ours, `Host: ${host}:${targetPort}\r`), "latin1") : chunk);
+      const line = /^[A-Z]+ \S+ HTTP\/1\.1\r\n/.exec(text);
+      if (line && sent) sent(line[0].trimEnd());
     });
     upstream.pipe(client);
     const done = () => {
