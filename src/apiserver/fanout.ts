@@ -14,6 +14,8 @@ export class Fanout {
   /** While true, events wait in held until release says they are durable. */
   holdEvents = false;
   private held: StoreEvent[] = [];
+  /** Kinds whose watches end once the held events up to rv (their objects' DELETED events) are sent. */
+  private closing: Array<{ typeKey: string; rv: number }> = [];
   /** The version the history was last emptied at: no watch resumes from before it. */
   private compactedAt = 0;
 
@@ -41,6 +43,9 @@ export class Fanout {
     let n = 0;
     while (n < this.held.length && this.held[n]!.rv <= rv) n++;
     for (const e of this.held.splice(0, n)) this.publish(e);
+    let m = 0;
+    while (m < this.closing.length && this.closing[m]!.rv <= rv) m++;
+    for (const c of this.closing.splice(0, m)) this.closeNow(c.typeKey);
   }
 
   private publish(e: StoreEvent): void {
@@ -78,8 +83,17 @@ export class Fanout {
     return () => this.watchers.delete(w);
   }
 
-  /** closeKind ends the watches of one kind (its CRD is gone). */
-  closeKind(typeKey: string): void {
+  /**
+   * closeKind ends the watches of one kind (its CRD is gone) once they have
+   * been sent every event up to rv: its objects' DELETED events, which wait
+   * while events are held until durable.
+   */
+  closeKind(typeKey: string, rv: number): void {
+    if (this.held.length > 0) this.closing.push({ typeKey, rv });
+    else this.closeNow(typeKey);
+  }
+
+  private closeNow(typeKey: string): void {
     for (const w of [...this.watchers]) if (w.typeKey === typeKey) w.close();
   }
 

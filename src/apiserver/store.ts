@@ -522,7 +522,7 @@ export class Store {
       ensureMeta(gone)["resourceVersion"] = this.bump();
       this.record({ type: "DELETED", typeKey: key, object: gone });
     }
-    this.fanout.closeKind(key);
+    this.fanout.closeKind(key, this.rv);
     this.forgetType(crd);
   }
 

@@ -225,6 +225,20 @@ S("deleting a CRD deletes its objects, ends its watches and stops serving it", (
   assert.is(s.findType("example.org", "v1", "widgets"), undefined);
 });
 
+S("deleting a CRD while changes wait to be durable (--data-dir): its watches get the DELETED events first, then end", () => {
+  const s = store();
+  s.create(W, "default", widget("a"));
+  s.holdEvents = true;
+  const w = recorder(W);
+  s.watch(w, String(s.rv));
+  s.delete(CRD_KEY, undefined, "widgets.example.org");
+  assert.equal(w.events, [], "nothing is sent before it is durable");
+  assert.not.ok(w.closed, "nor is the watch ended before its DELETED events are sent");
+  s.release(s.rv);
+  assert.equal(w.events, [["DELETED", "a"]]);
+  assert.ok(w.closed);
+});
+
 S("bad writes are refused with Kubernetes reasons", () => {
   const s = store();
   assert.throws(() => s.create(W, "nope", widget("a")), /namespaces "nope" not found/);

@@ -1,5 +1,7 @@
 // The host loop end to end on the embedded API server: real HTTP, real
 // client-node informers, the examples' functions run in-process.
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { PatchStrategy, setHeaderOptions } from "@kubernetes/client-node";
 import { suite } from "uvu";
@@ -18,8 +20,8 @@ const BUCKETS = { group: "s3.aws.upbound.io", version: "v1beta1", plural: "bucke
 const XBUCKETS = { group: "example.xfn.dev", version: "v1alpha1", plural: "xbuckets" };
 const merge = setHeaderOptions("Content-Type", PatchStrategy.MergePatch);
 
-async function setup(opts: { watchGcIntervalMs?: number; withXR?: boolean } = {}) {
-  const c = await startDevCluster();
+async function setup(opts: { watchGcIntervalMs?: number; withXR?: boolean; dataFile?: string } = {}) {
+  const c = await startDevCluster(opts.dataFile ? { dataFile: opts.dataFile } : {});
   const kc = kubeconfigFor(c);
   const mem = memoryLog();
   const runner = await createRunner(loadDocs(join(EX, "functions.yaml")), join(EX, "functions.yaml"), () => new Date());
@@ -248,6 +250,30 @@ H("failure mode 2: deleting the XR says Deleting and names the blocker at once; 
     await teardown(host, c);
   }
 });
+
+for (const durable of [false, true]) {
+  H(
+    `the composed kind's CRD deleted under a live XR${durable ? " (a durable dev-cluster, --data-dir)" : ""}: the XR turns Synced=False within seconds, naming the kind`,
+    async () => {
+      const dir = durable ? mkdtempSync(join(tmpdir(), "xfn-host-crd-")) : undefined;
+      const { c, host, objects, crds } = await setup(dir ? { dataFile: join(dir, "state.json") } : {});
+      try {
+        await until("a bucket", async () => (await listBuckets(objects)).length === 1, 10_000);
+        await until("XR synced", async () => cond(await xrOf(objects), "Synced")?.status === "True", 10_000);
+        await crds.deleteCustomResourceDefinition({ name: "buckets.s3.aws.upbound.io" });
+        // Within seconds: the bucket's DELETED event starts the XR's reconcile (before, with --data-dir, only the resync did, ~1 min).
+        await until("XR Synced=False", async () => cond(await xrOf(objects), "Synced")?.status === "False", 5_000);
+        assert.match(
+          cond(await xrOf(objects), "Synced").message,
+          /cannot apply Bucket .*: the server could not find the requested resource/,
+        );
+      } finally {
+        await teardown(host, c);
+        if (dir) rmSync(dir, { recursive: true, force: true });
+      }
+    },
+  );
+}
 
 H("failure mode 1: the composed kind's CRD goes first, then the XRD; the controller stops cleanly, no error, no hang", async () => {
   const { c, host, objects, crds, mem } = await setup();
