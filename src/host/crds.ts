@@ -3,6 +3,7 @@
 import type { JsonObject } from "@bufbuild/protobuf";
 import { isObject, metaOf, str } from "./kube.js";
 import type { Kind } from "./watches.js";
+import { forCompositeResource } from "../engine/xcrd.js";
 
 export const XP_GROUP = "apiextensions.crossplane.io";
 export const XR_FINALIZER = "composite.apiextensions.crossplane.io";
@@ -96,46 +97,17 @@ export function xrType(xrd: JsonObject): XRType | undefined {
 }
 
 /**
- * xrPrinterColumns are the columns `kubectl get` shows for XRs, as Crossplane
- * gives its XR CRDs: SYNCED, READY, COMPOSITION, AGE (after any the XRD's
- * version declares).
+ * xrCRD is the CRD that serves an XRD's XRs: the one Crossplane makes
+ * (engine/xcrd.ts, crossplane-runtime's ForCompositeResource), so that XRs are
+ * defaulted and held to the XRD's schema as on a Crossplane cluster. An XRD
+ * version without a schema is an XRDError, as in Crossplane.
  */
-export function xrPrinterColumns(legacy: boolean): JsonObject[] {
-  return [
-    { name: "SYNCED", type: "string", jsonPath: ".status.conditions[?(@.type=='Synced')].status" },
-    { name: "READY", type: "string", jsonPath: ".status.conditions[?(@.type=='Ready')].status" },
-    { name: "COMPOSITION", type: "string", jsonPath: legacy ? ".spec.compositionRef.name" : ".spec.crossplane.compositionRef.name" },
-    { name: "AGE", type: "date", jsonPath: ".metadata.creationTimestamp" },
-  ];
+export function xrCRD(xrd: JsonObject): JsonObject {
+  return forCompositeResource(xrd);
 }
 
-/** xrCRD is the CRD that serves an XRD's XRs. */
-export function xrCRD(xrd: JsonObject, t: XRType): JsonObject {
-  const spec = xrd["spec"] as JsonObject;
-  const versions = spec["versions"] as JsonObject[];
-  return {
-    apiVersion: "apiextensions.k8s.io/v1",
-    kind: "CustomResourceDefinition",
-    metadata: { name: `${t.kind.plural}.${t.kind.group}` },
-    spec: {
-      group: t.kind.group,
-      names: {
-        ...(spec["names"] as JsonObject),
-        listKind: `${t.gvk.kind}List`,
-        singular: String((spec["names"] as JsonObject)["singular"] ?? t.gvk.kind.toLowerCase()),
-      },
-      scope: t.namespaced ? "Namespaced" : "Cluster",
-      versions: versions.map((v) => ({
-        name: v["name"]!,
-        served: v["served"] !== false,
-        storage: v["referenceable"] === true || versions.length === 1,
-        subresources: { status: {} },
-        schema: { openAPIV3Schema: { type: "object", "x-kubernetes-preserve-unknown-fields": true } },
-        additionalPrinterColumns: [
-          ...(Array.isArray(v["additionalPrinterColumns"]) ? (v["additionalPrinterColumns"] as JsonObject[]) : []),
-          ...xrPrinterColumns(t.legacy),
-        ],
-      })),
-    },
-  };
+/** xrCRDRef names the CRD that serves t's XRs (deleting it needs nothing more). */
+export function xrCRDRef(t: XRType): JsonObject {
+  const name = `${t.kind.plural}.${t.kind.group}`;
+  return { apiVersion: "apiextensions.k8s.io/v1", kind: "CustomResourceDefinition", metadata: { name } };
 }

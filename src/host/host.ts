@@ -26,7 +26,7 @@ import type { Runner } from "../engine/runner.js";
 import { hostMetrics, type HostMetrics } from "../metrics.js";
 import { apiClient, objectClient } from "./client.js";
 import { Composer } from "./compose.js";
-import { COMPOSITIONS, crossplaneCRDs, CRDS, XRD_FINALIZER, XRD_KINDS, xrCRD, xrType, type XRType } from "./crds.js";
+import { COMPOSITIONS, crossplaneCRDs, CRDS, XRD_FINALIZER, XRD_KINDS, xrCRD, xrCRDRef, xrType, type XRType } from "./crds.js";
 import { EventRecorder } from "./events.js";
 import { apiMessage, errorCode, holds, isObject, keyOf, kubeObject, metaOf, plain, str } from "./kube.js";
 import { Elector, type LeaderElectionOptions } from "./leader.js";
@@ -322,7 +322,7 @@ export class Host {
       }
       await this.stopController(name);
       await this.objects
-        .delete(kubeObject(xrCRD(xrd, t)))
+        .delete(kubeObject(xrCRDRef(t)))
         .then(() => this.metrics.writes.inc({ what: "delete" }))
         .catch((err) => {
           if (errorCode(err) !== 404) throw err;
@@ -359,7 +359,7 @@ export class Host {
 
   /** ensureXRCRD serves the XR kind, as Crossplane does for an XRD: applied when missing or different. */
   private async ensureXRCRD(xrd: JsonObject, t: XRType): Promise<void> {
-    const want = xrCRD(xrd, t);
+    const want = xrCRD(xrd);
     const name = String(metaOf(want)["name"]);
     const current = (this.watches.cached(CRDS) as unknown as JsonObject[]).find((x) => metaOf(x)["name"] === name);
     if (current && !metaOf(current)["deletionTimestamp"] && holds(plain(current), want)) {

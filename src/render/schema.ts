@@ -5,6 +5,7 @@
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { applyDefaults } from "../apiserver/defaults.js";
 import { PRESERVE, prune } from "../sdk/schema.js";
+import { scopeOf, xrSchemaOf } from "../engine/xcrd.js";
 import { InputError, type Doc } from "../engine/docs.js";
 import { isObject } from "../sdk/fieldpath.js";
 
@@ -24,65 +25,27 @@ export function parseApiVersion(apiVersion: string): { group: string; version: s
 
 /**
  * xrSchema is the openAPIV3Schema of the XR kind an XRD defines, for one
- * version, with what Crossplane adds to it: the fields Crossplane itself keeps
- * under spec (spec.crossplane for v2 XRDs; compositionRef, resourceRefs and
- * the rest at spec's top for v1 ones) and under status (conditions,
- * connectionDetails, claimConditionTypes), kept whatever they hold.
+ * version, as the CRD Crossplane makes for it serves it (engine/xcrd.ts: the
+ * XRD's schema with what Crossplane adds under spec and status). A version
+ * without a schema (which a Crossplane cluster refuses, and crossplane render
+ * takes) defaults and prunes nothing.
  */
 export function xrSchema(xrd: JsonObject, version: string): JsonObject {
   const spec = isObject(xrd["spec"]) ? xrd["spec"] : {};
   const versions = Array.isArray(spec["versions"]) ? spec["versions"].filter(isObject) : [];
   const v = versions.find((x) => x["name"] === version);
-  if (!v)
+  if (v && !(isObject(v["schema"]) && isObject(v["schema"]["openAPIV3Schema"]))) return { type: "object", [PRESERVE]: true };
+  const found = xrSchemaOf(xrd, version);
+  if (!found)
     throw new InputError(
       `the XRD ${String((xrd["metadata"] as JsonObject | undefined)?.["name"] ?? "")} has no version ${JSON.stringify(version)} ` +
         `(it has ${versions.map((x) => String(x["name"])).join(", ") || "none"})`,
     );
-  const given = isObject(v["schema"]) && isObject(v["schema"]["openAPIV3Schema"]) ? v["schema"]["openAPIV3Schema"] : {};
-  const root: JsonObject = structuredClone(given);
-  root["type"] ??= "object";
-  const props: JsonObject = isObject(root["properties"]) ? root["properties"] : (root["properties"] = {});
-  const keep = { type: "object", [PRESERVE]: true };
-  props["apiVersion"] = { type: "string" };
-  props["kind"] = { type: "string" };
-  props["metadata"] = { type: "object", [PRESERVE]: true };
-  const sp: JsonObject = isObject(props["spec"]) ? props["spec"] : (props["spec"] = { type: "object" });
-  const spProps: JsonObject = isObject(sp["properties"]) ? sp["properties"] : (sp["properties"] = {});
-  const legacy = xrdScope(xrd) === "LegacyCluster";
-  if (legacy) {
-    for (const k of [
-      "compositionRef",
-      "compositionSelector",
-      "compositionRevisionRef",
-      "compositionRevisionSelector",
-      "compositionUpdatePolicy",
-      "claimRef",
-      "environmentConfigRefs",
-      "resourceRefs",
-      "publishConnectionDetailsTo",
-      "writeConnectionSecretToRef",
-    ])
-      spProps[k] = k === "resourceRefs" || k === "environmentConfigRefs" ? { type: "array", items: keep } : keep;
-  } else spProps["crossplane"] = keep;
-  const st: JsonObject = isObject(props["status"]) ? props["status"] : (props["status"] = { type: "object" });
-  const stProps: JsonObject = isObject(st["properties"]) ? st["properties"] : (st["properties"] = {});
-  stProps["conditions"] = { type: "array", items: keep };
-  stProps["connectionDetails"] = keep;
-  stProps["claimConditionTypes"] = { type: "array", items: { type: "string" } };
-  return root;
+  return found;
 }
 
-/**
- * xrdScope is the scope of the XRs an XRD defines: spec.scope, else its
- * default in the version the XRD is written in (LegacyCluster in v1,
- * Namespaced in v2). A v2 XRD may hold LegacyCluster (a v1 one read as v2).
- */
-export function xrdScope(xrd: JsonObject): "Namespaced" | "Cluster" | "LegacyCluster" {
-  const spec = isObject(xrd["spec"]) ? xrd["spec"] : {};
-  const scope = spec["scope"];
-  if (scope === "Namespaced" || scope === "Cluster" || scope === "LegacyCluster") return scope;
-  return String(xrd["apiVersion"]) === "apiextensions.crossplane.io/v1" ? "LegacyCluster" : "Namespaced";
-}
+/** xrdScope is the scope of the XRs an XRD defines (engine/xcrd.ts). */
+export const xrdScope = scopeOf;
 
 /** crdSchema is the openAPIV3Schema of one version of a CRD, or undefined. */
 function crdSchema(crd: JsonObject, version: string): JsonObject | undefined {

@@ -115,7 +115,11 @@ H(
         async () => (await raw("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/xbuckets.example.xfn.dev")).spec !== undefined,
       );
       const xrCrd = await raw("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/xbuckets.example.xfn.dev");
-      assert.is(xrCrd.spec.versions[0].schema.openAPIV3Schema["x-kubernetes-preserve-unknown-fields"], true);
+      // The XRD's own schema, with what Crossplane adds (engine/xcrd.ts), as a Crossplane cluster serves it.
+      const spec = xrCrd.spec.versions[0].schema.openAPIV3Schema.properties.spec;
+      assert.equal(spec.properties.region, { type: "string" });
+      assert.equal(spec.properties.crossplane.properties.compositionUpdatePolicy.enum, ["Automatic", "Manual"]);
+      assert.is(xrCrd.spec.versions[0].schema.openAPIV3Schema["x-kubernetes-preserve-unknown-fields"], undefined);
     } finally {
       await host.stop();
       await c.stop();
@@ -137,6 +141,56 @@ H("stopped while it is still starting, the host leaves no watch and no timer run
   }
 });
 
+H(
+  "the XR kind's CRD is the XRD's schema as Crossplane builds it: XRD defaults are applied to XRs; a version without a schema is refused with Crossplane's words",
+  async () => {
+    const { c, kc, mem, host } = await bareHost();
+    try {
+      await host.start();
+      const version = (schema: boolean) => ({
+        name: "v1",
+        served: true,
+        referenceable: true,
+        ...(schema
+          ? {
+              schema: {
+                openAPIV3Schema: {
+                  type: "object",
+                  properties: { spec: { type: "object", properties: { region: { type: "string", default: "eu-west-1" } } } },
+                },
+              },
+            }
+          : {}),
+      });
+      const xrd = (plural: string, kind: string, schema: boolean) => ({
+        obj: {
+          apiVersion: "apiextensions.crossplane.io/v2",
+          kind: "CompositeResourceDefinition",
+          metadata: { name: `${plural}.example.org` },
+          spec: { group: "example.org", scope: "Cluster", names: { kind, plural }, versions: [version(schema)] },
+        },
+        source: "test",
+      });
+      await applyManifests(kc, [xrd("xdbs", "XDB", true), xrd("xcaches", "XCache", false)], mem.log);
+      await until("the XR kind served", async () => (await fetch(`${c.url}/apis/example.org/v1/xdbs`)).ok, 10_000);
+      await applyManifests(
+        kc,
+        [{ obj: { apiVersion: "example.org/v1", kind: "XDB", metadata: { name: "db" }, spec: {} }, source: "test" }],
+        mem.log,
+      );
+      const db = (await (await fetch(`${c.url}/apis/example.org/v1/xdbs/db`)).json()) as any;
+      assert.is(db.spec.region, "eu-west-1", "the XRD's default, applied by the API server");
+      await until("the refusal", () =>
+        mem.lines().some((l) => l["xrd"] === "xcaches.example.org" && /custom resource validation cannot be nil/.test(String(l["err"]))),
+      );
+      assert.not.ok((await fetch(`${c.url}/apis/example.org/v1/xcaches`)).ok, "no kind is served for it");
+    } finally {
+      await host.stop();
+      await c.stop();
+    }
+  },
+);
+
 H("a v1 XRD's XRs are cluster-scoped; claims are not served, and the host says so", async () => {
   const { c, kc, mem, host } = await bareHost();
   try {
@@ -149,7 +203,16 @@ H("a v1 XRD's XRs are cluster-scoped; claims are not served, and the host says s
         group: "example.org",
         names: { kind: "XDB", plural: "xdbs" },
         claimNames: { kind: "DB", plural: "dbs" },
-        versions: [{ name: "v1", served: true, referenceable: true }],
+        versions: [
+          {
+            name: "v1",
+            served: true,
+            referenceable: true,
+            schema: {
+              openAPIV3Schema: { type: "object", properties: { spec: { type: "object", properties: { size: { type: "integer" } } } } },
+            },
+          },
+        ],
       },
     };
     await applyManifests(kc, [{ obj: xrd, source: "test" }], mem.log);

@@ -255,7 +255,7 @@ T("deleting an XRD deletes its XRs, then its CRD, then the XRD goes; a deleted X
     const crd = await crds.readCustomResourceDefinition({ name: "xvolumes.example.org" });
     assert.equal(
       crd.spec.versions[0]!.additionalPrinterColumns!.map((col) => col.name),
-      ["SYNCED", "READY", "COMPOSITION", "AGE"],
+      ["SYNCED", "READY", "COMPOSITION", "COMPOSITIONREVISION", "AGE"],
     );
 
     await applyManifests(kc, [volume("v3", { disks: [{ name: "c" }] })], mem.log);

@@ -1,0 +1,220 @@
+// The CRD Crossplane makes to serve an XRD's composite resources, field for
+// field: crossplane-runtime's pkg/xcrd ForCompositeResource (crd.go) with the
+// properties Crossplane adds (schemas.go), read at crossplane/crossplane-runtime
+// 4e7ed235 (Crossplane v2). One module for `xfn render --xrd` (which defaults and
+// prunes an XR by the schema) and `xfn host` (which installs the CRD), so both
+// hold an XR to the same schema a Crossplane cluster holds it to.
+//
+// Go writes the CRD as JSON: a field at its zero value is left out where its
+// tag says omitempty (required, properties, description, deprecated ...), and
+// kept where it does not (served, storage).
+import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
+import { isObject, metaOf } from "../json.js";
+
+export type XRScope = "Namespaced" | "Cluster" | "LegacyCluster";
+
+/** scopeOf is an XRD's spec.scope, else its default in the version the XRD is written in (LegacyCluster in v1, Namespaced in v2). */
+export function scopeOf(xrd: JsonObject): XRScope {
+  const scope = specOf(xrd)["scope"];
+  if (scope === "Namespaced" || scope === "Cluster" || scope === "LegacyCluster") return scope;
+  return String(xrd["apiVersion"]) === "apiextensions.crossplane.io/v1" ? "LegacyCluster" : "Namespaced";
+}
+
+const specOf = (o: JsonObject): JsonObject => (isObject(o["spec"]) ? o["spec"] : {});
+const objectOf = (v: JsonValue | undefined): JsonObject => (isObject(v) ? v : {});
+const str = { type: "string" };
+const named = { type: "object", required: ["name"], properties: { name: str } };
+const selector = {
+  type: "object",
+  required: ["matchLabels"],
+  properties: { matchLabels: { type: "object", additionalProperties: str } },
+};
+
+/** specProps are the properties Crossplane adds under an XR's spec (CompositeResourceSpecProps). */
+export function specProps(scope: XRScope, defaultPolicy?: string): JsonObject {
+  const refProps: JsonObject = { apiVersion: str, name: str, ...(scope === "Namespaced" ? {} : { namespace: str }), kind: str };
+  const props: JsonObject = {
+    compositionRef: named,
+    compositionSelector: selector,
+    compositionRevisionRef: named,
+    compositionRevisionSelector: selector,
+    compositionUpdatePolicy: { type: "string", enum: ["Automatic", "Manual"], ...(defaultPolicy ? { default: defaultPolicy } : {}) },
+    resourceRefs: {
+      type: "array",
+      items: { type: "object", properties: refProps, required: ["apiVersion", "kind"] },
+      "x-kubernetes-list-type": "atomic",
+    },
+  };
+  if (scope === "LegacyCluster") {
+    props["claimRef"] = {
+      type: "object",
+      required: ["apiVersion", "kind", "namespace", "name"],
+      properties: { apiVersion: str, kind: str, namespace: str, name: str },
+    };
+    props["writeConnectionSecretToRef"] = { type: "object", required: ["name", "namespace"], properties: { name: str, namespace: str } };
+    return structuredClone(props);
+  }
+  return structuredClone({
+    crossplane: { type: "object", description: "Configures how Crossplane will reconcile this composite resource", properties: props },
+  });
+}
+
+/** statusProps are the properties Crossplane adds under an XR's status (CompositeResourceStatusProps). */
+export function statusProps(scope: XRScope): JsonObject {
+  const props: JsonObject = {
+    conditions: {
+      description: "Conditions of the resource.",
+      type: "array",
+      "x-kubernetes-list-map-keys": ["type"],
+      "x-kubernetes-list-type": "map",
+      items: {
+        type: "object",
+        required: ["lastTransitionTime", "reason", "status", "type"],
+        properties: {
+          lastTransitionTime: { type: "string", format: "date-time" },
+          message: str,
+          reason: str,
+          status: str,
+          type: str,
+          observedGeneration: { type: "integer", format: "int64" },
+        },
+      },
+    },
+  };
+  if (scope === "LegacyCluster") {
+    props["connectionDetails"] = { type: "object", properties: { lastPublishedTime: { type: "string", format: "date-time" } } };
+    props["claimConditionTypes"] = { type: "array", "x-kubernetes-list-type": "set", items: str };
+  }
+  return structuredClone(props);
+}
+
+/** printerColumns are the columns Crossplane adds to an XR's (CompositeResourcePrinterColumns). */
+export function printerColumns(scope: XRScope): JsonObject[] {
+  const at = scope === "LegacyCluster" ? ".spec" : ".spec.crossplane";
+  return [
+    { name: "SYNCED", type: "string", jsonPath: ".status.conditions[?(@.type=='Synced')].status" },
+    { name: "READY", type: "string", jsonPath: ".status.conditions[?(@.type=='Ready')].status" },
+    { name: "COMPOSITION", type: "string", jsonPath: `${at}.compositionRef.name` },
+    { name: "COMPOSITIONREVISION", type: "string", jsonPath: `${at}.compositionRevisionRef.name`, priority: 1 },
+    { name: "AGE", type: "date", jsonPath: ".metadata.creationTimestamp" },
+  ];
+}
+
+/** XRDError is an XRD Crossplane cannot make a CRD of, with Crossplane's words. */
+export class XRDError extends Error {}
+
+/**
+ * versionSchema is the openAPIV3Schema one version of the XRD serves
+ * (genCrdVersion, then the spec and status properties ForCompositeResource adds).
+ */
+function versionSchema(xrd: JsonObject, v: JsonObject, scope: XRScope): JsonObject {
+  const given = isObject(v["schema"]) ? v["schema"]["openAPIV3Schema"] : undefined;
+  if (!isObject(given))
+    throw new XRDError(
+      `cannot generate CRD for "Composite Resource" "${String(metaOf(xrd)["name"])}": custom resource validation cannot be nil`,
+    );
+  const s = structuredClone(given);
+  const props = objectOf(s["properties"]);
+  const xSpec = objectOf(props["spec"]);
+  const xStatus = objectOf(props["status"]);
+  const givenMax = objectOf(objectOf(objectOf(props["metadata"])["properties"])["name"])["maxLength"];
+  const maxLength = typeof givenMax === "number" && givenMax < 63 ? givenMax : 63;
+  const list = (v: JsonValue | undefined): JsonValue[] => (Array.isArray(v) ? v : []);
+  const some = (k: string, value: JsonValue[] | JsonValue | undefined): JsonObject =>
+    value === undefined || (Array.isArray(value) && value.length === 0) || value === "" ? {} : { [k]: value };
+  const spec: JsonObject = {
+    type: "object",
+    ...some("required", list(xSpec["required"])),
+    ...some("x-kubernetes-preserve-unknown-fields", xSpec["x-kubernetes-preserve-unknown-fields"] === true ? true : undefined),
+    ...some("x-kubernetes-validations", list(xSpec["x-kubernetes-validations"])),
+    ...some("oneOf", list(xSpec["oneOf"])),
+    ...some("description", xSpec["description"]),
+    properties: { ...objectOf(xSpec["properties"]), ...specProps(scope, optionalString(specOf(xrd)["defaultCompositionUpdatePolicy"])) },
+  };
+  const status: JsonObject = {
+    type: "object",
+    ...some("required", list(xStatus["required"])),
+    ...some("x-kubernetes-validations", list(xStatus["x-kubernetes-validations"])),
+    ...some("description", xStatus["description"]),
+    ...some("oneOf", list(xStatus["oneOf"])),
+    properties: { ...objectOf(xStatus["properties"]), ...statusProps(scope) },
+  };
+  return {
+    type: "object",
+    required: ["spec"],
+    ...some("description", s["description"]),
+    ...some("x-kubernetes-validations", list(s["x-kubernetes-validations"])),
+    properties: {
+      apiVersion: { type: "string" },
+      kind: { type: "string" },
+      metadata: { type: "object", properties: { name: { type: "string", maxLength } } },
+      spec,
+      status,
+    },
+  };
+}
+
+const optionalString = (v: JsonValue | undefined): string | undefined => (typeof v === "string" && v !== "" ? v : undefined);
+
+/** xrSchemaOf is the openAPIV3Schema of one version of the XR kind an XRD defines, as its CRD serves it. */
+export function xrSchemaOf(xrd: JsonObject, version: string): JsonObject | undefined {
+  const v = (Array.isArray(specOf(xrd)["versions"]) ? (specOf(xrd)["versions"] as JsonValue[]) : []).find(
+    (x) => isObject(x) && x["name"] === version,
+  );
+  return isObject(v) ? versionSchema(xrd, v, scopeOf(xrd)) : undefined;
+}
+
+/** forCompositeResource is the CRD Crossplane makes for an XRD's composite resources (ForCompositeResource). */
+export function forCompositeResource(xrd: JsonObject): JsonObject {
+  const spec = specOf(xrd);
+  const m = metaOf(xrd);
+  const scope = scopeOf(xrd);
+  const names = objectOf(spec["names"]);
+  const versions = (Array.isArray(spec["versions"]) ? spec["versions"] : []).filter(isObject).map((v) => ({
+    name: v["name"] ?? "",
+    served: v["served"] === true,
+    storage: v["referenceable"] === true,
+    ...(v["deprecated"] === true ? { deprecated: true } : {}),
+    ...(typeof v["deprecationWarning"] === "string" ? { deprecationWarning: v["deprecationWarning"] } : {}),
+    schema: { openAPIV3Schema: versionSchema(xrd, v, scope) },
+    subresources: {
+      status: {},
+      ...(isObject(v["subresources"]) && isObject(v["subresources"]["scale"])
+        ? { scale: structuredClone(v["subresources"]["scale"]) }
+        : {}),
+    },
+    additionalPrinterColumns: [
+      ...(Array.isArray(v["additionalPrinterColumns"]) ? structuredClone(v["additionalPrinterColumns"]) : []),
+      ...printerColumns(scope),
+    ],
+  }));
+  const xm = objectOf(spec["metadata"]);
+  const labels = { ...objectOf(m["labels"]), ...objectOf(xm["labels"]) };
+  const annotations = objectOf(xm["annotations"]);
+  return {
+    apiVersion: "apiextensions.k8s.io/v1",
+    kind: "CustomResourceDefinition",
+    metadata: {
+      name: m["name"] ?? "",
+      ...(Object.keys(labels).length ? { labels } : {}),
+      ...(isObject(xm["annotations"]) ? { annotations } : {}),
+      ownerReferences: [
+        {
+          apiVersion: "apiextensions.crossplane.io/v1",
+          kind: "CompositeResourceDefinition",
+          name: m["name"] ?? "",
+          uid: m["uid"] ?? "",
+          controller: true,
+          blockOwnerDeletion: true,
+        },
+      ],
+    },
+    spec: {
+      group: spec["group"] ?? "",
+      names: { ...structuredClone(names), categories: [...(Array.isArray(names["categories"]) ? names["categories"] : []), "composite"] },
+      scope: scope === "Namespaced" ? "Namespaced" : "Cluster",
+      versions,
+      ...(isObject(spec["conversion"]) ? { conversion: structuredClone(spec["conversion"]) } : {}),
+    },
+  };
+}
