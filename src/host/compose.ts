@@ -468,6 +468,12 @@ export class Composer {
   private async finish(r: Reconciling, result: PipelineResult, ordered: boolean, applied: Applied): Promise<{ requeueAfterMs: number }> {
     const { waiting } = applied;
     const conds = readyAndSynced(r, result, ordered, applied);
+    if (r.deleting && foreground(r.xr)) {
+      // Kubernetes' garbage collector deletes every dependent of a foreground deletion at once: say so where the XR's state is read.
+      const ready = conds.find((x) => x.type === "Ready");
+      if (ready) ready.message = clip(ready.message ? `${FOREGROUND_NOTE}; ${ready.message}` : FOREGROUND_NOTE);
+      r.events.push({ type: "Warning", reason: "ForegroundDeletion", message: FOREGROUND_NOTE });
+    }
     const status = result.desired.composite?.resource?.["status"];
     for (const p of r.problems) r.events.push({ type: "Warning", reason: "ComposeResources", message: p });
     const written = await this.report(r, isObject(status) ? status : {}, conds, [...resultEvents(result.results), ...r.events]);
@@ -761,6 +767,22 @@ function recordedOrder(xr: JsonObject): string[][] {
   const o = d["order"];
   if (!Array.isArray(o) || !o.every((w) => Array.isArray(w) && w.every((n) => typeof n === "string"))) return [];
   return o as string[][];
+}
+
+/**
+ * FOREGROUND_NOTE is what the XR says while Kubernetes deletes it in the
+ * foreground (kubectl delete --cascade=foreground): the API server's garbage
+ * collector deletes every composed resource at once, whatever order the
+ * pipeline asks for.
+ */
+const FOREGROUND_NOTE =
+  "deleted with --cascade=foreground: Kubernetes deletes every composed resource at once, not in the pipeline's deletion order " +
+  "(delete with the default --cascade=background to keep the order)";
+
+/** foreground tells whether the XR is being deleted in the foreground (its foregroundDeletion finalizer). */
+function foreground(xr: JsonObject): boolean {
+  const finalizers = metaOf(xr)["finalizers"];
+  return Array.isArray(finalizers) && finalizers.includes("foregroundDeletion");
 }
 
 /** deletingMessage names what is left and what holds it, as the deletion step does. */

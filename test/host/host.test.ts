@@ -43,6 +43,16 @@ async function setup(opts: { watchGcIntervalMs?: number; withXR?: boolean; dataF
   return { c, kc, host, mem, ...apis(kc) };
 }
 
+/** setupWithEvents is setup, and the Events recorded on an XR. */
+async function setupWithEvents() {
+  const s = await setup();
+  const events = async (name: string) =>
+    ((await (await fetch(`${s.c.url}/api/v1/namespaces/default/events`)).json()) as any).items.filter(
+      (e: any) => e.involvedObject?.name === name,
+    ) as any[];
+  return { ...s, events };
+}
+
 /** bareHost starts a cluster and a (not yet started) host with no functions. */
 async function bareHost() {
   const c = await startDevCluster();
@@ -267,6 +277,35 @@ H("reconciles an XR: composes with owner references, records refs and status; pr
     await teardown(host, c);
   }
 });
+
+H(
+  "kubectl delete --cascade=foreground: the XR says Kubernetes deletes its composed resources at once, and how to keep the order",
+  async () => {
+    const { c, host, objects, events } = await setupWithEvents();
+    try {
+      await until("a bucket", async () => (await listBuckets(objects)).length === 1, 10_000);
+      const [b] = await listBuckets(objects);
+      // The provider holds the bucket with its finalizer, so the XR stays while it is deleted.
+      await objects.patchClusterCustomObject(
+        { ...BUCKETS, name: b.metadata.name, body: { metadata: { finalizers: ["finalizer.managedresource.crossplane.io"] } } },
+        merge,
+      );
+      await objects.deleteClusterCustomObject({ ...XBUCKETS, name: "team-a", propagationPolicy: "Foreground" });
+      await until(
+        "the Ready message",
+        async () =>
+          /deleted with --cascade=foreground: .*--cascade=background to keep the order/.test(
+            cond(await xrOf(objects), "Ready")?.message ?? "",
+          ),
+        10_000,
+      );
+      assert.ok((await events("team-a")).some((e: any) => e.reason === "ForegroundDeletion" && e.type === "Warning"));
+      await objects.patchClusterCustomObject({ ...BUCKETS, name: b.metadata.name, body: { metadata: { finalizers: [] } } }, merge);
+    } finally {
+      await teardown(host, c);
+    }
+  },
+);
 
 H("failure mode 2: deleting the XR says Deleting and names the blocker at once; removing the finalizer completes it", async () => {
   const { c, host, objects } = await setup();
