@@ -393,10 +393,6 @@ export class Composer {
     if (JSON.stringify(refs) === JSON.stringify(resourceRefs(r.xr))) return;
     const list = refs as unknown as JsonValue[];
     await this.patchXR(r.t, r.xr, r.t.legacy ? { spec: { resourceRefs: list } } : { spec: { crossplane: { resourceRefs: list } } });
-    // What the XR now holds, for the rest of this reconcile.
-    const spec = isObject(r.xr["spec"]) ? r.xr["spec"] : (r.xr["spec"] = {});
-    if (r.t.legacy) spec["resourceRefs"] = structuredClone(list);
-    else (isObject(spec["crossplane"]) ? spec["crossplane"] : (spec["crossplane"] = {}))["resourceRefs"] = structuredClone(list);
   }
 
   /**

@@ -3,7 +3,7 @@
 import type { JsonObject } from "@bufbuild/protobuf";
 import { isObject, metaOf, str } from "./kube.js";
 import type { Kind } from "./watches.js";
-import { forCompositeResource } from "../engine/xcrd.js";
+import { scopeOf } from "../engine/xcrd.js";
 
 export const XP_GROUP = "apiextensions.crossplane.io";
 export const XR_FINALIZER = "composite.apiextensions.crossplane.io";
@@ -85,25 +85,16 @@ export function xrType(xrd: JsonObject): XRType | undefined {
   const version = str((versions.find((v) => v["referenceable"] === true) ?? versions.find((v) => v["served"] !== false))?.["name"]);
   if (!group || !kind || !plural || !version) return undefined;
   // The API server stores the scope's default (see crossplaneCRDs); without
-  // one, the version the XRD is read in decides, as its default would.
-  const scope = str(spec["scope"]) ?? (String(xrd["apiVersion"]).endsWith("/v2") ? "Namespaced" : "LegacyCluster");
+  // one, the version the XRD is read in decides, as its default would: the
+  // same rule the XR kind's CRD is made by (engine/xcrd.ts).
+  const scope = scopeOf(xrd);
   return {
     xrd: String(metaOf(xrd)["name"]),
     kind: { group, version, plural },
     gvk: { apiVersion: `${group}/${version}`, kind },
     namespaced: scope === "Namespaced",
-    legacy: scope !== "Namespaced" && scope !== "Cluster",
+    legacy: scope === "LegacyCluster",
   };
-}
-
-/**
- * xrCRD is the CRD that serves an XRD's XRs: the one Crossplane makes
- * (engine/xcrd.ts, crossplane-runtime's ForCompositeResource), so that XRs are
- * defaulted and held to the XRD's schema as on a Crossplane cluster. An XRD
- * version without a schema is an XRDError, as in Crossplane.
- */
-export function xrCRD(xrd: JsonObject): JsonObject {
-  return forCompositeResource(xrd);
 }
 
 /** xrCRDRef names the CRD that serves t's XRs (deleting it needs nothing more). */

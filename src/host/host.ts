@@ -26,7 +26,8 @@ import type { Runner } from "../engine/runner.js";
 import { hostMetrics, type HostMetrics } from "../metrics.js";
 import { apiClient, objectClient } from "./client.js";
 import { Composer } from "./compose.js";
-import { COMPOSITIONS, crossplaneCRDs, CRDS, XRD_FINALIZER, XRD_KINDS, xrCRD, xrCRDRef, xrType, type XRType } from "./crds.js";
+import { forCompositeResource } from "../engine/xcrd.js";
+import { COMPOSITIONS, crossplaneCRDs, CRDS, XRD_FINALIZER, XRD_KINDS, xrCRDRef, xrType, type XRType } from "./crds.js";
 import { EventRecorder } from "./events.js";
 import { apiMessage, errorCode, holds, isObject, keyOf, kubeObject, metaOf, plain, str } from "./kube.js";
 import { Elector, type LeaderElectionOptions } from "./leader.js";
@@ -357,9 +358,13 @@ export class Host {
   }
   private readonly warnedClaims = new Set<string>();
 
-  /** ensureXRCRD serves the XR kind, as Crossplane does for an XRD: applied when missing or different. */
+  /**
+   * ensureXRCRD serves the XR kind with the CRD Crossplane makes for the XRD
+   * (engine/xcrd.ts; an XRD version without a schema is an XRDError, as in
+   * Crossplane): applied when missing or different.
+   */
   private async ensureXRCRD(xrd: JsonObject, t: XRType): Promise<void> {
-    const want = xrCRD(xrd);
+    const want = forCompositeResource(xrd);
     const name = String(metaOf(want)["name"]);
     const current = (this.watches.cached(CRDS) as unknown as JsonObject[]).find((x) => metaOf(x)["name"] === name);
     if (current && !metaOf(current)["deletionTimestamp"] && holds(plain(current), want)) {

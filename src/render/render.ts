@@ -27,7 +27,8 @@ import { renderUID } from "../engine/names.js";
 import { checkComposition, resultEvent, runPipeline, type StepResult } from "../engine/composition.js";
 import type { Runner } from "../engine/runner.js";
 import { getOwn, setOwn } from "../own.js";
-import { applyDefaults, parseApiVersion, prune, schemaSource, xrdScope, xrSchema } from "./schema.js";
+import { scopeOf } from "../engine/xcrd.js";
+import { applyDefaults, parseApiVersion, prune, schemaSource, xrSchema } from "./schema.js";
 import { isObject, metaOf } from "../json.js";
 
 export const RENDER_API_VERSION = "render.crossplane.io/v1beta1";
@@ -265,7 +266,7 @@ function xrdFor(xrd: Doc, xr: JsonObject): XRDInfo {
         `(composite Group=${str(spec["group"])} Kind=${str(names["kind"])}) ` +
         `does not match the input XR's Group=${group} Kind=${str(xr["kind"])}`,
     );
-  return { schema: xrSchema(o, version), legacy: xrdScope(o) === "LegacyCluster" };
+  return { schema: xrSchema(o, version), legacy: scopeOf(o) === "LegacyCluster" };
 }
 
 /**

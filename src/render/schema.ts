@@ -44,9 +44,6 @@ export function xrSchema(xrd: JsonObject, version: string): JsonObject {
   return found;
 }
 
-/** xrdScope is the scope of the XRs an XRD defines (engine/xcrd.ts). */
-export const xrdScope = scopeOf;
-
 /** crdSchema is the openAPIV3Schema of one version of a CRD, or undefined. */
 function crdSchema(crd: JsonObject, version: string): JsonObject | undefined {
   const spec = isObject(crd["spec"]) ? crd["spec"] : {};
@@ -80,7 +77,7 @@ export function schemaSource(docs: Doc[]): SchemaSource {
       const versions = Array.isArray(spec["versions"]) ? spec["versions"].filter(isObject) : [];
       const group = String(spec["group"] ?? "");
       const kind = String(names["kind"] ?? "");
-      if (o["kind"] === "CompositeResourceDefinition") scopes.push({ group, kind, namespaced: xrdScope(o) === "Namespaced" });
+      if (o["kind"] === "CompositeResourceDefinition") scopes.push({ group, kind, namespaced: scopeOf(o) === "Namespaced" });
       else if (spec["scope"] === "Namespaced" || spec["scope"] === "Cluster")
         scopes.push({ group, kind, namespaced: spec["scope"] === "Namespaced" });
       for (const v of versions) {
