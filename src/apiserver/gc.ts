@@ -82,13 +82,13 @@ export class Collector {
     if (next) this.pending.add(id);
   }
 
-  /** dependentsOf copies the objects whose ownerReferences name uid. */
-  dependentsOf(uid: string): Array<{ typeKey: string; object: JsonObject }> {
-    const out: Array<{ typeKey: string; object: JsonObject }> = [];
+  /** dependentsOf copies the objects whose ownerReferences name uid, with where each is stored. */
+  dependentsOf(uid: string): Array<{ typeKey: string; key: string; object: JsonObject }> {
+    const out: Array<{ typeKey: string; key: string; object: JsonObject }> = [];
     for (const id of this.dependents.get(uid) ?? []) {
       const { typeKey, key } = refOf(id);
       const o = this.store.objectAt(typeKey, key);
-      if (o) out.push({ typeKey, object: structuredClone(o) });
+      if (o) out.push({ typeKey, key, object: structuredClone(o) });
     }
     return out;
   }
@@ -136,9 +136,8 @@ export class Collector {
   private foreground(typeKey: string, o: JsonObject, fins: string[]): void {
     const uid = String(metaOf(o)["uid"]);
     for (const d of this.dependentsOf(uid)) {
-      const dm = metaOf(d.object);
-      const key = `${typeof dm["namespace"] === "string" ? dm["namespace"] : ""}/${String(dm["name"])}`;
-      if (this.store.objectAt(d.typeKey, key) && !dm["deletionTimestamp"]) this.store.deleteBackground(d.typeKey, d.object);
+      // Still there: deleting one dependent may have taken another with it.
+      if (this.store.objectAt(d.typeKey, d.key) && !metaOf(d.object)["deletionTimestamp"]) this.store.deleteBackground(d.typeKey, d.object);
     }
     const blocking = this.dependentsOf(uid).filter((d) =>
       (metaOf(d.object)["ownerReferences"] as JsonObject[]).some((r) => r["uid"] === uid && r["blockOwnerDeletion"] === true),

@@ -275,11 +275,7 @@ export class Store {
     body: JsonObject,
     opts: { status?: boolean; applied?: boolean } = {},
   ): JsonObject {
-    const t = this.mustType(typeKey);
-    const map = this.objects.get(typeKey)!;
-    const key = objectKey(namespace, name);
-    const current = map.get(key);
-    if (!current) throw new ApiError(404, "NotFound", `${t.plural} "${name}" not found`);
+    const { t, map, key, current } = this.existing(typeKey, namespace, name);
     const bm = isObject(body["metadata"]) ? body["metadata"] : {};
     if (bm["name"] !== undefined && bm["name"] !== name)
       throw new ApiError(400, "BadRequest", `the name of the object (${String(bm["name"])}) does not match the name on the URL (${name})`);
@@ -344,6 +340,16 @@ export class Store {
     return structuredClone(map.get(key) ?? next);
   }
 
+  /** existing is the stored object at typeKey, namespace and name, with its type and where it is kept; 404 NotFound if none. */
+  private existing(typeKey: string, namespace: string | undefined, name: string) {
+    const t = this.mustType(typeKey);
+    const map = this.objects.get(typeKey)!;
+    const key = objectKey(namespace, name);
+    const current = map.get(key);
+    if (!current) throw new ApiError(404, "NotFound", `${t.plural} "${name}" not found`);
+    return { t, map, key, current };
+  }
+
   /** delete starts deleting an object, honouring finalizers and the propagation policy. */
   delete(
     typeKey: string,
@@ -352,11 +358,7 @@ export class Store {
     propagation: "Foreground" | "Background" | "Orphan" = "Background",
     preconditionUid?: string,
   ): JsonObject {
-    const t = this.mustType(typeKey);
-    const map = this.objects.get(typeKey)!;
-    const key = objectKey(namespace, name);
-    const current = map.get(key);
-    if (!current) throw new ApiError(404, "NotFound", `${t.plural} "${name}" not found`);
+    const { map, key, current } = this.existing(typeKey, namespace, name);
     const m = ensureMeta(current);
     if (preconditionUid && m["uid"] !== preconditionUid)
       throw new ApiError(

@@ -22,8 +22,7 @@ import { readFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { basename, dirname, extname, isAbsolute, join, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
-
-const TS = /\.(c|m)?tsx?$/;
+import { isTypeScript } from "./load.js";
 
 /** Compiled is a module ready for workers: its URL, and whether its imports need TypeScript too. */
 export interface Compiled {
@@ -86,7 +85,7 @@ export async function compileModule(file: string, conditions = nodeConditions())
             const r = await b.resolve(args.path, { kind: args.kind, resolveDir: args.resolveDir, pluginData: "xfn-inner" });
             if (r.errors.length > 0) return { errors: r.errors };
             if (r.external || !isAbsolute(r.path)) return { path: args.path, external: true };
-            if (TS.test(r.path)) needsTypeScript = true;
+            if (isTypeScript(r.path)) needsTypeScript = true;
             return { path: pathToFileURL(r.path).href, external: true };
           });
           // Each source file keeps its own name and folder.
