@@ -6,7 +6,8 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from "node:net";
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { parse as parseYaml, stringify } from "yaml";
-import { applyDefaults } from "./defaults.js";
+import { checkMetaTypes, decodeData } from "./meta.js";
+import { typedErrors, typedMessage } from "./typed.js";
 import { apply, jsonPatch, mergePatch } from "./patch.js";
 import { kubeTimestamp } from "../sdk/object.js";
 import { parseFieldSelector, parseSelector } from "./selector.js";
@@ -191,10 +192,42 @@ function checkKind(r: Route, body: JsonValue): JsonObject {
   return { ...body, apiVersion: apiVersionOf(r), kind: r.type.kind };
 }
 
-/** defaulted fills in the defaults the CRD's schema for the request's version declares (the object as it will be stored). */
-function defaulted(r: Route, obj: JsonObject): JsonObject {
-  applyDefaults(obj, r.type.schemas?.[r.version]);
+/**
+ * decoded is a write's object as kube-apiserver reads it from the request:
+ * labels and annotations must be strings; a ConfigMap's or Secret's data must
+ * decode (a Secret's stringData is folded into data); a custom resource gets
+ * its schema's defaults and loses the fields its schema does not declare,
+ * which the request's fieldValidation (Strict, Warn the default, Ignore)
+ * refuses, warns of, or passes over.
+ */
+function decoded(c: Call, obj: JsonObject): JsonObject {
+  const t = c.r.type;
+  checkMetaTypes(t.kind, obj);
+  if (t.group === "" && (t.kind === "ConfigMap" || t.kind === "Secret")) decodeData(t.kind, obj);
+  const schema = t.schemas?.[c.r.version];
+  if (schema) unknownFields(c, schema.decode(obj));
   return obj;
+}
+
+/** unknownFields answers the unknown fields a decode dropped, as the request's fieldValidation says. */
+function unknownFields(c: Call, unknown: string[]): void {
+  const mode = fieldValidation(c.q);
+  if (!unknown.length || mode === "Ignore") return;
+  const said = unknown.map((p) => `unknown field ${JSON.stringify(p)}`);
+  if (mode === "Strict")
+    throw new ApiError(
+      400,
+      "BadRequest",
+      `${c.r.type.kind} in version "${c.r.version}" cannot be handled as a ${c.r.type.kind}: strict decoding error: ${said.join(", ")}`,
+    );
+  c.warnings.push(...said);
+}
+
+function fieldValidation(q: URLSearchParams): "Ignore" | "Warn" | "Strict" {
+  const v = q.get("fieldValidation") ?? "Warn";
+  if (v === "" || v === "Warn") return "Warn";
+  if (v === "Ignore" || v === "Strict") return v;
+  throw new ApiError(400, "BadRequest", `fieldValidation must be one of Ignore, Warn or Strict, not ${JSON.stringify(v)}`);
 }
 
 // What a request body may be. A browser can POST text/plain, form data or
@@ -266,6 +299,19 @@ interface Call {
   isStatus: boolean;
   /** The Table version a GET asks for (kubectl get), if any. */
   tv: ReturnType<typeof tableVersion>;
+  /** Warnings for the answer's Warning headers (unknown fields, ratcheted rules). */
+  warnings: string[];
+}
+
+/** warned sets the answer's Warning headers, as kube-apiserver sends them (code 299, agent "-"). */
+function warned(c: Call): ServerResponse {
+  const unique = [...new Set(c.warnings)];
+  if (unique.length)
+    c.res.setHeader(
+      "Warning",
+      unique.map((w) => `299 - ${JSON.stringify(w)}`),
+    );
+  return c.res;
 }
 
 /** FIXED are the paths that are not resources: health, version, the API lists, OpenAPI. */
@@ -282,7 +328,7 @@ const FIXED: Record<string, (s: Served, req: IncomingMessage, res: ServerRespons
     }),
   "/apis": (s, _req, res) => s.reply(res, 200, groups(s.store)),
   // No schemas are published: kubectl then skips client-side validation of
-  // kinds it cannot find, and the server validates no schemas either.
+  // kinds it cannot find; the server validates custom resources itself.
   "/openapi/v3": (s, _req, res) => s.reply(res, 200, { paths: {} }),
   "/openapi/v2": async (s, req, res) => {
     // kubectl asks for protobuf: an empty body is a valid, empty document.
@@ -353,12 +399,14 @@ const VERBS: Record<Verb, (s: Served, c: Call) => Promise<void>> = {
     return s.reply(res, 200, o);
   },
   async create(s, c) {
-    const body = defaulted(c.r, checkKind(c.r, parseBody(await readBody(c.req), contentType(c.req) === "application/yaml")));
-    return s.reply(c.res, 201, asVersion(s.store.create(c.typeKey, c.r.namespace, body), c.r));
+    const body = decoded(c, checkKind(c.r, parseBody(await readBody(c.req), contentType(c.req) === "application/yaml")));
+    const created = s.store.create(c.typeKey, c.r.namespace, body, { warnings: c.warnings });
+    return s.reply(warned(c), 201, asVersion(created, c.r));
   },
   async update(s, c) {
-    const body = defaulted(c.r, checkKind(c.r, parseBody(await readBody(c.req), contentType(c.req) === "application/yaml")));
-    return s.reply(c.res, 200, asVersion(s.store.update(c.typeKey, c.r.namespace, c.r.name!, body, { status: c.isStatus }), c.r));
+    const body = decoded(c, checkKind(c.r, parseBody(await readBody(c.req), contentType(c.req) === "application/yaml")));
+    const updated = s.store.update(c.typeKey, c.r.namespace, c.r.name!, body, { status: c.isStatus, warnings: c.warnings });
+    return s.reply(warned(c), 200, asVersion(updated, c.r));
   },
   apply: serverSideApply,
   async patch(s, c) {
@@ -377,8 +425,11 @@ const VERBS: Record<Verb, (s: Served, c: Call) => Promise<void>> = {
     // A patch that names no resourceVersion never conflicts.
     const named = isObject(patch) && isObject(patch["metadata"]) && patch["metadata"]["resourceVersion"] !== undefined;
     if (!named) ensureMeta(next)["resourceVersion"] = ensureMeta(current)["resourceVersion"]!;
-    const updated = s.store.update(c.typeKey, r.namespace, r.name!, defaulted(r, checkKind(r, next)), { status: c.isStatus });
-    return s.reply(c.res, 200, asVersion(updated, r));
+    const updated = s.store.update(c.typeKey, r.namespace, r.name!, decoded(c, checkKind(r, next)), {
+      status: c.isStatus,
+      warnings: c.warnings,
+    });
+    return s.reply(warned(c), 200, asVersion(updated, r));
   },
   async delete(s, c) {
     const text = await readBody(c.req);
@@ -399,6 +450,21 @@ async function serverSideApply(s: Served, c: Call): Promise<void> {
   const manager = q.get("fieldManager");
   if (!manager) throw new ApiError(400, "BadRequest", "fieldManager is required for apply patch");
   const applied = checkKind(r, parseBody(text, true));
+  // The applied configuration is read against the schema before anything is
+  // merged: an undeclared field or a value of the wrong kind fails the apply,
+  // whatever fieldValidation says, with structured-merge-diff's words (typed.ts).
+  const schema = r.type.schemas?.[r.version];
+  checkMetaTypes(r.type.kind, applied);
+  const typed = schema ? typedErrors(applied, schema.root) : [];
+  if (typed.length) {
+    const m = isObject(applied["metadata"]) ? applied["metadata"] : {};
+    const gvk = `${r.type.group}/${r.version}, Kind=${r.type.kind}`;
+    throw new ApiError(
+      500,
+      "",
+      `failed to create typed patch object (${String(m["namespace"] ?? "")}/${String(m["name"] ?? "")}; ${gvk}): ${typedMessage(typed)}`,
+    );
+  }
   const am = isObject(applied["metadata"]) ? applied["metadata"] : {};
   if (am["name"] !== undefined && am["name"] !== r.name)
     throw new ApiError(400, "BadRequest", `the name of the object (${String(am["name"])}) does not match the name on the URL (${r.name})`);
@@ -414,12 +480,16 @@ async function serverSideApply(s: Served, c: Call): Promise<void> {
       ? (p: string[]) => p[0] !== "status"
       : () => true;
   // Defaults go into the stored object, not the applier's intent, so the applier does not own them.
-  const merged = defaulted(r, apply(current, applied, manager, q.get("force") === "true", scope, kubeTimestamp(new Date())));
+  const merged = apply(current, applied, manager, q.get("force") === "true", scope, kubeTimestamp(new Date()));
+  if (r.type.group === "" && (r.type.kind === "ConfigMap" || r.type.kind === "Secret")) decodeData(r.type.kind, merged);
+  schema?.decode(merged);
   if (!current) {
     ensureMeta(merged)["name"] = r.name!;
-    return s.reply(c.res, 201, asVersion(s.store.create(c.typeKey, r.namespace, merged), r));
+    const created = s.store.create(c.typeKey, r.namespace, merged, { warnings: c.warnings });
+    return s.reply(warned(c), 201, asVersion(created, r));
   }
-  return s.reply(c.res, 200, asVersion(s.store.update(c.typeKey, r.namespace, r.name!, merged, { status: c.isStatus, applied: true }), r));
+  const updated = s.store.update(c.typeKey, r.namespace, r.name!, merged, { status: c.isStatus, applied: true, warnings: c.warnings });
+  return s.reply(warned(c), 200, asVersion(updated, r));
 }
 
 /**
@@ -553,6 +623,7 @@ export async function startDevCluster(opts: DevClusterOptions = {}): Promise<Dev
       typeKey: typeKeyOf(r.type.group, r.type.plural),
       isStatus,
       tv: method === "GET" ? tableVersion(req) : undefined,
+      warnings: [],
     };
     return VERBS[verbOf(method, call)](served, call);
   };

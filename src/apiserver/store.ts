@@ -3,11 +3,13 @@
 // collection by owner references is in gc.ts; watches and the event history
 // they resume from are in fanout.ts.
 //
-// It behaves like a real API server for what the xfn host uses. Known
-// differences (also in README): no admission, no OpenAPI validation or
-// defaulting, no version conversion (every served version of a CRD sees the
-// same stored object), lists in server-side apply are atomic, and only
-// appliers own fields.
+// It behaves like a real API server for what the xfn host uses: every write
+// is checked as kube-apiserver checks it (metadata in meta.ts; a custom
+// resource against its CRD's schema in schema.ts and cel.ts; refusals are 422
+// Invalid with field causes, fielderr.ts). Known differences are listed in
+// docs/dev-cluster.md: no admission, no version conversion (every served
+// version of a CRD sees the same stored object), lists in server-side apply
+// are atomic, and only appliers own fields.
 import { randomBytes, randomUUID } from "node:crypto";
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { kubeTimestamp } from "../sdk/object.js";
@@ -16,6 +18,10 @@ import { isObject } from "../json.js";
 import { BUILTIN } from "./builtin.js";
 import { Fanout } from "./fanout.js";
 import { Collector, FOREGROUND } from "./gc.js";
+import { refusal, type FieldError } from "./fielderr.js";
+import { dataErrors, metaErrors } from "./meta.js";
+import { Schema } from "./schema.js";
+import { RuleError } from "./cel.js";
 
 /** ResourceType is one kind the server serves. */
 export interface ResourceType {
@@ -30,8 +36,8 @@ export interface ResourceType {
   shortNames: string[];
   /** The CRD that defines it, if any. */
   crd?: string;
-  /** Per served version, the CRD's openAPIV3Schema (its defaults are applied on write). */
-  schemas?: Record<string, JsonObject>;
+  /** Per served version, the CRD's compiled openAPIV3Schema (writes are defaulted, pruned and validated by it). */
+  schemas?: Record<string, Schema>;
   /** Per served version, the CRD's additionalPrinterColumns (kubectl get's columns). */
   columns?: Record<string, JsonObject[]>;
 }
@@ -226,7 +232,7 @@ export class Store {
     }
   }
 
-  create(typeKey: string, namespace: string | undefined, body: JsonObject): JsonObject {
+  create(typeKey: string, namespace: string | undefined, body: JsonObject, opts: { warnings?: string[] } = {}): JsonObject {
     const t = this.mustType(typeKey);
     this.checkNamespace(t, namespace);
     const obj = structuredClone(body);
@@ -240,12 +246,15 @@ export class Store {
     }
     if (!m["name"]) {
       if (typeof m["generateName"] !== "string" || m["generateName"] === "")
-        throw new ApiError(422, "Invalid", `${t.kind}: metadata.name or metadata.generateName is required`);
+        throw refusal(t.group, t.kind, "", [
+          { type: "FieldValueRequired", field: "metadata.name", detail: "name or generateName is required" },
+        ]);
       m["name"] = `${m["generateName"]}${randomBytes(4).toString("hex").slice(0, 5)}`;
     }
     const name = String(m["name"]);
-    const bad = invalidName(t, name);
-    if (bad) throw new ApiError(422, "Invalid", `${t.kind} "${name}" is invalid: metadata.name: Invalid value: "${name}": ${bad}`);
+    // A custom resource's status comes only through its status subresource (PrepareForCreate).
+    if (t.crd && t.statusSubresource) delete obj["status"];
+    this.admit(t, obj, undefined, false, opts.warnings);
     const map = this.objects.get(typeKey)!;
     if (map.has(objectKey(namespace, name)))
       throw new ApiError(409, "AlreadyExists", `${t.plural}.${t.group || "core"} "${name}" already exists`);
@@ -273,7 +282,7 @@ export class Store {
     namespace: string | undefined,
     name: string,
     body: JsonObject,
-    opts: { status?: boolean; applied?: boolean } = {},
+    opts: { status?: boolean; applied?: boolean; warnings?: string[] } = {},
   ): JsonObject {
     const { t, map, key, current } = this.existing(typeKey, namespace, name);
     const bm = isObject(body["metadata"]) ? body["metadata"] : {};
@@ -329,6 +338,7 @@ export class Store {
     }
     if (!opts.status && JSON.stringify(current["spec"]) !== JSON.stringify(next["spec"]))
       nm["generation"] = Number(cm["generation"] ?? 1) + 1;
+    this.admit(t, next, current, opts.status === true, opts.warnings);
     // A write that changes nothing is a no-op: no new version.
     if (JSON.stringify(stripVolatile(current)) === JSON.stringify(stripVolatile(next))) return structuredClone(current);
     if (typeKey === CRD_KEY) this.validateCRD(next);
@@ -429,6 +439,20 @@ export class Store {
     this.gc.track(typeKey, key, previous, next);
   }
 
+  /**
+   * admit refuses, with kube-apiserver's 422 Invalid, a write whose metadata,
+   * data (ConfigMaps, Secrets) or, for a custom resource, schema and rules do
+   * not hold. old is the object before an update; status, a status write.
+   */
+  private admit(t: ResourceType, obj: JsonObject, old: JsonObject | undefined, status: boolean, warnings: string[] = []): void {
+    const errs: FieldError[] = metaErrors(obj, t.group === "" && t.plural === "namespaces");
+    if (t.group === "" && (t.kind === "ConfigMap" || t.kind === "Secret")) errs.push(...dataErrors(t.kind, obj));
+    const version = typeof obj["apiVersion"] === "string" ? obj["apiVersion"].slice(obj["apiVersion"].indexOf("/") + 1) : "";
+    const schema = t.schemas?.[version];
+    if (schema) errs.push(...schema.validate(obj, old, status, warnings));
+    if (errs.length) throw refusal(t.group, t.kind, String(ensureMeta(obj)["name"] ?? ""), errs);
+  }
+
   // --- CRDs ----------------------------------------------------------------
 
   private validateCRD(crd: JsonObject): void {
@@ -448,6 +472,8 @@ export class Store {
     }
     if (!Array.isArray(spec["versions"]) || spec["versions"].length === 0)
       throw new ApiError(422, "Invalid", "CustomResourceDefinition: spec.versions must not be empty");
+    // Each version's schema must compile (its CEL rules parse), as kube-apiserver refuses a CRD whose rules do not.
+    compileSchemas(spec["versions"], ensureMeta(crd)["name"] as string);
   }
 
   /** establishCRD serves a CRD's kind and marks it Established. */
@@ -466,12 +492,7 @@ export class Store {
       statusSubresource: versions.some((v) => isObject(v["subresources"]) && isObject((v["subresources"] as JsonObject)["status"])),
       shortNames: stringList(names["shortNames"]),
       crd: String(ensureMeta(crd)["name"]),
-      schemas: Object.fromEntries(
-        versions.flatMap((v) => {
-          const schema = isObject(v["schema"]) ? v["schema"]["openAPIV3Schema"] : undefined;
-          return isObject(schema) ? [[String(v["name"]), schema]] : [];
-        }),
-      ),
+      schemas: compiledOrNone(versions),
       columns: Object.fromEntries(
         versions.map((v) => [
           String(v["name"]),
@@ -590,31 +611,31 @@ export class Store {
   }
 }
 
-const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+/** compileSchemas compiles each version's openAPIV3Schema; a rule that does not parse is a 422 naming it. */
+function compileSchemas(versions: JsonValue[], crdName: string): Record<string, Schema> {
+  const out: Record<string, Schema> = {};
+  versions.forEach((v, i) => {
+    if (!isObject(v)) return;
+    const schema = isObject(v["schema"]) ? v["schema"]["openAPIV3Schema"] : undefined;
+    if (!isObject(schema)) return;
+    const where = `spec.versions[${i}].schema.openAPIV3Schema`;
+    try {
+      out[String(v["name"])] = new Schema(schema, where);
+    } catch (err) {
+      if (err instanceof RuleError) throw refusal("apiextensions.k8s.io", "CustomResourceDefinition", crdName, [err.error]);
+      throw err;
+    }
+  });
+  return out;
+}
 
-/**
- * invalidName says why name cannot name an object of type t, as
- * kube-apiserver's validation does: a lowercase RFC 1123 subdomain (dot-separated
- * labels, 253 characters at most) for most kinds, a single label (63 at most)
- * for namespaces; undefined when it is valid.
- */
-export function invalidName(t: ResourceType, name: string): string | undefined {
-  if (t.group === "" && t.plural === "namespaces") {
-    if (name.length > 63) return "must be no more than 63 characters";
-    if (!DNS1123_LABEL.test(name))
-      return (
-        "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', " +
-        "and must start and end with an alphanumeric character"
-      );
-    return undefined;
+/** compiledOrNone compiles a stored CRD's schemas; one that no longer compiles (an older server took it) is served without a schema. */
+function compiledOrNone(versions: JsonObject[]): Record<string, Schema> {
+  try {
+    return compileSchemas(versions, "");
+  } catch {
+    return {};
   }
-  if (name.length > 253) return "must be no more than 253 characters";
-  if (!name.split(".").every((label) => DNS1123_LABEL.test(label)))
-    return (
-      "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', " +
-      "and must start and end with an alphanumeric character"
-    );
-  return undefined;
 }
 
 function stringList(v: JsonValue | undefined): string[] {

@@ -40,6 +40,7 @@ import type { EventRecorder, HostEvent } from "./events.js";
 import { apiMessage, conditionsOf, errorCode, holds, isObject, keyOf, kubeObject, metaOf, plain, refOf, str, type Ref } from "./kube.js";
 import { selectComposition } from "./select.js";
 import { clip, mergeConditions, type Condition } from "./status.js";
+import { prune as pruneToSchema } from "../sdk/schema.js";
 import { ComposedWatches } from "./composed-watches.js";
 import type { Kind, WatchManager } from "./watches.js";
 
@@ -117,6 +118,8 @@ export class Composer {
   private readonly applied = new Map<string, string>();
   private readonly appliedBy = new Map<string, Set<string>>();
   private readonly statusWritten = new Map<string, string>();
+  /** Status fields already warned of as undeclared, by XRD and path. */
+  private readonly warnedUndeclared = new Set<string>();
   /** What each XR's steps required on its last reconcile, to seed the next with (as Crossplane's dependency tracker does). */
   private readonly required = new Map<string, PipelineResult["required"]>();
 
@@ -571,6 +574,12 @@ export class Composer {
       metadata: { name: String(m["name"]), ...(m["namespace"] ? { namespace: String(m["namespace"]) } : {}) },
       status,
     };
+    // Crossplane writes an XR's status with an update, which the API server
+    // prunes to the XRD's schema; a server-side apply of an undeclared field
+    // would fail the whole write instead. So the host drops what the schema
+    // does not declare, as the update would, and says so once per field (the
+    // statusSchema step names the schema to add).
+    if (t.schema) for (const path of pruneToSchema(body, t.schema)) this.undeclared(r, path);
     const h = hash(status);
     let wrote = false;
     if (this.statusWritten.get(key) === h && holds(xr["status"], status)) this.d.metrics.skipped.inc({ what: "status" });
@@ -585,8 +594,27 @@ export class Composer {
         force: true,
       };
       const opts = setHeaderOptions("Content-Type", PatchStrategy.ServerSideApply);
-      if (m["namespace"]) await this.d.custom.patchNamespacedCustomObjectStatus({ ...base, namespace: String(m["namespace"]) }, opts);
-      else await this.d.custom.patchClusterCustomObjectStatus(base, opts);
+      const write = async (b: JsonObject) => {
+        if (m["namespace"])
+          await this.d.custom.patchNamespacedCustomObjectStatus({ ...base, body: b, namespace: String(m["namespace"]) }, opts);
+        else await this.d.custom.patchClusterCustomObjectStatus({ ...base, body: b }, opts);
+      };
+      try {
+        await write(body);
+      } catch (err) {
+        if (errorCode(err) !== 422) throw err;
+        // The API server refused the pipeline's status (the XRD's schema, its
+        // rules): keep the status as it was and say why, naming the field,
+        // where users look (Crossplane would leave the conditions as they were).
+        const why = `cannot update the composite resource's status: ${apiMessage(err)}`;
+        const synced: Condition = { type: "Synced", status: "False", reason: "ReconcileError", message: clip(why) };
+        await write({
+          ...body,
+          status: { ...keptStatus(xr), conditions: mergeConditions(xr, [...conds.filter((c) => c.type !== "Synced"), synced]) },
+        });
+        await this.d.events.record(xr, [...events, { type: "Warning", reason: "ComposeResources", message: why }]);
+        throw new Error(why);
+      }
       this.statusWritten.set(key, h);
       this.d.metrics.writes.inc({ what: "status" });
       wrote = true;
@@ -594,6 +622,17 @@ export class Composer {
     const n = await this.d.events.record(xr, events);
     if (n > 0) this.d.metrics.writes.inc({ what: "event" }, n);
     return { status: wrote, events: n };
+  }
+
+  /** undeclared warns, once per XR kind and field, of a status field the XRD does not declare. */
+  private undeclared(r: Reconciling, path: string): void {
+    const key = `${r.t.xrd}\n${path.replace(/\[\d+\]/g, "[]")}`;
+    if (this.warnedUndeclared.has(key)) return;
+    this.warnedUndeclared.add(key);
+    r.log.warn(
+      { xrd: r.t.xrd, field: path },
+      `the pipeline wrote ${path}, which the XRD's schema does not declare: the API server drops it (declare it in the XRD)`,
+    );
   }
 
   /** patchXR merge-patches the XR itself (finalizers, resource references, the chosen Composition). */

@@ -3,7 +3,7 @@
 import type { JsonObject } from "@bufbuild/protobuf";
 import { isObject, metaOf, str } from "./kube.js";
 import type { Kind } from "./watches.js";
-import { scopeOf } from "../engine/xcrd.js";
+import { scopeOf, xrSchemaOf } from "../engine/xcrd.js";
 
 export const XP_GROUP = "apiextensions.crossplane.io";
 export const XR_FINALIZER = "composite.apiextensions.crossplane.io";
@@ -72,6 +72,8 @@ export interface XRType {
   namespaced: boolean;
   /** Whether the XRD is written in v1 (a legacy XR: composition fields at spec, not spec.crossplane). */
   legacy: boolean;
+  /** The openAPIV3Schema the XR kind's CRD serves (what the API server keeps of a status written to it), if the XRD has one. */
+  schema?: JsonObject;
 }
 
 /** xrType reads the XR kind an XRD defines, or undefined if it names no group, kind, plural or served version. */
@@ -88,12 +90,19 @@ export function xrType(xrd: JsonObject): XRType | undefined {
   // one, the version the XRD is read in decides, as its default would: the
   // same rule the XR kind's CRD is made by (engine/xcrd.ts).
   const scope = scopeOf(xrd);
+  let schema: JsonObject | undefined;
+  try {
+    schema = xrSchemaOf(xrd, version);
+  } catch {
+    // An XRD its CRD cannot be made from: the host refuses it where it makes the CRD.
+  }
   return {
     xrd: String(metaOf(xrd)["name"]),
     kind: { group, version, plural },
     gvk: { apiVersion: `${group}/${version}`, kind },
     namespaced: scope === "Namespaced",
     legacy: scope === "LegacyCluster",
+    ...(schema ? { schema } : {}),
   };
 }
 

@@ -9,7 +9,7 @@ import { CoordinationV1Api, makeInformer, PatchStrategy, setHeaderOptions, type 
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { startDevCluster, type DevCluster } from "../../src/apiserver/server.js";
-import { apis, crd, kubeconfigFor, sleep, until } from "../support/cluster.js";
+import { apis, crd, kubeconfigFor, sleep, until, typed } from "../support/cluster.js";
 import { XFN } from "../support/spawn.js";
 
 const CRD = {
@@ -53,7 +53,7 @@ H("client-node: CRD, create, list by label, merge patch, status, delete", async 
   const c = await startDevCluster();
   try {
     const { crds, objects } = clients(c);
-    await crds.createCustomResourceDefinition({ body: CRD as never });
+    await crds.createCustomResourceDefinition({ body: typed(CRD) as never });
     const base = { group: "example.org", version: "v1", namespace: "default", plural: "widgets" };
     await objects.createNamespacedCustomObject({ ...base, body: widget("a", { app: "x" }) });
     await objects.createNamespacedCustomObject({ ...base, body: widget("b", { app: "y" }) });
@@ -102,7 +102,10 @@ H("schema defaults are stored on write, by the version written: absent fields on
           type: "object",
           properties: {
             mode: { type: "string", default: mode },
-            ports: { type: "array", items: { type: "object", properties: { protocol: { type: "string", default: "TCP" } } } },
+            ports: {
+              type: "array",
+              items: { type: "object", properties: { port: { type: "integer" }, protocol: { type: "string", default: "TCP" } } },
+            },
             labels: { type: "object", additionalProperties: { type: "object", properties: { weight: { type: "integer", default: 1 } } } },
           },
         },
@@ -158,7 +161,7 @@ H("an informer sees changes, and after its watch is cut past the history (410 Go
   const c = await startDevCluster({ historySize: 5 });
   try {
     const { kc, crds, objects } = clients(c);
-    await crds.createCustomResourceDefinition({ body: CRD as never });
+    await crds.createCustomResourceDefinition({ body: typed(CRD) as never });
     const base = { group: "example.org", version: "v1", namespace: "default", plural: "widgets" };
     const path = "/apis/example.org/v1/namespaces/default/widgets";
     const informer = makeInformer(kc, path, () => objects.listNamespacedCustomObject(base) as never);
@@ -299,7 +302,7 @@ H("with --data, a restart loses nothing", async () => {
   const c1 = await startDevCluster({ dataFile: data });
   const port = c1.port;
   const a = clients(c1);
-  await a.crds.createCustomResourceDefinition({ body: CRD as never });
+  await a.crds.createCustomResourceDefinition({ body: typed(CRD) as never });
   const created = (await a.objects.createNamespacedCustomObject({
     group: "example.org",
     version: "v1",

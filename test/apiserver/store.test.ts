@@ -71,11 +71,13 @@ S("resourceVersions increase; a stale update is a 409 Conflict; spec changes bum
   assert.throws(() => s.update(W, "default", "a", { ...a, spec: { size: 3 } }), /the object has been modified/);
 });
 
-S("the status subresource: the main resource ignores status, /status changes only status", () => {
+S("the status subresource: create and the main resource ignore status, /status changes only status", () => {
   const s = store();
   const a = s.create(W, "default", widget("a", { status: { phase: "ignored?" } }));
-  const u = s.update(W, "default", "a", { ...a, spec: { size: 5 }, status: { phase: "nope" } });
-  assert.is((u["status"] as any)?.phase, "ignored?", "create keeps status; update via main resource does not change it");
+  assert.is(a["status"], undefined, "create drops a custom resource's status (PrepareForCreate)");
+  const first = s.update(W, "default", "a", { ...a, status: { phase: "Pending" } }, { status: true });
+  const u = s.update(W, "default", "a", { ...first, spec: { size: 5 }, status: { phase: "nope" } });
+  assert.is((u["status"] as any)?.phase, "Pending", "an update via the main resource does not change status");
   const st = s.update(W, "default", "a", { ...u, spec: { size: 99 }, status: { phase: "Ready" } }, { status: true });
   assert.equal([(st["spec"] as any).size, (st["status"] as any).phase], [5, "Ready"]);
 });
@@ -247,7 +249,11 @@ S("bad writes are refused with Kubernetes reasons", () => {
   s.create(W, "default", widget("a.b-c.d"));
   assert.throws(
     () => s.create(typeKeyOf("", "namespaces"), undefined, { apiVersion: "v1", kind: "Namespace", metadata: { name: "a.b" } }),
-    /RFC 1123 label/,
+    /Namespace "a\.b" is invalid: metadata\.name: Invalid value: "a\.b": must not contain dots/,
+  );
+  assert.throws(
+    () => s.create(typeKeyOf("", "namespaces"), undefined, { apiVersion: "v1", kind: "Namespace", metadata: { name: "A_b" } }),
+    /RFC 1123 label must consist of .* \(e\.g\. 'my-name', or '123-abc', regex used for validation is '\[a-z0-9\]\(\[-a-z0-9\]\*\[a-z0-9\]\)\?'\)/,
   );
   s.create(W, "default", widget("a"));
   assert.throws(() => s.create(W, "default", widget("a")), /already exists/);

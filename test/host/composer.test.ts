@@ -141,6 +141,49 @@ C("a namespaced XR composing a cluster-scoped kind, or a bucket with an invalid 
   }
 });
 
+C("a composed resource or an XR status the API server refuses: Synced=False naming the field, in the API server's words", async () => {
+  const { c, host, objects, xr, create, cond, events } = await setup();
+  try {
+    await create("invalid", "invalid");
+    await create("unknown", "unknown");
+    await create("badstatus", "badstatus");
+    const refused = async (name: string) => cond(await xr(name), "Synced")?.status === "False";
+    await until(
+      "all three refused",
+      async () => (await refused("invalid")) && (await refused("unknown")) && (await refused("badstatus")),
+      10_000,
+    );
+    // Validation (422 Invalid, as kube-apiserver validates a custom resource).
+    const invalid = cond(await xr("invalid"), "Synced").message as string;
+    assert.match(
+      invalid,
+      /^cannot apply Bucket invalid-[0-9a-f]{12} \(resource bucket\): Bucket\.storage\.example\.org "invalid-[0-9a-f]{12}" is invalid: /,
+    );
+    assert.ok(invalid.endsWith("spec.size: Invalid value: 99: spec.size in body should be less than or equal to 10"), invalid);
+    // Server-side apply reads the object against the schema first (structured-merge-diff's words).
+    const unknown = cond(await xr("unknown"), "Synced").message as string;
+    assert.match(
+      unknown,
+      /^cannot apply Bucket unknown-[0-9a-f]{12} \(resource bucket\): failed to create typed patch object \(team-a\/unknown-[0-9a-f]{12}; storage\.example\.org\/v1, Kind=Bucket\): /,
+    );
+    assert.ok(
+      unknown.endsWith("errors:\n  .spec.size: expected numeric (int or float), got string\n  .spec.colour: field not declared in schema"),
+      unknown,
+    );
+    assert.equal(((await objects.listNamespacedCustomObject({ ...BUCKETS, namespace: "team-a" })) as any).items, []);
+    const x = await xr("badstatus");
+    assert.is(
+      cond(x, "Synced").message,
+      'cannot update the composite resource\'s status: XStore.example.org "badstatus" is invalid: status.phase: Unsupported value: "Sideways": supported values: "Pending", "Ready"',
+    );
+    assert.is(x.status.phase, undefined, "the refused status is not written");
+    await until("the Warning", async () => (await events("badstatus")).some((e: any) => e.message.includes("status.phase")), 10_000);
+  } finally {
+    await host.stop();
+    await c.stop();
+  }
+});
+
 C("a Fatal result: the results before it as Events, its step's conditions written, the XR's other custom conditions Unknown", async () => {
   const { c, host, objects, xr, create, cond, events } = await setup();
   try {

@@ -3,7 +3,7 @@ import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { startDevCluster, type DevCluster } from "../../src/apiserver/server.js";
 import { WatchManager, type WatchEvent } from "../../src/host/watches.js";
-import { apis, crd, kubeconfigFor, sleep, until } from "../support/cluster.js";
+import { apis, crd, kubeconfigFor, sleep, until, typed } from "../support/cluster.js";
 import { memoryLog } from "../support/log.js";
 import { startProxy } from "../support/proxy.js";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -17,7 +17,7 @@ async function setup(opts = {}) {
   const c = await startDevCluster(opts);
   const kc = kubeconfigFor(c);
   const { crds, objects } = apis(kc);
-  await crds.createCustomResourceDefinition({ body: crd("s3.example.org", "Bucket", "buckets") as never });
+  await crds.createCustomResourceDefinition({ body: typed(crd("s3.example.org", "Bucket", "buckets")) as never });
   const mem = memoryLog();
   const w = new WatchManager(kc, mem.log, { initialBackoffMs: 50, maxBackoffMs: 400 });
   return { c, kc, crds, objects, w, mem };
@@ -113,7 +113,7 @@ W("a failed informer (API server restarted) restarts with backoff and misses not
 W("a watch whose connection goes silent is restarted once it outlives the timeout it asked for, and misses nothing", async () => {
   const c = await startDevCluster();
   const direct = apis(kubeconfigFor(c)).objects;
-  await apis(kubeconfigFor(c)).crds.createCustomResourceDefinition({ body: crd("s3.example.org", "Bucket", "buckets") as never });
+  await apis(kubeconfigFor(c)).crds.createCustomResourceDefinition({ body: typed(crd("s3.example.org", "Bucket", "buckets")) as never });
   const proxy = await startProxy(c.port);
   const kc = kubeconfigFor(c, proxy.port);
   const mem = memoryLog();

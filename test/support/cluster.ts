@@ -47,6 +47,23 @@ export function crd(
   };
 }
 
+/**
+ * typed is a CRD as @kubernetes/client-node's typed ApiextensionsV1Api wants
+ * it: its models name the x-kubernetes-* schema fields x_kubernetes_*, and drop
+ * the wire names a raw object carries (the API server then prunes what the
+ * dropped preserve-unknown-fields would have kept, as a real one does).
+ */
+export function typed<T>(crd: T): T {
+  const model = (k: string) => (k.startsWith("x-kubernetes-") ? k.replaceAll("-", "_") : k);
+  const walk = (v: unknown): unknown =>
+    Array.isArray(v)
+      ? v.map(walk)
+      : v && typeof v === "object"
+        ? Object.fromEntries(Object.entries(v).map(([k, x]) => [model(k), walk(x)]))
+        : v;
+  return walk(crd) as T;
+}
+
 export function apis(kc: KubeConfig) {
   return { crds: kc.makeApiClient(ApiextensionsV1Api), objects: kc.makeApiClient(CustomObjectsApi) };
 }

@@ -1,0 +1,250 @@
+// x-kubernetes-validations: CEL rules on a CRD's schema, run on every write
+// of a custom resource as kube-apiserver runs them. A rule sees `self` (the
+// value at its node, typed by the schema: integer fields are CEL ints, number
+// fields doubles) and, in a transition rule, `oldSelf` (the value before the
+// write; such a rule is skipped on create, or given an optional with
+// optionalOldSelf). A rule that is false is the error its message,
+// messageExpression, reason and fieldPath describe; one that fails to run is
+// an error naming the rule. Errors of a value the write did not change are
+// warnings instead (ratcheting), unless the rule reads oldSelf.
+//
+// Read at kubernetes/apiextensions-apiserver 1aa2717a5,
+// pkg/apiserver/schema/cel/validation.go. The evaluator is
+// @marcbachmann/cel-js (as in steps/cel.ts) with Kubernetes' list and string
+// library functions added where it lacks them; cost budgets are not counted.
+import { isDeepStrictEqual } from "node:util";
+import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
+import { Environment, Optional, type ParseResult } from "@marcbachmann/cel-js";
+import { isObject } from "../json.js";
+import { OMIT, forbidden, invalid, required, type FieldError } from "./fielderr.js";
+import { correlate, type Node, type Old } from "./schema.js";
+
+/** Rule is one compiled x-kubernetes-validations entry. */
+export interface Rule {
+  rule: string;
+  message: string;
+  messageExpression?: ParseResult;
+  reason?: string;
+  fieldPath?: string;
+  optionalOldSelf: boolean;
+  usesOldSelf: boolean;
+  run: ParseResult;
+}
+
+const cmp = (a: unknown, b: unknown) => ((a as number) < (b as number) ? -1 : (a as number) > (b as number) ? 1 : 0);
+const ENV = new Environment({ unlistedVariablesAreDyn: true, homogeneousAggregateLiterals: false, enableOptionalTypes: true })
+  // Kubernetes' CEL list library (k8s.io/apiserver/pkg/cel/library/lists.go).
+  .registerFunction("list.isSorted(): bool", (l: unknown[]) => l.every((x, i) => i === 0 || cmp(l[i - 1], x) <= 0))
+  .registerFunction("list.sum(): dyn", (l: unknown[]) =>
+    l.reduce(
+      (a: unknown, b) => (typeof a === "bigint" && typeof b === "bigint" ? a + b : Number(a) + Number(b)),
+      l.length && typeof l[0] === "number" ? 0 : 0n,
+    ),
+  )
+  .registerFunction("list.min(): dyn", (l: unknown[]) => {
+    if (!l.length) throw new Error("min called on empty list");
+    return l.reduce((a, b) => (cmp(b, a) < 0 ? b : a));
+  })
+  .registerFunction("list.max(): dyn", (l: unknown[]) => {
+    if (!l.length) throw new Error("max called on empty list");
+    return l.reduce((a, b) => (cmp(b, a) > 0 ? b : a));
+  })
+  .registerFunction("list.indexOf(dyn): int", (l: unknown[], x: unknown) => BigInt(l.findIndex((y) => isDeepStrictEqual(x, y))))
+  .registerFunction("list.lastIndexOf(dyn): int", (l: unknown[], x: unknown) => BigInt(l.findLastIndex((y) => isDeepStrictEqual(x, y))))
+  // The strings extension functions cel-js lacks (cel-go ext/strings.go).
+  .registerFunction("string.charAt(int): string", (s: string, i: bigint) => [...s][Number(i)] ?? "")
+  .registerFunction("string.replace(string, string): string", (s: string, a: string, b: string) => s.split(a).join(b))
+  .registerFunction("string.replace(string, string, int): string", (s: string, a: string, b: string, n: bigint) => {
+    if (n < 0n) return s.split(a).join(b);
+    const parts = s.split(a);
+    return parts.slice(0, Number(n) + 1).join(b) + (parts.length > Number(n) + 1 ? a + parts.slice(Number(n) + 1).join(a) : "");
+  })
+  .registerFunction("string.reverse(): string", (s: string) => [...s].reverse().join(""))
+  // Kubernetes' regex library (library/regex.go).
+  .registerFunction("string.find(string): string", (s: string, re: string) => new RegExp(re, "u").exec(s)?.[0] ?? "")
+  .registerFunction("string.findAll(string): list<string>", (s: string, re: string) =>
+    [...s.matchAll(new RegExp(re, "gu"))].map((m) => m[0]),
+  );
+
+/** RuleError is a rule that cannot be used, as the field error a CRD with it is refused with. */
+export class RuleError extends Error {
+  constructor(readonly error: FieldError) {
+    super(`${error.field}: ${error.detail}`);
+  }
+}
+
+/** compileRule reads one x-kubernetes-validations entry; a rule that does not parse throws, naming where, as a CRD with it is refused. */
+export function compileRule(r: JsonValue, where: string): Rule {
+  if (!isObject(r) || typeof r["rule"] !== "string" || r["rule"].trim() === "") throw new RuleError(required(`${where}.rule`));
+  const text = r["rule"];
+  const parse = (src: string, field: string) => {
+    try {
+      return ENV.parse(src);
+    } catch (err) {
+      throw new RuleError(invalid(`${where}.${field}`, src, `compilation failed: ${(err as Error).message.split("\n")[0]}`));
+    }
+  };
+  const rule: Rule = {
+    rule: text,
+    message: typeof r["message"] === "string" ? r["message"] : "",
+    optionalOldSelf: r["optionalOldSelf"] === true,
+    usesOldSelf: /\boldSelf\b/.test(text),
+    run: parse(text, "rule"),
+  };
+  if (typeof r["messageExpression"] === "string" && r["messageExpression"].trim())
+    rule.messageExpression = parse(r["messageExpression"], "messageExpression");
+  if (typeof r["reason"] === "string") rule.reason = r["reason"];
+  if (typeof r["fieldPath"] === "string" && r["fieldPath"]) rule.fieldPath = normalizeFieldPath(r["fieldPath"]);
+  return rule;
+}
+
+/** normalizeFieldPath turns a rule's fieldPath (".spec.x", "['a.b']") into the field path it reports under. */
+function normalizeFieldPath(p: string): string {
+  const parts: string[] = [];
+  const re = /\.([^.[\]]+)|\['((?:[^'\\]|\\.)*)'\]/y;
+  let m: RegExpExecArray | null;
+  while ((m = re.exec(p))) parts.push(m[1] ?? m[2]!.replace(/\\(.)/g, "$1"));
+  return parts.join(".");
+}
+
+/**
+ * celValue is v as a rule sees it under schema s: integers as CEL ints,
+ * everything else as is; at the root, only the metadata rules may read.
+ */
+export function celValue(v: JsonValue | undefined, s: Node | undefined, root = false): unknown {
+  if (typeof v === "number") {
+    const int = s && s.types.length ? s.types.includes("integer") && !s.types.includes("number") : true;
+    return int && Number.isSafeInteger(v) ? BigInt(v) : v;
+  }
+  if (Array.isArray(v)) return v.map((x) => celValue(x, s?.items));
+  if (isObject(v)) {
+    const out: Record<string, unknown> = {};
+    for (const [k, x] of Object.entries(v)) {
+      if (root && k === "metadata" && isObject(x)) {
+        const md: Record<string, unknown> = {};
+        if (typeof x["name"] === "string") md["name"] = x["name"];
+        if (typeof x["generateName"] === "string") md["generateName"] = x["generateName"];
+        out[k] = md;
+        continue;
+      }
+      Object.defineProperty(out, k, {
+        value: celValue(x, s?.props?.get(k) ?? (s?.additional || undefined)),
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      });
+    }
+    return out;
+  }
+  return v;
+}
+
+/** runRules evaluates every rule of the schema under root over obj (old: before the write); ratcheted errors go to warnings. */
+export function runRules(obj: JsonObject, root: Node, old: Old, warnings: string[]): FieldError[] {
+  const errs: FieldError[] = [];
+  walk(obj, root, "", old, false, true, errs, warnings);
+  return errs;
+}
+
+const NIL = "<nil>";
+const child = (path: string, k: string) => (path ? `${path}.${k}` : k);
+
+function walk(
+  v: JsonValue | undefined,
+  s: Node,
+  path: string,
+  old: Old,
+  parentSame: boolean,
+  root: boolean,
+  errs: FieldError[],
+  warnings: string[],
+): void {
+  if (v === undefined || v === null) return;
+  // Ratcheting: a value matched to an unchanged old one, or (with no match of
+  // its own) under an unchanged parent, reports its rules' errors as warnings.
+  const same = old ? isDeepStrictEqual(v, old.value) : false;
+  if (s.rules.length) expressions(v, s, path, old, old ? same : parentSame, root, errs, warnings);
+  for (const a of s.allOf) walk(v, a, path, undefined, same, root, errs, warnings);
+  if (Array.isArray(v)) {
+    if (!s.items) return;
+    const olds = correlate(v, old, s);
+    v.forEach((x, i) => walk(x, s.items!, `${path}[${i}]`, olds[i], same, false, errs, warnings));
+    return;
+  }
+  if (!isObject(v)) return;
+  const before = old && isObject(old.value) ? old.value : undefined;
+  const at = (k: string): Old => (before && Object.hasOwn(before, k) ? { value: before[k]! } : undefined);
+  if (s.additional) for (const [k, x] of Object.entries(v)) walk(x, s.additional, `${path}[${k}]`, at(k), same, false, errs, warnings);
+  if (s.props)
+    for (const [k, x] of Object.entries(v)) {
+      const p = s.props.get(k);
+      if (p) walk(x, p, child(path, k), root && (k === "apiVersion" || k === "kind") ? undefined : at(k), same, false, errs, warnings);
+    }
+}
+
+function expressions(
+  v: JsonValue,
+  s: Node,
+  path: string,
+  old: Old,
+  ratchet: boolean,
+  root: boolean,
+  errs: FieldError[],
+  warnings: string[],
+): void {
+  const type = s.types[0] ?? (Array.isArray(v) ? "array" : isObject(v) ? "object" : "");
+  const self = celValue(v, s, root);
+  const oldSelf = old ? celValue(old.value, s, root) : undefined;
+  const here = path || NIL;
+  for (const rule of s.rules) {
+    if (rule.usesOldSelf && old === undefined && !rule.optionalOldSelf) continue;
+    const vars: Record<string, unknown> = { self };
+    if (rule.usesOldSelf) vars["oldSelf"] = rule.optionalOldSelf ? (old ? Optional.of(oldSelf) : Optional.none()) : oldSelf;
+    let result: unknown;
+    try {
+      result = rule.run(vars as Record<string, JsonValue>);
+    } catch (err) {
+      errs.push(invalid(here, type, runError(err, rule)));
+      continue;
+    }
+    if (result === true) continue;
+    if (typeof result !== "boolean") {
+      errs.push(invalid(here, type, `rule did not evaluate to a bool (gave ${typeof result}) evaluating rule: ${errorString(rule)}`));
+      continue;
+    }
+    const at = rule.fieldPath ? (path ? `${path}.${rule.fieldPath}` : rule.fieldPath) : here;
+    let detail = rule.message.trim() ? rule.message.trim() : `failed rule: ${errorString(rule)}`;
+    if (rule.messageExpression) {
+      try {
+        const m = rule.messageExpression(vars as Record<string, JsonValue>);
+        if (typeof m === "string" && m.trim() && !/\n/.test(m.trim()) && m.trim().length <= 5120) detail = m.trim();
+      } catch {
+        // A messageExpression that fails falls back to the message, as kube-apiserver does.
+      }
+    }
+    const value = type === "object" || type === "array" ? OMIT : v;
+    const e: FieldError =
+      rule.reason === "FieldValueForbidden"
+        ? forbidden(at, detail)
+        : rule.reason === "FieldValueRequired"
+          ? required(at, detail)
+          : rule.reason === "FieldValueDuplicate"
+            ? { type: "FieldValueDuplicate", field: at, value: value === OMIT ? OMIT : v, detail: "" }
+            : invalid(at, value, detail);
+    if (!rule.usesOldSelf && ratchet) warnings.push(`${e.field}: ${detail}`);
+    else errs.push(e);
+  }
+}
+
+function errorString(rule: Rule): string {
+  return rule.message.trim() || rule.rule.trim();
+}
+
+/** runError is a rule that could not run, in kube-apiserver's words (cel-go's error texts where cel-js's differ). */
+function runError(err: unknown, rule: Rule): string {
+  const msg = ((err as Error).message ?? String(err)).split("\n")[0]!;
+  if (/^found no matching overload|^no such overload/i.test(msg))
+    return `'no such overload: ${msg.replace(/^found no matching overload for /i, "").replace(/^no such overload: /i, "")}': call arguments did not match a supported operator, function or macro signature for rule: ${errorString(rule)}`;
+  const m = /^No such key: (.*)$/i.exec(msg);
+  return `${m ? `no such key: ${m[1]}` : msg} evaluating rule: ${errorString(rule)}`;
+}

@@ -1,0 +1,292 @@
+// The checks every object's metadata gets from kube-apiserver, and the data
+// checks of ConfigMaps and Secrets: the refusals users meet first. Messages are
+// kube-apiserver's, read at kubernetes/apimachinery eed236ce
+// (pkg/api/validation/objectmeta.go, pkg/util/validation/validation.go,
+// pkg/api/validate/content/kube.go) and kubernetes/kubernetes'
+// pkg/apis/core/validation (ValidateConfigMap, ValidateSecret).
+import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
+import { isObject } from "../json.js";
+import { invalid, required, tooLong, type FieldError } from "./fielderr.js";
+import { ApiError } from "./store.js";
+
+const LABEL_KEY_FMT = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
+const LABEL_KEY = new RegExp(`^${LABEL_KEY_FMT}$`);
+const LABEL_VALUE_FMT = `(${LABEL_KEY_FMT})?`;
+const LABEL_VALUE = new RegExp(`^${LABEL_VALUE_FMT}$`);
+const DNS1123_LABEL_FMT = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
+const DNS1123_LABEL = new RegExp(`^${DNS1123_LABEL_FMT}$`);
+const DNS1123_SUBDOMAIN_FMT = `${DNS1123_LABEL_FMT}(\\.${DNS1123_LABEL_FMT})*`;
+const DNS1123_SUBDOMAIN = new RegExp(`^${DNS1123_SUBDOMAIN_FMT}$`);
+const CONFIG_KEY_FMT = "[-._a-zA-Z0-9]+";
+const CONFIG_KEY = new RegExp(`^${CONFIG_KEY_FMT}$`);
+
+/** TOTAL_ANNOTATION_SIZE is kube-apiserver's limit on all annotations' keys and values together. */
+export const TOTAL_ANNOTATION_SIZE = 256 * 1024;
+/** DATA_SIZE is the limit on a ConfigMap's or Secret's data. */
+export const DATA_SIZE = 1024 * 1024;
+
+function regexError(msg: string, fmt: string, ...examples: string[]): string {
+  if (!examples.length) return `${msg} (regex used for validation is '${fmt}')`;
+  return `${msg} (e.g. ${examples.map((e) => `'${e}', `).join("or ")}regex used for validation is '${fmt}')`;
+}
+
+const maxLen = (n: number) => `must be no more than ${n} characters`;
+
+/** isDNS1123Subdomain says why value is not a DNS subdomain (none if it is). */
+export function isDNS1123Subdomain(value: string): string[] {
+  const errs: string[] = [];
+  if (value.length > 253) errs.push(maxLen(253));
+  if (!DNS1123_SUBDOMAIN.test(value))
+    errs.push(
+      regexError(
+        "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', " +
+          "and must start and end with an alphanumeric character",
+        DNS1123_SUBDOMAIN_FMT,
+        "example.com",
+      ),
+    );
+  return errs;
+}
+
+/** isDNS1123Label says why value is not a DNS label. */
+export function isDNS1123Label(value: string): string[] {
+  const errs: string[] = [];
+  if (value.length > 63) errs.push(maxLen(63));
+  if (!DNS1123_LABEL.test(value)) {
+    if (DNS1123_SUBDOMAIN.test(value)) errs.push("must not contain dots");
+    else
+      errs.push(
+        regexError(
+          "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', " +
+            "and must start and end with an alphanumeric character",
+          DNS1123_LABEL_FMT,
+          "my-name",
+          "123-abc",
+        ),
+      );
+  }
+  return errs;
+}
+
+const KEY_MSG = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
+
+/** isQualifiedName says why value is not a label key ([prefix/]name). */
+export function isQualifiedName(value: string): string[] {
+  const errs: string[] = [];
+  const parts = value.split("/");
+  let name: string;
+  if (parts.length === 1) name = parts[0]!;
+  else if (parts.length === 2) {
+    const prefix = parts[0]!;
+    name = parts[1]!;
+    if (prefix.length === 0) errs.push("prefix part must be non-empty");
+    else errs.push(...isDNS1123Subdomain(prefix).map((m) => `prefix part ${m}`));
+  } else
+    return [
+      `a valid label key ${regexError(KEY_MSG, LABEL_KEY_FMT, "MyName", "my.name", "123-abc")} ` +
+        "with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
+    ];
+  if (name.length === 0) errs.push("name part must be non-empty");
+  else if (name.length > 63) errs.push(`name part ${maxLen(63)}`);
+  if (!LABEL_KEY.test(name)) errs.push(`name part ${regexError(KEY_MSG, LABEL_KEY_FMT, "MyName", "my.name", "123-abc")}`);
+  return errs;
+}
+
+/** isLabelValue says why value is not a label value. */
+export function isLabelValue(value: string): string[] {
+  const errs: string[] = [];
+  if (value.length > 63) errs.push(maxLen(63));
+  if (!LABEL_VALUE.test(value))
+    errs.push(
+      regexError(
+        "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', " +
+          "and must start and end with an alphanumeric character",
+        LABEL_VALUE_FMT,
+        "MyValue",
+        "my_value",
+        "12345",
+      ),
+    );
+  return errs;
+}
+
+/**
+ * nameErrors says why name cannot name an object of a kind (a namespace's is
+ * a DNS label, others' a DNS subdomain); prefix: name is a generateName.
+ */
+export function nameErrors(isNamespace: boolean, name: string, prefix = false): string[] {
+  // A generateName may end in a dash: the generated suffix follows it.
+  const v = prefix && name.endsWith("-") ? `${name.slice(0, -1)}a` : name;
+  return isNamespace ? isDNS1123Label(v) : isDNS1123Subdomain(v);
+}
+
+const strings = (v: JsonValue | undefined): Record<string, string> =>
+  isObject(v) ? (Object.fromEntries(Object.entries(v).filter(([, x]) => typeof x === "string")) as Record<string, string>) : {};
+
+/**
+ * metaErrors is what ValidateObjectMeta (and, with old, ValidateObjectMetaUpdate)
+ * refuses in an object's metadata: names, labels, annotations, finalizers and
+ * owner references.
+ */
+export function metaErrors(obj: JsonObject, isNamespace: boolean): FieldError[] {
+  const m = isObject(obj["metadata"]) ? obj["metadata"] : {};
+  const errs: FieldError[] = [];
+  if (typeof m["generateName"] === "string" && m["generateName"] !== "")
+    for (const msg of nameErrors(isNamespace, m["generateName"], true)) errs.push(invalid("metadata.generateName", m["generateName"], msg));
+  const name = typeof m["name"] === "string" ? m["name"] : "";
+  if (!name) errs.push(required("metadata.name", "name or generateName is required"));
+  else for (const msg of nameErrors(isNamespace, name)) errs.push(invalid("metadata.name", name, msg));
+  for (const [k, v] of Object.entries(strings(m["labels"]))) {
+    for (const msg of isQualifiedName(k)) errs.push(invalid("metadata.labels", k, msg));
+    for (const msg of isLabelValue(v)) errs.push(invalid("metadata.labels", v, msg));
+  }
+  const annotations = strings(m["annotations"]);
+  let size = 0;
+  for (const [k, v] of Object.entries(annotations)) {
+    for (const msg of isQualifiedName(k.toLowerCase())) errs.push(invalid("metadata.annotations", k, msg));
+    size += Buffer.byteLength(k) + Buffer.byteLength(v);
+  }
+  if (size > TOTAL_ANNOTATION_SIZE) errs.push(tooLong("metadata.annotations", TOTAL_ANNOTATION_SIZE));
+  const finalizers = Array.isArray(m["finalizers"]) ? m["finalizers"].filter((f): f is string => typeof f === "string") : [];
+  for (const f of finalizers) for (const msg of isQualifiedName(f)) errs.push(invalid("metadata.finalizers", f, msg));
+  if (finalizers.includes("orphan") && finalizers.includes("foregroundDeletion"))
+    errs.push(invalid("metadata.finalizers", finalizers, "finalizer orphan and foregroundDeletion cannot be both set"));
+  const refs = Array.isArray(m["ownerReferences"]) ? m["ownerReferences"] : [];
+  let controller = "";
+  refs.forEach((r, i) => {
+    const ref = isObject(r) ? r : {};
+    const at = `metadata.ownerReferences[${i}]`;
+    const apiVersion = typeof ref["apiVersion"] === "string" ? ref["apiVersion"] : "";
+    if (!apiVersion) errs.push(required(`${at}.apiVersion`, "must not be empty"));
+    else if (apiVersion.split("/").length > 2 || apiVersion.endsWith("/"))
+      errs.push(invalid(`${at}.apiVersion`, apiVersion, "must be <group>/<version> or <version>"));
+    for (const k of ["kind", "name", "uid"])
+      if (typeof ref[k] !== "string" || ref[k] === "") errs.push(required(`${at}.${k}`, "must not be empty"));
+    if (ref["controller"] === true) {
+      const here = `${String(ref["kind"])}/${String(ref["name"])}`;
+      if (controller)
+        errs.push(
+          invalid(
+            "metadata.ownerReferences",
+            refs,
+            `Only one reference can have Controller set to true. Found "true" in references for ${controller} and ${here}`,
+          ),
+        );
+      else controller = here;
+    }
+  });
+  return errs;
+}
+
+/** decodeError is the 400 a body gets that does not decode into its built-in kind. */
+function decodeError(kind: string, why: string): ApiError {
+  return new ApiError(400, "BadRequest", `${kind} in version "v1" cannot be handled as a ${kind}: ${why}`);
+}
+
+/** checkStrings refuses, as decoding does, metadata labels and annotations that are not strings. */
+export function checkMetaTypes(kind: string, obj: JsonObject): void {
+  const m = obj["metadata"];
+  if (m === undefined || m === null) return;
+  if (!isObject(m))
+    throw decodeError(kind, `json: cannot unmarshal ${jsonType(m)} into Go struct field ${kind}.metadata of type v1.ObjectMeta`);
+  for (const f of ["labels", "annotations"]) {
+    const v = m[f];
+    if (v === undefined || v === null) continue;
+    if (!isObject(v))
+      throw decodeError(
+        kind,
+        `json: cannot unmarshal ${jsonType(v)} into Go struct field ObjectMeta.metadata.${f} of type map[string]string`,
+      );
+    for (const x of Object.values(v))
+      if (typeof x !== "string")
+        throw decodeError(kind, `json: cannot unmarshal ${jsonType(x)} into Go struct field ObjectMeta.metadata.${f} of type string`);
+  }
+}
+
+function jsonType(v: JsonValue): string {
+  return v === null ? "null" : Array.isArray(v) ? "array" : typeof v === "object" ? "object" : typeof v;
+}
+
+/**
+ * decodeData checks a ConfigMap's or Secret's data as decoding it does (string
+ * values; a Secret's data base64), and folds a Secret's stringData into its
+ * data, as the API server stores it.
+ */
+export function decodeData(kind: "ConfigMap" | "Secret", obj: JsonObject): void {
+  const fields = kind === "ConfigMap" ? ["data", "binaryData"] : ["data", "stringData"];
+  for (const f of fields) {
+    const v = obj[f];
+    if (v === undefined || v === null) continue;
+    const go = f === "binaryData" || (kind === "Secret" && f === "data") ? "map[string][]uint8" : "map[string]string";
+    if (!isObject(v)) throw decodeError(kind, `json: cannot unmarshal ${jsonType(v)} into Go struct field ${kind}.${f} of type ${go}`);
+    for (const x of Object.values(v)) {
+      if (typeof x !== "string")
+        throw decodeError(
+          kind,
+          `json: cannot unmarshal ${jsonType(x)} into Go struct field ${kind}.${f} of type ` +
+            (go === "map[string]string" ? "string" : "[]uint8"),
+        );
+      if (go !== "map[string]string") {
+        const bad = badBase64(x);
+        if (bad !== undefined) throw decodeError(kind, `illegal base64 data at input byte ${bad}`);
+      }
+    }
+  }
+  if (kind === "Secret" && isObject(obj["stringData"])) {
+    const data = isObject(obj["data"]) ? obj["data"] : {};
+    for (const [k, v] of Object.entries(obj["stringData"])) if (typeof v === "string") data[k] = Buffer.from(v, "utf8").toString("base64");
+    obj["data"] = data;
+    delete obj["stringData"];
+  }
+}
+
+/**
+ * badBase64 is where s stops being standard, padded base64, or undefined: the
+ * first character outside the alphabet, else the start of a last quantum
+ * that is short or wrongly padded (Go names the same bytes, in most cases).
+ */
+function badBase64(s: string): number | undefined {
+  const clean = s.replace(/[\r\n]/g, "");
+  const bad = clean.search(/[^A-Za-z0-9+/=]/);
+  if (bad >= 0) return bad;
+  if (/^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/.test(clean)) return undefined;
+  return clean.length - (clean.length % 4 || 4);
+}
+
+/** dataErrors is what ValidateConfigMap / ValidateSecret refuse in the data: bad keys, a key in both maps, more than 1 MiB. */
+export function dataErrors(kind: "ConfigMap" | "Secret", obj: JsonObject): FieldError[] {
+  const errs: FieldError[] = [];
+  const maps = kind === "ConfigMap" ? ["data", "binaryData"] : ["data"];
+  const seen = new Set<string>();
+  let size = 0;
+  for (const f of maps) {
+    const v = isObject(obj[f]) ? (obj[f] as JsonObject) : {};
+    for (const [k, x] of Object.entries(v)) {
+      for (const msg of configKeyErrors(k)) errs.push(invalid(f, k, msg));
+      if (seen.has(k)) errs.push({ type: "FieldValueDuplicate", field: `data[${k}]`, value: k, detail: "" });
+      seen.add(k);
+      size += typeof x === "string" ? (f === "data" && kind === "ConfigMap" ? Buffer.byteLength(x) : Math.floor((x.length * 3) / 4)) : 0;
+    }
+  }
+  if (size > DATA_SIZE) errs.push(tooLong(kind === "ConfigMap" ? "<nil>" : "data", DATA_SIZE));
+  return errs;
+}
+
+function configKeyErrors(k: string): string[] {
+  const errs: string[] = [];
+  if (k.length > 253) errs.push(maxLen(253));
+  if (!CONFIG_KEY.test(k))
+    errs.push(
+      regexError(
+        "a valid config key must consist of alphanumeric characters, '-', '_' or '.'",
+        CONFIG_KEY_FMT,
+        "key.name",
+        "KEY_NAME",
+        "key-name",
+      ),
+    );
+  if (k === ".") errs.push("must not be '.'");
+  else if (k === "..") errs.push("must not be '..'");
+  else if (k.startsWith("..")) errs.push("must not start with '..'");
+  return errs;
+}

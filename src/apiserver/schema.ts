@@ -1,0 +1,562 @@
+// A CRD version's structural schema, compiled once when the CRD is
+// established, and what kube-apiserver does with it on every write of a custom
+// resource: defaulting, pruning of unknown fields, dropping nulls the schema
+// does not allow, then validation (types, required, enum, formats, bounds,
+// patterns, list types, and the x-kubernetes-validations CEL rules of cel.ts),
+// with ratcheting on update: a value the write did not change is not refused
+// for errors it already had.
+//
+// Read at kubernetes/apiextensions-apiserver 1aa2717a5
+// (pkg/apiserver/schema/{defaulting,pruning,listtype},
+// pkg/apiserver/validation/{validation,formats,ratcheting}.go,
+// pkg/registry/customresource/{strategy,status_strategy,validator}.go) and
+// kubernetes/kube-openapi d427ff9 (pkg/validation/validate, errors, strfmt),
+// whose messages the errors here repeat. Differences kept are in
+// docs/dev-cluster.md.
+import { isDeepStrictEqual } from "node:util";
+import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
+import { isObject } from "../json.js";
+import { compileRule, runRules, type Rule } from "./cel.js";
+import { invalid, notSupported, required, tooLong, tooMany, type FieldError } from "./fielderr.js";
+import { FORMATS } from "./formats.js";
+
+/** Node is one schema node, as the validator reads it. */
+export interface Node {
+  types: string[];
+  nullable: boolean;
+  props?: Map<string, Node>;
+  /** additionalProperties: a schema, or false (true is the same as absent). */
+  additional?: Node | false;
+  items?: Node;
+  required: string[];
+  enum?: JsonValue[];
+  format?: string;
+  maximum?: number;
+  exclusiveMaximum: boolean;
+  minimum?: number;
+  exclusiveMinimum: boolean;
+  multipleOf?: number;
+  maxLength?: number;
+  minLength?: number;
+  pattern?: { source: string; re?: RegExp; error?: string };
+  maxItems?: number;
+  minItems?: number;
+  uniqueItems: boolean;
+  maxProperties?: number;
+  minProperties?: number;
+  preserve: boolean;
+  intOrString: boolean;
+  embedded: boolean;
+  default?: JsonValue;
+  allOf: Node[];
+  anyOf: Node[];
+  oneOf: Node[];
+  not?: Node;
+  listType?: string;
+  listMapKeys?: string[];
+  rules: Rule[];
+}
+
+const num = (v: JsonValue | undefined): number | undefined => (typeof v === "number" ? v : undefined);
+
+/** compileNode reads a JSONSchemaProps object; rule texts that do not parse throw, naming where. */
+export function compileNode(s: JsonValue | undefined, where: string, opts: { rules?: boolean } = {}): Node {
+  const o = isObject(s) ? s : {};
+  const intOrString = o["x-kubernetes-int-or-string"] === true;
+  const types = intOrString ? ["integer", "string"] : typeof o["type"] === "string" && o["type"] !== "" ? [o["type"]] : [];
+  const sub = (v: JsonValue | undefined, w: string) => compileNode(v, `${where}.${w}`, opts);
+  const many = (v: JsonValue | undefined, w: string) => (Array.isArray(v) ? v.map((x, i) => sub(x, `${w}[${i}]`)) : []);
+  const node: Node = {
+    types,
+    nullable: o["nullable"] === true,
+    required: Array.isArray(o["required"]) ? o["required"].filter((x): x is string => typeof x === "string") : [],
+    exclusiveMaximum: o["exclusiveMaximum"] === true,
+    exclusiveMinimum: o["exclusiveMinimum"] === true,
+    uniqueItems: o["uniqueItems"] === true,
+    preserve: o["x-kubernetes-preserve-unknown-fields"] === true,
+    intOrString,
+    embedded: o["x-kubernetes-embedded-resource"] === true,
+    allOf: many(o["allOf"], "allOf"),
+    anyOf: many(o["anyOf"], "anyOf"),
+    oneOf: many(o["oneOf"], "oneOf"),
+    rules: [],
+  };
+  if (isObject(o["properties"])) {
+    node.props = new Map();
+    for (const [k, v] of Object.entries(o["properties"])) node.props.set(k, sub(v, `properties[${k}]`));
+  }
+  const ap = o["additionalProperties"];
+  if (isObject(ap)) node.additional = sub(ap, "additionalProperties");
+  else if (ap === false) node.additional = false;
+  if (isObject(o["items"])) node.items = sub(o["items"], "items");
+  if (Array.isArray(o["enum"])) node.enum = o["enum"];
+  if (o["default"] !== undefined) node.default = o["default"];
+  if (isObject(o["not"])) node.not = sub(o["not"], "not");
+  for (const k of [
+    "maximum",
+    "minimum",
+    "multipleOf",
+    "maxLength",
+    "minLength",
+    "maxItems",
+    "minItems",
+    "maxProperties",
+    "minProperties",
+  ] as const) {
+    const v = num(o[k]);
+    if (v !== undefined) node[k] = v;
+  }
+  if (typeof o["pattern"] === "string") node.pattern = compilePattern(o["pattern"]);
+  const format = typeof o["format"] === "string" ? supportedFormat(o["format"], types[0]) : undefined;
+  if (format) node.format = format;
+  if (typeof o["x-kubernetes-list-type"] === "string") node.listType = o["x-kubernetes-list-type"];
+  if (Array.isArray(o["x-kubernetes-list-map-keys"]))
+    node.listMapKeys = o["x-kubernetes-list-map-keys"].filter((x): x is string => typeof x === "string");
+  const rules = o["x-kubernetes-validations"];
+  if (Array.isArray(rules) && opts.rules !== false)
+    node.rules = rules.map((r, i) => compileRule(r, `${where}.x-kubernetes-validations[${i}]`));
+  return node;
+}
+
+/**
+ * supportedFormat is the format kube-apiserver checks for a type, or undefined:
+ * formats it does not support are dropped (StripUnsupportedFormatsPostProcess),
+ * and int32/int64/float/double only bound numbers.
+ */
+function supportedFormat(format: string, type: string | undefined): string | undefined {
+  if (type === undefined || type === "string") return FORMATS.has(format.replaceAll("-", "")) ? format : undefined;
+  if (type === "integer") return format === "int32" || format === "int64" ? format : undefined;
+  if (type === "number") return format === "float" || format === "double" ? format : undefined;
+  return undefined;
+}
+
+/**
+ * compilePattern compiles an ECMA-262 pattern (RE2's syntax, for what schemas
+ * use, is the same); one that does not compile is reported when used, as
+ * kube-openapi does.
+ */
+function compilePattern(source: string): NonNullable<Node["pattern"]> {
+  try {
+    return { source, re: new RegExp(source, "u") };
+  } catch {
+    try {
+      return { source, re: new RegExp(source) };
+    } catch (err) {
+      return { source, error: (err as Error).message };
+    }
+  }
+}
+
+// ---- defaulting and pruning (at decode, before validation) ----
+
+const nonNullableNull = (v: JsonValue | undefined, s: Node | undefined) => v === null && s !== undefined && !s.nullable;
+
+/** applyDefaults sets, in place, the default of each field that is absent or a null its schema does not allow. */
+export function applyDefaults(x: JsonValue | undefined, s: Node | undefined): void {
+  if (!s || typeof x !== "object" || x === null) return;
+  if (Array.isArray(x)) {
+    for (let i = 0; i < x.length; i++) {
+      if (s.items?.default !== undefined && nonNullableNull(x[i], s.items)) x[i] = structuredClone(s.items.default);
+      applyDefaults(x[i], s.items);
+    }
+    return;
+  }
+  if (s.props)
+    for (const [k, p] of s.props) {
+      if (p.default === undefined || k === "__proto__") continue;
+      if (!Object.hasOwn(x, k) || nonNullableNull(x[k], p)) x[k] = structuredClone(p.default);
+    }
+  for (const k of Object.keys(x)) {
+    const p = s.props?.get(k);
+    if (p) applyDefaults(x[k], p);
+    else if (s.additional) {
+      if (s.additional.default !== undefined && nonNullableNull(x[k], s.additional)) x[k] = structuredClone(s.additional.default);
+      applyDefaults(x[k], s.additional);
+    }
+  }
+}
+
+const META = new Set(["apiVersion", "kind", "metadata"]);
+
+/**
+ * prune drops, in place, every field the schema does not declare (below a
+ * preserve-unknown-fields node only what a declared schema covers is pruned)
+ * and returns their paths, sorted, as kube-apiserver reports unknown fields.
+ */
+export function prune(obj: JsonObject, s: Node): string[] {
+  const unknown: string[] = [];
+  walk(obj, { ...s, embedded: true }, "", unknown);
+  return unknown.sort();
+}
+
+function walk(x: JsonValue | undefined, s: Node | undefined, path: string, unknown: string[]): void {
+  if (s?.preserve) return skip(x, s, path, unknown);
+  if (Array.isArray(x)) {
+    x.forEach((v, i) => walk(v, s?.items, `${path}[${i}]`, unknown));
+    return;
+  }
+  if (!isObject(x)) return;
+  for (const k of Object.keys(x)) {
+    if (s?.embedded && META.has(k)) continue;
+    const p = s?.props?.get(k) ?? (s?.additional || undefined);
+    const child = path ? `${path}.${k}` : k;
+    if (s && p) walk(x[k], p, child, unknown);
+    else {
+      if (!META.has(k) || path !== "") unknown.push(child);
+      delete x[k];
+    }
+  }
+}
+
+function skip(x: JsonValue | undefined, s: Node, path: string, unknown: string[]): void {
+  if (Array.isArray(x)) {
+    x.forEach((v, i) => (s.items ? skip(v, s.items, `${path}[${i}]`, unknown) : undefined));
+    return;
+  }
+  if (!isObject(x)) return;
+  for (const k of Object.keys(x)) {
+    if (s.embedded && META.has(k)) continue;
+    const p = s.props?.get(k) ?? (s.additional || undefined);
+    if (p) walk(x[k], p, path ? `${path}.${k}` : k, unknown);
+  }
+}
+
+/** pruneNulls drops, in place, nulls the schema neither allows (nullable) nor defaults. */
+export function pruneNulls(x: JsonValue | undefined, s: Node | undefined): void {
+  if (Array.isArray(x)) {
+    for (const v of x) pruneNulls(v, s?.items);
+    return;
+  }
+  if (!isObject(x)) return;
+  for (const k of Object.keys(x)) {
+    const p = s ? (s.props?.get(k) ?? (s.additional || undefined)) : undefined;
+    if (x[k] === null && p && !p.nullable && p.default === undefined) delete x[k];
+    else pruneNulls(x[k], p);
+  }
+}
+
+// ---- validation ----
+
+/** Old is the value a node had before the write, when the write's value can be matched to it (ratcheting, transition rules). */
+export type Old = { value: JsonValue } | undefined;
+
+/** typeOf is the JSON schema type of a value, as kube-openapi's type validator sees it. */
+function typeOf(v: JsonValue): string {
+  if (typeof v === "boolean") return "boolean";
+  if (typeof v === "string") return "string";
+  if (typeof v === "number") return Number.isInteger(v) ? "integer" : "number";
+  if (Array.isArray(v)) return "array";
+  return "object";
+}
+
+const said = (path: string) => path.replace(/^\./, "");
+
+/**
+ * validateValue checks v against s (kube-openapi's SchemaValidator): path is
+ * the error's name as kube-openapi builds it, field what it is reported under.
+ * With old (an update), a node whose value did not change has its errors
+ * dropped, as CRD validation ratcheting does.
+ */
+export function validateValue(v: JsonValue, s: Node, path: string, prefix: string, old: Old): FieldError[] {
+  const errs: FieldError[] = [];
+  // kube-openapi names a value by its path (".key" under the root's
+  // additionalProperties); the field error carries it without the dot, under
+  // prefix ("status" for a status write), or "<nil>" at the root.
+  const field = (p: string) => (said(p) ? (prefix ? `${prefix}.${said(p)}` : said(p)) : prefix || "<nil>");
+  const rel = (m: string) => `${path} in body ${m}`;
+  if (v === null) {
+    if (s.types.length && !s.nullable)
+      errs.push({
+        type: "FieldValueTypeInvalid",
+        field: field(path),
+        value: "null",
+        detail: `${rel(`must be of type ${s.types.join(",")}`)}: "null"`,
+      });
+    enumCheck(v, s, field(path), errs);
+    return errs;
+  }
+  const t = typeOf(v);
+  // type
+  if (s.types.length && !(s.types.includes(t) || (t === "integer" && s.types.includes("number")))) {
+    errs.push({
+      type: "FieldValueTypeInvalid",
+      field: field(path),
+      value: t,
+      detail: `${rel(`must be of type ${s.types.join(",")}`)}: "${t}"`,
+    });
+  }
+  // allOf, anyOf, oneOf, not
+  if (s.anyOf.length || s.oneOf.length || s.allOf.length || s.not) errs.push(...composite(v, s, path, prefix));
+  // string
+  if (typeof v === "string") {
+    const runes = [...v].length;
+    if (s.maxLength !== undefined && runes > s.maxLength) errs.push(tooLong(field(path), s.maxLength));
+    else if (s.minLength !== undefined && runes < s.minLength)
+      errs.push(invalid(field(path), v, rel(`should be at least ${s.minLength} chars long`)));
+    else if (s.pattern) {
+      const p = s.pattern;
+      if (p.error) errs.push(invalid(field(path), v, rel(`should match '${p.source}, but pattern is invalid: ${p.error}'`)));
+      else if (!p.re!.test(v)) errs.push(invalid(field(path), v, rel(`should match '${p.source}'`)));
+    }
+    if (s.format && FORMATS.has(s.format.replaceAll("-", "")) && !FORMATS.get(s.format.replaceAll("-", ""))!(v))
+      errs.push({
+        type: "FieldValueTypeInvalid",
+        field: field(path),
+        value: v,
+        detail: `${rel(`must be of type ${s.format}`)}: ${JSON.stringify(v)}`,
+      });
+  }
+  // number
+  if (typeof v === "number") errs.push(...numberErrors(v, s, path, field, rel, prefix || "<nil>"));
+  // array
+  if (Array.isArray(v)) {
+    if (s.items) {
+      const olds = s.listType === "map" || s.listType === "set" ? correlate(v, old, s) : [];
+      v.forEach((x, i) => errs.push(...validateValue(x, s.items!, `${path}[${i}]`, prefix, olds[i])));
+    }
+    if (s.minItems !== undefined && v.length < s.minItems)
+      errs.push(invalid(field(path), v.length, rel(`should have at least ${s.minItems} items`)));
+    if (s.maxItems !== undefined && v.length > s.maxItems) errs.push(tooMany(field(path), v.length, s.maxItems));
+    if (s.uniqueItems && v.some((x, i) => v.findIndex((y) => isDeepStrictEqual(x, y)) !== i))
+      errs.push(invalid(field(path), "", rel("shouldn't contain duplicates")));
+  }
+  enumCheck(v, s, field(path), errs);
+  // object
+  if (isObject(v)) {
+    const n = Object.keys(v).length;
+    if (s.minProperties !== undefined && n < s.minProperties)
+      errs.push(invalid(field(path), n, rel(`should have at least ${s.minProperties} properties`)));
+    if (s.maxProperties !== undefined && n > s.maxProperties) errs.push(tooMany(field(path), n, s.maxProperties));
+    const oldObj = old && isObject(old.value) ? old.value : undefined;
+    const at = (k: string): Old => (oldObj && Object.hasOwn(oldObj, k) ? { value: oldObj[k]! } : undefined);
+    if (s.additional === false) {
+      for (const k of Object.keys(v))
+        if (!s.props?.has(k)) errs.push(invalid(field(path), k, `${path}.${k} in body is a forbidden property`));
+    } else if (s.additional) {
+      for (const k of Object.keys(v)) if (!s.props?.has(k)) errs.push(...validateValue(v[k]!, s.additional, `${path}.${k}`, prefix, at(k)));
+    }
+    if (s.props)
+      for (const [k, p] of s.props)
+        if (Object.hasOwn(v, k))
+          errs.push(
+            ...validateValue(
+              v[k]!,
+              p,
+              path ? `${path}.${k}` : k,
+              prefix,
+              path === "" && (k === "apiVersion" || k === "kind") ? undefined : at(k),
+            ),
+          );
+    for (const k of s.required) if (!Object.hasOwn(v, k)) errs.push(required(field(`${path}.${k}`)));
+  }
+  if (errs.length && old && isDeepStrictEqual(v, old.value)) return [];
+  return errs;
+}
+
+function enumCheck(v: JsonValue, s: Node, field: string, errs: FieldError[]): void {
+  if (!s.enum?.length || s.enum.some((e) => isDeepStrictEqual(e, v))) return;
+  errs.push(
+    notSupported(
+      field,
+      v,
+      s.enum.map((e) => (typeof e === "string" ? e : JSON.stringify(e))),
+    ),
+  );
+}
+
+function numberErrors(
+  v: number,
+  s: Node,
+  path: string,
+  field: (p: string) => string,
+  rel: (m: string) => string,
+  top: string,
+): FieldError[] {
+  const errs: FieldError[] = [];
+  const isInt = Number.isInteger(v);
+  const show = (b: number) => (isInt ? String(Math.trunc(b)) : goNum(b));
+  if (s.types.length === 1 && s.types[0] === "integer" && s.format === "int32" && isInt && (v > 2147483647 || v < -2147483648))
+    errs.push(invalid(top, "", `Checked value must be of type integer with format int32 in ${path}`));
+  if (s.multipleOf !== undefined) {
+    const m = s.multipleOf;
+    const ok = m <= 0 ? false : isInt && Number.isInteger(m) ? v % m === 0 : Number.isInteger(m < 1 ? (1 / m) * v : v / m);
+    if (!ok)
+      errs.push(
+        m <= 0
+          ? invalid(field(path), m, `factor MultipleOf declared for ${path} must be positive: ${goNum(m)}`)
+          : invalid(field(path), v, rel(`should be a multiple of ${isInt && Number.isInteger(m) ? m : goNum(m)}`)),
+      );
+  }
+  if (s.minimum !== undefined) {
+    const b = isInt ? Math.trunc(s.minimum) : s.minimum;
+    if (s.exclusiveMinimum ? v <= b : v < b)
+      errs.push(invalid(field(path), v, rel(`should be greater than ${s.exclusiveMinimum ? "" : "or equal to "}${show(s.minimum)}`)));
+  }
+  if (s.maximum !== undefined) {
+    const b = isInt ? Math.trunc(s.maximum) : s.maximum;
+    if (s.exclusiveMaximum ? v >= b : v > b)
+      errs.push(invalid(field(path), v, rel(`should be less than ${s.exclusiveMaximum ? "" : "or equal to "}${show(s.maximum)}`)));
+  }
+  return errs;
+}
+
+const goNum = (n: number) => (Number.isInteger(n) && Math.abs(n) < 1e21 ? String(n) : n.toString().replace(/e([+-])(\d)$/, "e$10$2"));
+
+/** composite runs allOf, anyOf, oneOf and not, reporting as kube-openapi does (under no field). */
+function composite(v: JsonValue, s: Node, path: string, prefix: string): FieldError[] {
+  const errs: FieldError[] = [];
+  const name = JSON.stringify(path);
+  const run = (n: Node) => validateValue(v, n, path, prefix, undefined);
+  const top = (m: string) => invalid(prefix || "<nil>", "", m);
+  if (s.anyOf.length) {
+    const results = s.anyOf.map(run);
+    if (!results.some((r) => r.length === 0)) {
+      errs.push(top(`${name} must validate at least one schema (anyOf)`));
+      errs.push(...results.reduce((a, b) => (b.length < a.length ? b : a)));
+    }
+  }
+  if (s.oneOf.length) {
+    const results = s.oneOf.map(run);
+    const valid = results.filter((r) => r.length === 0).length;
+    if (valid !== 1) {
+      errs.push(
+        top(
+          `${name} must validate one and only one schema (oneOf). ` +
+            (valid === 0 ? "Found none valid" : `Found ${valid} valid alternatives`),
+        ),
+      );
+      if (valid === 0) errs.push(...results.reduce((a, b) => (b.length < a.length ? b : a)));
+    }
+  }
+  if (s.allOf.length) {
+    const results = s.allOf.map(run);
+    for (const r of results) errs.push(...r);
+    const valid = results.filter((r) => r.length === 0).length;
+    if (valid !== results.length) errs.push(top(`${name} must validate all the schemas (allOf)${valid === 0 ? ". None validated" : ""}`));
+  }
+  if (s.not && run(s.not).length === 0) errs.push(top(`${name} must not validate the schema (not)`));
+  return errs;
+}
+
+/** correlate matches a list's items to the old list's: by key fields for a map list, by value for a set (atomic lists are not matched). */
+export function correlate(items: JsonValue[], old: Old, s: Node): Old[] {
+  if (!old || !Array.isArray(old.value)) return [];
+  const before = old.value;
+  if (s.listType === "set") return items.map((x) => (before.some((y) => isDeepStrictEqual(x, y)) ? { value: x } : undefined));
+  const keys = s.listMapKeys ?? [];
+  const keyOf = (x: JsonValue) =>
+    isObject(x) ? JSON.stringify(keys.map((k) => x[k] ?? s.items?.props?.get(k)?.default ?? null)) : undefined;
+  const byKey = new Map<string, JsonValue>();
+  for (const y of before) {
+    const k = keyOf(y);
+    if (k !== undefined && !byKey.has(k)) byKey.set(k, y);
+  }
+  return items.map((x) => {
+    const k = keyOf(x);
+    return k !== undefined && byKey.has(k) ? { value: byKey.get(k)! } : undefined;
+  });
+}
+
+/** listErrors reports duplicates in x-kubernetes-list-type set and map lists (listtype.ValidateListSetsAndMaps). */
+export function listErrors(x: JsonValue | undefined, s: Node | undefined, path: string): FieldError[] {
+  if (!s || x === undefined || x === null) return [];
+  const errs: FieldError[] = [];
+  if (Array.isArray(x)) {
+    if (s.listType === "set") {
+      x.forEach((v, i) => {
+        if (x.findIndex((y) => isDeepStrictEqual(v, y)) !== i)
+          errs.push({ type: "FieldValueDuplicate", field: `${path}[${i}]`, value: v, detail: "" });
+      });
+    } else if (s.listType === "map" && s.listMapKeys?.length) {
+      const seen = new Set<string>();
+      x.forEach((v, i) => {
+        if (!isObject(v)) {
+          errs.push(invalid(`${path}[${i}]`, v, "must be an object for an array of list-type map"));
+          return;
+        }
+        const keys = s.listMapKeys!.map((k) => v[k] ?? s.items?.props?.get(k)?.default ?? null);
+        const k = JSON.stringify(keys);
+        if (seen.has(k)) {
+          const shown: JsonObject =
+            keys.length === 1 ? { [s.listMapKeys![0]!]: keys[0]! } : Object.fromEntries(s.listMapKeys!.map((n, j) => [n, keys[j]!]));
+          errs.push({ type: "FieldValueDuplicate", field: `${path}[${i}]`, value: shown, detail: "" });
+        }
+        seen.add(k);
+      });
+    }
+    x.forEach((v, i) => errs.push(...listErrors(v, s.items, `${path}[${i}]`)));
+    return errs;
+  }
+  if (isObject(x))
+    for (const [k, v] of Object.entries(x)) {
+      const p = s.props?.get(k) ?? (s.additional || undefined);
+      if (p) errs.push(...listErrors(v, p, path ? `${path}.${k}` : k));
+    }
+  return errs;
+}
+
+const BLOCKING = new Set([
+  "FieldValueNotSupported",
+  "FieldValueRequired",
+  "FieldValueTooLong",
+  "FieldValueTooMany",
+  "FieldValueTypeInvalid",
+]);
+
+/** Schema is one served version's compiled schema. */
+export class Schema {
+  readonly root: Node;
+  readonly hasRules: boolean;
+  constructor(openAPIV3Schema: JsonObject, where = "openAPIV3Schema") {
+    this.root = compileNode(openAPIV3Schema, where);
+    this.hasRules = hasRules(this.root);
+  }
+
+  /**
+   * decode does what kube-apiserver does to a custom resource it reads from a
+   * request: default, prune, drop disallowed nulls. It returns the unknown
+   * fields' paths.
+   */
+  decode(obj: JsonObject): string[] {
+    applyDefaults(obj, this.root);
+    const unknown = prune(obj, this.root);
+    pruneNulls(obj, this.root);
+    return unknown;
+  }
+
+  /**
+   * validate is the field errors of writing obj (over old, on update);
+   * status: a status subresource write. Warnings are pushed to warnings.
+   */
+  validate(obj: JsonObject, old: JsonObject | undefined, status: boolean, warnings: string[]): FieldError[] {
+    const o: Old = old ? { value: old } : undefined;
+    const errs: FieldError[] = [];
+    if (status) {
+      const st = this.root.props?.get("status");
+      if (st && obj["status"] !== undefined)
+        errs.push(
+          ...validateValue(obj["status"]!, st, "", "status", old && old["status"] !== undefined ? { value: old["status"]! } : undefined),
+        );
+    } else errs.push(...validateValue(obj, this.root, "", "", o));
+    const lists = listErrors(obj, this.root, "");
+    if (lists.length && !(old && listErrors(old, this.root, "").length)) errs.push(...lists);
+    if (this.hasRules) {
+      if (errs.some((e) => BLOCKING.has(e.type)))
+        errs.push(
+          invalid(
+            "<nil>",
+            null,
+            "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation",
+          ),
+        );
+      else errs.push(...runRules(obj, this.root, o, warnings));
+    }
+    return errs;
+  }
+}
+
+function hasRules(n: Node): boolean {
+  if (n.rules.length) return true;
+  if (n.props) for (const p of n.props.values()) if (hasRules(p)) return true;
+  return (!!n.additional && hasRules(n.additional)) || (!!n.items && hasRules(n.items)) || n.allOf.some(hasRules);
+}
