@@ -200,6 +200,65 @@ A("offline: npx xfn render renders the example like crossplane render", async ()
   assert.match(r.out, /bucketCount: 2/);
 });
 
+A(
+  "offline: npx xfn host runs the example as a Crossplane v2 cluster would: namespaced buckets (.m. group) in the XR's namespace",
+  async () => {
+    const kubeconfig = join(work, "host-kubeconfig");
+    const child = spawn(
+      "npx",
+      [
+        "xfn",
+        "host",
+        "--embedded",
+        "--embedded-kubeconfig",
+        kubeconfig,
+        "--metrics-address",
+        "off",
+        "--functions",
+        "example/functions.yaml",
+        "--manifests",
+        "crds",
+        "--manifests",
+        "example/composition.yaml",
+        "--manifests",
+        "example/xr.yaml",
+      ],
+      { cwd: project, env: { ...process.env, ...quiet, ...offline }, detached: true },
+    );
+    let out = "";
+    child.stdout.on("data", (d) => (out += d));
+    child.stderr.on("data", (d) => (out += d));
+    const exited = new Promise<number | null>((r) => child.on("exit", (code) => r(code)));
+    try {
+      await until("the host's kubeconfig", () => existsSync(kubeconfig) && /server: /.test(readFileSync(kubeconfig, "utf8")), 60_000);
+      const server = /server: (\S+)/.exec(readFileSync(kubeconfig, "utf8"))![1]!;
+      const get = async (path: string) => (await (await fetch(`${server}${path}`)).json()) as any;
+      await until(
+        "the XR Synced with two buckets",
+        async () => {
+          const xr = await get("/apis/example.org/v1alpha1/namespaces/default/xbuckets/team-a");
+          const synced = (xr.status?.conditions ?? []).find((c: any) => c.type === "Synced");
+          return (
+            synced?.status === "True" && (await get("/apis/s3.aws.m.upbound.io/v1beta1/namespaces/default/buckets")).items?.length === 2
+          );
+        },
+        60_000,
+      ).catch((err: Error) => {
+        throw new Error(`${err.message}\n${out}`);
+      });
+      const buckets = (await get("/apis/s3.aws.m.upbound.io/v1beta1/namespaces/default/buckets")).items as any[];
+      assert.equal(
+        buckets.map((b) => b.metadata.namespace),
+        ["default", "default"],
+      );
+      assert.is((await get("/apis/example.org/v1alpha1/namespaces/default/xbuckets/team-a")).status.bucketCount, 2);
+    } finally {
+      process.kill(-child.pid!, "SIGTERM");
+      await exited;
+    }
+  },
+);
+
 A("offline: npx xfn generate types reproduces the committed types", async () => {
   const r = await sh("npx", ["xfn", "generate", "types", "crds"], project, offline);
   assert.is(r.code, 0, r.out);

@@ -124,7 +124,7 @@ import type { Bucket, XBuckets } from "./types.js";
 export function f(req: RunFunctionRequest) {
   const rsp = response.to(req);
   const xr = request.getObservedCompositeResource<XBuckets>(req);
-  const b: Bucket = { apiVersion: "s3.aws.upbound.io/v1beta1", kind: ${JSON.stringify(kind)}, spec: { forProvider: { region: xr?.spec?.region ?? "x" } } };
+  const b: Bucket = { apiVersion: "s3.aws.m.upbound.io/v1beta1", kind: ${JSON.stringify(kind)}, spec: { forProvider: { region: xr?.spec?.region ?? "x" } } };
   response.setDesiredComposedResource(rsp, "b", b);
   const status: NonNullable<XBuckets["status"]> = { bucketCount: 1, externalNames: { b: "name" } };
   response.setDesiredCompositeStatus(rsp, status);
@@ -160,7 +160,10 @@ T("xfn generate types: to a file, and clear errors for bad input", async () => {
   try {
     const ok = await run(["generate", "types", "templates/function/crds", "-o", join(dir, "t.ts")]);
     assert.is(ok.code, 0, ok.stderr);
-    assert.match(ok.stderr, /wrote .*t\.ts: Bucket \(s3\.aws\.upbound\.io\/v1beta1 Bucket\), XBuckets \(example\.org\/v1alpha1 XBuckets\)/);
+    assert.match(
+      ok.stderr,
+      /wrote .*t\.ts: Bucket \(s3\.aws\.m\.upbound\.io\/v1beta1 Bucket\), XBuckets \(example\.org\/v1alpha1 XBuckets\)/,
+    );
     const none = await run(["generate", "types", "examples/xr.yaml"]);
     assert.is(none.code, 1);
     assert.match(none.stderr, /xfn generate types: found no CustomResourceDefinition/);

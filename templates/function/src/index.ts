@@ -21,7 +21,7 @@ export const composeBuckets = step("composeBuckets", ({ req, rsp }) => {
       throw new Error(`spec.buckets[${i}].name must be a DNS label, got ${JSON.stringify(b.name)}`);
     }
     const bucket: Bucket = {
-      apiVersion: "s3.aws.upbound.io/v1beta1",
+      apiVersion: "s3.aws.m.upbound.io/v1beta1",
       kind: "Bucket",
       metadata: { labels: { "example.org/bucket": b.name } },
       spec: { forProvider: { region: b.region ?? xr?.spec?.region ?? input.defaultRegion } },
