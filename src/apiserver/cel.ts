@@ -127,12 +127,10 @@ export function celValue(v: JsonValue | undefined, s: Node | undefined, root = f
         out[k] = md;
         continue;
       }
-      Object.defineProperty(out, k, {
-        value: celValue(x, s?.props?.get(k) ?? (s?.additional || undefined)),
-        enumerable: true,
-        writable: true,
-        configurable: true,
-      });
+      const c = celValue(x, s?.props?.get(k) ?? (s?.additional || undefined));
+      // A key named __proto__ is an own property, not the object's prototype.
+      if (k === "__proto__") Object.defineProperty(out, k, { value: c, enumerable: true, writable: true, configurable: true });
+      else out[k] = c;
     }
     return out;
   }
@@ -142,7 +140,7 @@ export function celValue(v: JsonValue | undefined, s: Node | undefined, root = f
 /** runRules evaluates every rule of the schema under root over obj (old: before the write); ratcheted errors go to warnings. */
 export function runRules(obj: JsonObject, root: Node, old: Old, warnings: string[]): FieldError[] {
   const errs: FieldError[] = [];
-  walk(obj, root, "", old, false, true, errs, warnings);
+  walk(obj, root, "", old, () => false, true, errs, warnings);
   return errs;
 }
 
@@ -154,15 +152,17 @@ function walk(
   s: Node,
   path: string,
   old: Old,
-  parentSame: boolean,
+  parentSame: () => boolean,
   root: boolean,
   errs: FieldError[],
   warnings: string[],
 ): void {
-  if (v === undefined || v === null) return;
+  if (v === undefined || v === null || !s.anyRule) return;
   // Ratcheting: a value matched to an unchanged old one, or (with no match of
   // its own) under an unchanged parent, reports its rules' errors as warnings.
-  const same = old ? isDeepStrictEqual(v, old.value) : false;
+  // Whether it changed is asked only when a rule fails.
+  let memo: boolean | undefined;
+  const same = () => (memo ??= old ? isDeepStrictEqual(v, old.value) : false);
   if (s.rules.length) expressions(v, s, path, old, old ? same : parentSame, root, errs, warnings);
   for (const a of s.allOf) walk(v, a, path, undefined, same, root, errs, warnings);
   if (Array.isArray(v)) {
@@ -187,7 +187,7 @@ function expressions(
   s: Node,
   path: string,
   old: Old,
-  ratchet: boolean,
+  ratchet: () => boolean,
   root: boolean,
   errs: FieldError[],
   warnings: string[],
@@ -231,7 +231,7 @@ function expressions(
           : rule.reason === "FieldValueDuplicate"
             ? { type: "FieldValueDuplicate", field: at, value: value === OMIT ? OMIT : v, detail: "" }
             : invalid(at, value, detail);
-    if (!rule.usesOldSelf && ratchet) warnings.push(`${e.field}: ${detail}`);
+    if (!rule.usesOldSelf && ratchet()) warnings.push(`${e.field}: ${detail}`);
     else errs.push(e);
   }
 }

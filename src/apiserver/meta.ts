@@ -120,8 +120,19 @@ export function nameErrors(isNamespace: boolean, name: string, prefix = false): 
   return isNamespace ? isDNS1123Label(v) : isDNS1123Subdomain(v);
 }
 
-const strings = (v: JsonValue | undefined): Record<string, string> =>
-  isObject(v) ? (Object.fromEntries(Object.entries(v).filter(([, x]) => typeof x === "string")) as Record<string, string>) : {};
+/** GOOD_KEYS remembers label keys, annotation keys and finalizers that passed (every write repeats them); bounded. */
+const GOOD_KEYS = new Set<string>();
+
+/** keyErrors is isQualifiedName(key), remembering keys that pass. */
+function keyErrors(key: string): string[] {
+  if (GOOD_KEYS.has(key)) return [];
+  const errs = isQualifiedName(key);
+  if (!errs.length) {
+    if (GOOD_KEYS.size >= 10_000) GOOD_KEYS.clear();
+    GOOD_KEYS.add(key);
+  }
+  return errs;
+}
 
 /**
  * metaErrors is what ValidateObjectMeta (and, with old, ValidateObjectMetaUpdate)
@@ -136,19 +147,34 @@ export function metaErrors(obj: JsonObject, isNamespace: boolean): FieldError[] 
   const name = typeof m["name"] === "string" ? m["name"] : "";
   if (!name) errs.push(required("metadata.name", "name or generateName is required"));
   else for (const msg of nameErrors(isNamespace, name)) errs.push(invalid("metadata.name", name, msg));
-  for (const [k, v] of Object.entries(strings(m["labels"]))) {
-    for (const msg of isQualifiedName(k)) errs.push(invalid("metadata.labels", k, msg));
-    for (const msg of isLabelValue(v)) errs.push(invalid("metadata.labels", v, msg));
-  }
-  const annotations = strings(m["annotations"]);
+  const labels = m["labels"];
+  if (isObject(labels))
+    for (const k in labels) {
+      const v = labels[k];
+      if (typeof v !== "string") continue;
+      for (const msg of keyErrors(k)) errs.push(invalid("metadata.labels", k, msg));
+      if (v.length > 63 || !LABEL_VALUE.test(v)) for (const msg of isLabelValue(v)) errs.push(invalid("metadata.labels", v, msg));
+    }
+  const annotations = m["annotations"];
   let size = 0;
-  for (const [k, v] of Object.entries(annotations)) {
-    for (const msg of isQualifiedName(k.toLowerCase())) errs.push(invalid("metadata.annotations", k, msg));
-    size += Buffer.byteLength(k) + Buffer.byteLength(v);
+  if (isObject(annotations))
+    for (const k in annotations) {
+      const v = annotations[k];
+      if (typeof v !== "string") continue;
+      for (const msg of keyErrors(k.toLowerCase())) errs.push(invalid("metadata.annotations", k, msg));
+      size += k.length + v.length;
+    }
+  // Sizes count bytes: only a total near the limit needs counting exactly.
+  if (size > TOTAL_ANNOTATION_SIZE / 4 && isObject(annotations)) {
+    size = 0;
+    for (const k in annotations) {
+      const v = annotations[k];
+      if (typeof v === "string") size += Buffer.byteLength(k) + Buffer.byteLength(v);
+    }
   }
   if (size > TOTAL_ANNOTATION_SIZE) errs.push(tooLong("metadata.annotations", TOTAL_ANNOTATION_SIZE));
   const finalizers = Array.isArray(m["finalizers"]) ? m["finalizers"].filter((f): f is string => typeof f === "string") : [];
-  for (const f of finalizers) for (const msg of isQualifiedName(f)) errs.push(invalid("metadata.finalizers", f, msg));
+  for (const f of finalizers) for (const msg of keyErrors(f)) errs.push(invalid("metadata.finalizers", f, msg));
   if (finalizers.includes("orphan") && finalizers.includes("foregroundDeletion"))
     errs.push(invalid("metadata.finalizers", finalizers, "finalizer orphan and foregroundDeletion cannot be both set"));
   const refs = Array.isArray(m["ownerReferences"]) ? m["ownerReferences"] : [];

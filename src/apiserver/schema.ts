@@ -55,6 +55,12 @@ export interface Node {
   listType?: string;
   listMapKeys?: string[];
   rules: Rule[];
+  /** Whether a default is declared here or below (defaulting skips subtrees without one). */
+  anyDefault: boolean;
+  /** Whether a rule is declared here or below (rules are looked for only where there are some). */
+  anyRule: boolean;
+  /** Whether a set or map list is declared here or below (duplicates are looked for only there). */
+  anyList: boolean;
 }
 
 const num = (v: JsonValue | undefined): number | undefined => (typeof v === "number" ? v : undefined);
@@ -80,6 +86,9 @@ export function compileNode(s: JsonValue | undefined, where: string, opts: { rul
     anyOf: many(o["anyOf"], "anyOf"),
     oneOf: many(o["oneOf"], "oneOf"),
     rules: [],
+    anyDefault: false,
+    anyRule: false,
+    anyList: false,
   };
   if (isObject(o["properties"])) {
     node.props = new Map();
@@ -115,6 +124,10 @@ export function compileNode(s: JsonValue | undefined, where: string, opts: { rul
   const rules = o["x-kubernetes-validations"];
   if (Array.isArray(rules) && opts.rules !== false)
     node.rules = rules.map((r, i) => compileRule(r, `${where}.x-kubernetes-validations[${i}]`));
+  const children = [...(node.props?.values() ?? []), ...(node.additional ? [node.additional] : []), ...(node.items ? [node.items] : [])];
+  node.anyDefault = node.default !== undefined || children.some((c) => c.anyDefault);
+  node.anyRule = node.rules.length > 0 || children.some((c) => c.anyRule) || node.allOf.some((c) => c.anyRule);
+  node.anyList = node.listType === "set" || node.listType === "map" || children.some((c) => c.anyList);
   return node;
 }
 
@@ -153,7 +166,7 @@ const nonNullableNull = (v: JsonValue | undefined, s: Node | undefined) => v ===
 
 /** applyDefaults sets, in place, the default of each field that is absent or a null its schema does not allow. */
 export function applyDefaults(x: JsonValue | undefined, s: Node | undefined): void {
-  if (!s || typeof x !== "object" || x === null) return;
+  if (!s?.anyDefault || typeof x !== "object" || x === null) return;
   if (Array.isArray(x)) {
     for (let i = 0; i < x.length; i++) {
       if (s.items?.default !== undefined && nonNullableNull(x[i], s.items)) x[i] = structuredClone(s.items.default);
@@ -180,8 +193,9 @@ const META = new Set(["apiVersion", "kind", "metadata"]);
 
 /**
  * prune drops, in place, every field the schema does not declare (below a
- * preserve-unknown-fields node only what a declared schema covers is pruned)
- * and returns their paths, sorted, as kube-apiserver reports unknown fields.
+ * preserve-unknown-fields node only what a declared schema covers is pruned),
+ * and the nulls it neither allows nor defaults, and returns the unknown
+ * fields' paths, sorted, as kube-apiserver reports them.
  */
 export function prune(obj: JsonObject, s: Node): string[] {
   const unknown: string[] = [];
@@ -192,17 +206,21 @@ export function prune(obj: JsonObject, s: Node): string[] {
 function walk(x: JsonValue | undefined, s: Node | undefined, path: string, unknown: string[]): void {
   if (s?.preserve) return skip(x, s, path, unknown);
   if (Array.isArray(x)) {
-    x.forEach((v, i) => walk(v, s?.items, `${path}[${i}]`, unknown));
+    for (let i = 0; i < x.length; i++) if (typeof x[i] === "object" && x[i] !== null) walk(x[i], s?.items, `${path}[${i}]`, unknown);
     return;
   }
   if (!isObject(x)) return;
   for (const k of Object.keys(x)) {
     if (s?.embedded && META.has(k)) continue;
     const p = s?.props?.get(k) ?? (s?.additional || undefined);
-    const child = path ? `${path}.${k}` : k;
-    if (s && p) walk(x[k], p, child, unknown);
-    else {
-      if (!META.has(k) || path !== "") unknown.push(child);
+    const v = x[k];
+    if (s && p) {
+      // A null the schema neither allows nor defaults goes too (PruneNonNullableNullsWithoutDefaults).
+      if (v === null) {
+        if (!p.nullable && p.default === undefined) delete x[k];
+      } else if (typeof v === "object") walk(v, p, path ? `${path}.${k}` : k, unknown);
+    } else {
+      if (!META.has(k) || path !== "") unknown.push(path ? `${path}.${k}` : k);
       delete x[k];
     }
   }
@@ -210,28 +228,18 @@ function walk(x: JsonValue | undefined, s: Node | undefined, path: string, unkno
 
 function skip(x: JsonValue | undefined, s: Node, path: string, unknown: string[]): void {
   if (Array.isArray(x)) {
-    x.forEach((v, i) => (s.items ? skip(v, s.items, `${path}[${i}]`, unknown) : undefined));
+    if (s.items) for (let i = 0; i < x.length; i++) skip(x[i], s.items, `${path}[${i}]`, unknown);
     return;
   }
   if (!isObject(x)) return;
   for (const k of Object.keys(x)) {
     if (s.embedded && META.has(k)) continue;
     const p = s.props?.get(k) ?? (s.additional || undefined);
-    if (p) walk(x[k], p, path ? `${path}.${k}` : k, unknown);
-  }
-}
-
-/** pruneNulls drops, in place, nulls the schema neither allows (nullable) nor defaults. */
-export function pruneNulls(x: JsonValue | undefined, s: Node | undefined): void {
-  if (Array.isArray(x)) {
-    for (const v of x) pruneNulls(v, s?.items);
-    return;
-  }
-  if (!isObject(x)) return;
-  for (const k of Object.keys(x)) {
-    const p = s ? (s.props?.get(k) ?? (s.additional || undefined)) : undefined;
-    if (x[k] === null && p && !p.nullable && p.default === undefined) delete x[k];
-    else pruneNulls(x[k], p);
+    if (!p) continue;
+    const v = x[k];
+    if (v === null) {
+      if (!p.nullable && p.default === undefined) delete x[k];
+    } else walk(v, p, path ? `${path}.${k}` : k, unknown);
   }
 }
 
@@ -259,98 +267,112 @@ const said = (path: string) => path.replace(/^\./, "");
  */
 export function validateValue(v: JsonValue, s: Node, path: string, prefix: string, old: Old): FieldError[] {
   const errs: FieldError[] = [];
-  // kube-openapi names a value by its path (".key" under the root's
-  // additionalProperties); the field error carries it without the dot, under
-  // prefix ("status" for a status write), or "<nil>" at the root.
-  const field = (p: string) => (said(p) ? (prefix ? `${prefix}.${said(p)}` : said(p)) : prefix || "<nil>");
-  const rel = (m: string) => `${path} in body ${m}`;
+  check(v, s, path, prefix, old, errs);
+  return errs;
+}
+
+/**
+ * fieldOf is the field an error at path is reported under: kube-openapi names
+ * a value by its path (".key" under the root's additionalProperties); the field
+ * error carries it without the dot, under prefix ("status" for a status
+ * write), or "<nil>" at the root.
+ */
+function fieldOf(path: string, prefix: string): string {
+  const p = said(path);
+  return p ? (prefix ? `${prefix}.${p}` : p) : prefix || "<nil>";
+}
+
+const rel = (path: string, m: string) => `${path} in body ${m}`;
+
+/** check appends to errs what validateValue reports (one array for the whole walk). */
+function check(v: JsonValue, s: Node, path: string, prefix: string, old: Old, errs: FieldError[]): void {
+  const start = errs.length;
   if (v === null) {
     if (s.types.length && !s.nullable)
       errs.push({
         type: "FieldValueTypeInvalid",
-        field: field(path),
+        field: fieldOf(path, prefix),
         value: "null",
-        detail: `${rel(`must be of type ${s.types.join(",")}`)}: "null"`,
+        detail: `${rel(path, `must be of type ${s.types.join(",")}`)}: "null"`,
       });
-    enumCheck(v, s, field(path), errs);
-    return errs;
+    if (s.enum) enumCheck(v, s, fieldOf(path, prefix), errs);
+    return;
   }
   const t = typeOf(v);
-  // type
   if (s.types.length && !(s.types.includes(t) || (t === "integer" && s.types.includes("number")))) {
     errs.push({
       type: "FieldValueTypeInvalid",
-      field: field(path),
+      field: fieldOf(path, prefix),
       value: t,
-      detail: `${rel(`must be of type ${s.types.join(",")}`)}: "${t}"`,
+      detail: `${rel(path, `must be of type ${s.types.join(",")}`)}: "${t}"`,
     });
   }
-  // allOf, anyOf, oneOf, not
   if (s.anyOf.length || s.oneOf.length || s.allOf.length || s.not) errs.push(...composite(v, s, path, prefix));
-  // string
   if (typeof v === "string") {
-    const runes = [...v].length;
-    if (s.maxLength !== undefined && runes > s.maxLength) errs.push(tooLong(field(path), s.maxLength));
-    else if (s.minLength !== undefined && runes < s.minLength)
-      errs.push(invalid(field(path), v, rel(`should be at least ${s.minLength} chars long`)));
-    else if (s.pattern) {
-      const p = s.pattern;
-      if (p.error) errs.push(invalid(field(path), v, rel(`should match '${p.source}, but pattern is invalid: ${p.error}'`)));
-      else if (!p.re!.test(v)) errs.push(invalid(field(path), v, rel(`should match '${p.source}'`)));
+    if (s.maxLength !== undefined || s.minLength !== undefined) {
+      const runes = [...v].length;
+      if (s.maxLength !== undefined && runes > s.maxLength) errs.push(tooLong(fieldOf(path, prefix), s.maxLength));
+      else if (s.minLength !== undefined && runes < s.minLength)
+        errs.push(invalid(fieldOf(path, prefix), v, rel(path, `should be at least ${s.minLength} chars long`)));
+      else patternCheck(v, s, path, prefix, errs);
+    } else patternCheck(v, s, path, prefix, errs);
+    if (s.format) {
+      const f = FORMATS.get(s.format.replaceAll("-", ""));
+      if (f && !f(v))
+        errs.push({
+          type: "FieldValueTypeInvalid",
+          field: fieldOf(path, prefix),
+          value: v,
+          detail: `${rel(path, `must be of type ${s.format}`)}: ${JSON.stringify(v)}`,
+        });
     }
-    if (s.format && FORMATS.has(s.format.replaceAll("-", "")) && !FORMATS.get(s.format.replaceAll("-", ""))!(v))
-      errs.push({
-        type: "FieldValueTypeInvalid",
-        field: field(path),
-        value: v,
-        detail: `${rel(`must be of type ${s.format}`)}: ${JSON.stringify(v)}`,
-      });
-  }
-  // number
-  if (typeof v === "number") errs.push(...numberErrors(v, s, path, field, rel, prefix || "<nil>"));
-  // array
-  if (Array.isArray(v)) {
+  } else if (typeof v === "number") {
+    if (s.multipleOf !== undefined || s.minimum !== undefined || s.maximum !== undefined || s.format === "int32")
+      errs.push(...numberErrors(v, s, path, prefix));
+  } else if (Array.isArray(v)) {
     if (s.items) {
-      const olds = s.listType === "map" || s.listType === "set" ? correlate(v, old, s) : [];
-      v.forEach((x, i) => errs.push(...validateValue(x, s.items!, `${path}[${i}]`, prefix, olds[i])));
+      const olds = old && (s.listType === "map" || s.listType === "set") ? correlate(v, old, s) : undefined;
+      for (let i = 0; i < v.length; i++) check(v[i]!, s.items, `${path}[${i}]`, prefix, olds?.[i], errs);
     }
     if (s.minItems !== undefined && v.length < s.minItems)
-      errs.push(invalid(field(path), v.length, rel(`should have at least ${s.minItems} items`)));
-    if (s.maxItems !== undefined && v.length > s.maxItems) errs.push(tooMany(field(path), v.length, s.maxItems));
+      errs.push(invalid(fieldOf(path, prefix), v.length, rel(path, `should have at least ${s.minItems} items`)));
+    if (s.maxItems !== undefined && v.length > s.maxItems) errs.push(tooMany(fieldOf(path, prefix), v.length, s.maxItems));
     if (s.uniqueItems && v.some((x, i) => v.findIndex((y) => isDeepStrictEqual(x, y)) !== i))
-      errs.push(invalid(field(path), "", rel("shouldn't contain duplicates")));
+      errs.push(invalid(fieldOf(path, prefix), "", rel(path, "shouldn't contain duplicates")));
   }
-  enumCheck(v, s, field(path), errs);
-  // object
+  if (s.enum) enumCheck(v, s, fieldOf(path, prefix), errs);
   if (isObject(v)) {
-    const n = Object.keys(v).length;
-    if (s.minProperties !== undefined && n < s.minProperties)
-      errs.push(invalid(field(path), n, rel(`should have at least ${s.minProperties} properties`)));
-    if (s.maxProperties !== undefined && n > s.maxProperties) errs.push(tooMany(field(path), n, s.maxProperties));
+    if (s.minProperties !== undefined || s.maxProperties !== undefined) {
+      const n = Object.keys(v).length;
+      if (s.minProperties !== undefined && n < s.minProperties)
+        errs.push(invalid(fieldOf(path, prefix), n, rel(path, `should have at least ${s.minProperties} properties`)));
+      if (s.maxProperties !== undefined && n > s.maxProperties) errs.push(tooMany(fieldOf(path, prefix), n, s.maxProperties));
+    }
     const oldObj = old && isObject(old.value) ? old.value : undefined;
-    const at = (k: string): Old => (oldObj && Object.hasOwn(oldObj, k) ? { value: oldObj[k]! } : undefined);
-    if (s.additional === false) {
-      for (const k of Object.keys(v))
-        if (!s.props?.has(k)) errs.push(invalid(field(path), k, `${path}.${k} in body is a forbidden property`));
-    } else if (s.additional) {
-      for (const k of Object.keys(v)) if (!s.props?.has(k)) errs.push(...validateValue(v[k]!, s.additional, `${path}.${k}`, prefix, at(k)));
+    if (s.additional !== undefined) {
+      for (const k of Object.keys(v)) {
+        if (s.props?.has(k)) continue;
+        if (s.additional === false) errs.push(invalid(fieldOf(path, prefix), k, `${path}.${k} in body is a forbidden property`));
+        else check(v[k]!, s.additional, `${path}.${k}`, prefix, oldObj && Object.hasOwn(oldObj, k) ? { value: oldObj[k]! } : undefined, errs);
+      }
     }
     if (s.props)
-      for (const [k, p] of s.props)
-        if (Object.hasOwn(v, k))
-          errs.push(
-            ...validateValue(
-              v[k]!,
-              p,
-              path ? `${path}.${k}` : k,
-              prefix,
-              path === "" && (k === "apiVersion" || k === "kind") ? undefined : at(k),
-            ),
-          );
-    for (const k of s.required) if (!Object.hasOwn(v, k)) errs.push(required(field(`${path}.${k}`)));
+      for (const [k, p] of s.props) {
+        if (!Object.hasOwn(v, k)) continue;
+        const typeMeta = path === "" && (k === "apiVersion" || k === "kind");
+        const o: Old = !typeMeta && oldObj && Object.hasOwn(oldObj, k) ? { value: oldObj[k]! } : undefined;
+        check(v[k]!, p, path ? `${path}.${k}` : k, prefix, o, errs);
+      }
+    for (const k of s.required) if (!Object.hasOwn(v, k)) errs.push(required(fieldOf(`${path}.${k}`, prefix)));
   }
-  if (errs.length && old && isDeepStrictEqual(v, old.value)) return [];
-  return errs;
+  if (errs.length > start && old && isDeepStrictEqual(v, old.value)) errs.length = start;
+}
+
+function patternCheck(v: string, s: Node, path: string, prefix: string, errs: FieldError[]): void {
+  const p = s.pattern;
+  if (!p) return;
+  if (p.error) errs.push(invalid(fieldOf(path, prefix), v, rel(path, `should match '${p.source}, but pattern is invalid: ${p.error}'`)));
+  else if (!p.re!.test(v)) errs.push(invalid(fieldOf(path, prefix), v, rel(path, `should match '${p.source}'`)));
 }
 
 function enumCheck(v: JsonValue, s: Node, field: string, errs: FieldError[]): void {
@@ -364,14 +386,10 @@ function enumCheck(v: JsonValue, s: Node, field: string, errs: FieldError[]): vo
   );
 }
 
-function numberErrors(
-  v: number,
-  s: Node,
-  path: string,
-  field: (p: string) => string,
-  rel: (m: string) => string,
-  top: string,
-): FieldError[] {
+function numberErrors(v: number, s: Node, path: string, prefix: string): FieldError[] {
+  const top = prefix || "<nil>";
+  const field = (p: string) => fieldOf(p, prefix);
+  const rel = (m: string) => `${path} in body ${m}`;
   const errs: FieldError[] = [];
   const isInt = Number.isInteger(v);
   const show = (b: number) => (isInt ? String(Math.trunc(b)) : goNum(b));
@@ -459,7 +477,7 @@ export function correlate(items: JsonValue[], old: Old, s: Node): Old[] {
 
 /** listErrors reports duplicates in x-kubernetes-list-type set and map lists (listtype.ValidateListSetsAndMaps). */
 export function listErrors(x: JsonValue | undefined, s: Node | undefined, path: string): FieldError[] {
-  if (!s || x === undefined || x === null) return [];
+  if (!s?.anyList || x === undefined || x === null) return [];
   const errs: FieldError[] = [];
   if (Array.isArray(x)) {
     if (s.listType === "set") {
@@ -509,7 +527,7 @@ export class Schema {
   readonly hasRules: boolean;
   constructor(openAPIV3Schema: JsonObject, where = "openAPIV3Schema") {
     this.root = compileNode(openAPIV3Schema, where);
-    this.hasRules = hasRules(this.root);
+    this.hasRules = this.root.anyRule;
   }
 
   /**
@@ -519,9 +537,7 @@ export class Schema {
    */
   decode(obj: JsonObject): string[] {
     applyDefaults(obj, this.root);
-    const unknown = prune(obj, this.root);
-    pruneNulls(obj, this.root);
-    return unknown;
+    return prune(obj, this.root);
   }
 
   /**
@@ -555,8 +571,3 @@ export class Schema {
   }
 }
 
-function hasRules(n: Node): boolean {
-  if (n.rules.length) return true;
-  if (n.props) for (const p of n.props.values()) if (hasRules(p)) return true;
-  return (!!n.additional && hasRules(n.additional)) || (!!n.items && hasRules(n.items)) || n.allOf.some(hasRules);
-}

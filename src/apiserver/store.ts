@@ -338,9 +338,10 @@ export class Store {
     }
     if (!opts.status && JSON.stringify(current["spec"]) !== JSON.stringify(next["spec"]))
       nm["generation"] = Number(cm["generation"] ?? 1) + 1;
-    this.admit(t, next, current, opts.status === true, opts.warnings);
-    // A write that changes nothing is a no-op: no new version.
+    // A write that changes nothing is a no-op: no new version. (Validating it
+    // would refuse nothing: with ratcheting, what did not change passes.)
     if (JSON.stringify(stripVolatile(current)) === JSON.stringify(stripVolatile(next))) return structuredClone(current);
+    this.admit(t, next, current, opts.status === true, opts.warnings);
     if (typeKey === CRD_KEY) this.validateCRD(next);
     nm["resourceVersion"] = this.bump();
     this.stored(typeKey, key, next);
