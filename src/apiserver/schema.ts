@@ -353,7 +353,10 @@ function check(v: JsonValue, s: Node, path: string, prefix: string, old: Old, er
       for (const k of Object.keys(v)) {
         if (s.props?.has(k)) continue;
         if (s.additional === false) errs.push(invalid(fieldOf(path, prefix), k, `${path}.${k} in body is a forbidden property`));
-        else check(v[k]!, s.additional, `${path}.${k}`, prefix, oldObj && Object.hasOwn(oldObj, k) ? { value: oldObj[k]! } : undefined, errs);
+        else {
+          const o: Old = oldObj && Object.hasOwn(oldObj, k) ? { value: oldObj[k]! } : undefined;
+          check(v[k]!, s.additional, `${path}.${k}`, prefix, o, errs);
+        }
       }
     }
     if (s.props)
@@ -570,4 +573,3 @@ export class Schema {
     return errs;
   }
 }
-
