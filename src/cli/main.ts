@@ -14,6 +14,7 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   generate: async () => (await import("./generate.js")).generateCommand(),
   "dev-cluster": async () => (await import("./dev-cluster.js")).devClusterCommand(),
   host: async () => (await import("./host.js")).hostCommand(),
+  trace: async () => (await import("./trace.js")).traceCommand(),
 };
 
 function version(): string {

@@ -1,0 +1,154 @@
+// `xfn trace` as a user runs it: against the embedded API server while `xfn
+// host` (in-process here) composes three nested levels, and against servers
+// that refuse it.
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { suite } from "uvu";
+import * as assert from "uvu/assert";
+import { startDevCluster } from "../../src/apiserver/server.js";
+import { createRunner } from "../../src/engine/runner.js";
+import { loadDocs } from "../../src/engine/docs.js";
+import { Host } from "../../src/host/host.js";
+import { applyManifests } from "../../src/host/manifests.js";
+import { apis, kubeconfigFor, until } from "../support/cluster.js";
+import { memoryLog } from "../support/log.js";
+import { ROOT, run } from "../support/spawn.js";
+
+const T = suite("cli: xfn trace");
+let scratch: string;
+T.before(() => {
+  scratch = mkdtempSync(join(tmpdir(), "xfn-trace-"));
+});
+T.after(() => rmSync(scratch, { recursive: true, force: true }));
+
+T("traces three nested levels the host composes: each XR's resources, and the one that waits for a field", async () => {
+  const c = await startDevCluster();
+  const kc = kubeconfigFor(c);
+  const mem = memoryLog();
+  const dir = join(ROOT, "test/fixtures/nested");
+  const runner = await createRunner(loadDocs(join(dir, "functions.yaml")), join(dir, "functions.yaml"), () => new Date());
+  const host = new Host({ kc, runner, log: mem.log, baseBackoffMs: 50, maxBackoffMs: 1000 });
+  const kubeconfig = join(scratch, "kubeconfig");
+  writeFileSync(kubeconfig, c.kubeconfig());
+  try {
+    await host.start();
+    await applyManifests(
+      kc,
+      [
+        ...loadDocs(join(dir, "manifests.yaml")),
+        { obj: { apiVersion: "nest.example.org/v1", kind: "XPlatform", metadata: { name: "team-a" }, spec: {} }, source: "test" },
+      ],
+      mem.log,
+    );
+    const { objects } = apis(kc);
+    await until(
+      "the subnet, two levels down",
+      async () =>
+        ((await objects.listClusterCustomObject({ group: "ec2.example.org", version: "v1", plural: "subnets" })) as any).items.length === 1,
+      10_000,
+    );
+    await until("the platform's wait recorded", async () => {
+      const p = (await objects.getClusterCustomObject({
+        group: "nest.example.org",
+        version: "v1",
+        plural: "xplatforms",
+        name: "team-a",
+      })) as any;
+      return p.status?.waiting?.cluster !== undefined;
+    });
+    const r = await run(["trace", "xplatforms/team-a", "--kubeconfig", kubeconfig]);
+    assert.is(r.code, 0, r.stderr);
+    const lines = r.stdout.trimEnd().split("\n");
+    assert.match(lines[0]!, /^NAME\s+SYNCED\s+READY\s+AGE\s+STATUS$/);
+    assert.match(lines[1]!, /^XPlatform\/team-a\s+True\s+False\s+\d+s\s+/);
+    assert.match(lines[2]!, /^├─ XNetwork\/team-a-[0-9a-f]{12}\s+True\s+/);
+    assert.match(lines[3]!, /^│ {2}└─ Subnet\/team-a-[0-9a-f]{12}\s/, "the network's own resources, one level further");
+    assert.ok(
+      lines.some((l) => /^└─ \(cluster\)\s+-\s+-\s+-\s+Waiting: not created until vpc\.status\.privateSubnet1ID/.test(l)),
+      r.stdout,
+    );
+    assert.ok(
+      lines.some((l) => /Subnet\//.test(l)),
+      r.stdout,
+    );
+
+    const wide = await run(["trace", "XPlatform", "team-a", "-o", "wide", "--kubeconfig", kubeconfig]);
+    assert.is(wide.code, 0, wide.stderr);
+    assert.match(wide.stdout, /^NAME\s+RESOURCE\s+SYNCED\s+READY\s+AGE\s+EXTERNAL-NAME\s+WAITS\s+STATUS\n/);
+    assert.match(wide.stdout, /\n└─ \(cluster\)\s+cluster\s+-\s+-\s+-\s+for vpc\.status\.privateSubnet1ID\s+Waiting/);
+
+    const json = await run(["trace", "xplatform.nest.example.org/team-a", "-o", "json", "--kubeconfig", kubeconfig]);
+    assert.is(json.code, 0, json.stderr);
+    const tree = JSON.parse(json.stdout);
+    assert.equal([tree.kind, tree.name, tree.children.length], ["XPlatform", "team-a", 2]);
+    assert.equal(tree.children[1].waitingFor, ["vpc.status.privateSubnet1ID"]);
+    assert.is(tree.children[0].object.kind, "XNetwork", "the objects as read, for scripts");
+  } finally {
+    await host.stop();
+    await c.stop();
+  }
+});
+
+T("bad input is one clear line and exit 1: an unknown kind, a missing XR, a server that refuses, no server", async () => {
+  const c = await startDevCluster();
+  const kubeconfig = join(scratch, "kc-bad");
+  writeFileSync(kubeconfig, c.kubeconfig());
+  // A server that answers every request 403, as an RBAC refusal does.
+  const refusing = createServer((_req, res) => {
+    const body = JSON.stringify({
+      kind: "Status",
+      apiVersion: "v1",
+      status: "Failure",
+      message: 'customresourcedefinitions is forbidden: User "dev" cannot list resource',
+      reason: "Forbidden",
+      code: 403,
+    });
+    res.writeHead(403, { "Content-Type": "application/json" }).end(body);
+  });
+  await new Promise<void>((r) => refusing.listen(0, "127.0.0.1", r));
+  const refusingConfig = join(scratch, "kc-403");
+  writeFileSync(refusingConfig, c.kubeconfig().replace(c.url, `http://127.0.0.1:${(refusing.address() as AddressInfo).port}`));
+  const nowhere = join(scratch, "kc-none");
+  const closed = createServer();
+  await new Promise<void>((r) => closed.listen(0, "127.0.0.1", r));
+  const deadPort = (closed.address() as AddressInfo).port;
+  await new Promise<void>((r) => closed.close(() => r()));
+  writeFileSync(nowhere, c.kubeconfig().replace(c.url, `http://127.0.0.1:${deadPort}`));
+  try {
+    const cases: Record<string, { args: string[]; want: RegExp }> = {
+      UnknownKind: {
+        args: ["trace", "gizmos/x", "--kubeconfig", kubeconfig],
+        want: /^xfn trace: the server doesn't have a resource type "gizmos"\n$/,
+      },
+      MissingXR: {
+        args: ["trace", "namespaces/nope", "--kubeconfig", kubeconfig],
+        want: /^xfn trace: namespaces\.core "nope" not found\n$/,
+      },
+      NoName: {
+        args: ["trace", "namespaces", "--kubeconfig", kubeconfig],
+        want: /^xfn trace: name the XR: xfn trace namespaces\/NAME \(or TYPE NAME\)\n$/,
+      },
+      Forbidden: {
+        args: ["trace", "xbuckets/x", "--kubeconfig", refusingConfig],
+        want: /^xfn trace: customresourcedefinitions is forbidden: User "dev" cannot list resource\n$/,
+      },
+      NoServer: {
+        args: ["trace", "xbuckets/x", "--kubeconfig", nowhere],
+        want: /^xfn trace: cannot reach the API server at http:\/\/127\.0\.0\.1:\d+: connect ECONNREFUSED/,
+      },
+    };
+    for (const [name, tc] of Object.entries(cases)) {
+      const r = await run(tc.args);
+      assert.is(r.code, 1, `${name}: ${r.stdout}${r.stderr}`);
+      assert.match(r.stderr, tc.want, name);
+    }
+  } finally {
+    refusing.close();
+    await c.stop();
+  }
+});
+
+T.run();
