@@ -1,11 +1,12 @@
 // `xfn render`: run a Composition's function pipeline offline and print what
 // Crossplane would create. Arguments and flags follow `crossplane render`.
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import type { JsonValue } from "@bufbuild/protobuf";
 import { Command, InvalidArgumentError, Option } from "commander";
 import { parse as parseYaml } from "yaml";
 import { FatalResultError, StepError } from "../engine/composition.js";
+import { isObject } from "../json.js";
 import { setOwn } from "../own.js";
 import { ComposeError, FIXED_TIME, mergeFullXR, render } from "../render/render.js";
 import { InputError, loadDocs, loadOne } from "../engine/docs.js";
@@ -31,6 +32,7 @@ interface RenderFlags {
   legacyOutput: boolean;
   xrd?: string;
   requiredSchemas?: string;
+  graph?: string;
 }
 
 /** DEFAULT_NOW is the clock in-process functions see unless --now says otherwise: fixed, so output is reproducible. */
@@ -112,6 +114,7 @@ export async function runRender(
     if (flags.includeFunctionResults) docs.push(...o.results);
     if (flags.includeContext) docs.push(o.context);
     out.write(toYamlStream(docs));
+    if (flags.graph) await writeGraph(flags.graph, o);
     for (const w of o.warnings) err.write(`xfn render: warning: ${w}\n`);
     return 0;
   } catch (e) {
@@ -127,6 +130,18 @@ export async function runRender(
     return 1;
   } finally {
     runner?.close();
+  }
+}
+
+/** writeGraph draws the rendered resources' graph to file: Mermaid for .mmd and .md, SVG otherwise. */
+async function writeGraph(file: string, o: Awaited<ReturnType<typeof render>>): Promise<void> {
+  const { graphOf, mermaid } = await import("../graph/model.js");
+  const model = graphOf(o.xr, o.states, isObject(o.context["fields"]) ? o.context["fields"] : {});
+  const text = /\.(mmd|md)$/.test(file) ? mermaid(model) : (await import("../graph/svg.js")).svg(model);
+  try {
+    writeFileSync(file, /\.md$/.test(file) ? `\`\`\`mermaid\n${text}\`\`\`\n` : text);
+  } catch (e) {
+    throw new InputError(`cannot write the graph to ${file}: ${(e as Error).message}`);
   }
 }
 
@@ -275,6 +290,13 @@ export function renderCommand(): Command {
       .addOption(new Option("-r, --include-function-results", "include the functions' results as kind: Result documents").default(false))
       .addOption(new Option("-x, --include-full-xr", "include the input XR's spec and metadata in the rendered XR").default(false))
       .addOption(new Option("-c, --include-context", "include the final context as a kind: Context document").default(false))
+      .addOption(
+        new Option(
+          "--graph <file>",
+          "also draw the composed resources' graph (state, dependencies and waits, deletion waves) to file: " +
+            "SVG, or Mermaid for .mmd and .md",
+        ),
+      )
       .addOption(
         new Option(
           "--legacy-output",

@@ -82,6 +82,8 @@ export interface RenderOutputs {
   warnings: string[];
   /** The XR the pipeline saw: the input, defaulted from the XRD's schema when one was given. */
   input: JsonObject;
+  /** Each desired composed resource: its name in the pipeline, kind, readiness, and whether it was observed (for --graph). */
+  states: Array<{ name: string; kind: string; ready: boolean; observed: boolean }>;
 }
 
 /** Store is what crossplane render's in-memory client holds: the objects required resources are looked up in. */
@@ -435,6 +437,12 @@ export async function render(inputs: RenderInputs, runner: Runner, opts: RenderO
     warnings,
     input: xr,
     xr: rendered,
+    states: composed.map((c) => ({
+      name: c.name,
+      kind: str(c.object["kind"]),
+      ready: c.ready,
+      observed: Object.hasOwn(observedByName, c.name),
+    })),
     composed: objects,
     results,
     context: { apiVersion: RENDER_API_VERSION, kind: "Context", fields: r.context ?? {} },

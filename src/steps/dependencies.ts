@@ -43,6 +43,13 @@ export type DependenciesOptions = Readonly<Record<string, Dependency>>;
 /** XR names the composite resource in waitFor. */
 export const XR = "xr";
 export const WAITING_FIELD = "status.waiting";
+/**
+ * GRAPH_CONTEXT_KEY is the pipeline context key the step writes its
+ * configuration under ({name: {dependsOn, waitFor, waitUntil}}), so that what
+ * comes after it (xfn render --graph, later steps) can draw or read the graph.
+ * Context goes to the next function and back to Crossplane, never to the XR.
+ */
+export const GRAPH_CONTEXT_KEY = "xfn.dev/dependencies";
 const MIN_TTL_S = 5;
 const MAX_TTL_S = 60;
 
@@ -153,8 +160,17 @@ export function dependencies(opts: DependenciesOptions): Step {
   const parsed = parseDependencies(opts);
   const graph = graphOf(parsed);
 
+  const recorded: JsonObject = {};
+  for (const [name, p] of parsed)
+    setOwn(recorded, name, {
+      ...(p.dependsOn.length ? { dependsOn: p.dependsOn } : {}),
+      ...(p.waitFor.length ? { waitFor: p.waitFor.map((w) => `${w.resource}:${w.path}`) } : {}),
+      ...(p.waitUntil.length ? { waitUntil: p.waitUntil.map((e) => e.text) } : {}),
+    });
+
   return step("dependencies", (ctx) => {
     checkAcyclic(graph);
+    response.setContextKey(ctx.rsp, GRAPH_CONTEXT_KEY, recorded);
     const desired = ctx.rsp.desired?.resources ?? {};
     const previous = getObject(observedXR(ctx), WAITING_FIELD) ?? {};
     const waiting: JsonObject = {};

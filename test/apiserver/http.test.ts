@@ -647,4 +647,58 @@ H("Leases (coordination.k8s.io/v1) are served, with resourceVersion conflicts, f
   }
 });
 
+H(
+  "kubectl prints the server's refusals as against a real cluster: 422 Invalid with the field, strict decoding of unknown fields",
+  async () => {
+    const { kubectl, stop } = await kubectlCluster("-invalid");
+    try {
+      const crdFile = join(scratch, "gadgets-crd.yaml");
+      writeFileSync(
+        crdFile,
+        JSON.stringify(
+          crd("example.org", "Gadget", "gadgets", "Namespaced", [
+            {
+              name: "v1",
+              served: true,
+              storage: true,
+              schema: {
+                openAPIV3Schema: {
+                  type: "object",
+                  properties: { spec: { type: "object", properties: { size: { type: "string", enum: ["small", "large"] } } } },
+                },
+              },
+            },
+          ]),
+        ),
+      );
+      kubectl("create", "-f", crdFile);
+      const fail = (file: string, obj: unknown) => {
+        writeFileSync(file, JSON.stringify(obj));
+        try {
+          kubectl("create", "-f", file);
+        } catch (err) {
+          return String((err as { stderr: string }).stderr);
+        }
+        return "created";
+      };
+      const gadget = (spec: unknown) => ({
+        apiVersion: "example.org/v1",
+        kind: "Gadget",
+        metadata: { name: "a", namespace: "default" },
+        spec,
+      });
+      assert.is(
+        fail(join(scratch, "g1.json"), gadget({ size: "huge" })).trim(),
+        'The Gadget "a" is invalid: spec.size: Unsupported value: "huge": supported values: "small", "large"',
+      );
+      assert.match(
+        fail(join(scratch, "g2.json"), gadget({ size: "small", colour: "red" })),
+        /Error from server \(BadRequest\): error when creating ".*g2\.json": Gadget in version "v1" cannot be handled as a Gadget: strict decoding error: unknown field "spec\.colour"/,
+      );
+    } finally {
+      stop();
+    }
+  },
+);
+
 H.run();

@@ -1,0 +1,122 @@
+// The resource graph of a render: states, dependency and wait edges with their
+// labels, deletion waves; drawn as SVG (checked structurally, every value
+// escaped) and as Mermaid; and `xfn render --graph` end to end.
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { suite } from "uvu";
+import * as assert from "uvu/assert";
+import { graphOf, mermaid } from "../../src/graph/model.js";
+import { escape, svg } from "../../src/graph/svg.js";
+import { GRAPH_CONTEXT_KEY } from "../../src/steps/dependencies.js";
+import { run } from "../support/spawn.js";
+
+const G = suite("graph");
+
+const xr = {
+  apiVersion: "example.org/v1",
+  kind: "XNet",
+  metadata: { name: "net" },
+  status: { waiting: { cluster: { for: ["vpc.status.id"], since: "2026-11-26T10:00:00Z" } } },
+};
+const context = {
+  [GRAPH_CONTEXT_KEY]: {
+    cluster: { waitFor: ["vpc:status.id"] },
+    subnet: { dependsOn: ["vpc"] },
+    dns: { waitUntil: ['subnet.status.ok && "a" < "b"'] },
+  },
+};
+const states = [
+  { name: "vpc", kind: "VPC", ready: true, observed: true },
+  { name: "subnet", kind: "Subnet", ready: false, observed: true },
+  { name: "dns", kind: "Zone", ready: false, observed: false },
+];
+
+G("the model: states, edges labelled with what is waited for, deletion waves dependents first", () => {
+  const g = graphOf(xr, states, context);
+  assert.equal(g.xr, { kind: "XNet", name: "net" });
+  assert.equal(
+    g.nodes.map((n) => [n.id, n.kind ?? "", n.state, n.waitingFor ?? []]),
+    [
+      ["cluster", "", "waiting", ["vpc.status.id"]],
+      ["dns", "Zone", "pending", []],
+      ["subnet", "Subnet", "unready", []],
+      ["vpc", "VPC", "ready", []],
+    ],
+  );
+  assert.equal(g.edges, [
+    { from: "cluster", to: "vpc", label: "status.id" },
+    { from: "subnet", to: "vpc" },
+    { from: "dns", to: "subnet", label: 'subnet.status.ok && "a" < "b"' },
+  ]);
+  assert.equal(g.waves, [["cluster", "dns"], ["subnet"], ["vpc"]]);
+  const bare = graphOf({ kind: "XNet", metadata: { name: "net" } }, states, {});
+  assert.equal([bare.edges, bare.waves], [[], [["dns", "subnet", "vpc"]]], "without the dependencies step: the resources, no edges");
+});
+
+G("SVG: a box per resource with its state, an edge per dependency from what comes first, waves as groups, every value escaped", () => {
+  const out = svg(graphOf(xr, states, context));
+  assert.match(out, /^<svg xmlns="http:\/\/www\.w3\.org\/2000\/svg" width="\d+" height="\d+"/);
+  const nodes = [...out.matchAll(/<g class="node" data-name="([^"]+)" data-state="(\w+)">/g)].map((m) => [m[1], m[2]]);
+  assert.equal(nodes, [
+    ["cluster", "waiting"],
+    ["dns", "pending"],
+    ["subnet", "unready"],
+    ["vpc", "ready"],
+  ]);
+  const edges = [...out.matchAll(/<g class="edge" data-from="([^"]+)" data-to="([^"]+)"><polyline points="([^"]+)"/g)].map((m) => [
+    m[1],
+    m[2],
+    m[3]!.split(" ").length >= 2,
+  ]);
+  assert.equal(edges, [
+    ["vpc", "cluster", true],
+    ["vpc", "subnet", true],
+    ["subnet", "dns", true],
+  ]);
+  assert.match(out, />status\.id<\/text>/);
+  assert.match(out, />subnet\.status\.ok &amp;&amp; &quot;a&quot; &lt; &quot;b&quot;<\/text>/, "the expression, escaped");
+  assert.not.match(out, /&& "a"/, "no raw ampersand or quote");
+  assert.equal(
+    [...out.matchAll(/<g class="wave" data-wave="(\d)">/g)].map((m) => m[1]),
+    ["1", "2", "3"],
+  );
+  assert.is(escape(`<a href="x" onclick='y'>&`), "&lt;a href=&quot;x&quot; onclick=&#39;y&#39;&gt;&amp;");
+});
+
+G("Mermaid: a subgraph per wave, classes by state, labelled edges", () => {
+  const out = mermaid(graphOf(xr, states, context));
+  assert.match(out, /^flowchart LR\n/);
+  assert.match(
+    out,
+    /\n {2}subgraph w0\["deletion wave 1"\]\n {4}n0\["cluster<br\/>waiting"\]:::waiting\n {4}n1\["dns<br\/>Zone<br\/>not created yet"\]:::pending\n {2}end\n/,
+  );
+  assert.match(out, /\n {2}n3 -->\|"status\.id"\| n0\n/);
+  assert.match(out, /\n {2}n3 --> n2\n/);
+  assert.match(out, /\n {2}n2 -->\|"subnet\.status\.ok && #quot;a#quot; #lt; #quot;b#quot;"\| n1\n/);
+});
+
+G("xfn render --graph: SVG by default, Mermaid for .mmd and .md, a path it cannot write is a clear error", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "xfn-graph-"));
+  try {
+    const args = ["render", "examples/xr.yaml", "examples/composition.yaml", "examples/functions.yaml", "-o", "examples/observed.yaml"];
+    const r = await run([...args, "--graph", join(dir, "g.svg")]);
+    assert.is(r.code, 0, r.stderr);
+    assert.match(r.stdout, /^---\napiVersion: example\.xfn\.dev\/v1alpha1\nkind: XBuckets\n/, "the render's output is unchanged");
+    const pic = readFileSync(join(dir, "g.svg"), "utf8");
+    assert.match(pic, /<g class="node" data-name="bucket-logs" data-state="ready">/);
+    assert.match(pic, /<g class="node" data-name="bucket-assets" data-state="pending">/);
+    assert.match(pic, /<g class="edge" data-from="bucket-logs" data-to="bucket-assets">/);
+    const md = await run([...args, "--graph", join(dir, "g.md")]);
+    assert.is(md.code, 0, md.stderr);
+    assert.match(readFileSync(join(dir, "g.md"), "utf8"), /^```mermaid\nflowchart LR\n[\s\S]*\n```\n$/);
+    writeFileSync(join(dir, "file"), "");
+    const bad = await run([...args, "--graph", join(dir, "file", "g.svg")]);
+    assert.is(bad.code, 1);
+    assert.match(bad.stderr, /^xfn render: cannot write the graph to .*file\/g\.svg: ENOTDIR/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+G.run();
