@@ -13,8 +13,8 @@ export interface HttpAnswer {
   body: string;
 }
 
-/** Routes maps a path to what answers a GET of it. */
-export type Routes = Record<string, () => HttpAnswer | Promise<HttpAnswer>>;
+/** Routes maps a path to what answers a GET of it (given the request's query). */
+export type Routes = Record<string, (query: URLSearchParams) => HttpAnswer | Promise<HttpAnswer>>;
 
 /** HttpServer is a started plain-HTTP endpoint. */
 export interface HttpServer {
@@ -41,7 +41,8 @@ export async function startHttpServer(address: string, routes: Routes, log: Logg
   const { host, port } = parseAddress(address, `the ${what} address`);
   const paths = Object.keys(routes);
   const server: Server = createServer((req, res) => {
-    const path = (req.url ?? "").split("?")[0]!;
+    const url = new URL(req.url ?? "/", "http://localhost");
+    const path = url.pathname;
     const route = Object.hasOwn(routes, path) ? routes[path] : undefined;
     if (!route) {
       res.writeHead(404, { "Content-Type": "text/plain" }).end(`not found: try ${paths.join(", ")}\n`);
@@ -52,7 +53,7 @@ export async function startHttpServer(address: string, routes: Routes, log: Logg
       return;
     }
     Promise.resolve()
-      .then(route)
+      .then(() => route(url.searchParams))
       .then(
         (a) => res.writeHead(a.status, { "Content-Type": a.type ?? "text/plain" }).end(req.method === "HEAD" ? undefined : a.body),
         (err: Error) => res.writeHead(500, { "Content-Type": "text/plain" }).end(`${err.message}\n`),

@@ -20,6 +20,7 @@ interface HostFlags {
   requestTimeout: number;
   debug: boolean;
   metricsAddress: string;
+  graphAddress?: string;
   leaderElection: boolean;
   leaderElectionNamespace: string;
   leaderElectionId: string;
@@ -87,6 +88,12 @@ export function hostCommand(): Command {
         "--metrics-address <host:port>",
         'serve Prometheus metrics at http://<host:port>/metrics and Kubernetes probes at /healthz and /readyz ("off" for none)',
       ).default("127.0.0.1:8080"),
+    )
+    .addOption(
+      new Option(
+        "--graph-address <host:port>",
+        "serve a page of the XRs and each one's resource graph at http://<host:port>/graph, updated live (off unless given)",
+      ),
     )
     .addOption(
       new Option("--leader-election", "reconcile only while holding a coordination.k8s.io Lease (run several replicas safely)").default(
@@ -180,12 +187,22 @@ export function hostCommand(): Command {
             log.error({ err: (err as Error).message }, "running without /metrics; pass --metrics-address host:port, or off");
           }
         }
+        let stopGraph = async () => {};
+        if (flags.graphAddress) {
+          try {
+            const [{ startHttpServer }, { graphRoutes }] = await Promise.all([import("../http.js"), import("../graph/page.js")]);
+            stopGraph = (await startHttpServer(flags.graphAddress, graphRoutes(host), log, "the XR graph page")).stop;
+          } catch (err) {
+            log.error({ err: (err as Error).message }, "running without /graph");
+          }
+        }
         // Before starting: a SIGTERM while the host starts stops it as gracefully as one after.
         const stop = () => {
           phase = "shutting down";
           void host
             .stop()
             .then(stopMetrics)
+            .then(stopGraph)
             .then(stopCluster)
             .then(() => process.exit(0));
         };

@@ -41,6 +41,7 @@ import { apiMessage, conditionsOf, errorCode, holds, isObject, keyOf, kubeObject
 import { selectComposition } from "./select.js";
 import { clip, mergeConditions, type Condition } from "./status.js";
 import { prune as pruneToSchema } from "../sdk/schema.js";
+import type { ResourceState } from "../graph/model.js";
 import { ComposedWatches } from "./composed-watches.js";
 import type { Kind, WatchManager } from "./watches.js";
 
@@ -118,6 +119,8 @@ export class Composer {
   private readonly applied = new Map<string, string>();
   private readonly appliedBy = new Map<string, Set<string>>();
   private readonly statusWritten = new Map<string, string>();
+  /** What each XR's last reconcile knew for its graph (/graph), by XR key. */
+  private readonly pictures = new Map<string, { states: ResourceState[]; context: JsonObject }>();
   /** Status fields already warned of as undeclared, by XRD and path. */
   private readonly warnedUndeclared = new Set<string>();
   /** What each XR's steps required on its last reconcile, to seed the next with (as Crossplane's dependency tracker does). */
@@ -150,7 +153,13 @@ export class Composer {
     this.appliedBy.delete(key);
     this.statusWritten.delete(key);
     this.required.delete(key);
+    this.pictures.delete(key);
     if (uid) this.d.events.forget(uid);
+  }
+
+  /** picture is what the last reconcile of the XR at key knew for its graph (the resources' states, the pipeline's context). */
+  picture(key: string): { states: ResourceState[]; context: JsonObject } | undefined {
+    return this.pictures.get(key);
   }
 
   /**
@@ -466,6 +475,15 @@ export class Composer {
   /** finish writes the status, conditions and Events (references were recorded before apply); it says when to come back. */
   private async finish(r: Reconciling, result: PipelineResult, ordered: boolean, applied: Applied): Promise<{ requeueAfterMs: number }> {
     const { waiting } = applied;
+    this.pictures.set(r.key, {
+      states: Object.entries(result.desired.resources).map(([name, d]) => ({
+        name,
+        kind: str(d.resource?.["kind"]) ?? "",
+        ready: d.ready === Ready.TRUE,
+        observed: r.observedObjects.has(name),
+      })),
+      context: result.context ?? {},
+    });
     const conds = readyAndSynced(r, result, ordered, applied);
     if (r.deleting && foreground(r.xr)) {
       // Kubernetes' garbage collector deletes every dependent of a foreground deletion at once: say so where the XR's state is read.

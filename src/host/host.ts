@@ -27,6 +27,7 @@ import { hostMetrics, type HostMetrics } from "../metrics.js";
 import { apiClient, objectClient } from "./client.js";
 import { Composer } from "./compose.js";
 import { forCompositeResource } from "../engine/xcrd.js";
+import { graphOf, type GraphModel } from "../graph/model.js";
 import { COMPOSITIONS, crossplaneCRDs, CRDS, XRD_FINALIZER, XRD_KINDS, xrCRDRef, xrType, type XRType } from "./crds.js";
 import { EventRecorder } from "./events.js";
 import { apiMessage, errorCode, holds, isObject, keyOf, kubeObject, metaOf, plain, str } from "./kube.js";
@@ -230,6 +231,25 @@ export class Host {
   /** controllerKinds lists the XR kinds with a running controller. */
   controllerKinds(): string[] {
     return [...this.controllers.values()].map((c) => kindKey(c.type.kind));
+  }
+
+  /** xrs lists the XRs of every running controller, as the watches last saw them, with their keys (for /graph). */
+  xrs(): Array<{ key: string; xr: JsonObject }> {
+    const out: Array<{ key: string; xr: JsonObject }> = [];
+    for (const [xrd, c] of this.controllers)
+      for (const o of this.watches.cached(c.type.kind) as unknown as JsonObject[]) {
+        const m = metaOf(o);
+        out.push({ key: `${xrd}|${keyOf(str(m["namespace"]), String(m["name"]))}`, xr: o });
+      }
+    return out.sort((a, b) => a.key.localeCompare(b.key));
+  }
+
+  /** graph is the resource graph of the XR at key (xrs), from its last reconcile, or undefined if there is none. */
+  graph(key: string): GraphModel | undefined {
+    const found = this.xrs().find((x) => x.key === key);
+    if (!found) return undefined;
+    const p = this.composer.picture(key);
+    return graphOf(found.xr, p?.states ?? [], p?.context ?? {});
   }
 
   private controllerTypes(): XRType[] {
