@@ -1,11 +1,13 @@
 // `xfn trace` as a user runs it: against the embedded API server while `xfn
 // host` (in-process here) composes three nested levels, and against servers
 // that refuse it.
+import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { PatchStrategy, setHeaderOptions } from "@kubernetes/client-node";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { startDevCluster } from "../../src/apiserver/server.js";
@@ -13,9 +15,9 @@ import { createRunner } from "../../src/engine/runner.js";
 import { loadDocs } from "../../src/engine/docs.js";
 import { Host } from "../../src/host/host.js";
 import { applyManifests } from "../../src/host/manifests.js";
-import { apis, kubeconfigFor, until } from "../support/cluster.js";
+import { apis, crd, kubeconfigFor, sleep, typed, until } from "../support/cluster.js";
 import { memoryLog } from "../support/log.js";
-import { ROOT, run } from "../support/spawn.js";
+import { ROOT, XFN, run } from "../support/spawn.js";
 
 const T = suite("cli: xfn trace");
 let scratch: string;
@@ -88,6 +90,60 @@ T("traces three nested levels the host composes: each XR's resources, and the on
     assert.is(tree.children[0].object.kind, "XNetwork", "the objects as read, for scripts");
   } finally {
     await host.stop();
+    await c.stop();
+  }
+});
+
+T("--watch prints the tree again when it changes, not for ages alone, and ends when the XR is gone", async () => {
+  const c = await startDevCluster();
+  const kubeconfig = join(scratch, "kc-watch");
+  writeFileSync(kubeconfig, c.kubeconfig());
+  const { crds, objects } = apis(kubeconfigFor(c));
+  await crds.createCustomResourceDefinition({ body: typed(crd("example.org", "XThing", "xthings")) as never });
+  const base = { group: "example.org", version: "v1", plural: "xthings" };
+  await until("the kind served", async () => {
+    try {
+      await objects.listClusterCustomObject(base);
+      return true;
+    } catch {
+      return false;
+    }
+  });
+  await objects.createClusterCustomObject({
+    ...base,
+    body: { apiVersion: "example.org/v1", kind: "XThing", metadata: { name: "t" }, spec: {} },
+  });
+  const child = spawn(process.execPath, [XFN, "trace", "xthings/t", "--watch", "--interval", "200", "--kubeconfig", kubeconfig]);
+  let out = "";
+  child.stdout.on("data", (d) => (out += d));
+  child.stderr.on("data", (d) => (out += d));
+  const exited = new Promise<number | null>((r) => child.on("close", (code) => r(code)));
+  try {
+    await until("the first tree", () => /XThing\/t\s+-\s+-/.test(out), 10_000);
+    await sleep(1500); // ages change, the tree does not: nothing more is printed
+    assert.is((out.match(/^NAME/gm) ?? []).length, 1, out);
+    await objects.patchClusterCustomObjectStatus(
+      {
+        ...base,
+        name: "t",
+        body: {
+          status: {
+            conditions: [
+              { type: "Ready", status: "True", reason: "Available" },
+              { type: "Synced", status: "True", reason: "ReconcileSuccess" },
+            ],
+          },
+        },
+      },
+      setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
+    );
+    await until("the tree again, Ready", () => /XThing\/t\s+True\s+True\s+\S+\s+Available/.test(out), 10_000);
+    assert.is((out.match(/^NAME/gm) ?? []).length, 2, out);
+    await objects.deleteClusterCustomObject({ ...base, name: "t" });
+    assert.is(await exited, 0, out);
+    assert.match(out, /xthings\.example\.org "t" not found: the XR is gone\n$/);
+  } finally {
+    child.kill();
     await c.stop();
   }
 });
