@@ -78,12 +78,15 @@ export async function startHttpServer(address: string, routes: Routes, log: Logg
  * not); /readyz answers 200 while notReady() says nothing, and 503 with its
  * reason otherwise.
  */
-export function probeRoutes(notReady: () => string | undefined): Routes {
+export function probeRoutes(notReady: () => string | undefined, note: () => string | undefined = () => undefined): Routes {
   return {
     "/healthz": () => ({ status: 200, body: "ok\n" }),
     "/readyz": () => {
       const why = notReady();
-      return why === undefined ? { status: 200, body: "ok\n" } : { status: 503, body: `not ready: ${why}\n` };
+      if (why !== undefined) return { status: 503, body: `not ready: ${why}\n` };
+      // Ready, with what an operator should know (a serving certificate about to expire).
+      const n = note();
+      return { status: 200, body: n ? `ok; ${n}\n` : "ok\n" };
     },
   };
 }

@@ -206,7 +206,10 @@ export async function startServing(source: FunctionSource, flags: ServeFlags, la
     // readiness says what start-up is waiting for.
     // Like prom-client below, the HTTP server is loaded only when asked for.
     const http = flags.healthAddress ? await import("../http.js") : undefined;
-    const probes = http?.probeRoutes(() => (running ? running.notReady() : "starting: loading the function and binding the gRPC port"));
+    const probes = http?.probeRoutes(
+      () => (running ? running.notReady() : "starting: loading the function and binding the gRPC port"),
+      () => running?.certificateNote(),
+    );
     const shared = probes && flags.healthAddress === flags.metricsAddress;
     if (flags.metricsAddress) {
       // Loaded only when asked for: prom-client adds to every start-up otherwise.

@@ -410,6 +410,9 @@ class WorkerPool implements Pool {
           log.error({ worker: slot.n }, "a call ran past its deadline and its worker did not answer; terminating the worker");
           settle(expired(byTimeout, opts.timeoutMs));
           slot.retiring = true;
+          // Its exit is the pool's doing: say why, not what the exit code would suggest.
+          const which = byTimeout ? ` (the server's --timeout of ${opts.timeoutMs / 1000} s)` : "";
+          slot.ending ??= `it was stopped: a call ran past its deadline${which} and it did not answer`;
           void slot.worker.terminate();
         },
         Math.min(2 ** 31 - 1, Math.max(0, deadline - Date.now()) + STUCK_GRACE_MS),

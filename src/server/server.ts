@@ -21,12 +21,14 @@ import { addHealth } from "./health.js";
 import { watchDescriptors } from "./fds.js";
 import { refusals, REFUSED_REPORT_MS, type Refusals } from "./log.js";
 import { startPool, type Pool, type PoolOptions } from "./pool.js";
-import { loadServerCredentials } from "./tls.js";
+import { expiryNote, loadServerCredentials } from "./tls.js";
 
 /** ServeOptions configure a function server. Defaults follow Crossplane's function spec. */
 export interface ServeOptions {
   /** host:port to listen on. Default 0.0.0.0:9443. Port 0 picks a free port. */
   address?: string;
+  /** How long a client may take to finish a TLS handshake before its connection is closed (TLS_HANDSHAKE_TIMEOUT_MS). */
+  tlsHandshakeTimeoutMs?: number;
   /** Directory holding tls.crt, tls.key and ca.crt. Required unless insecure. */
   tlsCertsDir?: string;
   /** Serve plaintext. Wins over tlsCertsDir, as the spec requires. */
@@ -81,6 +83,8 @@ export interface RunningServer {
    * or undefined when it is ready.
    */
   notReady(): string | undefined;
+  /** certificateNote says when the serving certificate expires, once that is within a week (or past). */
+  certificateNote(): string | undefined;
   /**
    * stop stops accepting calls, lets in-flight calls finish for up to graceMs,
    * then cancels what is left. It resolves when the server is down.
@@ -119,7 +123,7 @@ function deadlineOf(call: ServerReadableStream<Buffer, Uint8Array>): number {
 }
 
 /** credentialsFor picks plaintext or mTLS, refusing to guess when neither is chosen. */
-export function credentialsFor(opts: ServeOptions): { creds: ServerCredentials; mtls: boolean } {
+export function credentialsFor(opts: ServeOptions): { creds: ServerCredentials; mtls: boolean; notAfter?: Date } {
   if (opts.insecure) return { creds: ServerCredentials.createInsecure(), mtls: false };
   if (!opts.tlsCertsDir) {
     throw new Error(
@@ -127,7 +131,7 @@ export function credentialsFor(opts: ServeOptions): { creds: ServerCredentials; 
         "or --insecure for local development",
     );
   }
-  return { creds: loadServerCredentials(opts.tlsCertsDir), mtls: true };
+  return { ...loadServerCredentials(opts.tlsCertsDir, opts.tlsHandshakeTimeoutMs), mtls: true };
 }
 
 /**
@@ -136,7 +140,7 @@ export function credentialsFor(opts: ServeOptions): { creds: ServerCredentials; 
  */
 export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Logger): Promise<RunningServer> {
   if (!opts.workers && typeof fn !== "function") throw new Error(`cannot serve ${typeof fn}: a function is required`);
-  const { creds, mtls } = credentialsFor(opts);
+  const { creds, mtls, notAfter } = credentialsFor(opts);
   const maxRecvMB = opts.maxRecvMessageSizeMB ?? 4;
   if (!(maxRecvMB > 0)) throw new Error(`--max-recv-message-size must be a positive number of MB, got ${maxRecvMB}`);
   const address = opts.address ?? DEFAULT_ADDRESS;
@@ -339,14 +343,25 @@ export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Log
     { address, port, mtls, maxRecvMessageSizeMB: maxRecvMB },
     mtls ? "serving mTLS gRPC" : "serving insecure gRPC (local development only)",
   );
+  // A serving certificate that has expired, or soon will: said at start, and by /readyz (certificateNote).
+  const expiry = notAfter ? expiryNote(notAfter) : undefined;
+  if (expiry)
+    log.warn(
+      { notAfter: notAfter!.toISOString() },
+      `${expiry.text}: Crossplane's calls ${expiry.expired ? "fail" : "will fail"} its handshake; renew it`,
+    );
 
   let stopped: Promise<void> | undefined;
   return {
     port,
     mtls,
     inFlight: () => admitted,
+    certificateNote() {
+      return notAfter ? expiryNote(notAfter)?.text : undefined;
+    },
     notReady() {
       if (stopped) return "shutting down: finishing the calls in flight";
+      if (notAfter && notAfter.getTime() <= Date.now()) return expiryNote(notAfter)!.text;
       if (pool && pool.ready() === 0) return "no worker can run the function: every one has ended and is being replaced (see the log)";
       return undefined;
     },

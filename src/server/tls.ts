@@ -60,16 +60,45 @@ export function loadTlsFiles(dir: string, what = "TLS certificates"): TlsFiles {
 }
 
 /**
- * loadServerCredentials returns credentials that require and verify a client
- * certificate signed by ca.crt. Errors name the directory and the file.
+ * TLS_HANDSHAKE_TIMEOUT_MS bounds a TLS handshake: a connection that has not
+ * finished one by then is closed (Node's own default is 120 s, long enough
+ * for idle connections to pile up).
  */
-export function loadServerCredentials(dir: string): ServerCredentials {
+export const TLS_HANDSHAKE_TIMEOUT_MS = 10_000;
+
+/**
+ * loadServerCredentials returns credentials that require and verify a client
+ * certificate signed by ca.crt, with the serving certificate's expiry. Errors
+ * name the directory and the file.
+ */
+export function loadServerCredentials(
+  dir: string,
+  handshakeTimeoutMs = TLS_HANDSHAKE_TIMEOUT_MS,
+): { creds: ServerCredentials; notAfter: Date } {
   const { cert, key, ca } = loadTlsFiles(dir);
+  let creds: ServerCredentials;
   try {
     // The third argument makes grpc-js require and verify the client certificate.
-    return ServerCredentials.createSsl(ca, [{ cert_chain: cert, private_key: key }], true);
+    creds = ServerCredentials.createSsl(ca, [{ cert_chain: cert, private_key: key }], true);
   } catch (err) {
     const why = err instanceof Error ? err.message : String(err);
     throw new Error(`cannot load TLS certificates from ${dir}: ${why}`, { cause: err });
   }
+  // grpc-js builds its TLS server from these options; the handshake timeout is a tls.Server one.
+  const options = creds._getConstructorOptions.bind(creds);
+  creds._getConstructorOptions = () => ({ ...options(), handshakeTimeout: handshakeTimeoutMs });
+  return { creds, notAfter: new Date(new X509Certificate(cert).validTo) };
+}
+
+/** EXPIRY_WARNING_MS is how long before its expiry a serving certificate is warned of. */
+export const EXPIRY_WARNING_MS = 7 * 24 * 3600 * 1000;
+
+/** expiryNote says when the certificate expires if that is past or within a week, else undefined. */
+export function expiryNote(notAfter: Date, now = new Date()): { expired: boolean; text: string } | undefined {
+  const left = notAfter.getTime() - now.getTime();
+  if (left > EXPIRY_WARNING_MS) return undefined;
+  if (left <= 0) return { expired: true, text: `the serving certificate (tls.crt) expired at ${notAfter.toISOString()}` };
+  const days = Math.floor(left / 86_400_000);
+  const hours = Math.floor((left % 86_400_000) / 3_600_000);
+  return { expired: false, text: `the serving certificate (tls.crt) expires at ${notAfter.toISOString()}, in ${days} d ${hours} h` };
 }

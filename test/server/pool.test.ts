@@ -747,6 +747,10 @@ P("a CPU-bound function: the call ends at the server's timeout, its worker is re
     assert.match(err.message, /function did not finish within the server's --timeout of 1 s/);
     assert.ok(Date.now() - started < 10_000, "well before the client's own deadline");
     assert.ok(mem.lines().some((l) => /its worker did not answer; terminating the worker/.test(String(l.msg))));
+    await until("the replacement", () => mem.lines().some((l) => l.msg === "starting a replacement worker"));
+    const reason = String(mem.lines().find((l) => l.msg === "starting a replacement worker")!["reason"]);
+    assert.is(reason, "it was stopped: a call ran past its deadline (the server's --timeout of 1 s) and it did not answer");
+    assert.not.match(JSON.stringify(mem.lines()), /process\.exit\(1\) was called/);
     for (let i = 0; i < 4; i++) assert.match((await c.run(call("ok"))).results[0]!.message, /^ran ok/);
   } finally {
     c.close();

@@ -5,7 +5,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
-import { loadServerCredentials } from "../../src/server/tls.js";
+import { connect } from "node:net";
+import { probeRoutes } from "../../src/http.js";
+import { serve } from "../../src/server/server.js";
+import { expiryNote, loadServerCredentials, TLS_HANDSHAKE_TIMEOUT_MS } from "../../src/server/tls.js";
+import { memoryLog } from "../support/log.js";
 import { makePki, type TestPki } from "../support/certs.js";
 
 const T = suite("server: TLS certificates");
@@ -59,3 +63,76 @@ T("good certificates load", () => {
 });
 
 T.run();
+
+const E = suite("server: certificate expiry and the TLS handshake");
+let longLived: TestPki;
+E.before(() => {
+  longLived = makePki();
+});
+E.after(() => longLived.cleanup());
+
+E("expiryNote: nothing before the last week, then when, then expired", () => {
+  const now = new Date("2026-11-26T10:00:00Z");
+  assert.is(expiryNote(new Date("2026-12-10T10:00:00Z"), now), undefined);
+  assert.equal(expiryNote(new Date("2026-11-29T13:00:00Z"), now), {
+    expired: false,
+    text: "the serving certificate (tls.crt) expires at 2026-11-29T13:00:00.000Z, in 3 d 3 h",
+  });
+  assert.equal(expiryNote(new Date("2026-11-26T09:00:00Z"), now), {
+    expired: true,
+    text: "the serving certificate (tls.crt) expired at 2026-11-26T09:00:00.000Z",
+  });
+});
+
+E("a serving certificate that expires within a week: a warning at start, and /readyz says so while ready", async () => {
+  const short = makePki({ serverDays: 1 });
+  const mem = memoryLog();
+  const s = await serve(
+    async (req) => ({ meta: { tag: req.meta?.tag ?? "" } }) as never,
+    { address: "127.0.0.1:0", tlsCertsDir: short.serverDir },
+    mem.log,
+  );
+  try {
+    const warn = mem.lines().find((l) => l["level"] === "warn" && /serving certificate \(tls\.crt\) expires at/.test(String(l["msg"])));
+    assert.ok(warn, mem.text());
+    assert.match(String(warn!["msg"]), /, in 0 d 23 h: Crossplane's calls will fail its handshake; renew it$/);
+    const readyz = await probeRoutes(
+      () => s.notReady(),
+      () => s.certificateNote(),
+    )["/readyz"]!(new URLSearchParams());
+    assert.equal([readyz.status, readyz.body.startsWith("ok; the serving certificate (tls.crt) expires at ")], [200, true]);
+    assert.is(s.certificateNote() === undefined, false);
+  } finally {
+    await s.stop(100);
+    short.cleanup();
+  }
+  const fine = await serve(async () => ({}) as never, { address: "127.0.0.1:0", tlsCertsDir: longLived.serverDir }, memoryLog().log);
+  try {
+    assert.is(fine.certificateNote(), undefined, "30 days left: nothing to say");
+  } finally {
+    await fine.stop(100);
+  }
+});
+
+E("a connection that never finishes its TLS handshake is closed after the handshake timeout", async () => {
+  const s = await serve(
+    async () => ({}) as never,
+    { address: "127.0.0.1:0", tlsCertsDir: longLived.serverDir, tlsHandshakeTimeoutMs: 300 },
+    memoryLog().log,
+  );
+  try {
+    const started = Date.now();
+    const closedAfter = await new Promise<number>((resolve, reject) => {
+      const sock = connect(s.port, "127.0.0.1");
+      sock.on("error", () => {});
+      sock.on("close", () => resolve(Date.now() - started));
+      setTimeout(() => reject(new Error("the silent connection is still open after 5 s")), 5000).unref();
+    });
+    assert.ok(closedAfter < 3000, `closed after ${closedAfter} ms`);
+    assert.is(TLS_HANDSHAKE_TIMEOUT_MS, 10_000, "the default: 10 s");
+  } finally {
+    await s.stop(100);
+  }
+});
+
+E.run();

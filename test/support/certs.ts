@@ -39,7 +39,7 @@ function makeCa(cwd: string, name: string): void {
     "rsa:2048",
     "-nodes",
     "-days",
-    "2",
+    "30",
     "-subj",
     `/CN=${name}`,
     "-keyout",
@@ -53,7 +53,7 @@ function makeCa(cwd: string, name: string): void {
   );
 }
 
-function makeLeaf(cwd: string, ca: string, name: string, ext: string): void {
+function makeLeaf(cwd: string, ca: string, name: string, ext: string, days = 30): void {
   writeFileSync(join(cwd, `${name}.ext`), ext);
   openssl(
     cwd,
@@ -80,7 +80,7 @@ function makeLeaf(cwd: string, ca: string, name: string, ext: string): void {
     `${ca}.key`,
     "-CAcreateserial",
     "-days",
-    "2",
+    String(days),
     "-out",
     `${name}.crt`,
     "-extfile",
@@ -88,8 +88,8 @@ function makeLeaf(cwd: string, ca: string, name: string, ext: string): void {
   );
 }
 
-/** makePki writes a fresh PKI into a temporary directory. */
-export function makePki(): TestPki {
+/** makePki writes a fresh PKI into a temporary directory; the server's certificate lasts serverDays (30). */
+export function makePki(opts: { serverDays?: number } = {}): TestPki {
   const dir = mkdtempSync(join(tmpdir(), "xfn-pki-"));
   makeCa(dir, "ca");
   makeCa(dir, "other-ca");
@@ -99,6 +99,7 @@ export function makePki(): TestPki {
     "ca",
     "server",
     `subjectAltName=DNS:${fn},DNS:${fn}.${ns},DNS:${fn}.${ns}.svc\nextendedKeyUsage=serverAuth\nkeyUsage=digitalSignature,keyEncipherment\n`,
+    opts.serverDays,
   );
   makeLeaf(dir, "ca", "client", "subjectAltName=DNS:crossplane.crossplane-system\nextendedKeyUsage=clientAuth\n");
   makeLeaf(dir, "other-ca", "stranger", "subjectAltName=DNS:crossplane.crossplane-system\nextendedKeyUsage=clientAuth\n");
