@@ -12,6 +12,16 @@ export const TEMPLATE = join(root, "templates", "function");
 // npm leaves dotfiles such as .gitignore out of a published package, so the
 // template names them without the dot.
 const RENAMED: Record<string, string> = { gitignore: ".gitignore", dockerignore: ".dockerignore" };
+/** runtimeSpec is the package.json dependency for --runtime: a version range as given, a local path made relative to dir. */
+export function runtimeSpec(spec: string, dir: string, cwd = process.cwd()): string {
+  const path = spec.startsWith("file:") ? spec.slice(5) : spec;
+  const local = spec.startsWith("file:") || /^(\.{1,2}[\\/]|[\\/]|~)/.test(spec) || /\.(tgz|tar\.gz)$/.test(spec);
+  if (!local) return spec;
+  const abs = resolve(cwd, path.replace(/^~(?=[\\/])/, process.env["HOME"] ?? "~"));
+  const rel = relative(dir, abs).split("\\").join("/");
+  return `file:${rel.startsWith(".") ? rel : `./${rel}`}`;
+}
+
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 
 /** InitOptions say what to write. */
@@ -21,7 +31,12 @@ export interface InitOptions {
   name?: string;
   /** image is the package's registry path, without a tag. */
   image?: string;
-  /** runtime is the xfn-runtime dependency written to package.json; default: ^ this version. */
+  /**
+   * runtime is the xfn-runtime dependency written to package.json; default: ^
+   * this version. A local path (a tarball or a folder: ./x.tgz, ../xfn,
+   * /abs, file:x) is taken from the current folder, as the user typed it, and
+   * written relative to the new project, where npm resolves it.
+   */
   runtime?: string;
 }
 
@@ -54,7 +69,7 @@ export async function initProject(opts: InitOptions): Promise<string[]> {
     package: `function-${name}`,
     group: `${name}.fn.example.org`,
     image: opts.image ?? `xpkg.example.org/your-org/function-${name}`,
-    runtime: opts.runtime ?? `^${pkg.version}`,
+    runtime: opts.runtime === undefined ? `^${pkg.version}` : runtimeSpec(opts.runtime, dir),
     typescript: deps["typescript"] ?? "^5",
     tsx: deps["tsx"] ?? "^4",
     typesNode: deps["@types/node"] ?? "^20",

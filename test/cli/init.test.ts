@@ -2,10 +2,10 @@
 // test/adopt.test.ts, from outside the repository).
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, relative } from "node:path";
+import { join, relative, resolve } from "node:path";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
-import { initProject } from "../../src/cli/init.js";
+import { initProject, runtimeSpec } from "../../src/cli/init.js";
 import { run } from "../support/spawn.js";
 
 const I = suite("cli: xfn init");
@@ -33,10 +33,25 @@ I("fills every placeholder: names from the folder or --name, the runtime version
   assert.ok(existsSync(join(dir, ".gitignore")) && existsSync(join(dir, ".dockerignore")));
 
   const named = join(scratch, "anything");
+  // A tarball path is the user's, from where they run xfn init; package.json gets it from the new folder.
   await initProject({ dir: named, name: "net", runtime: "file:../xfn-runtime.tgz" });
   const p2 = JSON.parse(readFileSync(join(named, "package.json"), "utf8"));
   assert.is(p2.name, "function-net");
-  assert.is(p2.dependencies["xfn-runtime"], "file:../xfn-runtime.tgz");
+  assert.is(p2.dependencies["xfn-runtime"], `file:${relative(named, resolve(process.cwd(), "../xfn-runtime.tgz"))}`);
+});
+
+I("--runtime: a version range as given; a local path, typed from the current folder, written from the new one", () => {
+  const cases: Array<[string, string, string]> = [
+    ["^0.2.0", "/w/a/fn", "^0.2.0"],
+    ["0.1.x", "/w/a/fn", "0.1.x"],
+    ["./xfn-runtime-0.1.0.tgz", "/w/a/fn", "file:../xfn-runtime-0.1.0.tgz"],
+    ["xfn-runtime-0.1.0.tgz", "/w/a/fn", "file:../xfn-runtime-0.1.0.tgz"],
+    ["file:xfn.tgz", "/w/a/fn", "file:../xfn.tgz"],
+    ["../xfn", "/w/a/deep/fn", "file:../../../xfn"],
+    ["/opt/xfn.tgz", "/w/a/fn", "file:../../../opt/xfn.tgz"],
+    ["./fn/vendor/xfn.tgz", "/w/a/fn", "file:./vendor/xfn.tgz"],
+  ];
+  for (const [spec, dir, want] of cases) assert.is(runtimeSpec(spec, dir, "/w/a"), want, spec);
 });
 
 I("refuses a folder that is not empty, and a name that is not a DNS label, writing nothing", async () => {
