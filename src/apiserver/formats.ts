@@ -6,9 +6,7 @@
 // kubernetes-extensions.go) or, where strfmt calls govalidator or Go's net
 // package, what those accept.
 import { isIP } from "node:net";
-
-const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
-const DNS1123_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+import { isDNS1123Label, isDNS1123Subdomain } from "./meta.js";
 
 function isDate(s: string): boolean {
   const m = /^(\d{4})-(\d{2})-(\d{2})$/.exec(s);
@@ -134,6 +132,6 @@ export const FORMATS = new Map<string, (s: string) => boolean>([
   ["date", isDate],
   ["duration", isDuration],
   ["datetime", isDateTime],
-  ["k8sshortname", (s) => s.length <= 63 && DNS1123_LABEL.test(s)],
-  ["k8slongname", (s) => s.length <= 253 && DNS1123_SUBDOMAIN.test(s)],
+  ["k8sshortname", (s) => isDNS1123Label(s).length === 0],
+  ["k8slongname", (s) => isDNS1123Subdomain(s).length === 0],
 ]);

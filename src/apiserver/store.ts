@@ -263,11 +263,11 @@ export class Store {
     m["creationTimestamp"] = this.timestamp();
     m["generation"] = 1;
     delete m["deletionTimestamp"];
-    if (typeKey === CRD_KEY) this.validateCRD(obj);
+    const crdSchemas = typeKey === CRD_KEY ? this.validateCRD(obj) : undefined;
     m["resourceVersion"] = this.bump();
     this.stored(typeKey, objectKey(namespace, name), obj);
     this.record({ type: "ADDED", typeKey, object: structuredClone(obj) });
-    if (typeKey === CRD_KEY) this.establishCRD(obj);
+    if (crdSchemas) this.establishCRD(obj, crdSchemas);
     this.collectGarbage();
     return structuredClone(map.get(objectKey(namespace, name)) ?? obj);
   }
@@ -342,11 +342,11 @@ export class Store {
     // would refuse nothing: with ratcheting, what did not change passes.)
     if (JSON.stringify(stripVolatile(current)) === JSON.stringify(stripVolatile(next))) return structuredClone(current);
     this.admit(t, next, current, opts.status === true, opts.warnings);
-    if (typeKey === CRD_KEY) this.validateCRD(next);
+    const crdSchemas = typeKey === CRD_KEY ? this.validateCRD(next) : undefined;
     nm["resourceVersion"] = this.bump();
     this.stored(typeKey, key, next);
     this.record({ type: "MODIFIED", typeKey, object: structuredClone(next), previous: current });
-    if (typeKey === CRD_KEY) this.establishCRD(next);
+    if (crdSchemas) this.establishCRD(next, crdSchemas);
     this.collectGarbage();
     return structuredClone(map.get(key) ?? next);
   }
@@ -456,7 +456,8 @@ export class Store {
 
   // --- CRDs ----------------------------------------------------------------
 
-  private validateCRD(crd: JsonObject): void {
+  /** validateCRD refuses a CRD kube-apiserver would refuse, and returns its versions' compiled schemas. */
+  private validateCRD(crd: JsonObject): Record<string, Schema> {
     const spec = isObject(crd["spec"]) ? crd["spec"] : {};
     const names = isObject(spec["names"]) ? spec["names"] : {};
     const group = spec["group"];
@@ -474,11 +475,11 @@ export class Store {
     if (!Array.isArray(spec["versions"]) || spec["versions"].length === 0)
       throw new ApiError(422, "Invalid", "CustomResourceDefinition: spec.versions must not be empty");
     // Each version's schema must compile (its CEL rules parse), as kube-apiserver refuses a CRD whose rules do not.
-    compileSchemas(spec["versions"], ensureMeta(crd)["name"] as string);
+    return compileSchemas(spec["versions"], ensureMeta(crd)["name"] as string);
   }
 
-  /** establishCRD serves a CRD's kind and marks it Established. */
-  private establishCRD(crd: JsonObject): void {
+  /** establishCRD serves a CRD's kind and marks it Established; schemas are its compiled ones (compiled here for a stored CRD). */
+  private establishCRD(crd: JsonObject, schemas?: Record<string, Schema>): void {
     const spec = crd["spec"] as JsonObject;
     const names = spec["names"] as JsonObject;
     const versions = (spec["versions"] as JsonObject[]).filter((v) => v["served"] !== false);
@@ -493,7 +494,7 @@ export class Store {
       statusSubresource: versions.some((v) => isObject(v["subresources"]) && isObject((v["subresources"] as JsonObject)["status"])),
       shortNames: stringList(names["shortNames"]),
       crd: String(ensureMeta(crd)["name"]),
-      schemas: compiledOrNone(versions),
+      schemas: schemas ?? compiledOrNone(versions),
       columns: Object.fromEntries(
         versions.map((v) => [
           String(v["name"]),

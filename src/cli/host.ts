@@ -160,6 +160,7 @@ export function hostCommand(): Command {
           log,
           watchGcIntervalMs: flags.watchGcInterval * 1000,
           requestTimeoutMs: flags.requestTimeout * 1000,
+          graphs: flags.graphAddress !== undefined,
           ...(flags.leaderElection
             ? {
                 leaderElection: {

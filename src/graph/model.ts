@@ -6,7 +6,7 @@
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { isObject } from "../json.js";
 import { deletionWaves } from "../steps/graph.js";
-import { GRAPH_CONTEXT_KEY } from "../steps/dependencies.js";
+import { GRAPH_CONTEXT_KEY, namedIn } from "../steps/dependencies.js";
 
 /** State is where a composed resource is: ready, created but not ready, to be created, or held back until something it waits for. */
 export type State = "ready" | "unready" | "pending" | "waiting";
@@ -80,11 +80,8 @@ export function graphOf(xr: JsonObject, resources: readonly ResourceState[], con
       edges.push({ from: name, to, label: w.slice(i + 1) });
     }
     for (const e of strings(d["waitUntil"])) {
-      // An expression names the resources it reads; draw an edge to each that is a node.
-      for (const other of [...nodes.keys()].filter(
-        (n) => n !== name && new RegExp(`(^|[^.\\w])${n.replace(/[^\w]/g, "\\$&")}\\b|observed\\[["']${n}["']\\]`).test(e),
-      ))
-        edges.push({ from: name, to: other, label: e });
+      // An expression names the resources it reads, as the dependencies step finds them: an edge to each.
+      for (const other of namedIn(e, new Set(nodes.keys()))) if (other !== name) edges.push({ from: name, to: other, label: e });
     }
   }
   for (const [name, w] of Object.entries(waiting)) {

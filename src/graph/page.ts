@@ -9,18 +9,13 @@ import type { HttpAnswer, Routes } from "../http.js";
 import { isObject } from "../json.js";
 import type { GraphModel } from "./model.js";
 import { escape, svg } from "./svg.js";
+import { statusOf } from "../trace/trace.js";
 
 /** GraphSource is what the page reads: the host. */
 export interface GraphSource {
   xrs(): Array<{ key: string; xr: JsonObject }>;
   graph(key: string): GraphModel | undefined;
 }
-
-const condition = (o: JsonObject, type: string): string => {
-  const cs = isObject(o["status"]) ? o["status"]["conditions"] : undefined;
-  const c = (Array.isArray(cs) ? cs.filter(isObject) : []).find((x) => x["type"] === type);
-  return typeof c?.["status"] === "string" ? c["status"] : "-";
-};
 
 /** main is the part of the page the script replaces: the list, and the chosen XR's graph. */
 function main(source: GraphSource, chosen: string | null): string {
@@ -29,9 +24,10 @@ function main(source: GraphSource, chosen: string | null): string {
     const name = `${String(xr["kind"] ?? "")}/${String(m["name"] ?? "")}`;
     const ns = typeof m["namespace"] === "string" ? m["namespace"] : "";
     const cls = key === chosen ? ' class="chosen"' : "";
+    const { synced, ready } = statusOf(xr, false);
     return (
       `<tr${cls} data-key="${escape(key)}"><td><a href="?xr=${escape(encodeURIComponent(key))}">${escape(name)}</a></td>` +
-      `<td>${escape(ns)}</td><td>${escape(condition(xr, "Synced"))}</td><td>${escape(condition(xr, "Ready"))}</td></tr>`
+      `<td>${escape(ns)}</td><td>${escape(synced)}</td><td>${escape(ready)}</td></tr>`
     );
   });
   const list = rows.length

@@ -72,6 +72,8 @@ export interface ComposerDeps {
   xrCache: (t: XRType) => JsonObject[];
   compositions: () => JsonObject[];
   xrd: (name: string) => JsonObject | undefined;
+  /** Keep each XR's resource states and pipeline context for its graph (picture). */
+  graphs: boolean;
 }
 
 /** Stop ends a reconcile early, with what reconcile returns then (a requeue, or nothing). */
@@ -475,15 +477,16 @@ export class Composer {
   /** finish writes the status, conditions and Events (references were recorded before apply); it says when to come back. */
   private async finish(r: Reconciling, result: PipelineResult, ordered: boolean, applied: Applied): Promise<{ requeueAfterMs: number }> {
     const { waiting } = applied;
-    this.pictures.set(r.key, {
-      states: Object.entries(result.desired.resources).map(([name, d]) => ({
-        name,
-        kind: str(d.resource?.["kind"]) ?? "",
-        ready: d.ready === Ready.TRUE,
-        observed: r.observedObjects.has(name),
-      })),
-      context: result.context ?? {},
-    });
+    if (this.d.graphs)
+      this.pictures.set(r.key, {
+        states: Object.entries(result.desired.resources).map(([name, d]) => ({
+          name,
+          kind: str(d.resource?.["kind"]) ?? "",
+          ready: d.ready === Ready.TRUE,
+          observed: r.observedObjects.has(name),
+        })),
+        context: result.context ?? {},
+      });
     const conds = readyAndSynced(r, result, ordered, applied);
     if (r.deleting && foreground(r.xr)) {
       // Kubernetes' garbage collector deletes every dependent of a foreground deletion at once: say so where the XR's state is read.

@@ -64,6 +64,8 @@ export interface HostOptions {
   watchIdleMs?: number;
   /** Reconcile only while holding this Lease (see leader.ts). */
   leaderElection?: LeaderElectionOptions;
+  /** Keep what each XR's last reconcile knew for its graph (Host.graph, the /graph page). Off by default: it costs every reconcile. */
+  graphs?: boolean;
   /** Metrics to report to; by default the host makes its own (Host.metrics). */
   metrics?: HostMetrics;
   /** Told when this host loses leadership (xfn host exits, as controller-runtime does); by default it campaigns again. */
@@ -120,6 +122,7 @@ export class Host {
       xrCache: (t) => this.watches.cached(t.kind) as unknown as JsonObject[],
       compositions: () => this.watches.cached(COMPOSITIONS) as unknown as JsonObject[],
       xrd: (name) => this.xrdObject(name),
+      graphs: o.graphs === true,
     });
     if (o.leaderElection)
       this.elector = new Elector(o.kc, o.leaderElection, o.log, {

@@ -84,7 +84,7 @@ interface Parsed {
 }
 
 /** namedIn lists which of names an expression refers to: as an identifier, or as observed["name"]. */
-function namedIn(text: string, names: ReadonlySet<string>): string[] {
+export function namedIn(text: string, names: ReadonlySet<string>): string[] {
   const out = new Set<string>();
   for (const m of text.matchAll(/observed\[\s*["']([^"']+)["']\s*\]/g)) if (names.has(m[1]!)) out.add(m[1]!);
   // Identifiers not preceded by "." (a field) nor inside a string.

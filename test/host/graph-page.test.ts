@@ -8,15 +8,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
-import { startDevCluster } from "../../src/apiserver/server.js";
 import { loadDocs } from "../../src/engine/docs.js";
-import { createRunner } from "../../src/engine/runner.js";
 import { graphRoutes } from "../../src/graph/page.js";
-import { Host } from "../../src/host/host.js";
 import { applyManifests } from "../../src/host/manifests.js";
 import { startHttpServer } from "../../src/http.js";
-import { kubeconfigFor, until } from "../support/cluster.js";
-import { memoryLog } from "../support/log.js";
+import { until } from "../support/cluster.js";
+import { hostFor } from "../support/host.js";
 import { ROOT } from "../support/spawn.js";
 
 const P = suite("host: the /graph page in chromium");
@@ -42,12 +39,7 @@ async function chromium(args: string[]): Promise<string> {
 }
 
 P("the page lists the XR, draws its resources by state, follows a readiness change, and can be photographed", async () => {
-  const c = await startDevCluster();
-  const kc = kubeconfigFor(c);
-  const mem = memoryLog();
-  const dir = join(ROOT, "examples");
-  const runner = await createRunner(loadDocs(join(dir, "functions.yaml")), join(dir, "functions.yaml"), () => new Date());
-  const host = new Host({ kc, runner, log: mem.log, baseBackoffMs: 50, maxBackoffMs: 500 });
+  const { c, kc, mem, host, dir } = await hostFor(join(ROOT, "examples"), { maxBackoffMs: 500, graphs: true });
   const page = await startHttpServer("127.0.0.1:0", graphRoutes(host), mem.log, "the XR graph page");
   const scratch = mkdtempSync(join(tmpdir(), "xfn-graph-page-"));
   const kubeconfig = join(scratch, "kubeconfig");
