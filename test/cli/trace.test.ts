@@ -11,13 +11,9 @@ import { PatchStrategy, setHeaderOptions } from "@kubernetes/client-node";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { startDevCluster } from "../../src/apiserver/server.js";
-import { createRunner } from "../../src/engine/runner.js";
-import { loadDocs } from "../../src/engine/docs.js";
-import { Host } from "../../src/host/host.js";
-import { applyManifests } from "../../src/host/manifests.js";
 import { apis, crd, kubeconfigFor, sleep, typed, until } from "../support/cluster.js";
-import { memoryLog } from "../support/log.js";
-import { ROOT, XFN, run } from "../support/spawn.js";
+import { hostFor, NESTED, nestedUp } from "../support/host.js";
+import { XFN, run } from "../support/spawn.js";
 
 const T = suite("cli: xfn trace");
 let scratch: string;
@@ -27,31 +23,13 @@ T.before(() => {
 T.after(() => rmSync(scratch, { recursive: true, force: true }));
 
 T("traces three nested levels the host composes: each XR's resources, and the one that waits for a field", async () => {
-  const c = await startDevCluster();
-  const kc = kubeconfigFor(c);
-  const mem = memoryLog();
-  const dir = join(ROOT, "test/fixtures/nested");
-  const runner = await createRunner(loadDocs(join(dir, "functions.yaml")), join(dir, "functions.yaml"), () => new Date());
-  const host = new Host({ kc, runner, log: mem.log, baseBackoffMs: 50, maxBackoffMs: 1000 });
+  const h = await hostFor(NESTED);
+  const { c, host, objects } = h;
   const kubeconfig = join(scratch, "kubeconfig");
   writeFileSync(kubeconfig, c.kubeconfig());
   try {
     await host.start();
-    await applyManifests(
-      kc,
-      [
-        ...loadDocs(join(dir, "manifests.yaml")),
-        { obj: { apiVersion: "nest.example.org/v1", kind: "XPlatform", metadata: { name: "team-a" }, spec: {} }, source: "test" },
-      ],
-      mem.log,
-    );
-    const { objects } = apis(kc);
-    await until(
-      "the subnet, two levels down",
-      async () =>
-        ((await objects.listClusterCustomObject({ group: "ec2.example.org", version: "v1", plural: "subnets" })) as any).items.length === 1,
-      10_000,
-    );
+    await nestedUp(h);
     await until("the platform's wait recorded", async () => {
       const p = (await objects.getClusterCustomObject({
         group: "nest.example.org",

@@ -13,6 +13,7 @@ import { loadDocs } from "../../src/engine/docs.js";
 import { createRunner } from "../../src/engine/runner.js";
 import { apis, crd, kubeconfigFor, sleep, until } from "../support/cluster.js";
 import { memoryLog } from "../support/log.js";
+import { hostFor, nestedUp } from "../support/host.js";
 import { ROOT } from "../support/spawn.js";
 
 const EX = join(ROOT, "examples");
@@ -63,15 +64,7 @@ async function bareHost() {
 }
 
 /** fixtureHost starts a cluster and a (not yet started) host running the functions of test/fixtures/<name>. */
-async function fixtureHost(name: string) {
-  const c = await startDevCluster();
-  const kc = kubeconfigFor(c);
-  const mem = memoryLog();
-  const dir = join(ROOT, "test/fixtures", name);
-  const runner = await createRunner(loadDocs(join(dir, "functions.yaml")), join(dir, "functions.yaml"), () => new Date());
-  const host = new Host({ kc, runner, log: mem.log, baseBackoffMs: 50, maxBackoffMs: 1000 });
-  return { c, kc, mem, host, dir, ...apis(kc) };
-}
+const fixtureHost = (name: string) => hostFor(join(ROOT, "test/fixtures", name));
 
 async function teardown(host: Host, c: DevCluster) {
   await host.stop();
@@ -423,25 +416,14 @@ H("failure mode 3: an XR created long after its XRD, with watch collection runni
 });
 
 H("failure mode 5: three nested levels converge, without a restart, once the deepest status appears", async () => {
-  const { c, kc, mem, host, objects, dir } = await fixtureHost("nested");
+  const h = await fixtureHost("nested");
+  const { c, mem, host, objects } = h;
   const kind = (plural: string) => ({ group: "nest.example.org", version: "v1", plural });
   const list = async (k: { group: string; version: string; plural: string }) =>
     ((await objects.listClusterCustomObject(k)) as { items: any[] }).items;
   try {
     await host.start();
-    await applyManifests(
-      kc,
-      [
-        ...loadDocs(join(dir, "manifests.yaml")),
-        { obj: { apiVersion: "nest.example.org/v1", kind: "XPlatform", metadata: { name: "team-a" }, spec: {} }, source: "test" },
-      ],
-      mem.log,
-    );
-    await until(
-      "the subnet, two levels down",
-      async () => (await list({ group: "ec2.example.org", version: "v1", plural: "subnets" })).length === 1,
-      10_000,
-    );
+    await nestedUp(h);
     await sleep(500);
     assert.equal(await list(kind("xclusters")), [], "the cluster waits for the network's status");
     const platform = (await list(kind("xplatforms")))[0];
