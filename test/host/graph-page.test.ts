@@ -123,6 +123,11 @@ P("values from the cluster are escaped on the page", async () => {
   assert.match(body, /&lt;script&gt;alert\(1\)&lt;\/script&gt;/);
   assert.match(body, /data-name="a&amp;b"/);
   assert.is((body.match(/<script>/g) ?? []).length, 1, "only the page's own script");
+  const gone = graphRoutes({ xrs: () => [], graph: () => undefined });
+  assert.match(
+    (await gone["/graph/main"]!(new URLSearchParams({ xr: "x|/<gone>" }))).body,
+    /^<p>No XRs yet\.<\/p><p>No XR x\|\/&lt;gone&gt; \(it may be gone\)\.<\/p>$/,
+  );
 });
 
 P.run();
