@@ -21,6 +21,7 @@ import { addHealth } from "./health.js";
 import { watchDescriptors } from "./fds.js";
 import { refusals, REFUSED_REPORT_MS, type Refusals } from "./log.js";
 import { startPool, type Pool, type PoolOptions } from "./pool.js";
+import { Shares } from "./shares.js";
 import { expiryNote, loadServerCredentials } from "./tls.js";
 
 /** ServeOptions configure a function server. Defaults follow Crossplane's function spec. */
@@ -51,6 +52,8 @@ export interface ServeOptions {
    * function cannot be stopped; with workers, a stuck worker is replaced.
    */
   timeoutMs?: number;
+  /** How long a request may take to arrive once the server starts reading it (BODY_TIMEOUT_MS). */
+  bodyTimeoutMs?: number;
   /** Streams one connection may hold open at once. Default 1000. */
   maxConcurrentStreams?: number;
   /** Run the function on worker threads (see pool.ts) instead of in this thread. */
@@ -62,6 +65,13 @@ export interface ServeOptions {
 }
 
 const WAIT_SLACK_MS = 100;
+
+/**
+ * BODY_TIMEOUT_MS bounds how long a request may take to arrive once the server
+ * starts reading it: 4 MiB at 400 KiB/s, where Crossplane's in-cluster calls
+ * take milliseconds. A caller sending slower loses its body slot to others.
+ */
+export const BODY_TIMEOUT_MS = 10_000;
 
 /** DEFAULT_MAX_CONCURRENT_STREAMS bounds the streams of one connection. */
 export const DEFAULT_MAX_CONCURRENT_STREAMS = 1000;
@@ -178,10 +188,13 @@ export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Log
   const descriptors = watchDescriptors(log);
 
   // Admission: calls running or waiting, counted from the moment they start,
-  // before their bodies are read. One more is refused at once, so memory holds
-  // at most this many requests, however many callers send at once.
+  // before their bodies are read. One more is refused at once (unless another
+  // connection holds more and gives a place up: shares.ts), so memory holds at
+  // most this many requests, however many callers send at once.
+  // Bodies read or being read: twice the calls that can run, so the next ones are ready.
   const admitLimit = common.maxConcurrency + common.maxQueue;
-  let admitted = 0;
+  const shares = new Shares(admitLimit, 2 * common.maxConcurrency);
+  const bodyTimeoutMs = opts.bodyTimeoutMs ?? BODY_TIMEOUT_MS;
   const busy = refusals(log);
   // Requests refused for what they hold (undecodable, over the size limit): the
   // first at once with its peer, then summed up, so a peer sending garbage in a
@@ -191,8 +204,6 @@ export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Log
     const peer = call.getPeer();
     badRequests.refused({ ...fields, peer }, `refused a request from ${peer}: ${details}`);
   };
-  // Bodies read or being read: twice the calls that can run, so the next ones are ready.
-  const bodies = new Slots(2 * common.maxConcurrency);
 
   const runFunction =
     (version: CallInfo["version"]) => (call: ServerReadableStream<Buffer, Uint8Array>, answer: sendUnaryData<Uint8Array>) => {
@@ -207,14 +218,22 @@ export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Log
             answer(err, value);
           }
         : answer;
-      if (admitted >= admitLimit) {
+      const ticket = shares.admit(connectionOf(call), (held, limit) => {
         const details =
-          `server busy: ${admitted} requests running or waiting ` + `(limit ${admitLimit}: --max-concurrency + --max-queue); retry later`;
+          `server busy: this connection holds ${held} of the ${limit} requests the server admits ` +
+          `(--max-concurrency + --max-queue), and another connection's call took this one's place; retry later`;
+        busy.refused({ code: "RESOURCE_EXHAUSTED", version, peer: call.getPeer() }, details);
+        finish();
+        callback({ code: Code.RESOURCE_EXHAUSTED, details });
+      });
+      if (!ticket) {
+        const details =
+          `server busy: ${shares.inFlight()} requests running or waiting ` +
+          `(limit ${admitLimit}: --max-concurrency + --max-queue); retry later`;
         busy.refused({ code: "RESOURCE_EXHAUSTED", version }, details);
         callback({ code: Code.RESOURCE_EXHAUSTED, details });
         return;
       }
-      admitted++;
       // A request over --max-recv-message-size is refused by grpc-js as its length prefix
       // arrives; this has it said in the server's words, and logged, instead of silently.
       whenTooLarge(call, (size, max) => {
@@ -226,15 +245,14 @@ export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Log
         return details;
       });
       let finished = false;
-      let holdsBody = false;
       let waitTimer: NodeJS.Timeout | undefined;
+      let bodyTimer: NodeJS.Timeout | undefined;
       const finish = () => {
         if (finished) return;
         finished = true;
-        admitted--;
         clearTimeout(waitTimer);
-        if (holdsBody) bodies.release();
-        else bodies.forget(readBody);
+        clearTimeout(bodyTimer);
+        ticket.release();
         call.removeListener("cancelled", onCancelled);
         live.delete(cancel);
       };
@@ -249,6 +267,7 @@ export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Log
       live.add(cancel);
       const messages: Buffer[] = [];
       let handed = false;
+      let reading = false;
       const callerDeadline = deadlineOf(call);
       // The request must be in by the caller's deadline, and within --timeout of the call's
       // start: a caller that sends no deadline and stops sending (or vanishes mid-body on a
@@ -256,35 +275,46 @@ export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Log
       const readBy = Math.min(callerDeadline, Date.now() + timeoutMs);
       // In process the function must also be done by then; the pool applies --timeout itself.
       const deadline = pool ? callerDeadline : readBy;
+      const timedOut = (details: string) => {
+        if (handed || finished) return;
+        finish();
+        callback({ code: Code.DEADLINE_EXCEEDED, details });
+      };
       // The body is read only once a body slot is free: a call waiting for one holds
-      // an HTTP/2 flow-control window of its bytes, not the whole request.
+      // an HTTP/2 flow-control window of its bytes, not the whole request. Once
+      // reading, it must be in within bodyTimeoutMs, so a caller trickling its bytes
+      // gives its slot back to callers that send theirs.
       const readBody = () => {
-        holdsBody = true;
-        if (finished) return bodies.release();
+        if (finished) return;
+        reading = true;
+        if (bodyTimeoutMs < readBy - Date.now())
+          bodyTimer = setTimeout(
+            () => timedOut(`the request did not finish arriving within ${bodyTimeoutMs / 1000} s of the server starting to read it`),
+            bodyTimeoutMs,
+          );
         call.on("data", (m: Buffer) => messages.push(m));
         call.on("end", onEnd);
       };
       call.on("error", () => finish());
-      bodies.acquire(readBody);
+      ticket.acquire(readBody);
       if (Number.isFinite(readBy)) {
         const byTimeout = readBy < callerDeadline;
         waitTimer = setTimeout(
-          () => {
-            if (handed || finished) return;
-            const details = byTimeout
-              ? `the request did not arrive within the server's --timeout of ${timeoutMs / 1000} s`
-              : holdsBody
-                ? "the deadline passed while the request was arriving"
-                : "the deadline passed while the request waited to be read";
-            finish();
-            callback({ code: Code.DEADLINE_EXCEEDED, details });
-          },
+          () =>
+            timedOut(
+              byTimeout
+                ? `the request did not arrive within the server's --timeout of ${timeoutMs / 1000} s`
+                : reading
+                  ? "the deadline passed while the request was arriving"
+                  : "the deadline passed while the request waited to be read",
+            ),
           // A little before the deadline, so that the caller reads why rather than its own timer's bare "deadline exceeded".
           Math.min(2 ** 31 - 1, Math.max(0, readBy - Date.now() - (byTimeout ? 0 : WAIT_SLACK_MS))),
         );
       }
       function onEnd() {
         clearTimeout(waitTimer);
+        clearTimeout(bodyTimer);
         if (finished) return; // answered already: its time ran out while the body was arriving
         if (cancel.cancelled) return finish();
         if (messages.length !== 1) {
@@ -295,6 +325,7 @@ export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Log
           return;
         }
         handed = true;
+        ticket!.handed(); // admitted: refused calls return before onEnd can be registered
         handler
           // The pool applies the server's timeout itself, naming it when it ends a call.
           .handle(messages[0]!, { version, deadline, cancel, ...(!pool && readBy < callerDeadline ? { timeoutMs } : {}) })
@@ -355,7 +386,7 @@ export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Log
   return {
     port,
     mtls,
-    inFlight: () => admitted,
+    inFlight: () => shares.inFlight(),
     certificateNote() {
       return notAfter ? expiryNote(notAfter)?.text : undefined;
     },
@@ -481,27 +512,17 @@ interface Peer {
 }
 const peerOf = (s: Peer): string => `${s.remoteAddress ?? "?"}:${s.remotePort ?? "?"}`;
 
-/** Slots hands out a fixed number of slots, first come first served. */
-class Slots {
-  private used = 0;
-  private readonly waiting: (() => void)[] = [];
-  constructor(private readonly size: number) {}
-  /** acquire calls granted once a slot is free (at once, if one is). */
-  acquire(granted: () => void): void {
-    if (this.used < this.size) {
-      this.used++;
-      granted();
-    } else this.waiting.push(granted);
+/**
+ * connectionOf names the connection a call came on, for fair shares between
+ * connections: its HTTP/2 session, reached through grpc-js's private call
+ * chain (1.10 and later), else the peer's address and port, which is unique
+ * per TCP connection too.
+ */
+function connectionOf(call: ServerReadableStream<Buffer, Uint8Array>): unknown {
+  let c = (call as unknown as { call?: unknown }).call as { stream?: { session?: object }; nextCall?: unknown } | undefined;
+  for (let i = 0; i < 4 && c; i++) {
+    if (c.stream?.session) return c.stream.session;
+    c = c.nextCall as typeof c;
   }
-  /** release gives a slot back, to the next waiting caller if any. */
-  release(): void {
-    const next = this.waiting.shift();
-    if (next) next();
-    else this.used--;
-  }
-  /** forget drops a caller that stopped waiting. */
-  forget(granted: () => void): void {
-    const i = this.waiting.indexOf(granted);
-    if (i >= 0) this.waiting.splice(i, 1);
-  }
+  return call.getPeer();
 }

@@ -2,6 +2,7 @@
 // method (the same on the wire as unary), so a call is admitted or refused
 // when it starts, and a refused call's body is never read.
 import { Client, credentials, status as Code, type ServiceError } from "@grpc/grpc-js";
+import { connect, type ClientHttp2Stream } from "node:http2";
 import { toBinary } from "@bufbuild/protobuf";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
@@ -161,6 +162,95 @@ A("a call that sends no request or two is INVALID_ARGUMENT, as a unary method mu
     }
   } finally {
     client.close();
+    await srv.stop(1000);
+  }
+});
+
+/**
+ * slowStreams opens n RunFunction streams on one HTTP/2 connection, each declaring a
+ * 100 kB request and sending it a byte per stream every 100 ms: a client that holds
+ * places without ever finishing a request. statuses lists the grpc-status of those answered.
+ */
+function slowStreams(port: number, n: number) {
+  const session = connect(`http://127.0.0.1:${port}`);
+  const statuses: { code: number; details: string }[] = [];
+  const open = new Set<ClientHttp2Stream>();
+  for (let i = 0; i < n; i++) {
+    const s = session.request({ ":method": "POST", ":path": V1, "content-type": "application/grpc", te: "trailers" });
+    const prefix = Buffer.alloc(5);
+    prefix.writeUInt32BE(100_000, 1);
+    s.write(prefix);
+    open.add(s);
+    const answered = (h: Record<string, unknown>) => {
+      if (h["grpc-status"] === undefined) return;
+      open.delete(s);
+      statuses.push({ code: Number(h["grpc-status"]), details: decodeURIComponent(String(h["grpc-message"] ?? "")) });
+    };
+    s.on("response", answered);
+    s.on("trailers", answered);
+    s.on("error", () => open.delete(s));
+  }
+  const trickle = setInterval(() => {
+    for (const s of open) if (s.writable) s.write(Buffer.alloc(1));
+  }, 100);
+  return {
+    statuses,
+    close() {
+      clearInterval(trickle);
+      session.destroy();
+    },
+  };
+}
+
+A("200 slow streams on one connection do not lock out another client: its calls answer within 1 s", async () => {
+  const mem = memoryLog();
+  // The defaults: 16 running + 128 waiting admitted, 32 body slots.
+  const srv = await serve((req) => response.to(req), { address: "127.0.0.1:0", insecure: true }, mem.log);
+  const hog = slowStreams(srv.port, 200);
+  const c = rawClient(srv.port);
+  try {
+    // 144 admitted (16 reading their bodies, slowly), 56 refused at once.
+    await until("the slow client holds every place", () => srv.inFlight() === 144 && hog.statuses.length === 56);
+    assert.ok(hog.statuses.every((s) => s.code === Code.RESOURCE_EXHAUSTED));
+    await new Promise((r) => setTimeout(r, 300));
+    for (let i = 0; i < 10; i++) {
+      const r = await c.run(request({ meta: { tag: `one-${i}` } }), { timeoutMs: 1_000 });
+      assert.is(r.meta?.tag, `one-${i}`);
+    }
+    const many = await Promise.all(
+      Array.from({ length: 20 }, (_, i) => c.run(request({ meta: { tag: `many-${i}` } }), { timeoutMs: 1_000 })),
+    );
+    assert.equal(
+      many.map((r) => r.meta?.tag),
+      Array.from({ length: 20 }, (_, i) => `many-${i}`),
+    );
+    // Each of the other client's calls took a place from the slow one, which was told why.
+    const evicted = hog.statuses.slice(56);
+    assert.ok(evicted.length >= 1 && evicted.length <= 30, `${evicted.length} slow streams gave their places up`);
+    assert.match(evicted[0]!.details, /^server busy: this connection holds 144 of the 144 requests the server admits /);
+    for (const s of evicted) {
+      assert.is(s.code, Code.RESOURCE_EXHAUSTED);
+      assert.match(s.details, /another connection's call took this one's place; retry later$/);
+    }
+    assert.ok(srv.inFlight() <= 144, `${srv.inFlight()} in flight`);
+  } finally {
+    hog.close();
+    c.close();
+    await srv.stop(1000);
+  }
+});
+
+A("a request that trickles in loses its body slot after the body timeout, named so", async () => {
+  const srv = await serve((req) => response.to(req), { address: "127.0.0.1:0", insecure: true, bodyTimeoutMs: 300 }, memoryLog().log);
+  const hog = slowStreams(srv.port, 1);
+  try {
+    await until("the slow request is refused", () => hog.statuses.length === 1);
+    assert.equal(hog.statuses, [
+      { code: Code.DEADLINE_EXCEEDED, details: "the request did not finish arriving within 0.3 s of the server starting to read it" },
+    ]);
+    assert.is(srv.inFlight(), 0);
+  } finally {
+    hog.close();
     await srv.stop(1000);
   }
 });
