@@ -17,6 +17,11 @@
 // objects and arrays on the way, grow arrays up to index 1024 as Crossplane
 // does, and never write through the prototype chain.
 //
+// Readers and writers take any object: a JsonObject, or one typed by an
+// interface such as those `xfn generate types` writes (TypeScript cannot see
+// an interface as a JsonObject, having no index signature), with no cast.
+// Every value on the way is checked as it is walked either way.
+//
 // Where xfn differs: an empty path is an error (crossplane-runtime parses it
 // to nothing and answers nil); a null on the way reads as missing and is
 // replaced on a write (crossplane-runtime errors); `__proto__` is refused.
@@ -140,16 +145,16 @@ function describe(v: JsonValue | undefined): string {
  * absent. A path with a wildcard over a value that is there is refused: use
  * getValues (one whose wildcard meets a missing or null value is not found).
  */
-export function getValue(obj: JsonObject | undefined, path: string): JsonValue | undefined {
+export function getValue(obj: object | undefined, path: string): JsonValue | undefined {
   const segments = parsePath(path);
   const at = segments.findIndex((s) => "field" in s && s.field === WILDCARD);
   if (at >= 0) {
     // As in crossplane-runtime, a path through a missing or null value is not found, wildcard or not.
-    const base = getAt(obj, segments.slice(0, at), path);
+    const base = getAt(obj as JsonObject | undefined, segments.slice(0, at), path);
     if (base === undefined || base === null) return undefined;
     throw new FieldPathError(path, "has a wildcard: read it with getValues, or expandWildcards first");
   }
-  return getAt(obj, segments, path);
+  return getAt(obj as JsonObject | undefined, segments, path);
 }
 
 function getAt(obj: JsonValue | undefined, segments: readonly Segment[], path: string): JsonValue | undefined {
@@ -176,8 +181,8 @@ function getAt(obj: JsonValue | undefined, segments: readonly Segment[], path: s
  * exists. A wildcard over a value that is neither array nor object is an
  * error; one over a missing or null value matches nothing.
  */
-export function expandWildcards(obj: JsonObject | undefined, path: string): string[] {
-  return expand(obj, parsePath(path), path).map(formatPath);
+export function expandWildcards(obj: object | undefined, path: string): string[] {
+  return expand(obj as JsonObject | undefined, parsePath(path), path).map(formatPath);
 }
 
 /** expand does expandWildcards' work; with existingOnly false, what follows the last wildcard need not exist (for writes). */
@@ -204,13 +209,14 @@ function expand(obj: JsonValue | undefined, segments: readonly Segment[], path: 
 }
 
 /** getValues returns the value at every path a path with wildcards expands to (see expandWildcards). */
-export function getValues(obj: JsonObject | undefined, path: string): JsonValue[] {
+export function getValues(obj: object | undefined, path: string): JsonValue[] {
   const segments = parsePath(path);
-  return expand(obj, segments, path).map((s) => getAt(obj, s, path)!);
+  const o = obj as JsonObject | undefined;
+  return expand(o, segments, path).map((s) => getAt(o, s, path)!);
 }
 
 function typed<T>(check: (v: JsonValue) => v is T & JsonValue, want: string) {
-  return (obj: JsonObject | undefined, path: string): T | undefined => {
+  return (obj: object | undefined, path: string): T | undefined => {
     const v = getValue(obj, path);
     if (v === undefined || v === null) return undefined;
     if (!check(v)) throw new FieldPathError(path, `is ${describe(v)}, not ${want}`);
@@ -234,7 +240,7 @@ export const getArray = typed((v): v is JsonValue[] => Array.isArray(v), "an arr
  * null. Like crossplane-runtime's GetStringArray, an array holding anything
  * but strings is an error.
  */
-export function getStringArray(obj: JsonObject | undefined, path: string): string[] | undefined {
+export function getStringArray(obj: object | undefined, path: string): string[] | undefined {
   const a = getArray(obj, path);
   if (a === undefined) return undefined;
   if (!a.every((x) => typeof x === "string")) throw new FieldPathError(path, "is not an array of strings");
@@ -246,7 +252,7 @@ export function getStringArray(obj: JsonObject | undefined, path: string): strin
  * annotations); undefined if absent or null. Like crossplane-runtime's
  * GetStringObject, an object with a value that is not a string is an error.
  */
-export function getStringObject(obj: JsonObject | undefined, path: string): Record<string, string> | undefined {
+export function getStringObject(obj: object | undefined, path: string): Record<string, string> | undefined {
   const o = getObject(obj, path);
   if (o === undefined) return undefined;
   const out: Record<string, string> = {};
@@ -281,7 +287,8 @@ function put(container: JsonObject | JsonValue[], s: Segment, value: JsonValue):
  * toFieldPath that expands to nothing. A path through a value of the wrong
  * type is an error.
  */
-export function setValue(obj: JsonObject, path: string, value: JsonValue): void {
+export function setValue(target: object, path: string, value: JsonValue): void {
+  const obj = target as JsonObject;
   const segments = parsePath(path);
   for (const s of segments) {
     if ("index" in s && s.index > MAX_SET_INDEX)
@@ -338,7 +345,8 @@ function checkContainer(path: string, segments: readonly Segment[], i: number, c
  * through a value of the wrong type is an error, as in crossplane-runtime's
  * DeleteField. A path with wildcards removes every value it expands to.
  */
-export function deleteValue(obj: JsonObject, path: string): boolean {
+export function deleteValue(target: object, path: string): boolean {
+  const obj = target as JsonObject;
   const segments = parsePath(path);
   if (hasWildcard(segments)) {
     // Last first, so that removing an element does not move the ones still to remove.

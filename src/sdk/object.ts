@@ -1,5 +1,6 @@
 // Helpers over a Kubernetes object held as plain JSON: metadata and status
-// conditions, the parts nearly every function reads.
+// conditions, the parts nearly every function reads. Like the field-path
+// readers, they take a JsonObject or an object typed from a CRD, no cast.
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { getOwn } from "../own.js";
 import { peek } from "../wire/struct/peek.js";
@@ -41,8 +42,8 @@ function metadataEntry(obj: JsonObject | undefined, map: "annotations" | "labels
 }
 
 /** getAnnotation returns metadata.annotations[key], or undefined. */
-export function getAnnotation(obj: JsonObject | undefined, key: string): string | undefined {
-  return metadataEntry(obj, "annotations", key);
+export function getAnnotation(obj: object | undefined, key: string): string | undefined {
+  return metadataEntry(obj as JsonObject | undefined, "annotations", key);
 }
 
 /**
@@ -52,7 +53,8 @@ export function getAnnotation(obj: JsonObject | undefined, key: string): string 
  * annotations of every resource walked them three times. It answers as
  * getAnnotation does, including the error for an annotation that is not a string.
  */
-export function annotationReader(obj: JsonObject | undefined): (key: string) => string | undefined {
+export function annotationReader(target: object | undefined): (key: string) => string | undefined {
+  const obj = target as JsonObject | undefined;
   const seen = peek(obj, ["metadata", "annotations"]);
   if (seen === undefined) return () => undefined;
   if (typeof seen !== "symbol" && isObject(seen)) {
@@ -66,7 +68,8 @@ export function annotationReader(obj: JsonObject | undefined): (key: string) => 
 }
 
 /** setAnnotation sets metadata.annotations[key]. */
-export function setAnnotation(obj: JsonObject, key: string, value: string): void {
+export function setAnnotation(target: object, key: string, value: string): void {
+  const obj = target as JsonObject;
   // Directly when metadata and annotations are objects or absent; otherwise the
   // field path write, which refuses what it must and names why.
   if (key !== "__proto__") {
@@ -84,8 +87,8 @@ export function setAnnotation(obj: JsonObject, key: string, value: string): void
 }
 
 /** getLabel returns metadata.labels[key], or undefined. */
-export function getLabel(obj: JsonObject | undefined, key: string): string | undefined {
-  return metadataEntry(obj, "labels", key);
+export function getLabel(obj: object | undefined, key: string): string | undefined {
+  return metadataEntry(obj as JsonObject | undefined, "labels", key);
 }
 
 /** conditions reads status.conditions, directly when the types are as they should be. */
@@ -102,8 +105,8 @@ function conditions(obj: JsonObject | undefined): JsonValue[] | undefined {
 }
 
 /** getObjectCondition returns the status condition of the given type, or undefined. */
-export function getObjectCondition(obj: JsonObject | undefined, type: string): ObjectCondition | undefined {
-  for (const c of conditions(obj) ?? []) {
+export function getObjectCondition(obj: object | undefined, type: string): ObjectCondition | undefined {
+  for (const c of conditions(obj as JsonObject | undefined) ?? []) {
     if (typeof c === "object" && c !== null && !Array.isArray(c) && c["type"] === type && typeof c["status"] === "string") {
       const out: ObjectCondition = { type, status: c["status"] };
       const { reason, message, lastTransitionTime } = c;
@@ -122,7 +125,8 @@ export function kubeTimestamp(d: Date): string {
 }
 
 /** isDeleting reports whether the object has a deletionTimestamp. */
-export function isDeleting(obj: JsonObject | undefined): boolean {
+export function isDeleting(target: object | undefined): boolean {
+  const obj = target as JsonObject | undefined;
   const seen = peek(obj, ["metadata", "deletionTimestamp"]);
   if (seen === undefined || seen === null) return false;
   if (typeof seen === "string") return true;

@@ -113,19 +113,26 @@ T("documents of other kinds are skipped; none at all is an error; two kinds of o
   }
 });
 
-T("generated types pass to the response writers without casts, and tsc catches a wrong kind", async () => {
+T("generated types pass to the readers and writers without casts, and tsc catches a wrong kind", async () => {
   const { code } = await generateTypes([...loadDocs(join(ROOT, "templates/function/crds"))]);
   const dir = join(ROOT, ".tmp", `typed-${process.pid}`);
   mkdirSync(dir, { recursive: true });
   try {
     writeFileSync(join(dir, "types.ts"), code);
-    const use = (kind: string) => `import { request, response, type RunFunctionRequest } from "xfn-runtime";
+    const use = (kind: string) => `import { fieldpath, getAnnotation, getObjectCondition, isDeleting, request, response, setAnnotation,
+  type RunFunctionRequest } from "xfn-runtime";
 import type { Bucket, XBuckets } from "./types.js";
 export function f(req: RunFunctionRequest) {
   const rsp = response.to(req);
   const xr = request.getObservedCompositeResource<XBuckets>(req);
+  // The readers take typed objects as they are.
+  const seen = request.getObservedComposedResource<Bucket>(req, "b");
+  const arn: string | undefined = fieldpath.getString(seen, "status.atProvider.arn");
+  const region = fieldpath.getValue(xr, "spec.region") ?? fieldpath.getValues(seen, "spec.forProvider.tags[*]").length;
+  const ready = getObjectCondition(seen, "Ready")?.status === "True" && !isDeleting(seen) && getAnnotation(xr, "a") !== arn;
   const b: Bucket = { apiVersion: "s3.aws.m.upbound.io/v1beta1", kind: ${JSON.stringify(kind)}, spec: { forProvider: { region: xr?.spec?.region ?? "x" } } };
-  response.setDesiredComposedResource(rsp, "b", b);
+  setAnnotation(b, "crossplane.io/external-name", String(region));
+  response.setDesiredComposedResource(rsp, "b", b, { ready });
   const status: NonNullable<XBuckets["status"]> = { bucketCount: 1, externalNames: { b: "name" } };
   response.setDesiredCompositeStatus(rsp, status);
   return rsp;
