@@ -41,7 +41,12 @@ export function testCommand(): Command {
   return new Command("test")
     .description("run recorded cases: one function (request.yaml) or a whole pipeline (xr.yaml + composition.yaml), against expected.yaml")
     .argument("[dir]", "folder to search for cases", ".")
-    .addOption(new Option("--update", "rewrite each expected.yaml from the actual result").default(false))
+    .addOption(
+      new Option(
+        "--update",
+        "rewrite each failing case's expected.yaml from the actual result, in its own shape ($absent kept); an empty one gets the whole result",
+      ).default(false),
+    )
     .action(async (dir: string, flags: { update: boolean }) => {
       refuseExit(); // a function calling process.exit fails its case, not the run
       process.exitCode = await runTests(dir, flags.update, process.stdout);

@@ -14,7 +14,8 @@
 //     documents have the shape `xfn render --legacy-output` prints (only the
 //     Ready condition Crossplane sets, results with their step), unless
 //     case.yaml says `output: current` (crossplane render's current shape).
-// Expectations are partial (see expect.ts); --update writes the full actual.
+// Expectations are partial (see expect.ts); --update rewrites a failing case's
+// expectation in its own shape (see updated).
 import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
@@ -201,6 +202,18 @@ async function renderCase(dir: string, cfg: CaseConfig, expected: JsonObject[]):
   }
 }
 
+/**
+ * updated is what --update writes for a failing case: the actual result in the
+ * expectation's shape (project), so that the keys a user chose to assert stay
+ * the ones asserted, with their new values; "$absent" stays where the value is
+ * still missing and "[REDACTED]" where a connection detail is redacted; list
+ * items and resources that appeared are written whole, those gone dropped. An
+ * empty expected.yaml (or one that does not parse) gets the whole result.
+ */
+function updated(actual: unknown, expected: unknown): unknown {
+  return expected === null ? actual : project(actual, expected);
+}
+
 /** compareDocs pairs documents by identity and matches each partially. */
 function compareDocs(actual: JsonObject[], expected: JsonObject[]): { problems: string[]; projected: unknown[] } {
   const ak = docKeys(actual);
@@ -227,7 +240,10 @@ function compareDocs(actual: JsonObject[], expected: JsonObject[]): { problems: 
 
 const yamlOf = (v: unknown) => stringify(v, { lineWidth: 0 });
 
-/** runCase runs one case; with update, it rewrites expected.yaml from the actual result. */
+/**
+ * runCase runs one case. With update, a failing case's expected.yaml is
+ * rewritten in its own shape (see updated), and a passing one left as written.
+ */
 export async function runCase(dir: string, root: string, update = false): Promise<CaseResult> {
   const name = relative(root, dir) || ".";
   const expectedPath = join(dir, "expected.yaml");
@@ -235,30 +251,45 @@ export async function runCase(dir: string, root: string, update = false): Promis
     const cfg = readConfig(dir);
     const isRequest = existsSync(join(dir, "request.yaml"));
     const expectedText = readFileSync(expectedPath, "utf8");
+    // An expectation that does not parse is replaced whole by --update.
+    const parsed = <T>(parse: () => T, none: T): T => {
+      if (!update) return parse();
+      try {
+        return parse();
+      } catch {
+        return none;
+      }
+    };
     let problems: string[];
     let want: string;
     let got: string;
     if (isRequest) {
       const rsp = await runRequestCase(dir, cfg);
-      if (update) {
-        // Connection details redacted, as a recording writes them: no secret lands in a case folder.
-        writeFileSync(expectedPath, yamlOf(messageToJson(RunFunctionResponseSchema, redactResponse(rsp))));
-        return { name, status: "updated" };
-      }
-      const expected = parseDoc(expectedText, expectedPath);
+      const expected = parsed(() => parseDoc(expectedText, expectedPath), null);
       const actual = maskRedacted(messageToJson(RunFunctionResponseSchema, rsp), expected);
       problems = mismatches(actual, expected);
+      if (update) {
+        if (problems.length === 0) return { name, status: "passed" };
+        // Connection details redacted, as a recording writes them: no secret lands in a case folder.
+        writeFileSync(expectedPath, yamlOf(updated(messageToJson(RunFunctionResponseSchema, redactResponse(rsp)), expected)));
+        return { name, status: "updated" };
+      }
       want = yamlOf(expected);
       got = yamlOf(project(actual, expected));
     } else {
-      const expected = parseDocs(expectedText, expectedPath).filter((d): d is JsonObject => typeof d === "object" && d !== null);
+      const expected = parsed(
+        () => parseDocs(expectedText, expectedPath).filter((d): d is JsonObject => typeof d === "object" && d !== null),
+        [],
+      );
       const actual = await renderCase(dir, cfg, expected);
-      if (update) {
-        writeFileSync(expectedPath, toYamlStream(actual));
-        return { name, status: "updated" };
-      }
       const c = compareDocs(actual, expected);
       problems = c.problems;
+      if (update) {
+        if (problems.length === 0) return { name, status: "passed" };
+        // Documents paired by identity in expected's shape, those rendered but not expected whole, those gone dropped.
+        writeFileSync(expectedPath, toYamlStream(expected.length === 0 ? actual : c.projected));
+        return { name, status: "updated" };
+      }
       want = toYamlStream(expected);
       got = toYamlStream(c.projected);
     }

@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import type { JsonObject } from "@bufbuild/protobuf";
-import { parse, stringify } from "yaml";
+import { parse, parseAllDocuments, stringify } from "yaml";
 import { runTests } from "../../src/cli/test.js";
 import { RunFunctionRequestSchema } from "../../src/gen/fn/v1/run_function_pb.js";
 import { decodeResponse, encodeRequest } from "../../src/wire/codec.js";
@@ -27,6 +27,8 @@ T.before(() => {
   scratch = mkdtempSync(join(tmpdir(), "xfn-test-"));
 });
 T.after(() => rmSync(scratch, { recursive: true, force: true }));
+
+const parseAllDocs = (text: string) => parseAllDocuments(text).map((d) => d.toJS() as JsonObject);
 
 const copyCase = (from: string, name: string) => {
   const to = join(scratch, name);
@@ -105,6 +107,102 @@ T("--update rewrites expectations from the actual results, which then pass", asy
   assert.is((await xfnTest(join(scratch, "upd"))).code, 0);
 });
 
+T("--update keeps an expectation's shape: $absent and the keys chosen stay; a passing case is left as written", async () => {
+  const dir = copyCase("functions/hello/testdata/cases/two-buckets-one-ready", "upd-shape/case");
+  writeFileSync(join(dir, "case.yaml"), `function: ${join(ROOT, "functions/hello")}\n`);
+  const expected = [
+    "# Only the status and the assets bucket's readiness matter here.",
+    "meta: {tag: wrong}",
+    "desired:",
+    "  composite:",
+    "    resource:",
+    "      status: {bucketCount: 2, unknownField: $absent}",
+    "  resources:",
+    "    bucket-assets: {ready: READY_TRUE}",
+    "    bucket-media: $absent",
+    "",
+  ].join("\n");
+  writeFileSync(join(dir, "expected.yaml"), expected);
+  const before = await xfnTest(join(scratch, "upd-shape"));
+  assert.is(before.code, 1);
+  assert.match(before.out, /\$\.meta\.tag: expected "wrong", got "example-1"/);
+  const u = await xfnTest(join(scratch, "upd-shape"), true);
+  assert.is(u.code, 0, u.out);
+  assert.match(u.out, /^UPDATED {2}case$/m);
+  // Before: the whole response, every $absent gone, so a bucket-media that later appeared passed.
+  assert.equal(parse(readFileSync(join(dir, "expected.yaml"), "utf8")), {
+    meta: { tag: "example-1" },
+    desired: {
+      composite: { resource: { status: { bucketCount: 2, unknownField: "$absent" } } },
+      resources: { "bucket-assets": { ready: "READY_FALSE" }, "bucket-media": "$absent" },
+    },
+  });
+  assert.is((await xfnTest(join(scratch, "upd-shape"))).code, 0);
+  // A passing case is not rewritten: its comments and layout stay.
+  const passing = readFileSync(join(dir, "expected.yaml"), "utf8").replace(/^/, "# kept\n");
+  writeFileSync(join(dir, "expected.yaml"), passing);
+  const again = await xfnTest(join(scratch, "upd-shape"), true);
+  assert.match(again.out, /^ok {7}case$/m);
+  assert.is(readFileSync(join(dir, "expected.yaml"), "utf8"), passing);
+  // An empty expected.yaml, or one that does not parse, gets the whole result.
+  for (const text of ["", "meta: [unclosed\n"]) {
+    writeFileSync(join(dir, "expected.yaml"), text);
+    assert.match((await xfnTest(join(scratch, "upd-shape"), true)).out, /^UPDATED {2}case$/m);
+    const whole = parse(readFileSync(join(dir, "expected.yaml"), "utf8")) as JsonObject;
+    assert.equal(Object.keys((whole["desired"] as JsonObject)["resources"] as JsonObject).sort(), ["bucket-assets", "bucket-logs"]);
+  }
+});
+
+T("--update of a pipeline case: documents in their expected shape, a new resource whole, a gone one dropped", async () => {
+  const dir = copyCase("examples/cases/logs-exists", "upd-pipe");
+  writeFileSync(
+    join(dir, "functions.yaml"),
+    readFileSync(join(dir, "functions.yaml"), "utf8").replaceAll("../../../functions/", `${ROOT}/functions/`),
+  );
+  writeFileSync(
+    join(dir, "expected.yaml"),
+    [
+      "apiVersion: example.xfn.dev/v1alpha1",
+      "kind: XBuckets",
+      "metadata: {name: team-a}",
+      "status: {bucketCount: 3, missing: $absent}",
+      "---",
+      "apiVersion: s3.aws.upbound.io/v1beta1",
+      "kind: Bucket",
+      "metadata:",
+      "  annotations: {crossplane.io/composition-resource-name: bucket-logs}",
+      "spec: {forProvider: {region: mars-1}}",
+      "---",
+      "apiVersion: s3.aws.upbound.io/v1beta1",
+      "kind: Bucket",
+      "metadata:",
+      "  annotations: {crossplane.io/composition-resource-name: bucket-gone}",
+      "",
+    ].join("\n"),
+  );
+  assert.is((await xfnTest(dir)).code, 1);
+  assert.match((await xfnTest(dir, true)).out, /^UPDATED {2}\.$/m);
+  const docs = parseAllDocs(readFileSync(join(dir, "expected.yaml"), "utf8"));
+  assert.equal(docs[0], {
+    apiVersion: "example.xfn.dev/v1alpha1",
+    kind: "XBuckets",
+    metadata: { name: "team-a" },
+    status: { bucketCount: 2, missing: "$absent" },
+  });
+  assert.equal(docs[1], {
+    apiVersion: "s3.aws.upbound.io/v1beta1",
+    kind: "Bucket",
+    metadata: { annotations: { "crossplane.io/composition-resource-name": "bucket-logs" } },
+    spec: { forProvider: { region: "eu-west-1" } },
+  });
+  const names = docs.map(
+    (d) => ((d["metadata"] as JsonObject)["annotations"] as JsonObject | undefined)?.["crossplane.io/composition-resource-name"],
+  );
+  assert.ok(names.includes("bucket-assets"), "the resource rendered but not expected is written whole");
+  assert.not.ok(names.includes("bucket-gone"));
+  assert.is((await xfnTest(dir)).code, 0);
+});
+
 T("a pipeline case pairs documents by identity and catches a missing or extra resource", async () => {
   const dir = copyCase("examples/cases/logs-exists", "pipe");
   // Paths in functions.yaml are relative to the case; point them at the repo.
@@ -181,7 +279,8 @@ T("a function calling process.exit, or process.kill of its own process, fails it
   ] as const) {
     writeFileSync(join(dir, name, "case.yaml"), "function: ../fn.mjs\n");
     writeFileSync(join(dir, name, "request.yaml"), `meta: {tag: ${tag}}\n`);
-    writeFileSync(join(dir, name, "expected.yaml"), "meta: {tag: to-be-updated}\n");
+    // Empty: --update writes the whole result.
+    writeFileSync(join(dir, name, "expected.yaml"), name === "b-fine" ? "meta: {tag: to-be-updated}\n" : "");
   }
   // Before: the run ended at the first case with exit code 2, no summary, the second case never run.
   const updated = await run(["test", dir, "--update"]);
