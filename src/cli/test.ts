@@ -44,7 +44,8 @@ export function testCommand(): Command {
     .addOption(
       new Option(
         "--update",
-        "rewrite each failing case's expected.yaml from the actual result, in its own shape ($absent kept); an empty one gets the whole result",
+        "rewrite each failing case's expected.yaml from the actual result, in its own shape ($absent kept); " +
+          "an empty one gets the whole result",
       ).default(false),
     )
     .action(async (dir: string, flags: { update: boolean }) => {
