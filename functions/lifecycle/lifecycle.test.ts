@@ -28,7 +28,9 @@ const invalid: Record<string, { input: Record<string, unknown>; want: string }> 
   },
   WaitForWithoutPath: {
     input: { dependencies: { subnet: { waitFor: ["vpc"] } } },
-    want: 'input.dependencies.subnet.waitFor[0]: "vpc" is not resource:field.path (e.g. vpc:status.atProvider.id or xr:status.network.id)',
+    want:
+      'input.dependencies.subnet.waitFor[0]: "vpc" is not a resource\'s name then a field path ' +
+      "(e.g. vpc.status.atProvider.id, or xr.status.network.id for the XR)",
   },
   CheckWithoutFieldPath: {
     input: { readiness: { checks: { db: [{ type: "NonEmpty" }] } } },

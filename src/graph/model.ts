@@ -6,7 +6,7 @@
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { isObject } from "../json.js";
 import { deletionWaves } from "../steps/graph.js";
-import { GRAPH_CONTEXT_KEY, namedIn } from "../steps/dependencies.js";
+import { GRAPH_CONTEXT_KEY, namedIn, parseWaitFor, XR, type FieldWait } from "../steps/dependencies.js";
 
 /** State is where a composed resource is: ready, created but not ready, to be created, or held back until something it waits for. */
 export type State = "ready" | "unready" | "pending" | "waiting";
@@ -72,12 +72,16 @@ export function graphOf(xr: JsonObject, resources: readonly ResourceState[], con
       node(to);
       edges.push({ from: name, to });
     }
-    for (const w of strings(d["waitFor"])) {
-      const i = w.indexOf(":");
-      const to = w.slice(0, i);
-      if (to === "xr") continue; // a field of the XR itself: shown on the node, not as an edge
-      node(to);
-      edges.push({ from: name, to, label: w.slice(i + 1) });
+    for (const text of strings(d["waitFor"])) {
+      let w: FieldWait;
+      try {
+        w = parseWaitFor(text, `${GRAPH_CONTEXT_KEY}.${name}.waitFor`);
+      } catch {
+        continue; // the step writes only entries it parsed; anything else was not written by it
+      }
+      if (w.resource === XR) continue; // a field of the XR itself: shown on the node, not as an edge
+      node(w.resource);
+      edges.push({ from: name, to: w.resource, label: w.path });
     }
     for (const e of strings(d["waitUntil"])) {
       // An expression names the resources it reads, as the dependencies step finds them: an edge to each.

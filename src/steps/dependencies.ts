@@ -1,8 +1,8 @@
 // dependencies: create a resource only once what it needs is there.
 //
 // Per resource, `dependsOn` names resources that must be ready, and `waitFor`
-// names fields that must be non-empty, as "resource:field.path" or
-// "xr:field.path" for the XR itself. A dependency may itself be an XR (a
+// names fields that must be non-empty, as "vpc.status.atProvider.id" (or
+// "xr.status.network.id" for the XR itself), the form waits are reported in. A dependency may itself be an XR (a
 // nested composition): its status is just another observed field, so a
 // three-level nest converges as each level's status fills in, with no restart.
 //
@@ -31,7 +31,7 @@ import { checkAcyclic, type Graph } from "./graph.js";
 /** Dependency is what one resource waits for. */
 export interface Dependency {
   dependsOn?: readonly string[];
-  /** "resource:field.path" or "xr:field.path". */
+  /** "vpc.status.atProvider.id", or "xr.status.network.id" for the XR (see parseWaitFor). */
   waitFor?: readonly string[];
   /** CEL expressions that must all be true (kro's readyWhen of what it depends on, or any condition). */
   waitUntil?: readonly string[];
@@ -53,26 +53,51 @@ export const GRAPH_CONTEXT_KEY = "xfn.dev/dependencies";
 const MIN_TTL_S = 5;
 const MAX_TTL_S = 60;
 
-interface FieldWait {
+export interface FieldWait {
   resource: string;
   path: string;
 }
 
-/** parseWaitFor splits "resource:field.path", throwing with where it came from. */
+/**
+ * parseWaitFor splits a waitFor entry, throwing with where it came from. The
+ * form is the one waits are reported in: "vpc.status.atProvider.id", the
+ * resource's name up to the first "." or "[", then its field path ("xr" for
+ * the XR itself). "vpc:status.atProvider.id" is read too: the older form, and
+ * the one for a resource whose name holds a "." (a colon after a bracket is
+ * part of a key, as in metadata.annotations[example.org:x]).
+ */
 export function parseWaitFor(entry: string, where: string): FieldWait {
-  const i = entry.indexOf(":");
-  if (i <= 0 || i === entry.length - 1) {
+  const colon = typeof entry === "string" ? entry.indexOf(":") : -1;
+  let resource = "";
+  let path = "";
+  if (colon > 0 && !entry.slice(0, colon).includes("[")) {
+    resource = entry.slice(0, colon);
+    path = entry.slice(colon + 1);
+  } else if (typeof entry === "string" && colon !== 0) {
+    const i = entry.search(/[.[]/);
+    if (i > 0) {
+      resource = entry.slice(0, i);
+      path = entry[i] === "." ? entry.slice(i + 1) : entry.slice(i);
+    }
+  }
+  if (resource === "" || path === "") {
     throw new Error(
-      `${where}: ${JSON.stringify(entry)} is not resource:field.path (e.g. vpc:status.atProvider.id or xr:status.network.id)`,
+      `${where}: ${JSON.stringify(entry)} is not a resource's name then a field path ` +
+        "(e.g. vpc.status.atProvider.id, or xr.status.network.id for the XR)",
     );
   }
-  const path = entry.slice(i + 1);
   try {
     parsePath(path);
   } catch (err) {
     throw new Error(`${where}: ${(err as Error).message}`);
   }
-  return { resource: entry.slice(0, i), path };
+  return { resource, path };
+}
+
+/** formatWaitFor writes a wait as parseWaitFor reads it, and as waits are reported: "vpc.status.atProvider.id". */
+export function formatWaitFor(w: FieldWait): string {
+  if (/[.[:]/.test(w.resource)) return `${w.resource}:${w.path}`;
+  return w.path.startsWith("[") ? `${w.resource}${w.path}` : `${w.resource}.${w.path}`;
 }
 
 interface Parsed {
@@ -164,7 +189,7 @@ export function dependencies(opts: DependenciesOptions): Step {
   for (const [name, p] of parsed)
     setOwn(recorded, name, {
       ...(p.dependsOn.length ? { dependsOn: p.dependsOn } : {}),
-      ...(p.waitFor.length ? { waitFor: p.waitFor.map((w) => `${w.resource}:${w.path}`) } : {}),
+      ...(p.waitFor.length ? { waitFor: p.waitFor.map(formatWaitFor) } : {}),
       ...(p.waitUntil.length ? { waitUntil: p.waitUntil.map((e) => e.text) } : {}),
     });
 
@@ -185,7 +210,7 @@ export function dependencies(opts: DependenciesOptions): Step {
       for (const w of p.waitFor) {
         const obj = w.resource === XR ? observedXR(ctx) : observedResource(ctx, w.resource);
         if (!isNonEmpty(obj ? getValue(obj, w.path) : undefined))
-          unmet.push(`${w.resource}.${w.path}${w.resource === XR ? "" : absentHint(ctx, desired, w.resource)}`);
+          unmet.push(`${formatWaitFor(w)}${w.resource === XR ? "" : absentHint(ctx, desired, w.resource)}`);
       }
       if (p.waitUntil.length > 0) {
         vars ??= celVariables(ctx);

@@ -7,6 +7,7 @@ import { decodeRequest, encodeRequest } from "../../src/wire/codec.js";
 import { setOwn } from "../../src/own.js";
 import * as response from "../../src/sdk/response.js";
 import { dependencies, readiness } from "../../src/steps/index.js";
+import { formatWaitFor, parseWaitFor } from "../../src/steps/dependencies.js";
 import { messages, NOW, readyCondition, run } from "../support/steps.js";
 
 const D = suite("step dependencies");
@@ -46,6 +47,39 @@ D("waitFor a field of another resource, and of the XR", () => {
     desired: { subnet: {}, cluster: {} },
   });
   assert.equal(Object.keys(later.desired!.resources).sort(), ["cluster", "subnet"]);
+});
+
+D("waitFor reads the form waits are reported in; the older colon form means the same", () => {
+  // Before, "vpc.status.atProvider.id" (as a wait is printed) was refused: "is not resource:field.path".
+  for (const form of ["vpc.status.atProvider.id", "vpc:status.atProvider.id"]) {
+    const steps = [dependencies({ subnet: { waitFor: [form] } })];
+    const rsp = run(steps, { observed: { vpc: vpcBooting }, desired: { subnet: {} } });
+    assert.equal(messages(rsp, Severity.NORMAL), ["subnet: waiting for vpc.status.atProvider.id; not creating it yet"], form);
+    const waiting = (rsp.desired!.composite!.resource!["status"] as JsonObject)["waiting"] as JsonObject;
+    assert.equal((waiting["subnet"] as JsonObject)["for"], ["vpc.status.atProvider.id"]);
+    const go = run(steps, { observed: { vpc: vpcReady }, desired: { subnet: {} } });
+    assert.equal(Object.keys(go.desired!.resources), ["subnet"], form);
+  }
+});
+
+// What each entry means, and how it is written back (status, events, the graph's context): parsed again, the same.
+const waitForms: [entry: string, resource: string, path: string, printed: string][] = [
+  ["vpc.status.atProvider.id", "vpc", "status.atProvider.id", "vpc.status.atProvider.id"],
+  ["vpc:status.atProvider.id", "vpc", "status.atProvider.id", "vpc.status.atProvider.id"],
+  ["xr.status.network.id", "xr", "status.network.id", "xr.status.network.id"],
+  ["db.metadata.annotations[example.org/a.b]", "db", "metadata.annotations[example.org/a.b]", "db.metadata.annotations[example.org/a.b]"],
+  ["db.metadata.annotations[example.org:x]", "db", "metadata.annotations[example.org:x]", "db.metadata.annotations[example.org:x]"],
+  ['db["status"].id', "db", '["status"].id', 'db["status"].id'],
+  ["my.bucket:status.arn", "my.bucket", "status.arn", "my.bucket:status.arn"],
+  ["bucket-logs.status.atProvider.arn", "bucket-logs", "status.atProvider.arn", "bucket-logs.status.atProvider.arn"],
+];
+D("waitFor forms: parsed, and printed so that they parse to the same", () => {
+  for (const [entry, resource, path, printed] of waitForms) {
+    const w = parseWaitFor(entry, "w");
+    assert.equal(w, { resource, path }, entry);
+    assert.is(formatWaitFor(w), printed, entry);
+    assert.equal(parseWaitFor(printed, "w"), w, printed);
+  }
 });
 
 D("a dependency nothing composes or observes is named as such (a typo in dependsOn or waitFor shows)", () => {
@@ -134,10 +168,12 @@ D("a resource named __proto__ is recorded as waiting, and keeps when it began", 
 D("bad configuration is refused naming where", () => {
   assert.throws(
     () => dependencies({ subnet: { waitFor: ["vpc"] } }),
-    /dependencies\.subnet\.waitFor\[0\]: "vpc" is not resource:field\.path/,
+    /dependencies\.subnet\.waitFor\[0\]: "vpc" is not a resource's name then a field path \(e\.g\. vpc\.status\.atProvider\.id, or xr\.status/,
   );
-  assert.throws(() => dependencies({ subnet: { waitFor: ["vpc:"] } }), /is not resource:field\.path/);
+  for (const bad of ["vpc:", "vpc.", ".status.id", ":status.id", "[0].x"])
+    assert.throws(() => dependencies({ subnet: { waitFor: [bad] } }), /is not a resource's name then a field path/, bad);
   assert.throws(() => dependencies({ subnet: { waitFor: ["vpc:status..id"] } }), /dependencies\.subnet\.waitFor\[0\]: field path/);
+  assert.throws(() => dependencies({ subnet: { waitFor: ["vpc.status..id"] } }), /dependencies\.subnet\.waitFor\[0\]: field path/);
   assert.throws(() => dependencies({ subnet: { dependsOn: [""] } }), /dependencies\.subnet\.dependsOn\[0\] must be a resource name/);
 });
 
