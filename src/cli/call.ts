@@ -4,6 +4,7 @@ import { readFileSync } from "node:fs";
 import { Command, InvalidArgumentError, Option } from "commander";
 import { dial } from "../client/client.js";
 import { RunFunctionResponseSchema, Severity } from "../gen/fn/v1/run_function_pb.js";
+import { describeServedBy, readServedBy } from "../server/served-by.js";
 import { parseRequest } from "../testing/unit.js";
 import { messageToJson } from "../wire/protojson.js";
 
@@ -17,6 +18,7 @@ interface CallFlags {
   timeout: number;
   wait: number;
   api?: "v1" | "v1beta1";
+  debug: boolean;
 }
 
 /** callCommand builds the `call` subcommand. */
@@ -51,6 +53,11 @@ export function callCommand(): Command {
     .addOption(
       new Option("--api <version>", "call only this API version (default: v1, falling back to v1beta1)").choices(["v1", "v1beta1"]),
     )
+    .addOption(
+      new Option("-d, --debug", "say on standard error which function answered (xfn serve's module, process and start time)").default(
+        false,
+      ),
+    )
     .action(async (address: string, file: string, flags: CallFlags) => {
       try {
         const source = file === "-" ? "standard input" : file;
@@ -68,7 +75,13 @@ export function callCommand(): Command {
         });
         try {
           if (flags.wait > 0) await client.waitForReady(flags.wait * 1000);
-          const rsp = await client.run(req, { timeoutMs: flags.timeout * 1000, ...(flags.api ? { api: flags.api } : {}) });
+          let headers: Record<string, string> = {};
+          const rsp = await client.run(req, {
+            timeoutMs: flags.timeout * 1000,
+            ...(flags.api ? { api: flags.api } : {}),
+            ...(flags.debug ? { onHeaders: (h: Record<string, string>) => (headers = h) } : {}),
+          });
+          if (flags.debug) process.stderr.write(`xfn call: ${describeServedBy(readServedBy(headers))}\n`);
           process.stdout.write(JSON.stringify(messageToJson(RunFunctionResponseSchema, rsp), null, 2) + "\n");
           if (rsp.results.some((r) => r.severity === Severity.FATAL)) process.exitCode = EXIT_FATAL;
         } finally {

@@ -14,6 +14,7 @@ import { GUARD_SHARE, memoryMB, workerHeapMB } from "../server/memory.js";
 import { DEFAULT_TIMEOUT_SECONDS, DEFAULT_WORKERS } from "../server/pool.js";
 import type { ServeMetrics } from "../metrics.js";
 import type { HttpServer } from "../http.js";
+import { servedByHeaders } from "../server/served-by.js";
 import { DEFAULT_ADDRESS, serve, type RunningServer } from "../server/server.js";
 import type { WorkerData } from "../server/worker.js";
 import type { Recorder } from "../testing/record.js";
@@ -220,6 +221,7 @@ export async function startServing(source: FunctionSource, flags: ServeFlags, la
     }
     if (http && probes && !shared) httpServers.push(await http.startHttpServer(flags.healthAddress!, probes, log, "probes"));
     const fn = pooled ? null : await source.load();
+    const started = new Date();
     const memory = memoryMB();
     // A TypeScript module is compiled here, once, rather than by every worker (module/compile.ts).
     const compiled = pooled && moduleFile && isTypeScript(moduleFile) ? await compileOnce(moduleFile, label, log) : undefined;
@@ -251,6 +253,8 @@ export async function startServing(source: FunctionSource, flags: ServeFlags, la
             }
           : {}),
         timeoutMs: flags.timeout * 1000,
+        // Which function answered, for `xfn call --debug`: a stale server shows its module and age.
+        headers: servedByHeaders(moduleFile ?? label, started),
         address: flags.address ?? DEFAULT_ADDRESS,
         insecure: flags.insecure,
         ...(flags.tlsCertsDir ? { tlsCertsDir: flags.tlsCertsDir } : {}),

@@ -1,9 +1,10 @@
 // A RunFunction client, as Crossplane dials a function: v1 first, falling back
 // to v1beta1 when the server answers UNIMPLEMENTED (a function built for
 // Crossplane 1.14-1.16).
-import { Client, credentials, status as Code, type ChannelCredentials, type ServiceError } from "@grpc/grpc-js";
+import { Client, credentials, status as Code, type ChannelCredentials, type Metadata, type ServiceError } from "@grpc/grpc-js";
 import { FunctionRunnerService, type RunFunctionRequest, type RunFunctionResponse } from "../gen/fn/v1/run_function_pb.js";
 import { FunctionRunnerService as BetaFunctionRunnerService } from "../gen/fn/v1beta1/zz_generated_run_function_pb.js";
+import { setOwn } from "../own.js";
 import { installFrameDecoder } from "../server/frames.js";
 import { loadTlsFiles } from "../server/tls.js";
 import { decodeResponse, encodeRequest } from "../wire/codec.js";
@@ -22,7 +23,11 @@ export interface ClientOptions {
 
 /** FunctionClient calls one function. */
 export interface FunctionClient {
-  run(req: RunFunctionRequest, opts?: { timeoutMs?: number; api?: "v1" | "v1beta1" }): Promise<RunFunctionResponse>;
+  /** run calls the function; onHeaders is told the response headers of the call that answered (see server/served-by.ts). */
+  run(
+    req: RunFunctionRequest,
+    opts?: { timeoutMs?: number; api?: "v1" | "v1beta1"; onHeaders?: (headers: Record<string, string>) => void },
+  ): Promise<RunFunctionResponse>;
   /**
    * waitForReady resolves once the function accepts a connection, retrying
    * with gRPC's backoff (a server still starting), or rejects after waitMs.
@@ -61,6 +66,13 @@ export function tooLarge(err: ServiceError, maxRecvBytes = CROSSPLANE_RECV_BYTES
   return Object.assign(said, { code: err.code, details, metadata: err.metadata });
 }
 
+/** textHeaders are metadata's text values, the first of each (binary ones left out). */
+function textHeaders(md: Metadata): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(md.getMap())) if (typeof v === "string") setOwn(out, k, v);
+  return out;
+}
+
 /** dial returns a client for the function at address (host:port). */
 export function dial(address: string, opts: ClientOptions = {}): FunctionClient {
   // Responses are framed without keeping their chunks, as the server does (server/frames.ts).
@@ -69,9 +81,9 @@ export function dial(address: string, opts: ClientOptions = {}): FunctionClient 
     "grpc.max_receive_message_length": opts.maxRecvBytes ?? 4 * 1024 * 1024,
     ...(opts.serverName ? { "grpc.ssl_target_name_override": opts.serverName, "grpc.default_authority": opts.serverName } : {}),
   });
-  const call = (method: string, bytes: Uint8Array, timeoutMs: number) =>
+  const call = (method: string, bytes: Uint8Array, timeoutMs: number, onHeaders?: (headers: Record<string, string>) => void) =>
     new Promise<Buffer>((resolve, reject) => {
-      client.makeUnaryRequest(
+      const c = client.makeUnaryRequest(
         method,
         (b: Uint8Array) => Buffer.from(b.buffer, b.byteOffset, b.byteLength),
         (b: Buffer) => b,
@@ -79,6 +91,7 @@ export function dial(address: string, opts: ClientOptions = {}): FunctionClient 
         { deadline: Date.now() + timeoutMs },
         (err: ServiceError | null, value?: Buffer) => (err ? reject(tooLarge(err, opts.maxRecvBytes)) : resolve(value!)),
       );
+      if (onHeaders) c.on("metadata", (md: Metadata) => onHeaders(textHeaders(md)));
     });
   return {
     async run(req, o = {}) {
@@ -86,13 +99,13 @@ export function dial(address: string, opts: ClientOptions = {}): FunctionClient 
       const timeoutMs = o.timeoutMs ?? 60_000;
       let out: Buffer;
       if (o.api === "v1beta1") {
-        out = await call(path(BetaFunctionRunnerService.typeName), bytes, timeoutMs);
+        out = await call(path(BetaFunctionRunnerService.typeName), bytes, timeoutMs, o.onHeaders);
       } else {
         try {
-          out = await call(path(FunctionRunnerService.typeName), bytes, timeoutMs);
+          out = await call(path(FunctionRunnerService.typeName), bytes, timeoutMs, o.onHeaders);
         } catch (err) {
           if ((err as ServiceError).code !== Code.UNIMPLEMENTED || o.api === "v1") throw err;
-          out = await call(path(BetaFunctionRunnerService.typeName), bytes, timeoutMs);
+          out = await call(path(BetaFunctionRunnerService.typeName), bytes, timeoutMs, o.onHeaders);
         }
       }
       return decodeResponse(out);

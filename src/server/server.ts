@@ -2,6 +2,7 @@
 // and v1beta1 APIs (wire-identical, so one handler serves both), plus the gRPC
 // health service.
 import {
+  Metadata,
   Server,
   ServerCredentials,
   status as Code,
@@ -58,6 +59,12 @@ export interface ServeOptions {
   maxConcurrentStreams?: number;
   /** Run the function on worker threads (see pool.ts) instead of in this thread. */
   workers?: Pick<PoolOptions, "workers" | "script" | "workerData" | "maxHeapMB" | "memoryGuardMB" | "rss" | "slowPickupMs">;
+  /**
+   * Headers sent with every answer from the function (not with refusals), such as
+   * which function answered (SERVED_BY_HEADERS): `xfn call --debug` prints them.
+   * Values must be printable ASCII.
+   */
+  headers?: Readonly<Record<string, string>>;
   /** Told of every RunFunction call answered, refusals included (see `--metrics-address`). */
   onCall?: (code: keyof typeof Code, seconds: number) => void;
   /** Told when the pool replaces a worker. */
@@ -161,6 +168,8 @@ export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Log
   ] as const) {
     if (v !== undefined && !(Number.isInteger(v) && v > 0)) throw new Error(`${name} must be a positive whole number, got ${v}`);
   }
+
+  const headers = opts.headers ? headerMetadata(opts.headers) : undefined;
 
   const common = {
     maxConcurrency: opts.maxConcurrency ?? 16,
@@ -325,7 +334,8 @@ export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Log
           return;
         }
         handed = true;
-        ticket!.handed(); // admitted: refused calls return before onEnd can be registered
+        ticket!.handed();
+        if (headers) call.sendMetadata(headers.clone()); // admitted: refused calls return before onEnd can be registered
         handler
           // The pool applies the server's timeout itself, naming it when it ends a call.
           .handle(messages[0]!, { version, deadline, cancel, ...(!pool && readBy < callerDeadline ? { timeoutMs } : {}) })
@@ -421,6 +431,20 @@ export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Log
       return stopped;
     },
   };
+}
+
+/** headerMetadata checks response headers and makes them grpc-js metadata, once. */
+function headerMetadata(headers: Readonly<Record<string, string>>): Metadata {
+  const md = new Metadata();
+  for (const [k, v] of Object.entries(headers)) {
+    if (!/^[0-9a-z_.-]+$/.test(k) || k.startsWith("grpc-") || k.endsWith("-bin"))
+      throw new Error(
+        `response header ${JSON.stringify(k)}: a name must be lower-case letters, digits, "-", "_" or "." (not grpc-*, not *-bin)`,
+      );
+    if (!/^[\x20-\x7e]*$/.test(v)) throw new Error(`response header ${k}: ${JSON.stringify(v)} is not printable ASCII`);
+    md.set(k, v);
+  }
+  return md;
 }
 
 /**

@@ -12,7 +12,7 @@ import * as response from "../../src/sdk/response.js";
 import { rawService, serve, type RunningServer } from "../../src/server/server.js";
 import { FUNCTION_HOST, makePki, type TestPki } from "../support/certs.js";
 import { memoryLog } from "../support/log.js";
-import { freePort, run } from "../support/spawn.js";
+import { freePort, ROOT, run, startServe } from "../support/spawn.js";
 
 const Call = suite("cli: xfn call");
 
@@ -155,6 +155,28 @@ Call("falls back to v1beta1 when a server answers UNIMPLEMENTED for v1, as Cross
   } finally {
     server.forceShutdown();
   }
+});
+
+Call("--debug says which function answered: xfn serve's module, process and start time; another server says it cannot tell", async () => {
+  const s = await startServe(["functions/hello", "--insecure"]);
+  try {
+    const r = await run(["call", `127.0.0.1:${s.port}`, example, "--insecure", "--debug"]);
+    assert.is(r.code, 0, r.stderr);
+    assert.is(JSON.parse(r.stdout).meta.tag, "example-1", "the response is unchanged on standard output");
+    const m = /^xfn call: answered by xfn serve (\S+) \(pid (\d+)\), serving since (\S+) \((\d+) s ago\)$/m.exec(r.stderr);
+    assert.ok(m, r.stderr);
+    assert.is(m[1], join(ROOT, "functions/hello/index.ts"));
+    assert.is(Number(m[2]), s.child.pid);
+    assert.ok(Date.now() - Date.parse(m[3]!) < 60_000, m[3]);
+    const quiet = await run(["call", `127.0.0.1:${s.port}`, example, "--insecure"]);
+    assert.is(quiet.stderr, "", "without --debug, nothing on standard error");
+  } finally {
+    await s.stop();
+  }
+  // The in-process server here is served without headers: said so, not guessed.
+  const other = await run(["call", `127.0.0.1:${srv.port}`, example, "--insecure", "--debug"]);
+  assert.is(other.code, 0, other.stderr);
+  assert.match(other.stderr, /^xfn call: the server did not say which function answered: it is not xfn serve/m);
 });
 
 Call.run();
