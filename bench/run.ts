@@ -5,7 +5,10 @@
 // what is observed, keep external names, mark readiness) in its own thread,
 // xfn running it on worker threads (xfn-pool, what `xfn serve` does by
 // default), the same function on @crossplane-org/function-sdk-typescript
-// (the peer), a floor (bare grpc-js that moves the bytes and echoes the tag),
+// (the peer), the same function in Go as function-sdk-go builds one (go:
+// grpc-go, generated types, structpb to and from maps; bench/go/main.go, built
+// from Debian's packages by bench/go.ts), a floor (bare grpc-js that moves the
+// bytes and echoes the tag),
 // and send-floor (bare grpc-js answering with xfn's response bytes, made ahead
 // of time: what moving the response alone costs). A seeded load generator
 // sends the same request bytes to each, at N = 1, 10, 100, 1000 composed
@@ -13,7 +16,7 @@
 // p50/p99 latency, req/s, server CPU ms per request and peak RSS. Every
 // server's responses are verified, so a fast wrong answer cannot win. Results
 // go to stdout, bench/RESULTS.md and --json FILE (xfn, peer and floor only).
-import { fork, type ChildProcess } from "node:child_process";
+import { fork, spawn, type ChildProcess } from "node:child_process";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { cpus, totalmem } from "node:os";
@@ -21,10 +24,11 @@ import { join } from "node:path";
 import { fromBinary } from "@bufbuild/protobuf";
 import { Client, credentials, type ServiceError } from "@grpc/grpc-js";
 import { Ready, RunFunctionResponseSchema } from "../src/gen/fn/v1/run_function_pb.js";
+import { buildGoFunction, procUsage } from "./go.js";
 import { request } from "./workload.js";
 
-type Kind = "xfn" | "xfn-pool" | "peer" | "floor" | "send-floor";
-const KINDS: Kind[] = ["xfn", "xfn-pool", "peer", "floor", "send-floor"];
+type Kind = "xfn" | "xfn-pool" | "peer" | "go" | "floor" | "send-floor";
+const KINDS: Kind[] = ["xfn", "xfn-pool", "peer", "go", "floor", "send-floor"];
 const args = process.argv.slice(2);
 const quick = args.includes("--quick");
 const jsonOut = args.includes("--json") ? args[args.indexOf("--json") + 1] : undefined;
@@ -62,7 +66,10 @@ const freePort = () =>
     });
   });
 
-function ask(child: ChildProcess): Promise<{ cpuMicros: number; maxRssKiB: number }> {
+function ask(r: Running): Promise<{ cpuMicros: number; maxRssKiB: number }> {
+  // The Go server is not a Node process: its usage is read from /proc, as the kernel counts it.
+  if (r.kind === "go") return Promise.resolve(procUsage(r.child.pid!));
+  const child = r.child;
   return new Promise((resolve) => {
     const on = (m: { cpuMicros?: number; maxRssKiB: number }) => {
       if (m.cpuMicros === undefined) return;
@@ -76,6 +83,7 @@ function ask(child: ChildProcess): Promise<{ cpuMicros: number; maxRssKiB: numbe
 
 async function start(kind: Kind): Promise<Running> {
   const port = await freePort();
+  if (kind === "go") return startGo(port);
   const child = fork(join(import.meta.dirname, "server.ts"), [kind, String(port)], {
     execArgv: ["--import", "tsx"],
     stdio: ["ignore", "ignore", "inherit", "ipc"],
@@ -84,11 +92,24 @@ async function start(kind: Kind): Promise<Running> {
     child.once("message", () => resolve());
     child.once("exit", (code) => reject(new Error(`${kind} server exited with ${code}`)));
   });
-  const client = new Client(`127.0.0.1:${port}`, credentials.createInsecure(), {
+  return { kind, child, client: clientFor(port), port };
+}
+
+const clientFor = (port: number) =>
+  new Client(`127.0.0.1:${port}`, credentials.createInsecure(), {
     "grpc.max_receive_message_length": 16 * 1024 * 1024,
     "grpc.max_send_message_length": 16 * 1024 * 1024,
   });
-  return { kind, child, client, port };
+
+async function startGo(port: number): Promise<Running> {
+  const child = spawn(buildGoFunction(), ["-address", `127.0.0.1:${port}`], { stdio: ["ignore", "pipe", "inherit"] });
+  await new Promise<void>((resolve, reject) => {
+    child.stdout!.on("data", (d: Buffer) => {
+      if (d.toString().includes("listening")) resolve();
+    });
+    child.once("exit", (code) => reject(new Error(`go server exited with ${code}`)));
+  });
+  return { kind: "go", child, client: clientFor(port), port };
 }
 
 function call(r: Running, bytes: Uint8Array): Promise<Buffer> {
@@ -167,17 +188,17 @@ async function main(): Promise<void> {
           // Alternate the order each round so no server always runs first.
           const order = round % 2 === 0 ? servers : [...servers].reverse();
           for (const s of order) {
-            const before = await ask(s.child);
+            const before = await ask(s);
             const t = performance.now();
             await batch(s, bytes, per, c, lat.get(s.kind)!);
             wall.set(s.kind, wall.get(s.kind)! + (performance.now() - t));
-            const after = await ask(s.child);
+            const after = await ask(s);
             cpu.set(s.kind, cpu.get(s.kind)! + (after.cpuMicros - before.cpuMicros));
           }
         }
         for (const s of servers) {
           const l = lat.get(s.kind)!;
-          const usage = await ask(s.child);
+          const usage = await ask(s);
           rows.push({
             server: s.kind,
             n,
@@ -222,8 +243,8 @@ async function main(): Promise<void> {
       `| ${r.n} | ${r.c} | ${r.server} | ${r.p50Ms} | ${r.p99Ms} | ${r.rps} | ${r.cpuMsPerReq} | ${r.peakRssMiB} | ${r.verified} |`,
     );
   const ratios: string[] = [
-    "| N | c | xfn/floor CPU | peer/xfn CPU | xfn p99 / peer p99 | xfn/send-floor CPU | xfn-pool/send-floor CPU | peer/xfn-pool CPU |",
-    "|---:|---:|---:|---:|---:|---:|---:|---:|",
+    "| N | c | xfn/floor CPU | peer/xfn CPU | xfn p99 / peer p99 | xfn/send-floor CPU | xfn-pool/send-floor CPU | peer/xfn-pool CPU | go/xfn CPU | go/xfn-pool CPU | xfn p99 / go p99 |",
+    "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
   ];
   for (const n of NS) {
     for (const c of CS) {
@@ -232,21 +253,23 @@ async function main(): Promise<void> {
       const f = get("floor", n, c);
       const sf = get("send-floor", n, c);
       const xp = get("xfn-pool", n, c);
+      const g = get("go", n, c);
       ratios.push(
-        `| ${n} | ${c} | ${r2(x.cpuMsPerReq / f.cpuMsPerReq)} | ${r2(p.cpuMsPerReq / x.cpuMsPerReq)} | ${r2(x.p99Ms / p.p99Ms)} | ${r2(x.cpuMsPerReq / sf.cpuMsPerReq)} | ${r2(xp.cpuMsPerReq / sf.cpuMsPerReq)} | ${r2(p.cpuMsPerReq / xp.cpuMsPerReq)} |`,
+        `| ${n} | ${c} | ${r2(x.cpuMsPerReq / f.cpuMsPerReq)} | ${r2(p.cpuMsPerReq / x.cpuMsPerReq)} | ${r2(x.p99Ms / p.p99Ms)} | ${r2(x.cpuMsPerReq / sf.cpuMsPerReq)} | ${r2(xp.cpuMsPerReq / sf.cpuMsPerReq)} | ${r2(p.cpuMsPerReq / xp.cpuMsPerReq)} | ${r2(g.cpuMsPerReq / x.cpuMsPerReq)} | ${r2(g.cpuMsPerReq / xp.cpuMsPerReq)} | ${r2(x.p99Ms / g.p99Ms)} |`,
       );
     }
   }
   const secs = Math.round((Date.now() - started) / 1000);
   const table = `${lines.join("\n")}\n\nRatios (same run):\n\n${ratios.join("\n")}\n`;
   process.stdout.write(`\n${table}\nLarge request: ${large}\nTook ${secs} s (${quick ? "quick" : "full"}).\n`);
-  // The JSON holds the three servers the issue names; send-floor and xfn-pool are explanation, in the tables only.
+  // The JSON holds xfn, the two peers and the floor; send-floor and xfn-pool are explanation, in the tables only.
   if (jsonOut)
     writeFileSync(jsonOut, JSON.stringify({ results: rows.filter((r) => r.server !== "send-floor" && r.server !== "xfn-pool") }, null, 2));
   const caveats = [
     `Machine: ${cpus().length} cores (${cpus()[0]?.model ?? "?"}), ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}; shared and noisy, so compare ratios from one run, not absolute numbers across runs.`,
     "Each server runs in its own process; the load generator runs in another and shares the 2 cores with them, so at c=16 latency includes queueing behind the generator.",
     "xfn runs the function in the server's own thread (`--workers 1`); xfn-pool as `xfn serve` does by default, on a pool of worker threads (one per core plus one), its CPU counted over all its threads.",
+    "go is the bench function in Go as function-sdk-go builds one: grpc-go, types generated by protoc-gen-go and protoc-gen-go-grpc, resources to and from maps with structpb's AsMap and NewStruct (function-sdk-go's own helpers go through JSON, which costs more: this is the cheaper Go). Its CPU is read from /proc in clock ticks (1/100 s), summed over each cell's batches; its GC runs on every core, as Go's does by default.",
     "send-floor is a bare grpc-js server that answers with the bytes of xfn's response to the same request (worked out once per N, before measuring): what moving this request in and this response out costs any server, before any work.",
     "CPU is the server process's user+system time over the measured batches divided by requests (warm-up excluded); peak RSS is the process's maximum resident set so far (the large request is sent after all cells, so it is not in these figures).",
     `Counts per cell: ${JSON.stringify(COUNT)}, in ${ROUNDS} alternating batches per server.`,
