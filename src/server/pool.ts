@@ -167,9 +167,11 @@ export interface Pool extends Handler {
   close(): Promise<void>;
   /** Workers that have loaded the function and take calls (not ended, not being replaced). */
   ready(): number;
+  /** Resolves once every worker of the start has loaded the function (or failed to, and is being retried). */
+  readonly allReady: Promise<void>;
 }
 
-/** startPool starts the workers and resolves once every one has loaded the function. */
+/** startPool starts the workers and resolves once the first has loaded the function (see WorkerPool.start). */
 export async function startPool(opts: PoolOptions, log: Logger): Promise<Pool> {
   if (!(Number.isInteger(opts.workers) && opts.workers >= 1))
     throw new Error(`--workers must be a whole number of at least 1, got ${opts.workers}`);
@@ -210,28 +212,46 @@ class WorkerPool implements Pool {
     this.busy = refusals(log, opts.refusedReportMs ?? REFUSED_REPORT_MS);
   }
 
-  /** start brings every worker up; if one cannot load the function, it ends the others and rejects with why. */
+  /**
+   * start brings the first worker up and resolves: the server can answer once
+   * one worker has loaded the function, and the others start behind it (calls
+   * meanwhile go to the ones ready). If the first cannot load the function,
+   * start ends the others and rejects with why; one of the others that cannot
+   * start is retried as a replacement is.
+   */
   async start(): Promise<void> {
     const { opts } = this;
     try {
-      await Promise.all(Array.from({ length: opts.workers }, (_, i) => this.spawn(this.lanes && i === 0)));
+      await this.spawn(this.lanes);
     } catch (err) {
       this.closing = true;
       await Promise.all([...this.all].map((w) => w.terminate()));
       throw err;
     }
-    this.log.info(
-      {
-        workers: opts.workers,
-        ...(opts.maxHeapMB ? { maxWorkerHeapMB: opts.maxHeapMB } : {}),
-        ...(opts.memoryGuardMB ? { memoryGuardMB: opts.memoryGuardMB } : {}),
-        timeoutSeconds: opts.timeoutMs / 1000,
-        ...(this.lanes ? { keptForSmallCalls: 1, smallCallBytes: SMALL_CALL_BYTES } : {}),
-      },
-      "function workers ready",
-    );
+    const rest = Array.from({ length: opts.workers - 1 }, () => this.spawn(false));
+    this.allReady = Promise.allSettled(rest).then((results) => {
+      if (this.closing) return;
+      for (const r of results) {
+        if (r.status === "fulfilled") continue;
+        this.log.error({ err: (r.reason as Error).message }, "cannot start a worker; retrying");
+        this.respawn(false, 1);
+      }
+      this.log.info(
+        {
+          workers: opts.workers,
+          ...(opts.maxHeapMB ? { maxWorkerHeapMB: opts.maxHeapMB } : {}),
+          ...(opts.memoryGuardMB ? { memoryGuardMB: opts.memoryGuardMB } : {}),
+          timeoutSeconds: opts.timeoutMs / 1000,
+          ...(this.lanes ? { keptForSmallCalls: 1, smallCallBytes: SMALL_CALL_BYTES } : {}),
+        },
+        "function workers ready",
+      );
+    });
     if (opts.memoryGuardMB) this.guard = guardMemory(opts.memoryGuardMB, opts.rss ?? process.memoryUsage.rss, this.slots, this.log);
   }
+
+  /** allReady resolves once every worker of the first start has loaded the function (or failed to and is being retried). */
+  allReady: Promise<void> = Promise.resolve();
 
   async handle(bytes: Uint8Array, call: CallInfo): Promise<HandlerResult> {
     const { opts, queue } = this;

@@ -51,6 +51,8 @@ async function start(
     },
     mem.log,
   );
+  // The server answers once one worker is up; these tests are about the pool at full strength.
+  await until("every worker up", () => mem.lines().some((l) => l.msg === "function workers ready"));
   return { srv, mem };
 }
 
@@ -278,6 +280,7 @@ P("calls placed in one tick spread over the workers: each counts on its worker b
     },
     mem.log,
   );
+  await pool.allReady;
   try {
     // Four large calls at once (a burst of streams read from one socket read): two on each lower-priority worker.
     // They all went to one worker when a call was counted on its worker only after an await.
@@ -802,6 +805,39 @@ P("in process (no workers), the server's timeout also ends a call that never set
   } finally {
     c.close();
     await srv.stop(100);
+  }
+});
+
+P("the server answers once the first worker is up; the others start behind it", async () => {
+  const mem = memoryLog();
+  const srv = await serve(
+    null,
+    {
+      address: "127.0.0.1:0",
+      insecure: true,
+      workers: {
+        workers: 3,
+        script: SCRIPT,
+        workerData: { xfnWorker: true, module: MODULE, label: "misbehave", debug: false, maxResponseBytes: 4 << 20 },
+      },
+    },
+    mem.log,
+  );
+  const c = rawClient(srv.port);
+  try {
+    // Listening, and not yet at full strength: before, serve resolved only once all three had loaded the function.
+    assert.not.ok(
+      mem.lines().some((l) => l.msg === "function workers ready"),
+      "serve waited for every worker",
+    );
+    assert.match((await c.run(call("ok"))).results[0]!.message, /^ran ok/);
+    assert.is(srv.notReady(), undefined);
+    await until("every worker up", () => mem.lines().some((l) => l.msg === "function workers ready" && l["workers"] === 3));
+    const threads = new Set((await Promise.all(Array.from({ length: 4 }, () => c.run(busy(200))))).map(threadOf));
+    assert.ok(threads.size >= 2, "calls reach the workers that started later");
+  } finally {
+    c.close();
+    await srv.stop(1000);
   }
 });
 
