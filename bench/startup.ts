@@ -1,18 +1,29 @@
 // Start-up of the xfn command, timed as a user feels it: wall-clock time of
-// whole processes (--help, render, test; serve until it listens), over several
-// runs that alternate between variants, with the median quoted and ratios
-// taken from the same run. Writes the "Start-up" section of bench/RESULTS.md.
+// whole processes (--help, render, test; serve until it listens, and until it
+// answers its first call), over several runs that alternate between
+// variants, with the median quoted and ratios taken from the same run. Beside
+// xfn's first answers (a .ts module under `xfn serve`, and the bundle `xfn
+// package` makes, as the function image runs it, both with the default
+// workers), the same for a Go function built as function-sdk-go builds one
+// (bench/go/main.go) and for the TypeScript SDK (bench/sdk-function.mjs).
+// Writes the "Start-up" section of bench/RESULTS.md.
 //
 //   node --import tsx bench/startup.ts [--base REV] [--runs N]
 //
 // --base REV adds a variant: the xfn of that git revision (checked out into
 // .tmp/, sharing this node_modules), to measure a change side by side.
 import { spawn, spawnSync } from "node:child_process";
-import { existsSync, symlinkSync } from "node:fs";
+import { existsSync, readFileSync, symlinkSync } from "node:fs";
+import { connect, createServer } from "node:net";
 import { cpus } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
+import { Client, credentials, type ServiceError } from "@grpc/grpc-js";
+import { encodeRequest } from "../src/wire/codec.js";
+import { parseRequest } from "../src/testing/unit.js";
+import { buildGoFunction } from "./go.js";
 import { flag, writeSection } from "./results.js";
+import { request as benchRequest } from "./workload.js";
 
 const ROOT = join(import.meta.dirname, "..");
 const RUNS = flag("--runs", 7);
@@ -46,6 +57,12 @@ interface Task {
   args: string[];
   /** until: the process is timed until its output matches (then stopped), not until it exits. */
   until?: RegExp;
+  /** answer: the process (args with PORT replaced) is timed until it answers this RunFunctionRequest. */
+  answer?: Uint8Array;
+  /** cmd: run this program instead of `node <xfn>` (a peer: not run per variant). */
+  cmd?: string;
+  /** bundled: run `node <the variant's bundle of functions/hello>` instead of `node <xfn>`. */
+  bundled?: boolean;
 }
 
 const tasks: Task[] = [
@@ -64,7 +81,116 @@ const tasks: Task[] = [
   { name: "xfn host --help (loads no client-node)", args: ["host", "--help"] },
 ];
 
+// First answers: each server started on a free port, called once it accepts connections.
+const helloRequest = encodeRequest(parseRequest(readFileSync(join(ROOT, "functions/hello/example/request.yaml"), "utf8"), "request.yaml"));
+tasks.push(
+  {
+    name: "xfn serve functions/hello (.ts), first answer",
+    args: ["serve", "functions/hello", "--insecure", "--address", "127.0.0.1:PORT"],
+    answer: helloRequest,
+  },
+  {
+    name: "the bundle (xfn package functions/hello), first answer",
+    bundled: true,
+    args: ["--insecure", "--address", "127.0.0.1:PORT"],
+    answer: helloRequest,
+  },
+  {
+    name: "Go function (grpc-go, generated types), first answer",
+    cmd: buildGoFunction(),
+    args: ["-address", "127.0.0.1:PORT"],
+    answer: benchRequest(1),
+  },
+  {
+    name: "TypeScript SDK function, first answer",
+    cmd: process.execPath,
+    args: [join(ROOT, "bench/sdk-function.mjs"), "PORT"],
+    answer: benchRequest(1),
+  },
+);
+
+const bundles = new Map<Variant, string>();
+/** bundleOf bundles functions/hello with a variant's xfn package, as the function image holds it (once per variant). */
+function bundleOf(v: Variant): string {
+  const known = bundles.get(v);
+  if (known) return known;
+  const out = join(ROOT, ".tmp", `startup-bundle-${variants.indexOf(v)}`);
+  const r = spawnSync(process.execPath, [v.bin, "package", "functions/hello", "-o", out], { cwd: v.cwd, encoding: "utf8" });
+  if (r.status !== 0) throw new Error(`${v.name}: cannot package functions/hello: ${r.stderr}`);
+  bundles.set(v, join(out, "function.mjs"));
+  return join(out, "function.mjs");
+}
+
+const freePort = () =>
+  new Promise<number>((resolve) => {
+    const s = createServer();
+    s.listen(0, "127.0.0.1", () => {
+      const p = (s.address() as { port: number }).port;
+      s.close(() => resolve(p));
+    });
+  });
+
+/** accepting resolves once something accepts a TCP connection on port (polled every 2 ms). */
+async function accepting(port: number, give: () => boolean): Promise<void> {
+  for (;;) {
+    if (give()) throw new Error("the server ended before it listened");
+    const ok = await new Promise<boolean>((r) => {
+      const s = connect(port, "127.0.0.1");
+      s.once("connect", () => (s.destroy(), r(true)));
+      s.once("error", () => r(false));
+    });
+    if (ok) return;
+    await new Promise((r) => setTimeout(r, 2));
+  }
+}
+
+/** firstAnswer calls the server on port until it answers (an error from a server still starting is retried). */
+async function firstAnswer(port: number, bytes: Uint8Array): Promise<void> {
+  const client = new Client(`127.0.0.1:${port}`, credentials.createInsecure());
+  try {
+    for (let tries = 0; ; tries++) {
+      const err = await new Promise<ServiceError | null>((resolve) =>
+        client.makeUnaryRequest(
+          "/apiextensions.fn.proto.v1.FunctionRunnerService/RunFunction",
+          (b: Uint8Array) => Buffer.from(b),
+          (b: Buffer) => b,
+          bytes,
+          { deadline: Date.now() + 10_000 },
+          (e: ServiceError | null) => resolve(e),
+        ),
+      );
+      if (!err) return;
+      if (tries > 100) throw err;
+      await new Promise((r) => setTimeout(r, 2));
+    }
+  } finally {
+    client.close();
+  }
+}
+
+async function timeAnswer(v: Variant, t: Task): Promise<number> {
+  const port = await freePort();
+  const args = t.args.map((a) => a.replace("PORT", String(port)));
+  const argv = t.cmd ? args : [t.bundled ? bundleOf(v) : v.bin, ...args];
+  const started = performance.now();
+  const child = spawn(t.cmd ?? process.execPath, argv, { cwd: v.cwd, stdio: ["ignore", "ignore", "pipe"] });
+  let out = "";
+  let ended = false;
+  child.stderr.on("data", (d: Buffer) => (out += d));
+  child.once("exit", () => (ended = true));
+  try {
+    await accepting(port, () => ended);
+    await firstAnswer(port, t.answer!);
+    return performance.now() - started;
+  } catch (err) {
+    throw new Error(`${t.name}: ${(err as Error).message}\n${out}`);
+  } finally {
+    child.kill("SIGKILL");
+  }
+}
+
 function timeOnce(v: Variant, t: Task): Promise<number> {
+  if (t.answer) return timeAnswer(v, t);
   const argv = t.args.length === 0 ? ["-e", ""] : [v.bin, ...t.args];
   return new Promise((resolve, reject) => {
     const started = performance.now();
@@ -101,7 +227,7 @@ const r2 = (x: number) => Math.round(x * 100) / 100;
 const rows: string[] = [];
 for (const t of tasks) {
   const times = new Map<string, number[]>(variants.map((v) => [v.name, []]));
-  const runVariants = t.args.length === 0 ? variants.slice(0, 1) : variants;
+  const runVariants = t.args.length === 0 || t.cmd ? variants.slice(0, 1) : variants;
   for (const v of runVariants) await timeOnce(v, t); // warm-up: disk cache, tsx cache
   for (let i = 0; i < RUNS; i++) for (const v of runVariants) times.get(v.name)!.push(await timeOnce(v, t));
   const mine = median(times.get(variants[0]!.name)!);
@@ -110,7 +236,7 @@ for (const t of tasks) {
     const m = median(ts);
     const ratio = v === variants[0] ? "" : `${r2(m / mine)}`;
     rows.push(
-      `| ${t.name} | ${t.args.length === 0 ? "node -e ''" : v.name} | ${r0(m)} | ${r0(Math.min(...ts))} | ${r0(Math.max(...ts))} | ${ratio} |`,
+      `| ${t.name} | ${t.args.length === 0 ? "node -e ''" : t.cmd ? "peer" : v.name} | ${r0(m)} | ${r0(Math.min(...ts))} | ${r0(Math.max(...ts))} | ${ratio} |`,
     );
   }
   process.stdout.write(`${t.name}: ${r0(mine)} ms\n`);
@@ -119,7 +245,7 @@ for (const t of tasks) {
 const section = [
   "## Start-up",
   "",
-  `Run: \`node --import tsx bench/startup.ts${base ? ` --base ${base}` : ""}\` on ${new Date().toISOString().slice(0, 10)}; ${RUNS} runs per cell after one warm-up, variants alternating. Wall-clock ms of the whole process (serve: until it logs its port).`,
+  `Run: \`node --import tsx bench/startup.ts${base ? ` --base ${base}` : ""}\` on ${new Date().toISOString().slice(0, 10)}; ${RUNS} runs per cell after one warm-up, variants alternating. Wall-clock ms of the whole process (serve: until it logs its port; first answer: from spawning the server until its first RunFunction answer, polling its port every 2 ms, default workers for xfn; the Go function and the TypeScript SDK answer the bench request at N = 1, xfn functions/hello's example).`,
   "",
   "| command | variant | median ms | min | max | variant / this build |",
   "|---|---|---:|---:|---:|---:|",
