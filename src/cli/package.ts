@@ -86,6 +86,8 @@ export async function packageFunction(opts: PackageOptions): Promise<PackageResu
     format: "esm",
     target: "node20",
     outfile: join(out, "function.mjs"),
+    // esbuild compiles a TypeScript module for `xfn serve <file>`; a bundle has its function built in and never does.
+    external: ["esbuild"],
     // In this repository, `import ... from "xfn-runtime"` must bundle the same sources as the entry.
     conditions: fromSource ? ["xfn-source"] : [],
     // CommonJS dependencies (grpc-js, pino) call require() for Node built-ins.

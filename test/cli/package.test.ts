@@ -1,11 +1,11 @@
 // xfn package: what it refuses, with a clear error and exit code 1 (a bundle
 // that starts and answers is test/packages.test.ts and test/adopt.test.ts).
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
-import { run } from "../support/spawn.js";
+import { ROOT, run } from "../support/spawn.js";
 
 const K = suite("cli: xfn package");
 let scratch: string;
@@ -39,5 +39,16 @@ for (const [name, tc] of Object.entries(cases)) {
     assert.ok(existsSync(join(scratch, "fn", "keep.txt")), "nothing of the function's folder was removed");
   });
 }
+
+K("a bundle holds what its function uses: no CEL library for a function without CEL steps, no esbuild", async () => {
+  const out = join(scratch, "hello-out");
+  const r = await run(["package", join(ROOT, "functions/hello"), "--out", out]);
+  assert.is(r.code, 0, r.stderr);
+  const text = readFileSync(join(out, "function.mjs"), "utf8");
+  assert.ok(text.includes("// node_modules/@grpc/grpc-js/"), "the server is in the bundle");
+  // Left in by every module's top-level code until package.json said "sideEffects": false.
+  assert.not.ok(text.includes("// node_modules/@marcbachmann/cel-js/"), "cel-js is bundled, though hello uses no CEL");
+  assert.not.ok(text.includes("// node_modules/esbuild/"), "esbuild's JavaScript is bundled, though a bundle never compiles");
+});
 
 K.run();
