@@ -425,6 +425,8 @@ Cli(
     try {
       const share = workerHeapMB({ workers: 2, maxConcurrency: 16, maxQueue: 128, maxRecvMB: 4, memoryMB: memoryMB().mb }).mb;
       const guard = Math.floor(GUARD_SHARE * memoryMB().mb);
+      // Logged once the last worker is up, after the server listens.
+      await until("every worker up", () => byDefault.output().includes("function workers ready"));
       assert.match(byDefault.output(), new RegExp(`"workers":2,"maxWorkerHeapMB":${share},"memoryGuardMB":${guard},`));
     } finally {
       await byDefault.stop();
@@ -435,6 +437,7 @@ Cli(
     ]) {
       const g = await startServe([mod, "--insecure", "--workers", "2", "--memory-guard", guard!]);
       try {
+        await until("every worker up", () => g.output().includes("function workers ready"));
         assert.match(g.output(), new RegExp(shown!), `--memory-guard ${guard}`);
       } finally {
         await g.stop();
