@@ -27,6 +27,7 @@ execFileSync(
   ],
   { cwd: root, stdio: "inherit" },
 );
+execFileSync(process.execPath, [join(root, "scripts/bundle-runtime.mjs"), next], { cwd: root, stdio: "inherit" });
 const lib = join(root, "lib");
 if (existsSync(lib)) renameSync(lib, old);
 renameSync(next, lib);

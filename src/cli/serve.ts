@@ -231,8 +231,10 @@ export async function startServing(source: FunctionSource, flags: ServeFlags, la
       debug: flags.debug,
       maxResponseBytes: DEFAULT_MAX_RESPONSE_BYTES,
       ...(moduleFile ? { module: moduleFile } : {}),
-      ...(compiled ? { compiled: compiled.url, compiledNeedsTypeScript: compiled.needsTypeScript } : {}),
+      ...(compiled && !compiled.script ? { compiled: compiled.url, compiledNeedsTypeScript: compiled.needsTypeScript } : {}),
     };
+    // Compiled against the worker runtime, the workers start from it (compile.ts) instead of worker-entry.
+    const script = compiled?.script ? new URL(compiled.script) : source.worker.script;
     // Loaded only when asked for: it brings a YAML writer a server has no other use for.
     recorder = flags.recordDir
       ? (await import("../testing/record.js")).createRecorder(resolve(flags.recordDir), moduleFile ?? label, log)
@@ -245,7 +247,7 @@ export async function startServing(source: FunctionSource, flags: ServeFlags, la
           ? {
               workers: {
                 workers: flags.workers,
-                script: source.worker.script,
+                script,
                 workerData,
                 maxHeapMB: workerHeap(flags, memory, log),
                 memoryGuardMB: flags.memoryGuard ?? Math.floor(GUARD_SHARE * memory.mb),
@@ -309,9 +311,17 @@ export async function startServing(source: FunctionSource, flags: ServeFlags, la
 /** compileOnce compiles a TypeScript module for the workers, its errors named as loading it would name them. */
 async function compileOnce(file: string, label: string, log: Logger) {
   const started = performance.now();
-  const { compileModule } = await import("../module/compile.js");
+  const { compileModule, workerScript } = await import("../module/compile.js");
   try {
-    const compiled = await compileModule(file);
+    // Against the worker runtime bundle when it is built (lib/worker-runtime.mjs): the workers' whole script.
+    const worker = workerScript(label);
+    let compiled = await compileModule(file, undefined, worker ? { worker } : {});
+    // A package that resolves to TypeScript (under a condition such as xfn-source) needs tsx in the worker,
+    // which only the plain worker script registers: the module alone, then, as worker-entry imports it.
+    if (compiled.script && compiled.needsTypeScript) {
+      compiled.dispose();
+      compiled = await compileModule(file);
+    }
     process.once("exit", compiled.dispose);
     log.debug(
       { ms: Math.round(performance.now() - started), file: fileURLToPath(compiled.url) },

@@ -6,7 +6,10 @@
 // code is as it is"). Here the server's thread bundles the module's own files
 // with esbuild (tsx's compiler) into one ES module, written to a folder of its
 // own under the system's temporary folder (removed when the server exits), and
-// each worker imports that.
+// each worker imports that. With the worker runtime built (lib/worker-runtime.mjs,
+// server/worker-runtime.ts), the compiled module's imports of this very
+// xfn-runtime load that one bundled file, and a script beside it starts each
+// worker from the runtime instead of from lib/server/worker-entry.js.
 //
 // What the module sees is what it sees under tsx:
 // - packages (xfn-runtime above all) stay imports, resolved where the module
@@ -17,11 +20,11 @@
 //   works, from the module's folder;
 // - stack traces name the source files and lines (an inline source map, and
 //   source maps turned on in the worker, as tsx turns them on).
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { basename, dirname, extname, isAbsolute, join, resolve } from "node:path";
-import { pathToFileURL } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import { isTypeScript } from "./load.js";
 
 /** Compiled is a module ready for workers: its URL, and whether its imports need TypeScript too. */
@@ -31,6 +34,8 @@ export interface Compiled {
   dispose(): void;
   /** An import resolved to a TypeScript file (this repository's own tests, run from src/): the worker registers tsx as well. */
   needsTypeScript: boolean;
+  /** With compileModule's worker option: the workers' script (the worker runtime, then this module), instead of worker-entry. */
+  script?: string;
 }
 
 /** conditions are the module conditions Node runs with (--conditions / -C, on the command line or in NODE_OPTIONS). */
@@ -52,11 +57,12 @@ export function nodeConditions(argv = process.execArgv, options = process.env["N
  * (Node's own, by default). A compile error is thrown with
  * esbuild's words (file, line, column and what is wrong).
  */
-export async function compileModule(file: string, conditions = nodeConditions()): Promise<Compiled> {
+export async function compileModule(file: string, conditions = nodeConditions(), opts: { worker?: WorkerScript } = {}): Promise<Compiled> {
   const { build } = await import("esbuild");
   let needsTypeScript = false;
   const entryDir = dirname(file);
   const entryUrl = pathToFileURL(file).href;
+  const worker = opts.worker;
   const result = await build({
     entryPoints: [file],
     absWorkingDir: entryDir,
@@ -81,10 +87,12 @@ export async function compileModule(file: string, conditions = nodeConditions())
           // Packages (bare specifiers, node: builtins) stay imports, pinned to the file Node would load.
           b.onResolve({ filter: /^[^./]/ }, async (args) => {
             if (args.pluginData === "xfn-inner" || isAbsolute(args.path)) return undefined;
-            if (args.path.startsWith("node:")) return { path: args.path, external: true };
+            if (args.path.startsWith("node:") || args.path.startsWith("file:")) return { path: args.path, external: true };
             const r = await b.resolve(args.path, { kind: args.kind, resolveDir: args.resolveDir, pluginData: "xfn-inner" });
             if (r.errors.length > 0) return { errors: r.errors };
             if (r.external || !isAbsolute(r.path)) return { path: args.path, external: true };
+            // This very xfn-runtime, for a worker: the runtime bundle, the one copy the worker loads.
+            if (worker && worker.index.includes(r.path)) return { path: worker.runtime, external: true };
             if (isTypeScript(r.path)) needsTypeScript = true;
             return { path: pathToFileURL(r.path).href, external: true };
           });
@@ -123,7 +131,49 @@ export async function compileModule(file: string, conditions = nodeConditions())
   const folder = mkdtempSync(join(tmpdir(), "xfn-compiled-"));
   const out = join(folder, `${basename(file)}.mjs`);
   writeFileSync(out, code);
-  return { url: pathToFileURL(out).href, needsTypeScript, dispose: () => rmSync(folder, { recursive: true, force: true }) };
+  const url = pathToFileURL(out).href;
+  let script: string | undefined;
+  if (worker) {
+    // The workers' script: source maps on before anything loads, then the runtime starts the worker and imports the module.
+    script = join(folder, "worker.mjs");
+    writeFileSync(
+      script,
+      [
+        "process.setSourceMapsEnabled(true);",
+        `const { startWorker, loadImported } = await import(${JSON.stringify(worker.runtime)});`,
+        `await startWorker(() => loadImported(${JSON.stringify(worker.label)}, () => import(${JSON.stringify(url)})));`,
+        "",
+      ].join("\n"),
+    );
+  }
+  return {
+    url,
+    needsTypeScript,
+    ...(script ? { script: pathToFileURL(script).href } : {}),
+    dispose: () => rmSync(folder, { recursive: true, force: true }),
+  };
+}
+
+/**
+ * WorkerScript asks compileModule for a pool worker's script too: runtime is
+ * the worker runtime bundle's URL (lib/worker-runtime.mjs, see
+ * server/worker-runtime.ts), index the files of the xfn-runtime it was built
+ * from (lib/index.js, src/index.ts): an import of xfn-runtime that resolves to
+ * one of them is the bundle; one that resolves to another copy of xfn stays
+ * as it is. label names the module in errors.
+ */
+export interface WorkerScript {
+  runtime: string;
+  index: readonly string[];
+  label: string;
+}
+
+/** workerScript is the WorkerScript of the xfn this code belongs to, or undefined when its worker runtime was not built. */
+export function workerScript(label: string): WorkerScript | undefined {
+  const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
+  const runtime = join(root, "lib", "worker-runtime.mjs");
+  if (!existsSync(runtime)) return undefined;
+  return { runtime: pathToFileURL(runtime).href, index: [join(root, "lib", "index.js"), join(root, "src", "index.ts")], label };
 }
 
 function loaderFor(path: string): "ts" | "tsx" | "js" | "jsx" {

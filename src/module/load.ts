@@ -105,6 +105,16 @@ export async function loadCompiled(compiled: { url: string; needsTypeScript: boo
   });
 }
 
+/**
+ * loadImported is loadFunction for a module imported by load (a worker
+ * script compiled with the module in it imports it this way), with
+ * loadFunction's errors, naming it as name. Stack traces map to its sources.
+ */
+export function loadImported(name: string, load: () => Promise<Record<string, unknown>>): Promise<RunFunction> {
+  process.setSourceMapsEnabled(true);
+  return settle(name, load);
+}
+
 /** settle runs load (an import), explaining a top-level await that never settles, and picks the function it exports. */
 async function settle(name: string, load: () => Promise<Record<string, unknown>>): Promise<RunFunction> {
   let mod: Record<string, unknown>;

@@ -7,7 +7,13 @@ import { dirname, join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
-import { compileModule, nodeConditions } from "../../src/module/compile.js";
+import { fromBinary, toBinary } from "@bufbuild/protobuf";
+import { RunFunctionRequestSchema, RunFunctionResponseSchema } from "../../src/gen/fn/v1/run_function_pb.js";
+import { compileModule, nodeConditions, workerScript } from "../../src/module/compile.js";
+import { startPool } from "../../src/server/pool.js";
+import { memoryLog } from "../support/log.js";
+import { request } from "../support/requests.js";
+import { ROOT } from "../support/spawn.js";
 
 const C = suite("module: compiled once for every worker");
 
@@ -129,6 +135,79 @@ C("packages stay imports of the file Node would load, with Node's conditions; a 
   const special = await load(entry, ["special"]);
   assert.is(special.needsTypeScript, true);
   assert.ok(special.code.includes(pathToFileURL(join(dir, "pkg/node_modules/dual/special.ts")).href));
+});
+
+C("against the worker runtime: the module imports xfn-runtime as lib/worker-runtime.mjs, and workers start from it", async () => {
+  // In the repository, where "xfn-runtime" resolves to this package's own lib/index.js.
+  const folder = join(ROOT, ".tmp", `worker-script-${process.pid}`);
+  mkdirSync(folder, { recursive: true });
+  const entry = join(folder, "index.ts");
+  writeFileSync(
+    entry,
+    [
+      'import { response, type RunFunctionRequest } from "xfn-runtime";',
+      "export default (req: RunFunctionRequest) => {",
+      "  const rsp = response.to(req);",
+      '  response.normal(rsp, "from a worker script");',
+      "  return rsp;",
+      "};",
+      "",
+    ].join("\n"),
+  );
+  const worker = workerScript("fixture");
+  assert.ok(worker, "lib/worker-runtime.mjs is built (npm run build)");
+  const c = await compileModule(entry, [], { worker });
+  compiled.push(c);
+  try {
+    assert.ok(c.script);
+    const code = readFileSync(new URL(c.url), "utf8");
+    assert.ok(code.includes(JSON.stringify(worker.runtime)), "xfn-runtime is imported as the runtime bundle");
+    assert.not.ok(code.includes("node_modules/@grpc/grpc-js"), "grpc-js is in the runtime bundle, not in each module");
+    const pool = await startPool(
+      {
+        workers: 1,
+        script: new URL(c.script!),
+        workerData: { xfnWorker: true, module: entry, label: "fixture", debug: false, maxResponseBytes: 4 << 20 },
+        maxConcurrency: 1,
+        maxQueue: 1,
+        timeoutMs: 10_000,
+      },
+      memoryLog().log,
+    );
+    try {
+      const r = await pool.handle(toBinary(RunFunctionRequestSchema, request({ meta: { tag: "w" } })), {
+        version: "v1",
+        deadline: Date.now() + 10_000,
+      });
+      assert.ok("ok" in r, JSON.stringify(r));
+      const rsp = fromBinary(RunFunctionResponseSchema, (r as { ok: Uint8Array }).ok);
+      assert.equal([rsp.meta?.tag, rsp.results[0]?.message], ["w", "from a worker script"]);
+    } finally {
+      await pool.close();
+    }
+    // A module that throws as it loads fails the worker's start with loadFunction's words.
+    writeFileSync(entry, 'throw new Error("not today");\nexport default () => ({});\n');
+    const bad = await compileModule(entry, [], { worker });
+    compiled.push(bad);
+    try {
+      await startPool(
+        {
+          workers: 1,
+          script: new URL(bad.script!),
+          workerData: { xfnWorker: true, module: entry, label: "fixture", debug: false, maxResponseBytes: 4 << 20 },
+          maxConcurrency: 1,
+          maxQueue: 1,
+          timeoutMs: 10_000,
+        },
+        memoryLog().log,
+      );
+      assert.unreachable("started");
+    } catch (err) {
+      assert.match((err as Error).message, /^cannot load function module fixture: not today$/);
+    }
+  } finally {
+    rmSync(folder, { recursive: true, force: true });
+  }
 });
 
 C("the compiled file lives in a folder of its own, which dispose removes", async () => {
