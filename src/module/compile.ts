@@ -20,7 +20,7 @@
 //   works, from the module's folder;
 // - stack traces name the source files and lines (an inline source map, and
 //   source maps turned on in the worker, as tsx turns them on).
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { basename, dirname, extname, isAbsolute, join, resolve } from "node:path";
@@ -128,7 +128,10 @@ export async function compileModule(file: string, conditions = nodeConditions(),
     map.sources = map.sources.map((s) => new URL(s, pathToFileURL(`${entryDir}/`)).href);
     code += `//# sourceMappingURL=data:application/json;base64,${Buffer.from(JSON.stringify(map)).toString("base64")}\n`;
   }
-  const folder = mkdtempSync(join(tmpdir(), "xfn-compiled-"));
+  sweepCompiled();
+  const folder = mkdtempSync(join(tmpdir(), COMPILED_PREFIX));
+  // Whose it is: a server ended by SIGKILL cannot remove its folder, and the next compile sweeps it (sweepCompiled).
+  writeFileSync(join(folder, OWNER_FILE), String(process.pid));
   const out = join(folder, `${basename(file)}.mjs`);
   writeFileSync(out, code);
   const url = pathToFileURL(out).href;
@@ -152,6 +155,38 @@ export async function compileModule(file: string, conditions = nodeConditions(),
     ...(script ? { script: pathToFileURL(script).href } : {}),
     dispose: () => rmSync(folder, { recursive: true, force: true }),
   };
+}
+
+const COMPILED_PREFIX = "xfn-compiled-";
+const OWNER_FILE = "owner.pid";
+
+/**
+ * sweepCompiled removes the compiled folders (in the system's temporary
+ * folder) of servers no longer running: those whose owner.pid names no
+ * process. A folder without one, or whose process lives (or belongs to
+ * another user: EPERM), is left alone.
+ */
+export function sweepCompiled(dir = tmpdir()): void {
+  let names: string[];
+  try {
+    names = readdirSync(dir).filter((n) => n.startsWith(COMPILED_PREFIX));
+  } catch {
+    return;
+  }
+  for (const n of names) {
+    let pid: number;
+    try {
+      pid = Number(readFileSync(join(dir, n, OWNER_FILE), "utf8"));
+    } catch {
+      continue;
+    }
+    if (!Number.isSafeInteger(pid) || pid <= 0 || pid === process.pid) continue;
+    try {
+      process.kill(pid, 0);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === "ESRCH") rmSync(join(dir, n), { recursive: true, force: true });
+    }
+  }
 }
 
 /**

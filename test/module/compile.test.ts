@@ -1,15 +1,16 @@
 // module/compile.ts: a TypeScript function module compiled once for every
 // pool worker behaves as it does under tsx (names, folders, packages, stack
 // traces), and its compile errors name the file, line and column.
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { spawnSync } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import { pathToFileURL } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { fromBinary, toBinary } from "@bufbuild/protobuf";
 import { RunFunctionRequestSchema, RunFunctionResponseSchema } from "../../src/gen/fn/v1/run_function_pb.js";
-import { compileModule, nodeConditions, workerScript } from "../../src/module/compile.js";
+import { compileModule, nodeConditions, sweepCompiled, workerScript } from "../../src/module/compile.js";
 import { startPool } from "../../src/server/pool.js";
 import { memoryLog } from "../support/log.js";
 import { request } from "../support/requests.js";
@@ -207,6 +208,29 @@ C("against the worker runtime: the module imports xfn-runtime as lib/worker-runt
     }
   } finally {
     rmSync(folder, { recursive: true, force: true });
+  }
+});
+
+C("folders left by a server that was killed (its owner.pid names no process) are swept by the next compile", async () => {
+  const tmp = mkdtempSync(join(tmpdir(), "xfn-sweep-"));
+  try {
+    const dead = spawnSync(process.execPath, ["-e", ""]).pid!; // ended: its pid names no process now (unless reused)
+    const folder = (name: string, owner?: string) => {
+      mkdirSync(join(tmp, name));
+      if (owner !== undefined) writeFileSync(join(tmp, name, "owner.pid"), owner);
+    };
+    folder("xfn-compiled-dead", String(dead));
+    folder("xfn-compiled-mine", String(process.pid));
+    folder("xfn-compiled-parent", String(process.ppid));
+    folder("xfn-compiled-unowned");
+    folder("other-dead", String(dead));
+    sweepCompiled(tmp);
+    assert.equal(readdirSync(tmp).sort(), ["other-dead", "xfn-compiled-mine", "xfn-compiled-parent", "xfn-compiled-unowned"]);
+    // compileModule names its own folder's owner.
+    const c = await load(write("owned/index.ts", "export default () => 1;\n"));
+    assert.is(readFileSync(join(dirname(fileURLToPath(c.url)), "owner.pid"), "utf8"), String(process.pid));
+  } finally {
+    rmSync(tmp, { recursive: true, force: true });
   }
 });
 
