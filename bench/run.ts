@@ -18,12 +18,12 @@
 // go to stdout, bench/RESULTS.md and --json FILE (xfn, peer and floor only).
 import { fork, spawn, type ChildProcess } from "node:child_process";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { cpus, totalmem } from "node:os";
 import { join } from "node:path";
 import { fromBinary } from "@bufbuild/protobuf";
 import { Client, credentials, type ServiceError } from "@grpc/grpc-js";
 import { Ready, RunFunctionResponseSchema } from "../src/gen/fn/v1/run_function_pb.js";
+import { freePort } from "../test/support/spawn.js";
 import { buildGoFunction, procUsage } from "./go.js";
 import { request } from "./workload.js";
 
@@ -56,15 +56,6 @@ interface Row {
   peakRssMiB: number;
   verified: boolean;
 }
-
-const freePort = () =>
-  new Promise<number>((resolve) => {
-    const s = createServer();
-    s.listen(0, "127.0.0.1", () => {
-      const p = (s.address() as { port: number }).port;
-      s.close(() => resolve(p));
-    });
-  });
 
 function ask(r: Running): Promise<{ cpuMicros: number; maxRssKiB: number }> {
   // The Go server is not a Node process: its usage is read from /proc, as the kernel counts it.

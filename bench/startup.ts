@@ -14,13 +14,14 @@
 // .tmp/, sharing this node_modules), to measure a change side by side.
 import { spawn, spawnSync } from "node:child_process";
 import { existsSync, readFileSync, symlinkSync } from "node:fs";
-import { connect, createServer } from "node:net";
+import { connect } from "node:net";
 import { cpus } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { Client, credentials, type ServiceError } from "@grpc/grpc-js";
 import { encodeRequest } from "../src/wire/codec.js";
 import { parseRequest } from "../src/testing/unit.js";
+import { freePort } from "../test/support/spawn.js";
 import { buildGoFunction } from "./go.js";
 import { flag, writeSection } from "./results.js";
 import { request as benchRequest } from "./workload.js";
@@ -120,15 +121,6 @@ function bundleOf(v: Variant): string {
   bundles.set(v, join(out, "function.mjs"));
   return join(out, "function.mjs");
 }
-
-const freePort = () =>
-  new Promise<number>((resolve) => {
-    const s = createServer();
-    s.listen(0, "127.0.0.1", () => {
-      const p = (s.address() as { port: number }).port;
-      s.close(() => resolve(p));
-    });
-  });
 
 /** accepting resolves once something accepts a TCP connection on port (polled every 2 ms). */
 async function accepting(port: number, give: () => boolean): Promise<void> {

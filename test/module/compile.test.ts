@@ -164,17 +164,20 @@ C("against the worker runtime: the module imports xfn-runtime as lib/worker-runt
     const code = readFileSync(new URL(c.url), "utf8");
     assert.ok(code.includes(JSON.stringify(worker.runtime)), "xfn-runtime is imported as the runtime bundle");
     assert.not.ok(code.includes("node_modules/@grpc/grpc-js"), "grpc-js is in the runtime bundle, not in each module");
-    const pool = await startPool(
-      {
-        workers: 1,
-        script: new URL(c.script!),
-        workerData: { xfnWorker: true, module: entry, label: "fixture", debug: false, maxResponseBytes: 4 << 20 },
-        maxConcurrency: 1,
-        maxQueue: 1,
-        timeoutMs: 10_000,
-      },
-      memoryLog().log,
-    );
+    // One worker started from a compiled script, as xfn serve starts its pool from it.
+    const poolOf = (script: string) =>
+      startPool(
+        {
+          workers: 1,
+          script: new URL(script),
+          workerData: { xfnWorker: true, module: entry, label: "fixture", debug: false, maxResponseBytes: 4 << 20 },
+          maxConcurrency: 1,
+          maxQueue: 1,
+          timeoutMs: 10_000,
+        },
+        memoryLog().log,
+      );
+    const pool = await poolOf(c.script!);
     try {
       const r = await pool.handle(toBinary(RunFunctionRequestSchema, request({ meta: { tag: "w" } })), {
         version: "v1",
@@ -191,17 +194,7 @@ C("against the worker runtime: the module imports xfn-runtime as lib/worker-runt
     const bad = await compileModule(entry, [], { worker });
     compiled.push(bad);
     try {
-      await startPool(
-        {
-          workers: 1,
-          script: new URL(bad.script!),
-          workerData: { xfnWorker: true, module: entry, label: "fixture", debug: false, maxResponseBytes: 4 << 20 },
-          maxConcurrency: 1,
-          maxQueue: 1,
-          timeoutMs: 10_000,
-        },
-        memoryLog().log,
-      );
+      await poolOf(bad.script!);
       assert.unreachable("started");
     } catch (err) {
       assert.match((err as Error).message, /^cannot load function module fixture: not today$/);
