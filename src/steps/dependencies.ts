@@ -67,17 +67,17 @@ export interface FieldWait {
  * part of a key, as in metadata.annotations[example.org:x]).
  */
 export function parseWaitFor(entry: string, where: string): FieldWait {
-  const colon = typeof entry === "string" ? entry.indexOf(":") : -1;
   let resource = "";
   let path = "";
-  if (colon > 0 && !entry.slice(0, colon).includes("[")) {
-    resource = entry.slice(0, colon);
-    path = entry.slice(colon + 1);
-  } else if (typeof entry === "string" && colon !== 0) {
-    const i = entry.search(/[.[]/);
-    if (i > 0) {
-      resource = entry.slice(0, i);
-      path = entry[i] === "." ? entry.slice(i + 1) : entry.slice(i);
+  if (typeof entry === "string") {
+    const colon = entry.indexOf(":");
+    const dot = entry.search(/[.[]/);
+    if (colon > 0 && !entry.slice(0, colon).includes("[")) {
+      resource = entry.slice(0, colon);
+      path = entry.slice(colon + 1);
+    } else if (colon !== 0 && dot > 0) {
+      resource = entry.slice(0, dot);
+      path = entry[dot] === "." ? entry.slice(dot + 1) : entry.slice(dot);
     }
   }
   if (resource === "" || path === "") {
