@@ -167,6 +167,7 @@ export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Log
     ["maxConcurrency", opts.maxConcurrency],
     ["maxQueue", opts.maxQueue],
     ["maxResponseBytes", opts.maxResponseBytes],
+    ["bodyTimeoutMs", opts.bodyTimeoutMs],
   ] as const) {
     if (v !== undefined && !(Number.isInteger(v) && v > 0)) throw new Error(`${name} must be a positive whole number, got ${v}`);
   }

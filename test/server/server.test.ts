@@ -727,6 +727,8 @@ Tls("refuses nonsense limits with a message naming the option", async () => {
   for (const [opt, want] of [
     [{ maxConcurrency: 0 }, /maxConcurrency must be a positive whole number, got 0/],
     [{ maxQueue: 1.5 }, /maxQueue must be a positive whole number, got 1\.5/],
+    [{ bodyTimeoutMs: -1 }, /bodyTimeoutMs must be a positive whole number, got -1/],
+    [{ bodyTimeoutMs: Number.NaN }, /bodyTimeoutMs must be a positive whole number, got NaN/],
     [{ maxRecvMessageSizeMB: -1 }, /--max-recv-message-size must be a positive number of MB, got -1/],
   ] as const) {
     try {
