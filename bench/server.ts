@@ -22,8 +22,8 @@ async function startXfn() {
 
 async function startXfnPool() {
   // As `xfn serve bench/fn.ts` runs it by default: the function on a pool of
-  // worker threads (compiled lib/, so `npm run build` first).
-  await serve(
+  // worker threads (compiled lib/, so `npm run build` first). Ready once a worker has loaded it.
+  const srv = await serve(
     null,
     {
       address,
@@ -43,6 +43,7 @@ async function startXfnPool() {
     },
     createLogger({ destination: { write: () => {} } }),
   );
+  await srv.loaded;
 }
 
 async function startPeer() {

@@ -13,6 +13,7 @@ import { toJson, type JsonObject } from "@bufbuild/protobuf";
 import { RunFunctionRequestSchema } from "../src/gen/fn/v1/run_function_pb.js";
 import { makePki, type TestPki } from "./support/certs.js";
 import { rawClient } from "./support/client.js";
+import { until } from "./support/cluster.js";
 import { buildGoClient, type GoClient } from "./support/go.js";
 import { request } from "./support/requests.js";
 import { ROOT } from "./support/spawn.js";
@@ -56,8 +57,8 @@ const asRoot = process.getuid?.() === 0;
  * runs the container: as uid and gid 2000 (when the tests run as root; else as
  * the user they run as) with an environment of PATH and env alone.
  */
-async function startBundle(name: string, args: string[], env: NodeJS.ProcessEnv = {}, crossplane = false) {
-  const argv = [join(bundles, name, "function.mjs"), ...args, "--address", "127.0.0.1:0"];
+async function startBundle(name: string, args: string[], env: NodeJS.ProcessEnv = {}, crossplane = false, file = "function.mjs") {
+  const argv = [join(bundles, name, file), ...args, "--address", "127.0.0.1:0"];
   const [cmd, cmdArgs] =
     crossplane && asRoot
       ? ["setpriv", ["--reuid", `${CROSSPLANE_UID}`, "--regid", `${CROSSPLANE_UID}`, "--clear-groups", process.execPath, ...argv]]
@@ -145,7 +146,7 @@ for (const name of functions) {
       assert.match(out, new RegExp(`"module":"function-${name}"`));
       // xfn's message framing is in place (src/server/frames.ts), in the one copy of grpc-js's decoder the bundle holds.
       assert.not.match(out, /cannot install xfn's message framing/);
-      const bundled = readFileSync(join(bundles, name, "function.mjs"), "utf8");
+      const bundled = readFileSync(join(bundles, name, "server.mjs"), "utf8");
       assert.is(bundled.match(/^\/\/ .*@grpc\/grpc-js\/build\/src\/stream-decoder\.js$/gm)?.length, 1);
       const c = rawClient(port);
       try {
@@ -159,6 +160,31 @@ for (const name of functions) {
       assert.is(await stop(), 0);
     }
   });
+
+  if (name === "hello")
+    P(`${name}: function.mjs starts the first worker before the server loads; server.mjs alone and --workers 1 serve too`, async () => {
+      const EARLY = /"msg":"the first worker was started before the server loaded"/;
+      for (const [file, args, early] of [
+        ["function.mjs", ["--insecure", "--debug"], true],
+        ["server.mjs", ["--insecure", "--debug"], false],
+        ["function.mjs", ["--insecure", "--debug", "--workers", "1"], false],
+      ] as const) {
+        const { port, output, stop } = await startBundle(name, [...args], {}, false, file);
+        try {
+          const c = rawClient(port);
+          try {
+            assert.is((await c.run(request({ meta: { tag: "t" } }))).meta?.tag, "t");
+          } finally {
+            c.close();
+          }
+          if ((args as readonly string[]).includes("--workers")) assert.match(output(), /"msg":"serving insecure gRPC/);
+          else await until("every worker", () => output().includes('"msg":"function workers ready"'));
+          assert.is(EARLY.test(output()), early, `${file} ${args.join(" ")}:\n${output()}`);
+        } finally {
+          assert.is(await stop(), 0, `${file} ${args.join(" ")}`);
+        }
+      }
+    });
 
   P(
     `${name}: the bundle serves Crossplane's Go client over mTLS from TLS_SERVER_CERTS_DIR, run as Crossplane runs it (uid 2000, no HOME)`,

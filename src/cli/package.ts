@@ -1,7 +1,10 @@
-// `xfn package [dir]`: bundle a function module with xfn's server into one
-// file, function.mjs, that runs on plain Node 20 with no node_modules and no
-// TypeScript loader, beside the Crossplane package metadata (package/). A
-// runtime image copies the folder and runs `node function.mjs`.
+// `xfn package [dir]`: bundle a function module with xfn's server into
+// server.mjs, which runs on plain Node 20 with no node_modules and no
+// TypeScript loader, and write its entry, function.mjs, beside it and the
+// Crossplane package metadata (package/). A runtime image copies the folder
+// and runs `node function.mjs`, which starts the first worker on server.mjs
+// and then loads server.mjs itself, so that both load at once (launch.ts);
+// `node server.mjs` serves too, loading one after the other.
 import { cpSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { basename, dirname, extname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -13,7 +16,7 @@ import { resolveModule } from "../module/load.js";
 export interface PackageOptions {
   /** dir is the function's folder (its module, and package/ if it has one). */
   dir: string;
-  /** out is the folder to write function.mjs and package/ to (emptied first). */
+  /** out is the folder to write function.mjs, server.mjs and package/ to (emptied first). */
   out: string;
   /** name is the package's name; default: package/crossplane.yaml's, else function-<folder>. */
   name?: string;
@@ -28,6 +31,8 @@ export interface PackageResult {
 }
 
 const here = dirname(fileURLToPath(import.meta.url));
+/** The server bundle's file, beside function.mjs. */
+export const SERVER_FILE = "server.mjs";
 // Run from src/ (this repository's tests) the sources are bundled; from lib/, the compiled code.
 const fromSource = extname(fileURLToPath(import.meta.url)) === ".ts";
 
@@ -69,33 +74,52 @@ export async function packageFunction(opts: PackageOptions): Promise<PackageResu
   rmSync(out, { recursive: true, force: true });
   mkdirSync(out, { recursive: true });
   const { build } = await import("esbuild");
-  const entry = join(here, fromSource ? "bundled.ts" : "bundled.js");
-  await build({
-    stdin: {
-      contents: [
-        `import * as mod from ${JSON.stringify(module)};`,
-        `import { main } from ${JSON.stringify(entry)};`,
-        `await main(mod, ${JSON.stringify(name)}, process.argv.slice(2), import.meta.url);`,
-      ].join("\n"),
-      resolveDir: dir,
-      loader: "ts",
-      sourcefile: `${name}-entry.ts`,
-    },
+  const source = (file: string) => JSON.stringify(join(here, fromSource ? `${file}.ts` : `${file}.js`));
+  const common = {
     bundle: true,
     platform: "node",
     format: "esm",
     target: "node20",
-    outfile: join(out, "function.mjs"),
-    // esbuild compiles a TypeScript module for `xfn serve <file>`; a bundle has its function built in and never does.
-    external: ["esbuild"],
     // In this repository, `import ... from "xfn-runtime"` must bundle the same sources as the entry.
     conditions: fromSource ? ["xfn-source"] : [],
+    logLevel: "warning",
+  } as const;
+  // The server with the function built in: what every worker runs, and what the launcher loads.
+  await build({
+    ...common,
+    stdin: {
+      contents: [
+        `import * as mod from ${JSON.stringify(module)};`,
+        `import { main, runsItself } from ${source("bundled")};`,
+        `export const start = (argv, script, early) => main(mod, ${JSON.stringify(name)}, argv, script ?? import.meta.url, early);`,
+        `if (runsItself(import.meta.url)) await start(process.argv.slice(2));`,
+      ].join("\n"),
+      resolveDir: dir,
+      loader: "js",
+      sourcefile: `${name}-server.js`,
+    },
+    outfile: join(out, SERVER_FILE),
+    // esbuild compiles a TypeScript module for `xfn serve <file>`; a bundle has its function built in and never does.
+    external: ["esbuild"],
     // CommonJS dependencies (grpc-js, pino) call require() for Node built-ins.
     banner: {
       js: "import { createRequire as __xfnCreateRequire } from 'node:module'; const require = __xfnCreateRequire(import.meta.url);",
     },
     legalComments: "linked",
-    logLevel: "warning",
+  });
+  // The entry: a few kilobytes that start the first worker before the server loads.
+  await build({
+    ...common,
+    stdin: {
+      contents: [
+        `import { launch } from ${source("launch")};`,
+        `await launch(import.meta.url, new URL(${JSON.stringify(`./${SERVER_FILE}`)}, import.meta.url), process.argv.slice(2));`,
+      ].join("\n"),
+      resolveDir: dir,
+      loader: "js",
+      sourcefile: `${name}-entry.js`,
+    },
+    outfile: join(out, "function.mjs"),
   });
   if (existsSync(join(dir, "package"))) cpSync(join(dir, "package"), join(out, "package"), { recursive: true });
   if (!hasMeta) {
@@ -109,10 +133,11 @@ export async function packageFunction(opts: PackageOptions): Promise<PackageResu
 export function packageCommand(): Command {
   return new Command("package")
     .description(
-      "bundle a function with xfn's server into function.mjs (plain Node, no node_modules) beside its Crossplane package metadata",
+      "bundle a function with xfn's server into function.mjs and server.mjs (plain Node, no node_modules) " +
+        "beside its Crossplane package metadata",
     )
     .argument("[dir]", "the function's folder", ".")
-    .addOption(new Option("-o, --out <dir>", "where to write function.mjs and package/ (emptied first)").default("dist"))
+    .addOption(new Option("-o, --out <dir>", "where to write function.mjs, server.mjs and package/ (emptied first)").default("dist"))
     .addOption(new Option("--name <name>", "package name (default: package/crossplane.yaml's metadata.name, else function-<folder>)"))
     .action(async (dir: string, flags: { out: string; name?: string }) => {
       try {

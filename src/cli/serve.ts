@@ -11,7 +11,9 @@ import { routeOutput } from "../server/console.js";
 import { tuneHeap } from "../server/heap.js";
 import { createLogger } from "../server/log.js";
 import { GUARD_SHARE, memoryMB, workerHeapMB } from "../server/memory.js";
-import { DEFAULT_TIMEOUT_SECONDS, DEFAULT_WORKERS } from "../server/pool.js";
+import { DEFAULT_MAX_CONCURRENCY, DEFAULT_MAX_QUEUE, DEFAULT_MAX_RECV_MB, DEFAULT_WORKERS } from "../server/limits.js";
+import { DEFAULT_TIMEOUT_SECONDS } from "../server/pool.js";
+import type { EarlyWorker } from "../server/early.js";
 import type { ServeMetrics } from "../metrics.js";
 import type { HttpServer } from "../http.js";
 import { servedByHeaders } from "../server/served-by.js";
@@ -92,13 +94,17 @@ export function addServeFlags(cmd: Command, opts: { loopbackWhenInsecure?: boole
     .addOption(new Option("-d, --debug", "log every request").default(false))
     .addOption(
       new Option("--max-recv-message-size <MB>", "largest request accepted, in MB")
-        .default(4)
+        .default(DEFAULT_MAX_RECV_MB)
         .argParser(positive("--max-recv-message-size")),
     )
-    .addOption(new Option("--max-concurrency <n>", "requests running at once").default(16).argParser(positiveInt("--max-concurrency")))
+    .addOption(
+      new Option("--max-concurrency <n>", "requests running at once")
+        .default(DEFAULT_MAX_CONCURRENCY)
+        .argParser(positiveInt("--max-concurrency")),
+    )
     .addOption(
       new Option("--max-queue <n>", "requests waiting for a slot; beyond that the server answers RESOURCE_EXHAUSTED")
-        .default(128)
+        .default(DEFAULT_MAX_QUEUE)
         .argParser(positiveInt("--max-queue")),
     )
     .addOption(
@@ -151,11 +157,12 @@ export function addServeFlags(cmd: Command, opts: { loopbackWhenInsecure?: boole
 /**
  * FunctionSource is where the function comes from: load() imports it in this
  * thread; worker says which script a pool worker runs to get it (and which
- * module that script loads).
+ * module that script loads), and early is a worker already started on that
+ * script (a bundle's, server/early.ts).
  */
 export interface FunctionSource {
   load(): Promise<RunFunction>;
-  worker: { script: URL; module?: string };
+  worker: { script: URL; module?: string; early?: EarlyWorker };
 }
 
 // Run from src/ (this repository's tests) the worker script is TypeScript.
@@ -180,19 +187,30 @@ export async function startServing(source: FunctionSource, flags: ServeFlags, la
   // The metrics and probe endpoints: one server when they share an address.
   const httpServers: HttpServer[] = [];
   const stopHttp = () => Promise.all(httpServers.splice(0).map((h) => h.stop()));
-  // A module whose top-level code takes long (a fetch at import, say) keeps the
-  // server from listening: say so, rather than leave an empty log.
+  const fail = async (err: unknown) => {
+    clearTimeout(slowLoad);
+    source.worker.early?.discard();
+    await stopHttp();
+    log.error((err as Error).message);
+    // Straight to the terminal, not through the log as process.stderr now is.
+    writeSync(2, `xfn serve: ${(err as Error).message}\n`);
+    process.exitCode = 1;
+  };
+  // A module whose top-level code takes long (a fetch at import, say) keeps
+  // calls waiting (with workers) or the server from listening (in its own
+  // thread): say so, rather than leave an empty log.
   const slowLoad = setTimeout(
     () =>
       log.warn(
         { module: label, seconds: SLOW_LOAD_MS / 1000 },
-        "still loading the function module: its top-level code has not finished; xfn serve listens once it has",
+        "still loading the function module: its top-level code has not finished; no call is answered until it has",
       ),
     SLOW_LOAD_MS,
   ).unref();
   // With workers, each worker loads the function; a module path that does
   // not resolve is still loaded here, for its error.
   const pooled = flags.workers > 1 && (source.worker.module === undefined || moduleFile !== undefined);
+  if (!pooled) source.worker.early?.discard();
   // In the server's own thread, a function's process.exit would end the server.
   const exit = pooled ? process.exit.bind(process) : refuseExit();
   try {
@@ -251,6 +269,7 @@ export async function startServing(source: FunctionSource, flags: ServeFlags, la
                 workerData,
                 maxHeapMB: workerHeap(flags, memory, log),
                 memoryGuardMB: flags.memoryGuard ?? Math.floor(GUARD_SHARE * memory.mb),
+                ...(source.worker.early ? { early: source.worker.early } : {}),
               },
             }
           : {}),
@@ -277,15 +296,9 @@ export async function startServing(source: FunctionSource, flags: ServeFlags, la
       log.child({ module: label }),
     );
   } catch (err) {
-    clearTimeout(slowLoad);
-    await stopHttp();
-    log.error((err as Error).message);
-    // Straight to the terminal, not through the log as process.stderr now is.
-    writeSync(2, `xfn serve: ${(err as Error).message}\n`);
-    process.exitCode = 1;
+    await fail(err);
     return;
   }
-  clearTimeout(slowLoad);
   const srv = running;
   // A function's stray async error (a rejected promise nobody awaits, a throw
   // in a timer) belongs to no request. Node would end the process, dropping
@@ -296,7 +309,10 @@ export async function startServing(source: FunctionSource, flags: ServeFlags, la
   };
   process.on("unhandledRejection", stray("unhandledRejection"));
   process.on("uncaughtException", stray("uncaughtException"));
+  let stopping = false;
   const stop = (signal: string) => {
+    stopping = true;
+    clearTimeout(slowLoad);
     log.info({ signal }, "signal received");
     void srv
       .stop(flags.gracePeriod * 1000)
@@ -306,6 +322,13 @@ export async function startServing(source: FunctionSource, flags: ServeFlags, la
   };
   process.once("SIGTERM", () => stop("SIGTERM"));
   process.once("SIGINT", () => stop("SIGINT"));
+  // With workers the server listens while the first loads the function; it may not.
+  try {
+    await srv.loaded;
+    clearTimeout(slowLoad);
+  } catch (err) {
+    if (!stopping) await fail(err);
+  }
 }
 
 /** compileOnce compiles a TypeScript module for the workers, its errors named as loading it would name them. */

@@ -25,6 +25,8 @@ import {
 
 /** Health serves one status for the whole server and its named services. */
 export interface Health {
+  /** serving reports SERVING (after a start with starting), to watchers too. */
+  serving(): void;
   /** shutdown reports NOT_SERVING to everyone and ends every Watch stream. */
   shutdown(): void;
 }
@@ -48,10 +50,15 @@ function method<I extends DescMessage, O extends DescMessage>(
 
 const reply = (status: ServingStatus) => create(HealthCheckResponseSchema, { status });
 
-/** addHealth registers the health service for the named services ("" is the server as a whole). */
-export function addHealth(server: Server, services: readonly string[]): Health {
+/**
+ * addHealth registers the health service for the named services ("" is the
+ * server as a whole). With starting, it reports NOT_SERVING until serving()
+ * (the function is still loading); watchers stay and are told when it is.
+ */
+export function addHealth(server: Server, services: readonly string[], opts: { starting?: boolean } = {}): Health {
   const known = new Set(["", ...services]);
-  let status = ServingStatus.SERVING;
+  let status = opts.starting ? ServingStatus.NOT_SERVING : ServingStatus.SERVING;
+  let down = false;
   const watchers = new Set<ServerWritableStream<HealthCheckRequest, HealthCheckResponse>>();
 
   server.addService(
@@ -74,7 +81,7 @@ export function addHealth(server: Server, services: readonly string[]): Health {
           return;
         }
         call.write(reply(status));
-        if (status !== ServingStatus.SERVING) {
+        if (down) {
           call.end();
           return;
         }
@@ -85,7 +92,13 @@ export function addHealth(server: Server, services: readonly string[]): Health {
   );
 
   return {
+    serving() {
+      if (down || status === ServingStatus.SERVING) return;
+      status = ServingStatus.SERVING;
+      for (const w of watchers) w.write(reply(status));
+    },
     shutdown() {
+      down = true;
       status = ServingStatus.NOT_SERVING;
       for (const w of watchers) {
         w.write(reply(status));

@@ -10,7 +10,7 @@
 // the worker that runs out end alone: its calls fail, it is replaced, and the
 // server serves on.
 import { totalmem } from "node:os";
-import { STREAM_WINDOW } from "./server.js";
+import { STREAM_WINDOW } from "./limits.js";
 
 /** What the heap limit is worked out from. */
 export interface MemoryBudget {

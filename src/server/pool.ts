@@ -14,20 +14,13 @@ import type { Logger } from "pino";
 import PQueue from "p-queue";
 import { UNSETTLED_EXIT_CODE, unsettledMessage } from "../module/load.js";
 import { decodeRequest, decodeResponse } from "../wire/codec.js";
-import { usableCores } from "./cpus.js";
+import type { EarlyWorker } from "./early.js";
 import { guardMemory } from "./guard.js";
 import { refusals, REFUSED_REPORT_MS } from "./log.js";
 import { deadlineDetails, runResponseHook, type CallInfo, type Handler, type HandlerOptions, type HandlerResult } from "./handler.js";
 import { exclusive, monotonicMs, type FromWorker, type ToWorker, type WorkerData } from "./worker.js";
 
-/**
- * DEFAULT_WORKERS is one worker per core the process may use (a container's
- * CPU limit counts, cpus.ts), plus one: with every core's worker busy on a
- * long call, a short one still finds a free worker instead of queueing behind
- * a long one (bench/pool.ts, 2 cores: small-call
- * p99 beside N=1000 traffic 3.2x alone with 3 workers, 4.9x with 2).
- */
-export const DEFAULT_WORKERS = usableCores() + 1;
+export { DEFAULT_WORKERS } from "./limits.js";
 
 /**
  * SMALL_CALL_BYTES is the request size under which a call counts as small.
@@ -94,6 +87,11 @@ export interface PoolOptions {
   slowPickupMs?: number;
   /** How often refusals for a full queue after the first are summed up in one line (ms). Default REFUSED_REPORT_MS. */
   refusedReportMs?: number;
+  /**
+   * A worker started on script before the server loaded (a bundle's, early.ts):
+   * taken as the first worker when started with this pool's heap limit, else ended.
+   */
+  early?: EarlyWorker;
 }
 
 /** notePickup records how long a call waited for its worker to pick it up. */
@@ -167,17 +165,34 @@ export interface Pool extends Handler {
   close(): Promise<void>;
   /** Workers that have loaded the function and take calls (not ended, not being replaced). */
   ready(): number;
+  /**
+   * Resolves once the first worker has loaded the function; rejects with why
+   * it could not (the pool has then ended its workers, and answers calls
+   * UNAVAILABLE saying so).
+   */
+  readonly firstReady: Promise<void>;
   /** Resolves once every worker of the start has loaded the function (or failed to, and is being retried). */
   readonly allReady: Promise<void>;
 }
 
-/** startPool starts the workers and resolves once the first has loaded the function (see WorkerPool.start). */
-export async function startPool(opts: PoolOptions, log: Logger): Promise<Pool> {
+/**
+ * openPool starts the workers and returns at once: calls wait for the first
+ * worker to load the function (see WorkerPool.start), and firstReady says
+ * when it has, or why it could not.
+ */
+export function openPool(opts: PoolOptions, log: Logger): Pool {
   if (!(Number.isInteger(opts.workers) && opts.workers >= 1))
     throw new Error(`--workers must be a whole number of at least 1, got ${opts.workers}`);
   if (!(opts.timeoutMs > 0)) throw new Error(`--timeout must be a positive number of seconds, got ${opts.timeoutMs / 1000}`);
   const pool = new WorkerPool(opts, log);
-  await pool.start();
+  pool.start();
+  return pool;
+}
+
+/** startPool starts the workers and resolves once the first has loaded the function. */
+export async function startPool(opts: PoolOptions, log: Logger): Promise<Pool> {
+  const pool = openPool(opts, log);
+  await pool.firstReady;
   return pool;
 }
 
@@ -202,6 +217,10 @@ class WorkerPool implements Pool {
   private nextId = 1;
   private spawned = 0;
   private closing = false;
+  /** Why the pool could not start (its first worker could not load the function): calls are answered with it. */
+  private failed: string | undefined;
+  /** Whether a worker has loaded the function (the first one is ready). */
+  private loaded = false;
 
   constructor(
     private readonly opts: PoolOptions,
@@ -213,23 +232,37 @@ class WorkerPool implements Pool {
   }
 
   /**
-   * start brings the first worker up and resolves: the server can answer once
-   * one worker has loaded the function, and the others start behind it (calls
+   * start brings the first worker up: calls wait for it (workerBefore), and
+   * once it has loaded the function the others start behind it (calls
    * meanwhile go to the ones ready). If the first cannot load the function,
-   * start ends the others and rejects with why; one of the others that cannot
-   * start is retried as a replacement is.
+   * firstReady rejects with why, the pool ends the others and answers every
+   * call, waiting or new, UNAVAILABLE with that reason. One of the others
+   * that cannot start is retried as a replacement is.
    */
-  async start(): Promise<void> {
+  start(): void {
     const { opts } = this;
-    try {
-      await this.spawn(this.lanes);
-    } catch (err) {
-      this.closing = true;
-      await Promise.all([...this.all].map((w) => w.terminate()));
-      throw err;
-    }
+    this.firstReady = this.spawn(this.lanes, this.takeEarly()).then(
+      () => void (this.loaded = true),
+      async (err: Error) => {
+        this.failed = err.message;
+        this.closing = true;
+        for (const w of this.waiting.splice(0)) w();
+        await Promise.all([...this.all].map((w) => w.terminate()));
+        throw err;
+      },
+    );
+    this.allReady = this.firstReady.then(
+      () => this.startRest(),
+      () => undefined,
+    );
+    if (opts.memoryGuardMB) this.guard = guardMemory(opts.memoryGuardMB, opts.rss ?? process.memoryUsage.rss, this.slots, this.log);
+  }
+
+  /** startRest starts the workers after the first, and logs once they are all up. */
+  private async startRest(): Promise<void> {
+    const { opts } = this;
     const rest = Array.from({ length: opts.workers - 1 }, () => this.spawn(false));
-    this.allReady = Promise.allSettled(rest).then((results) => {
+    await Promise.allSettled(rest).then((results) => {
       if (this.closing) return;
       for (const r of results) {
         if (r.status === "fulfilled") continue;
@@ -247,10 +280,9 @@ class WorkerPool implements Pool {
         "function workers ready",
       );
     });
-    if (opts.memoryGuardMB) this.guard = guardMemory(opts.memoryGuardMB, opts.rss ?? process.memoryUsage.rss, this.slots, this.log);
   }
 
-  /** allReady resolves once every worker of the first start has loaded the function (or failed to and is being retried). */
+  firstReady: Promise<void> = Promise.resolve();
   allReady: Promise<void> = Promise.resolve();
 
   async handle(bytes: Uint8Array, call: CallInfo): Promise<HandlerResult> {
@@ -287,20 +319,49 @@ class WorkerPool implements Pool {
   }
 
   /**
+   * takeEarly is the worker started before the server (opts.early) when it
+   * can be this pool's first: started with the heap limit the pool would give
+   * it, and still running. Otherwise it is ended, and the pool starts its own.
+   */
+  private takeEarly(): Worker | undefined {
+    const early = this.opts.early;
+    if (!early) return undefined;
+    const ended = early.ended();
+    if (ended === undefined && early.maxHeapMB === this.opts.maxHeapMB) {
+      this.log.debug({ maxWorkerHeapMB: early.maxHeapMB }, "the first worker was started before the server loaded");
+      return early.take();
+    }
+    early.discard();
+    this.log.debug(
+      ended === undefined ? { earlyHeapMB: early.maxHeapMB, maxWorkerHeapMB: this.opts.maxHeapMB } : { ended },
+      "not using the worker started before the server loaded; starting the first worker now",
+    );
+    return undefined;
+  }
+
+  /**
    * spawn starts a worker and resolves when it is ready (or rejects with why
    * it is not). kept: the worker kept for small calls; the others run at
-   * lower priority when there are lanes.
+   * lower priority when there are lanes. early: a worker already started on
+   * opts.script with this pool's heap limit (takeEarly), sent its data now.
    */
-  private spawn(kept: boolean): Promise<Slot> {
+  private spawn(kept: boolean, early?: Worker): Promise<Slot> {
     const { opts } = this;
     const nice = this.lanes && !kept ? BUSY_NICE : 0;
     const logBacklog = new SharedArrayBuffer(4);
     // Written by the worker only for the memory guard: with the guard off it is never woken for it.
     const memory = opts.memoryGuardMB ? new SharedArrayBuffer(16) : undefined;
-    const worker = new Worker(opts.script, {
-      workerData: { ...opts.workerData, nice, logBacklog, ...(memory ? { memory } : {}) } satisfies WorkerData,
-      ...(opts.maxHeapMB ? { resourceLimits: { maxOldGenerationSizeMb: opts.maxHeapMB } } : {}),
-    });
+    const workerData = { ...opts.workerData, nice, logBacklog, ...(memory ? { memory } : {}) } satisfies WorkerData;
+    let worker: Worker;
+    if (early) {
+      worker = early;
+      worker.postMessage({ type: "config", workerData } satisfies ToWorker);
+    } else {
+      worker = new Worker(opts.script, {
+        workerData,
+        ...(opts.maxHeapMB ? { resourceLimits: { maxOldGenerationSizeMb: opts.maxHeapMB } } : {}),
+      });
+    }
     this.all.add(worker);
     worker.once("exit", () => this.all.delete(worker));
     const slot: Slot = {
@@ -391,7 +452,7 @@ class WorkerPool implements Pool {
   private async workerBefore(deadline: number, size: number): Promise<Slot | undefined> {
     for (;;) {
       const slot = this.pick(size);
-      if (slot || Date.now() >= deadline) return slot;
+      if (slot || this.failed !== undefined || Date.now() >= deadline) return slot;
       await new Promise<void>((resolve) => {
         const t = setTimeout(resolve, Math.min(2 ** 31 - 1, deadline - Date.now()));
         this.waiting.push(() => (clearTimeout(t), resolve()));
@@ -404,6 +465,13 @@ class WorkerPool implements Pool {
     const { opts, log } = this;
     // Taken at once when a worker is running, so that the call counts on it before the next call is placed.
     const slot = this.pick(bytes.byteLength) ?? (await this.workerBefore(deadline, bytes.byteLength));
+    if (!slot && this.failed !== undefined)
+      return { code: Code.UNAVAILABLE, details: `the function could not be loaded, and the server is stopping: ${this.failed}` };
+    if (!slot && !this.loaded)
+      return {
+        code: Code.UNAVAILABLE,
+        details: "the function was still loading at the call's deadline (no worker had loaded it yet); retry later",
+      };
     if (!slot)
       return { code: Code.UNAVAILABLE, details: "no function worker came up before the deadline (they are being restarted); retry later" };
     const at = (opts.now ?? (() => new Date()))().getTime();

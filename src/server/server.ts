@@ -18,10 +18,11 @@ import { FunctionRunnerService } from "../gen/fn/v1/run_function_pb.js";
 import { FunctionRunnerService as BetaFunctionRunnerService } from "../gen/fn/v1beta1/zz_generated_run_function_pb.js";
 import { Cancel, createHandler, DEFAULT_MAX_RESPONSE_BYTES, type CallInfo, type HandlerOptions } from "./handler.js";
 import { installFrameDecoder, whenTooLarge } from "./frames.js";
+import { CONNECTION_WINDOW, DEFAULT_MAX_CONCURRENCY, DEFAULT_MAX_QUEUE, DEFAULT_MAX_RECV_MB, STREAM_WINDOW } from "./limits.js";
 import { addHealth } from "./health.js";
 import { watchDescriptors } from "./fds.js";
 import { refusals, REFUSED_REPORT_MS, type Refusals } from "./log.js";
-import { startPool, type Pool, type PoolOptions } from "./pool.js";
+import { openPool, type Pool, type PoolOptions } from "./pool.js";
 import { Shares } from "./shares.js";
 import { expiryNote, loadServerCredentials } from "./tls.js";
 
@@ -58,7 +59,7 @@ export interface ServeOptions {
   /** Streams one connection may hold open at once. Default 1000. */
   maxConcurrentStreams?: number;
   /** Run the function on worker threads (see pool.ts) instead of in this thread. */
-  workers?: Pick<PoolOptions, "workers" | "script" | "workerData" | "maxHeapMB" | "memoryGuardMB" | "rss" | "slowPickupMs">;
+  workers?: Pick<PoolOptions, "workers" | "script" | "workerData" | "maxHeapMB" | "memoryGuardMB" | "rss" | "slowPickupMs" | "early">;
   /**
    * Headers sent with every answer from the function (not with refusals), such as
    * which function answered (SERVED_BY_HEADERS): `xfn call --debug` prints them.
@@ -96,6 +97,13 @@ export interface RunningServer {
   readonly mtls: boolean;
   /** RunFunction calls admitted and not yet answered (running, waiting to be read or to run). */
   inFlight(): number;
+  /**
+   * Resolves once the function can run: at once in the server's thread, with
+   * workers once the first has loaded it (calls that come before wait).
+   * Rejects with why the first worker could not load it, once the server has
+   * answered the calls that waited and stopped listening.
+   */
+  readonly loaded: Promise<void>;
   /**
    * notReady says why the server should not be sent calls now (a readiness
    * probe's answer: it is shutting down, or no worker can run the function),
@@ -160,7 +168,7 @@ export function credentialsFor(opts: ServeOptions): { creds: ServerCredentials; 
 export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Logger): Promise<RunningServer> {
   if (!opts.workers && typeof fn !== "function") throw new Error(`cannot serve ${typeof fn}: a function is required`);
   const { creds, mtls, notAfter } = credentialsFor(opts);
-  const maxRecvMB = opts.maxRecvMessageSizeMB ?? 4;
+  const maxRecvMB = opts.maxRecvMessageSizeMB ?? DEFAULT_MAX_RECV_MB;
   if (!(maxRecvMB > 0)) throw new Error(`--max-recv-message-size must be a positive number of MB, got ${maxRecvMB}`);
   const address = opts.address ?? DEFAULT_ADDRESS;
   for (const [name, v] of [
@@ -175,15 +183,19 @@ export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Log
   const headers = opts.headers ? headerMetadata(opts.headers) : undefined;
 
   const common = {
-    maxConcurrency: opts.maxConcurrency ?? 16,
-    maxQueue: opts.maxQueue ?? 128,
+    maxConcurrency: opts.maxConcurrency ?? DEFAULT_MAX_CONCURRENCY,
+    maxQueue: opts.maxQueue ?? DEFAULT_MAX_QUEUE,
     ...(opts.now ? { now: opts.now } : {}),
     ...(opts.onResponse ? { onResponse: opts.onResponse } : {}),
   };
   const timeoutMs = opts.timeoutMs ?? Infinity;
+  // Workers load the function while the server binds its port: calls that come
+  // meanwhile wait for the first worker (the pool), health says NOT_SERVING and
+  // /readyz why; serve resolves once a worker has loaded the function, and
+  // rejects, having stopped listening, if the first cannot.
   let pool: Pool | undefined;
   if (opts.workers)
-    pool = await startPool(
+    pool = openPool(
       {
         ...opts.workers,
         ...common,
@@ -369,7 +381,7 @@ export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Log
   server.addService(rawService(FunctionRunnerService.typeName, true), { RunFunction: runFunction("v1") });
   server.addService(rawService(BetaFunctionRunnerService.typeName, true), { RunFunction: runFunction("v1beta1") });
 
-  const health = addHealth(server, FULL_SERVICE_NAMES);
+  const health = addHealth(server, FULL_SERVICE_NAMES, { starting: pool !== undefined });
 
   const port = await new Promise<number>((resolve, reject) => {
     server.bindAsync(address, creds, (err, p) => (err ? reject(new Error(`cannot listen on ${address}: ${err.message}`)) : resolve(p)));
@@ -398,10 +410,32 @@ export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Log
       `${expiry.text}: Crossplane's calls ${expiry.expired ? "fail" : "will fail"} its handshake; renew it`,
     );
 
+  let loading = pool !== undefined;
+  const loaded = pool
+    ? pool.firstReady.then(
+        () => {
+          loading = false;
+          health.serving();
+        },
+        async (err: unknown) => {
+          // Calls that waited have been answered UNAVAILABLE with the reason (pool.ts); let those answers out.
+          health.shutdown();
+          clearInterval(descriptors);
+          const force = setTimeout(() => server.forceShutdown(), 1000);
+          await new Promise<void>((resolve) => server.tryShutdown(() => resolve()));
+          clearTimeout(force);
+          throw err;
+        },
+      )
+    : Promise.resolve();
+  // Whoever serves awaits it; a stop while loading ends the workers and rejects it, as intended.
+  loaded.catch(() => {});
+
   let stopped: Promise<void> | undefined;
   return {
     port,
     mtls,
+    loaded,
     inFlight: () => shares.inFlight(),
     certificateNote() {
       return notAfter ? expiryNote(notAfter)?.text : undefined;
@@ -409,6 +443,7 @@ export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Log
     notReady() {
       if (stopped) return "shutting down: finishing the calls in flight";
       if (notAfter && notAfter.getTime() <= Date.now()) return expiryNote(notAfter)!.text;
+      if (loading) return "starting: a worker is loading the function";
       if (pool && pool.ready() === 0) return "no worker can run the function: every one has ended and is being replaced (see the log)";
       return undefined;
     },
@@ -463,18 +498,8 @@ function http2ServersOf(server: Server): EventEmitter[] | undefined {
   return servers instanceof Map ? ([...servers.keys()] as EventEmitter[]) : undefined;
 }
 
-/**
- * STREAM_WINDOW and CONNECTION_WINDOW are the HTTP/2 receive windows this
- * server grants. grpc-js leaves Node's default of 64 KiB for both, so a
- * caller sending a 3.5 MiB request waits for a window update every 64 KiB
- * (55 round trips), and all calls on one connection share one 64 KiB window.
- * grpc-go's server grows its windows up to 16 MiB as it measures the link;
- * these are fixed instead. A call waiting for a body slot (see serve) holds at
- * most one stream window of unread bytes, and the window is below the largest
- * request, so the memory bound in docs/serving.md is unchanged.
- */
-export const STREAM_WINDOW = 1024 * 1024;
-export const CONNECTION_WINDOW = 16 * 1024 * 1024;
+// STREAM_WINDOW and CONNECTION_WINDOW: see limits.ts.
+export { CONNECTION_WINDOW, STREAM_WINDOW };
 
 /** widenWindows sets the stream and connection receive windows on every new HTTP/2 session. */
 function widenWindows(servers: EventEmitter[]): void {

@@ -16,6 +16,12 @@ import { countDrops, createLogger } from "./log.js";
 /** WorkerData is what the pool hands each worker. */
 export interface WorkerData {
   xfnWorker: true;
+  /**
+   * Started before the server loaded (early.ts): the rest of this arrives in
+   * the pool's first message ("config"), and the worker waits for it before
+   * it serves.
+   */
+  early?: true;
   /** The function module to load (xfn serve); a bundle's worker has its function built in. */
   module?: string;
   /** The module compiled once for every worker (a data: URL, module/compile.ts), loaded instead of module. */
@@ -71,7 +77,9 @@ export type ToWorker =
       /** When the pool posted the call (monotonicMs). */
       sent: number;
     }
-  | { type: "cancel"; id: number };
+  | { type: "cancel"; id: number }
+  /** To a worker started early (WorkerData.early): what it would otherwise have been started with. */
+  | { type: "config"; workerData: WorkerData };
 
 /** FromWorker is a message to the pool. */
 export type FromWorker =
@@ -93,6 +101,9 @@ export function isWorker(): boolean {
 }
 
 let logger: Logger | undefined;
+/** This worker's data: workerData, or what the pool sent a worker started early. */
+let settings: WorkerData | undefined;
+const dataOf = () => settings ?? (workerData as WorkerData);
 
 /**
  * workerLog is this worker's logger, made on first use: its lines go to the
@@ -103,7 +114,7 @@ let logger: Logger | undefined;
  */
 export function workerLog(): Logger {
   if (logger) return logger;
-  const data = workerData as WorkerData;
+  const data = dataOf();
   const port = parentPort!;
   const backlog = data.logBacklog ? new Int32Array(data.logBacklog) : undefined;
   const destination = Object.assign(new EventEmitter(), {
@@ -122,9 +133,20 @@ export function workerLog(): Logger {
   return (logger = log);
 }
 
-/** workerMain serves fn to the pool until the thread is terminated. */
+/**
+ * workerMain serves fn to the pool until the thread is terminated. A worker
+ * started early first waits for the pool to send what it is to serve with.
+ */
 export function workerMain(fn: RunFunction): void {
   const data = workerData as WorkerData;
+  if (!data.early) return serveWorker(fn, data);
+  parentPort!.once("message", (m: ToWorker) => {
+    if (m.type !== "config") throw new Error(`a worker started early got "${m.type}" before its config`);
+    serveWorker(fn, (settings = m.workerData));
+  });
+}
+
+function serveWorker(fn: RunFunction, data: WorkerData): void {
   const port = parentPort!;
   // On Linux, setpriority of "process 0" changes only the calling thread; elsewhere it
   // would change the whole server process, so it is left alone there.
@@ -156,6 +178,7 @@ export function workerMain(fn: RunFunction): void {
       running.get(m.id)?.cancel();
       return;
     }
+    if (m.type !== "run") return;
     // How long the call waited to be picked up: the pool's measure of whether this thread gets the CPU.
     const waited = monotonicMs() - m.sent;
     const cancel = new Cancel();

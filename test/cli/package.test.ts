@@ -44,8 +44,12 @@ K("a bundle holds what its function uses: no CEL library for a function without 
   const out = join(scratch, "hello-out");
   const r = await run(["package", join(ROOT, "functions/hello"), "--out", out]);
   assert.is(r.code, 0, r.stderr);
-  const text = readFileSync(join(out, "function.mjs"), "utf8");
+  const text = readFileSync(join(out, "server.mjs"), "utf8");
   assert.ok(text.includes("// node_modules/@grpc/grpc-js/"), "the server is in the bundle");
+  // The entry only starts the first worker and loads the server: it must not parse the server's megabytes itself.
+  const entry = readFileSync(join(out, "function.mjs"), "utf8");
+  assert.ok(entry.length < 20_000, `function.mjs is ${entry.length} characters`);
+  assert.not.ok(entry.includes("// node_modules/"), "function.mjs bundles packages");
   // Left in by every module's top-level code until package.json said "sideEffects": false.
   assert.not.ok(text.includes("// node_modules/@marcbachmann/cel-js/"), "cel-js is bundled, though hello uses no CEL");
   assert.not.ok(text.includes("// node_modules/esbuild/"), "esbuild's JavaScript is bundled, though a bundle never compiles");

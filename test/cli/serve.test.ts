@@ -184,7 +184,7 @@ Cli("a module slow to load is logged as still loading, then served", async () =>
   try {
     assert.match(
       s.output(),
-      /"seconds":5,"msg":"still loading the function module: its top-level code has not finished; xfn serve listens once it has"/,
+      /"seconds":5,"msg":"still loading the function module: its top-level code has not finished; no call is answered until it has"/,
     );
     assert.is((await c.run(request({ meta: { tag: "t" } }))).meta?.tag, "t");
   } finally {
@@ -549,10 +549,17 @@ Cli("--health-address: /healthz from the start; /readyz while loading, serving, 
   const xr = (mode: string) => request({ observed: { composite: { resource: { kind: "X", spec: { mode } } } } });
   await until("the probes listen", async () => (await probe(hp, "/healthz")) !== undefined, 10_000);
   assert.equal(await probe(hp, "/healthz"), [200, "ok\n"], "alive while the module loads");
-  assert.equal(await probe(hp, "/readyz"), [503, "not ready: starting: loading the function and binding the gRPC port\n"]);
+  // Before the gRPC port is bound, then while the first worker loads the function.
+  const early = await probe(hp, "/readyz");
+  assert.is(early?.[0], 503);
+  assert.match(early![1], /^not ready: starting: (loading the function and binding the gRPC port|a worker is loading the function)\n$/);
+  // Listening while the first worker still loads the function (1.5 s): not ready, and a call waits for it.
   const s = await starting;
   const c = rawClient(s.port);
   try {
+    assert.equal(await probe(hp, "/readyz"), [503, "not ready: starting: a worker is loading the function\n"]);
+    assert.ok((await c.run(xr("fast"))).meta !== undefined, "a call made while the function loaded was answered once it had");
+    await until("ready", async () => (await probe(hp, "/readyz"))?.[0] === 200, 5_000);
     assert.equal(await probe(hp, "/readyz"), [200, "ok\n"]);
     assert.equal(await probe(hp, "/readyz", "HEAD"), [200, ""]);
     assert.equal(await probe(hp, "/readyz", "POST"), [405, "POST not allowed: use GET\n"]);
@@ -588,6 +595,7 @@ Cli("--health-address may be the --metrics-address: one server answers both", as
     const address = /"address":"(127\.0\.0\.1:\d+)","msg":"serving metrics at \/metrics, \/healthz, \/readyz"/.exec(s.output())?.[1];
     assert.ok(address, s.output());
     assert.not.match(s.output(), /serving probes/);
+    await until("ready", async () => (await probe(address, "/readyz"))?.[0] === 200, 10_000);
     assert.equal(await probe(address, "/readyz"), [200, "ok\n"]);
     assert.match((await probe(address, "/metrics"))![1], /^xfn_function_requests_in_flight 0$/m);
   } finally {

@@ -842,24 +842,26 @@ P("the server answers once the first worker is up; the others start behind it", 
 });
 
 P("a module that cannot be loaded fails start-up with its error", async () => {
-  try {
-    await serve(
-      null,
-      {
-        address: "127.0.0.1:0",
-        insecure: true,
-        workers: {
-          workers: 2,
-          script: SCRIPT,
-          workerData: { xfnWorker: true, module: "/nonexistent/fn.ts", label: "x", debug: false, maxResponseBytes: 1 },
-        },
+  // The server listens while the first worker loads the function; loaded says whether it could.
+  const srv = await serve(
+    null,
+    {
+      address: "127.0.0.1:0",
+      insecure: true,
+      workers: {
+        workers: 2,
+        script: SCRIPT,
+        workerData: { xfnWorker: true, module: "/nonexistent/fn.ts", label: "x", debug: false, maxResponseBytes: 1 },
       },
-      memoryLog().log,
-    );
-    assert.unreachable("started");
-  } catch (err) {
-    assert.match((err as Error).message, /cannot load function module \/nonexistent\/fn\.ts: no such file or directory/);
-  }
+    },
+    memoryLog().log,
+  );
+  const err = await srv.loaded.then(
+    () => undefined,
+    (e: Error) => e,
+  );
+  assert.match(err?.message ?? "loaded", /cannot load function module \/nonexistent\/fn\.ts: no such file or directory/);
+  await srv.stop(100);
 });
 
 P.run();

@@ -1,0 +1,42 @@
+// The entry of a bundled function package (function.mjs): it starts the
+// first pool worker, then loads the server bundle (server.mjs) itself, so
+// that the two load side by side (server/early.ts says why). Every pool
+// worker runs this file too, and loads the server bundle from here: a worker
+// below normal CPU priority (pool.ts, BUSY_NICE) takes it before it parses
+// two megabytes, and so loads in the time the server and the first worker
+// leave over, instead of taking a core from the first answers.
+import { setPriority } from "node:os";
+import { parentPort, workerData } from "node:worker_threads";
+import { startEarlyWorker, type EarlyWorker } from "../server/early.js";
+
+/** The server bundle's export the launcher calls (see package.ts). */
+export interface ServerBundle {
+  /** start serves with argv; script is what pool workers run, early the first of them. */
+  start(argv: string[], script?: string, early?: EarlyWorker): Promise<void>;
+}
+
+/** launch serves with argv from the server bundle at server; self is this file, which workers run. */
+export async function launch(self: string, server: URL, argv: string[]): Promise<void> {
+  const data = parentPort ? (workerData as { xfnWorker?: unknown; nice?: unknown } | null) : null;
+  if (data?.xfnWorker === true) {
+    // As workerMain does (and logs when it cannot): on Linux, "process 0" is this thread.
+    if (typeof data.nice === "number" && data.nice > 0 && process.platform === "linux") {
+      try {
+        setPriority(0, data.nice);
+      } catch {
+        // workerMain tries again and says why.
+      }
+    }
+    await import(server.href);
+    return;
+  }
+  const early = startEarlyWorker(new URL(self), argv);
+  let bundle: ServerBundle;
+  try {
+    bundle = (await import(server.href)) as ServerBundle;
+  } catch (err) {
+    early?.discard();
+    throw err;
+  }
+  await bundle.start(argv, self, early);
+}
