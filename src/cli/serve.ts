@@ -213,6 +213,19 @@ export async function startServing(source: FunctionSource, flags: ServeFlags, la
   if (!pooled) source.worker.early?.discard();
   // In the server's own thread, a function's process.exit would end the server.
   const exit = pooled ? process.exit.bind(process) : refuseExit();
+  // SIGTERM and SIGINT are ours from before the port is bound: a signal sent
+  // as soon as the server said it listens came, now and then, before handlers
+  // set up after serve() were in place, and Node's default ended the process
+  // (killed by SIGTERM, the calls and recordings not finished). Before the
+  // server listens there is nothing to finish: the process exits at once.
+  let onSignal: ((signal: string) => void) | undefined = undefined;
+  const signalled = (signal: string) => {
+    if (onSignal) return onSignal(signal);
+    log.info({ signal }, "signal received before the server listened; exiting");
+    exit(0);
+  };
+  process.once("SIGTERM", () => signalled("SIGTERM"));
+  process.once("SIGINT", () => signalled("SIGINT"));
   try {
     if (flags.maxWorkerHeap !== undefined && flags.workers === 1)
       throw new Error(
@@ -320,8 +333,7 @@ export async function startServing(source: FunctionSource, flags: ServeFlags, la
       .then(stopHttp)
       .then(() => exit(0));
   };
-  process.once("SIGTERM", () => stop("SIGTERM"));
-  process.once("SIGINT", () => stop("SIGINT"));
+  onSignal = stop;
   // With workers the server listens while the first loads the function; it may not.
   try {
     await srv.loaded;

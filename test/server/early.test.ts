@@ -57,13 +57,14 @@ function script(name: string, opts: { loadMs?: number; fail?: string } = {}): UR
 
 const workerData: WorkerData = { xfnWorker: true, label: "early", debug: true, maxResponseBytes: 4 << 20 };
 
-function start(s: URL, early?: EarlyWorker, maxHeapMB = early?.maxHeapMB) {
+function start(s: URL, early?: EarlyWorker, maxHeapMB = early?.maxHeapMB, timeoutMs?: number) {
   const mem = memoryLog();
   const srv = serve(
     null,
     {
       address: "127.0.0.1:0",
       insecure: true,
+      ...(timeoutMs ? { timeoutMs } : {}),
       workers: { workers: 2, script: s, workerData, ...(maxHeapMB ? { maxHeapMB } : {}), ...(early ? { early } : {}) },
     },
     mem.log,
@@ -97,6 +98,23 @@ E("the server listens while the first worker loads: health NOT_SERVING, a call w
     assert.equal(await c.call(new Uint8Array(), { path: "/grpc.health.v1.Health/Check" }), SERVING);
     assert.is(srv.notReady(), undefined);
     assert.ok(mem.lines().some((l) => l.msg === "serving insecure gRPC (local development only)"));
+  } finally {
+    c.close();
+    await srv.stop(1000);
+  }
+});
+
+E("a call whose time runs out while the first worker loads is answered UNAVAILABLE saying so; the next is answered", async () => {
+  // The server's --timeout of 300 ms ends the call, well before the client's own deadline.
+  const { srv: starting } = start(script("slower", { loadMs: 1500 }), undefined, undefined, 300);
+  const srv = await starting;
+  const c = rawClient(srv.port);
+  try {
+    const got = await codeOf(c.run(request({ meta: { tag: "t" } }), { timeoutMs: 10_000 }));
+    assert.is(got.code, Code.UNAVAILABLE);
+    assert.is(got.details, "the function was still loading at the call's deadline (no worker had loaded it yet); retry later");
+    await srv.loaded;
+    assert.match((await c.run(request({ meta: { tag: "t" } }))).results[0]!.message, /^thread \d+$/);
   } finally {
     c.close();
     await srv.stop(1000);
