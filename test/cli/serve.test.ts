@@ -171,6 +171,14 @@ Cli("a TypeScript module that does not compile is refused naming the file, line 
   assert.match(r.stderr, `cannot load function module broken.ts: ${join(scratch, "broken.ts")}:2:13: Unexpected ";"`);
 });
 
+Cli("a module whose top-level code throws on the workers: the server, listening meanwhile, stops; exit code 1 with the error", async () => {
+  writeFileSync(join(scratch, "throws.mjs"), 'throw new Error("boom at top level");\nexport default () => ({});\n');
+  const r = await run(["serve", "throws.mjs", "--insecure", "--address", "127.0.0.1:0"], { cwd: scratch });
+  assert.is(r.code, 1, r.stdout + r.stderr);
+  assert.match(r.stderr, `xfn serve: cannot load function module throws.mjs: boom at top level`);
+  assert.match(r.stdout, /"msg":"serving insecure gRPC \(local development only\)"/);
+});
+
 Cli("a module slow to load is logged as still loading, then served", async () => {
   const f = join(scratch, "slow.mjs");
   writeFileSync(
