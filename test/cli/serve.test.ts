@@ -592,7 +592,10 @@ Cli("--health-address: /healthz from the start; /readyz while loading, serving, 
     assert.equal(await probe(hp, "/readyz", "HEAD"), [200, ""]);
     assert.equal(await probe(hp, "/readyz", "POST"), [405, "POST not allowed: use GET\n"]);
     assert.equal(await probe(hp, "/metrics"), [404, "not found: try /healthz, /readyz\n"]);
-    // Both workers end, one after the other; their replacements take 1.5 s to load.
+    // Both workers end, one after the other; their replacements take 1.5 s to load. The second
+    // worker starts once the first is up and loads as long: with it still loading, the second
+    // call waited for it while the first's replacement loaded too, and readiness raced.
+    await until("both workers up", () => s.output().includes('"msg":"function workers ready"'), 10_000);
     for (let i = 0; i < 2; i++) assert.is((await codeOf(c.run(xr("exit")))).code, Code.INTERNAL);
     assert.equal(await probe(hp, "/readyz"), [
       503,
