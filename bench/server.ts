@@ -6,7 +6,7 @@ import { pino } from "pino";
 import { join } from "node:path";
 import { tuneHeap } from "../src/server/heap.js";
 import { createLogger } from "../src/server/log.js";
-import { DEFAULT_WORKERS } from "../src/server/pool.js";
+import { DEFAULT_WORKERS } from "../src/server/limits.js";
 import { rawService, serve } from "../src/server/server.js";
 import { decodeRequest, encodeResponse } from "../src/wire/codec.js";
 import { composed, EXT, holds, xfnFunction } from "./workload.js";

@@ -8,7 +8,8 @@ import { Command } from "commander";
 import type { RunFunction } from "../function.js";
 import { pickFunction } from "../module/pick.js";
 import type { EarlyWorker } from "../server/early.js";
-import { isWorker, workerMain } from "../server/worker.js";
+import { isWorker } from "../server/thread.js";
+import { workerMain } from "../server/worker.js";
 import { addServeFlags, startServing, type ServeFlags } from "./serve.js";
 
 /**

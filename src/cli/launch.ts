@@ -5,9 +5,9 @@
 // below normal CPU priority (pool.ts, BUSY_NICE) takes it before it parses
 // two megabytes, and so loads in the time the server and the first worker
 // leave over, instead of taking a core from the first answers.
-import { setPriority } from "node:os";
-import { parentPort, workerData } from "node:worker_threads";
+import { workerData } from "node:worker_threads";
 import { startEarlyWorker, type EarlyWorker } from "../server/early.js";
+import { isWorker, lowerPriority } from "../server/thread.js";
 
 /** The server bundle's export the launcher calls (see package.ts). */
 export interface ServerBundle {
@@ -17,16 +17,10 @@ export interface ServerBundle {
 
 /** launch serves with argv from the server bundle at server; self is this file, which workers run. */
 export async function launch(self: string, server: URL, argv: string[]): Promise<void> {
-  const data = parentPort ? (workerData as { xfnWorker?: unknown; nice?: unknown } | null) : null;
-  if (data?.xfnWorker === true) {
-    // As workerMain does (and logs when it cannot): on Linux, "process 0" is this thread.
-    if (typeof data.nice === "number" && data.nice > 0 && process.platform === "linux") {
-      try {
-        setPriority(0, data.nice);
-      } catch {
-        // workerMain tries again and says why.
-      }
-    }
+  if (isWorker()) {
+    // workerMain sets it again, and logs why when it cannot.
+    const nice = (workerData as { nice?: unknown }).nice;
+    if (typeof nice === "number") lowerPriority(nice);
     await import(server.href);
     return;
   }

@@ -20,8 +20,6 @@ import { refusals, REFUSED_REPORT_MS } from "./log.js";
 import { deadlineDetails, runResponseHook, type CallInfo, type Handler, type HandlerOptions, type HandlerResult } from "./handler.js";
 import { exclusive, monotonicMs, type FromWorker, type ToWorker, type WorkerData } from "./worker.js";
 
-export { DEFAULT_WORKERS } from "./limits.js";
-
 /**
  * SMALL_CALL_BYTES is the request size under which a call counts as small.
  * With three workers or more, one worker is kept for small calls, and the

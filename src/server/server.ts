@@ -191,8 +191,9 @@ export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Log
   const timeoutMs = opts.timeoutMs ?? Infinity;
   // Workers load the function while the server binds its port: calls that come
   // meanwhile wait for the first worker (the pool), health says NOT_SERVING and
-  // /readyz why; serve resolves once a worker has loaded the function, and
-  // rejects, having stopped listening, if the first cannot.
+  // /readyz why; serve resolves once it listens, and loaded once a worker has
+  // loaded the function (it rejects, the server having stopped listening, if
+  // the first cannot).
   let pool: Pool | undefined;
   if (opts.workers)
     pool = openPool(
@@ -497,9 +498,6 @@ function http2ServersOf(server: Server): EventEmitter[] | undefined {
   const servers = (server as unknown as { http2Servers?: Map<unknown, unknown> }).http2Servers;
   return servers instanceof Map ? ([...servers.keys()] as EventEmitter[]) : undefined;
 }
-
-// STREAM_WINDOW and CONNECTION_WINDOW: see limits.ts.
-export { CONNECTION_WINDOW, STREAM_WINDOW };
 
 /** widenWindows sets the stream and connection receive windows on every new HTTP/2 session. */
 function widenWindows(servers: EventEmitter[]): void {

@@ -4,7 +4,6 @@
 // response bytes move between threads as transferred ArrayBuffers, never
 // copied.
 import { EventEmitter } from "node:events";
-import { setPriority } from "node:os";
 import { getHeapStatistics } from "node:v8";
 import { parentPort, workerData } from "node:worker_threads";
 import type { RunFunction } from "../function.js";
@@ -12,6 +11,7 @@ import { Cancel, createHandler, type HandlerResult } from "./handler.js";
 import type { Logger } from "pino";
 import { routeOutput } from "./console.js";
 import { countDrops, createLogger } from "./log.js";
+import { lowerPriority } from "./thread.js";
 
 /** WorkerData is what the pool hands each worker. */
 export interface WorkerData {
@@ -95,11 +95,6 @@ export type FromWorker =
  */
 export const monotonicMs = () => Number(process.hrtime.bigint()) / 1e6;
 
-/** isWorker tells whether this thread is a pool worker. */
-export function isWorker(): boolean {
-  return parentPort !== null && (workerData as Partial<WorkerData> | null)?.xfnWorker === true;
-}
-
 let logger: Logger | undefined;
 /** This worker's data: workerData, or what the pool sent a worker started early. */
 let settings: WorkerData | undefined;
@@ -148,16 +143,7 @@ export function workerMain(fn: RunFunction): void {
 
 function serveWorker(fn: RunFunction, data: WorkerData): void {
   const port = parentPort!;
-  // On Linux, setpriority of "process 0" changes only the calling thread; elsewhere it
-  // would change the whole server process, so it is left alone there.
-  let niceErr: string | undefined;
-  if (data.nice && process.platform === "linux") {
-    try {
-      setPriority(0, data.nice);
-    } catch (err) {
-      niceErr = err instanceof Error ? err.message : String(err);
-    }
-  }
+  const niceErr = lowerPriority(data.nice ?? 0);
   const log = workerLog();
   if (data.memory) {
     const held = new Float64Array(data.memory);

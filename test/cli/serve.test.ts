@@ -179,14 +179,20 @@ Cli("a module whose top-level code throws on the workers: the server, listening 
   assert.match(r.stdout, /"msg":"serving insecure gRPC \(local development only\)"/);
 });
 
-Cli("a module slow to load is logged as still loading, then served", async () => {
-  const f = join(scratch, "slow.mjs");
+/** slowModule writes a function module whose top-level code takes ms, and returns its path. */
+function slowModule(name: string, ms: number): string {
+  const f = join(scratch, name);
   writeFileSync(
     f,
     `import { response } from ${JSON.stringify(join(import.meta.dirname, "../../lib/index.js"))};\n` +
-      "await new Promise((r) => setTimeout(r, 5_500));\n" +
+      `await new Promise((r) => setTimeout(r, ${ms}));\n` +
       "export default (req) => response.to(req);\n",
   );
+  return f;
+}
+
+Cli("a module slow to load is logged as still loading, then served", async () => {
+  const f = slowModule("slow.mjs", 5_500);
   const s = await startServe([f, "--insecure", "--workers", "1"]);
   const c = rawClient(s.port);
   try {
@@ -202,13 +208,7 @@ Cli("a module slow to load is logged as still loading, then served", async () =>
 });
 
 Cli("SIGTERM as soon as the server listens, the first worker still loading the function: a clean stop, exit code 0", async () => {
-  const f = join(scratch, "slow-stop.mjs");
-  writeFileSync(
-    f,
-    `import { response } from ${JSON.stringify(join(import.meta.dirname, "../../lib/index.js"))};\n` +
-      "await new Promise((r) => setTimeout(r, 3_000));\n" +
-      "export default (req) => response.to(req);\n",
-  );
+  const f = slowModule("slow-stop.mjs", 3_000);
   // Listening at once; the worker takes 3 s to load the module. The signal is sent the moment the
   // port is logged: before the handlers were set up ahead of listening, 4 of 12 such stops here
   // ended the process by the signal itself (exit code null).
