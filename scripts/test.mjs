@@ -1,43 +1,73 @@
 #!/usr/bin/env node
-// Runs every *.test.ts file under test/ and functions/ with uvu (through the
-// tsx loader), then prints the closing line "N passed, N failed".
-// Usage: node scripts/test.mjs [regex over file paths]
+// Runs the *.test.ts files of one tier with uvu (through the tsx loader), then
+// prints the closing line "N passed, N failed".
+// Usage: node scripts/test.mjs [--e2e] [--dir DIR ...] [regex over file paths]
+//
+// Two tiers. The default one (npm test) is every test file under test/ and
+// functions/ but test/e2e/; --e2e (npm run test:e2e) runs test/e2e/: what
+// packs and installs the runtime, builds Go, drives a browser or kills whole
+// processes, which costs minutes of CPU.
 //
 // Files run in lanes, one uvu process each, side by side (XFN_TEST_JOBS, by
-// default as many as the machine has cores, at most 3). Files are dealt to the
+// default one more than the machine has cores, at most 4: many tests wait on
+// child processes and timers, and on two cores three lanes end the default
+// tier 20% sooner than two). Files are dealt to the
 // lanes longest first, by the durations in scripts/test-durations.json (a file
 // not in it counts as an average one), so the lanes end together. Files that
 // write the same parts of the repository (docs pages and the packages test
-// both build dist/ and add to functions/) share a lane. Files that measure how
-// the CPU is shared run last, alone.
+// both build dist/ and add to functions/) share a lane.
+//
+// A test that needs a tool beside Node (test/support/needs.ts) is skipped
+// where the tool is missing, and the run closes with one line per tool naming
+// what was skipped and the Debian packages that bring it. Any other skip is a
+// failure, as is any skip at all under XFN_TEST_REQUIRE_TOOLS=1 (.ci/run).
 //
 // A test file that forgets `.run()` runs nothing and uvu says nothing; the
 // runner therefore counts suites that ran no test and fails if any file
-// contributed none (see test/support/README). A lane that does not exit soon
+// contributed none (docs/internals.md, Development). A lane that does not exit soon
 // after uvu's summary has leaked a handle (a server left listening): that is a
 // failure too, never a hang. A run past its limit is stopped, and the closing
 // line still counts every test that passed and failed before it was.
 import { spawn } from "node:child_process";
-import { readdirSync, readFileSync } from "node:fs";
-import { availableParallelism } from "node:os";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { availableParallelism, tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
-const filter = new RegExp(process.argv[2] ?? "");
+let parsed;
+try {
+  parsed = parseArgs({
+    options: { e2e: { type: "boolean", default: false }, dir: { type: "string", multiple: true } },
+    allowPositionals: true,
+  });
+} catch (err) {
+  console.error(`${err.message}\nusage: node scripts/test.mjs [--e2e] [--dir DIR ...] [regex over file paths]`);
+  process.exit(2);
+}
+const { values: opts, positionals } = parsed;
+const e2e = opts.e2e;
+const filter = new RegExp(positionals[0] ?? "");
+// Where test files are found, relative to the repository (--dir: for the runner's own tests).
+const dirs = opts.dir ?? ["test", "functions"];
+const requireTools = process.env.XFN_TEST_REQUIRE_TOOLS === "1";
 const EXIT_GRACE_MS = 5_000;
 const LIMIT_MS = Number(process.env.XFN_TEST_LIMIT_MINUTES || 45) * 60_000;
-const JOBS = Math.max(1, Number(process.env.XFN_TEST_JOBS) || Math.min(availableParallelism(), 3));
+const JOBS = Math.max(1, Number(process.env.XFN_TEST_JOBS) || Math.min(availableParallelism() + 1, 4));
 
 /** Files that write the same parts of the repository: they run one after the other, in one lane. */
-const TOGETHER = [/^test\/docs\.test\.ts$/, /^test\/packages\.test\.ts$/];
-/** Files that measure how work shares the CPU: they run last, with no other lane beside them. */
-const ALONE = [/^test\/server\/pool\.test\.ts$/, /^test\/server\/cpus\.test\.ts$/];
+const TOGETHER = [/^test\/e2e\/docs\.test\.ts$/, /^test\/e2e\/packages\.test\.ts$/];
 
-const files = ["test", "functions"]
+const files = dirs
   .flatMap((d) => readdirSync(join(root, d), { recursive: true }).map((f) => `${d}/${String(f).split("\\").join("/")}`))
-  .filter((f) => f.endsWith(".test.ts") && !f.includes("node_modules/") && filter.test(f))
+  .filter((f) => f.endsWith(".test.ts") && !f.includes("node_modules/") && f.startsWith("test/e2e/") === e2e && filter.test(f))
   .sort();
+if (files.length === 0) {
+  console.error(`no test file of the ${e2e ? "e2e" : "default"} tier matches ${filter}`);
+  process.exit(1);
+}
+const skipDir = mkdtempSync(join(tmpdir(), "xfn-test-skips-"));
 
 let durations = {};
 try {
@@ -86,7 +116,11 @@ function runLane(name, laneFiles) {
         "--color",
         "false",
       ],
-      { cwd: root, stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, NO_COLOR: "1" } },
+      {
+        cwd: root,
+        stdio: ["ignore", "pipe", "pipe"],
+        env: { ...process.env, NO_COLOR: "1", XFN_TEST_SKIP_LOG: join(skipDir, `${name.replace(/\W+/g, "-")}.jsonl`) },
+      },
     );
     running.add(child);
     // What the lane printed, in order, to show; and uvu's own output (stdout) alone, to count.
@@ -110,7 +144,14 @@ function runLane(name, laneFiles) {
     child.on("exit", (code, signal) => {
       clearTimeout(exitTimer);
       running.delete(child);
-      resolve({ name, files: laneFiles, out, shown, code, signal, leaked });
+      const log = join(skipDir, `${name.replace(/\W+/g, "-")}.jsonl`);
+      const skips = existsSync(log)
+        ? readFileSync(log, "utf8")
+            .split("\n")
+            .filter(Boolean)
+            .map((l) => JSON.parse(l))
+        : [];
+      resolve({ name, files: laneFiles, out, shown, code, signal, leaked, skips });
     });
   });
 }
@@ -143,7 +184,8 @@ function counts(lane) {
       }
     }
   }
-  return { passed, failed: total - passed - skipped, skipped, silent, summarised };
+  // uvu's Total leaves skipped tests out.
+  return { passed, failed: total - passed, skipped, silent, summarised };
 }
 
 const started = Date.now();
@@ -154,39 +196,62 @@ const limit = setTimeout(() => {
   for (const c of running) c.kill("SIGKILL");
 }, LIMIT_MS);
 
-const alone = files.filter((f) => ALONE.some((r) => r.test(f)));
-const shared = files.filter((f) => !alone.includes(f));
 const results = [];
 const print = (lane) => {
   process.stdout.write(`\n=== ${lane.name}: ${lane.files.length} file${lane.files.length === 1 ? "" : "s"} ===\n${lane.shown}`);
   results.push(lane);
 };
-const plan = lanesOf(shared, JOBS);
+const plan = lanesOf(files, JOBS);
 await Promise.all(plan.map((laneFiles, i) => runLane(`lane ${i + 1} of ${plan.length}`, laneFiles).then(print)));
-if (alone.length && !stopped) print(await runLane("alone", alone));
 clearTimeout(limit);
 
 let passed = 0;
 let failed = 0;
 let bad = stopped;
+const skips = [];
 for (const lane of results) {
   const c = counts(lane);
   passed += c.passed;
   failed += c.failed + c.silent.length;
   for (const f of c.silent)
     console.error(`${f} ${stopped ? "had not finished when the run was stopped" : "ran no test: does it call .run() on its suites?"}`);
-  if (c.skipped > 0) console.error(`${lane.name}: ${c.skipped} tests were skipped; skipped tests are not allowed`);
+  const unexplained = c.skipped - lane.skips.length;
+  if (unexplained > 0)
+    console.error(`${lane.name}: ${unexplained} tests were skipped with .skip; only a test whose tool is missing may skip`);
+  skips.push(...lane.skips);
   if (lane.leaked)
     console.error(`${lane.name}: the tests finished but the process did not exit: a test left a handle open (server, socket, timer)`);
   else if (!c.summarised && !stopped)
     console.error(`${lane.name}: no uvu summary was printed: the test process crashed before it finished`);
-  bad ||= c.failed > 0 || c.silent.length > 0 || c.skipped > 0 || lane.code !== 0 || lane.signal !== null;
+  bad ||= c.failed > 0 || c.silent.length > 0 || unexplained > 0 || lane.code !== 0 || lane.signal !== null;
+}
+rmSync(skipDir, { recursive: true, force: true });
+
+// One line per missing tool: the tests that need it (a test that needs two missing tools counts on both lines).
+const byTool = new Map();
+skips.forEach((s) =>
+  s.tools.forEach((tool, i) => {
+    const entry = byTool.get(tool) ?? { packages: s.packages[i], tests: [] };
+    entry.tests.push(`${s.file}: ${s.test}`);
+    byTool.set(tool, entry);
+  }),
+);
+const skipLines = [];
+for (const [tool, { packages, tests }] of byTool) {
+  skipLines.push(`skipped ${tests.length} test${tests.length === 1 ? "" : "s"}: needs ${tool} (apt-get install ${packages})`);
+  if (process.env.XFN_TEST_VERBOSE_SKIPS === "1") skipLines.push(...tests.map((t) => `  ${t}`));
+}
+if (skips.length && requireTools) {
+  console.error(`XFN_TEST_REQUIRE_TOOLS=1: ${skips.length} tests skipped for want of a tool; install what the lines below name`);
+  bad = true;
 }
 const seconds = Math.round((Date.now() - started) / 1000);
 console.log(
   `\n${passed} passed, ${Math.max(failed, bad ? 1 : 0)} failed${stopped ? " (stopped at the limit; counts are of what finished)" : ""}`,
 );
+// The run ends with what it skipped, a line per missing tool (XFN_TEST_VERBOSE_SKIPS=1 lists the tests).
+for (const l of skipLines) console.log(l);
 console.error(
-  `${files.length} files in ${seconds} s, ${plan.length} lane${plan.length === 1 ? "" : "s"} side by side${alone.length ? ", then one alone" : ""}`,
+  `${e2e ? "e2e tier: " : ""}${files.length} files in ${seconds} s, ${plan.length} lane${plan.length === 1 ? "" : "s"} side by side`,
 );
 process.exit(bad ? 1 : 0);

@@ -10,6 +10,7 @@ import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { startDevCluster, type DevCluster } from "../../src/apiserver/server.js";
 import { apis, crd, kubeconfigFor, sleep, until, typed } from "../support/cluster.js";
+import { needs } from "../support/needs.js";
 import { XFN } from "../support/spawn.js";
 
 const CRD = {
@@ -43,6 +44,8 @@ function clients(c: DevCluster) {
 }
 
 const H = suite("dev-cluster over HTTP");
+/** The tests that drive the real kubectl. */
+const HK = needs(H, "kubectl");
 let scratch: string;
 H.before(() => {
   scratch = mkdtempSync(join(tmpdir(), "xfn-dc-"));
@@ -530,7 +533,7 @@ async function kubectlCluster(suffix: string) {
   return { kubectl, flags, url: JSON.parse(out.split("\n")[0]!).url as string, stop };
 }
 
-H("kubectl against xfn dev-cluster: create a CRD, apply server-side, get by label, watch, delete", async () => {
+HK("kubectl against xfn dev-cluster: create a CRD, apply server-side, get by label, watch, delete", async () => {
   const { kubectl, flags, stop } = await kubectlCluster("");
   try {
     const crdFile = join(scratch, "crd.json");
@@ -557,7 +560,7 @@ H("kubectl against xfn dev-cluster: create a CRD, apply server-side, get by labe
   }
 });
 
-H("kubectl get prints a CRD's printer columns, kubectl describe shows the object's Events; events select by involvedObject", async () => {
+HK("kubectl get prints a CRD's printer columns, kubectl describe shows the object's Events", async () => {
   const { kubectl, url, stop } = await kubectlCluster("-cols");
   try {
     const withColumns = structuredClone(CRD) as any;
@@ -606,17 +609,36 @@ H("kubectl get prints a CRD's printer columns, kubectl describe shows the object
     const described = kubectl("describe", "widget", "w1");
     assert.match(described, /Events:[\s\S]*Warning\s+ComposeResources\s+\S+\s+xfn-host\s+bucket: external name is still held/);
     assert.not.match(described, /not about w1/);
+  } finally {
+    stop();
+  }
+});
 
-    const sel = await fetch(`${url}/api/v1/events?fieldSelector=involvedObject.name%3Dw1,involvedObject.kind%3DWidget`);
+H("events select by involvedObject, as kubectl describe asks; a field selector on a field events do not index is 400", async () => {
+  const c = await startDevCluster();
+  try {
+    const post = (path: string, body: unknown) =>
+      fetch(`${c.url}${path}`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+    const event = (name: string, involvedName: string) => ({
+      metadata: { name },
+      involvedObject: { apiVersion: "example.org/v1", kind: "Widget", name: involvedName, namespace: "default" },
+      reason: "ComposeResources",
+      message: `about ${involvedName}`,
+      type: "Warning",
+      source: { component: "xfn-host" },
+    });
+    assert.is((await post("/api/v1/namespaces/default/events", event("w1.1", "w1"))).status, 201);
+    assert.is((await post("/api/v1/namespaces/default/events", event("other.1", "other"))).status, 201);
+    const sel = await fetch(`${c.url}/api/v1/events?fieldSelector=involvedObject.name%3Dw1,involvedObject.kind%3DWidget`);
     assert.equal(
       ((await sel.json()) as any).items.map((i: any) => i.metadata.name),
       ["w1.1"],
     );
-    const bad = await fetch(`${url}/api/v1/namespaces/default/configmaps?fieldSelector=data.x%3Dy`);
+    const bad = await fetch(`${c.url}/api/v1/namespaces/default/configmaps?fieldSelector=data.x%3Dy`);
     assert.is(bad.status, 400);
     assert.match(((await bad.json()) as any).message, /field label not supported: data\.x/);
   } finally {
-    stop();
+    await c.stop();
   }
 });
 
@@ -647,7 +669,7 @@ H("Leases (coordination.k8s.io/v1) are served, with resourceVersion conflicts, f
   }
 });
 
-H(
+HK(
   "kubectl prints the server's refusals as against a real cluster: 422 Invalid with the field, strict decoding of unknown fields",
   async () => {
     const { kubectl, stop } = await kubectlCluster("-invalid");

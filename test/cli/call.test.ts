@@ -22,7 +22,7 @@ let pki: TestPki;
 let scratch: string;
 Call.before(async () => {
   srv = await serve(hello, { address: "127.0.0.1:0", insecure: true }, memoryLog().log);
-  pki = makePki();
+  pki = await makePki();
   scratch = mkdtempSync(join(tmpdir(), "xfn-call-"));
 });
 Call.after(async () => {

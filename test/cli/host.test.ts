@@ -180,7 +180,7 @@ C("SIGTERM while the host is still starting stops it as gracefully as after: exi
 });
 
 C("--function-tls-certs-dir: a Development-runtime function is called with mTLS, as Crossplane calls it; without, a warning", async () => {
-  const pki = makePki();
+  const pki = await makePki();
   // Crossplane's client Secret as files; the server's certificate names function-hello.crossplane-system.
   const client = join(pki.dir, "client-secret");
   mkdirSync(client);

@@ -1,5 +1,5 @@
 // xfn init: the project it writes (the whole install-and-use story is
-// test/adopt.test.ts, from outside the repository).
+// test/e2e/adopt.test.ts, from outside the repository).
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, relative, resolve } from "node:path";

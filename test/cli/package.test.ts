@@ -1,5 +1,5 @@
 // xfn package: what it refuses, with a clear error and exit code 1 (a bundle
-// that starts and answers is test/packages.test.ts and test/adopt.test.ts).
+// that starts and answers is test/e2e/packages.test.ts and test/e2e/adopt.test.ts).
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";

@@ -19,8 +19,8 @@ const Cli = suite("cli: xfn serve");
 
 let pki: TestPki;
 let scratch: string;
-Cli.before(() => {
-  pki = makePki();
+Cli.before(async () => {
+  pki = await makePki();
   scratch = mkdtempSync(join(tmpdir(), "xfn-cli-"));
 });
 Cli.after(() => {

@@ -170,12 +170,15 @@ P("a small call skips a lower-priority worker that has been slow to pick calls u
 });
 
 P("a call that waits behind another on its own worker does not make that worker slow: small calls still go there", async () => {
-  const { srv } = await start(10_000, 3, {}, undefined, { slowPickupMs: 50 });
+  // The queued calls wait over a second behind the first ones: counted as pickup time, that would put
+  // the worker's measure (30% of the newest) well past the threshold, while a true pickup, even of a
+  // lowest-priority thread on a machine with two CPU-bound processes beside the tests, stays under it.
+  const { srv } = await start(10_000, 3, {}, undefined, { slowPickupMs: 200 });
   const c = rawClient(srv.port);
   const smallBusy = (ms: number) => request({ observed: { composite: { resource: { kind: "X", spec: { mode: "busy", ms } } } } });
   try {
     // Two large calls on the CPU, and two more queued behind them: waiting for a call, not for the CPU.
-    const first = [busy(300), busy(300)].map((r) => c.run(r, { timeoutMs: 20_000 }));
+    const first = [busy(1200), busy(1200)].map((r) => c.run(r, { timeoutMs: 20_000 }));
     await new Promise((r) => setTimeout(r, 100));
     const second = [busy(0), busy(0)].map((r) => c.run(r, { timeoutMs: 20_000 }));
     const lanes = new Set((await Promise.all([...first, ...second])).map(threadOf));

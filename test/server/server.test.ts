@@ -616,8 +616,8 @@ Logs("one debug line per request; credentials and connection details never logge
 const Tls = suite("server: mTLS");
 
 let pki: TestPki;
-Tls.before(() => {
-  pki = makePki();
+Tls.before(async () => {
+  pki = await makePki();
 });
 Tls.after(() => pki.cleanup());
 
@@ -643,7 +643,7 @@ const refused: Record<string, { creds: () => ReturnType<typeof mtlsCredentials>;
   NoClientCertificate: {
     creds: () => mtlsCredentials(pki, "none"),
     reason: "ERR_SSL_PEER_DID_NOT_RETURN_A_CERTIFICATE",
-    // Also what Go's client (Crossplane's) makes of a certificate from another CA: go-client.test.ts.
+    // Also what Go's client (Crossplane's) makes of a certificate from another CA: test/e2e/go-client.test.ts.
     hint: " (the client sent no certificate: it has none, or none signed by this server's ca.crt, which Go clients such as Crossplane's then withhold)",
   },
   // Node closes such a socket after the handshake with no error of its own: the reason is the certificate's, not the reset that follows.

@@ -15,8 +15,8 @@ import { makePki, type TestPki } from "../support/certs.js";
 const T = suite("server: TLS certificates");
 let pki: TestPki;
 let scratch: string;
-T.before(() => {
-  pki = makePki();
+T.before(async () => {
+  pki = await makePki();
   scratch = mkdtempSync(join(tmpdir(), "xfn-tls-"));
 });
 T.after(() => {
@@ -66,8 +66,8 @@ T.run();
 
 const E = suite("server: certificate expiry and the TLS handshake");
 let longLived: TestPki;
-E.before(() => {
-  longLived = makePki();
+E.before(async () => {
+  longLived = await makePki();
 });
 E.after(() => longLived.cleanup());
 
@@ -85,7 +85,7 @@ E("expiryNote: nothing before the last week, then when, then expired", () => {
 });
 
 E("a serving certificate that expires within a week: a warning at start, and /readyz says so while ready", async () => {
-  const short = makePki({ serverDays: 1 });
+  const short = await makePki({ serverDays: 1 });
   const mem = memoryLog();
   const s = await serve(
     async (req) => ({ meta: { tag: req.meta?.tag ?? "" } }) as never,

@@ -1,10 +1,11 @@
-// Throwaway PKI for TLS tests, made with the openssl command: a CA, a server
-// certificate named as Crossplane names a function's, a client certificate as
-// Crossplane's, and a second, unrelated CA with its own client certificate.
-import { execFileSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+// Throwaway PKI for TLS tests, made in Node (the selfsigned package, on Node's
+// own WebCrypto; no openssl command needed): a CA, a server certificate named
+// as Crossplane names a function's, a client certificate as Crossplane's, and
+// a second, unrelated CA with its own client certificate.
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import selfsigned from "selfsigned";
 
 export interface Pem {
   cert: Buffer;
@@ -26,96 +27,72 @@ export interface TestPki {
 /** FUNCTION_HOST is the name Crossplane dials: <function>.<namespace>. */
 export const FUNCTION_HOST = "function-hello.crossplane-system";
 
-function openssl(cwd: string, ...args: string[]): void {
-  execFileSync("openssl", args, { cwd, stdio: "pipe" });
+const DAY_MS = 86_400_000;
+
+type Extension = NonNullable<Parameters<typeof selfsigned.generate>[1]>["extensions"] extends (infer E)[] | undefined ? E : never;
+
+/** certificate makes an RSA 2048 key and a SHA-256 certificate for it, self-signed or signed by ca. */
+async function certificate(cn: string, days: number, extensions: Extension[], ca?: Pem): Promise<Pem> {
+  const attrs = [{ name: "commonName", value: cn }, ...(ca ? [{ name: "organizationName", value: "Crossplane" }] : [])];
+  const now = Date.now();
+  const pems = await selfsigned.generate(attrs, {
+    keySize: 2048,
+    algorithm: "sha256",
+    // A minute back, so a clock a little behind the signer's still accepts it.
+    notBeforeDate: new Date(now - 60_000),
+    notAfterDate: new Date(now + days * DAY_MS),
+    extensions,
+    ...(ca ? { ca: { key: ca.key.toString(), cert: ca.cert.toString() } } : {}),
+  });
+  return { cert: Buffer.from(pems.cert), key: Buffer.from(pems.private) };
 }
 
-function makeCa(cwd: string, name: string): void {
-  openssl(
-    cwd,
-    "req",
-    "-x509",
-    "-newkey",
-    "rsa:2048",
-    "-nodes",
-    "-days",
-    "30",
-    "-subj",
-    `/CN=${name}`,
-    "-keyout",
-    `${name}.key`,
-    "-out",
-    `${name}.crt`,
-    "-addext",
-    "basicConstraints=critical,CA:TRUE",
-    "-addext",
-    "keyUsage=critical,keyCertSign,cRLSign",
-  );
-}
+const caExtensions: Extension[] = [
+  { name: "basicConstraints", cA: true, critical: true },
+  { name: "keyUsage", keyCertSign: true, cRLSign: true, critical: true },
+];
 
-function makeLeaf(cwd: string, ca: string, name: string, ext: string, days = 30): void {
-  writeFileSync(join(cwd, `${name}.ext`), ext);
-  openssl(
-    cwd,
-    "req",
-    "-newkey",
-    "rsa:2048",
-    "-nodes",
-    "-subj",
-    `/CN=${name}/O=Crossplane`,
-    "-keyout",
-    `${name}.key`,
-    "-out",
-    `${name}.csr`,
-  );
-  openssl(
-    cwd,
-    "x509",
-    "-req",
-    "-in",
-    `${name}.csr`,
-    "-CA",
-    `${ca}.crt`,
-    "-CAkey",
-    `${ca}.key`,
-    "-CAcreateserial",
-    "-days",
-    String(days),
-    "-out",
-    `${name}.crt`,
-    "-extfile",
-    `${name}.ext`,
-  );
-}
+const clientExtensions: Extension[] = [
+  { name: "subjectAltName", altNames: [{ type: 2, value: "crossplane.crossplane-system" }] },
+  { name: "extKeyUsage", clientAuth: true },
+];
 
 /** makePki writes a fresh PKI into a temporary directory; the server's certificate lasts serverDays (30). */
-export function makePki(opts: { serverDays?: number } = {}): TestPki {
-  const dir = mkdtempSync(join(tmpdir(), "xfn-pki-"));
-  makeCa(dir, "ca");
-  makeCa(dir, "other-ca");
+export async function makePki(opts: { serverDays?: number } = {}): Promise<TestPki> {
   const [fn, ns] = FUNCTION_HOST.split(".");
-  makeLeaf(
-    dir,
-    "ca",
-    "server",
-    `subjectAltName=DNS:${fn},DNS:${fn}.${ns},DNS:${fn}.${ns}.svc\nextendedKeyUsage=serverAuth\nkeyUsage=digitalSignature,keyEncipherment\n`,
-    opts.serverDays,
-  );
-  makeLeaf(dir, "ca", "client", "subjectAltName=DNS:crossplane.crossplane-system\nextendedKeyUsage=clientAuth\n");
-  makeLeaf(dir, "other-ca", "stranger", "subjectAltName=DNS:crossplane.crossplane-system\nextendedKeyUsage=clientAuth\n");
+  const [ca, otherCa] = await Promise.all([certificate("ca", 30, caExtensions), certificate("other-ca", 30, caExtensions)]);
+  const [server, client, stranger] = await Promise.all([
+    certificate(
+      "server",
+      opts.serverDays ?? 30,
+      [
+        { name: "subjectAltName", altNames: [`${fn}`, `${fn}.${ns}`, `${fn}.${ns}.svc`].map((value) => ({ type: 2, value })) },
+        { name: "extKeyUsage", serverAuth: true },
+        { name: "keyUsage", digitalSignature: true, keyEncipherment: true },
+      ],
+      ca,
+    ),
+    certificate("client", 30, clientExtensions, ca),
+    certificate("stranger", 30, clientExtensions, otherCa),
+  ]);
+  const dir = mkdtempSync(join(tmpdir(), "xfn-pki-"));
+  const write = (name: string, data: Buffer) => writeFileSync(join(dir, name), data, { mode: 0o600 });
+  for (const [name, pem] of Object.entries({ ca, "other-ca": otherCa, server, client, stranger })) {
+    write(`${name}.crt`, pem.cert);
+    write(`${name}.key`, pem.key);
+  }
   const serverDir = join(dir, "server-dir");
   mkdirSync(serverDir);
-  const read = (f: string) => readFileSync(join(dir, f));
-  writeFileSync(join(serverDir, "tls.crt"), read("server.crt"));
-  writeFileSync(join(serverDir, "tls.key"), read("server.key"));
-  writeFileSync(join(serverDir, "ca.crt"), read("ca.crt"));
+  writeFileSync(join(serverDir, "tls.crt"), server.cert);
+  writeFileSync(join(serverDir, "tls.key"), server.key);
+  writeFileSync(join(serverDir, "ca.crt"), ca.cert);
   return {
     dir,
     serverDir,
-    ca: read("ca.crt"),
-    client: { cert: read("client.crt"), key: read("client.key") },
-    otherCa: read("other-ca.crt"),
-    strangerClient: { cert: read("stranger.crt"), key: read("stranger.key") },
+    ca: ca.cert,
+    client,
+    otherCa: otherCa.cert,
+    strangerClient: stranger,
     cleanup: () => rmSync(dir, { recursive: true, force: true }),
   };
 }

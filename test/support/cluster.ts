@@ -2,14 +2,20 @@
 import { ApiextensionsV1Api, CustomObjectsApi, KubeConfig } from "@kubernetes/client-node";
 import type { JsonObject } from "@bufbuild/protobuf";
 import type { DevCluster } from "../../src/apiserver/server.js";
+import { Budget } from "./budget.js";
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** until polls check every 20 ms and throws naming what it waited for. */
+/**
+ * until polls check every 20 ms and throws naming what it waited for. Its
+ * limit, ms, is a Budget (test/support/budget.ts): on a busy machine it
+ * stretches with the CPU pressure, up to SLOWEST times.
+ */
 export async function until(what: string, check: () => boolean | Promise<boolean>, ms = 5000): Promise<void> {
-  const end = Date.now() + ms;
+  const budget = new Budget(ms);
+  const started = performance.now();
   while (!(await check())) {
-    if (Date.now() > end) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+    if (budget.over()) throw new Error(`timed out after ${budget.describe(started)} waiting for ${what}`);
     await sleep(20);
   }
 }

@@ -12,10 +12,9 @@ import { join } from "node:path";
 import { file_fn_v1_run_function } from "../../src/gen/fn/v1/run_function_pb.js";
 import { file_fn_v1beta1_zz_generated_run_function } from "../../src/gen/fn/v1beta1/zz_generated_run_function_pb.js";
 import type { TestPki } from "./certs.js";
+import { deadline } from "./budget.js";
+import { GOPATH } from "./needs.js";
 import { ROOT } from "./spawn.js";
-
-/** Where Debian's golang-google-grpc-dev and golang-google-protobuf-dev put their sources. */
-const GOPATH = process.env["XFN_TEST_GOPATH"] ?? "/usr/share/gocode";
 
 /** GoResult is one call as the Go client reports it. */
 export interface GoResult {
@@ -149,12 +148,12 @@ export function buildGoClient(pki: TestPki): GoClient {
       child.stderr.on("data", (d: Buffer) => (out += d));
       const exited = new Promise<void>((r) => child.on("close", () => r()));
       return new Promise((resolve, reject) => {
-        const t = setTimeout(() => (child.kill(), reject(new Error(`gopeer function did not start:\n${out}`))), 10_000);
+        const cancel = deadline(10_000, () => (child.kill(), reject(new Error(`gopeer function did not start:\n${out}`))));
         child.stdout.on("data", (d: Buffer) => {
           out += d;
           const m = /listening (\d+)/.exec(out);
           if (!m) return;
-          clearTimeout(t);
+          cancel();
           resolve({ port: Number(m[1]), output: () => out, stop: () => (child.kill(), exited) });
         });
         void exited.then(() => reject(new Error(`gopeer function exited:\n${out}`)));

@@ -2,6 +2,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { createServer, type AddressInfo } from "node:net";
 import { join } from "node:path";
+import { deadline } from "./budget.js";
 
 export const ROOT = join(import.meta.dirname, "../..");
 export const XFN = join(ROOT, "bin/xfn.js");
@@ -21,11 +22,11 @@ export function run(args: string[], opts: { env?: NodeJS.ProcessEnv; timeoutMs?:
     let stderr = "";
     child.stdout.on("data", (d) => (stdout += d));
     child.stderr.on("data", (d) => (stderr += d));
-    const t = setTimeout(() => child.kill("SIGKILL"), opts.timeoutMs ?? 20_000);
+    const cancel = deadline(opts.timeoutMs ?? 20_000, () => child.kill("SIGKILL"));
     // "close", not "exit": at exit the child's output may not all be read yet,
     // and a test matching stderr then saw part of it (a flake under load).
     child.on("close", (code, signal) => {
-      clearTimeout(t);
+      cancel();
       resolve({ code, signal, stdout, stderr });
     });
   });
@@ -51,15 +52,15 @@ export function startServe(args: string[], env: NodeJS.ProcessEnv = {}, opts: { 
     const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) =>
       child.on("close", (code, signal) => r({ code, signal })),
     );
-    const timer = setTimeout(() => {
+    const cancel = deadline(20_000, () => {
       child.kill("SIGKILL");
-      reject(new Error(`xfn serve did not start within 20 s:\n${out}`));
-    }, 20_000);
+      reject(new Error(`xfn serve did not start within 20 s (counted as the machine gives CPU time):\n${out}`));
+    });
     const onData = (d: Buffer) => {
       out += d;
       const m = /"port":(\d+)/.exec(out);
       if (m) {
-        clearTimeout(timer);
+        cancel();
         resolve({
           child,
           port: Number(m[1]),
@@ -71,7 +72,7 @@ export function startServe(args: string[], env: NodeJS.ProcessEnv = {}, opts: { 
     child.stdout.on("data", onData);
     child.stderr.on("data", (d: Buffer) => (out += d));
     void exited.then(({ code }) => {
-      clearTimeout(timer);
+      cancel();
       reject(new Error(`xfn serve exited with ${code} before listening:\n${out}`));
     });
   });

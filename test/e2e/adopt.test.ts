@@ -8,10 +8,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
-import { rawClient } from "./support/client.js";
-import { until } from "./support/cluster.js";
-import { request } from "./support/requests.js";
-import { ROOT } from "./support/spawn.js";
+import { rawClient } from "../support/client.js";
+import { until } from "../support/cluster.js";
+import { request } from "../support/requests.js";
+import { ROOT } from "../support/spawn.js";
 
 const A = suite("adopt: xfn-runtime from an empty folder outside the repository");
 const NPM = process.platform === "win32" ? "npm.cmd" : "npm";

@@ -17,8 +17,9 @@ import { RunFunctionRequestSchema } from "../../src/gen/fn/v1/run_function_pb.js
 import { makePki, type TestPki } from "../support/certs.js";
 import { buildGoClient, type GoClient, type GoFunction } from "../support/go.js";
 import { run } from "../support/spawn.js";
+import { needs } from "../support/needs.js";
 
-const G = suite("cli: xfn call and xfn render against a grpc-go function");
+const G = needs(suite("cli: xfn call and xfn render against a grpc-go function"), "go");
 let pki: TestPki;
 let go: GoClient;
 let mtls: GoFunction;
@@ -26,7 +27,7 @@ let plain: GoFunction;
 let dir: string;
 
 G.before(async () => {
-  pki = makePki();
+  pki = await makePki();
   go = buildGoClient(pki);
   dir = join(go.dir, "files");
   mkdirSync(dir);

@@ -17,17 +17,18 @@ import { makePki, type TestPki } from "../support/certs.js";
 import { buildGoClient, type GoClient } from "../support/go.js";
 import { until } from "../support/cluster.js";
 import { freePort, startServe, type Serving } from "../support/spawn.js";
+import { needs } from "../support/needs.js";
 
 const FIXTURE = "test/fixtures/go-client/index.ts";
 
-const T = suite("server: Crossplane's client (grpc-go and Go's protobuf)");
+const T = needs(suite("server: Crossplane's client (grpc-go and Go's protobuf)"), "go");
 let pki: TestPki;
 let go: GoClient;
 let scratch: string;
 let server: Serving;
 
 T.before(async () => {
-  pki = makePki();
+  pki = await makePki();
   go = buildGoClient(pki);
   scratch = go.dir;
   // As Crossplane runs a function: the certificates' folder from TLS_SERVER_CERTS_DIR, no flag.

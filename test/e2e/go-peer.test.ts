@@ -10,8 +10,9 @@ import { buildGoFunction, procUsage } from "../../bench/go.js";
 import { request } from "../../bench/workload.js";
 import { Ready, RunFunctionResponseSchema } from "../../src/gen/fn/v1/run_function_pb.js";
 import { rawClient } from "../support/client.js";
+import { needs } from "../support/needs.js";
 
-const G = suite("bench: the Go peer");
+const G = needs(suite("bench: the Go peer"), "go");
 
 G("builds from Debian's packages and answers the bench request as the other servers do", async () => {
   const child = spawn(buildGoFunction(), ["-address", "127.0.0.1:0"], { stdio: ["ignore", "pipe", "pipe"] });

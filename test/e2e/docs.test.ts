@@ -9,8 +9,9 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
-import { DEFAULT_PORT_LOCK, withLock } from "./support/lock.js";
-import { ROOT } from "./support/spawn.js";
+import { DEFAULT_PORT_LOCK, withLock } from "../support/lock.js";
+import { needs, type Tool } from "../support/needs.js";
+import { ROOT } from "../support/spawn.js";
 
 const D = suite("docs");
 
@@ -176,7 +177,7 @@ D("every shell block is run here, or says which test runs it, or why none can", 
   assert.ok(skipped.length <= 3, `only a few blocks may go untested, found ${skipped.length}`);
 });
 
-D("README's first lines give the two commands, and .ci/run runs the same install and test commands", () => {
+D("README's first lines give the two commands, and .ci/run runs the same install and both tiers' commands, skipping nothing", () => {
   const readme = readFileSync(join(ROOT, "README.md"), "utf8");
   assert.match(readme, /^# xfn\n\n```sh\n/);
   const block = /```sh\n([\s\S]*?)```/.exec(readme)?.[1] ?? "";
@@ -189,12 +190,22 @@ D("README's first lines give the two commands, and .ci/run runs the same install
   const ci = readFileSync(join(ROOT, ".ci/run"), "utf8");
   assert.match(ci, /^npm ci/m);
   assert.match(ci, /^npm test$/m);
+  // The end-to-end tier: named in the README, run by CI after the default one, with no test let skip.
+  assert.match(readme, /`npm run test:e2e`/);
+  assert.match(ci, /^npm test\nnpm run test:e2e$/m);
+  assert.match(ci, /^export XFN_TEST_REQUIRE_TOOLS=1$/m);
 });
+
+/** toolsOf names the tools beside Node that a page's commands run. */
+function toolsOf(doc: Doc): Tool[] {
+  const text = doc.blocks.map((b) => (b.kind === "sh" ? b.text : "")).join("\n");
+  return (["kubectl", "podman", "go", "chromium"] as const).filter((t) => new RegExp(`(^|[\\s;&|(\`$])${t}\\s`, "m").test(text));
+}
 
 for (const file of docs) {
   const doc = parseDoc(file);
   if (!doc.blocks.some((b) => b.kind === "sh")) continue;
-  D(`${file}: its commands succeed as written`, async () => {
+  needs(D, ...toolsOf(doc))(`${file}: its commands succeed as written`, async () => {
     const written = doc.blocks.filter((b): b is Extract<Block, { kind: "file" }> => b.kind === "file").map((b) => b.path);
     const script = ["set -euo pipefail"];
     for (const b of doc.blocks) {
@@ -228,7 +239,7 @@ D("adding a function folder never breaks the suite: the package checks pass with
   mkdirSync(dir, { recursive: true });
   try {
     writeFileSync(join(dir, "index.ts"), tutorial.text);
-    const out = execFileSync(process.execPath, [join(ROOT, "scripts/test.mjs"), "packages"], {
+    const out = execFileSync(process.execPath, [join(ROOT, "scripts/test.mjs"), "--e2e", "packages"], {
       cwd: ROOT,
       encoding: "utf8",
       stdio: "pipe",

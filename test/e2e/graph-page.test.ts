@@ -15,8 +15,12 @@ import { startHttpServer } from "../../src/http.js";
 import { until } from "../support/cluster.js";
 import { hostFor } from "../support/host.js";
 import { ROOT } from "../support/spawn.js";
+import { needs } from "../support/needs.js";
 
-const P = suite("host: the /graph page in chromium");
+const S = suite("host: the /graph page in chromium");
+const P = needs(S, "chromium");
+/** The test that also changes the cluster with the real kubectl. */
+const PK = needs(S, "chromium", "kubectl");
 const OUT = join(ROOT, ".tmp/test-output");
 
 /**
@@ -38,7 +42,7 @@ async function chromium(args: string[]): Promise<string> {
   }
 }
 
-P("the page lists the XR, draws its resources by state, follows a readiness change, and can be photographed", async () => {
+PK("the page lists the XR, draws its resources by state, follows a readiness change, and can be photographed", async () => {
   const { c, kc, mem, host, dir } = await hostFor(join(ROOT, "examples"), { maxBackoffMs: 500, graphs: true });
   const page = await startHttpServer("127.0.0.1:0", graphRoutes(host), mem.log, "the XR graph page");
   const scratch = mkdtempSync(join(tmpdir(), "xfn-graph-page-"));
@@ -130,4 +134,4 @@ P("values from the cluster are escaped on the page", async () => {
   );
 });
 
-P.run();
+S.run();
