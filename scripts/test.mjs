@@ -97,6 +97,39 @@ function lanesOf(list, n) {
 const escape = (s) => s.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&");
 const running = new Set();
 
+/** killGroup sends signal to a lane and every process in its group. */
+function killGroup(child, signal) {
+  try {
+    process.kill(-child.pid, signal);
+  } catch {
+    // the group is gone
+  }
+}
+
+/** groupMembers lists the processes still in process group pgid, as "pid command" (Linux's /proc; elsewhere none). */
+function groupMembers(pgid) {
+  const found = [];
+  let pids = [];
+  try {
+    pids = readdirSync("/proc").filter((d) => /^\d+$/.test(d));
+  } catch {
+    return found;
+  }
+  for (const pid of pids) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+      // The fields after the command name (which may hold spaces and parentheses): state, ppid, pgrp, ...
+      const [state, , pgrp] = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      if (Number(pgrp) !== pgid || Number(pid) === pgid || state === "Z") continue;
+      const cmd = readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").filter(Boolean).slice(0, 4).join(" ");
+      found.push(`${pid} ${cmd}`);
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return found;
+}
+
 /** runLane runs uvu over files; it resolves with what the lane printed and how it ended. */
 function runLane(name, laneFiles) {
   return new Promise((resolve) => {
@@ -120,6 +153,8 @@ function runLane(name, laneFiles) {
         cwd: root,
         stdio: ["ignore", "pipe", "pipe"],
         env: { ...process.env, NO_COLOR: "1", XFN_TEST_SKIP_LOG: join(skipDir, `${name.replace(/\W+/g, "-")}.jsonl`) },
+        // A process group of its own: ending the lane ends whatever its tests started.
+        detached: true,
       },
     );
     running.add(child);
@@ -137,13 +172,16 @@ function runLane(name, laneFiles) {
           leaked = true;
           // Ask the lane what it still holds (test/support/handles.mjs), then end it.
           child.kill("SIGUSR2");
-          setTimeout(() => child.kill("SIGKILL"), 1_000);
+          setTimeout(() => killGroup(child, "SIGKILL"), 1_000);
         }, EXIT_GRACE_MS);
       }
     });
     child.on("exit", (code, signal) => {
       clearTimeout(exitTimer);
       running.delete(child);
+      // What the lane's tests started and left running is ended with it, and named.
+      const orphans = groupMembers(child.pid);
+      killGroup(child, "SIGKILL");
       const log = join(skipDir, `${name.replace(/\W+/g, "-")}.jsonl`);
       const skips = existsSync(log)
         ? readFileSync(log, "utf8")
@@ -151,7 +189,7 @@ function runLane(name, laneFiles) {
             .filter(Boolean)
             .map((l) => JSON.parse(l))
         : [];
-      resolve({ name, files: laneFiles, out, shown, code, signal, leaked, skips });
+      resolve({ name, files: laneFiles, out, shown, code, signal, leaked, skips, orphans });
     });
   });
 }
@@ -160,7 +198,8 @@ function runLane(name, laneFiles) {
 function counts(lane) {
   // eslint-disable-next-line no-control-regex -- ANSI colour codes start with ESC
   const plain = lane.out.replace(/\x1b\[[0-9;]*m/g, "");
-  const num = (label) => Number((new RegExp(`${label}:\\s+(\\d+)`).exec(plain) ?? [])[1] ?? NaN);
+  // uvu's summary is the last "Total:", "Passed:", "Skipped:" (a failure's message may quote another run's).
+  const num = (label) => Number([...plain.matchAll(new RegExp(`^\\s*${label}:\\s+(\\d+)$`, "gm"))].at(-1)?.[1] ?? NaN);
   const lines = plain.split("\n").map((l) => l.trim());
   // uvu prints each file's path, then one line per suite ending in "(n / m)".
   // A file with no suite line after it never called .run() (or never finished).
@@ -193,8 +232,15 @@ let stopped = false;
 const limit = setTimeout(() => {
   stopped = true;
   console.error(`\nthe test run passed its limit of ${LIMIT_MS / 60_000} minutes; stopping it`);
-  for (const c of running) c.kill("SIGKILL");
+  for (const c of running) killGroup(c, "SIGKILL");
 }, LIMIT_MS);
+// Stopped from outside (Ctrl-C, a CI timeout): the lanes, in groups of their own, are ended too.
+for (const sig of ["SIGINT", "SIGTERM", "SIGHUP"]) {
+  process.on(sig, () => {
+    for (const c of running) killGroup(c, "SIGKILL");
+    process.exit(1);
+  });
+}
 
 const results = [];
 const print = (lane) => {
@@ -221,9 +267,17 @@ for (const lane of results) {
   skips.push(...lane.skips);
   if (lane.leaked)
     console.error(`${lane.name}: the tests finished but the process did not exit: a test left a handle open (server, socket, timer)`);
+  if (lane.orphans.length && !stopped)
+    console.error(`${lane.name}: its tests left processes running (ended now): ${lane.orphans.join("; ")}`);
   else if (!c.summarised && !stopped)
     console.error(`${lane.name}: no uvu summary was printed: the test process crashed before it finished`);
-  bad ||= c.failed > 0 || c.silent.length > 0 || unexplained > 0 || lane.code !== 0 || lane.signal !== null;
+  bad ||=
+    c.failed > 0 ||
+    c.silent.length > 0 ||
+    unexplained > 0 ||
+    (lane.orphans.length > 0 && !stopped) ||
+    lane.code !== 0 ||
+    lane.signal !== null;
 }
 rmSync(skipDir, { recursive: true, force: true });
 

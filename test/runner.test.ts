@@ -3,11 +3,12 @@
 // Debian packages that bring it; under XFN_TEST_REQUIRE_TOOLS=1 it fails
 // instead; any other skip, or a file that runs no test, fails the run.
 import { execFile } from "node:child_process";
-import { chmodSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { dirname, join, relative } from "node:path";
 import { pathToFileURL } from "node:url";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
+import { until } from "./support/cluster.js";
 import { ROOT } from "./support/spawn.js";
 
 const R = suite("the test runner");
@@ -109,6 +110,53 @@ R("a test skipped with .skip fails the run; so does a file that never calls .run
   );
   assert.is(silent.code, 1, silent.out);
   assert.match(silent.out, /b\.test\.ts ran no test: does it call \.run\(\) on its suites\?/);
+});
+
+/** A test file that starts a child that would run for minutes and writes its pid to pidFile; then hangs if hang. */
+const leaver = (pidFile: string, hang: boolean) => `
+import { spawn } from "node:child_process";
+import { writeFileSync } from "node:fs";
+import { suite } from "uvu";
+const S = suite("leaves");
+S("passes", () => {});
+S("starts a child and forgets it", async () => {
+  const child = spawn(process.execPath, ["-e", "setTimeout(() => {}, 600000)"], { stdio: "ignore" });
+  child.unref();
+  writeFileSync(${JSON.stringify(pidFile)}, String(child.pid));
+  ${hang ? "await new Promise(() => setInterval(() => {}, 1000));" : ""}
+});
+S.run();
+`;
+
+/** alive says whether a process runs (a zombie, ended but not yet reaped, does not). */
+const alive = (pid: number) => {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2)[0] !== "Z";
+  } catch {
+    return false;
+  }
+};
+
+R("a process a test started and left running is ended with its lane, named, and fails the run", async () => {
+  const pidFile = join(dir, "left.pid");
+  const r = await runner(files("left", { "a.test.ts": leaver(pidFile, false) }), { PATH: bare });
+  assert.is(r.code, 1, r.out);
+  const pid = Number(readFileSync(pidFile, "utf8"));
+  assert.match(r.out, new RegExp(`its tests left processes running \\(ended now\\): ${pid} \\S*node -e`));
+  assert.not.ok(alive(pid), `process ${pid} still runs`);
+});
+
+R("a run past its limit is stopped: what finished is counted, and no lane or process of its tests is left running", async () => {
+  const pidFile = join(dir, "hung.pid");
+  // 0.05 minutes: 3 s.
+  const r = await runner(files("hung", { "a.test.ts": leaver(pidFile, true) }), { PATH: bare, XFN_TEST_LIMIT_MINUTES: "0.05" });
+  assert.is(r.code, 1, r.out);
+  assert.match(r.out, /the test run passed its limit of 0\.05 minutes; stopping it/);
+  // One test passed before the second hung; nothing failed, yet the run fails.
+  assert.match(r.out, /^1 passed, 1 failed \(stopped at the limit; counts are of what finished\)$/m);
+  const pid = Number(readFileSync(pidFile, "utf8"));
+  await until("the stopped test's child to be gone", () => !alive(pid));
 });
 
 R.run();
