@@ -1,4 +1,6 @@
-// xfn's public API for function authors.
+// xfn's public API for function authors. The helpers for a function's own unit
+// tests are xfn-runtime/testing (src/testing/unit.ts): a function that imports
+// this module does not load them, nor their YAML parser, where it is served.
 export * as request from "./sdk/request.js";
 export * as response from "./sdk/response.js";
 export * as fieldpath from "./sdk/fieldpath.js";
@@ -7,7 +9,6 @@ export type { TypedResource } from "./sdk/response.js";
 export { FieldPathError } from "./sdk/fieldpath.js";
 export { XfnError, UsageError, EncodingError, InputError } from "./sdk/errors.js";
 export { defineFunction, type RunContext, type RunFunction } from "./function.js";
-export * as testing from "./testing/unit.js";
 export { pipeline, runSteps, step, freeze, type Step, type StepContext } from "./pipeline.js";
 export * as steps from "./steps/index.js";
 export {

@@ -18,14 +18,12 @@ import {
   COMPOSITION_RESOURCE_NAME,
   ComposeError,
   composeResources,
-  firstNAndSomeMore,
   resourceRefsOf,
   type Composed,
 } from "../engine/composed.js";
 import {
   checkComposition,
   FatalResultError,
-  resultEvent,
   runPipeline,
   type Fetch,
   type PipelineResult,
@@ -37,9 +35,21 @@ import type { HostMetrics } from "../metrics.js";
 import { setOwn } from "../own.js";
 import { XR_FINALIZER, type XRType } from "./crds.js";
 import type { EventRecorder, HostEvent } from "./events.js";
-import { apiMessage, conditionsOf, errorCode, holds, isObject, keyOf, kubeObject, metaOf, plain, refOf, str, type Ref } from "./kube.js";
+import { apiMessage, errorCode, holds, isObject, keyOf, kubeObject, metaOf, plain, refOf, str, type Ref } from "./kube.js";
 import { selectComposition } from "./select.js";
-import { clip, mergeConditions, type Condition } from "./status.js";
+import {
+  afterFatal,
+  clip,
+  deletingMessage,
+  FOREGROUND_NOTE,
+  foreground,
+  keptStatus,
+  mergeConditions,
+  readyAndSynced,
+  recordedOrder,
+  resultEvents,
+  type Condition,
+} from "./status.js";
 import { prune as pruneToSchema } from "../sdk/schema.js";
 import type { ResourceState } from "../graph/model.js";
 import { ComposedWatches } from "./composed-watches.js";
@@ -715,83 +725,6 @@ export class Composer {
   }
 }
 
-/**
- * readyAndSynced are the conditions a reconcile that ran the pipeline writes:
- * Synced (what went wrong, if anything), Ready (from the pipeline's readiness,
- * or Deleting), and the functions' own.
- */
-function readyAndSynced(r: Reconciling, result: PipelineResult, ordered: boolean, applied: Applied): Condition[] {
-  const { unready, waiting } = applied;
-  const warnings = result.results.filter((x) => x.severity === "Warning").map((x) => `${x.step}: ${x.message}`);
-  const conds: Condition[] = [
-    r.problems.length > 0
-      ? { type: "Synced", status: "False", reason: "ReconcileError", message: clip(r.problems.join("; ")) }
-      : { type: "Synced", status: "True", reason: "ReconcileSuccess" },
-  ];
-  const xrReady = result.desired.composite?.ready ?? Ready.UNSPECIFIED;
-  if (!r.deleting) {
-    if (xrReady === Ready.TRUE || (xrReady === Ready.UNSPECIFIED && unready.length === 0 && waiting.length === 0))
-      conds.push({ type: "Ready", status: "True", reason: "Available" });
-    else {
-      // What keeps it from being ready (the unready list as Crossplane words it),
-      // and what the functions warned of, where `kubectl get` and describe show it.
-      const why = [...(unready.length ? [`Unready resources: ${firstNAndSomeMore(unready)}`] : []), ...waiting, ...warnings];
-      conds.push({ type: "Ready", status: "False", reason: "Creating", ...(why.length ? { message: clip(why.join("; ")) } : {}) });
-    }
-  }
-  if (r.deleting && !ordered)
-    conds.push({ type: "Ready", status: "False", reason: "Deleting", message: clip(deletingMessage(r.observedObjects)) });
-  for (const fc of result.conditions) {
-    // Functions may not override system conditions, except Ready while the XR is deleted (the deletion step's report).
-    if (SYSTEM_CONDITIONS.has(String(fc["type"])) && !(fc["type"] === "Ready" && ordered)) continue;
-    conds.push(functionCondition(fc));
-  }
-  return conds;
-}
-
-/**
- * afterFatal are the custom conditions after a Fatal result, as Crossplane
- * sets them: those the Fatal step set, and the XR's others turned Unknown,
- * since nothing could say what they are now.
- */
-function afterFatal(err: FatalResultError, xr: JsonObject): Condition[] {
-  const seen = new Set<string>();
-  const custom: Condition[] = [];
-  for (const fc of err.conditions) {
-    const type = String(fc["type"]);
-    if (SYSTEM_CONDITIONS.has(type)) continue;
-    seen.add(type);
-    custom.push(functionCondition(fc));
-  }
-  for (const c of conditionsOf(xr)) {
-    const type = String(c["type"]);
-    if (SYSTEM_CONDITIONS.has(type) || seen.has(type)) continue;
-    custom.push({
-      type,
-      status: "Unknown",
-      reason: "FatalError",
-      message: "A fatal error occurred before the status of this condition could be determined.",
-    });
-  }
-  return custom;
-}
-
-/** resultEvents turns the functions' results into Events, as Crossplane reports them. */
-const resultEvents = (results: StepResult[]): HostEvent[] => results.map(resultEvent);
-
-/** SYSTEM_CONDITIONS are the condition types Crossplane keeps for itself: a function's are ignored. */
-const SYSTEM_CONDITIONS = new Set(["Ready", "Synced", "Healthy", "UpToDate", "Responsive"]);
-
-/** functionCondition is a condition a function set, as the host writes it. */
-function functionCondition(fc: JsonObject): Condition {
-  return {
-    type: String(fc["type"]),
-    status: fc["status"] === "True" ? "True" : fc["status"] === "False" ? "False" : "Unknown",
-    reason: String(fc["reason"] ?? ""),
-    ...(typeof fc["message"] === "string" ? { message: fc["message"] } : {}),
-  };
-}
-
 /** resourceRefs reads the XR's composed resource references (spec.crossplane.resourceRefs, or spec.resourceRefs of a legacy XR). */
 export function resourceRefs(xr: JsonObject): Ref[] {
   const spec = isObject(xr["spec"]) ? xr["spec"] : {};
@@ -803,49 +736,4 @@ export function resourceRefs(xr: JsonObject): Ref[] {
     name: String(r["name"]),
     ...(r["namespace"] ? { namespace: String(r["namespace"]) } : {}),
   }));
-}
-
-/**
- * keptStatus is the XR's status as it is, but its conditions: what a reconcile
- * that could not run the pipeline writes back, so that status the pipeline
- * wrote before (recorded external names, the deletion order) is not removed
- * by a server-side apply that leaves it out.
- */
-function keptStatus(xr: JsonObject): JsonObject {
-  const { conditions: _conditions, ...rest } = isObject(xr["status"]) ? (xr["status"] as JsonObject) : {};
-  return rest;
-}
-
-/** recordedOrder reads status.deletion.order (waves of resource names), or [] when absent or malformed. */
-function recordedOrder(xr: JsonObject): string[][] {
-  const s = isObject(xr["status"]) ? xr["status"] : {};
-  const d = isObject(s["deletion"]) ? s["deletion"] : {};
-  const o = d["order"];
-  if (!Array.isArray(o) || !o.every((w) => Array.isArray(w) && w.every((n) => typeof n === "string"))) return [];
-  return o as string[][];
-}
-
-/**
- * FOREGROUND_NOTE is what the XR says while Kubernetes deletes it in the
- * foreground (kubectl delete --cascade=foreground): the API server's garbage
- * collector deletes every composed resource at once, whatever order the
- * pipeline asks for.
- */
-const FOREGROUND_NOTE =
-  "deleted with --cascade=foreground: Kubernetes deletes every composed resource at once, not in the pipeline's deletion order " +
-  "(delete with the default --cascade=background to keep the order)";
-
-/** foreground tells whether the XR is being deleted in the foreground (its foregroundDeletion finalizer). */
-function foreground(xr: JsonObject): boolean {
-  const finalizers = metaOf(xr)["finalizers"];
-  return Array.isArray(finalizers) && finalizers.includes("foregroundDeletion");
-}
-
-/** deletingMessage names what is left and what holds it, as the deletion step does. */
-function deletingMessage(left: Map<string, JsonObject>): string {
-  const parts = [...left.keys()].sort().map((rn) => {
-    const f = metaOf(left.get(rn)!)["finalizers"];
-    return Array.isArray(f) && f.length > 0 ? `${rn} (finalizers: ${f.join(", ")})` : rn;
-  });
-  return `deleting ${parts.length} composed resource${parts.length === 1 ? "" : "s"}: ${parts.join(", ")}`;
 }

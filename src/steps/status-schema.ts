@@ -8,13 +8,12 @@
 // the desired XR holds at that point. Each one the schema would drop is a
 // Warning that names the field and gives the schema to add. Without an answer
 // (older Crossplane, no XRD given) it does nothing.
-import type { JsonObject } from "@bufbuild/protobuf";
+import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { step, type Step } from "../pipeline.js";
 import * as request from "../sdk/request.js";
 import * as response from "../sdk/response.js";
 import { prune } from "../sdk/schema.js";
 import { Capability } from "../gen/fn/v1/run_function_pb.js";
-import { stringify } from "yaml";
 import { isObject } from "../sdk/fieldpath.js";
 
 /** STATUS_SCHEMA_REQUIREMENT is the name the step's schema requirement goes by. */
@@ -55,9 +54,28 @@ export function statusSchema(opts: StatusSchemaOptions = {}): Step {
           ctx.rsp,
           `${path} is not in the schema of ${kind} (${apiVersion}): the API server drops it, so what this pipeline records there ` +
             `is lost on every reconcile. Add to the XRD, under ${where}: ` +
-            stringify({ [field.split(".").pop()!]: suggested }, { collectionStyle: "flow", lineWidth: 0 }).trim(),
+            flowYaml({ [field.split(".").pop()!]: suggested }),
         )
         .withReason("StatusFieldNotInSchema");
     }
   });
+}
+
+/** PLAIN is a string YAML reads back as that string without quotes (and not as a number, boolean or null). */
+const PLAIN = /^[A-Za-z_][\w./-]*$/;
+const RESERVED = /^(true|false|null|yes|no|on|off|y|n|~)$/i;
+
+/**
+ * flowYaml writes a JSON value as one line of YAML in flow style, as the yaml
+ * package writes it with collectionStyle "flow": `{ a: { b: [ c, 1 ] } }`.
+ * Strings that would not read back as themselves are quoted as JSON quotes
+ * them (YAML reads a JSON string as that string). Written here so that the
+ * steps, which every served function imports, load no YAML parser.
+ */
+export function flowYaml(v: JsonValue): string {
+  if (typeof v === "string") return PLAIN.test(v) && !RESERVED.test(v) ? v : JSON.stringify(v);
+  if (v === null || typeof v !== "object") return JSON.stringify(v);
+  if (Array.isArray(v)) return v.length ? `[ ${v.map(flowYaml).join(", ")} ]` : "[]";
+  const entries = Object.entries(v).map(([k, x]) => `${flowYaml(k)}: ${flowYaml(x)}`);
+  return entries.length ? `{ ${entries.join(", ")} }` : "{}";
 }

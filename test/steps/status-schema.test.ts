@@ -1,12 +1,14 @@
 // statusSchema: asks for the XR kind's schema, and warns about each status field
 // the pipeline wrote that the schema would drop, naming what to add.
 import { suite } from "uvu";
+import { parse, stringify } from "yaml";
 import * as assert from "uvu/assert";
 import { Capability, Severity } from "../../src/gen/fn/v1/run_function_pb.js";
 import { runSteps } from "../../src/pipeline.js";
 import * as response from "../../src/sdk/response.js";
 import { declares, prune } from "../../src/sdk/schema.js";
 import { externalName, statusSchema, STATUS_SCHEMA_REQUIREMENT } from "../../src/steps/index.js";
+import { flowYaml } from "../../src/steps/status-schema.js";
 import { step } from "../../src/pipeline.js";
 import { request } from "../support/requests.js";
 import { NOW } from "../support/steps.js";
@@ -121,6 +123,46 @@ S("prune and declares follow the API server's structural rules", () => {
   assert.ok(declares(s, "status.open"));
   assert.ok(declares(s, "spec.m"));
   assert.not.ok(declares(s, "status.gone"));
+});
+
+S("the suggested schema is one line of flow YAML, as the yaml package writes it, and reads back as it was", () => {
+  const schemas: any[] = [
+    { externalNames: { type: "object", additionalProperties: { type: "string" } } },
+    {
+      waiting: {
+        type: "object",
+        properties: { for: { type: "array", items: { type: "string" } }, since: { type: "string", format: "date-time" } },
+      },
+    },
+    { x: { type: "object", "x-kubernetes-preserve-unknown-fields": true, maxProperties: 10, required: [], default: {} } },
+  ];
+  for (const v of schemas) assert.is(flowYaml(v), stringify(v, { collectionStyle: "flow", lineWidth: 0 }).trim());
+  // Strings YAML would read as something else, or not at all, are quoted.
+  const hostile: any = {
+    "a: b": [
+      "true",
+      "null",
+      "~",
+      "1e3",
+      "0x1f",
+      "-",
+      "# not a comment",
+      "{x}",
+      "[y]",
+      "*alias",
+      "&anchor",
+      "!tag",
+      "'q'",
+      '"q"',
+      "",
+      " lead",
+      "trail ",
+    ],
+    "key with spaces": { yes: "No", ".inf": ".nan", é: "ünïcode", nested: [[], {}, null, 1.5, -2, false] },
+    "new\nline": "tab\there",
+  };
+  assert.equal(parse(flowYaml(hostile)), hostile);
+  assert.not.match(flowYaml(hostile), /\n/);
 });
 
 S.run();

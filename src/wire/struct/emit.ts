@@ -182,6 +182,24 @@ export class Emitter {
     this.pos += buf.write(s, this.pos, bytes, bytes === n ? "latin1" : "utf8");
   }
 
+  /**
+   * unread writes the bytes of a value never read (lazy's entry i) as they
+   * came, once checked: a value that does not decode fails here, at path.
+   */
+  private unread(lazy: Lazy, i: number, path: string[]): void {
+    const src = lazy.src;
+    const start = lazy.e[i + 1] as number;
+    const end = lazy.e[i + 2] as number;
+    try {
+      checkRaw(src, start, end, lazy.depth + 1);
+    } catch (err) {
+      throw new EncodeError(`holds bytes from the request that do not decode: ${(err as Error).message}`, path);
+    }
+    this.varint(end - start);
+    this.room(end - start);
+    this.pos += src.nb.copy(this.buf, this.pos, start, end);
+  }
+
   /** struct writes the fields of a Struct holding o. */
   struct(o: JsonObject, depth: number): void {
     if (depth > MAX_DEPTH) throw EncodeError.tooDeep();
@@ -196,17 +214,7 @@ export class Emitter {
       this.buf[this.pos++] = 0x12; // value
       const i = lazy ? pending(o, lazy, k) : -1;
       if (i >= 0) {
-        const src = lazy!.src;
-        const start = lazy!.e[i + 1] as number;
-        const end = lazy!.e[i + 2] as number;
-        try {
-          checkRaw(src, start, end, lazy!.depth + 1);
-        } catch (err) {
-          throw new EncodeError(`holds bytes from the request that do not decode: ${(err as Error).message}`, [`.${k}`]);
-        }
-        this.varint(end - start);
-        this.room(end - start);
-        this.pos += src.nb.copy(this.buf, this.pos, start, end);
+        this.unread(lazy!, i, [`.${k}`]);
         this.close(entry);
       } else {
         const value = this.open();
@@ -356,17 +364,8 @@ export class Emitter {
         this.buf[this.pos++] = 0x12;
         const i = f.lazy ? pending(o, f.lazy, k) : -1;
         if (i >= 0) {
-          const src = f.lazy!.src;
-          const start = f.lazy!.e[i + 1] as number;
-          const end = f.lazy!.e[i + 2] as number;
-          try {
-            checkRaw(src, start, end, f.lazy!.depth + 1);
-          } catch (err) {
-            throw new EncodeError(`holds bytes from the request that do not decode: ${(err as Error).message}`);
-          }
-          this.varint(end - start);
-          this.room(end - start);
-          this.pos += src.nb.copy(this.buf, this.pos, start, end);
+          // The path is added below, as for any error here.
+          this.unread(f.lazy!, i, []);
           this.close(entry);
           f.i++;
           continue;

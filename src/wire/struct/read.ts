@@ -1,14 +1,15 @@
 // The reader: Struct, ListValue and Value bytes to plain JSON. It alone holds
 // the cursor (which bytes, and where in them); every entry point here sets it
 // and lets go of the bytes after. Values of LAZY_MIN bytes or more are left as
-// bytes, decoded on first read (see lazy.ts for what an object keeps of them);
-// bytes about to be copied through or dropped unread are checked here too, and
-// peek's walk to one value deep in unread bytes is done here.
+// bytes, decoded on first read (lazy.ts keeps them on the object, and asks the
+// reader to decode them); bytes about to be copied through or dropped unread
+// are checked here too, and peek's walk to one value deep in unread bytes is
+// done here.
 import { isUtf8 } from "node:buffer";
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { setOwn } from "../../own.js";
 import { DecodeError, fail, MAX_DECODE_DEPTH, MAX_DEPTH, source, UNPEEKED, type Src } from "./base.js";
-import { find, GETTERS, LAZY, Lazy, lazyOf, UNREAD } from "./lazy.js";
+import { attach, checkReplaced, defer, find, type Lazy, useReader } from "./lazy.js";
 
 // DEEP_FROM is the depth, in the decoder's levels, from which values are
 // decoded, checked, copied and encoded by loops keeping a stack of their own
@@ -494,71 +495,6 @@ function reading<T>(s: Src, start: number, read: () => T): T {
   }
 }
 
-// --- leaving values for later -----------------------------------------------------
-
-const INSPECT = Symbol.for("nodejs.util.inspect.custom");
-const DESCRIPTORS = new Map<string, PropertyDescriptor>();
-
-function descriptor(key: string): PropertyDescriptor {
-  let d = DESCRIPTORS.get(key);
-  if (d) return d;
-  const get = function (this: JsonObject): unknown {
-    const lazy = lazyOf(this);
-    if (!lazy) return undefined;
-    const i = find(lazy, key);
-    const e = lazy.e;
-    let v = e[i + 3];
-    if (v === UNREAD) v = e[i + 3] = decodeValue(lazy.src, e[i + 1] as number, e[i + 2] as number, lazy.depth + 1);
-    return v;
-  };
-  const set = function (this: JsonObject, v: unknown): void {
-    const lazy = lazyOf(this);
-    if (lazy) lazy.e[find(lazy, key) + 3] = v;
-  };
-  GETTERS.add(get);
-  d = { get, set, enumerable: true, configurable: true };
-  // Keys are few in practice (metadata, spec, status, ...); do not grow without bound.
-  if (DESCRIPTORS.size < 10_000) DESCRIPTORS.set(key, d);
-  return d;
-}
-
-const INSPECT_DESCRIPTOR: PropertyDescriptor = {
-  // util.inspect would print [Getter/Setter]: show a plain copy instead. Deeper
-  // than inspect prints (depth < 0), the object itself: it shows as [Object]
-  // without its values being decoded.
-  value: function (this: JsonObject, depth?: number) {
-    if (typeof depth === "number" && depth < 0) return this;
-    const out: JsonObject = {};
-    for (const k in this) put(out, k, this[k]!);
-    return out;
-  },
-};
-
-const HIDDEN: PropertyDescriptor = { value: undefined };
-
-/** attach makes o's Lazy, holding its first lazy value, key, and defines the key. */
-export function attach(o: JsonObject, s: Src, depth: number, key: string, start: number, end: number): Lazy {
-  const lazy = new Lazy(s, depth, key, start, end);
-  HIDDEN.value = lazy;
-  Object.defineProperty(o, LAZY, HIDDEN);
-  HIDDEN.value = undefined;
-  Object.defineProperty(o, INSPECT, INSPECT_DESCRIPTOR);
-  Object.defineProperty(o, key, descriptor(key));
-  return lazy;
-}
-
-/** defer makes key of o (which has lazy) a lazy value. */
-export function defer(o: JsonObject, lazy: Lazy, key: string, start: number, end: number): void {
-  const i = find(lazy, key);
-  if (i >= 0) {
-    checkReplaced(lazy, i);
-    lazy.e[i + 1] = start;
-    lazy.e[i + 2] = end;
-    lazy.e[i + 3] = UNREAD;
-  } else lazy.e.push(key, start, end, UNREAD);
-  Object.defineProperty(o, key, descriptor(key));
-}
-
 function decodeValue(s: Src, start: number, end: number, depth: number): JsonValue {
   try {
     return reading(s, start, () => readValue(end, depth));
@@ -568,14 +504,8 @@ function decodeValue(s: Src, start: number, end: number, depth: number): JsonVal
   }
 }
 
-/**
- * checkReplaced checks the bytes of a lazy value that a later entry with the
- * same key replaces while decoding (the last one wins): decoding eagerly would
- * have read them, so a malformed one must fail here too, not vanish unread.
- */
-function checkReplaced(lazy: Lazy, i: number): void {
-  if (lazy.e[i + 3] === UNREAD) checkRaw(lazy.src, lazy.e[i + 1] as number, lazy.e[i + 2] as number, lazy.depth + 1);
-}
+// Lazy values decode through the reader when first read.
+useReader({ decode: decodeValue, check: (s, start, end, depth) => checkRaw(s, start, end, depth) });
 
 // --- walking unread bytes to one value (peek.ts) -----------------------------------
 

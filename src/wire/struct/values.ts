@@ -2,8 +2,8 @@
 // leave those unread (their bytes were checked, or will be when used).
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { EncodeError, MAX_DEPTH } from "./base.js";
-import { lazyOf, pending, type Lazy } from "./lazy.js";
-import { attach, defer, depth as deep, putValue as put } from "./read.js";
+import { attach, defer, lazyOf, pending, type Lazy } from "./lazy.js";
+import { depth as deep, putValue as put } from "./read.js";
 
 /**
  * checkEncodable throws the EncodeError encoding v would throw (naming the

@@ -1,9 +1,10 @@
 // Unit tests of the function, with Node's own test runner. They call the
-// function as the server does (testing.callFunction), so what passes here is
+// function as the server does (callFunction, from xfn-runtime/testing), so what passes here is
 // what Crossplane gets.
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { Ready, Severity, testing } from "xfn-runtime";
+import { Ready, Severity } from "xfn-runtime";
+import { callFunction, requestFromJson } from "xfn-runtime/testing";
 import fn from "../src/index.js";
 import { parseInput } from "../src/input.js";
 
@@ -15,10 +16,10 @@ const xr = (spec: Record<string, unknown>) => ({
 });
 
 test("composes one bucket per entry, in the XR's region unless the entry names one", async () => {
-  const req = testing.requestFromJson({
+  const req = requestFromJson({
     observed: { composite: { resource: xr({ region: "eu-west-1", buckets: [{ name: "logs" }, { name: "assets", region: "us-east-1" }] }) } },
   });
-  const rsp = await testing.callFunction(fn, req);
+  const rsp = await callFunction(fn, req);
   const desired = rsp.desired?.resources ?? {};
   assert.deepEqual(Object.keys(desired).sort(), ["bucket-assets", "bucket-logs"]);
   assert.equal((desired["bucket-logs"]?.resource?.["spec"] as { forProvider: { region: string } }).forProvider.region, "eu-west-1");
@@ -28,8 +29,8 @@ test("composes one bucket per entry, in the XR's region unless the entry names o
 });
 
 test("a bad bucket name is a Fatal result naming it", async () => {
-  const req = testing.requestFromJson({ observed: { composite: { resource: xr({ buckets: [{ name: "Not_A_Label" }] }) } } });
-  const rsp = await testing.callFunction(fn, req);
+  const req = requestFromJson({ observed: { composite: { resource: xr({ buckets: [{ name: "Not_A_Label" }] }) } } });
+  const rsp = await callFunction(fn, req);
   assert.equal(rsp.results[0]?.severity, Severity.FATAL);
   assert.match(rsp.results[0]?.message ?? "", /spec\.buckets\[0\]\.name must be a DNS label, got "Not_A_Label"/);
 });
