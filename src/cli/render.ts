@@ -16,6 +16,7 @@ import { createRunner } from "../engine/runner.js";
 import { parseDuration } from "../steps/duration.js";
 import { EXIT_FATAL } from "./call.js";
 import { refuseExit } from "../module/exit.js";
+import { printable } from "../terminal.js";
 
 interface RenderFlags {
   observedResources?: string;
@@ -115,18 +116,18 @@ export async function runRender(
     if (flags.includeContext) docs.push(o.context);
     out.write(toYamlStream(docs));
     if (flags.graph) await writeGraph(flags.graph, o);
-    for (const w of o.warnings) err.write(`xfn render: warning: ${w}\n`);
+    for (const w of o.warnings) err.write(`xfn render: warning: ${printable(w, { lines: true })}\n`);
     return 0;
   } catch (e) {
     if (e instanceof FatalResultError) {
-      err.write(`xfn render: cannot compose resources: ${e.message}\n`);
+      err.write(`xfn render: cannot compose resources: ${printable(e.message, { lines: true })}\n`);
       return EXIT_FATAL;
     }
     if (e instanceof ComposeError || e instanceof StepError) {
-      err.write(`xfn render: cannot compose resources: ${e.message}\n`);
+      err.write(`xfn render: cannot compose resources: ${printable(e.message, { lines: true })}\n`);
       return 1;
     }
-    err.write(`xfn render: ${(e as Error).message}\n`);
+    err.write(`xfn render: ${printable((e as Error).message, { lines: true })}\n`);
     return 1;
   } finally {
     runner?.close();
@@ -183,7 +184,7 @@ export async function runRenderOp(
     out.write(toYamlStream([o.operation, ...o.applied, ...(flags.includeFunctionResults ? o.results : [])]));
     return 0;
   } catch (e) {
-    err.write(`xfn render op: ${(e as Error).message}\n`);
+    err.write(`xfn render op: ${printable((e as Error).message, { lines: true })}\n`);
     return e instanceof FatalResultError ? EXIT_FATAL : 1;
   } finally {
     runner?.close();

@@ -1,6 +1,7 @@
 // `xfn trace TYPE[/NAME] [NAME]`: an XR and what it composes, as a tree, like
 // `crossplane beta trace`, with what xfn's lifecycle steps record (src/trace).
 import { Command, Option } from "commander";
+import { printable } from "../terminal.js";
 
 interface Flags {
   namespace?: string;
@@ -38,7 +39,8 @@ export function traceCommand(): Command {
       try {
         await trace(type, name, flags);
       } catch (err) {
-        process.stderr.write(`xfn trace: ${(err as Error).message.split("\n")[0]}\n`);
+        // An API server's message may quote what it was given, or be anything at all.
+        process.stderr.write(`xfn trace: ${printable((err as Error).message.split("\n")[0]!)}\n`);
         process.exitCode = 1;
       }
     });
@@ -92,7 +94,7 @@ async function trace(typeArg: string, nameArg: string | undefined, flags: Flags)
       out = await render();
     } catch (err) {
       if (/not found/.test((err as Error).message) && last) {
-        process.stdout.write(`${tty ? "\n" : ""}${(err as Error).message.split("\n")[0]}: the XR is gone\n`);
+        process.stdout.write(`${tty ? "\n" : ""}${printable((err as Error).message.split("\n")[0]!)}: the XR is gone\n`);
         return;
       }
       throw err;

@@ -8,6 +8,7 @@
 // it, from status.deletion.order).
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { isObject } from "../json.js";
+import { printable } from "../terminal.js";
 import { ApiFailure, pathOf, type Api, Discovery, type Resource } from "./api.js";
 
 /** Node is one row of the tree: an object (or a resource not created yet, or one that could not be read). */
@@ -283,6 +284,8 @@ export function table(root: Node, opts: { wide: boolean; age?: boolean; xfn?: bo
     n.children.forEach((c, i) => walk(c, childPrefix, i === n.children.length - 1, depth + 1));
   };
   walk(root, "", true, 0);
+  // Every cell is text from the cluster, shown with its control characters escaped (src/terminal.ts).
+  for (const r of rows) r.forEach((c, i) => (r[i] = printable(c)));
   const len = (c: string) => [...c].length;
   const widths = head.map((_, i) => Math.max(6, Math.max(...rows.map((r) => len(r[i] ?? ""))) + 3));
   return `${rows.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c + " ".repeat(widths[i]! - len(c)))).join("")).join("\n")}\n`;

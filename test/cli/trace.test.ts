@@ -72,6 +72,80 @@ T("traces three nested levels the host composes: each XR's resources, and the on
   }
 });
 
+T(
+  "text from the cluster reaches the terminal with its control characters escaped: no escape sequence, bell or carriage return",
+  async () => {
+    const c = await startDevCluster();
+    const kubeconfig = join(scratch, "kubeconfig-hostile");
+    writeFileSync(kubeconfig, c.kubeconfig());
+    // What a hostile status can plant: clear the screen, set the window title, a hyperlink, a bell, a line rewritten.
+    const clear = "\x1b[H\x1b[2J";
+    const title = "\x1b]0;pwned\x07";
+    const link = "\x1b]8;;https://evil.example\x1b\\click\x1b]8;;\x1b\\";
+    const hostile = `${clear}${title}all fine${link}\r\u202eReady\x9b31m`;
+    try {
+      const post = (path: string, body: unknown) =>
+        fetch(`${c.url}${path}`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+      const patchStatus = (path: string, status: unknown) =>
+        fetch(`${c.url}${path}/status`, {
+          method: "PATCH",
+          headers: { "Content-Type": "application/merge-patch+json" },
+          body: JSON.stringify({ status }),
+        });
+      for (const [kind, plural] of [
+        ["XThing", "xthings"],
+        ["Bucket", "buckets"],
+      ] as const)
+        assert.is((await post("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd("example.org", kind, plural))).status, 201);
+      await until("the kinds served", async () => (await fetch(`${c.url}/apis/example.org/v1/buckets`)).status === 200);
+      const bucket = {
+        apiVersion: "example.org/v1",
+        kind: "Bucket",
+        metadata: {
+          name: "b1",
+          annotations: { "crossplane.io/composition-resource-name": `bucket${title}`, "crossplane.io/external-name": `ext${clear}` },
+        },
+      };
+      assert.is((await post("/apis/example.org/v1/buckets", bucket)).status, 201);
+      await patchStatus("/apis/example.org/v1/buckets/b1", {
+        conditions: [
+          { type: "Synced", status: "True", reason: "ReconcileSuccess" },
+          { type: "Ready", status: "False", reason: `Creating${title}`, message: hostile },
+        ],
+      });
+      const xr = {
+        apiVersion: "example.org/v1",
+        kind: "XThing",
+        metadata: { name: "x1" },
+        spec: { crossplane: { resourceRefs: [{ apiVersion: "example.org/v1", kind: "Bucket", name: "b1" }] } },
+      };
+      assert.is((await post("/apis/example.org/v1/xthings", xr)).status, 201);
+      await patchStatus("/apis/example.org/v1/xthings/x1", {
+        conditions: [{ type: "Ready", status: "False", reason: "Creating", message: hostile }],
+        waiting: { [`later${clear}`]: { for: [`bucket.status.id${link}`], since: "2026-11-26T09:01:00Z" } },
+      });
+      for (const output of ["default", "wide"]) {
+        const r = await run(["trace", "xthings/x1", "-o", output, "--kubeconfig", kubeconfig]);
+        assert.is(r.code, 0, r.stderr);
+        // eslint-disable-next-line no-control-regex -- what must not be printed
+        assert.not.match(r.stdout, /[\x00-\x09\x0b-\x1f\x7f-\x9f\u202e]/, JSON.stringify(r.stdout));
+        assert.match(r.stdout, /pwned\\x07all fine\^\[\]8;;https:\/\/evil\.example\^\[\\click/, r.stdout);
+        assert.match(r.stdout, /\\r\\u202eReady\\x9b31m/);
+        // Still one row per object.
+        assert.is(r.stdout.trimEnd().split("\n").length, 4, r.stdout);
+      }
+      const wide = (await run(["trace", "xthings/x1", "-o", "wide", "--kubeconfig", kubeconfig])).stdout;
+      assert.match(wide, /ext\^\[\[H\^\[\[2J/, wide);
+      assert.match(wide, /\^\[\[H\^\[\[2J\^\[\]0;pwned\\x07all fine/, wide);
+      // -o json escapes them as JSON does.
+      const json = await run(["trace", "xthings/x1", "-o", "json", "--kubeconfig", kubeconfig]);
+      assert.is(JSON.parse(json.stdout).children[0].object.status.conditions[1].message, hostile);
+    } finally {
+      await c.stop();
+    }
+  },
+);
+
 T("--watch prints the tree again when it changes, not for ages alone, and ends when the XR is gone", async () => {
   const c = await startDevCluster();
   const kubeconfig = join(scratch, "kc-watch");

@@ -7,6 +7,7 @@ import type { JsonObject } from "@bufbuild/protobuf";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { ApiFailure, type Api } from "../../src/trace/api.js";
+import { printable } from "../../src/terminal.js";
 import { Tracer, age, statusOf, table } from "../../src/trace/trace.js";
 
 /** recorded is an Api that answers from a map of paths, as an API server would (404 otherwise). */
@@ -289,6 +290,20 @@ T("xfn's records: a resource that waits (and one not created yet), external name
   );
   const short = table(tree, { wide: false });
   assert.match(short, /\n├─ Subnet\/net-subnet\s+True\s+True\s+11m30s\s+Deleting; deleting: held by finalizers ec2\/held\n/);
+});
+
+T("printable: every control character shown as a visible escape; text and non-Latin letters as they are", () => {
+  const cases: [string, string, string][] = [
+    ["plain text", "Available: ready", "Available: ready"],
+    ["non-Latin letters and emoji stay", "bücket 東京 🙂", "bücket 東京 🙂"],
+    ["ESC as kubectl shows it", "\x1b[31mred\x1b[0m", "^[[31mred^[[0m"],
+    ["an OSC title with its bell", "\x1b]0;t\x07", "^[]0;t\\x07"],
+    ["newline, carriage return, tab", "a\nb\rc\td", "a\\nb\\rc\\td"],
+    ["NUL, DEL, a C1 CSI", "\x00\x7f\x9b", "\\x00\\x7f\\x9b"],
+    ["bidi overrides and isolates", "\u202eabc\u2066", "\\u202eabc\\u2066"],
+  ];
+  for (const [name, input, want] of cases) assert.is(printable(input), want, name);
+  assert.is(printable("a\n\tb\x1b", { lines: true }), "a\n\tb^[", "lines keeps newlines and tabs");
 });
 
 T("bad input: an unknown kind, a missing XR, an ambiguous name, each one clear line", async () => {
