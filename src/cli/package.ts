@@ -5,8 +5,19 @@
 // and runs `node function.mjs`, which starts the first worker on server.mjs
 // and then loads server.mjs itself, so that both load at once (launch.ts);
 // `node server.mjs` serves too, loading one after the other.
-import { cpSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { basename, dirname, extname, join, relative, resolve } from "node:path";
+import {
+  cpSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  realpathSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
+import { basename, dirname, extname, join, relative, resolve, sep } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Command, Option } from "commander";
 import { parse as parseYaml } from "yaml";
@@ -60,10 +71,45 @@ export function functionMetadata(name: string): string {
   ].join("\n");
 }
 
+/**
+ * checkLinks refuses a symbolic link under path (or path itself) that leads
+ * outside root, leads nowhere, or loops: what a package holds is the function
+ * folder's own files, never /etc/hostname or a secret a link points to.
+ */
+export function checkLinks(path: string, root: string): void {
+  const realRoot = realpathSync(root);
+  const walk = (p: string): void => {
+    const st = lstatSync(p);
+    if (st.isSymbolicLink()) {
+      const shown = relative(root, p);
+      let target: string;
+      try {
+        target = realpathSync(p);
+      } catch (err) {
+        const code = (err as NodeJS.ErrnoException).code;
+        throw new Error(
+          `refusing to package ${shown}: a symbolic link to ${readlinkSync(p)}, which ${code === "ELOOP" ? "loops" : "does not exist"}`,
+          { cause: err },
+        );
+      }
+      if (target !== realRoot && !target.startsWith(realRoot + sep))
+        throw new Error(
+          `refusing to package ${shown}: a symbolic link to ${target}, outside the function's folder ${root} ` +
+            "(copy the file into the folder if the package is to hold it)",
+        );
+      return;
+    }
+    if (st.isDirectory()) for (const n of readdirSync(p)) walk(join(p, n));
+  };
+  walk(path);
+}
+
 /** packageFunction bundles the function in opts.dir into opts.out. */
 export async function packageFunction(opts: PackageOptions): Promise<PackageResult> {
   const dir = resolve(opts.dir);
   const module = resolveModule(dir);
+  // The package's files may not lead out of the function's folder (checked before one is read).
+  if (existsSync(join(dir, "package"))) checkLinks(join(dir, "package"), dir);
   const metaFile = join(dir, "package", "crossplane.yaml");
   const hasMeta = existsSync(metaFile);
   const name = opts.name ?? (hasMeta ? metadataName(metaFile) : undefined) ?? `function-${basename(dir)}`;
@@ -121,7 +167,8 @@ export async function packageFunction(opts: PackageOptions): Promise<PackageResu
     },
     outfile: join(out, "function.mjs"),
   });
-  if (existsSync(join(dir, "package"))) cpSync(join(dir, "package"), join(out, "package"), { recursive: true });
+  // Links were checked before anything was written: they are followed (the package holds files).
+  if (existsSync(join(dir, "package"))) cpSync(join(dir, "package"), join(out, "package"), { recursive: true, dereference: true });
   if (!hasMeta) {
     mkdirSync(join(out, "package"), { recursive: true });
     writeFileSync(join(out, "package", "crossplane.yaml"), functionMetadata(name));

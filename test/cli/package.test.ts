@@ -1,6 +1,6 @@
 // xfn package: what it refuses, with a clear error and exit code 1 (a bundle
 // that starts and answers is test/e2e/packages.test.ts and test/e2e/adopt.test.ts).
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { suite } from "uvu";
@@ -18,6 +18,27 @@ K.before(() => {
   mkdirSync(join(scratch, "badmeta", "package"), { recursive: true });
   writeFileSync(join(scratch, "badmeta", "index.mjs"), "export default (req) => req;\n");
   writeFileSync(join(scratch, "badmeta", "package", "crossplane.yaml"), "metadata: [unclosed\n");
+  // Functions whose package/ holds links: out of the folder, nowhere, in a loop; or the whole package/ a link out.
+  const linked = (name: string, links: Record<string, string>) => {
+    mkdirSync(join(scratch, name, "package", "examples"), { recursive: true });
+    writeFileSync(join(scratch, name, "index.mjs"), "export default (req) => req;\n");
+    writeFileSync(
+      join(scratch, name, "package", "crossplane.yaml"),
+      `apiVersion: meta.pkg.crossplane.io/v1\nkind: Function\nmetadata: {name: ${name}}\n`,
+    );
+    for (const [at, to] of Object.entries(links)) symlinkSync(to, join(scratch, name, at));
+  };
+  writeFileSync(join(scratch, "secret.txt"), "s3cr3t\n");
+  linked("leak", { "package/examples/hostname": "/etc/hostname" });
+  linked("leakup", { "package/examples/secret.yaml": "../../../secret.txt" });
+  linked("dangling", { "package/examples/gone.yaml": "nowhere.yaml" });
+  linked("loop", { "package/examples/a": "b", "package/examples/b": "a" });
+  mkdirSync(join(scratch, "wholelink"));
+  writeFileSync(join(scratch, "wholelink", "index.mjs"), "export default (req) => req;\n");
+  symlinkSync(join(scratch, "badmeta", "package"), join(scratch, "wholelink", "package"));
+  // A link that stays inside the folder is fine: the package holds the file it leads to.
+  linked("inside", { "package/examples/xr.yaml": "../../xr.yaml" });
+  writeFileSync(join(scratch, "inside", "xr.yaml"), "kind: XR\n");
 });
 K.after(() => rmSync(scratch, { recursive: true, force: true }));
 
@@ -30,6 +51,26 @@ const cases: Record<string, { args: string[]; want: RegExp }> = {
     want: /xfn package: cannot package into \.: it would empty the function's own folder/,
   },
   BrokenMetadata: { args: ["badmeta", "--out", "out"], want: /xfn package: cannot read .*badmeta\/package\/crossplane\.yaml/ },
+  LinkOutOfTheFolder: {
+    args: ["leak", "--out", "out"],
+    want: /xfn package: refusing to package package\/examples\/hostname: a symbolic link to \/etc\/hostname, outside the function's folder/,
+  },
+  LinkUpAndOut: {
+    args: ["leakup", "--out", "out"],
+    want: /xfn package: refusing to package package\/examples\/secret\.yaml: a symbolic link to \S*\/secret\.txt, outside/,
+  },
+  LinkToNothing: {
+    args: ["dangling", "--out", "out"],
+    want: /xfn package: refusing to package package\/examples\/gone\.yaml: a symbolic link to nowhere\.yaml, which does not exist/,
+  },
+  LinksInALoop: {
+    args: ["loop", "--out", "out"],
+    want: /xfn package: refusing to package package\/examples\/a: a symbolic link to b, which loops/,
+  },
+  PackageFolderLinkedOut: {
+    args: ["wholelink", "--out", "out"],
+    want: /xfn package: refusing to package package: a symbolic link to \S*\/badmeta\/package, outside/,
+  },
 };
 for (const [name, tc] of Object.entries(cases)) {
   K(`refused, exit code 1: ${name}`, async () => {
@@ -37,8 +78,18 @@ for (const [name, tc] of Object.entries(cases)) {
     assert.is(r.code, 1, r.stdout + r.stderr);
     assert.match(r.stderr, tc.want);
     assert.ok(existsSync(join(scratch, "fn", "keep.txt")), "nothing of the function's folder was removed");
+    assert.not.match(r.stdout + r.stderr, /s3cr3t/);
   });
 }
+
+K("a link inside the function's folder is packaged as the file it leads to", async () => {
+  const out = join(scratch, "inside-out");
+  const r = await run(["package", "inside", "--out", out], { cwd: scratch });
+  assert.is(r.code, 0, r.stderr);
+  const copied = join(out, "package", "examples", "xr.yaml");
+  assert.not.ok(lstatSync(copied).isSymbolicLink(), "a file, not a link");
+  assert.is(readFileSync(copied, "utf8"), "kind: XR\n");
+});
 
 K("a bundle holds what its function uses: no CEL library for a function without CEL steps, no esbuild", async () => {
   const out = join(scratch, "hello-out");
