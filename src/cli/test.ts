@@ -1,27 +1,30 @@
 // `xfn test [dir]`: run every recorded case under dir.
-import { resolve } from "node:path";
+import { relative, resolve } from "node:path";
 import { Command, Option } from "commander";
-import { discoverCases, runCase } from "../testing/cases.js";
+import { discoverCases, runCase, type Found } from "../testing/cases.js";
 import { refuseExit } from "../module/exit.js";
 
 /** runTests runs the cases and prints one line each; it returns the exit code. */
 export async function runTests(dir: string, update: boolean, out: NodeJS.WritableStream): Promise<number> {
   const root = resolve(dir);
-  let cases: string[];
+  let found: Found;
   try {
-    cases = discoverCases(root);
+    found = discoverCases(root);
   } catch (err) {
     out.write(`xfn test: ${(err as Error).message}\n`);
     return 1;
   }
-  if (cases.length === 0) {
+  const { cases, unreadable } = found;
+  // What could not be read is a failure of its own; the cases found are run all the same.
+  for (const u of unreadable) out.write(`FAIL     ${relative(root, u.path) || "."}\n  cannot read it: ${u.why}\n`);
+  if (cases.length === 0 && unreadable.length === 0) {
     out.write(
       `xfn test: no cases under ${dir} (a case is a folder with expected.yaml and request.yaml, or xr.yaml and composition.yaml)\n`,
     );
     return 1;
   }
   let passed = 0;
-  let failed = 0;
+  let failed = unreadable.length;
   for (const c of cases) {
     const r = await runCase(c, root, update);
     if (r.status === "failed") {

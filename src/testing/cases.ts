@@ -16,7 +16,7 @@
 //     case.yaml says `output: current` (crossplane render's current shape).
 // Expectations are partial (see expect.ts); --update rewrites a failing case's
 // expectation in its own shape (see updated).
-import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, realpathSync, statSync, writeFileSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { createTwoFilesPatch } from "diff";
@@ -48,27 +48,65 @@ export interface CaseResult {
 
 const SKIP = new Set(["node_modules", ".git"]);
 
-/** discoverCases returns every case folder under root, sorted. */
-export function discoverCases(root: string): string[] {
+/** Found is what discoverCases found: the case folders, and what under root could not be read (a link in a loop or to nothing). */
+export interface Found {
+  cases: string[];
+  unreadable: { path: string; why: string }[];
+}
+
+/**
+ * discoverCases returns every case folder under root, sorted. Links are
+ * followed, each folder walked once (a link back up is not a loop); what
+ * cannot be read is listed, and the walk goes on.
+ */
+export function discoverCases(root: string): Found {
   if (!existsSync(root) || !statSync(root).isDirectory()) throw new InputError(`cannot look for cases in ${root}: not a directory`);
-  const out: string[] = [];
+  const found: Found = { cases: [], unreadable: [] };
+  const seen = new Set<string>();
+  const unreadable = (path: string, err: unknown) => {
+    const code = (err as NodeJS.ErrnoException).code;
+    const why =
+      code === "ELOOP"
+        ? "a symbolic link in a loop"
+        : code === "ENOENT"
+          ? "a symbolic link to nothing"
+          : code === "EACCES"
+            ? "permission denied"
+            : (err as Error).message;
+    found.unreadable.push({ path, why });
+  };
   const walk = (dir: string) => {
-    const names = readdirSync(dir);
+    let names: string[];
+    try {
+      const real = realpathSync(dir);
+      if (seen.has(real)) return;
+      seen.add(real);
+      names = readdirSync(dir);
+    } catch (err) {
+      return unreadable(dir, err);
+    }
     if (
       names.includes("expected.yaml") &&
       (names.includes("request.yaml") || (names.includes("xr.yaml") && names.includes("composition.yaml")))
     ) {
-      out.push(dir);
+      found.cases.push(dir);
       return;
     }
     for (const n of names.sort()) {
       if (SKIP.has(n) || n.startsWith(".")) continue;
       const p = join(dir, n);
-      if (statSync(p).isDirectory()) walk(p);
+      let isDir: boolean;
+      try {
+        isDir = statSync(p).isDirectory();
+      } catch (err) {
+        unreadable(p, err);
+        continue;
+      }
+      if (isDir) walk(p);
     }
   };
   walk(root);
-  return out;
+  return found;
 }
 
 interface CaseConfig {

@@ -1,5 +1,5 @@
 // xfn test and xfn serve --record-dir, as users run them.
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { suite } from "uvu";
@@ -307,6 +307,28 @@ T("no cases, or no such folder, is an error, not a silent pass", async () => {
   assert.is(e.code, 1);
   assert.match(e.out, /no cases under/);
   assert.match((await xfnTest(join(scratch, "nope"))).out, /not a directory/);
+});
+
+T("links in a loop, or to nothing, are each one failure naming the folder; every case beside them still runs", async () => {
+  const dir = join(scratch, "links");
+  mkdirSync(dir);
+  cpSync(join(ROOT, "functions/hello/testdata/cases"), join(dir, "cases"), { recursive: true });
+  for (const c of readdirSync(join(dir, "cases")))
+    writeFileSync(join(dir, "cases", c, "case.yaml"), `function: ${JSON.stringify(join(ROOT, "functions/hello"))}\n`);
+  mkdirSync(join(dir, "loop"));
+  symlinkSync("b", join(dir, "loop", "a"));
+  symlinkSync("a", join(dir, "loop", "b"));
+  symlinkSync("nowhere", join(dir, "dangling"));
+  // A link back up is walked once, not forever.
+  symlinkSync("..", join(dir, "cases", "up"));
+  const r = await xfnTest(dir);
+  assert.is(r.code, 1, r.out);
+  assert.match(r.out, /^FAIL {5}loop\/a\n {2}cannot read it: a symbolic link in a loop$/m);
+  assert.match(r.out, /^FAIL {5}dangling\n {2}cannot read it: a symbolic link to nothing$/m);
+  const cases = readdirSync(join(ROOT, "functions/hello/testdata/cases")).length;
+  assert.is((r.out.match(/^ok {7}cases\//gm) ?? []).length, cases, r.out);
+  assert.match(r.out, /^FAIL {5}loop\/b\n {2}cannot read it: a symbolic link in a loop$/m);
+  assert.match(r.out, new RegExp(`^${cases} passed, 3 failed$`, "m"));
 });
 
 T("a recorded session replays unchanged, with secrets redacted", async () => {
