@@ -194,6 +194,9 @@ export async function startServing(source: FunctionSource, flags: ServeFlags, la
     log.error((err as Error).message);
     // Straight to the terminal, not through the log as process.stderr now is.
     writeSync(2, `xfn serve: ${(err as Error).message}\n`);
+    // With --debug, the stack of what the module threw (source-mapped), not just where.
+    const cause = (err as Error).cause;
+    if (flags.debug && cause instanceof Error && cause.stack) writeSync(2, `${cause.stack}\n`);
     process.exitCode = 1;
   };
   // A module whose top-level code takes long (a fetch at import, say) keeps

@@ -38,6 +38,20 @@ export interface Compiled {
   script?: string;
 }
 
+/**
+ * OWN_NAMES are the names a source file's own location goes by, and what
+ * each becomes in the compiled module. The CommonJS two are spelled in pieces:
+ * this file, when it is compiled itself (a module that imports xfn by its
+ * path), must keep its own patterns as they are.
+ */
+const OWN_NAMES: [RegExp, (file: string) => string][] = [
+  [/\bimport\.meta\.url\b/g, (f) => JSON.stringify(pathToFileURL(f).href)],
+  [/\bimport\.meta\.filename\b/g, (f) => JSON.stringify(f)],
+  [/\bimport\.meta\.dirname\b/g, (f) => JSON.stringify(dirname(f))],
+  [new RegExp(`(?<![.\\w$])${"__file" + "name"}\\b`, "g"), (f) => JSON.stringify(f)],
+  [new RegExp(`(?<![.\\w$])${"__dir" + "name"}\\b`, "g"), (f) => JSON.stringify(dirname(f))],
+];
+
 /** conditions are the module conditions Node runs with (--conditions / -C, on the command line or in NODE_OPTIONS). */
 export function nodeConditions(argv = process.execArgv, options = process.env["NODE_OPTIONS"] ?? ""): string[] {
   const args = [...argv, ...options.split(/\s+/).filter(Boolean)];
@@ -100,13 +114,7 @@ export async function compileModule(file: string, conditions = nodeConditions(),
           b.onLoad({ filter: /\.(c|m)?[jt]sx?$/ }, async (args) => {
             if (args.path.includes("/node_modules/")) return undefined;
             const text = await readFile(args.path, "utf8");
-            const url = JSON.stringify(pathToFileURL(args.path).href);
-            const contents = text
-              .replace(/\bimport\.meta\.url\b/g, url)
-              .replace(/\bimport\.meta\.filename\b/g, JSON.stringify(args.path))
-              .replace(/\bimport\.meta\.dirname\b/g, JSON.stringify(dirname(args.path)))
-              .replace(/(?<![.\w$])__filename\b/g, JSON.stringify(args.path))
-              .replace(/(?<![.\w$])__dirname\b/g, JSON.stringify(dirname(args.path)));
+            const contents = OWN_NAMES.reduce((t, [name, value]) => t.replace(name, value(args.path)), text);
             return { contents, loader: loaderFor(args.path), resolveDir: dirname(args.path) };
           });
         },

@@ -9,12 +9,12 @@
 // file outside any package that says `"type": "module"` is CommonJS to tsx,
 // and Node refuses to load such a file written with `import`/`export` through
 // the global loader ("Cannot require() ES Module ... in a cycle"); it is
-// imported through tsx's own tsImport instead, which copes, at the price of
-// its own copy of the modules it imports. Its exports arrive wrapped in
-// `default`, and pickFunction unwraps them.
+// compiled once with esbuild instead, as for the workers (compile.ts): an ES
+// module of its own files, its packages imports of what Node would load, with
+// a source map, so an error names its file and line.
 import { existsSync, readFileSync, statSync, writeSync } from "node:fs";
-import { dirname, extname, join, resolve } from "node:path";
-import { pathToFileURL } from "node:url";
+import { dirname, extname, join, relative, resolve, sep } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import { isMainThread } from "node:worker_threads";
 import type { RunFunction } from "../function.js";
 import { pickFunction } from "./pick.js";
@@ -85,8 +85,12 @@ export async function loadFunction(spec: string, cwd = process.cwd(), name = spe
       await registerTypeScript();
       return (await import(url)) as Record<string, unknown>;
     }
-    const { tsImport } = await import("tsx/esm/api");
-    return (await tsImport(url, import.meta.url)) as Record<string, unknown>;
+    const { compileModule } = await import("./compile.js");
+    const compiled = await compileModule(file);
+    process.once("exit", compiled.dispose);
+    process.setSourceMapsEnabled(true);
+    if (compiled.needsTypeScript) await registerTypeScript();
+    return (await import(compiled.url)) as Record<string, unknown>;
   });
 }
 
@@ -129,7 +133,9 @@ async function settle(name: string, load: () => Promise<Record<string, unknown>>
   try {
     mod = await load();
   } catch (err) {
-    throw new Error(`cannot load function module ${name}: ${(err as Error).message}`, { cause: err });
+    const at = throwSite(err);
+    const message = err instanceof Error ? err.message : String(err);
+    throw new Error(`cannot load function module ${name}: ${message}${at ? ` (at ${at})` : ""}`, { cause: err });
   } finally {
     process.off("exit", onExit);
   }
@@ -154,4 +160,36 @@ function packageType(file: string): string | undefined {
     }
     if (dirname(dir) === dir) return undefined;
   }
+}
+
+/**
+ * XFN_CODE are the folders of xfn's own code (lib/ and src/ of the xfn-runtime
+ * this file is part of, found from its own path: lib/module/load.js, or
+ * lib/worker-runtime.mjs in a worker): a frame there is xfn's, not the
+ * function's. In a function's bundle xfn and the function share one file, and
+ * only packages and Node are told apart.
+ */
+const XFN_CODE = ((): string[] => {
+  const m = /^(.*)[\\/](?:lib|src)[\\/]/.exec(fileURLToPath(import.meta.url));
+  return m ? ["lib", "src"].map((d) => join(m[1]!, d) + sep) : [];
+})();
+
+/**
+ * throwSite is where in the function's own code err was thrown, as
+ * path:line:column (relative to the working directory, source-mapped where
+ * the stack is): the first frame of its stack that is not Node's, a
+ * package's or xfn's. A throw inside xfn called from the module (a step given
+ * bad options) so names the module's line that called it.
+ */
+export function throwSite(err: unknown): string | undefined {
+  const stack = err instanceof Error && typeof err.stack === "string" ? err.stack : "";
+  for (const line of stack.split("\n").slice(1)) {
+    const m = /^\s*at (?:.*? \()?((?:file:\/\/)?\/[^()]+?):(\d+):(\d+)\)?$/.exec(line);
+    if (!m) continue;
+    const file = m[1]!.startsWith("file://") ? fileURLToPath(m[1]!) : m[1]!;
+    if (file.includes("/node_modules/") || XFN_CODE.some((d) => file.startsWith(d))) continue;
+    const shown = relative(process.cwd(), file);
+    return `${shown.startsWith("..") ? file : shown}:${m[2]}:${m[3]}`;
+  }
+  return undefined;
 }

@@ -408,7 +408,7 @@ class WorkerPool implements Pool {
       } else if (m.type === "failed") {
         slot.gone = true;
         void worker.terminate();
-        reject(new Error(m.message));
+        reject(new Error(m.message, m.stack ? { cause: Object.assign(new Error(m.message), { stack: m.stack }) } : {}));
       } else {
         const p = slot.pending.get(m.id);
         if (!p) return; // already answered here (a deadline), or failed with the worker

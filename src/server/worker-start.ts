@@ -13,6 +13,13 @@ export async function startWorker(load: () => Promise<RunFunction>): Promise<voi
   try {
     workerMain(await load());
   } catch (err) {
-    parentPort!.postMessage({ type: "failed", message: err instanceof Error ? err.message : String(err) } satisfies FromWorker);
+    // The stack of what was thrown (source-mapped), for xfn serve --debug.
+    const cause = err instanceof Error ? err.cause : undefined;
+    const stack = cause instanceof Error ? cause.stack : err instanceof Error ? err.stack : undefined;
+    parentPort!.postMessage({
+      type: "failed",
+      message: err instanceof Error ? err.message : String(err),
+      ...(stack ? { stack } : {}),
+    } satisfies FromWorker);
   }
 }

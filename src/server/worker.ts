@@ -84,7 +84,7 @@ export type ToWorker =
 /** FromWorker is a message to the pool. */
 export type FromWorker =
   | { type: "ready" }
-  | { type: "failed"; message: string }
+  | { type: "failed"; message: string; stack?: string }
   | { type: "done"; id: number; buf: ArrayBuffer; off: number; len: number; waited: number }
   | { type: "status"; id: number; code: number; details: string; waited: number }
   | { type: "log"; line: string };

@@ -179,6 +179,49 @@ Cli("a module whose top-level code throws on the workers: the server, listening 
   assert.match(r.stdout, /"msg":"serving insecure gRPC \(local development only\)"/);
 });
 
+Cli(
+  "a TypeScript module that throws at import: the file, line and column of the throw (source-mapped), the stack with --debug",
+  async () => {
+    const lib = JSON.stringify(join(import.meta.dirname, "../../lib/index.js"));
+    // Types and comments before the throw: the line is the source's, not the compiled JavaScript's.
+    writeFileSync(
+      join(scratch, "typo.ts"),
+      `import { steps } from ${lib};\n\ninterface Unused {\n  a: number;\n}\n// a typo: readines\nexport default (steps as any).readines({});\n`,
+    );
+    // A throw inside xfn, from options the module gave a step: the module's line that gave them.
+    writeFileSync(
+      join(scratch, "bad-options.ts"),
+      `import { steps } from ${lib};\n\nconst field: string = "spec.names";\nexport default steps.externalName({ statusField: field });\n`,
+    );
+    for (const workers of ["2", "1"]) {
+      const r = await run(["serve", "typo.ts", "--insecure", "--address", "127.0.0.1:0", "--workers", workers], { cwd: scratch });
+      assert.is(r.code, 1, r.stdout + r.stderr);
+      assert.match(
+        r.stderr,
+        /^xfn serve: cannot load function module typo\.ts: \S*\.readines is not a function \(at typo\.ts:7:\d+\)$/m,
+        r.stderr,
+      );
+      assert.not.match(r.stderr, /^\s+at /m, "no stack without --debug");
+      const options = await run(["serve", "bad-options.ts", "--insecure", "--address", "127.0.0.1:0", "--workers", workers], {
+        cwd: scratch,
+      });
+      assert.is(options.code, 1, options.stdout + options.stderr);
+      assert.match(
+        options.stderr,
+        /cannot load function module bad-options\.ts: externalName statusField must be under status, got "spec\.names" \(at bad-options\.ts:4:\d+\)/,
+      );
+      const debug = await run(["serve", "typo.ts", "--insecure", "--address", "127.0.0.1:0", "--workers", workers, "--debug"], {
+        cwd: scratch,
+      });
+      assert.is(debug.code, 1);
+      assert.match(
+        debug.stderr,
+        new RegExp(`^TypeError: \\S*\\.readines is not a function\\n\\s+at .*${join(scratch, "typo.ts")}:7:\\d+`, "m"),
+      );
+    }
+  },
+);
+
 /** slowModule writes a function module whose top-level code takes ms, and returns its path. */
 function slowModule(name: string, ms: number): string {
   const f = join(scratch, name);

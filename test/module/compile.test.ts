@@ -189,7 +189,7 @@ C("against the worker runtime: the module imports xfn-runtime as lib/worker-runt
     } finally {
       await pool.close();
     }
-    // A module that throws as it loads fails the worker's start with loadFunction's words.
+    // A module that throws as it loads fails the worker's start with loadFunction's words, and where (source-mapped).
     writeFileSync(entry, 'throw new Error("not today");\nexport default () => ({});\n');
     const bad = await compileModule(entry, [], { worker });
     compiled.push(bad);
@@ -197,7 +197,7 @@ C("against the worker runtime: the module imports xfn-runtime as lib/worker-runt
       await poolOf(bad.script!);
       assert.unreachable("started");
     } catch (err) {
-      assert.match((err as Error).message, /^cannot load function module fixture: not today$/);
+      assert.match((err as Error).message, /^cannot load function module fixture: not today \(at \S*index\.ts:1:7\)$/);
     }
   } finally {
     rmSync(folder, { recursive: true, force: true });
