@@ -17,7 +17,7 @@
 // Expectations are partial (see expect.ts); --update rewrites a failing case's
 // expectation in its own shape (see updated).
 import { existsSync, readdirSync, readFileSync, realpathSync, statSync, writeFileSync } from "node:fs";
-import { dirname, join, relative, resolve } from "node:path";
+import { dirname, isAbsolute, join, relative, resolve } from "node:path";
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { createTwoFilesPatch } from "diff";
 import { stringify } from "yaml";
@@ -135,7 +135,16 @@ function readConfig(dir: string): CaseConfig {
 
 /** findModule resolves the function for a request case. */
 function findModule(dir: string, cfg: CaseConfig): string {
-  if (cfg.function) return resolveModule(resolve(dir, cfg.function));
+  if (cfg.function) {
+    if (isAbsolute(cfg.function)) return resolveModule(cfg.function);
+    // From the case's folder, then each folder above it: a path recorded from the
+    // project's root (src/index.ts) is found wherever in the project the case is.
+    for (let d = dir; ; d = dirname(d)) {
+      if (existsSync(resolve(d, cfg.function))) return resolveModule(resolve(d, cfg.function));
+      if (dirname(d) === d) break;
+    }
+    throw new InputError(`${dir}: case.yaml's function ${cfg.function} is not found from the case's folder or any folder above it`);
+  }
   for (let d = dirname(dir); ; d = dirname(d)) {
     try {
       return resolveModule(d);

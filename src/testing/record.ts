@@ -4,8 +4,9 @@
 // unchanged: request.yaml, expected.yaml (protobuf JSON form) and case.yaml
 // (which function, and the instant it saw). Credentials and connection details
 // are replaced by "[REDACTED]" in both; tags and TTLs are kept.
+import { existsSync } from "node:fs";
 import { mkdir, writeFile } from "node:fs/promises";
-import { join, relative } from "node:path";
+import { dirname, isAbsolute, join, relative } from "node:path";
 import type { Logger } from "pino";
 import { stringify } from "yaml";
 import {
@@ -70,7 +71,7 @@ export function createRecorder(dir: string, moduleFile: string, log: Logger): Re
       files = {
         "request.yaml": yaml(messageToJson(RunFunctionRequestSchema, redactRequest(req))),
         "expected.yaml": yaml(messageToJson(RunFunctionResponseSchema, redactResponse(rsp))),
-        "case.yaml": yaml({ function: relative(caseDir, moduleFile), now: at.toISOString() }),
+        "case.yaml": yaml({ function: functionPath(caseDir, moduleFile), now: at.toISOString() }),
       };
     } catch (err) {
       // A request too deep for a YAML case file, or bytes that do not decode: logged, never thrown at the call.
@@ -87,4 +88,24 @@ export function createRecorder(dir: string, moduleFile: string, log: Logger): Re
     pending.add(write);
   };
   return { record, flush: async () => void (await Promise.all([...pending])) };
+}
+
+/**
+ * functionPath is case.yaml's function: for a case recorded into caseDir.
+ * Recorded inside the module's project (the nearest folder up from it with a
+ * package.json), it is the module from the project's root (src/index.ts),
+ * which xfn test finds from any folder of the project the case is moved to
+ * (testdata/cases/...); recorded elsewhere, the module from the case's folder.
+ */
+export function functionPath(caseDir: string, moduleFile: string): string {
+  let root = dirname(moduleFile);
+  for (let d = root; ; d = dirname(d)) {
+    if (existsSync(join(d, "package.json"))) {
+      root = d;
+      break;
+    }
+    if (dirname(d) === d) break;
+  }
+  const inside = !relative(root, caseDir).startsWith("..") && !isAbsolute(relative(root, caseDir));
+  return inside ? relative(root, moduleFile) : relative(caseDir, moduleFile);
 }

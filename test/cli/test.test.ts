@@ -1,5 +1,16 @@
 // xfn test and xfn serve --record-dir, as users run them.
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import {
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { suite } from "uvu";
@@ -421,6 +432,43 @@ T("a recorded function that sets connection details replays unchanged; --update 
   assert.not.ok(text.includes(secret), "the secret was written");
   assert.not.ok(text.includes(Buffer.from("hunter2").toString("base64")));
   assert.match((await run(["test", dir])).stdout, /^1 passed, 0 failed$/m);
+});
+
+T("a case recorded inside the project names its function from the project's root, and replays after a move into testdata", async () => {
+  // A scaffolded project of its own: package.json, src/index.ts importing xfn by its path (this checkout's lib).
+  const project = mkdtempSync(join(ROOT, ".tmp", "xfn-record-move-"));
+  try {
+    mkdirSync(join(project, "src"));
+    writeFileSync(join(project, "package.json"), JSON.stringify({ name: "fn", type: "module", main: "src/index.ts" }));
+    writeFileSync(
+      join(project, "src", "index.ts"),
+      `import { response } from ${JSON.stringify(join(ROOT, "lib/index.js"))};\nexport default (req: never) => response.to(req);\n`,
+    );
+    const s = await startServe([".", "--insecure", "--record-dir", "recordings"], {}, { cwd: project });
+    const c = rawClient(s.port);
+    try {
+      await c.run(request({ meta: { tag: "moved" } }));
+    } finally {
+      c.close();
+      await s.stop();
+    }
+    const [recorded] = readdirSync(join(project, "recordings"));
+    assert.match(readFileSync(join(project, "recordings", recorded!, "case.yaml"), "utf8"), /^function: src\/index\.ts$/m);
+    // Moved, as a user keeps it: deeper, beside the committed cases.
+    mkdirSync(join(project, "testdata", "cases"), { recursive: true });
+    renameSync(join(project, "recordings", recorded!), join(project, "testdata", "cases", "first-call"));
+    const replay = await run(["test", "testdata"], { cwd: project });
+    assert.is(replay.code, 0, replay.stdout + replay.stderr);
+    assert.match(replay.stdout, /^ok {7}cases\/first-call$/m);
+    // Out of the project, it says what it looked for.
+    const away = join(scratch, "away");
+    cpSync(join(project, "testdata"), away, { recursive: true });
+    const lost = await run(["test", away]);
+    assert.is(lost.code, 1);
+    assert.match(lost.stdout, /case\.yaml's function src\/index\.ts is not found from the case's folder or any folder above it/);
+  } finally {
+    rmSync(project, { recursive: true, force: true });
+  }
 });
 
 T("a recorded session keeps every name __proto__, and replays unchanged", async () => {

@@ -44,10 +44,17 @@ export interface Serving {
  * startServe runs `xfn serve ...` and resolves with the bound port. It listens
  * on 127.0.0.1 with a free port unless defaultAddress asks for xfn's default.
  */
-export function startServe(args: string[], env: NodeJS.ProcessEnv = {}, opts: { defaultAddress?: boolean } = {}): Promise<Serving> {
+export function startServe(
+  args: string[],
+  env: NodeJS.ProcessEnv = {},
+  opts: { defaultAddress?: boolean; cwd?: string } = {},
+): Promise<Serving> {
   return new Promise((resolve, reject) => {
     const address = opts.defaultAddress ? [] : ["--address", "127.0.0.1:0"];
-    const child = spawn(process.execPath, [XFN, "serve", ...args, ...address], { cwd: ROOT, env: { ...process.env, ...env } });
+    const child = spawn(process.execPath, [XFN, "serve", ...args, ...address], {
+      cwd: opts.cwd ?? ROOT,
+      env: { ...process.env, ...env },
+    });
     let out = "";
     const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) =>
       child.on("close", (code, signal) => r({ code, signal })),
