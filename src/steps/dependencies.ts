@@ -156,15 +156,73 @@ export function isReady(ctx: StepContext, name: string): boolean {
   return getObjectCondition(obj, "Ready")?.status === "True";
 }
 
+/** isAbsent says whether no step has composed name (desired is the response's desired resources) and nothing observed it. */
+function isAbsent(ctx: StepContext, desired: object, name: string): boolean {
+  return !Object.hasOwn(desired, name) && !observedResource(ctx, name);
+}
+
 /**
- * absentHint says, for a dependency that no step has composed (desired is the
- * response's desired resources) and nothing observed, that it is so: otherwise
- * a typo in dependsOn or waitFor waits for ever looking like a resource still
- * on its way.
+ * absentHint says, for a dependency that no step has composed and nothing
+ * observed, that it is so: otherwise a typo in dependsOn or waitFor waits for
+ * ever looking like a resource still on its way.
  */
 function absentHint(ctx: StepContext, desired: object, name: string): string {
-  if (Object.hasOwn(desired, name) || observedResource(ctx, name)) return "";
-  return ` (no resource named ${name} is desired or observed yet)`;
+  return isAbsent(ctx, desired, name) ? ` (no resource named ${name} is desired or observed yet)` : "";
+}
+
+/**
+ * closest is the desired or observed resource name nearest to name, within an
+ * edit distance of a third of its length (at least 1, at most 3): the name a
+ * typo most likely meant. Undefined when none is that close.
+ */
+export function closest(name: string, candidates: Iterable<string>): string | undefined {
+  const limit = Math.min(3, Math.max(1, Math.floor(name.length / 3)));
+  let best: string | undefined;
+  let bestDistance = limit + 1;
+  for (const c of [...new Set(candidates)].sort()) {
+    const d = editDistance(name, c, bestDistance);
+    if (d < bestDistance) [best, bestDistance] = [c, d];
+  }
+  return best;
+}
+
+/**
+ * editDistance is the number of single-character edits (insert, delete,
+ * replace, or swap two neighbours: the optimal string alignment distance)
+ * between a and b, or any number >= cap once it is known to reach cap.
+ */
+function editDistance(a: string, b: string, cap: number): number {
+  if (Math.abs(a.length - b.length) >= cap) return cap;
+  let before: number[] = [];
+  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const row = [i];
+    for (let j = 1; j <= b.length; j++) {
+      row[j] = Math.min(prev[j]! + 1, row[j - 1]! + 1, prev[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) row[j] = Math.min(row[j]!, before[j - 2]! + 1);
+    }
+    if (Math.min(...row) >= cap) return cap;
+    [before, prev] = [prev, row];
+  }
+  return prev[b.length]!;
+}
+
+/**
+ * warnAbsent is the Warning for a dependency no step composes and nothing
+ * observes: a wait for it lasts for ever unless a later step composes it, and
+ * is most often a misspelt name. It names the closest existing one.
+ */
+function warnAbsent(ctx: StepContext, desired: object, name: string, dep: string): void {
+  const names = [...new Set([...Object.keys(desired), ...Object.keys(ctx.req.observed?.resources ?? {})])].sort();
+  const near = closest(dep, names);
+  const some = names.length > 5 ? `${names.slice(0, 5).join(", ")} and ${names.length - 5} more` : names.join(", ") || "none";
+  response
+    .warning(
+      ctx.rsp,
+      `${name} depends on ${dep}, but no resource named ${dep} is desired or observed` +
+        (near ? `: did you mean ${near}?` : ` (the resources are ${some})`),
+    )
+    .withReason("DependencyNotFound");
 }
 
 function topological(g: Graph): string[] {
@@ -206,6 +264,9 @@ export function dependencies(opts: DependenciesOptions): Step {
       const p = parsed.get(name);
       if (!p || !Object.hasOwn(desired, name)) continue;
       const unmet: string[] = [];
+      // Each dependency that nothing composes or observes is a Warning, once per resource that names it.
+      const absent = new Set([...p.dependsOn, ...p.waitFor.map((w) => w.resource)].filter((r) => r !== XR && isAbsent(ctx, desired, r)));
+      for (const dep of [...absent].sort()) warnAbsent(ctx, desired, name, dep);
       for (const dep of p.dependsOn) if (!isReady(ctx, dep)) unmet.push(`${dep} to be ready${absentHint(ctx, desired, dep)}`);
       for (const w of p.waitFor) {
         const obj = w.resource === XR ? observedXR(ctx) : observedResource(ctx, w.resource);

@@ -7,7 +7,7 @@ import { decodeRequest, encodeRequest } from "../../src/wire/codec.js";
 import { setOwn } from "../../src/own.js";
 import * as response from "../../src/sdk/response.js";
 import { dependencies, readiness } from "../../src/steps/index.js";
-import { formatWaitFor, parseWaitFor } from "../../src/steps/dependencies.js";
+import { closest, formatWaitFor, parseWaitFor } from "../../src/steps/dependencies.js";
 import { messages, NOW, readyCondition, run } from "../support/steps.js";
 
 const D = suite("step dependencies");
@@ -95,11 +95,38 @@ D("a dependency nothing composes or observes is named as such (a typo in depends
       "subnet: waiting for vpcc to be ready (no resource named vpcc is desired or observed yet); not creating it yet",
     ],
   );
+  // And a Warning per dependent, naming the closest resource there is.
+  assert.equal(messages(rsp, Severity.WARNING).sort(), [
+    "route depends on vpcc, but no resource named vpcc is desired or observed: did you mean vpc?",
+    "subnet depends on vpcc, but no resource named vpcc is desired or observed: did you mean vpc?",
+  ]);
+  assert.ok(rsp.results.filter((r) => r.severity === Severity.WARNING).every((r) => r.reason === "DependencyNotFound"));
+  // Nothing close: the resources there are.
+  const far = run([dependencies({ subnet: { dependsOn: ["gateway"] } })], { desired: { vpc: { kind: "VPC" }, subnet: {} } });
+  assert.equal(messages(far, Severity.WARNING), [
+    "subnet depends on gateway, but no resource named gateway is desired or observed (the resources are subnet, vpc)",
+  ]);
   // Desired but not created yet: the usual wait, no hint.
   const first = run(steps.slice(0, 1).concat(dependencies({ subnet: { dependsOn: ["vpc"] } })), {
     desired: { vpc: { kind: "VPC" }, subnet: {} },
   });
   assert.ok(messages(first, Severity.NORMAL).includes("subnet: waiting for vpc to be ready; not creating it yet"));
+  assert.equal(messages(first, Severity.WARNING), [], "no Warning for a dependency that is desired");
+});
+
+D("closest: the name a typo most likely meant, within a third of its length", () => {
+  const names = ["bucket-logs", "bucket-assets", "vpc", "subnet-a", "subnet-b"];
+  const cases: [string, string | undefined][] = [
+    ["bucket-log", "bucket-logs"],
+    ["bucket-asets", "bucket-assets"],
+    ["vcp", "vpc"],
+    ["subnet-c", "subnet-a"],
+    ["gateway", undefined],
+    ["vp", "vpc"],
+    ["x", undefined],
+    ["bucket", undefined],
+  ];
+  for (const [typo, want] of cases) assert.is(closest(typo, names), want, typo);
 });
 
 D("an existing dependent is never dropped when its dependency flickers", () => {
