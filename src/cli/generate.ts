@@ -20,7 +20,7 @@ export function generateCommand(): Command {
         const out = resolve(flags.output);
         mkdirSync(dirname(out), { recursive: true });
         writeFileSync(out, code);
-        const list = kinds.map((k) => `${k.name} (${k.apiVersion} ${k.kind})`).join(", ");
+        const list = kinds.map((k) => `${k.name} and ${k.observed} (${k.apiVersion} ${k.kind})`).join(", ");
         process.stderr.write(`wrote ${relative(process.cwd(), out) || out}: ${list}\n`);
       } catch (err) {
         process.stderr.write(`xfn generate types: ${(err as Error).message}\n`);

@@ -14,9 +14,12 @@ export interface TypeSource {
   source: string;
 }
 
-/** GeneratedKind names one interface written. */
+/** GeneratedKind names the interfaces written for one served version. */
 export interface GeneratedKind {
+  /** The object as a function writes it (desired): fields with a default may be left out. */
   name: string;
+  /** The object as read back (observed): the API server has set every field with a default. */
+  observed: string;
   apiVersion: string;
   kind: string;
   source: string;
@@ -37,19 +40,22 @@ function pascal(s: string): string {
  * with properties accepts no other keys (the API server prunes them) unless it
  * says x-kubernetes-preserve-unknown-fields; int-or-string is either;
  * nullable adds null; embedded resources get apiVersion, kind and metadata.
+ * With observed, a property with a default is required: the API server sets
+ * it wherever the object holding it is, so an object read from it (observed)
+ * always has it.
  */
-export function toJsonSchema(s: JsonValue | undefined): JsonObject {
+export function toJsonSchema(s: JsonValue | undefined, opts: { observed?: boolean } = {}): JsonObject {
   if (!isObject(s)) return {};
   const out: JsonObject = {};
   for (const [k, v] of Object.entries(s)) {
     if (k === "properties" && isObject(v)) {
       const props: JsonObject = {};
-      for (const [pk, pv] of Object.entries(v)) setOwn(props, pk, toJsonSchema(pv));
+      for (const [pk, pv] of Object.entries(v)) setOwn(props, pk, toJsonSchema(pv, opts));
       out[k] = props;
     } else if ((k === "items" || k === "additionalProperties" || k === "not") && isObject(v)) {
-      out[k] = toJsonSchema(v);
+      out[k] = toJsonSchema(v, opts);
     } else if ((k === "allOf" || k === "anyOf" || k === "oneOf") && Array.isArray(v)) {
-      out[k] = v.map((x) => toJsonSchema(x));
+      out[k] = v.map((x) => toJsonSchema(x, opts));
     } else if (!k.startsWith("x-kubernetes-") && k !== "nullable" && k !== "default" && k !== "example") {
       out[k] = v;
     }
@@ -69,6 +75,13 @@ export function toJsonSchema(s: JsonValue | undefined): JsonObject {
     out["additionalProperties"] = preserve || !isObject(out["properties"]) ? true : false;
   }
   if (s["nullable"] === true && typeof out["type"] === "string") out["type"] = [out["type"], "null"];
+  if (opts.observed && isObject(s["properties"])) {
+    const defaulted = Object.entries(s["properties"]).filter(([, p]) => isObject(p) && p["default"] !== undefined);
+    if (defaulted.length > 0) {
+      const required = new Set([...(Array.isArray(out["required"]) ? out["required"] : []), ...defaulted.map(([k]) => k)]);
+      out["required"] = [...required].map(String);
+    }
+  }
   return out;
 }
 
@@ -115,9 +128,11 @@ export interface ObjectMeta {
 `;
 
 /**
- * generateTypes returns one TypeScript module with an interface per served
+ * generateTypes returns one TypeScript module with two interfaces per served
  * version of every CRD and XRD in docs (named after the kind, with the version
- * appended when a kind serves several). Documents of other kinds are skipped.
+ * appended when a kind serves several): the object as written, and as
+ * observed (Observed<name>: the fields with a default are set). Documents of
+ * other kinds are skipped.
  */
 export async function generateTypes(docs: TypeSource[]): Promise<{ code: string; kinds: GeneratedKind[] }> {
   const { compile } = await import("json-schema-to-typescript");
@@ -130,43 +145,50 @@ export async function generateTypes(docs: TypeSource[]): Promise<{ code: string;
     for (const v of k.versions) {
       const name = k.versions.length === 1 ? pascal(k.kind) : `${pascal(k.kind)}${pascal(v.name)}`;
       const apiVersion = `${k.group}/${v.name}`;
-      const clash = taken.get(name);
-      if (clash)
-        throw new Error(
-          `${doc.source}: two kinds would both be named ${name} (the other from ${clash}); generate them into separate files`,
+      for (const n of [name, `Observed${name}`]) {
+        const clash = taken.get(n);
+        if (clash)
+          throw new Error(`${doc.source}: two kinds would both be named ${n} (the other from ${clash}); generate them into separate files`);
+        taken.set(n, doc.source);
+      }
+      for (const observed of [false, true]) {
+        const title = observed ? `Observed${name}` : name;
+        const body = toJsonSchema(v.schema, { observed });
+        const props = isObject(body["properties"]) ? { ...body["properties"] } : {};
+        delete props["apiVersion"];
+        delete props["kind"];
+        delete props["metadata"];
+        const what = `${k.kind} ${apiVersion}${k.xr ? " (a composite resource)" : ""}`;
+        const schema = {
+          ...body,
+          title,
+          description: observed
+            ? `${what} as read back from the API server (observed): every field with a default is set. From ${doc.source}.`
+            : `${what}, from ${doc.source}.`,
+          type: "object",
+          properties: {
+            apiVersion: { const: apiVersion },
+            kind: { const: k.kind },
+            metadata: { tsType: "ObjectMeta" },
+            ...props,
+          },
+          required: [
+            "apiVersion",
+            "kind",
+            ...(Array.isArray(body["required"]) ? body["required"].filter((r) => r !== "apiVersion" && r !== "kind") : []),
+          ],
+          additionalProperties: body["additionalProperties"] ?? false,
+        };
+        parts.push(
+          await compile(schema as never, title, {
+            bannerComment: "",
+            additionalProperties: false,
+            strictIndexSignatures: true,
+            format: true,
+          }),
         );
-      taken.set(name, doc.source);
-      const body = toJsonSchema(v.schema);
-      const props = isObject(body["properties"]) ? { ...body["properties"] } : {};
-      delete props["apiVersion"];
-      delete props["kind"];
-      delete props["metadata"];
-      const schema = {
-        ...body,
-        title: name,
-        description: `${k.kind} ${apiVersion}${k.xr ? " (a composite resource)" : ""}, from ${doc.source}.`,
-        type: "object",
-        properties: {
-          apiVersion: { const: apiVersion },
-          kind: { const: k.kind },
-          metadata: { tsType: "ObjectMeta" },
-          ...props,
-        },
-        required: [
-          "apiVersion",
-          "kind",
-          ...(Array.isArray(body["required"]) ? body["required"].filter((r) => r !== "apiVersion" && r !== "kind") : []),
-        ],
-        additionalProperties: body["additionalProperties"] ?? false,
-      };
-      const ts = await compile(schema as never, name, {
-        bannerComment: "",
-        additionalProperties: false,
-        strictIndexSignatures: true,
-        format: true,
-      });
-      parts.push(ts);
-      kinds.push({ name, apiVersion, kind: k.kind, source: doc.source });
+      }
+      kinds.push({ name, observed: `Observed${name}`, apiVersion, kind: k.kind, source: doc.source });
     }
   }
   if (kinds.length === 0) throw new Error("found no CustomResourceDefinition or CompositeResourceDefinition to generate types from");

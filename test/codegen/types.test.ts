@@ -58,6 +58,27 @@ for (const [name, tc] of Object.entries(schemas)) {
   });
 }
 
+T("toJsonSchema, observed: a property with a default is required wherever the object holding it is", () => {
+  const schema = {
+    type: "object",
+    required: ["a"],
+    properties: {
+      a: { type: "string" },
+      b: { type: "string", default: "x" },
+      c: { type: "object", default: {}, properties: { d: { type: "integer", default: 1 }, e: { type: "integer" } } },
+      f: { type: "array", items: { type: "object", properties: { g: { type: "boolean", default: false } } } },
+      h: { type: "string", nullable: true, default: "y" },
+    },
+  };
+  const observed = toJsonSchema(schema as never, { observed: true }) as any;
+  assert.equal(observed.required, ["a", "b", "c", "h"]);
+  assert.equal(observed.properties.c.required, ["d"]);
+  assert.equal(observed.properties.f.items.required, ["g"]);
+  assert.equal(observed.properties.h.type, ["string", "null"], "a nullable field with a default may still be null");
+  // As written, a default leaves a field optional: the API server fills it in.
+  assert.equal((toJsonSchema(schema as never) as any).required, ["a"]);
+});
+
 const crd = (kind: string, versions: string[]) => ({
   obj: {
     apiVersion: "apiextensions.k8s.io/v1",
@@ -85,13 +106,14 @@ const crd = (kind: string, versions: string[]) => ({
 T("one interface per served version, apiVersion and kind as literal types", async () => {
   const { code, kinds } = await generateTypes([crd("Disk", ["v1"]), crd("Volume", ["v1", "v2"])]);
   assert.equal(
-    kinds.map((k) => [k.name, k.apiVersion]),
+    kinds.map((k) => [k.name, k.observed, k.apiVersion]),
     [
-      ["Disk", "example.org/v1"],
-      ["VolumeV1", "example.org/v1"],
-      ["VolumeV2", "example.org/v2"],
+      ["Disk", "ObservedDisk", "example.org/v1"],
+      ["VolumeV1", "ObservedVolumeV1", "example.org/v1"],
+      ["VolumeV2", "ObservedVolumeV2", "example.org/v2"],
     ],
   );
+  assert.match(code, /export interface ObservedDisk \{\n {2}apiVersion: "example\.org\/v1";\n {2}kind: "Disk";/);
   assert.match(code, /export interface Disk \{\n {2}apiVersion: "example\.org\/v1";\n {2}kind: "Disk";/);
   assert.match(code, /size: number;/);
 });
@@ -114,19 +136,32 @@ T("documents of other kinds are skipped; none at all is an error; two kinds of o
 });
 
 T("generated types pass to the readers and writers without casts, and tsc catches a wrong kind", async () => {
-  const { code } = await generateTypes([...loadDocs(join(ROOT, "templates/function/crds"))]);
+  // A kind whose schema has defaults: written without them, read back with them set.
+  const queue = crd("Queue", ["v1"]);
+  (queue.obj.spec.versions[0]!.schema.openAPIV3Schema as any).properties.spec = {
+    type: "object",
+    default: {},
+    properties: { deletionPolicy: { type: "string", enum: ["Orphan", "Delete"], default: "Delete" }, size: { type: "integer" } },
+  };
+  const { code } = await generateTypes([...loadDocs(join(ROOT, "templates/function/crds")), queue]);
   const dir = join(ROOT, ".tmp", `typed-${process.pid}`);
   mkdirSync(dir, { recursive: true });
   try {
     writeFileSync(join(dir, "types.ts"), code);
     const use = (kind: string) => `import { fieldpath, getAnnotation, getObjectCondition, isDeleting, request, response, setAnnotation,
   type RunFunctionRequest } from "xfn-runtime";
-import type { Bucket, XBuckets } from "./types.js";
+import type { Bucket, ObservedBucket, ObservedQueue, ObservedXBuckets, Queue, XBuckets } from "./types.js";
 export function f(req: RunFunctionRequest) {
   const rsp = response.to(req);
-  const xr = request.getObservedCompositeResource<XBuckets>(req);
+  const xr = request.getObservedCompositeResource<ObservedXBuckets>(req);
   // The readers take typed objects as they are.
-  const seen = request.getObservedComposedResource<Bucket>(req, "b");
+  const seen = request.getObservedComposedResource<ObservedBucket>(req, "b");
+  // Read back, a field with a default is there (and the object holding it): no check for undefined.
+  const observedQueue = request.getObservedComposedResource<ObservedQueue>(req, "q");
+  const policy: "Orphan" | "Delete" = observedQueue ? observedQueue.spec.deletionPolicy : "Delete";
+  // Written, it may be left out.
+  const q: Queue = { apiVersion: "example.org/v1", kind: "Queue", spec: { size: policy === "Orphan" ? 1 : 2 } };
+  response.setDesiredComposedResource(rsp, "q", q);
   const arn: string | undefined = fieldpath.getString(seen, "status.atProvider.arn");
   const region = fieldpath.getValue(xr, "spec.region") ?? fieldpath.getValues(seen, "spec.forProvider.tags[*]").length;
   const ready = getObjectCondition(seen, "Ready")?.status === "True" && !isDeleting(seen) && getAnnotation(xr, "a") !== arn;
@@ -169,7 +204,7 @@ T("xfn generate types: to a file, and clear errors for bad input", async () => {
     assert.is(ok.code, 0, ok.stderr);
     assert.match(
       ok.stderr,
-      /wrote .*t\.ts: Bucket \(s3\.aws\.m\.upbound\.io\/v1beta1 Bucket\), XBuckets \(example\.org\/v1alpha1 XBuckets\)/,
+      /wrote .*t\.ts: Bucket and ObservedBucket \(s3\.aws\.m\.upbound\.io\/v1beta1 Bucket\), XBuckets and ObservedXBuckets \(example\.org\/v1alpha1 XBuckets\)/,
     );
     const none = await run(["generate", "types", "examples/xr.yaml"]);
     assert.is(none.code, 1);

@@ -3,9 +3,10 @@
 // each bucket ready when its Ready condition is True.
 //
 // The types in ./generated/types.ts come from the CRD and XRD in crds/:
-// after changing either, run `npm run generate`.
+// after changing either, run `npm run generate`. Each kind has two: Bucket as
+// a function writes it, ObservedBucket as read back (its defaults set).
 import { pipeline, request, response, step, steps } from "xfn-runtime";
-import type { Bucket, XBuckets } from "./generated/types.js";
+import type { Bucket, ObservedXBuckets } from "./generated/types.js";
 import { parseInput } from "./input.js";
 
 const NAME = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
@@ -14,7 +15,7 @@ const NAME = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 export const composeBuckets = step("composeBuckets", ({ req, rsp }) => {
   const input = request.getInput(req, parseInput);
   // The type says what the XRD promises; values users write are still checked.
-  const xr = request.getObservedCompositeResource<XBuckets>(req);
+  const xr = request.getObservedCompositeResource<ObservedXBuckets>(req);
   const buckets = xr?.spec?.buckets ?? [];
   for (const [i, b] of buckets.entries()) {
     if (!b.name || !NAME.test(b.name)) {
