@@ -2,7 +2,10 @@
 // Mermaid's flowcharts use): pure JavaScript, no WebAssembly to load, and it
 // lays out clusters, which are the deletion waves here. The drawing is ours:
 // boxes coloured by state, edges from what is created first to what waits for
-// it, labelled with the field waited for; every text is escaped.
+// it, labelled with the field waited for; every text is escaped. Only SVG 1.1
+// is used (no markers, no paint-order), so that browsers, librsvg (GNOME,
+// rsvg-convert) and ImageMagick draw the same picture: arrowheads are
+// triangles of their own, a label sits on a white box of its own.
 import dagre from "@dagrejs/dagre";
 import type { GraphModel, State } from "./model.js";
 
@@ -57,18 +60,6 @@ export function svg(g: GraphModel): string {
       "font-size": 12,
     }),
     el("title", {}, title),
-    "<defs>" +
-      open("marker", {
-        id: "arrow",
-        viewBox: "0 0 10 10",
-        refX: 10,
-        refY: 5,
-        markerWidth: 8,
-        markerHeight: 8,
-        orient: "auto-start-reverse",
-      }) +
-      el("path", { d: "M0,0 L10,5 L0,10 z", fill: "#57606a" }) +
-      "</marker></defs>",
     el("text", { x: 16, y: -10, "font-weight": "bold" }, title),
   ];
   g.waves.forEach((_, i) => {
@@ -85,26 +76,25 @@ export function svg(g: GraphModel): string {
   g.edges.forEach((e, i) => {
     const ed = dg.edge({ v: `r:${e.to}`, w: `r:${e.from}`, name: `e${i}` });
     if (!ed) return;
-    const points = ed.points.map((p: { x: number; y: number }) => `${p.x.toFixed(1)},${p.y.toFixed(1)}`).join(" ");
+    const pts: { x: number; y: number }[] = ed.points;
+    const points = pts.map((p) => `${p.x.toFixed(1)},${p.y.toFixed(1)}`).join(" ");
+    const label = e.label ? clip(e.label, 40) : "";
     out.push(
       open("g", { class: "edge", "data-from": e.to, "data-to": e.from }) +
-        el("polyline", { points, fill: "none", stroke: "#57606a", "marker-end": "url(#arrow)" }),
-      // The label on a white halo, so the line does not run through its letters.
-      (e.label
-        ? el(
-            "text",
-            {
-              x: ed.x,
-              y: ed.y + 4,
-              "text-anchor": "middle",
-              fill: "#24292f",
-              stroke: "#ffffff",
-              "stroke-width": 5,
-              "paint-order": "stroke",
-            },
-            clip(e.label, 40),
-          )
-        : "") + "</g>",
+        el("polyline", { points, fill: "none", stroke: "#57606a" }) +
+        arrowhead(pts[pts.length - 2]!, pts[pts.length - 1]!) +
+        // The label on a white box, so the line does not run through its letters.
+        (label
+          ? el("rect", {
+              x: ed.x - ed.width / 2 - 2,
+              y: ed.y - LINE_H / 2 - 1,
+              width: ed.width + 4,
+              height: LINE_H + 2,
+              fill: "#ffffff",
+              stroke: "none",
+            }) + el("text", { x: ed.x, y: ed.y + 4, "text-anchor": "middle", fill: "#24292f" }, label)
+          : "") +
+        "</g>",
     );
   });
   for (const n of g.nodes) {
@@ -134,6 +124,23 @@ export function svg(g: GraphModel): string {
   }
   out.push("</svg>");
   return `${out.join("\n")}\n`;
+}
+
+const ARROW_LENGTH = 9;
+const ARROW_HALF_WIDTH = 4.5;
+
+/** arrowhead is a filled triangle with its tip at to, pointing from from to to. */
+function arrowhead(from: { x: number; y: number }, to: { x: number; y: number }): string {
+  const len = Math.hypot(to.x - from.x, to.y - from.y) || 1;
+  const [dx, dy] = [(to.x - from.x) / len, (to.y - from.y) / len];
+  const [bx, by] = [to.x - dx * ARROW_LENGTH, to.y - dy * ARROW_LENGTH];
+  const corner = (side: number) => `${(bx - dy * ARROW_HALF_WIDTH * side).toFixed(1)},${(by + dx * ARROW_HALF_WIDTH * side).toFixed(1)}`;
+  return el("polygon", {
+    class: "arrowhead",
+    points: `${to.x.toFixed(1)},${to.y.toFixed(1)} ${corner(1)} ${corner(-1)}`,
+    fill: "#57606a",
+    stroke: "none",
+  });
 }
 
 type Attrs = Record<string, string | number>;

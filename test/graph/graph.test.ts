@@ -84,6 +84,27 @@ G("SVG: a box per resource with its state, an edge per dependency from what come
   assert.is(escape(`<a href="x" onclick='y'>&`), "&lt;a href=&quot;x&quot; onclick=&#39;y&#39;&gt;&amp;");
 });
 
+G("SVG 1.1 only, as every renderer draws it: an arrowhead per edge, its tip at the line's end; each label on a white box", () => {
+  const out = svg(graphOf(xr, states, context));
+  // librsvg and ImageMagick leave out what SVG 2 added: paint-order blanked the labels, markers dropped the arrowheads.
+  for (const svg2 of ["paint-order", "<marker", "marker-end", "auto-start-reverse"]) assert.not.ok(out.includes(svg2), svg2);
+  const groups = [...out.matchAll(/<g class="edge"[^>]*>([\s\S]*?)<\/g>/g)].map((m) => m[1]!);
+  assert.is(groups.length, 3);
+  for (const g of groups) {
+    const line = /<polyline points="([^"]+)"/.exec(g)![1]!.split(" ");
+    const head = /<polygon class="arrowhead" points="([^"]+)"/.exec(g);
+    assert.ok(head, `an arrowhead: ${g}`);
+    assert.is(head![1]!.split(" ")[0], line.at(-1), "the tip is where the line ends");
+    const label = /<text x="([\d.]+)" y="([\d.]+)"[^>]*>([^<]*)<\/text>/.exec(g);
+    if (!label) continue;
+    const box = /<rect x="([\d.-]+)" y="([\d.-]+)" width="([\d.]+)" height="([\d.]+)" fill="#ffffff"/.exec(g);
+    assert.ok(box && g.indexOf("<rect") < g.indexOf("<text"), `the label ${label[3]} on a box drawn first: ${g}`);
+    const [x, y, w, h] = box!.slice(1).map(Number) as [number, number, number, number];
+    const [tx, ty] = [Number(label[1]), Number(label[2])];
+    assert.ok(tx > x && tx < x + w && ty - 8 > y && ty < y + h + 2, `the box holds the label: ${g}`);
+  }
+});
+
 G("Mermaid: a subgraph per wave, classes by state, labelled edges", () => {
   const out = mermaid(graphOf(xr, states, context));
   assert.match(out, /^flowchart LR\n/);

@@ -11,12 +11,13 @@
 //
 // A gated suite whose tool is missing runs none of its hooks. To gate one test
 // of a suite, register it through needs(S, tool) and keep the hooks on S.
+import { spawnSync } from "node:child_process";
 import { appendFileSync, existsSync, statSync } from "node:fs";
 import { delimiter, join, relative } from "node:path";
 import type { Test } from "uvu";
 import { ROOT } from "./spawn.js";
 
-export type Tool = "go" | "kubectl" | "chromium" | "podman";
+export type Tool = "go" | "kubectl" | "chromium" | "podman" | "rsvg" | "imagemagick";
 
 interface ToolInfo {
   /** The Debian packages that bring it, as apt-get takes them. */
@@ -57,6 +58,16 @@ export const TOOLS: Record<Tool, ToolInfo> = {
   kubectl: { packages: "kubernetes-client", missing: commandMissing("kubectl") },
   chromium: { packages: "chromium", missing: commandMissing("chromium") },
   podman: { packages: "podman uidmap", missing: commandMissing("podman") },
+  rsvg: { packages: "librsvg2-bin", missing: commandMissing("rsvg-convert") },
+  imagemagick: {
+    packages: "imagemagick",
+    // Its convert, not another program of that name.
+    missing: () => {
+      if (!onPath("convert")) return "no convert on PATH";
+      const v = spawnSync("convert", ["-version"], { encoding: "utf8" });
+      return /^Version: ImageMagick/m.test(v.stdout ?? "") ? undefined : "convert on PATH is not ImageMagick's";
+    },
+  },
 };
 
 const seen = new Map<Tool, string | undefined>();
