@@ -16,6 +16,11 @@
 // p50/p99 latency, req/s, server CPU ms per request and peak RSS. Every
 // server's responses are verified, so a fast wrong answer cannot win. Results
 // go to stdout, bench/RESULTS.md and --json FILE (xfn, peer and floor only).
+//
+// Without Go (and Debian's grpc-go and protobuf sources) the go row is skipped,
+// saying which packages bring it. --servers a,b,... runs only those, and --ns
+// 1,10 only those N (a short run, for the bench's own test). Every server
+// started is stopped on every way out: done, a failure, or a signal.
 import { fork, spawn, type ChildProcess } from "node:child_process";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { cpus, totalmem } from "node:os";
@@ -23,16 +28,25 @@ import { join } from "node:path";
 import { fromBinary } from "@bufbuild/protobuf";
 import { Client, credentials, type ServiceError } from "@grpc/grpc-js";
 import { Ready, RunFunctionResponseSchema } from "../src/gen/fn/v1/run_function_pb.js";
+import { installHint, whyMissing } from "../test/support/needs.js";
 import { freePort } from "../test/support/spawn.js";
 import { buildGoFunction, procUsage } from "./go.js";
 import { request } from "./workload.js";
 
 type Kind = "xfn" | "xfn-pool" | "peer" | "go" | "floor" | "send-floor";
-const KINDS: Kind[] = ["xfn", "xfn-pool", "peer", "go", "floor", "send-floor"];
+const ALL: Kind[] = ["xfn", "xfn-pool", "peer", "go", "floor", "send-floor"];
 const args = process.argv.slice(2);
 const quick = args.includes("--quick");
-const jsonOut = args.includes("--json") ? args[args.indexOf("--json") + 1] : undefined;
-const NS = [1, 10, 100, 1000];
+const option = (name: string) => (args.includes(name) ? args[args.indexOf(name) + 1] : undefined);
+const jsonOut = option("--json");
+const asked = option("--servers")?.split(",") as Kind[] | undefined;
+for (const k of asked ?? [])
+  if (!ALL.includes(k)) throw new Error(`--servers: no server ${JSON.stringify(k)}; the servers are ${ALL.join(", ")}`);
+// Go's row needs Go and Debian's grpc-go and protobuf sources; unless asked for by name, it is skipped without them.
+const goMissing = whyMissing("go");
+const goSkipped = goMissing && !asked?.includes("go") ? `skipped: needs go, ${goMissing} (${installHint(["go"])})` : undefined;
+const KINDS: Kind[] = (asked ?? ALL).filter((k) => k !== "go" || !goSkipped);
+const NS = option("--ns")?.split(",").map(Number) ?? [1, 10, 100, 1000];
 const CS = [1, 16];
 // At least 100 calls per cell even in quick mode: a p99 of fewer samples is just their maximum.
 const COUNT: Record<number, number> = quick ? { 1: 300, 10: 200, 100: 100, 1000: 100 } : { 1: 3000, 10: 2000, 100: 600, 1000: 200 };
@@ -159,10 +173,18 @@ const r2 = (x: number) => Math.round(x * 100) / 100;
 async function main(): Promise<void> {
   const started = Date.now();
   const servers: Running[] = [];
-  for (const k of KINDS) servers.push(await start(k));
+  const stopAll = () => {
+    for (const s of servers.splice(0)) {
+      s.client.close();
+      s.child.kill();
+    }
+  };
+  // A signal (Ctrl-C) ends the servers with the bench.
+  for (const sig of ["SIGINT", "SIGTERM"] as const) process.once(sig, () => (stopAll(), process.exit(130)));
   const rows: Row[] = [];
   let large = "";
   try {
+    for (const k of KINDS) servers.push(await start(k));
     for (const n of NS) {
       const bytes = request(n);
       for (const c of CS) {
@@ -208,22 +230,21 @@ async function main(): Promise<void> {
     // A large request: 3.9 MiB, just under xfn's default 4 MiB limit. Last, so that the
     // garbage it leaves in xfn's heap (the other servers get no such request)
     // is not collected during a measured cell, and peak RSS is the cells' own.
-    const xfn = servers[0]!;
+    const xfn = servers.find((s) => s.kind === "xfn");
     try {
       const big = request(1120);
-      const out = await call(xfn, big);
-      large = `a ${(big.length / 1048576).toFixed(2)} MiB request (N=1120): answered, response ${(out.length / 1048576).toFixed(2)} MiB, verified=${verify("xfn", 1120, out)}`;
+      const out = xfn ? await call(xfn, big) : undefined;
+      large = out
+        ? `a ${(big.length / 1048576).toFixed(2)} MiB request (N=1120): answered, response ${(out.length / 1048576).toFixed(2)} MiB, verified=${verify("xfn", 1120, out)}`
+        : "not sent (xfn not run)";
     } catch (err) {
       large = `a large request failed: ${(err as Error).message}`;
     }
   } finally {
-    for (const s of servers) {
-      s.client.close();
-      s.child.kill();
-    }
+    stopAll();
   }
 
-  const get = (k: Kind, n: number, c: number) => rows.find((r) => r.server === k && r.n === n && r.c === c)!;
+  const get = (k: Kind, n: number, c: number): Row | undefined => rows.find((r) => r.server === k && r.n === n && r.c === c);
   const lines: string[] = [];
   lines.push(
     "| N | c | server | p50 ms | p99 ms | req/s | CPU ms/req | peak RSS MiB | verified |",
@@ -245,13 +266,16 @@ async function main(): Promise<void> {
       const sf = get("send-floor", n, c);
       const xp = get("xfn-pool", n, c);
       const g = get("go", n, c);
+      // A server not run (skipped, or left out with --servers) leaves its ratios blank.
+      const ratio = (a: number | undefined, b: number | undefined) => (a === undefined || b === undefined ? "-" : String(r2(a / b)));
       ratios.push(
-        `| ${n} | ${c} | ${r2(x.cpuMsPerReq / f.cpuMsPerReq)} | ${r2(p.cpuMsPerReq / x.cpuMsPerReq)} | ${r2(x.p99Ms / p.p99Ms)} | ${r2(x.cpuMsPerReq / sf.cpuMsPerReq)} | ${r2(xp.cpuMsPerReq / sf.cpuMsPerReq)} | ${r2(p.cpuMsPerReq / xp.cpuMsPerReq)} | ${r2(g.cpuMsPerReq / x.cpuMsPerReq)} | ${r2(g.cpuMsPerReq / xp.cpuMsPerReq)} | ${r2(x.p99Ms / g.p99Ms)} |`,
+        `| ${n} | ${c} | ${ratio(x?.cpuMsPerReq, f?.cpuMsPerReq)} | ${ratio(p?.cpuMsPerReq, x?.cpuMsPerReq)} | ${ratio(x?.p99Ms, p?.p99Ms)} | ${ratio(x?.cpuMsPerReq, sf?.cpuMsPerReq)} | ${ratio(xp?.cpuMsPerReq, sf?.cpuMsPerReq)} | ${ratio(p?.cpuMsPerReq, xp?.cpuMsPerReq)} | ${ratio(g?.cpuMsPerReq, x?.cpuMsPerReq)} | ${ratio(g?.cpuMsPerReq, xp?.cpuMsPerReq)} | ${ratio(x?.p99Ms, g?.p99Ms)} |`,
       );
     }
   }
   const secs = Math.round((Date.now() - started) / 1000);
-  const table = `${lines.join("\n")}\n\nRatios (same run):\n\n${ratios.join("\n")}\n`;
+  const skipped = goSkipped ? `\ngo: ${goSkipped}\n` : "";
+  const table = `${lines.join("\n")}\n${skipped}\nRatios (same run):\n\n${ratios.join("\n")}\n`;
   process.stdout.write(`\n${table}\nLarge request: ${large}\nTook ${secs} s (${quick ? "quick" : "full"}).\n`);
   // The JSON holds xfn, the two peers and the floor; send-floor and xfn-pool are explanation, in the tables only.
   if (jsonOut)
@@ -265,6 +289,8 @@ async function main(): Promise<void> {
     "CPU is the server process's user+system time over the measured batches divided by requests (warm-up excluded); peak RSS is the process's maximum resident set so far (the large request is sent after all cells, so it is not in these figures).",
     `Counts per cell: ${JSON.stringify(COUNT)}, in ${ROUNDS} alternating batches per server.`,
   ];
+  // A part of the bench (--servers, --ns) is printed, not written over the results of a whole one.
+  if (asked || option("--ns")) return;
   const md = `# Benchmark results\n\nRun: \`npm run bench${quick ? " -- --quick" : ""}\` on ${new Date().toISOString().slice(0, 10)}.\n\n${table}\nLarge request: ${large}\n\n## Caveats\n\n${caveats.map((c) => `- ${c}`).join("\n")}\n`;
   // Keep the start-up figures bench/startup.ts wrote (npm run bench runs it next).
   const file = join(import.meta.dirname, quick ? "RESULTS.quick.md" : "RESULTS.md");
