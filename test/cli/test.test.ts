@@ -436,6 +436,7 @@ T("a recorded function that sets connection details replays unchanged; --update 
 
 T("a case recorded inside the project names its function from the project's root, and replays after a move into testdata", async () => {
   // A scaffolded project of its own: package.json, src/index.ts importing xfn by its path (this checkout's lib).
+  mkdirSync(join(ROOT, ".tmp"), { recursive: true });
   const project = mkdtempSync(join(ROOT, ".tmp", "xfn-record-move-"));
   try {
     mkdirSync(join(project, "src"));
