@@ -237,11 +237,12 @@ C("once the server has sent a bookmark, a watch of that kind silent for the idle
     // Given up for silence, the kind is learned again: with no bookmark since, only the timeout ends a watch.
     const third = await run();
     assert.match(third.err!.message, timedOut);
-    assert.ok(third.ms >= 1300, `${third.ms} ms`);
+    // At the timeout and grace (1.3 s), far from the idle time; timers may fire a millisecond early by the clock.
+    assert.ok(third.ms >= 1250, `${third.ms} ms`);
     // Bookmarks coming more often than the idle time keep a watch open until its timeout.
     const fourth = await run();
     assert.match(fourth.err!.message, timedOut);
-    assert.ok(fourth.ms >= 1300, `${fourth.ms} ms`);
+    assert.ok(fourth.ms >= 1250, `${fourth.ms} ms`);
     assert.is(n, 4);
   } finally {
     await s.close();
