@@ -34,6 +34,16 @@ async function loadedBeforeListening(args: string[]): Promise<string[]> {
   }
 }
 
+/** noneUnwanted fails naming any module of a kind the server must not load. */
+function noneUnwanted(loaded: string[]): void {
+  for (const re of UNWANTED)
+    assert.equal(
+      loaded.filter((u) => re.test(u)),
+      [],
+      `loaded ${re}`,
+    );
+}
+
 L("--workers 1 (the function in the server's thread): the function and the SDK, no YAML parser, engine or testing module", async () => {
   const loaded = await loadedBeforeListening(["--workers", "1"]);
   // The trace works: the function and the server were seen.
@@ -45,12 +55,7 @@ L("--workers 1 (the function in the server's thread): the function and the SDK, 
     loaded.some((u) => /\/(lib|src)\/server\/server\.(js|ts)$/.test(u)),
     loaded.join("\n"),
   );
-  for (const re of UNWANTED)
-    assert.equal(
-      loaded.filter((u) => re.test(u)),
-      [],
-      `loaded ${re}`,
-    );
+  noneUnwanted(loaded);
 });
 
 L("with workers: no YAML parser, engine or testing module on the main thread either", async () => {
@@ -59,12 +64,7 @@ L("with workers: no YAML parser, engine or testing module on the main thread eit
     loaded.some((u) => /\/(lib|src)\/server\/pool\.(js|ts)$/.test(u)),
     loaded.join("\n"),
   );
-  for (const re of UNWANTED)
-    assert.equal(
-      loaded.filter((u) => re.test(u)),
-      [],
-      `loaded ${re}`,
-    );
+  noneUnwanted(loaded);
 });
 
 L.run();
