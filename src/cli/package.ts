@@ -176,6 +176,14 @@ export async function packageFunction(opts: PackageOptions): Promise<PackageResu
   return { name, bundle: join(out, "function.mjs"), generatedMetadata: !hasMeta };
 }
 
+interface PackageFlags {
+  out: string;
+  name?: string;
+  xpkg?: string;
+  embedRuntimeImageTarball?: string;
+  examplesRoot?: string;
+}
+
 /** packageCommand builds the `package` subcommand. */
 export function packageCommand(): Command {
   return new Command("package")
@@ -186,12 +194,43 @@ export function packageCommand(): Command {
     .argument("[dir]", "the function's folder", ".")
     .addOption(new Option("-o, --out <dir>", "where to write function.mjs, server.mjs and package/ (emptied first)").default("dist"))
     .addOption(new Option("--name <name>", "package name (default: package/crossplane.yaml's metadata.name, else function-<folder>)"))
-    .action(async (dir: string, flags: { out: string; name?: string }) => {
+    .addOption(
+      new Option(
+        "--xpkg <file>",
+        "also write the Crossplane package (.xpkg) as `crossplane xpkg build` does: package/ checked as a Function package",
+      ),
+    )
+    .addOption(
+      new Option(
+        "--embed-runtime-image-tarball <tar>",
+        "with --xpkg: build it on this runtime image (a tarball from podman save or docker save of the function's image)",
+      ),
+    )
+    .addOption(new Option("--examples-root <dir>", "with --xpkg: example YAML to add to the package (default: <dir>/examples, if there)"))
+    .action(async (dir: string, flags: PackageFlags) => {
       try {
+        if (!flags.xpkg && (flags.embedRuntimeImageTarball || flags.examplesRoot))
+          throw new Error("--embed-runtime-image-tarball and --examples-root go with --xpkg <file>");
         const r = await packageFunction({ dir, out: flags.out, ...(flags.name ? { name: flags.name } : {}) });
         process.stdout.write(`packaged ${dir} as ${r.name} -> ${relative(process.cwd(), r.bundle) || r.bundle}\n`);
         if (r.generatedMetadata) {
           process.stdout.write(`note: ${dir} has no package/crossplane.yaml; wrote a minimal one (name ${r.name}) beside the bundle\n`);
+        }
+        if (flags.xpkg) {
+          const { writeXpkg } = await import("../xpkg/xpkg.js");
+          const x = await writeXpkg({
+            packageRoot: join(flags.out, "package"),
+            examplesRoot: resolve(flags.examplesRoot ?? join(dir, "examples")),
+            ...(flags.embedRuntimeImageTarball ? { runtimeTarball: flags.embedRuntimeImageTarball } : {}),
+            out: flags.xpkg,
+          });
+          const runtime = flags.embedRuntimeImageTarball
+            ? `on the runtime image ${flags.embedRuntimeImageTarball}`
+            : "with no runtime image";
+          process.stdout.write(
+            `wrote ${flags.xpkg}: the Crossplane package ${x.name} ${runtime}, ${x.layers} layers${x.examples ? " (examples too)" : ""}, ` +
+              `image ID ${x.configDigest}\n`,
+          );
         }
       } catch (err) {
         process.stderr.write(`xfn package: ${(err as Error).message}\n`);

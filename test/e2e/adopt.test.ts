@@ -3,7 +3,7 @@
 // install, and use every command the scaffold's README names. Slow (npm
 // installs, from the npm cache when warm), so everything shares one project.
 import { execFileSync, spawn } from "node:child_process";
-import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { suite } from "uvu";
@@ -11,9 +11,15 @@ import * as assert from "uvu/assert";
 import { rawClient } from "../support/client.js";
 import { until } from "../support/cluster.js";
 import { request } from "../support/requests.js";
-import { ROOT } from "../support/spawn.js";
+import { makePki } from "../support/certs.js";
+import { buildGoClient } from "../support/go.js";
+import { needs } from "../support/needs.js";
+import { baseImage, podman, runAsCrossplane } from "../support/podman.js";
+import { freePort, ROOT } from "../support/spawn.js";
 
 const A = suite("adopt: xfn-runtime from an empty folder outside the repository");
+/** The test that builds the project's image and runs it as Crossplane does, calling it with Crossplane's Go client. */
+const AP = needs(A, "podman", "go");
 const NPM = process.platform === "win32" ? "npm.cmd" : "npm";
 const quiet = { npm_config_audit: "false", npm_config_fund: "false", npm_config_update_notifier: "false" };
 
@@ -287,5 +293,60 @@ A("offline: npm run package bundles a function that starts on plain node away fr
     assert.is(await s.stop(), 0);
   }
 });
+
+AP(
+  "offline: the project's image builds with podman on a local base, runs as Crossplane runs it, and its .xpkg loads and runs",
+  async () => {
+    const pki = await makePki();
+    const go = buildGoClient(pki);
+    const image = `localhost/xfn-e2e-function-storage:${process.pid}`;
+    const certs = join(work, "tls-server");
+    cpSync(pki.serverDir, certs, { recursive: true });
+    for (const f of ["tls.crt", "tls.key", "ca.crt"]) chmodSync(join(certs, f), 0o644);
+    chmodSync(work, 0o755);
+    const ids: string[] = [];
+    try {
+      // As the project's Dockerfile says: npm run package (done above), then podman build in the project.
+      await podman(["build", "--build-arg", `BASE_IMAGE=${await baseImage()}`, "--tag", image, project]);
+      const req = go.requestFile({
+        observed: { composite: { resource: { apiVersion: "example.org/v1alpha1", kind: "XBuckets", spec: { buckets: [{ name: "a" }] } } } },
+      } as never);
+      const check = async (ref: string) => {
+        const c = await runAsCrossplane(ref, certs, await freePort(), await freePort());
+        try {
+          await until(
+            "the function to answer its health check",
+            async () => (await go.call(c.grpcPort, ["-health"]))[0]?.health === "SERVING",
+            30_000,
+          );
+          const [r] = await go.call(c.grpcPort, [req]);
+          assert.is(r!.code, "OK", `${r!.message}\n${await c.logs()}`);
+          assert.equal(Object.keys((r!.response as any).desired.resources), ["bucket-a"]);
+          assert.is((await c.stop(30)).code, 0, await c.logs());
+        } finally {
+          await c.remove();
+        }
+      };
+      await check(image);
+      // The Crossplane package, as the Dockerfile's comment says: the image saved, then xfn package --xpkg on it.
+      await podman(["save", "--format", "docker-archive", "--output", join(work, "runtime.tar"), image]);
+      const x = await sh(
+        "npx",
+        ["xfn", "package", "--xpkg", "function-storage.xpkg", "--embed-runtime-image-tarball", join(work, "runtime.tar")],
+        project,
+        offline,
+      );
+      assert.is(x.code, 0, x.out);
+      const id = /sha256:([0-9a-f]{64})/.exec(await podman(["load", "--input", join(project, "function-storage.xpkg")]))?.[1];
+      assert.ok(id);
+      ids.push(id!);
+      await check(id!);
+    } finally {
+      for (const ref of [image, ...ids]) await podman(["rmi", "--force", ref]).catch(() => {});
+      go.cleanup();
+      pki.cleanup();
+    }
+  },
+);
 
 A.run();

@@ -17,7 +17,7 @@ import { delimiter, join, relative } from "node:path";
 import type { Test } from "uvu";
 import { ROOT } from "./spawn.js";
 
-export type Tool = "go" | "kubectl" | "chromium" | "podman" | "rsvg" | "imagemagick";
+export type Tool = "go" | "kubectl" | "chromium" | "podman" | "skopeo" | "umoci" | "rsvg" | "imagemagick";
 
 interface ToolInfo {
   /** The Debian packages that bring it, as apt-get takes them. */
@@ -57,7 +57,13 @@ export const TOOLS: Record<Tool, ToolInfo> = {
   },
   kubectl: { packages: "kubernetes-client", missing: commandMissing("kubectl") },
   chromium: { packages: "chromium", missing: commandMissing("chromium") },
-  podman: { packages: "podman uidmap", missing: commandMissing("podman") },
+  // Podman runs containers with runc here (test/support/podman.ts): crun fails on these machines' cgroups.
+  podman: {
+    packages: "podman runc uidmap",
+    missing: () => commandMissing("podman")() ?? (onPath("runc") ? undefined : "no runc on PATH (podman runs containers with it here)"),
+  },
+  skopeo: { packages: "skopeo", missing: commandMissing("skopeo") },
+  umoci: { packages: "umoci", missing: commandMissing("umoci") },
   rsvg: { packages: "librsvg2-bin", missing: commandMissing("rsvg-convert") },
   imagemagick: {
     packages: "imagemagick",
