@@ -5,9 +5,9 @@
 // Nothing is downloaded: GOPATH mode over /usr/share/gocode, as the tests'
 // Go peer (test/support/go.ts). The binary is kept in .tmp/bench-go/.
 import { execFileSync } from "node:child_process";
-import { copyFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 
 const ROOT = join(import.meta.dirname, "..");
 const GOSRC = process.env["XFN_TEST_GOPATH"] ?? "/usr/share/gocode";
@@ -65,7 +65,24 @@ export function buildGoFunction(): string {
   });
   copyFileSync(main, join(gopath, "src/xfnbench/gofunction/main.go"));
   go(["build", "-o", out, "xfnbench/gofunction"], `${gopath}:${GOSRC}`);
+  // The same, linked statically (no cgo), as a function image ships it (bench/image-startup.ts).
+  execFileSync("go", ["build", "-o", join(bin, "gofunction-static"), "xfnbench/gofunction"], {
+    cwd: dir,
+    env: { ...env, GOPATH: `${gopath}:${GOSRC}`, CGO_ENABLED: "0" },
+    stdio: "pipe",
+  });
   writeFileSync(stamp, sources);
+  return out;
+}
+
+/** buildStaticGoFunction builds (once per source change) and returns the Go bench function linked statically, for an image. */
+export function buildStaticGoFunction(): string {
+  const out = join(dirname(buildGoFunction()), "gofunction-static");
+  // Built before the static one was: build again.
+  if (!existsSync(out)) {
+    rmSync(join(ROOT, ".tmp", "bench-go", "built-from"), { force: true });
+    buildGoFunction();
+  }
   return out;
 }
 

@@ -1,7 +1,7 @@
 // The bench function on @crossplane-org/function-sdk-typescript, as plain
 // JavaScript (no TypeScript loader), for bench/startup.ts to time how long the
 // TypeScript SDK takes from `node` to its first answer.
-//   node bench/sdk-function.mjs <port>
+//   node bench/sdk-function.mjs <port> [host]   (host: 127.0.0.1; 0.0.0.0 in an image)
 import * as sdk from "@crossplane-org/function-sdk-typescript";
 import { pino } from "pino";
 
@@ -19,4 +19,7 @@ const compose = (req, rsp) => {
   }
   return rsp;
 };
-sdk.serve(compose, { argv: ["--insecure", "--address", `127.0.0.1:${process.argv[2]}`], logger: pino({ level: "silent" }) });
+sdk.serve(compose, {
+  argv: ["--insecure", "--address", `${process.argv[3] ?? "127.0.0.1"}:${process.argv[2]}`],
+  logger: pino({ level: "silent" }),
+});
