@@ -1,6 +1,6 @@
 // The kinds every Kubernetes API server serves that the host and its users
 // touch: namespaces, ConfigMaps, Secrets, Events, Leases, CRDs.
-import type { ResourceType } from "./store.js";
+import type { ResourceType } from "./types.js";
 
 /** BUILTIN are the built-in types the embedded API server serves from the start. */
 export const BUILTIN: ResourceType[] = [

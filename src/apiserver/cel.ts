@@ -14,23 +14,12 @@
 // library functions added where it lacks them; cost budgets are not counted.
 import { isDeepStrictEqual } from "node:util";
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
-import { Environment, Optional, type ParseResult } from "@marcbachmann/cel-js";
+import { Environment, Optional } from "@marcbachmann/cel-js";
 import { isObject } from "../json.js";
 import { OMIT, forbidden, invalid, required, type FieldError } from "./fielderr.js";
-import { correlate, type Node, type Old } from "./schema.js";
+import { correlate, type Node, type Old, type Rule } from "./node.js";
 
 /** Rule is one compiled x-kubernetes-validations entry. */
-export interface Rule {
-  rule: string;
-  message: string;
-  messageExpression?: ParseResult;
-  reason?: string;
-  fieldPath?: string;
-  optionalOldSelf: boolean;
-  usesOldSelf: boolean;
-  run: ParseResult;
-}
-
 const cmp = (a: unknown, b: unknown) => ((a as number) < (b as number) ? -1 : (a as number) > (b as number) ? 1 : 0);
 const ENV = new Environment({ unlistedVariablesAreDyn: true, homogeneousAggregateLiterals: false, enableOptionalTypes: true })
   // Kubernetes' CEL list library (k8s.io/apiserver/pkg/cel/library/lists.go).

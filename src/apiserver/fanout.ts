@@ -5,7 +5,7 @@
 import type { JsonObject } from "@bufbuild/protobuf";
 import { isObject, metaOf } from "../json.js";
 import { fieldsMatch, matches } from "./selector.js";
-import type { StoreEvent, Watcher } from "./store.js";
+import type { StoreEvent, Watcher } from "./types.js";
 
 /** Fanout keeps the watches and the event history they resume from. */
 export class Fanout {

@@ -6,7 +6,7 @@
 // pkg/util/validation/field/errors.go (ErrorBody, the type names),
 // pkg/api/errors/errors.go (NewInvalid) and pkg/util/errors (the aggregate).
 import type { JsonValue } from "@bufbuild/protobuf";
-import { ApiError } from "./store.js";
+import { ApiError } from "./errors.js";
 
 export type FieldErrorType =
   | "FieldValueNotFound"

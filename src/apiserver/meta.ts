@@ -7,7 +7,7 @@
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { isObject } from "../json.js";
 import { invalid, required, tooLong, type FieldError } from "./fielderr.js";
-import { ApiError } from "./store.js";
+import { ApiError } from "./errors.js";
 
 const LABEL_KEY_FMT = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
 const LABEL_KEY = new RegExp(`^${LABEL_KEY_FMT}$`);

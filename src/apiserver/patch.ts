@@ -3,7 +3,8 @@
 // 6902: add, remove, replace, test), and server-side apply with per-manager
 // field ownership, where every list is atomic.
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
-import { ApiError, ensureMeta } from "./store.js";
+import { ApiError } from "./errors.js";
+import { ensureMeta } from "./types.js";
 import { isObject } from "../json.js";
 
 /** mergePatch applies an RFC 7386 merge patch. */

@@ -13,7 +13,8 @@
 import { closeSync, fsyncSync, ftruncateSync, readFileSync, statSync, writeSync } from "node:fs";
 import type { JsonObject } from "@bufbuild/protobuf";
 import { openAppendPrivate, readFileNoFollow, refuseSymlink, writeFilePrivate } from "./files.js";
-import type { Snapshot, Store, StoreEvent } from "./store.js";
+import type { Store } from "./store.js";
+import type { Snapshot, StoreEvent } from "./types.js";
 
 /** COMPACT_AFTER is how many log entries make the journal write a new snapshot. */
 export const COMPACT_AFTER = 20_000;

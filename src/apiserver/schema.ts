@@ -16,52 +16,10 @@
 import { isDeepStrictEqual } from "node:util";
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { isObject } from "../json.js";
-import { compileRule, runRules, type Rule } from "./cel.js";
+import { compileRule, runRules } from "./cel.js";
 import { invalid, notSupported, required, tooLong, tooMany, type FieldError } from "./fielderr.js";
 import { FORMATS } from "./formats.js";
-
-/** Node is one schema node, as the validator reads it. */
-export interface Node {
-  types: string[];
-  nullable: boolean;
-  props?: Map<string, Node>;
-  /** additionalProperties: a schema, or false (true is the same as absent). */
-  additional?: Node | false;
-  items?: Node;
-  required: string[];
-  enum?: JsonValue[];
-  format?: string;
-  maximum?: number;
-  exclusiveMaximum: boolean;
-  minimum?: number;
-  exclusiveMinimum: boolean;
-  multipleOf?: number;
-  maxLength?: number;
-  minLength?: number;
-  pattern?: { source: string; re?: RegExp; error?: string };
-  maxItems?: number;
-  minItems?: number;
-  uniqueItems: boolean;
-  maxProperties?: number;
-  minProperties?: number;
-  preserve: boolean;
-  intOrString: boolean;
-  embedded: boolean;
-  default?: JsonValue;
-  allOf: Node[];
-  anyOf: Node[];
-  oneOf: Node[];
-  not?: Node;
-  listType?: string;
-  listMapKeys?: string[];
-  rules: Rule[];
-  /** Whether a default is declared here or below (defaulting skips subtrees without one). */
-  anyDefault: boolean;
-  /** Whether a rule is declared here or below (rules are looked for only where there are some). */
-  anyRule: boolean;
-  /** Whether a set or map list is declared here or below (duplicates are looked for only there). */
-  anyList: boolean;
-}
+import { correlate, type Node, type Old } from "./node.js";
 
 const num = (v: JsonValue | undefined): number | undefined => (typeof v === "number" ? v : undefined);
 
@@ -245,10 +203,6 @@ function skip(x: JsonValue | undefined, s: Node, path: string, unknown: string[]
 
 // ---- validation ----
 
-/** Old is the value a node had before the write, when the write's value can be matched to it (ratcheting, transition rules). */
-export type Old = { value: JsonValue } | undefined;
-
-/** typeOf is the JSON schema type of a value, as kube-openapi's type validator sees it. */
 function typeOf(v: JsonValue): string {
   if (typeof v === "boolean") return "boolean";
   if (typeof v === "string") return "string";
@@ -457,25 +411,6 @@ function composite(v: JsonValue, s: Node, path: string, prefix: string): FieldEr
   }
   if (s.not && run(s.not).length === 0) errs.push(top(`${name} must not validate the schema (not)`));
   return errs;
-}
-
-/** correlate matches a list's items to the old list's: by key fields for a map list, by value for a set (atomic lists are not matched). */
-export function correlate(items: JsonValue[], old: Old, s: Node): Old[] {
-  if (!old || !Array.isArray(old.value)) return [];
-  const before = old.value;
-  if (s.listType === "set") return items.map((x) => (before.some((y) => isDeepStrictEqual(x, y)) ? { value: x } : undefined));
-  const keys = s.listMapKeys ?? [];
-  const keyOf = (x: JsonValue) =>
-    isObject(x) ? JSON.stringify(keys.map((k) => x[k] ?? s.items?.props?.get(k)?.default ?? null)) : undefined;
-  const byKey = new Map<string, JsonValue>();
-  for (const y of before) {
-    const k = keyOf(y);
-    if (k !== undefined && !byKey.has(k)) byKey.set(k, y);
-  }
-  return items.map((x) => {
-    const k = keyOf(x);
-    return k !== undefined && byKey.has(k) ? { value: byKey.get(k)! } : undefined;
-  });
 }
 
 /** listErrors reports duplicates in x-kubernetes-list-type set and map lists (listtype.ValidateListSetsAndMaps). */

@@ -13,7 +13,9 @@ import { kubeTimestamp } from "../sdk/object.js";
 import { parseFieldSelector, parseSelector } from "./selector.js";
 import { table, tableVersion } from "./table.js";
 import { Journal } from "./persist.js";
-import { ApiError, ensureMeta, Store, typeKeyOf, type ResourceType, type Watcher } from "./store.js";
+import { ApiError } from "./errors.js";
+import { Store, typeKeyOf } from "./store.js";
+import { ensureMeta, type ResourceType, type Watcher } from "./types.js";
 import { isObject } from "../json.js";
 
 /** DevClusterOptions configure an embedded API server. */

@@ -22,60 +22,9 @@ import { refusal, type FieldError } from "./fielderr.js";
 import { dataErrors, metaErrors } from "./meta.js";
 import { Schema } from "./schema.js";
 import { RuleError } from "./cel.js";
+import { ApiError } from "./errors.js";
+import { ensureMeta, type ResourceType, type Snapshot, type StoreEvent, type Watcher } from "./types.js";
 
-/** ResourceType is one kind the server serves. */
-export interface ResourceType {
-  group: string;
-  versions: string[];
-  kind: string;
-  listKind: string;
-  plural: string;
-  singular: string;
-  namespaced: boolean;
-  statusSubresource: boolean;
-  shortNames: string[];
-  /** The CRD that defines it, if any. */
-  crd?: string;
-  /** Per served version, the CRD's compiled openAPIV3Schema (writes are defaulted, pruned and validated by it). */
-  schemas?: Record<string, Schema>;
-  /** Per served version, the CRD's additionalPrinterColumns (kubectl get's columns). */
-  columns?: Record<string, JsonObject[]>;
-}
-
-/** ApiError carries a Kubernetes Status reason and HTTP code. */
-export class ApiError extends Error {
-  constructor(
-    readonly code: number,
-    readonly reason: string,
-    message: string,
-  ) {
-    super(message);
-  }
-}
-
-export type EventType = "ADDED" | "MODIFIED" | "DELETED";
-export interface StoreEvent {
-  rv: number;
-  type: EventType;
-  typeKey: string;
-  object: JsonObject;
-  /** The object before the change (for selector transitions). */
-  previous?: JsonObject;
-}
-
-/** Watcher is one watch stream's subscription. */
-export interface Watcher {
-  typeKey: string;
-  namespace?: string;
-  labels: Requirement[];
-  fields: FieldRequirement[];
-  send(type: EventType | "BOOKMARK" | "ERROR", object: JsonObject): void;
-  close(): void;
-}
-
-/** ensureMeta is an object's metadata, added to it (empty) when it has none. */
-export const ensureMeta = (o: JsonObject): JsonObject =>
-  isObject(o["metadata"]) ? o["metadata"] : ((o["metadata"] = {}), o["metadata"] as JsonObject);
 const labelsOf = (o: JsonObject): Record<string, string> => {
   const l = ensureMeta(o)["labels"];
   return isObject(l) ? (Object.fromEntries(Object.entries(l).filter(([, v]) => typeof v === "string")) as Record<string, string>) : {};
@@ -93,12 +42,6 @@ export interface StoreOptions {
   /** How many events watches can resume from; older resourceVersions get 410 Gone. Default 1000. */
   historySize?: number;
   now?: () => Date;
-}
-
-/** Snapshot is what persistence saves. */
-export interface Snapshot {
-  rv: number;
-  objects: Array<{ typeKey: string; object: JsonObject }>;
 }
 
 export class Store {

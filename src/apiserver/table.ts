@@ -6,7 +6,7 @@
 import type { IncomingMessage } from "node:http";
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { evaluate, parseJsonPath } from "./jsonpath.js";
-import type { ResourceType } from "./store.js";
+import type { ResourceType } from "./types.js";
 import { metaOf } from "../json.js";
 
 const AGE: JsonObject = { name: "Age", type: "date", jsonPath: ".metadata.creationTimestamp" };

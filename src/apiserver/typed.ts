@@ -14,7 +14,7 @@
 import type { JsonValue } from "@bufbuild/protobuf";
 import { isObject } from "../json.js";
 import { goFloat } from "./fielderr.js";
-import type { Node } from "./schema.js";
+import type { Node } from "./node.js";
 
 const META = new Set(["apiVersion", "kind", "metadata"]);
 

@@ -4,7 +4,8 @@ import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { apply } from "../../src/apiserver/patch.js";
 import { parseSelector, matches } from "../../src/apiserver/selector.js";
-import { CRD_KEY, Store, typeKeyOf, type Watcher } from "../../src/apiserver/store.js";
+import { CRD_KEY, Store, typeKeyOf } from "../../src/apiserver/store.js";
+import type { Watcher } from "../../src/apiserver/types.js";
 
 const W = typeKeyOf("example.org", "widgets");
 const crd = (statusSub = true): JsonObject => ({

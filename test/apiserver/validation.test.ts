@@ -8,7 +8,8 @@
 import type { JsonObject } from "@bufbuild/protobuf";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
-import { ApiError, CRD_KEY, Store, typeKeyOf } from "../../src/apiserver/store.js";
+import { ApiError } from "../../src/apiserver/errors.js";
+import { CRD_KEY, Store, typeKeyOf } from "../../src/apiserver/store.js";
 import { startDevCluster } from "../../src/apiserver/server.js";
 
 const G = typeKeyOf("example.org", "gadgets");

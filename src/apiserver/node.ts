@@ -1,0 +1,87 @@
+// One node of a CRD's compiled structural schema, as the validator reads it
+// (schema.ts compiles it, cel.ts runs its rules), and how a list's items are
+// matched to the old list's for ratcheting and oldSelf. Its own module, so
+// that neither of those two needs the other to say what a node is.
+import { isDeepStrictEqual } from "node:util";
+import type { JsonValue } from "@bufbuild/protobuf";
+import type { ParseResult } from "@marcbachmann/cel-js";
+import { isObject } from "../json.js";
+
+/** Rule is one compiled x-kubernetes-validations entry. */
+export interface Rule {
+  rule: string;
+  message: string;
+  messageExpression?: ParseResult;
+  reason?: string;
+  fieldPath?: string;
+  optionalOldSelf: boolean;
+  usesOldSelf: boolean;
+  run: ParseResult;
+}
+
+/** Node is one schema node, as the validator reads it. */
+export interface Node {
+  types: string[];
+  nullable: boolean;
+  props?: Map<string, Node>;
+  /** additionalProperties: a schema, or false (true is the same as absent). */
+  additional?: Node | false;
+  items?: Node;
+  required: string[];
+  enum?: JsonValue[];
+  format?: string;
+  maximum?: number;
+  exclusiveMaximum: boolean;
+  minimum?: number;
+  exclusiveMinimum: boolean;
+  multipleOf?: number;
+  maxLength?: number;
+  minLength?: number;
+  pattern?: { source: string; re?: RegExp; error?: string };
+  maxItems?: number;
+  minItems?: number;
+  uniqueItems: boolean;
+  maxProperties?: number;
+  minProperties?: number;
+  preserve: boolean;
+  intOrString: boolean;
+  embedded: boolean;
+  default?: JsonValue;
+  allOf: Node[];
+  anyOf: Node[];
+  oneOf: Node[];
+  not?: Node;
+  listType?: string;
+  listMapKeys?: string[];
+  rules: Rule[];
+  /** Whether a default is declared here or below (defaulting skips subtrees without one). */
+  anyDefault: boolean;
+  /** Whether a rule is declared here or below (rules are looked for only where there are some). */
+  anyRule: boolean;
+  /** Whether a set or map list is declared here or below (duplicates are looked for only there). */
+  anyList: boolean;
+}
+
+/** Old is the value a node had before the write, when the write's value can be matched to it (ratcheting, transition rules). */
+export type Old = { value: JsonValue } | undefined;
+
+/** typeOf is the JSON schema type of a value, as kube-openapi's type validator sees it. */
+
+/** correlate matches a list's items to the old list's: by key fields for a map list, by value for a set (atomic lists are not matched). */
+export function correlate(items: JsonValue[], old: Old, s: Node): Old[] {
+  if (!old || !Array.isArray(old.value)) return [];
+  const before = old.value;
+  if (s.listType === "set") return items.map((x) => (before.some((y) => isDeepStrictEqual(x, y)) ? { value: x } : undefined));
+  const keys = s.listMapKeys ?? [];
+  const keyOf = (x: JsonValue) =>
+    isObject(x) ? JSON.stringify(keys.map((k) => x[k] ?? s.items?.props?.get(k)?.default ?? null)) : undefined;
+  const byKey = new Map<string, JsonValue>();
+  for (const y of before) {
+    const k = keyOf(y);
+    if (k !== undefined && !byKey.has(k)) byKey.set(k, y);
+  }
+  return items.map((x) => {
+    const k = keyOf(x);
+    return k !== undefined && byKey.has(k) ? { value: byKey.get(k)! } : undefined;
+  });
+}

@@ -1,0 +1,55 @@
+// The shapes the store, its watches, persistence and the HTTP server share:
+// a served resource type, a change event and a watch's subscription.
+import type { JsonObject } from "@bufbuild/protobuf";
+import { isObject } from "../json.js";
+import type { FieldRequirement, Requirement } from "./selector.js";
+import type { Schema } from "./schema.js";
+
+/** ResourceType is one kind the server serves. */
+export interface ResourceType {
+  group: string;
+  versions: string[];
+  kind: string;
+  listKind: string;
+  plural: string;
+  singular: string;
+  namespaced: boolean;
+  statusSubresource: boolean;
+  shortNames: string[];
+  /** The CRD that defines it, if any. */
+  crd?: string;
+  /** Per served version, the CRD's compiled openAPIV3Schema (writes are defaulted, pruned and validated by it). */
+  schemas?: Record<string, Schema>;
+  /** Per served version, the CRD's additionalPrinterColumns (kubectl get's columns). */
+  columns?: Record<string, JsonObject[]>;
+}
+
+export type EventType = "ADDED" | "MODIFIED" | "DELETED";
+export interface StoreEvent {
+  rv: number;
+  type: EventType;
+  typeKey: string;
+  object: JsonObject;
+  /** The object before the change (for selector transitions). */
+  previous?: JsonObject;
+}
+
+/** Watcher is one watch stream's subscription. */
+export interface Watcher {
+  typeKey: string;
+  namespace?: string;
+  labels: Requirement[];
+  fields: FieldRequirement[];
+  send(type: EventType | "BOOKMARK" | "ERROR", object: JsonObject): void;
+  close(): void;
+}
+
+/** Snapshot is what persistence saves. */
+export interface Snapshot {
+  rv: number;
+  objects: Array<{ typeKey: string; object: JsonObject }>;
+}
+
+/** ensureMeta is an object's metadata, added to it (empty) when it has none. */
+export const ensureMeta = (o: JsonObject): JsonObject =>
+  isObject(o["metadata"]) ? o["metadata"] : ((o["metadata"] = {}), o["metadata"] as JsonObject);
