@@ -14,6 +14,7 @@ import { parseFieldSelector, parseSelector } from "./selector.js";
 import { table, tableVersion } from "./table.js";
 import { Journal } from "./persist.js";
 import { ApiError } from "./errors.js";
+import { OMIT, refusal } from "./fielderr.js";
 import { Store, typeKeyOf } from "./store.js";
 import { ensureMeta, type ResourceType, type Watcher } from "./types.js";
 import { isObject } from "../json.js";
@@ -113,7 +114,7 @@ function discovery(store: Store, group: string, version: string): JsonObject | u
       singularName: t.singular,
       namespaced: t.namespaced,
       kind: t.kind,
-      verbs: ["create", "delete", "get", "list", "patch", "update", "watch"],
+      verbs: ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"],
       ...(t.shortNames.length ? { shortNames: t.shortNames } : {}),
       ...(t.crd ? { categories: [] } : {}),
     });
@@ -342,19 +343,37 @@ const FIXED: Record<string, (s: Served, req: IncomingMessage, res: ServerRespons
   },
 };
 
-type Verb = "list" | "watch" | "get" | "create" | "update" | "apply" | "patch" | "delete";
+type Verb = "list" | "watch" | "get" | "create" | "update" | "apply" | "patch" | "delete" | "deletecollection";
 
 /** verbOf is what a request asks for, as kube-apiserver names it. */
 function verbOf(method: string, c: Call): Verb {
   const collection = c.r.name === undefined;
   if (method === "GET") return !collection ? "get" : c.q.get("watch") === "true" || c.q.get("watch") === "1" ? "watch" : "list";
   if (method === "POST" && collection) return "create";
+  if (method === "DELETE" && collection) return "deletecollection";
   if (collection) throw new ApiError(405, "MethodNotAllowed", `${method} is not allowed on a collection`);
   if (method === "PUT") return "update";
   if (method === "PATCH")
     return ["application/apply-patch+yaml", "application/apply-patch+json"].includes(contentType(c.req)) ? "apply" : "patch";
   if (method === "DELETE") return "delete";
   throw new ApiError(405, "MethodNotAllowed", `${method} is not supported`);
+}
+
+/**
+ * dryRun reads the dryRun query parameter of a write, as kube-apiserver's
+ * ValidateDryRun does: absent, a real write; "All" (however often), a dry run;
+ * anything else, 422 Invalid on the write's options kind.
+ */
+function dryRun(c: Call, options: "CreateOptions" | "UpdateOptions" | "PatchOptions" | "DeleteOptions", body?: JsonValue): boolean {
+  // A delete's options may come as its body (kubectl sends them so): DeleteOptions.dryRun.
+  const inBody = isObject(body) && Array.isArray(body["dryRun"]) ? body["dryRun"].map(String) : [];
+  const values = [...c.q.getAll("dryRun"), ...inBody];
+  if (values.length === 0) return false;
+  if (values.every((v) => v === "All")) return true;
+  const go = `[]string{${values.map((v) => JSON.stringify(v)).join(", ")}}`;
+  throw refusal("meta.k8s.io", options, "", [
+    { type: "FieldValueNotSupported", field: "dryRun", value: OMIT, detail: `${go}: supported values: "All"` },
+  ]);
 }
 
 /** selectors reads a list's or watch's label and field selectors, refusing malformed ones. */
@@ -402,12 +421,16 @@ const VERBS: Record<Verb, (s: Served, c: Call) => Promise<void>> = {
   },
   async create(s, c) {
     const body = decoded(c, checkKind(c.r, parseBody(await readBody(c.req), contentType(c.req) === "application/yaml")));
-    const created = s.store.create(c.typeKey, c.r.namespace, body, { warnings: c.warnings });
+    const created = s.store.create(c.typeKey, c.r.namespace, body, { warnings: c.warnings, dryRun: dryRun(c, "CreateOptions") });
     return s.reply(warned(c), 201, asVersion(created, c.r));
   },
   async update(s, c) {
     const body = decoded(c, checkKind(c.r, parseBody(await readBody(c.req), contentType(c.req) === "application/yaml")));
-    const updated = s.store.update(c.typeKey, c.r.namespace, c.r.name!, body, { status: c.isStatus, warnings: c.warnings });
+    const updated = s.store.update(c.typeKey, c.r.namespace, c.r.name!, body, {
+      status: c.isStatus,
+      warnings: c.warnings,
+      dryRun: dryRun(c, "UpdateOptions"),
+    });
     return s.reply(warned(c), 200, asVersion(updated, c.r));
   },
   apply: serverSideApply,
@@ -430,6 +453,7 @@ const VERBS: Record<Verb, (s: Served, c: Call) => Promise<void>> = {
     const updated = s.store.update(c.typeKey, r.namespace, r.name!, decoded(c, checkKind(r, next)), {
       status: c.isStatus,
       warnings: c.warnings,
+      dryRun: dryRun(c, "PatchOptions"),
     });
     return s.reply(warned(c), 200, asVersion(updated, r));
   },
@@ -440,8 +464,32 @@ const VERBS: Record<Verb, (s: Served, c: Call) => Promise<void>> = {
     if (!["Foreground", "Background", "Orphan"].includes(policy))
       throw new ApiError(400, "BadRequest", `propagationPolicy ${JSON.stringify(policy)} is not one of Foreground, Background, Orphan`);
     const pre = isObject(opts) && isObject(opts["preconditions"]) ? opts["preconditions"]["uid"] : undefined;
-    const last = s.store.delete(c.typeKey, c.r.namespace, c.r.name!, policy as "Foreground", typeof pre === "string" ? pre : undefined);
+    const last = s.store.delete(c.typeKey, c.r.namespace, c.r.name!, policy as "Foreground", typeof pre === "string" ? pre : undefined, {
+      dryRun: dryRun(c, "DeleteOptions", opts),
+    });
     return s.reply(c.res, 200, asVersion(last, c.r));
+  },
+  /** deletecollection deletes every object a list with the same selectors would hold, and answers with them as a list. */
+  async deletecollection(s, c) {
+    const { labels, fields } = selectors(c);
+    const text = await readBody(c.req);
+    const opts = text.trim() ? parseBody(text, false) : {};
+    const policy = (c.q.get("propagationPolicy") ?? (isObject(opts) ? opts["propagationPolicy"] : undefined) ?? "Background") as string;
+    if (!["Foreground", "Background", "Orphan"].includes(policy))
+      throw new ApiError(400, "BadRequest", `propagationPolicy ${JSON.stringify(policy)} is not one of Foreground, Background, Orphan`);
+    const dry = dryRun(c, "DeleteOptions", opts);
+    const { r } = c;
+    const items = s.store.list(c.typeKey, r.namespace, labels, fields).map((o) => {
+      const m = ensureMeta(o);
+      const ns = typeof m["namespace"] === "string" ? m["namespace"] : undefined;
+      return asVersion(s.store.delete(c.typeKey, ns, String(m["name"]), policy as "Foreground", undefined, { dryRun: dry }), r);
+    });
+    return s.reply(c.res, 200, {
+      apiVersion: apiVersionOf(r),
+      kind: r.type.listKind,
+      metadata: { resourceVersion: String(s.store.rv) },
+      items,
+    });
   },
 };
 
@@ -451,6 +499,7 @@ async function serverSideApply(s: Served, c: Call): Promise<void> {
   const text = await readBody(c.req);
   const manager = q.get("fieldManager");
   if (!manager) throw new ApiError(400, "BadRequest", "fieldManager is required for apply patch");
+  const dry = dryRun(c, "PatchOptions");
   const applied = checkKind(r, parseBody(text, true));
   // The applied configuration is read against the schema before anything is
   // merged: an undeclared field or a value of the wrong kind fails the apply,
@@ -487,10 +536,15 @@ async function serverSideApply(s: Served, c: Call): Promise<void> {
   schema?.decode(merged);
   if (!current) {
     ensureMeta(merged)["name"] = r.name!;
-    const created = s.store.create(c.typeKey, r.namespace, merged, { warnings: c.warnings });
+    const created = s.store.create(c.typeKey, r.namespace, merged, { warnings: c.warnings, dryRun: dry });
     return s.reply(warned(c), 201, asVersion(created, r));
   }
-  const updated = s.store.update(c.typeKey, r.namespace, r.name!, merged, { status: c.isStatus, applied: true, warnings: c.warnings });
+  const updated = s.store.update(c.typeKey, r.namespace, r.name!, merged, {
+    status: c.isStatus,
+    applied: true,
+    warnings: c.warnings,
+    dryRun: dry,
+  });
   return s.reply(warned(c), 200, asVersion(updated, r));
 }
 

@@ -175,7 +175,18 @@ export class Store {
     }
   }
 
-  create(typeKey: string, namespace: string | undefined, body: JsonObject, opts: { warnings?: string[] } = {}): JsonObject {
+  /**
+   * create stores a new object. With dryRun, everything but the storing is
+   * done (kube-apiserver's DryRunnableStorage): it is checked, defaulted and
+   * answered as it would be stored, with no resourceVersion, and nothing is
+   * kept, sent to watchers or journaled.
+   */
+  create(
+    typeKey: string,
+    namespace: string | undefined,
+    body: JsonObject,
+    opts: { warnings?: string[]; dryRun?: boolean } = {},
+  ): JsonObject {
     const t = this.mustType(typeKey);
     this.checkNamespace(t, namespace);
     const obj = structuredClone(body);
@@ -207,6 +218,7 @@ export class Store {
     m["generation"] = 1;
     delete m["deletionTimestamp"];
     const crdSchemas = typeKey === CRD_KEY ? this.validateCRD(obj) : undefined;
+    if (opts.dryRun) return obj;
     m["resourceVersion"] = this.bump();
     this.stored(typeKey, objectKey(namespace, name), obj);
     this.record({ type: "ADDED", typeKey, object: structuredClone(obj) });
@@ -225,7 +237,7 @@ export class Store {
     namespace: string | undefined,
     name: string,
     body: JsonObject,
-    opts: { status?: boolean; applied?: boolean; warnings?: string[] } = {},
+    opts: { status?: boolean; applied?: boolean; warnings?: string[]; dryRun?: boolean } = {},
   ): JsonObject {
     const { t, map, key, current } = this.existing(typeKey, namespace, name);
     const bm = isObject(body["metadata"]) ? body["metadata"] : {};
@@ -286,6 +298,8 @@ export class Store {
     if (JSON.stringify(stripVolatile(current)) === JSON.stringify(stripVolatile(next))) return structuredClone(current);
     this.admit(t, next, current, opts.status === true, opts.warnings);
     const crdSchemas = typeKey === CRD_KEY ? this.validateCRD(next) : undefined;
+    // A dry run answers with the object as it would be stored, at the version it replaces.
+    if (opts.dryRun) return ((nm["resourceVersion"] = cm["resourceVersion"]!), next);
     nm["resourceVersion"] = this.bump();
     this.stored(typeKey, key, next);
     this.record({ type: "MODIFIED", typeKey, object: structuredClone(next), previous: current });
@@ -311,6 +325,7 @@ export class Store {
     name: string,
     propagation: "Foreground" | "Background" | "Orphan" = "Background",
     preconditionUid?: string,
+    opts: { dryRun?: boolean } = {},
   ): JsonObject {
     const { map, key, current } = this.existing(typeKey, namespace, name);
     const m = ensureMeta(current);
@@ -320,6 +335,7 @@ export class Store {
         "Conflict",
         `Precondition failed: UID in precondition: ${preconditionUid}, UID in object meta: ${String(m["uid"])}`,
       );
+    if (opts.dryRun) return this.wouldDelete(current, propagation);
     if (propagation === "Orphan") {
       for (const d of this.gc.dependentsOf(String(m["uid"]))) {
         const dm = ensureMeta(d.object);
@@ -345,6 +361,24 @@ export class Store {
     }
     this.collectGarbage();
     return structuredClone(map.get(key) ?? current);
+  }
+
+  /**
+   * wouldDelete is what delete answers, without doing it: the object as it is
+   * removed, or, when finalizers hold it, as it stays, being deleted. Nothing
+   * is orphaned or collected.
+   */
+  private wouldDelete(current: JsonObject, propagation: "Foreground" | "Background" | "Orphan"): JsonObject {
+    const m = ensureMeta(current);
+    const finalizers = stringList(m["finalizers"]);
+    if (propagation === "Foreground" && !finalizers.includes(FOREGROUND)) finalizers.push(FOREGROUND);
+    const out = structuredClone(current);
+    if (finalizers.length === 0) return out;
+    const om = ensureMeta(out);
+    om["deletionTimestamp"] ??= this.timestamp();
+    om["deletionGracePeriodSeconds"] = 0;
+    om["finalizers"] = finalizers;
+    return out;
   }
 
   private replace(typeKey: string, next: JsonObject): void {
