@@ -15,11 +15,15 @@
 import { isDeepStrictEqual } from "node:util";
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { Environment, Optional } from "@marcbachmann/cel-js";
+import { RE2JS } from "re2js";
 import { isObject } from "../json.js";
 import { OMIT, forbidden, invalid, required, type FieldError } from "./fielderr.js";
 import { correlate, type Node, type Old, type Rule } from "./node.js";
 
 /** Rule is one compiled x-kubernetes-validations entry. */
+/** RE2_MATCHES is the name matches() is run under (onRE2). */
+const RE2_MATCHES = "xfnRe2Matches";
+
 const cmp = (a: unknown, b: unknown) => ((a as number) < (b as number) ? -1 : (a as number) > (b as number) ? 1 : 0);
 const ENV = new Environment({ unlistedVariablesAreDyn: true, homogeneousAggregateLiterals: false, enableOptionalTypes: true })
   // Kubernetes' CEL list library (k8s.io/apiserver/pkg/cel/library/lists.go).
@@ -49,11 +53,50 @@ const ENV = new Environment({ unlistedVariablesAreDyn: true, homogeneousAggregat
     return parts.slice(0, Number(n) + 1).join(b) + (parts.length > Number(n) + 1 ? a + parts.slice(Number(n) + 1).join(a) : "");
   })
   .registerFunction("string.reverse(): string", (s: string) => [...s].reverse().join(""))
-  // Kubernetes' regex library (library/regex.go).
-  .registerFunction("string.find(string): string", (s: string, re: string) => new RegExp(re, "u").exec(s)?.[0] ?? "")
-  .registerFunction("string.findAll(string): list<string>", (s: string, re: string) =>
-    [...s.matchAll(new RegExp(re, "gu"))].map((m) => m[0]),
-  );
+  // Kubernetes' regex library (library/regex.go), and matches(): on RE2, as cel-go's, in time linear in the string.
+  .registerFunction("string.find(string): string", (s: string, re: string) => {
+    const m = re2(re).matcher(s);
+    return m.find() ? (m.group() ?? "") : "";
+  })
+  .registerFunction("string.findAll(string): list<string>", (s: string, re: string) => {
+    const m = re2(re).matcher(s);
+    const out: string[] = [];
+    while (m.find()) out.push(m.group() ?? "");
+    return out;
+  })
+  .registerFunction(`string.${RE2_MATCHES}(string): bool`, (s: string, re: string) => re2(re).matcher(s).find())
+  .registerFunction(`${RE2_MATCHES}(string, string): bool`, (s: string, re: string) => re2(re).matcher(s).find());
+
+/** Compiled regular expressions, by pattern: rules match the same few patterns on every write. */
+const REGEXES = new Map<string, RE2JS>();
+
+/** re2 compiles a pattern with RE2, as cel-go does; one it does not take is an evaluation error, as there. */
+function re2(pattern: string): RE2JS {
+  let re = REGEXES.get(pattern);
+  if (re) return re;
+  try {
+    re = RE2JS.compile(pattern);
+  } catch (err) {
+    throw new Error(`invalid regular expression: ${(err as Error).message}`, { cause: err });
+  }
+  if (REGEXES.size >= 1000) REGEXES.clear();
+  REGEXES.set(pattern, re);
+  return re;
+}
+
+/**
+ * onRE2 points a parsed rule's matches() calls at RE2_MATCHES: cel-js's own
+ * matches() is JavaScript's backtracking RegExp, which a pattern such as
+ * ^(a+)+$ turns exponential, and cel-js lets no function of that name be
+ * registered over it.
+ */
+function onRE2(node: unknown): void {
+  if (Array.isArray(node)) return node.forEach(onRE2);
+  if (typeof node !== "object" || node === null) return;
+  const n = node as { op?: string; args?: unknown };
+  if ((n.op === "rcall" || n.op === "call") && Array.isArray(n.args) && n.args[0] === "matches") n.args[0] = RE2_MATCHES;
+  onRE2(n.args);
+}
 
 /** RuleError is a rule that cannot be used, as the field error a CRD with it is refused with. */
 export class RuleError extends Error {
@@ -68,7 +111,9 @@ export function compileRule(r: JsonValue, where: string): Rule {
   const text = r["rule"];
   const parse = (src: string, field: string) => {
     try {
-      return ENV.parse(src);
+      const parsed = ENV.parse(src);
+      onRE2((parsed as unknown as { ast: unknown }).ast);
+      return parsed;
     } catch (err) {
       throw new RuleError(invalid(`${where}.${field}`, src, `compilation failed: ${(err as Error).message.split("\n")[0]}`));
     }

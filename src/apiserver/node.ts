@@ -5,6 +5,7 @@
 import { isDeepStrictEqual } from "node:util";
 import type { JsonValue } from "@bufbuild/protobuf";
 import type { ParseResult } from "@marcbachmann/cel-js";
+import type { RE2JS } from "re2js";
 import { isObject } from "../json.js";
 
 /** Rule is one compiled x-kubernetes-validations entry. */
@@ -37,7 +38,7 @@ export interface Node {
   multipleOf?: number;
   maxLength?: number;
   minLength?: number;
-  pattern?: { source: string; re?: RegExp; error?: string };
+  pattern?: { source: string; re: RE2JS };
   maxItems?: number;
   minItems?: number;
   uniqueItems: boolean;

@@ -16,7 +16,8 @@
 import { isDeepStrictEqual } from "node:util";
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { isObject } from "../json.js";
-import { compileRule, runRules } from "./cel.js";
+import { RE2JS } from "re2js";
+import { compileRule, runRules, RuleError } from "./cel.js";
 import { invalid, notSupported, required, tooLong, tooMany, type FieldError } from "./fielderr.js";
 import { FORMATS } from "./formats.js";
 import { correlate, type Node, type Old } from "./node.js";
@@ -73,7 +74,7 @@ export function compileNode(s: JsonValue | undefined, where: string, opts: { rul
     const v = num(o[k]);
     if (v !== undefined) node[k] = v;
   }
-  if (typeof o["pattern"] === "string") node.pattern = compilePattern(o["pattern"]);
+  if (typeof o["pattern"] === "string") node.pattern = compilePattern(o["pattern"], where);
   const format = typeof o["format"] === "string" ? supportedFormat(o["format"], types[0]) : undefined;
   if (format) node.format = format;
   if (typeof o["x-kubernetes-list-type"] === "string") node.listType = o["x-kubernetes-list-type"];
@@ -102,19 +103,17 @@ function supportedFormat(format: string, type: string | undefined): string | und
 }
 
 /**
- * compilePattern compiles an ECMA-262 pattern (RE2's syntax, for what schemas
- * use, is the same); one that does not compile is reported when used, as
- * kube-openapi does.
+ * compilePattern compiles a pattern as kube-apiserver does, with RE2 (Go's
+ * regexp; re2js here): matching takes time linear in the value, whatever the
+ * pattern, so no value can hold the server. A pattern RE2 does not take (a
+ * lookahead, a backreference) is refused where the CRD is written, as
+ * apiextensions' ValidateCustomResourceDefinitionOpenAPISchema refuses it.
  */
-function compilePattern(source: string): NonNullable<Node["pattern"]> {
+function compilePattern(source: string, where: string): NonNullable<Node["pattern"]> {
   try {
-    return { source, re: new RegExp(source, "u") };
-  } catch {
-    try {
-      return { source, re: new RegExp(source) };
-    } catch (err) {
-      return { source, error: (err as Error).message };
-    }
+    return { source, re: RE2JS.compile(source) };
+  } catch (err) {
+    throw new RuleError(invalid(`${where}.pattern`, source, `must be a valid regular expression, but isn't: ${(err as Error).message}`));
   }
 }
 
@@ -328,8 +327,7 @@ function check(v: JsonValue, s: Node, path: string, prefix: string, old: Old, er
 function patternCheck(v: string, s: Node, path: string, prefix: string, errs: FieldError[]): void {
   const p = s.pattern;
   if (!p) return;
-  if (p.error) errs.push(invalid(fieldOf(path, prefix), v, rel(path, `should match '${p.source}, but pattern is invalid: ${p.error}'`)));
-  else if (!p.re!.test(v)) errs.push(invalid(fieldOf(path, prefix), v, rel(path, `should match '${p.source}'`)));
+  if (!p.re.matcher(v).find()) errs.push(invalid(fieldOf(path, prefix), v, rel(path, `should match '${p.source}'`)));
 }
 
 function enumCheck(v: JsonValue, s: Node, field: string, errs: FieldError[]): void {

@@ -287,6 +287,56 @@ V("a CRD whose rule does not compile is refused, naming the rule", () => {
   assert.match(got.causes[0]!.message, /^Invalid value: "self\.replicas <=": compilation failed: /);
 });
 
+V("patterns and CEL's regex functions run on RE2: linear in the value, whatever the pattern (^(a+)+$ took 30 s of the event loop)", () => {
+  const evil = structuredClone(SCHEMA);
+  const spec = (evil["properties"] as JsonObject)["spec"] as JsonObject;
+  const props = spec["properties"] as JsonObject;
+  props["word"] = { type: "string", maxLength: 10_000, pattern: "^(a+)+$" };
+  props["phrase"] = {
+    type: "string",
+    maxLength: 10_000,
+    "x-kubernetes-validations": [
+      { rule: "!self.matches('^(a+)+$')", message: "no runs of a" },
+      { rule: "self.findAll('b+').size() <= 2 && self.find('c[0-9]') != 'c9'", message: "findAll and find" },
+    ],
+  };
+  const s = new Store({});
+  s.create(CRD_KEY, undefined, gadgets(evil));
+  const long = `${"a".repeat(5_000)}!`;
+  const started = performance.now();
+  const got = refused(() => s.create(G, "default", decoded(s, gadget("g1", { region: "eu", word: long, phrase: "a".repeat(5_000) }))));
+  const ms = performance.now() - started;
+  assert.ok(ms < 2_000, `validated in ${Math.round(ms)} ms`);
+  assert.equal(
+    got.causes.map((c) => c.field),
+    ["spec.word", "spec.phrase"],
+  );
+  assert.match(got.causes[0]!.message, /spec\.word in body should match '\^\(a\+\)\+\$'$/);
+  assert.match(got.causes[1]!.message, /: no runs of a$/);
+  // find and findAll as kube's regex library has them.
+  const ok = s.create(G, "default", decoded(s, gadget("g2", { region: "eu", word: "aaa", phrase: "bb-b-c1-c9" })));
+  assert.ok(ok);
+  const many = refused(() => s.create(G, "default", decoded(s, gadget("g3", { region: "eu", phrase: "b b b" }))));
+  assert.match(many.causes[0]!.message, /findAll and find/);
+});
+
+V("a pattern RE2 does not take is refused where the CRD is written, in Go regexp's words", () => {
+  for (const [pattern, why] of [
+    ["^(?=a)", "error parsing regexp: invalid or unsupported Perl syntax: `(?=`"],
+    ["(a)\\1", "error parsing regexp: invalid escape sequence: `\\1`"],
+    ["[", "error parsing regexp: missing closing ]: `[`"],
+  ] as const) {
+    const bad = structuredClone(SCHEMA);
+    (((bad["properties"] as JsonObject)["spec"] as JsonObject)["properties"] as JsonObject)["name"] = { type: "string", pattern };
+    const got = refused(() => new Store({}).create(CRD_KEY, undefined, gadgets(bad)));
+    assert.equal(got.causes[0], {
+      reason: "FieldValueInvalid",
+      field: "spec.versions[0].schema.openAPIV3Schema.properties[spec].properties[name].pattern",
+      message: `Invalid value: ${JSON.stringify(pattern)}: must be a valid regular expression, but isn't: ${why}`,
+    });
+  }
+});
+
 V("decode: unknown fields are pruned and reported, defaults fill absent and disallowed-null fields", () => {
   const s = store();
   const t = s.findType("example.org", "v1", "gadgets")!;
