@@ -77,12 +77,17 @@ function send(res: ServerResponse, code: number, body: unknown): void {
   res.end(text);
 }
 
+/** MAX_REQUEST_BODY_BYTES is kube-apiserver's limit on a request body (its MaxRequestBodyBytes, 3 MiB). */
+export const MAX_REQUEST_BODY_BYTES = 3 * 1024 * 1024;
+
+/** readBody reads a request's body, refusing one past MAX_REQUEST_BODY_BYTES as kube-apiserver's limitedReadBody does. */
 async function readBody(req: IncomingMessage): Promise<string> {
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const c of req) {
     size += (c as Buffer).length;
-    if (size > 8 * 1024 * 1024) throw new ApiError(413, "RequestEntityTooLarge", "request body larger than 8 MiB");
+    if (size > MAX_REQUEST_BODY_BYTES)
+      throw new ApiError(413, "RequestEntityTooLarge", `Request entity too large: limit is ${MAX_REQUEST_BODY_BYTES}`);
     chunks.push(c as Buffer);
   }
   return Buffer.concat(chunks).toString("utf8");

@@ -360,6 +360,16 @@ H("bad requests get Kubernetes Status errors naming the problem", async () => {
         404,
         /namespaces "missing" not found/,
       ],
+      // kube-apiserver's MaxRequestBodyBytes: 3 MiB, for every kind.
+      [
+        call(
+          "POST",
+          "/api/v1/namespaces/default/configmaps",
+          JSON.stringify({ metadata: { name: "big" }, data: { x: "y".repeat(3 * 1024 * 1024) } }),
+        ),
+        413,
+        /^Request entity too large: limit is 3145728$/,
+      ],
     ];
     await call("POST", "/api/v1/namespaces/default/configmaps", JSON.stringify({ metadata: { name: "cm" } }));
     cases.push([
