@@ -14,17 +14,16 @@
 // Needs podman (with runc) and Go; it says which is missing and exits 2.
 import { spawn } from "node:child_process";
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { connect } from "node:net";
 import { cpus } from "node:os";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Client, credentials, type ServiceError } from "@grpc/grpc-js";
 import { build } from "esbuild";
 import { parseRequest } from "../src/testing/unit.js";
 import { encodeRequest } from "../src/wire/codec.js";
 import { installHint, whyMissing, type Tool } from "../test/support/needs.js";
 import { baseImage, podman, podmanEnv } from "../test/support/podman.js";
 import { freePort } from "../test/support/spawn.js";
+import { accepting, firstAnswer } from "./answer.js";
 import { buildStaticGoFunction } from "./go.js";
 import { flag, writeSection } from "./results.js";
 import { request as benchRequest } from "./workload.js";
@@ -119,41 +118,6 @@ const images: Image[] = [
   { name: "TypeScript SDK function (bundled)", tag: `localhost/xfn-bench-sdk:${suffix}`, args: [], answer: benchRequest(1) },
 ];
 
-/** accepting resolves once the published port accepts a connection and the server behind it answers a call. */
-async function firstAnswer(port: number, bytes: Uint8Array, ended: () => boolean): Promise<void> {
-  for (;;) {
-    if (ended()) throw new Error("the container ended before it answered");
-    const ok = await new Promise<boolean>((r) => {
-      const s = connect(port, "127.0.0.1");
-      s.once("connect", () => (s.destroy(), r(true)));
-      s.once("error", () => r(false));
-    });
-    if (ok) break;
-    await new Promise((r) => setTimeout(r, 2));
-  }
-  // podman's port forwarder accepts before the server listens: call until the function answers.
-  const client = new Client(`127.0.0.1:${port}`, credentials.createInsecure());
-  try {
-    for (let tries = 0; ; tries++) {
-      const err = await new Promise<ServiceError | null>((resolve) =>
-        client.makeUnaryRequest(
-          "/apiextensions.fn.proto.v1.FunctionRunnerService/RunFunction",
-          (b: Uint8Array) => Buffer.from(b),
-          (b: Buffer) => b,
-          bytes,
-          { deadline: Date.now() + 10_000, waitForReady: true } as never,
-          (e: ServiceError | null) => resolve(e),
-        ),
-      );
-      if (!err) return;
-      if (ended() || tries > 500) throw err;
-      await new Promise((r) => setTimeout(r, 2));
-    }
-  } finally {
-    client.close();
-  }
-}
-
 /** timeOnce times one `podman run` of img: until it prints "up" (the floor) or answers its first call. */
 async function timeOnce(img: Image): Promise<number> {
   const port = await freePort();
@@ -173,7 +137,9 @@ async function timeOnce(img: Image): Promise<number> {
       await exited;
       return at - started;
     }
-    await firstAnswer(port, img.answer, () => ended);
+    // podman's port forwarder accepts before the server listens: calls are retried until the function answers.
+    await accepting(port, () => ended);
+    await firstAnswer(port, img.answer, { tries: 500, gone: () => ended });
     return performance.now() - started;
   } catch (err) {
     throw new Error(`${img.name}: ${(err as Error).message}\n${out}`);

@@ -14,14 +14,13 @@
 // .tmp/, sharing this node_modules), to measure a change side by side.
 import { spawn, spawnSync } from "node:child_process";
 import { existsSync, readFileSync, symlinkSync } from "node:fs";
-import { connect } from "node:net";
 import { cpus } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
-import { Client, credentials, type ServiceError } from "@grpc/grpc-js";
 import { encodeRequest } from "../src/wire/codec.js";
 import { parseRequest } from "../src/testing/unit.js";
 import { freePort } from "../test/support/spawn.js";
+import { accepting, firstAnswer } from "./answer.js";
 import { buildGoFunction } from "./go.js";
 import { flag, writeSection } from "./results.js";
 import { request as benchRequest } from "./workload.js";
@@ -120,44 +119,6 @@ function bundleOf(v: Variant): string {
   if (r.status !== 0) throw new Error(`${v.name}: cannot package functions/hello: ${r.stderr}`);
   bundles.set(v, join(out, "function.mjs"));
   return join(out, "function.mjs");
-}
-
-/** accepting resolves once something accepts a TCP connection on port (polled every 2 ms). */
-async function accepting(port: number, give: () => boolean): Promise<void> {
-  for (;;) {
-    if (give()) throw new Error("the server ended before it listened");
-    const ok = await new Promise<boolean>((r) => {
-      const s = connect(port, "127.0.0.1");
-      s.once("connect", () => (s.destroy(), r(true)));
-      s.once("error", () => r(false));
-    });
-    if (ok) return;
-    await new Promise((r) => setTimeout(r, 2));
-  }
-}
-
-/** firstAnswer calls the server on port until it answers (an error from a server still starting is retried). */
-async function firstAnswer(port: number, bytes: Uint8Array): Promise<void> {
-  const client = new Client(`127.0.0.1:${port}`, credentials.createInsecure());
-  try {
-    for (let tries = 0; ; tries++) {
-      const err = await new Promise<ServiceError | null>((resolve) =>
-        client.makeUnaryRequest(
-          "/apiextensions.fn.proto.v1.FunctionRunnerService/RunFunction",
-          (b: Uint8Array) => Buffer.from(b),
-          (b: Buffer) => b,
-          bytes,
-          { deadline: Date.now() + 10_000 },
-          (e: ServiceError | null) => resolve(e),
-        ),
-      );
-      if (!err) return;
-      if (tries > 100) throw err;
-      await new Promise((r) => setTimeout(r, 2));
-    }
-  } finally {
-    client.close();
-  }
 }
 
 async function timeAnswer(v: Variant, t: Task): Promise<number> {
