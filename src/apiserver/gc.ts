@@ -22,6 +22,8 @@ export interface Settling {
   deleteBackground(typeKey: string, o: JsonObject): void;
   /** replace writes a new version of an object. */
   replace(typeKey: string, next: JsonObject): void;
+  /** held says whether an object past its finalizers is still kept by its kind's own rule (a namespace's spec.finalizers). */
+  held(typeKey: string, o: JsonObject): boolean;
 }
 
 /** A reference to one stored object: its type and its namespace/name key. */
@@ -50,6 +52,11 @@ export class Collector {
   private collecting = false;
 
   constructor(private readonly store: Settling) {}
+
+  /** busy says whether something is marked to be settled. */
+  get busy(): boolean {
+    return this.pending.size > 0;
+  }
 
   /**
    * track is told of every change the store makes at typeKey and key (next
@@ -118,8 +125,9 @@ export class Collector {
     const m = metaOf(o);
     if (m["deletionTimestamp"]) {
       const fins = stringList(m["finalizers"]);
-      if (fins.length === 0) this.store.remove(typeKey, o);
-      else if (fins.includes(FOREGROUND)) this.foreground(typeKey, o, fins);
+      if (fins.length === 0) {
+        if (!this.store.held(typeKey, o)) this.store.remove(typeKey, o);
+      } else if (fins.includes(FOREGROUND)) this.foreground(typeKey, o, fins);
       return;
     }
     const refs = m["ownerReferences"];

@@ -236,7 +236,7 @@ function jsonType(v: JsonValue): string {
 /**
  * decodeData checks a ConfigMap's or Secret's data as decoding it does (string
  * values; a Secret's data base64), and folds a Secret's stringData into its
- * data, as the API server stores it.
+ * data, as the API server stores it; a Secret without a type is Opaque.
  */
 export function decodeData(kind: "ConfigMap" | "Secret", obj: JsonObject): void {
   const fields = kind === "ConfigMap" ? ["data", "binaryData"] : ["data", "stringData"];
@@ -258,6 +258,8 @@ export function decodeData(kind: "ConfigMap" | "Secret", obj: JsonObject): void 
       }
     }
   }
+  // SetDefaults_Secret: a Secret without a type is Opaque.
+  if (kind === "Secret" && (obj["type"] === undefined || obj["type"] === "")) obj["type"] = "Opaque";
   if (kind === "Secret" && isObject(obj["stringData"])) {
     const data = isObject(obj["data"]) ? obj["data"] : {};
     for (const [k, v] of Object.entries(obj["stringData"])) if (typeof v === "string") data[k] = Buffer.from(v, "utf8").toString("base64");

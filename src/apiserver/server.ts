@@ -13,6 +13,8 @@ import { kubeTimestamp } from "../sdk/object.js";
 import { parseFieldSelector, parseSelector } from "./selector.js";
 import { table, tableVersion } from "./table.js";
 import { Journal } from "./persist.js";
+import { Pages } from "./pages.js";
+import { int64Param, resourceVersionParam } from "./query.js";
 import { ApiError } from "./errors.js";
 import { OMIT, refusal } from "./fielderr.js";
 import { Store, typeKeyOf } from "./store.js";
@@ -58,11 +60,11 @@ export interface DevCluster {
 }
 
 function status(res: ServerResponse, err: ApiError): void {
-  const details = (err as ApiError & { details?: JsonObject }).details;
+  const details = err.details;
   send(res, err.code, {
     kind: "Status",
     apiVersion: "v1",
-    metadata: {},
+    metadata: err.metadata ?? {},
     status: "Failure",
     message: err.message,
     reason: err.reason,
@@ -295,6 +297,8 @@ interface Served {
   watchMinMs: number;
   /** Open watch streams, ended on stop. */
   streams: Set<ServerResponse>;
+  /** The lists paged lists continue from. */
+  pages: Pages;
 }
 
 /** Call is one request for a resource (or a collection, or a status subresource). */
@@ -401,26 +405,47 @@ function selectors(c: Call) {
 const VERBS: Record<Verb, (s: Served, c: Call) => Promise<void>> = {
   async list(s, c) {
     const { labels, fields } = selectors(c);
-    await s.fresh(c.q.get("resourceVersion"));
     const { r, q, res } = c;
-    const items = s.store.list(c.typeKey, r.namespace, labels, fields).map((o) => asVersion(o, r));
-    if (c.tv) return s.reply(res, 200, table(r.type, r.version, c.tv, items, String(s.store.rv), q.get("includeObject"), new Date()));
-    return s.reply(res, 200, {
-      apiVersion: apiVersionOf(r),
-      kind: r.type.listKind,
-      metadata: { resourceVersion: String(s.store.rv) },
-      items,
+    const limit = int64Param(q, "limit") ?? 0;
+    const token = q.get("continue") || null;
+    const rv = resourceVersionParam(q);
+    if (token !== null && rv) throw new ApiError(400, "BadRequest", "specifying resource version is not allowed when using continue");
+    await s.fresh(rv);
+    const page = s.pages.page({
+      scope: [c.typeKey, r.namespace ?? "", q.get("labelSelector") ?? "", q.get("fieldSelector") ?? ""].join("\n"),
+      limit,
+      token,
+      rv: s.store.rv,
+      exact: labels.length === 0 && fields.length === 0,
+      list: () => s.store.listKeyed(c.typeKey, r.namespace, labels, fields),
     });
+    const items = page.items.map((o) => asVersion(o, r));
+    const metadata = {
+      resourceVersion: String(page.resourceVersion),
+      ...(page.continue ? { continue: page.continue } : {}),
+      ...(page.remainingItemCount !== undefined ? { remainingItemCount: page.remainingItemCount } : {}),
+    };
+    if (c.tv) return s.reply(res, 200, table(r.type, r.version, c.tv, items, metadata, q.get("includeObject"), new Date()));
+    return s.reply(res, 200, { apiVersion: apiVersionOf(r), kind: r.type.listKind, metadata, items });
   },
   watch,
   async get(s, c) {
     const { r, q, res, tv } = c;
+    resourceVersionParam(q);
     const o = asVersion(s.store.get(c.typeKey, r.namespace, r.name!), r);
     if (tv)
       return s.reply(
         res,
         200,
-        table(r.type, r.version, tv, [o], String(ensureMeta(o)["resourceVersion"]), q.get("includeObject"), new Date()),
+        table(
+          r.type,
+          r.version,
+          tv,
+          [o],
+          { resourceVersion: String(ensureMeta(o)["resourceVersion"]) },
+          q.get("includeObject"),
+          new Date(),
+        ),
       );
     return s.reply(res, 200, o);
   },
@@ -433,6 +458,7 @@ const VERBS: Record<Verb, (s: Served, c: Call) => Promise<void>> = {
     const body = decoded(c, checkKind(c.r, parseBody(await readBody(c.req), contentType(c.req) === "application/yaml")));
     const updated = s.store.update(c.typeKey, c.r.namespace, c.r.name!, body, {
       status: c.isStatus,
+      finalize: c.r.subresource === "finalize",
       warnings: c.warnings,
       dryRun: dryRun(c, "UpdateOptions"),
     });
@@ -562,7 +588,9 @@ async function serverSideApply(s: Served, c: Call): Promise<void> {
 async function watch(s: Served, c: Call): Promise<void> {
   const { r, q, req, res, tv } = c;
   const { labels, fields } = selectors(c);
-  await s.fresh(q.get("resourceVersion"));
+  const rv = resourceVersionParam(q);
+  const secs = int64Param(q, "timeoutSeconds") ?? 0;
+  await s.fresh(rv);
   res.writeHead(200, { "Content-Type": "application/json", "Transfer-Encoding": "chunked" });
   // Send the headers now: clients wait for them before reading events.
   res.flushHeaders();
@@ -570,7 +598,6 @@ async function watch(s: Served, c: Call): Promise<void> {
   let unsubscribe = () => {};
   let bookmark: NodeJS.Timeout | undefined;
   let live = false;
-  const secs = Number(q.get("timeoutSeconds") ?? "0");
   const timeout = setTimeout(() => end(), secs > 0 ? secs * 1000 : s.watchMinMs * (1 + Math.random()));
   const end = () => {
     unsubscribe();
@@ -601,7 +628,7 @@ async function watch(s: Served, c: Call): Promise<void> {
                 r.version,
                 tv,
                 [asVersion(object, r)],
-                String(ensureMeta(object)["resourceVersion"]),
+                { resourceVersion: String(ensureMeta(object)["resourceVersion"]) },
                 q.get("includeObject"),
                 new Date(),
               )
@@ -613,7 +640,7 @@ async function watch(s: Served, c: Call): Promise<void> {
   req.on("close", end);
   await s.durable();
   if (res.writableEnded) return; // ended (closed, timed out) while waiting: nothing to subscribe
-  unsubscribe = s.store.watch(w, q.get("resourceVersion") ?? undefined);
+  unsubscribe = s.store.watch(w, rv || undefined);
   live = true;
   if (q.get("allowWatchBookmarks") === "true")
     bookmark = setInterval(() => s.store.bookmark(w, apiVersionOf(r), r.type.kind), s.bookmarkMs);
@@ -622,6 +649,8 @@ async function watch(s: Served, c: Call): Promise<void> {
 export async function startDevCluster(opts: DevClusterOptions = {}): Promise<DevCluster> {
   const store = new Store({ ...(opts.historySize ? { historySize: opts.historySize } : {}) });
   const journal = opts.dataFile ? Journal.open(opts.dataFile, store, opts.compactAfter) : undefined;
+  // What a crash left half done (a terminating namespace, a cascade) is settled before the first request.
+  store.collectGarbage();
   /** durable resolves once every change so far is on disk (at once without a data file). */
   const durable = async () => journal?.flush();
   /** reply answers once what the answer shows is durable: no client sees a version a crash could take back. */
@@ -640,9 +669,9 @@ export async function startDevCluster(opts: DevClusterOptions = {}): Promise<Dev
     const until = Date.now() + (opts.freshWaitMs ?? TOO_LARGE_WAIT_MS);
     while (want > store.rv && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
     if (want <= store.rv) return;
-    throw Object.assign(new ApiError(504, "Timeout", `Timeout: Too large resource version: ${want}, current: ${store.rv}`), {
-      details: { causes: [{ reason: "ResourceVersionTooLarge", message: "Too large resource version" }], retryAfterSeconds: 1 },
-    });
+    const err = new ApiError(504, "Timeout", `Timeout: Too large resource version: ${want}, current: ${store.rv}`);
+    err.details = { causes: [{ reason: "ResourceVersionTooLarge", message: "Too large resource version" }], retryAfterSeconds: 1 };
+    throw err;
   };
   const served: Served = {
     store,
@@ -653,6 +682,7 @@ export async function startDevCluster(opts: DevClusterOptions = {}): Promise<Dev
     bufferBytes: opts.watchBufferBytes ?? 16 * 1024 * 1024,
     watchMinMs: opts.watchMinTimeoutMs ?? 1_800_000,
     streams: new Set<ServerResponse>(),
+    pages: new Pages(),
   };
   const streams = served.streams;
 
@@ -671,7 +701,11 @@ export async function startDevCluster(opts: DevClusterOptions = {}): Promise<Dev
       return reply(res, 200, d);
     }
     const method = req.method ?? "GET";
-    if (r.subresource !== undefined && r.subresource !== "status")
+    // A namespace's finalize subresource takes only PUT (kube registers only Update for it).
+    const finalize = r.subresource === "finalize" && r.type.group === "" && r.type.plural === "namespaces";
+    if (finalize && method !== "PUT")
+      throw new ApiError(405, "MethodNotAllowed", `the server does not allow this method on the requested resource`);
+    if (r.subresource !== undefined && r.subresource !== "status" && !finalize)
       throw new ApiError(404, "NotFound", `subresource ${r.subresource} is not served`);
     const isStatus = r.subresource === "status";
     if (isStatus && !r.type.statusSubresource) throw new ApiError(404, "NotFound", `${r.type.plural} has no status subresource`);

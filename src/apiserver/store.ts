@@ -24,6 +24,16 @@ import { Schema } from "./schema.js";
 import { RuleError } from "./cel.js";
 import { ApiError } from "./errors.js";
 import { ensureMeta, type ResourceType, type Snapshot, type StoreEvent, type Watcher } from "./types.js";
+import {
+  admitCreate,
+  NamespaceController,
+  NAMESPACES_KEY,
+  prepareCreate,
+  prepareUpdate,
+  specErrors,
+  specFinalizers,
+  startDeleting,
+} from "./namespace.js";
 
 const labelsOf = (o: JsonObject): Record<string, string> => {
   const l = ensureMeta(o)["labels"];
@@ -55,7 +65,24 @@ export class Store {
     deleteBackground: (typeKey, o) =>
       this.delete(typeKey, ensureMeta(o)["namespace"] as string | undefined, String(ensureMeta(o)["name"]), "Background"),
     replace: (typeKey, next) => this.replace(typeKey, next),
+    held: (typeKey, o) => this.namespaces.held(typeKey, o),
   });
+  /** The namespace controller: a terminating namespace's contents deleted, then the namespace (namespace.ts). */
+  private readonly namespaces = new NamespaceController({
+    namespacedTypes: () => [...this.types.entries()].filter(([, t]) => t.namespaced).map(([typeKey, t]) => ({ typeKey, ...t })),
+    objectsIn: (typeKey, namespace) => {
+      const out: JsonObject[] = [];
+      for (const o of this.objects.get(typeKey)?.values() ?? []) if (ensureMeta(o)["namespace"] === namespace) out.push(o);
+      return out;
+    },
+    namespace: (name) => this.objects.get(NAMESPACES_KEY)?.get(objectKey(undefined, name)),
+    deleteBackground: (typeKey, o) =>
+      this.delete(typeKey, ensureMeta(o)["namespace"] as string | undefined, String(ensureMeta(o)["name"]), "Background"),
+    replace: (typeKey, next) => this.replace(typeKey, next),
+    remove: (typeKey, o) => this.remove(typeKey, o),
+    timestamp: () => this.timestamp(),
+  });
+  private settling = false;
   /** Watches, and the event history they resume from. */
   private readonly fanout: Fanout;
   private readonly now: () => Date;
@@ -115,19 +142,30 @@ export class Store {
   }
 
   list(typeKey: string, namespace: string | undefined, labels: Requirement[], fields: FieldRequirement[] = []): JsonObject[] {
-    const out: JsonObject[] = [];
-    for (const o of this.objects.get(typeKey)?.values() ?? []) {
+    return this.listKeyed(typeKey, namespace, labels, fields).items.map((o) => structuredClone(o));
+  }
+
+  /**
+   * listKeyed is what list selects, not copied (stored objects are never
+   * changed in place: every write stores a new one), with each one's key,
+   * ordered by key as etcd orders them (code units, not locale).
+   */
+  listKeyed(
+    typeKey: string,
+    namespace: string | undefined,
+    labels: Requirement[],
+    fields: FieldRequirement[] = [],
+  ): { items: JsonObject[]; keys: string[] } {
+    const found: Array<[string, JsonObject]> = [];
+    for (const [key, o] of this.objects.get(typeKey) ?? []) {
       const m = ensureMeta(o);
       if (namespace !== undefined && m["namespace"] !== namespace) continue;
       if (!fieldsMatch(fields, o)) continue;
       if (!matches(labels, labelsOf(o))) continue;
-      out.push(structuredClone(o));
+      found.push([key, o]);
     }
-    return out.sort((a, b) =>
-      objectKey(ensureMeta(a)["namespace"] as string, ensureMeta(a)["name"] as string).localeCompare(
-        objectKey(ensureMeta(b)["namespace"] as string, ensureMeta(b)["name"] as string),
-      ),
-    );
+    found.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return { items: found.map(([, o]) => o), keys: found.map(([k]) => k) };
   }
 
   // --- writing -------------------------------------------------------------
@@ -167,12 +205,14 @@ export class Store {
     this.fanout.forgetHistory(this.rv);
   }
 
-  private checkNamespace(t: ResourceType, namespace: string | undefined): void {
+  /** checkNamespace refuses a create in a namespace that is absent (404) or being deleted (403), as kube's NamespaceLifecycle does. */
+  private checkNamespace(t: ResourceType, namespace: string | undefined, name: string): void {
     if (t.namespaced && !namespace) throw new ApiError(400, "BadRequest", `${t.plural} is namespaced: a namespace is required`);
     if (!t.namespaced && namespace) throw new ApiError(404, "NotFound", `${t.plural} is not namespaced`);
-    if (t.namespaced && !this.objects.get(typeKeyOf("", "namespaces"))!.has(objectKey(undefined, namespace!))) {
-      throw new ApiError(404, "NotFound", `namespaces "${namespace}" not found`);
-    }
+    if (!t.namespaced) return;
+    const ns = this.objects.get(NAMESPACES_KEY)!.get(objectKey(undefined, namespace!));
+    if (!ns) throw new ApiError(404, "NotFound", `namespaces "${namespace}" not found`);
+    admitCreate(t, name, ns, namespace!);
   }
 
   /**
@@ -188,9 +228,9 @@ export class Store {
     opts: { warnings?: string[]; dryRun?: boolean } = {},
   ): JsonObject {
     const t = this.mustType(typeKey);
-    this.checkNamespace(t, namespace);
     const obj = structuredClone(body);
     const m = ensureMeta(obj);
+    this.checkNamespace(t, namespace, typeof m["name"] === "string" ? m["name"] : "");
     if (m["namespace"] !== undefined && m["namespace"] !== namespace) {
       throw new ApiError(
         400,
@@ -208,6 +248,7 @@ export class Store {
     const name = String(m["name"]);
     // A custom resource's status comes only through its status subresource (PrepareForCreate).
     if (t.crd && t.statusSubresource) delete obj["status"];
+    if (typeKey === NAMESPACES_KEY) prepareCreate(obj);
     this.admit(t, obj, undefined, false, opts.warnings);
     const map = this.objects.get(typeKey)!;
     if (map.has(objectKey(namespace, name)))
@@ -215,7 +256,8 @@ export class Store {
     if (namespace) m["namespace"] = namespace;
     m["uid"] = randomUUID();
     m["creationTimestamp"] = this.timestamp();
-    m["generation"] = 1;
+    // Only kinds whose strategy keeps a generation have one: CRDs and custom resources, not core kinds.
+    if (t.crd || typeKey === CRD_KEY) m["generation"] = 1;
     delete m["deletionTimestamp"];
     const crdSchemas = typeKey === CRD_KEY ? this.validateCRD(obj) : undefined;
     if (opts.dryRun) return obj;
@@ -237,7 +279,7 @@ export class Store {
     namespace: string | undefined,
     name: string,
     body: JsonObject,
-    opts: { status?: boolean; applied?: boolean; warnings?: string[]; dryRun?: boolean } = {},
+    opts: { status?: boolean; applied?: boolean; warnings?: string[]; dryRun?: boolean; finalize?: boolean } = {},
   ): JsonObject {
     const { t, map, key, current } = this.existing(typeKey, namespace, name);
     const bm = isObject(body["metadata"]) ? body["metadata"] : {};
@@ -267,6 +309,7 @@ export class Store {
         else next["status"] = structuredClone(current["status"]!);
       }
     }
+    if (typeKey === NAMESPACES_KEY && !opts.status) prepareUpdate(next, current, opts.finalize === true);
     const nm = ensureMeta(next);
     const cm = ensureMeta(current);
     // Server-owned fields never come from the client; managedFields only from apply.
@@ -291,8 +334,8 @@ export class Store {
       if (added.length)
         throw new ApiError(422, "Forbidden", `${t.kind} "${name}" is being deleted: finalizers ${added.join(", ")} cannot be added`);
     }
-    if (!opts.status && JSON.stringify(current["spec"]) !== JSON.stringify(next["spec"]))
-      nm["generation"] = Number(cm["generation"] ?? 1) + 1;
+    if (!opts.status && cm["generation"] !== undefined && JSON.stringify(current["spec"]) !== JSON.stringify(next["spec"]))
+      nm["generation"] = Number(cm["generation"]) + 1;
     // A write that changes nothing is a no-op: no new version. (Validating it
     // would refuse nothing: with ratcheting, what did not change passes.)
     if (JSON.stringify(stripVolatile(current)) === JSON.stringify(stripVolatile(next))) return structuredClone(current);
@@ -335,7 +378,10 @@ export class Store {
         "Conflict",
         `Precondition failed: UID in precondition: ${preconditionUid}, UID in object meta: ${String(m["uid"])}`,
       );
-    if (opts.dryRun) return this.wouldDelete(current, propagation);
+    // A namespace is first marked Terminating; the namespace controller empties and removes it (namespace.ts).
+    const terminating = typeKey === NAMESPACES_KEY ? startDeleting(current, propagation, this.timestamp()) : undefined;
+    if (typeKey === NAMESPACES_KEY && !terminating && specFinalizers(current).length) return structuredClone(current);
+    if (opts.dryRun) return terminating ?? this.wouldDelete(current, propagation);
     if (propagation === "Orphan") {
       for (const d of this.gc.dependentsOf(String(m["uid"]))) {
         const dm = ensureMeta(d.object);
@@ -343,6 +389,11 @@ export class Store {
         if ((dm["ownerReferences"] as JsonValue[]).length === 0) delete dm["ownerReferences"];
         this.replace(d.typeKey, d.object);
       }
+    }
+    if (terminating) {
+      this.replace(typeKey, terminating);
+      this.collectGarbage();
+      return structuredClone(terminating);
     }
     const finalizers = stringList(m["finalizers"]);
     if (propagation === "Foreground" && !finalizers.includes(FOREGROUND)) finalizers.push(FOREGROUND);
@@ -399,9 +450,18 @@ export class Store {
     if (typeKey === CRD_KEY) this.retireCRD(obj);
   }
 
-  /** collectGarbage settles deletion (gc.ts); every write ends with it. */
+  /** collectGarbage settles deletion (gc.ts) and terminating namespaces (namespace.ts); every write ends with it. */
   collectGarbage(): void {
-    this.gc.collect();
+    if (this.settling) return;
+    this.settling = true;
+    try {
+      do {
+        this.gc.collect();
+        this.namespaces.settle();
+      } while (this.gc.busy || this.namespaces.busy);
+    } finally {
+      this.settling = false;
+    }
   }
 
   /**
@@ -415,6 +475,7 @@ export class Store {
     if (next) map.set(key, next);
     else map.delete(key);
     this.gc.track(typeKey, key, previous, next);
+    this.namespaces.track(typeKey, previous, next);
   }
 
   /**
@@ -424,6 +485,7 @@ export class Store {
    */
   private admit(t: ResourceType, obj: JsonObject, old: JsonObject | undefined, status: boolean, warnings: string[] = []): void {
     const errs: FieldError[] = metaErrors(obj, t.group === "" && t.plural === "namespaces");
+    if (t.group === "" && t.plural === "namespaces") errs.push(...specErrors(obj));
     if (t.group === "" && (t.kind === "ConfigMap" || t.kind === "Secret")) errs.push(...dataErrors(t.kind, obj));
     const version = typeof obj["apiVersion"] === "string" ? obj["apiVersion"].slice(obj["apiVersion"].indexOf("/") + 1) : "";
     const schema = t.schemas?.[version];

@@ -1,4 +1,8 @@
 // Helpers for tests against the embedded API server.
+import { execFile } from "node:child_process";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { promisify } from "node:util";
 import { ApiextensionsV1Api, CustomObjectsApi, KubeConfig } from "@kubernetes/client-node";
 import type { JsonObject } from "@bufbuild/protobuf";
 import type { DevCluster } from "../../src/apiserver/server.js";
@@ -72,4 +76,24 @@ export function typed<T>(crd: T): T {
 
 export function apis(kc: KubeConfig) {
   return { crds: kc.makeApiClient(ApiextensionsV1Api), objects: kc.makeApiClient(CustomObjectsApi) };
+}
+
+/**
+ * kubectlFor runs the real kubectl against c (in this process: kubectl runs
+ * as a child, asynchronously, so the server keeps answering), with a
+ * kubeconfig and cache in dir; it answers kubectl's exit code and what it
+ * printed, both streams.
+ */
+export function kubectlFor(c: DevCluster, dir: string) {
+  const kubeconfig = join(dir, `kubeconfig-${c.port}`);
+  writeFileSync(kubeconfig, c.kubeconfig());
+  return async (...args: string[]): Promise<{ code: number; out: string }> => {
+    try {
+      const r = await promisify(execFile)("kubectl", ["--kubeconfig", kubeconfig, "--cache-dir", join(dir, `cache-${c.port}`), ...args]);
+      return { code: 0, out: r.stdout + r.stderr };
+    } catch (err) {
+      const e = err as { code: number; stdout?: string; stderr?: string };
+      return { code: typeof e.code === "number" ? e.code : 1, out: (e.stdout ?? "") + (e.stderr ?? "") };
+    }
+  };
 }

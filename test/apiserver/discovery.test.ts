@@ -1,0 +1,250 @@
+// What kubectl reads from the embedded API server besides objects: the
+// built-in kinds' table columns (kubernetes pkg/printers/internalversion/
+// printers.go at 008dafe0, and the newer event columns), lists in pages
+// (apiserver pkg/storage/continue.go and etcd3/store.go GetList: limit,
+// continue, remainingItemCount, the 410 for an expired token) and malformed
+// query parameters, over HTTP and with the real kubectl.
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { suite } from "uvu";
+import * as assert from "uvu/assert";
+import { startDevCluster, type DevCluster } from "../../src/apiserver/server.js";
+import { crd, kubectlFor } from "../support/cluster.js";
+import { needs } from "../support/needs.js";
+
+const D = suite("dev-cluster: what kubectl reads");
+const DK = needs(D, "kubectl");
+
+let scratch: string;
+D.before(() => {
+  scratch = mkdtempSync(join(tmpdir(), "xfn-discovery-"));
+});
+D.after(() => rmSync(scratch, { recursive: true, force: true }));
+
+const caller =
+  (c: DevCluster) =>
+  async (method: string, path: string, body?: unknown, headers: Record<string, string> = {}) => {
+    const r = await fetch(`${c.url}${path}`, {
+      method,
+      headers: { "Content-Type": "application/json", ...headers },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+    return { status: r.status, body: (await r.json()) as any };
+  };
+const TABLE = { Accept: "application/json;as=Table;v=v1;g=meta.k8s.io" };
+
+/** fill writes one object of each built-in kind kubectl shows columns for. */
+async function fill(call: ReturnType<typeof caller>) {
+  await call("POST", "/api/v1/namespaces", { metadata: { name: "shop" } });
+  await call("POST", "/api/v1/namespaces/shop/configmaps", {
+    metadata: { name: "cfg" },
+    data: { a: "1", b: "2" },
+    binaryData: { c: "AA==" },
+  });
+  await call("POST", "/api/v1/namespaces/shop/secrets", { metadata: { name: "creds" }, stringData: { user: "u", pass: "p" } });
+  await call("POST", "/api/v1/namespaces/shop/secrets", {
+    metadata: { name: "tls" },
+    type: "kubernetes.io/tls",
+    data: { "tls.crt": "", "tls.key": "" },
+  });
+  await call("POST", "/apis/coordination.k8s.io/v1/namespaces/shop/leases", {
+    metadata: { name: "leader" },
+    spec: { holderIdentity: "pod-1" },
+  });
+  await call("POST", "/api/v1/namespaces/shop/events", {
+    metadata: { name: "w1.1" },
+    involvedObject: { kind: "Widget", name: "w1", namespace: "shop", fieldPath: "spec.size" },
+    reason: "Composed",
+    message: "  composed 3 resources  ",
+    type: "Normal",
+    source: { component: "xfn-host", host: "node-a" },
+    count: 4,
+    firstTimestamp: new Date(Date.now() - 300_000).toISOString().replace(/\.\d+Z$/, "Z"),
+    lastTimestamp: new Date(Date.now() - 5_000).toISOString().replace(/\.\d+Z$/, "Z"),
+  });
+  await call("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd("example.org", "Widget", "widgets", "Namespaced"));
+}
+
+D("built-in kinds are printed with kube-apiserver's columns, every column (the server prints wide)", async () => {
+  const c = await startDevCluster();
+  const call = caller(c);
+  try {
+    await fill(call);
+    const get = async (path: string) => {
+      const r = await call("GET", path, undefined, TABLE);
+      assert.is(r.status, 200, JSON.stringify(r.body));
+      return {
+        names: r.body.columnDefinitions.map((d: any) => `${d.name}${d.priority ? "*" : ""}`),
+        cells: r.body.rows.map((x: any) => x.cells),
+      };
+    };
+    const ns = await get("/api/v1/namespaces/shop");
+    assert.equal(ns.names, ["Name", "Status", "Age"]);
+    assert.equal(ns.cells[0].slice(0, 2), ["shop", "Active"]);
+    assert.match(ns.cells[0][2], /^\d+s$/);
+    const cms = await get("/api/v1/namespaces/shop/configmaps");
+    assert.equal(cms.names, ["Name", "Data", "Age"]);
+    assert.equal(cms.cells[0].slice(0, 2), ["cfg", 3]);
+    const secrets = await get("/api/v1/namespaces/shop/secrets");
+    assert.equal(secrets.names, ["Name", "Type", "Data", "Age"]);
+    assert.equal(
+      secrets.cells.map((x: any[]) => x.slice(0, 3)),
+      [
+        ["creds", "Opaque", 2],
+        ["tls", "kubernetes.io/tls", 2],
+      ],
+    );
+    const leases = await get("/apis/coordination.k8s.io/v1/namespaces/shop/leases");
+    assert.equal(leases.names, ["Name", "Holder", "Age"]);
+    assert.equal(leases.cells[0].slice(0, 2), ["leader", "pod-1"]);
+    const events = await get("/api/v1/namespaces/shop/events");
+    assert.equal(events.names, [
+      "Last Seen",
+      "Type",
+      "Reason",
+      "Object",
+      "Subobject*",
+      "Source*",
+      "Message",
+      "First Seen*",
+      "Count*",
+      "Name*",
+    ]);
+    const [last, ...rest] = events.cells[0];
+    assert.match(last, /^\d+s$/);
+    assert.equal(rest.slice(0, 6), ["Normal", "Composed", "widget/w1", "spec.size", "xfn-host, node-a", "composed 3 resources"]);
+    assert.equal(rest.slice(6), ["5m", 4, "w1.1"]);
+    const crds = await get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions");
+    assert.equal(crds.names, ["Name", "Created At"]);
+    assert.equal(crds.cells[0][0], "widgets.example.org");
+    assert.match(crds.cells[0][1], /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
+  } finally {
+    await c.stop();
+  }
+});
+
+DK("kubectl get prints the built-in kinds' columns", async () => {
+  const c = await startDevCluster();
+  const kubectl = kubectlFor(c, scratch);
+  try {
+    await fill(caller(c));
+    const header = async (args: string[], want: RegExp) => {
+      const r = await kubectl("get", ...args);
+      assert.is(r.code, 0, r.out);
+      assert.match(r.out.split("\n")[0]!, want);
+      return r.out;
+    };
+    assert.match(await header(["namespaces"], /^NAME\s+STATUS\s+AGE$/), /^shop\s+Active\s+\d+s$/m);
+    assert.match(await header(["configmaps", "-n", "shop"], /^NAME\s+DATA\s+AGE$/), /^cfg\s+3\s+\d+s$/m);
+    assert.match(await header(["secrets", "-n", "shop"], /^NAME\s+TYPE\s+DATA\s+AGE$/), /^tls\s+kubernetes\.io\/tls\s+2\s+\d+s$/m);
+    assert.match(await header(["leases", "-n", "shop"], /^NAME\s+HOLDER\s+AGE$/), /^leader\s+pod-1\s+\d+s$/m);
+    assert.match(
+      await header(["events", "-n", "shop"], /^LAST SEEN\s+TYPE\s+REASON\s+OBJECT\s+MESSAGE$/),
+      /Normal\s+Composed\s+widget\/w1\s+composed 3 resources/,
+    );
+    await header(
+      ["events", "-n", "shop", "-o", "wide"],
+      /^LAST SEEN\s+TYPE\s+REASON\s+OBJECT\s+SUBOBJECT\s+SOURCE\s+MESSAGE\s+FIRST SEEN\s+COUNT\s+NAME$/,
+    );
+    assert.match(await header(["crds"], /^NAME\s+CREATED AT$/), /^widgets\.example\.org\s+\d{4}-\d\d-\d\dT/m);
+  } finally {
+    await c.stop();
+  }
+});
+
+D("limit and continue page a list from one snapshot; remainingItemCount without selectors; 410 for an expired token", async () => {
+  const c = await startDevCluster();
+  const call = caller(c);
+  try {
+    const base = "/api/v1/namespaces/default/configmaps";
+    for (let i = 0; i < 7; i++) await call("POST", base, { metadata: { name: `cm-${i}`, labels: { even: String(i % 2 === 0) } } });
+    const first = await call("GET", `${base}?limit=3`);
+    assert.equal(
+      first.body.items.map((o: any) => o.metadata.name),
+      ["cm-0", "cm-1", "cm-2"],
+    );
+    assert.is(first.body.metadata.remainingItemCount, 4);
+    const rv = first.body.metadata.resourceVersion;
+    // Changes after the first page do not show in the pages that follow it.
+    await call("DELETE", `${base}/cm-4`);
+    await call("POST", base, { metadata: { name: "cm-35" } });
+    const second = await call("GET", `${base}?limit=3&continue=${first.body.metadata.continue}`);
+    assert.equal(
+      second.body.items.map((o: any) => o.metadata.name),
+      ["cm-3", "cm-4", "cm-5"],
+    );
+    assert.is(second.body.metadata.resourceVersion, rv);
+    assert.is(second.body.metadata.remainingItemCount, 1);
+    const last = await call("GET", `${base}?limit=3&continue=${second.body.metadata.continue}`);
+    assert.equal(
+      last.body.items.map((o: any) => o.metadata.name),
+      ["cm-6"],
+    );
+    assert.is(last.body.metadata.continue, undefined);
+    assert.is(last.body.metadata.remainingItemCount, undefined);
+    // A selector: pages of what it selects, no remainingItemCount.
+    const even = await call("GET", `${base}?limit=2&labelSelector=even%3Dtrue`);
+    assert.equal(
+      even.body.items.map((o: any) => o.metadata.name),
+      ["cm-0", "cm-2"],
+    );
+    assert.ok(even.body.metadata.continue);
+    assert.is(even.body.metadata.remainingItemCount, undefined);
+    // A table (kubectl get) carries the token too.
+    const table = await call("GET", `${base}?limit=2`, undefined, TABLE);
+    assert.is(table.body.rows.length, 2);
+    assert.ok(table.body.metadata.continue);
+    // A token for a snapshot that is no longer kept: 410 Expired, with a token to go on inconsistently from the same place.
+    const forged = Buffer.from(JSON.stringify({ v: "meta.k8s.io/v1", rv: 1, start: "default/cm-1\u0000" })).toString("base64url");
+    const gone = await call("GET", `${base}?limit=2&continue=${forged}`);
+    assert.is(gone.status, 410);
+    assert.is(gone.body.reason, "Expired");
+    assert.match(gone.body.message, /^The provided continue parameter is too old to display a consistent list result\./);
+    const onward = await call("GET", `${base}?limit=2&continue=${gone.body.metadata.continue}`);
+    assert.equal(
+      onward.body.items.map((o: any) => o.metadata.name),
+      ["cm-2", "cm-3"],
+    );
+    assert.is(onward.body.metadata.resourceVersion, String(c.store.rv));
+    // Tokens and parameters that do not parse are 400s naming the cause.
+    for (const [q, want] of [
+      ["limit=abc", 'strconv.ParseInt: parsing "abc": invalid syntax'],
+      ["limit=99999999999999999999", 'strconv.ParseInt: parsing "99999999999999999999": value out of range'],
+      ["resourceVersion=abc", 'resourceVersion: Invalid value: "abc": strconv.ParseUint: parsing "abc": invalid syntax'],
+      ["resourceVersion=-1", 'resourceVersion: Invalid value: "-1": strconv.ParseUint: parsing "-1": invalid syntax'],
+      ["watch=true&timeoutSeconds=1s", 'strconv.ParseInt: parsing "1s": invalid syntax'],
+      ["continue=xyz", "invalid continue token: continue key is not valid: not a base64 encoded JSON object"],
+      [`continue=${first.body.metadata.continue}&resourceVersion=5`, "specifying resource version is not allowed when using continue"],
+    ] as const) {
+      const r = await call("GET", `${base}?${q}`);
+      assert.is(r.status, 400, q);
+      assert.is(r.body.reason, "BadRequest", q);
+      assert.is(r.body.message, want, q);
+    }
+    assert.is((await call("GET", `${base}/cm-0?resourceVersion=x`)).status, 400);
+  } finally {
+    await c.stop();
+  }
+});
+
+DK("kubectl get --chunk-size pages through a list", async () => {
+  const c = await startDevCluster();
+  const kubectl = kubectlFor(c, scratch);
+  try {
+    for (let i = 0; i < 12; i++)
+      await caller(c)("POST", "/api/v1/namespaces/default/configmaps", { metadata: { name: `p-${String(i).padStart(2, "0")}` } });
+    const r = await kubectl("get", "configmaps", "--chunk-size=5", "-o", "name", "-v=6");
+    assert.is(r.code, 0, r.out);
+    assert.equal(
+      r.out.split("\n").filter((l) => l.startsWith("configmap/")),
+      Array.from({ length: 12 }, (_, i) => `configmap/p-${String(i).padStart(2, "0")}`),
+    );
+    // Three requests: 5, 5 and 2.
+    assert.is(r.out.split("\n").filter((l) => /GET .*configmaps\?.*limit=5/.test(l)).length, 3, r.out);
+  } finally {
+    await c.stop();
+  }
+});
+
+D.run();
