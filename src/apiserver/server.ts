@@ -15,6 +15,7 @@ import { table, tableVersion } from "./table.js";
 import { Journal } from "./persist.js";
 import { Pages } from "./pages.js";
 import { int64Param, resourceVersionParam } from "./query.js";
+import { isReview, review, REVIEW_GROUPS, reviewResources } from "./reviews.js";
 import { ApiError } from "./errors.js";
 import { OMIT, refusal } from "./fielderr.js";
 import { Store, typeKeyOf } from "./store.js";
@@ -123,7 +124,7 @@ function discovery(store: Store, group: string, version: string): JsonObject | u
       kind: t.kind,
       verbs: ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"],
       ...(t.shortNames.length ? { shortNames: t.shortNames } : {}),
-      ...(t.crd ? { categories: [] } : {}),
+      ...(t.categories?.length ? { categories: t.categories } : {}),
     });
     if (t.statusSubresource)
       resources.push({
@@ -139,7 +140,7 @@ function discovery(store: Store, group: string, version: string): JsonObject | u
 }
 
 function groups(store: Store): JsonObject {
-  const byGroup = new Map<string, Set<string>>();
+  const byGroup = new Map<string, Set<string>>(REVIEW_GROUPS.map((g) => [g, new Set(["v1"])]));
   for (const t of store.types.values())
     if (t.group) for (const v of t.versions) (byGroup.get(t.group) ?? byGroup.set(t.group, new Set()).get(t.group)!).add(v);
   return {
@@ -692,11 +693,21 @@ export async function startDevCluster(opts: DevClusterOptions = {}): Promise<Dev
     const path = url.pathname;
     const fixed = Object.hasOwn(FIXED, path) ? FIXED[path] : undefined;
     if (fixed) return fixed(served, req, res);
+    if (isReview(path)) {
+      if (req.method === "POST") checkContentType(req, "POST");
+      const body = req.method === "POST" ? parseBody(await readBody(req), contentType(req) === "application/yaml") : undefined;
+      return reply(res, 201, review(path, req.method ?? "GET", body));
+    }
     const r = route(store, path);
     if (r === undefined) throw new ApiError(404, "NotFound", `the server could not find the requested resource (${path})`);
     if (r === "discovery") {
       const segs = path.split("/").filter(Boolean);
-      const d = segs[0] === "api" ? discovery(store, "", segs[1]!) : discovery(store, segs[1]!, segs[2]!);
+      const reviews = segs[0] === "apis" ? reviewResources(`${segs[1]}/${segs[2]}`) : undefined;
+      const d = reviews
+        ? { kind: "APIResourceList", apiVersion: "v1", groupVersion: `${segs[1]}/${segs[2]}`, resources: reviews }
+        : segs[0] === "api"
+          ? discovery(store, "", segs[1]!)
+          : discovery(store, segs[1]!, segs[2]!);
       if (!d) throw new ApiError(404, "NotFound", `the server could not find the requested resource (${path})`);
       return reply(res, 200, d);
     }

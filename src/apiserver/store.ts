@@ -23,6 +23,7 @@ import { dataErrors, metaErrors } from "./meta.js";
 import { Schema } from "./schema.js";
 import { RuleError } from "./cel.js";
 import { ApiError } from "./errors.js";
+import { crdErrors, prepareCRD } from "./crd.js";
 import { ensureMeta, type ResourceType, type Snapshot, type StoreEvent, type Watcher } from "./types.js";
 import {
   admitCreate,
@@ -246,13 +247,13 @@ export class Store {
       m["name"] = `${m["generateName"]}${randomBytes(4).toString("hex").slice(0, 5)}`;
     }
     const name = String(m["name"]);
-    // A custom resource's status comes only through its status subresource (PrepareForCreate).
-    if (t.crd && t.statusSubresource) delete obj["status"];
+    // A custom resource's status comes only through its status subresource, a CRD's from the server (PrepareForCreate).
+    if ((t.crd && t.statusSubresource) || typeKey === CRD_KEY) delete obj["status"];
     if (typeKey === NAMESPACES_KEY) prepareCreate(obj);
     this.admit(t, obj, undefined, false, opts.warnings);
     const map = this.objects.get(typeKey)!;
     if (map.has(objectKey(namespace, name)))
-      throw new ApiError(409, "AlreadyExists", `${t.plural}.${t.group || "core"} "${name}" already exists`);
+      throw new ApiError(409, "AlreadyExists", `${t.group ? `${t.plural}.${t.group}` : t.plural} "${name}" already exists`);
     if (namespace) m["namespace"] = namespace;
     m["uid"] = randomUUID();
     m["creationTimestamp"] = this.timestamp();
@@ -497,24 +498,12 @@ export class Store {
 
   /** validateCRD refuses a CRD kube-apiserver would refuse, and returns its versions' compiled schemas. */
   private validateCRD(crd: JsonObject): Record<string, Schema> {
-    const spec = isObject(crd["spec"]) ? crd["spec"] : {};
-    const names = isObject(spec["names"]) ? spec["names"] : {};
-    const group = spec["group"];
-    if (typeof group !== "string" || !group.includes("."))
-      throw new ApiError(422, "Invalid", "CustomResourceDefinition: spec.group must be a domain with at least one dot");
-    if (typeof names["plural"] !== "string" || typeof names["kind"] !== "string")
-      throw new ApiError(422, "Invalid", "CustomResourceDefinition: spec.names.plural and spec.names.kind are required");
-    if (ensureMeta(crd)["name"] !== `${names["plural"]}.${group}`) {
-      throw new ApiError(
-        422,
-        "Invalid",
-        `CustomResourceDefinition: metadata.name must be spec.names.plural+"."+spec.group (${names["plural"]}.${group})`,
-      );
-    }
-    if (!Array.isArray(spec["versions"]) || spec["versions"].length === 0)
-      throw new ApiError(422, "Invalid", "CustomResourceDefinition: spec.versions must not be empty");
+    prepareCRD(crd);
+    const name = String(ensureMeta(crd)["name"] ?? "");
+    const errs = crdErrors(crd);
+    if (errs.length) throw refusal("apiextensions.k8s.io", "CustomResourceDefinition", name, errs);
     // Each version's schema must compile (its CEL rules parse), as kube-apiserver refuses a CRD whose rules do not.
-    return compileSchemas(spec["versions"], ensureMeta(crd)["name"] as string);
+    return compileSchemas((crd["spec"] as JsonObject)["versions"] as JsonValue[], name);
   }
 
   /** establishCRD serves a CRD's kind and marks it Established; schemas are its compiled ones (compiled here for a stored CRD). */
@@ -532,6 +521,7 @@ export class Store {
       namespaced: spec["scope"] !== "Cluster",
       statusSubresource: versions.some((v) => isObject(v["subresources"]) && isObject((v["subresources"] as JsonObject)["status"])),
       shortNames: stringList(names["shortNames"]),
+      categories: stringList(names["categories"]),
       crd: String(ensureMeta(crd)["name"]),
       schemas: schemas ?? compiledOrNone(versions),
       columns: Object.fromEntries(
@@ -547,17 +537,24 @@ export class Store {
     const established =
       Array.isArray(status["conditions"]) &&
       status["conditions"].some((c) => isObject(c) && c["type"] === "Established" && c["status"] === "True");
+    const acceptedNames = {
+      kind: t.kind,
+      listKind: t.listKind,
+      plural: t.plural,
+      singular: t.singular,
+      ...(t.shortNames.length ? { shortNames: t.shortNames } : {}),
+      ...(t.categories?.length ? { categories: t.categories } : {}),
+    };
+    const stored = this.objects.get(CRD_KEY)!.get(objectKey(undefined, String(ensureMeta(crd)["name"])))!;
+    if (established && JSON.stringify(status["acceptedNames"]) !== JSON.stringify(acceptedNames)) {
+      // New names (a category, a short name) are accepted at once: nothing here can conflict with them.
+      this.replace(CRD_KEY, { ...structuredClone(stored), status: { ...structuredClone(status), acceptedNames } });
+    }
     if (!established) {
-      const next = structuredClone(this.objects.get(CRD_KEY)!.get(objectKey(undefined, String(ensureMeta(crd)["name"])))!);
+      const next = structuredClone(stored);
       const at = this.timestamp();
       next["status"] = {
-        acceptedNames: {
-          kind: t.kind,
-          listKind: t.listKind,
-          plural: t.plural,
-          singular: t.singular,
-          ...(t.shortNames.length ? { shortNames: t.shortNames } : {}),
-        },
+        acceptedNames,
         conditions: [
           { type: "NamesAccepted", status: "True", reason: "NoConflicts", message: "no conflicts found", lastTransitionTime: at },
           {
@@ -568,7 +565,7 @@ export class Store {
             lastTransitionTime: at,
           },
         ],
-        storedVersions: t.versions.slice(0, 1),
+        storedVersions: structuredClone(status["storedVersions"] ?? []),
       };
       this.replace(CRD_KEY, next);
     }

@@ -16,6 +16,8 @@ export interface ResourceType {
   namespaced: boolean;
   statusSubresource: boolean;
   shortNames: string[];
+  /** The categories it belongs to (a CRD's spec.names.categories: kubectl get managed, get all). */
+  categories?: string[];
   /** The CRD that defines it, if any. */
   crd?: string;
   /** Per served version, the CRD's compiled openAPIV3Schema (writes are defaulted, pruned and validated by it). */

@@ -2,8 +2,10 @@
 // built-in kinds' table columns (kubernetes pkg/printers/internalversion/
 // printers.go at 008dafe0, and the newer event columns), lists in pages
 // (apiserver pkg/storage/continue.go and etcd3/store.go GetList: limit,
-// continue, remainingItemCount, the 410 for an expired token) and malformed
-// query parameters, over HTTP and with the real kubectl.
+// continue, remainingItemCount, the 410 for an expired token), malformed
+// query parameters, a CRD's categories, and the access reviews behind kubectl
+// auth can-i and whoami (kubernetes/api authorization/v1, authentication/v1),
+// over HTTP and with the real kubectl.
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -60,7 +62,7 @@ async function fill(call: ReturnType<typeof caller>) {
     type: "Normal",
     source: { component: "xfn-host", host: "node-a" },
     count: 4,
-    firstTimestamp: new Date(Date.now() - 300_000).toISOString().replace(/\.\d+Z$/, "Z"),
+    firstTimestamp: new Date(Date.now() - 20 * 60_000).toISOString().replace(/\.\d+Z$/, "Z"),
     lastTimestamp: new Date(Date.now() - 5_000).toISOString().replace(/\.\d+Z$/, "Z"),
   });
   await call("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd("example.org", "Widget", "widgets", "Namespaced"));
@@ -114,7 +116,7 @@ D("built-in kinds are printed with kube-apiserver's columns, every column (the s
     const [last, ...rest] = events.cells[0];
     assert.match(last, /^\d+s$/);
     assert.equal(rest.slice(0, 6), ["Normal", "Composed", "widget/w1", "spec.size", "xfn-host, node-a", "composed 3 resources"]);
-    assert.equal(rest.slice(6), ["5m", 4, "w1.1"]);
+    assert.equal(rest.slice(6), ["20m", 4, "w1.1"]);
     const crds = await get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions");
     assert.equal(crds.names, ["Name", "Created At"]);
     assert.equal(crds.cells[0][0], "widgets.example.org");
@@ -242,6 +244,89 @@ DK("kubectl get --chunk-size pages through a list", async () => {
     );
     // Three requests: 5, 5 and 2.
     assert.is(r.out.split("\n").filter((l) => /GET .*configmaps\?.*limit=5/.test(l)).length, 3, r.out);
+  } finally {
+    await c.stop();
+  }
+});
+
+/** managed is a cluster-scoped CRD in Crossplane's categories for managed resources. */
+const managed = () => {
+  const c = crd("aws.example.org", "Bucket", "buckets");
+  (c.spec.names as any).categories = ["crossplane", "managed"];
+  return c;
+};
+
+D("a CRD's categories are in discovery and its accepted names; reviews say the one user may do everything", async () => {
+  const c = await startDevCluster();
+  const call = caller(c);
+  try {
+    assert.is((await call("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", managed())).status, 201);
+    const list = await call("GET", "/apis/aws.example.org/v1");
+    assert.equal(list.body.resources.find((r: any) => r.name === "buckets").categories, ["crossplane", "managed"]);
+    const stored = await call("GET", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/buckets.aws.example.org");
+    assert.equal(stored.body.status.acceptedNames.categories, ["crossplane", "managed"]);
+    assert.equal(stored.body.status.storedVersions, ["v1"]);
+    // A kind without categories has none in discovery (omitted, as kube omits an empty list).
+    assert.is((await call("GET", "/api/v1")).body.resources.find((r: any) => r.name === "configmaps").categories, undefined);
+
+    const groups = (await call("GET", "/apis")).body.groups.map((g: any) => g.name);
+    assert.ok(groups.includes("authorization.k8s.io") && groups.includes("authentication.k8s.io"), groups.join(" "));
+    const ssar = await call("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", {
+      apiVersion: "authorization.k8s.io/v1",
+      kind: "SelfSubjectAccessReview",
+      spec: { resourceAttributes: { verb: "delete", resource: "buckets", group: "aws.example.org" } },
+    });
+    assert.is(ssar.status, 201);
+    assert.is(ssar.body.status.allowed, true);
+    assert.equal(ssar.body.spec.resourceAttributes.verb, "delete");
+    const neither = await call("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", { spec: {} });
+    assert.is(neither.status, 422);
+    assert.match(neither.body.message, /exactly one of nonResourceAttributes or resourceAttributes must be specified/);
+    const rules = await call("POST", "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews", { spec: { namespace: "default" } });
+    assert.equal(rules.body.status.resourceRules, [{ verbs: ["*"], apiGroups: ["*"], resources: ["*"] }]);
+    const who = await call("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", { spec: {} });
+    assert.is(who.body.status.userInfo.username, "xfn-dev");
+    assert.is((await call("GET", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews")).status, 405);
+  } finally {
+    await c.stop();
+  }
+});
+
+DK("kubectl get by category, get all, auth can-i and auth whoami", async () => {
+  const c = await startDevCluster();
+  const call = caller(c);
+  const kubectl = kubectlFor(c, scratch);
+  try {
+    await call("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", managed());
+    await call("POST", "/apis/aws.example.org/v1/buckets", {
+      apiVersion: "aws.example.org/v1",
+      kind: "Bucket",
+      metadata: { name: "logs" },
+    });
+    const byCategory = await kubectl("get", "managed");
+    assert.is(byCategory.code, 0, byCategory.out);
+    assert.match(byCategory.out, /^NAME\s+AGE\nlogs\s+\d+s$/m);
+    assert.match((await kubectl("get", "crossplane", "-o", "name")).out, /^bucket\.aws\.example\.org\/logs$/m);
+    // `all` is a category like any other: kube puts its workload kinds in it, which this server does not serve;
+    // with no kind in it kubectl says so, as it would of any server; a CRD in it is listed.
+    assert.match((await kubectl("get", "all")).out, /the server doesn't have a resource type "all"/);
+    const inAll = crd("example.org", "Gadget", "gadgets", "Namespaced");
+    (inAll.spec.names as any).categories = ["all"];
+    await call("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", inAll);
+    // (A fresh discovery cache: kubectl would otherwise answer from what it read before the CRD.)
+    const all = await kubectl("get", "all", "--cache-dir", join(scratch, "cache-after-gadgets"));
+    assert.is(all.code, 0, all.out);
+    assert.match(all.out, /No resources found in default namespace/);
+    const can = await kubectl("auth", "can-i", "delete", "buckets.aws.example.org");
+    assert.is(can.code, 0, can.out);
+    // (kubectl adds its own warning: buckets are cluster-scoped and the context names a namespace.)
+    assert.is(can.out.split("\n")[0], "yes");
+    const list = await kubectl("auth", "can-i", "--list");
+    assert.is(list.code, 0, list.out);
+    assert.match(list.out, /\*\.\*\s+\[\]\s+\[\]\s+\[\*\]/);
+    const who = await kubectl("auth", "whoami", "-o", "jsonpath={.status.userInfo.username}");
+    assert.is(who.code, 0, who.out);
+    assert.is(who.out.trim(), "xfn-dev");
   } finally {
     await c.stop();
   }

@@ -16,7 +16,15 @@ const crd = (statusSub = true): JsonObject => ({
     group: "example.org",
     names: { kind: "Widget", plural: "widgets" },
     scope: "Namespaced",
-    versions: [{ name: "v1", served: true, storage: true, ...(statusSub ? { subresources: { status: {} } } : {}) }],
+    versions: [
+      {
+        name: "v1",
+        served: true,
+        storage: true,
+        schema: { openAPIV3Schema: { type: "object", "x-kubernetes-preserve-unknown-fields": true } },
+        ...(statusSub ? { subresources: { status: {} } } : {}),
+      },
+    ],
   },
 });
 const widget = (name: string, extra: JsonObject = {}): JsonObject => {
@@ -258,7 +266,16 @@ S("bad writes are refused with Kubernetes reasons", () => {
   );
   s.create(W, "default", widget("a"));
   assert.throws(() => s.create(W, "default", widget("a")), /already exists/);
-  assert.throws(() => s.create(CRD_KEY, undefined, { ...crd(), metadata: { name: "wrong" } }), /metadata\.name must be/);
+  assert.throws(
+    () => s.create(CRD_KEY, undefined, { ...crd(), metadata: { name: "wrong" } }),
+    /CustomResourceDefinition\.apiextensions\.k8s\.io "wrong" is invalid: metadata\.name: Invalid value: "wrong": must be spec\.names\.plural\+"\."\+spec\.group/,
+  );
+  // Core kinds are named without a group (kube's qualified resource for the core group).
+  s.create(typeKeyOf("", "configmaps"), "default", { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "c" } });
+  assert.throws(
+    () => s.create(typeKeyOf("", "configmaps"), "default", { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "c" } }),
+    (e: any) => e.message === 'configmaps "c" already exists',
+  );
   const g = s.create(W, "default", { apiVersion: "example.org/v1", kind: "Widget", metadata: { generateName: "gen-" } });
   assert.match(String((g["metadata"] as any).name), /^gen-[0-9a-f]{5}$/);
 });

@@ -38,6 +38,7 @@ A("calls over --max-concurrency + --max-queue are refused at once, before their 
   const c = rawClient(srv.port);
   try {
     const held = [c.run(request({ meta: { tag: "1" } })), c.run(request({ meta: { tag: "2" } }))];
+    for (const h of held) h.catch(() => {});
     await until("one running", () => started() === 1);
     await new Promise((r) => setTimeout(r, 100));
     // 3 MiB each: refused without waiting for 60 MiB to cross the socket.
@@ -67,6 +68,8 @@ A("an admitted call waits for a body slot (2 x --max-concurrency) unread, and en
   try {
     // Two bodies read: one running, one queued in the handler. The third waits unread.
     const held = [c.run(request(), { timeoutMs: 30_000 }), c.run(request(), { timeoutMs: 30_000 })];
+    // Handled here too: if an assertion below fails, closing the client cancels them, and that must not end the run unreported.
+    for (const h of held) h.catch(() => {});
     await until("one running", () => started() === 1);
     const waited = await codeOf(c.run(request({ meta: { tag: "3" } }), { timeoutMs: 1_000 }));
     assert.is(waited.code, Code.DEADLINE_EXCEEDED);

@@ -1,0 +1,211 @@
+// CRDs refused as kube-apiserver refuses them, each case with the field path
+// and message kube gives (apiextensions-apiserver's validation.go
+// ValidateCustomResourceDefinition and its OpenAPI and x-kubernetes-validations
+// checks; pkg/apiserver/schema/validation.go at kubernetes 21e7f350 for the
+// structural ones), and status.storedVersions kept as the CRD strategy keeps it.
+import type { JsonObject } from "@bufbuild/protobuf";
+import { suite } from "uvu";
+import * as assert from "uvu/assert";
+import { CRD_KEY, Store } from "../../src/apiserver/store.js";
+
+const C = suite("dev-cluster: CRDs as kube-apiserver validates them");
+
+const ROOT = "spec.versions[0].schema.openAPIV3Schema";
+const base = (spec: JsonObject = {}): any => ({
+  apiVersion: "apiextensions.k8s.io/v1",
+  kind: "CustomResourceDefinition",
+  metadata: { name: "widgets.example.org" },
+  spec: {
+    group: "example.org",
+    names: { kind: "Widget", plural: "widgets", listKind: "WidgetList" },
+    scope: "Namespaced",
+    versions: [{ name: "v1", served: true, storage: true, schema: { openAPIV3Schema: { type: "object", properties: { spec } } } }],
+  },
+});
+
+/** refused creates crd in a new store and answers the error message (or "" if it was stored). */
+function refused(crd: JsonObject): string {
+  try {
+    new Store().create(CRD_KEY, undefined, crd);
+    return "";
+  } catch (err) {
+    return (err as Error).message;
+  }
+}
+
+const CASES: Record<string, { crd: any; want: string }> = {
+  NoSchema: {
+    crd: (() => {
+      const c = base();
+      delete c.spec.versions[0].schema;
+      return c;
+    })(),
+    want: `${ROOT}: Required value: schemas are required`,
+  },
+  UntypedField: {
+    crd: base({ type: "object", properties: { size: {} } }),
+    want: `${ROOT}.properties[spec].properties[size].type: Required value: must not be empty for specified object fields`,
+  },
+  UntypedItems: {
+    crd: base({ type: "object", properties: { list: { type: "array", items: {} } } }),
+    want: `${ROOT}.properties[spec].properties[list].items.type: Required value: must not be empty for specified array items`,
+  },
+  ArrayWithoutItems: {
+    crd: base({ type: "object", properties: { list: { type: "array" } } }),
+    want: `${ROOT}.properties[spec].properties[list].items: Required value: must be specified`,
+  },
+  RootNotObject: {
+    crd: (() => {
+      const c = base();
+      c.spec.versions[0].schema.openAPIV3Schema = { type: "string" };
+      return c;
+    })(),
+    want: `${ROOT}.type: Invalid value: "string": must be object at the root`,
+  },
+  UniqueItems: {
+    crd: base({ type: "object", properties: { list: { type: "array", uniqueItems: true, items: { type: "string" } } } }),
+    want: `${ROOT}.properties[spec].properties[list].uniqueItems: Forbidden: uniqueItems cannot be set to true since the runtime complexity becomes quadratic`,
+  },
+  PropertiesAndAdditional: {
+    crd: base({ type: "object", properties: { a: { type: "string" } }, additionalProperties: { type: "string" } }),
+    want: `${ROOT}.properties[spec].additionalProperties: Forbidden: additionalProperties and properties are mutual exclusive`,
+  },
+  Ref: {
+    crd: base({ type: "object", $ref: "#/definitions/Spec" }),
+    want: `${ROOT}.properties[spec].$ref: Forbidden: $ref is not supported`,
+  },
+  TypeUnderAnyOf: {
+    crd: base({ type: "object", anyOf: [{ type: "object", required: ["a"] }] }),
+    want: `${ROOT}.properties[spec].anyOf[0].type: Forbidden: must be empty to be structural`,
+  },
+  MetadataBeyondName: {
+    crd: (() => {
+      const c = base();
+      c.spec.versions[0].schema.openAPIV3Schema.properties.metadata = { type: "object", properties: { labels: { type: "object" } } };
+      return c;
+    })(),
+    want: `${ROOT}.properties[metadata]: Forbidden: must not specify anything other than name and generateName, but metadata is implicitly specified`,
+  },
+  DefaultOfWrongType: {
+    crd: base({ type: "object", properties: { size: { type: "integer", default: "three" } } }),
+    want: `${ROOT}.properties[spec].properties[size].default: Invalid value: "string": ${ROOT}.properties[spec].properties[size].default in body must be of type integer: "string"`,
+  },
+  UnknownReason: {
+    crd: base({ type: "object", "x-kubernetes-validations": [{ rule: "true", reason: "Bogus" }] }),
+    want: `${ROOT}.properties[spec].x-kubernetes-validations[0].reason: Unsupported value: "Bogus": supported values: "FieldValueDuplicate", "FieldValueForbidden", "FieldValueInvalid", "FieldValueRequired"`,
+  },
+  FieldPathNowhere: {
+    crd: base({ type: "object", properties: { a: { type: "string" } }, "x-kubernetes-validations": [{ rule: "true", fieldPath: ".b" }] }),
+    want: `${ROOT}.properties[spec].x-kubernetes-validations[0].fieldPath: Invalid value: ".b": fieldPath must be a valid path: does not refer to a valid field`,
+  },
+  EmptyRule: {
+    crd: base({ type: "object", "x-kubernetes-validations": [{ rule: "  " }] }),
+    want: `${ROOT}.properties[spec].x-kubernetes-validations[0].rule: Required value: rule is not specified`,
+  },
+  GroupWithoutDot: {
+    crd: (() => {
+      const c = base();
+      c.spec.group = "example";
+      c.metadata.name = "widgets.example";
+      return c;
+    })(),
+    want: `spec.group: Invalid value: "example": should be a domain with at least one dot`,
+  },
+  BadScope: {
+    crd: (() => {
+      const c = base();
+      c.spec.scope = "Global";
+      return c;
+    })(),
+    want: `spec.scope: Unsupported value: "Global": supported values: "Cluster", "Namespaced"`,
+  },
+  KindIsListKind: {
+    crd: (() => {
+      const c = base();
+      c.spec.names.listKind = "Widget";
+      return c;
+    })(),
+    want: `spec.names.listKind: Invalid value: "Widget": kind and listKind may not be the same`,
+  },
+  TwoStorageVersions: {
+    crd: (() => {
+      const c = base();
+      c.spec.versions.push({ ...c.spec.versions[0], name: "v2" });
+      return c;
+    })(),
+    want: `spec.versions: Invalid value: must have exactly one version marked as storage version`,
+  },
+  BadVersionName: {
+    crd: (() => {
+      const c = base();
+      c.spec.versions[0].name = "V1";
+      return c;
+    })(),
+    want: `spec.versions[0].name: Invalid value: "V1": a DNS-1035 label must consist of lower case alphanumeric characters or '-'`,
+  },
+};
+
+for (const [name, { crd, want }] of Object.entries(CASES))
+  C(name, () => {
+    const got = refused(crd);
+    assert.ok(got.startsWith('CustomResourceDefinition.apiextensions.k8s.io "'), got || "stored");
+    assert.ok(got.includes(want), `${got}\n  wanted: ${want}`);
+  });
+
+C("a good CRD with every construct kube allows is stored", () => {
+  const spec = {
+    type: "object",
+    properties: {
+      size: { type: "integer", default: 3 },
+      port: { "x-kubernetes-int-or-string": true, anyOf: [{ type: "integer" }, { type: "string" }] },
+      labels: { type: "object", additionalProperties: { type: "string" } },
+      list: { type: "array", items: { type: "string" }, "x-kubernetes-list-type": "set" },
+      raw: { type: "object", "x-kubernetes-preserve-unknown-fields": true },
+    },
+    oneOf: [{ required: ["size"] }, { required: ["port"] }],
+    "x-kubernetes-validations": [{ rule: "self.size > 0", fieldPath: ".size", reason: "FieldValueInvalid" }],
+  };
+  const crd = base(spec);
+  crd.spec.versions[0].schema.openAPIV3Schema.properties.metadata = {
+    type: "object",
+    properties: { name: { type: "string", maxLength: 20 } },
+  };
+  assert.is(refused(crd), "");
+});
+
+C("status.storedVersions records each storage version; a version still stored cannot be dropped", () => {
+  const s = new Store();
+  const v = (name: string, storage: boolean) => ({
+    name,
+    served: true,
+    storage,
+    schema: { openAPIV3Schema: { type: "object", "x-kubernetes-preserve-unknown-fields": true } },
+  });
+  const one = base();
+  one.spec.versions = [v("v1alpha1", true)];
+  const made = s.create(CRD_KEY, undefined, { ...one, status: { storedVersions: ["bogus"] } });
+  assert.equal((s.get(CRD_KEY, undefined, "widgets.example.org")["status"] as any).storedVersions, ["v1alpha1"]);
+  const two = { ...structuredClone(one), metadata: made["metadata"] };
+  two.spec.versions = [v("v1alpha1", false), v("v1", true)];
+  s.update(CRD_KEY, undefined, "widgets.example.org", two);
+  assert.equal((s.get(CRD_KEY, undefined, "widgets.example.org")["status"] as any).storedVersions, ["v1alpha1", "v1"]);
+  const dropped = { ...structuredClone(two), metadata: { name: "widgets.example.org" } };
+  dropped.spec.versions = [v("v1", true)];
+  assert.throws(
+    () => s.update(CRD_KEY, undefined, "widgets.example.org", dropped),
+    (e: any) => e.message.includes('status.storedVersions[0]: Invalid value: "v1alpha1": must appear in spec.versions'),
+  );
+  // Once a storage migration takes v1alpha1 out of status.storedVersions, the version can go.
+  const current = s.get(CRD_KEY, undefined, "widgets.example.org");
+  s.update(
+    CRD_KEY,
+    undefined,
+    "widgets.example.org",
+    { ...current, status: { ...(current["status"] as any), storedVersions: ["v1"] } },
+    { status: true },
+  );
+  s.update(CRD_KEY, undefined, "widgets.example.org", dropped);
+  assert.equal((s.get(CRD_KEY, undefined, "widgets.example.org")["spec"] as any).versions.length, 1);
+});
+
+C.run();
