@@ -40,3 +40,28 @@ export function resourceVersionParam(q: URLSearchParams): string | null {
   if (BigInt(v) > UINT64_MAX) throw bad("value out of range");
   return v;
 }
+
+/**
+ * MAX_DEPTH is how deeply a request's JSON may nest here. kube-apiserver's
+ * decoder allows 10,000 levels (Go's encoding/json); this server copies and
+ * walks objects recursively, and past about 1,500 levels the JavaScript stack
+ * runs out, so it refuses deeper bodies plainly, with room to spare
+ * (docs/dev-cluster.md lists the difference).
+ */
+export const MAX_DEPTH = 1000;
+
+/** checkDepth refuses (400) a value nested deeper than MAX_DEPTH, counting without recursion. */
+export function checkDepth(v: unknown, what = "the request body"): void {
+  const stack: Array<[unknown, number]> = [[v, 1]];
+  while (stack.length) {
+    const [x, d] = stack.pop()!;
+    if (x === null || typeof x !== "object") continue;
+    if (d > MAX_DEPTH)
+      throw new ApiError(
+        400,
+        "BadRequest",
+        `${what} nests deeper than ${MAX_DEPTH} levels, the most this server takes (kube-apiserver's is 10000)`,
+      );
+    for (const c of Array.isArray(x) ? x : Object.values(x)) if (c !== null && typeof c === "object") stack.push([c, d + 1]);
+  }
+}

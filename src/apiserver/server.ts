@@ -14,7 +14,7 @@ import { parseFieldSelector, parseSelector } from "./selector.js";
 import { table, tableVersion } from "./table.js";
 import { Journal } from "./persist.js";
 import { Pages } from "./pages.js";
-import { int64Param, resourceVersionParam } from "./query.js";
+import { checkDepth, int64Param, resourceVersionParam } from "./query.js";
 import { isReview, review, REVIEW_GROUPS, reviewResources } from "./reviews.js";
 import { ApiError } from "./errors.js";
 import { OMIT, refusal } from "./fielderr.js";
@@ -97,11 +97,22 @@ async function readBody(req: IncomingMessage): Promise<string> {
 }
 
 function parseBody(text: string, yaml: boolean): JsonValue {
+  let v: JsonValue;
   try {
-    return (yaml ? parseYaml(text) : JSON.parse(text)) as JsonValue;
+    v = (yaml ? parseYaml(text) : JSON.parse(text)) as JsonValue;
   } catch (err) {
-    throw new ApiError(400, "BadRequest", `cannot decode the request body: ${(err as Error).message.split("\n")[0]}`);
+    const message = (err as Error).message;
+    // The YAML reader recurses: a body nested past what its stack holds (about 900 levels) fails to parse.
+    if (message.includes("Maximum call stack size exceeded"))
+      throw new ApiError(
+        400,
+        "BadRequest",
+        "the request body nests deeper than the YAML reader follows; send it as JSON (up to 1000 levels)",
+      );
+    throw new ApiError(400, "BadRequest", `cannot decode the request body: ${message.split("\n")[0]}`);
   }
+  checkDepth(v);
+  return v;
 }
 
 interface Route {
@@ -190,6 +201,8 @@ const asVersion = (o: JsonObject, r: Route): JsonObject => ({ ...o, apiVersion: 
 
 function checkKind(r: Route, body: JsonValue): JsonObject {
   if (!isObject(body)) throw new ApiError(400, "BadRequest", "the request body must be an object");
+  // A patch can make an object deeper than either of its parts.
+  checkDepth(body, "the object");
   if (body["kind"] !== undefined && body["kind"] !== r.type.kind)
     throw new ApiError(400, "BadRequest", `kind ${String(body["kind"])} does not match the resource (${r.type.kind})`);
   // As the API server: the version in the object must be the one the request is made in.

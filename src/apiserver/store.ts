@@ -261,6 +261,7 @@ export class Store {
     if (t.crd || typeKey === CRD_KEY) m["generation"] = 1;
     delete m["deletionTimestamp"];
     const crdSchemas = typeKey === CRD_KEY ? this.validateCRD(obj) : undefined;
+    checkSize(obj);
     if (opts.dryRun) return obj;
     m["resourceVersion"] = this.bump();
     this.stored(typeKey, objectKey(namespace, name), obj);
@@ -342,6 +343,7 @@ export class Store {
     if (JSON.stringify(stripVolatile(current)) === JSON.stringify(stripVolatile(next))) return structuredClone(current);
     this.admit(t, next, current, opts.status === true, opts.warnings);
     const crdSchemas = typeKey === CRD_KEY ? this.validateCRD(next) : undefined;
+    checkSize(next);
     // A dry run answers with the object as it would be stored, at the version it replaces.
     if (opts.dryRun) return ((nm["resourceVersion"] = cm["resourceVersion"]!), next);
     nm["resourceVersion"] = this.bump();
@@ -674,6 +676,18 @@ function compiledOrNone(versions: JsonObject[]): Record<string, Schema> {
   } catch {
     return {};
   }
+}
+
+/**
+ * MAX_OBJECT_BYTES is etcd's default --max-request-bytes (1.5 MiB): kube-apiserver
+ * can store no object larger, and answers a write of one with etcd's error (a
+ * 500 without a reason, as it answers errors that are not API statuses).
+ */
+export const MAX_OBJECT_BYTES = 1.5 * 1024 * 1024;
+
+/** checkSize refuses to store an object past MAX_OBJECT_BYTES, as etcd refuses the request. */
+function checkSize(o: JsonObject): void {
+  if (Buffer.byteLength(JSON.stringify(o)) > MAX_OBJECT_BYTES) throw new ApiError(500, "", "etcdserver: request is too large");
 }
 
 function stringList(v: JsonValue | undefined): string[] {

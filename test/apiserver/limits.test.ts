@@ -1,0 +1,127 @@
+// The embedded API server's limits on what one request may hold: how deeply
+// its JSON nests (kube-apiserver's decoder allows 10,000 levels; this server
+// takes 1,000, with room below where its stack would run out, and says so),
+// and how large a stored object may be (etcd's default 1.5 MiB request limit,
+// answered with etcd's words). Each refusal leaves the server serving.
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { suite } from "uvu";
+import * as assert from "uvu/assert";
+import { MAX_DEPTH } from "../../src/apiserver/query.js";
+import { startDevCluster } from "../../src/apiserver/server.js";
+import { crd } from "../support/cluster.js";
+
+const L = suite("dev-cluster: request limits");
+
+let scratch: string;
+L.before(() => {
+  scratch = mkdtempSync(join(tmpdir(), "xfn-limits-"));
+});
+L.after(() => rmSync(scratch, { recursive: true, force: true }));
+
+const BASE = "/apis/example.org/v1/namespaces/default/widgets";
+/** nested is JSON text nesting depth objects ({"a":{"a":...1}}). */
+const nested = (depth: number) => `${'{"a":'.repeat(depth)}1${"}".repeat(depth)}`;
+const widget = (name: string, specJson: string) =>
+  `{"apiVersion":"example.org/v1","kind":"Widget","metadata":{"name":"${name}"},"spec":${specJson}}`;
+
+L("JSON nested to the limit round-trips (create, get, patch, watch, restart); one level more is a 400 naming the limit", async () => {
+  const dataFile = join(scratch, "state.json");
+  let c = await startDevCluster({ dataFile });
+  const call = async (method: string, path: string, body?: string, type = "application/json") => {
+    const r = await fetch(`${c.url}${path}`, { method, headers: { "Content-Type": type }, ...(body ? { body } : {}) });
+    return { status: r.status, text: await r.text() };
+  };
+  try {
+    await call(
+      "POST",
+      "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+      JSON.stringify(crd("example.org", "Widget", "widgets", "Namespaced")),
+    );
+    // The object's root and spec's nested objects (the first is spec's value): MAX_DEPTH levels in all.
+    const deepest = MAX_DEPTH - 1;
+    const made = await call("POST", BASE, widget("deep", nested(deepest)));
+    assert.is(made.status, 201, made.text.slice(0, 300));
+    const watch = await fetch(`${c.url}${BASE}?watch=true&timeoutSeconds=1`);
+    assert.match(await watch.text(), /"type":"ADDED"/);
+    assert.is((await call("GET", `${BASE}/deep`)).status, 200);
+    const patched = await call("PATCH", `${BASE}/deep`, `{"metadata":{"labels":{"x":"y"}}}`, "application/merge-patch+json");
+    assert.is(patched.status, 200, patched.text.slice(0, 300));
+    await c.stop();
+    c = await startDevCluster({ dataFile });
+    assert.is((await call("GET", `${BASE}/deep`)).status, 200, "read back after a restart");
+
+    for (const [what, send] of [
+      ["a create", () => call("POST", BASE, widget("deeper", nested(deepest + 1)))],
+      [
+        "YAML",
+        () =>
+          call(
+            "POST",
+            BASE,
+            `apiVersion: example.org/v1\nkind: Widget\nmetadata: {name: y}\nspec: ${nested(deepest + 1)}\n`,
+            "application/yaml",
+          ),
+      ],
+      [
+        "a JSON patch that deepens the object",
+        () =>
+          call(
+            "PATCH",
+            `${BASE}/deep`,
+            JSON.stringify([{ op: "add", path: `/spec${"/a".repeat(deepest - 1)}/b`, value: { c: 1 } }]),
+            "application/json-patch+json",
+          ),
+      ],
+      ["a body past 10,000 levels", () => call("POST", BASE, widget("deepest", nested(20_000)))],
+    ] as const) {
+      const r = await send();
+      assert.is(r.status, 400, `${what}: ${r.text.slice(0, 300)}`);
+      // (YAML is read by a recursive reader that stops sooner, about 900 levels, and says so.)
+      assert.match(
+        JSON.parse(r.text).message,
+        what === "YAML" ? /nests deeper than the YAML reader follows/ : new RegExp(`nests deeper than ${MAX_DEPTH} levels`),
+        what,
+      );
+    }
+    assert.is((await call("GET", `${BASE}/deep`)).status, 200, "still serving");
+  } finally {
+    await c.stop();
+  }
+});
+
+L("an object larger than etcd's 1.5 MiB is refused as etcd refuses it; smaller ones are stored", async () => {
+  const c = await startDevCluster();
+  const call = async (method: string, path: string, body: unknown) => {
+    const r = await fetch(`${c.url}${path}`, { method, headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+    return { status: r.status, body: (await r.json()) as any };
+  };
+  try {
+    await call("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd("example.org", "Widget", "widgets", "Namespaced"));
+    const w = (name: string, bytes: number) => ({
+      apiVersion: "example.org/v1",
+      kind: "Widget",
+      metadata: { name },
+      spec: { blob: "x".repeat(bytes) },
+    });
+    assert.is((await call("POST", BASE, w("fits", 1_400_000))).status, 201);
+    const big = await call("POST", BASE, w("big", 1_700_000));
+    assert.is(big.status, 500);
+    assert.is(big.body.message, "etcdserver: request is too large");
+    assert.is(big.body.reason, "");
+    // Growing a stored object past the limit is refused the same way, and it stays as it was.
+    const grown = await fetch(`${c.url}${BASE}/fits`, {
+      method: "PATCH",
+      headers: { "Content-Type": "application/merge-patch+json" },
+      body: JSON.stringify({ spec: { more: "y".repeat(400_000) } }),
+    });
+    assert.is(grown.status, 500);
+    const kept = await call("GET", `${BASE}/fits`, undefined);
+    assert.is(kept.body.spec.more, undefined);
+  } finally {
+    await c.stop();
+  }
+});
+
+L.run();
