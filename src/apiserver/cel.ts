@@ -11,7 +11,16 @@
 // Read at kubernetes/apiextensions-apiserver 1aa2717a5,
 // pkg/apiserver/schema/cel/validation.go. The evaluator is
 // @marcbachmann/cel-js (as in steps/cel.ts) with Kubernetes' list and string
-// library functions added where it lacks them; cost budgets are not counted.
+// library functions added where it lacks them.
+//
+// Cost: kube-apiserver stops a rule past a per-call cost (celconfig.PerCallLimit,
+// 1,000,000) and a request's rules past a budget (RuntimeCELCostBudget,
+// 10,000,000), with the errors of pkg/apiserver/schema/cel/validation.go.
+// cel-js counts no cost, so every evaluation step of a rule is counted here
+// (one unit a step, plus a tenth of the length of each string or list a step
+// makes, as cel-go charges traversals), and a string function charges for its
+// result before making it: a rule cannot hold the event loop for long, nor grow
+// the heap without bound. The units approximate cel-go's; the limits are kube's.
 import { isDeepStrictEqual } from "node:util";
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { Environment, Optional } from "@marcbachmann/cel-js";
@@ -46,10 +55,10 @@ const ENV = new Environment({ unlistedVariablesAreDyn: true, homogeneousAggregat
   .registerFunction("list.lastIndexOf(dyn): int", (l: unknown[], x: unknown) => BigInt(l.findLastIndex((y) => isDeepStrictEqual(x, y))))
   // The strings extension functions cel-js lacks (cel-go ext/strings.go).
   .registerFunction("string.charAt(int): string", (s: string, i: bigint) => [...s][Number(i)] ?? "")
-  .registerFunction("string.replace(string, string): string", (s: string, a: string, b: string) => s.split(a).join(b))
+  .registerFunction("string.replace(string, string): string", (s: string, a: string, b: string) => replaced(s, a, b).join(b))
   .registerFunction("string.replace(string, string, int): string", (s: string, a: string, b: string, n: bigint) => {
-    if (n < 0n) return s.split(a).join(b);
-    const parts = s.split(a);
+    if (n < 0n) return replaced(s, a, b).join(b);
+    const parts = replaced(s, a, b);
     return parts.slice(0, Number(n) + 1).join(b) + (parts.length > Number(n) + 1 ? a + parts.slice(Number(n) + 1).join(a) : "");
   })
   .registerFunction("string.reverse(): string", (s: string) => [...s].reverse().join(""))
@@ -66,6 +75,61 @@ const ENV = new Environment({ unlistedVariablesAreDyn: true, homogeneousAggregat
   })
   .registerFunction(`string.${RE2_MATCHES}(string): bool`, (s: string, re: string) => re2(re).matcher(s).find())
   .registerFunction(`${RE2_MATCHES}(string, string): bool`, (s: string, re: string) => re2(re).matcher(s).find());
+
+/** PER_CALL_LIMIT and REQUEST_BUDGET are kube's celconfig.PerCallLimit and RuntimeCELCostBudget. */
+export const PER_CALL_LIMIT = 1_000_000;
+export const REQUEST_BUDGET = 10_000_000;
+
+/** CostExceeded ends a rule that went past its per-call limit (cel-go's error text). */
+class CostExceeded extends Error {
+  static readonly TEXT = "operation cancelled: actual cost limit exceeded";
+  constructor() {
+    super(CostExceeded.TEXT);
+  }
+}
+
+/** The running rule's cost so far (undefined: no rule of this server is running, e.g. a function's own CEL). */
+let meter: { used: number } | undefined;
+
+/** charge counts n units against the running rule, ending it past the per-call limit. */
+function charge(n: number): void {
+  if (meter && (meter.used += n) > PER_CALL_LIMIT) throw new CostExceeded();
+}
+
+/**
+ * metered makes every evaluation step of cel-js count: an AST node's first
+ * evaluate() picks the function it will run from then on and stores it on the
+ * node; that function is wrapped to charge a unit (and a tenth of the size of
+ * a string or list it makes) each time. Done once, on the shared node class.
+ */
+function metered(ast: object): void {
+  const proto = Object.getPrototypeOf(ast) as { evaluate: (...a: unknown[]) => unknown; xfnMetered?: boolean };
+  if (proto.xfnMetered) return;
+  const first = proto.evaluate;
+  proto.xfnMetered = true;
+  proto.evaluate = function (this: { evaluate: (...a: unknown[]) => unknown }, ...args: unknown[]) {
+    const out = first.apply(this, args);
+    const chosen = this.evaluate;
+    if (chosen !== proto.evaluate && !(chosen as { xfnCounted?: boolean }).xfnCounted) {
+      const counted = function (this: unknown, ...a: unknown[]) {
+        if (meter) charge(1);
+        const r = chosen.apply(this, a);
+        if (meter && (typeof r === "string" || Array.isArray(r)) && r.length > 10) charge(Math.ceil(r.length / 10));
+        return r;
+      };
+      (counted as { xfnCounted?: boolean }).xfnCounted = true;
+      this.evaluate = counted;
+    }
+    return out;
+  };
+}
+
+/** replaced splits s on a, first charging for the string replacing every a with b would make. */
+function replaced(s: string, a: string, b: string): string[] {
+  const parts = s.split(a);
+  charge(Math.ceil((s.length + (parts.length - 1) * (b.length - a.length)) / 10));
+  return parts;
+}
 
 /** Compiled regular expressions, by pattern: rules match the same few patterns on every write. */
 const REGEXES = new Map<string, RE2JS>();
@@ -113,6 +177,7 @@ export function compileRule(r: JsonValue, where: string): Rule {
     try {
       const parsed = ENV.parse(src);
       onRE2((parsed as unknown as { ast: unknown }).ast);
+      metered((parsed as unknown as { ast: object }).ast);
       return parsed;
     } catch (err) {
       throw new RuleError(invalid(`${where}.${field}`, src, `compilation failed: ${(err as Error).message.split("\n")[0]}`));
@@ -125,8 +190,10 @@ export function compileRule(r: JsonValue, where: string): Rule {
     usesOldSelf: /\boldSelf\b/.test(text),
     run: parse(text, "rule"),
   };
-  if (typeof r["messageExpression"] === "string" && r["messageExpression"].trim())
+  if (typeof r["messageExpression"] === "string" && r["messageExpression"].trim()) {
     rule.messageExpression = parse(r["messageExpression"], "messageExpression");
+    rule.messageExpressionText = r["messageExpression"];
+  }
   if (typeof r["reason"] === "string") rule.reason = r["reason"];
   if (typeof r["fieldPath"] === "string" && r["fieldPath"]) rule.fieldPath = normalizeFieldPath(r["fieldPath"]);
   return rule;
@@ -174,8 +241,50 @@ export function celValue(v: JsonValue | undefined, s: Node | undefined, root = f
 /** runRules evaluates every rule of the schema under root over obj (old: before the write); ratcheted errors go to warnings. */
 export function runRules(obj: JsonObject, root: Node, old: Old, warnings: string[]): FieldError[] {
   const errs: FieldError[] = [];
-  walk(obj, root, "", old, () => false, true, errs, warnings);
+  budget = REQUEST_BUDGET;
+  try {
+    walk(obj, root, "", old, () => false, true, errs, warnings);
+  } catch (err) {
+    // Out of cost: the error is in errs; no further rule runs.
+    if (!(err instanceof OutOfCost)) throw err;
+  }
   return errs;
+}
+
+/** What is left of the running request's cost budget. */
+let budget = REQUEST_BUDGET;
+
+/** OutOfCost stops a request's rules: its error has been recorded. */
+class OutOfCost extends Error {}
+
+/**
+ * metering runs fn as one metered CEL call: its cost comes off the request's
+ * budget. A call past the per-call limit, or past what is left, records
+ * kube's error (what: "rule" or "messageExpression") and stops every rule.
+ */
+function metering<T>(fn: () => T, onStop: (detail: string) => void, what: string): T {
+  meter = { used: 0 };
+  try {
+    const out = fn();
+    if (meter.used > budget) {
+      onStop(
+        what === "rule"
+          ? "validation failed due to running out of cost budget, no further validation rules will be run"
+          : "messageExpression evaluation failed due to running out of cost budget, no further validation rules will be run",
+      );
+      throw new OutOfCost();
+    }
+    return out;
+  } catch (err) {
+    if (err instanceof CostExceeded) {
+      onStop(what);
+      throw new OutOfCost();
+    }
+    throw err;
+  } finally {
+    budget -= meter.used;
+    meter = undefined;
+  }
 }
 
 const NIL = "<nil>";
@@ -235,9 +344,18 @@ function expressions(
     const vars: Record<string, unknown> = { self };
     if (rule.usesOldSelf) vars["oldSelf"] = rule.optionalOldSelf ? (old ? Optional.of(oldSelf) : Optional.none()) : oldSelf;
     let result: unknown;
+    const stop = (detail: string) => errs.push(invalid(here, type, detail));
     try {
-      result = rule.run(vars as Record<string, JsonValue>);
+      result = metering(
+        () => rule.run(vars as Record<string, JsonValue>),
+        (why) =>
+          stop(
+            why === "rule" ? `'${CostExceeded.TEXT}': ${NO_FURTHER} due to call cost exceeds limit for rule: ${errorString(rule)}` : why,
+          ),
+        "rule",
+      );
     } catch (err) {
+      if (err instanceof OutOfCost) throw err;
       errs.push(invalid(here, type, runError(err, rule)));
       continue;
     }
@@ -249,11 +367,18 @@ function expressions(
     const at = rule.fieldPath ? (path ? `${path}.${rule.fieldPath}` : rule.fieldPath) : here;
     let detail = rule.message.trim() ? rule.message.trim() : `failed rule: ${errorString(rule)}`;
     if (rule.messageExpression) {
+      const expr = rule.messageExpression;
       try {
-        const m = rule.messageExpression(vars as Record<string, JsonValue>);
+        const m = metering(
+          () => expr(vars as Record<string, JsonValue>),
+          (why) =>
+            stop(why === "messageExpression" ? `${NO_FURTHER} due to call cost exceeds limit for messageExpression: ${quoted(rule)}` : why),
+          "messageExpression",
+        );
         if (typeof m === "string" && m.trim() && !/\n/.test(m.trim()) && m.trim().length <= 5120) detail = m.trim();
-      } catch {
-        // A messageExpression that fails falls back to the message, as kube-apiserver does.
+      } catch (err) {
+        if (err instanceof OutOfCost) throw err;
+        // A messageExpression that fails otherwise falls back to the message, as kube-apiserver does.
       }
     }
     const value = type === "object" || type === "array" ? OMIT : v;
@@ -269,6 +394,11 @@ function expressions(
     else errs.push(e);
   }
 }
+
+const NO_FURTHER = "no further validation rules will be run";
+
+/** quoted is a rule's messageExpression as Go's %q prints it. */
+const quoted = (rule: Rule): string => JSON.stringify(rule.messageExpressionText ?? "");
 
 function errorString(rule: Rule): string {
   return rule.message.trim() || rule.rule.trim();

@@ -13,6 +13,8 @@ export interface Rule {
   rule: string;
   message: string;
   messageExpression?: ParseResult;
+  /** The messageExpression's text, for the error that stops it. */
+  messageExpressionText?: string;
   reason?: string;
   fieldPath?: string;
   optionalOldSelf: boolean;

@@ -2,13 +2,18 @@
 // its JSON nests (kube-apiserver's decoder allows 10,000 levels; this server
 // takes 1,000, with room below where its stack would run out, and says so),
 // and how large a stored object may be (etcd's default 1.5 MiB request limit,
-// answered with etcd's words). Each refusal leaves the server serving.
+// answered with etcd's words), and what its CEL rules may cost (kube's
+// per-call limit and per-request budget, with the errors of
+// apiextensions-apiserver's pkg/apiserver/schema/cel/validation.go). Each
+// refusal leaves the server serving.
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
+import type { JsonObject } from "@bufbuild/protobuf";
 import { MAX_DEPTH } from "../../src/apiserver/query.js";
+import { CRD_KEY, Store, typeKeyOf } from "../../src/apiserver/store.js";
 import { startDevCluster } from "../../src/apiserver/server.js";
 import { crd } from "../support/cluster.js";
 
@@ -122,6 +127,71 @@ L("an object larger than etcd's 1.5 MiB is refused as etcd refuses it; smaller o
   } finally {
     await c.stop();
   }
+});
+
+/** ruled is a store serving Widgets whose spec has the given rules over a string s and an integer list l. */
+function ruled(rules: string[]): Store {
+  const s = new Store();
+  s.create(CRD_KEY, undefined, {
+    ...crd("example.org", "Widget", "widgets", "Namespaced", [
+      {
+        name: "v1",
+        served: true,
+        storage: true,
+        schema: {
+          openAPIV3Schema: {
+            type: "object",
+            properties: {
+              spec: {
+                type: "object",
+                "x-kubernetes-validations": rules.map((rule) => ({ rule })),
+                properties: { s: { type: "string" }, l: { type: "array", items: { type: "integer" } } },
+              },
+            },
+          },
+        },
+      },
+    ]),
+  } as JsonObject);
+  return s;
+}
+const write = (s: Store, spec: JsonObject) => {
+  try {
+    s.create(typeKeyOf("example.org", "widgets"), "default", {
+      apiVersion: "example.org/v1",
+      kind: "Widget",
+      metadata: { name: "w" },
+      spec,
+    });
+    return "stored";
+  } catch (err) {
+    return (err as Error).message;
+  }
+};
+const list = (n: number) => Array.from({ length: n }, (_, i) => i);
+
+L("a rule past kube's per-call cost limit is stopped with kube's error, before it runs long or grows the heap", () => {
+  const nested = "self.l.all(x, self.l.all(y, self.l.all(z, x + y + z >= 0)))";
+  assert.is(write(ruled([nested]), { l: list(10) }), "stored", "a small list is cheap");
+  assert.is(
+    write(ruled([nested]), { l: list(150) }),
+    `Widget.example.org "w" is invalid: spec: Invalid value: "object": 'operation cancelled: actual cost limit exceeded': ` +
+      `no further validation rules will be run due to call cost exceeds limit for rule: ${nested}`,
+  );
+  // A string that would be 400 million characters is refused before it is made.
+  const before = process.memoryUsage().heapUsed;
+  const blowup = "self.s.replace('a', self.s).size() > 0";
+  assert.match(write(ruled([blowup]), { s: "a".repeat(20_000) }), /call cost exceeds limit for rule: self\.s\.replace/);
+  assert.ok(process.memoryUsage().heapUsed - before < 100_000_000, "the heap did not grow by the string");
+});
+
+L("rules that each fit but together pass the request's budget stop there, with kube's error", () => {
+  const rules = Array.from({ length: 25 }, (_, i) => `self.l.all(x, self.l.all(y, x + y >= ${-i}))`);
+  assert.is(write(ruled(rules.slice(0, 1)), { l: list(250) }), "stored", "one rule fits its call limit");
+  assert.is(
+    write(ruled(rules), { l: list(250) }),
+    'Widget.example.org "w" is invalid: spec: Invalid value: "object": validation failed due to running out of cost budget, no further validation rules will be run',
+  );
 });
 
 L.run();
