@@ -405,13 +405,13 @@ function selectors(c: Call) {
   try {
     labels = parseSelector(c.q.get("labelSelector") ?? "");
   } catch (err) {
-    throw new ApiError(400, "BadRequest", `invalid labelSelector: ${(err as Error).message}`);
+    throw new ApiError(400, "BadRequest", (err as Error).message);
   }
   let fields;
   try {
     fields = parseFieldSelector(c.q.get("fieldSelector") ?? "", c.r.type.kind, c.r.type.group);
   } catch (err) {
-    throw new ApiError(400, "BadRequest", `invalid fieldSelector: ${(err as Error).message}`);
+    throw new ApiError(400, "BadRequest", (err as Error).message);
   }
   return { labels, fields };
 }

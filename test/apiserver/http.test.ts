@@ -348,7 +348,18 @@ H("bad requests get Kubernetes Status errors naming the problem", async () => {
         400,
         /kind Secret does not match the resource \(ConfigMap\)/,
       ],
-      [call("GET", "/api/v1/namespaces/default/configmaps?labelSelector=a%20in%20b"), 400, /invalid labelSelector/],
+      [
+        call("GET", "/api/v1/namespaces/default/configmaps?labelSelector=a%20in%20b"),
+        400,
+        /^unable to parse requirement: found 'b' expected: '\('$/,
+      ],
+      [
+        call("GET", "/api/v1/namespaces/default/configmaps?labelSelector=app%3Da%3Db"),
+        400,
+        /^found '=', expected: ',' or 'end of string'$/,
+      ],
+      [call("GET", "/api/v1/namespaces/default/configmaps?fieldSelector=foo"), 400, /^invalid selector: 'foo'; can't understand 'foo'$/],
+      [call("GET", "/api/v1/namespaces/default/configmaps?fieldSelector=spec.x%3D1"), 400, /^field label not supported: spec\.x$/],
       [
         call("PATCH", "/api/v1/namespaces/default/configmaps/nope", "{}", "application/merge-patch+json"),
         404,

@@ -341,9 +341,39 @@ const selCases: Record<string, [string, Record<string, string>, boolean]> = {
   NotExists: ["!a", { a: "1" }, false],
   All: ["a=1,b in (2,3),!c", { a: "1", b: "3" }, true],
   Empty: ["", { any: "x" }, true],
+  // From apimachinery's labels selector_test.go (TestSelectorMatches, TestLexerSequence's shapes).
+  EmptyValueIn: ["a in ()", { a: "" }, true],
+  SpacesAround: ["  x = y  ,  z ", { x: "y", z: "" }, true],
+  InAsValue: ["a=in", { a: "in" }, true],
+  GreaterThan: ["n>5", { n: "6" }, true],
+  LessThanNotInteger: ["n<5", { n: "x" }, false],
+  NotExistsAbsent: ["!a", {}, true],
+  TrailingEmptyValue: ["a=", { a: "" }, true],
 };
 for (const [name, [sel, labels, want]] of Object.entries(selCases)) Sel(name, () => assert.is(matches(parseSelector(sel), labels), want));
-Sel("junk is refused", () => assert.throws(() => parseSelector("a in b"), /unable to parse requirement/));
+// What parsing refuses, with apimachinery's words (labels/selector.go's Parser).
+const badSelectors: Record<string, [string, string]> = {
+  ValueWithEquals: ["app=a=b", "found '=', expected: ',' or 'end of string'"],
+  InWithoutParens: ["a in b", "unable to parse requirement: found 'b' expected: '('"],
+  UnclosedIn: ["a in (b", "unable to parse requirement: found '', expected: ',' or ')'"],
+  TrailingComma: ["a=b,", "found '', expected: identifier after ','"],
+  LeadingOperator: ["=a", "found '=', expected: !, identifier, or 'end of string'"],
+  BadKey: ["-a=b", 'unable to parse requirement: key: Invalid value: "-a": name part must consist of'],
+  BadValue: ["a=b_", 'unable to parse requirement: values[0][a]: Invalid value: "b_": a valid label must be an empty string'],
+  NotIntegerGt: [
+    "a>b",
+    `unable to parse requirement: values[0]: Invalid value: "b": for 'Gt', 'Lt' operators, the value must be an integer`,
+  ],
+  NotWithValue: ["!a=b", "found '=', expected: ',' or 'end of string'"],
+  UnknownSymbol: ["a=>b", "unable to parse requirement: found '>', expected: identifier"],
+};
+for (const [name, [sel, want]] of Object.entries(badSelectors))
+  Sel(`refused: ${name}`, () =>
+    assert.throws(
+      () => parseSelector(sel),
+      (e: Error) => e.message.startsWith(want) || (console.error(`${sel}: ${e.message}`), false),
+    ),
+  );
 
 S.run();
 SSA.run();
