@@ -143,6 +143,98 @@ interface ManagedEntry {
   time?: string;
   fieldsType: "FieldsV1";
   fieldsV1: JsonObject;
+  subresource?: string;
+}
+
+/**
+ * An owner of fields, as kube keys managedFields entries: a manager, with the
+ * operation (Apply or Update) and the subresource it wrote through. One
+ * manager that both applies and updates owns two sets.
+ */
+const ownerKey = (e: { manager: string; operation: string; subresource?: string | undefined }) =>
+  JSON.stringify([e.manager, e.operation, e.subresource ?? ""]);
+const ownerOf = (key: string) => {
+  const [manager, operation, subresource] = JSON.parse(key) as [string, string, string];
+  return { manager, operation, ...(subresource ? { subresource } : {}) };
+};
+
+/** entriesOf reads an object's managedFields. */
+function entriesOf(o: JsonObject | undefined): ManagedEntry[] {
+  const m = o ? ensureMeta(o)["managedFields"] : undefined;
+  return (Array.isArray(m) ? (m.filter(isObject) as unknown as ManagedEntry[]) : []).map((e) => structuredClone(e));
+}
+
+/** entriesFrom writes owners' fields back as managedFields, each owner's entry kept as it was unless it is the writer's. */
+function entriesFrom(owned: Map<string, Path[]>, before: ManagedEntry[], writer: string, apiVersion: string, time: string): ManagedEntry[] {
+  return [...owned]
+    .filter(([, ps]) => ps.length > 0)
+    .map(([key, ps]) => {
+      const prior = before.find((e) => ownerKey(e) === key);
+      return {
+        ...ownerOf(key),
+        apiVersion: key === writer ? apiVersion : (prior?.apiVersion ?? apiVersion),
+        time: key === writer ? time : (prior?.time ?? time),
+        fieldsType: "FieldsV1" as const,
+        fieldsV1: toFieldsV1(ps),
+      };
+    })
+    .map(({ subresource, ...e }) => ({ ...e, ...(subresource ? { subresource } : {}) }));
+}
+
+/** conflictWith names an owner in a conflict as kube does: an Update's manager with the version it wrote. */
+function conflictWith(key: string, before: ManagedEntry[]): string {
+  const o = ownerOf(key);
+  if (o.operation === "Apply") return JSON.stringify(o.manager);
+  const prior = before.find((e) => ownerKey(e) === key);
+  return `${JSON.stringify(o.manager)} using ${prior?.apiVersion ?? "v1"}`;
+}
+
+/**
+ * recordUpdate is the managedFields of a write that is not an apply (create,
+ * update, patch) by manager, as kube's field manager keeps them: the writer
+ * takes the fields whose values it set or changed from whoever owned them,
+ * fields it removed are no one's, the rest stay with their owners. A later
+ * apply of a field an updater owns, to another value, conflicts with it.
+ */
+export function recordUpdate(
+  current: JsonObject | undefined,
+  next: JsonObject,
+  writer: { manager: string; subresource?: string },
+  time: string,
+): JsonValue {
+  const before = entriesOf(current);
+  const owned = new Map(before.map((e) => [ownerKey(e), fromFieldsV1(e.fieldsV1)]));
+  const changed: Path[] = [];
+  const removed: Path[] = [];
+  diffPaths(current, next, [], changed, removed);
+  const key = ownerKey({ manager: writer.manager, operation: "Update", subresource: writer.subresource });
+  const taken = [...changed, ...removed];
+  for (const [k, ps] of owned)
+    owned.set(
+      k,
+      ps.filter((q) => !taken.some((p) => overlaps(p, q))),
+    );
+  owned.set(key, [...(owned.get(key) ?? []), ...changed]);
+  return entriesFrom(owned, before, key, String(next["apiVersion"] ?? ""), time) as unknown as JsonValue;
+}
+
+/** diffPaths lists the leaf paths next sets to a new value, and the paths it no longer has, against old. */
+function diffPaths(old: JsonValue | undefined, next: JsonValue, prefix: Path, changed: Path[], removed: Path[]): void {
+  if (!isObject(next) || !isObject(old)) {
+    if (JSON.stringify(old) !== JSON.stringify(next)) changed.push(...leafPaths(next, prefix));
+    return;
+  }
+  for (const [k, v] of Object.entries(next)) {
+    if (prefix.length === 0 && IDENTITY.has(k)) continue;
+    if (prefix.length === 1 && prefix[0] === "metadata" && !META_OWNED.has(k)) continue;
+    if (!Object.hasOwn(old, k)) changed.push(...leafPaths(v, [...prefix, k]));
+    else diffPaths(old[k], v, [...prefix, k], changed, removed);
+  }
+  for (const k of Object.keys(old)) {
+    if (prefix.length === 0 && IDENTITY.has(k)) continue;
+    if (prefix.length === 1 && prefix[0] === "metadata" && !META_OWNED.has(k)) continue;
+    if (!Object.hasOwn(next, k)) removed.push([...prefix, k]);
+  }
 }
 
 function toFieldsV1(paths: Path[]): JsonObject {
@@ -176,19 +268,19 @@ export function apply(
   force: boolean,
   scope: (p: Path) => boolean,
   time: string,
+  subresource = "",
 ): JsonObject {
   const base: JsonObject = current
     ? structuredClone(current)
     : { apiVersion: applied["apiVersion"]!, kind: applied["kind"]!, metadata: {} };
-  const managed: ManagedEntry[] = (
-    Array.isArray(ensureMeta(base)["managedFields"]) ? (ensureMeta(base)["managedFields"] as unknown as ManagedEntry[]) : []
-  ).map((e) => structuredClone(e));
-  const owned = new Map(managed.map((e) => [e.manager, fromFieldsV1(e.fieldsV1)]));
+  const managed = entriesOf(base);
+  const owned = new Map(managed.map((e) => [ownerKey(e), fromFieldsV1(e.fieldsV1)]));
+  const self = ownerKey({ manager, operation: "Apply", subresource: subresource || undefined });
   const paths = leafPaths(applied).filter(scope);
   const conflicts: string[] = [];
   for (const p of paths) {
     for (const [other, theirs] of owned) {
-      if (other === manager) continue;
+      if (other === self) continue;
       for (const q of theirs) {
         if (!overlaps(p, q)) continue;
         if (JSON.stringify(getAt(base, p)) === JSON.stringify(getAt(applied, p))) continue;
@@ -197,7 +289,7 @@ export function apply(
             other,
             (owned.get(other) ?? []).filter((x) => !overlaps(x, p)),
           );
-        else conflicts.push(`conflict with "${other}": .${p.join(".")}`);
+        else conflicts.push(`conflict with ${conflictWith(other, managed)}: .${p.join(".")}`);
       }
     }
   }
@@ -207,11 +299,11 @@ export function apply(
       "Conflict",
       `Apply failed with ${conflicts.length} conflict${conflicts.length > 1 ? "s" : ""}: ${[...new Set(conflicts)].join("; ")}`,
     );
-  const previous = (owned.get(manager) ?? []).filter(scope);
+  const previous = (owned.get(self) ?? []).filter(scope);
   const kept = new Set(paths.map(enc));
   for (const p of previous) {
     if (kept.has(enc(p))) continue;
-    if ([...owned].some(([other, theirs]) => other !== manager && theirs.some((q) => overlaps(p, q)))) continue;
+    if ([...owned].some(([other, theirs]) => other !== self && theirs.some((q) => overlaps(p, q)))) continue;
     deleteAt(base, p);
   }
   let merged = base;
@@ -222,20 +314,7 @@ export function apply(
       p.reduceRight<JsonValue>((acc, k) => ({ [k]: acc }), v),
     ) as JsonObject;
   }
-  owned.set(manager, [...(owned.get(manager) ?? []).filter((q) => !scope(q)), ...paths]);
-  const entries: ManagedEntry[] = [...owned]
-    .filter(([, ps]) => ps.length > 0)
-    .map(([m, ps]) => {
-      const before = managed.find((e) => e.manager === m);
-      return {
-        manager: m,
-        operation: before?.operation ?? "Apply",
-        apiVersion: String(applied["apiVersion"]),
-        time: m === manager ? time : (before?.time ?? time),
-        fieldsType: "FieldsV1" as const,
-        fieldsV1: toFieldsV1(ps),
-      };
-    });
-  ensureMeta(merged)["managedFields"] = entries as unknown as JsonValue;
+  owned.set(self, [...(owned.get(self) ?? []).filter((q) => !scope(q)), ...paths]);
+  ensureMeta(merged)["managedFields"] = entriesFrom(owned, managed, self, String(applied["apiVersion"]), time) as unknown as JsonValue;
   return merged;
 }

@@ -15,10 +15,11 @@ import { table, tableVersion } from "./table.js";
 import { Journal } from "./persist.js";
 import { Pages } from "./pages.js";
 import { checkDepth, int64Param, resourceVersionParam } from "./query.js";
-import { isReview, review, REVIEW_GROUPS, reviewResources } from "./reviews.js";
+import { isReview, review, reviewResources } from "./reviews.js";
+import { discovery, groups } from "./discovery.js";
 import { ApiError } from "./errors.js";
 import { OMIT, refusal } from "./fielderr.js";
-import { Store, typeKeyOf } from "./store.js";
+import { Store, typeKeyOf, type Writer } from "./store.js";
 import { ensureMeta, type ResourceType, type Watcher } from "./types.js";
 import { isObject } from "../json.js";
 
@@ -124,46 +125,6 @@ interface Route {
   subresource?: string;
 }
 
-function discovery(store: Store, group: string, version: string): JsonObject | undefined {
-  const resources: JsonObject[] = [];
-  for (const t of store.types.values()) {
-    if (t.group !== group || !t.versions.includes(version)) continue;
-    resources.push({
-      name: t.plural,
-      singularName: t.singular,
-      namespaced: t.namespaced,
-      kind: t.kind,
-      verbs: ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"],
-      ...(t.shortNames.length ? { shortNames: t.shortNames } : {}),
-      ...(t.categories?.length ? { categories: t.categories } : {}),
-    });
-    if (t.statusSubresource)
-      resources.push({
-        name: `${t.plural}/status`,
-        singularName: "",
-        namespaced: t.namespaced,
-        kind: t.kind,
-        verbs: ["get", "patch", "update"],
-      });
-  }
-  if (resources.length === 0) return undefined;
-  return { kind: "APIResourceList", apiVersion: "v1", groupVersion: group ? `${group}/${version}` : version, resources };
-}
-
-function groups(store: Store): JsonObject {
-  const byGroup = new Map<string, Set<string>>(REVIEW_GROUPS.map((g) => [g, new Set(["v1"])]));
-  for (const t of store.types.values())
-    if (t.group) for (const v of t.versions) (byGroup.get(t.group) ?? byGroup.set(t.group, new Set()).get(t.group)!).add(v);
-  return {
-    kind: "APIGroupList",
-    apiVersion: "v1",
-    groups: [...byGroup].sort().map(([name, vs]) => {
-      const versions = [...vs].map((v) => ({ groupVersion: `${name}/${v}`, version: v }));
-      return { name, versions, preferredVersion: versions[0]! };
-    }),
-  };
-}
-
 function route(store: Store, path: string): Route | "discovery" | undefined {
   const segs = path.split("/").filter(Boolean).map(decodeURIComponent);
   let group: string;
@@ -201,8 +162,10 @@ const asVersion = (o: JsonObject, r: Route): JsonObject => ({ ...o, apiVersion: 
 
 function checkKind(r: Route, body: JsonValue): JsonObject {
   if (!isObject(body)) throw new ApiError(400, "BadRequest", "the request body must be an object");
-  // A patch can make an object deeper than either of its parts.
-  checkDepth(body, "the object");
+  // A patch can make an object deeper than either of its parts. (managedFields mirror the object's
+  // fields a few levels down: they are the server's, and not counted.)
+  const meta = isObject(body["metadata"]) ? { ...body["metadata"], managedFields: null } : body["metadata"];
+  checkDepth(meta === undefined ? body : { ...body, metadata: meta }, "the object");
   if (body["kind"] !== undefined && body["kind"] !== r.type.kind)
     throw new ApiError(400, "BadRequest", `kind ${String(body["kind"])} does not match the resource (${r.type.kind})`);
   // As the API server: the version in the object must be the one the request is made in.
@@ -399,6 +362,20 @@ function dryRun(c: Call, options: "CreateOptions" | "UpdateOptions" | "PatchOpti
   ]);
 }
 
+/**
+ * writer is who makes a write: the request's fieldManager, else the first part
+ * of its User-Agent (kube's prefixFromUserAgent: "kubectl" from
+ * "kubectl/v1.31.0 (linux/amd64) ..."), through the subresource it names.
+ */
+function writer(c: Call): Writer {
+  const named = c.q.get("fieldManager");
+  const agent = [...(c.req.headers["user-agent"] ?? "").split("/")[0]!]
+    .filter((ch) => ch >= " " && ch !== "\u007f")
+    .join("")
+    .slice(0, 128);
+  return { manager: named || agent || "unknown", ...(c.r.subresource ? { subresource: c.r.subresource } : {}) };
+}
+
 /** selectors reads a list's or watch's label and field selectors, refusing malformed ones. */
 function selectors(c: Call) {
   let labels;
@@ -465,7 +442,11 @@ const VERBS: Record<Verb, (s: Served, c: Call) => Promise<void>> = {
   },
   async create(s, c) {
     const body = decoded(c, checkKind(c.r, parseBody(await readBody(c.req), contentType(c.req) === "application/yaml")));
-    const created = s.store.create(c.typeKey, c.r.namespace, body, { warnings: c.warnings, dryRun: dryRun(c, "CreateOptions") });
+    const created = s.store.create(c.typeKey, c.r.namespace, body, {
+      warnings: c.warnings,
+      dryRun: dryRun(c, "CreateOptions"),
+      manager: writer(c),
+    });
     return s.reply(warned(c), 201, asVersion(created, c.r));
   },
   async update(s, c) {
@@ -475,6 +456,7 @@ const VERBS: Record<Verb, (s: Served, c: Call) => Promise<void>> = {
       finalize: c.r.subresource === "finalize",
       warnings: c.warnings,
       dryRun: dryRun(c, "UpdateOptions"),
+      manager: writer(c),
     });
     return s.reply(warned(c), 200, asVersion(updated, c.r));
   },
@@ -499,6 +481,7 @@ const VERBS: Record<Verb, (s: Served, c: Call) => Promise<void>> = {
       status: c.isStatus,
       warnings: c.warnings,
       dryRun: dryRun(c, "PatchOptions"),
+      manager: writer(c),
     });
     return s.reply(warned(c), 200, asVersion(updated, r));
   },
@@ -576,7 +559,7 @@ async function serverSideApply(s: Served, c: Call): Promise<void> {
       ? (p: string[]) => p[0] !== "status"
       : () => true;
   // Defaults go into the stored object, not the applier's intent, so the applier does not own them.
-  const merged = apply(current, applied, manager, q.get("force") === "true", scope, kubeTimestamp(new Date()));
+  const merged = apply(current, applied, manager, q.get("force") === "true", scope, kubeTimestamp(new Date()), c.isStatus ? "status" : "");
   if (r.type.group === "" && (r.type.kind === "ConfigMap" || r.type.kind === "Secret")) decodeData(r.type.kind, merged);
   schema?.decode(merged);
   if (!current) {

@@ -24,6 +24,10 @@ import { Schema } from "./schema.js";
 import { RuleError } from "./cel.js";
 import { ApiError } from "./errors.js";
 import { crdErrors, prepareCRD } from "./crd.js";
+import { recordUpdate } from "./patch.js";
+
+/** Writer is who makes a write that is not an apply: its field manager, and the subresource it writes through. */
+export type Writer = { manager: string; subresource?: string };
 import { ensureMeta, type ResourceType, type Snapshot, type StoreEvent, type Watcher } from "./types.js";
 import {
   admitCreate,
@@ -226,7 +230,7 @@ export class Store {
     typeKey: string,
     namespace: string | undefined,
     body: JsonObject,
-    opts: { warnings?: string[]; dryRun?: boolean } = {},
+    opts: { warnings?: string[]; dryRun?: boolean; manager?: Writer } = {},
   ): JsonObject {
     const t = this.mustType(typeKey);
     const obj = structuredClone(body);
@@ -257,6 +261,7 @@ export class Store {
     if (namespace) m["namespace"] = namespace;
     m["uid"] = randomUUID();
     m["creationTimestamp"] = this.timestamp();
+    if (opts.manager) m["managedFields"] = recordUpdate(undefined, obj, opts.manager, m["creationTimestamp"]);
     // Only kinds whose strategy keeps a generation have one: CRDs and custom resources, not core kinds.
     if (t.crd || typeKey === CRD_KEY) m["generation"] = 1;
     delete m["deletionTimestamp"];
@@ -281,7 +286,7 @@ export class Store {
     namespace: string | undefined,
     name: string,
     body: JsonObject,
-    opts: { status?: boolean; applied?: boolean; warnings?: string[]; dryRun?: boolean; finalize?: boolean } = {},
+    opts: { status?: boolean; applied?: boolean; warnings?: string[]; dryRun?: boolean; finalize?: boolean; manager?: Writer } = {},
   ): JsonObject {
     const { t, map, key, current } = this.existing(typeKey, namespace, name);
     const bm = isObject(body["metadata"]) ? body["metadata"] : {};
@@ -329,6 +334,8 @@ export class Store {
       if (cm[k] === undefined) delete nm[k];
       else nm[k] = structuredClone(cm[k]!);
     }
+    // A write that is not an apply takes the fields it changed (kube's field manager, operation Update).
+    if (opts.manager && !opts.applied) nm["managedFields"] = recordUpdate(current, next, opts.manager, this.timestamp());
     // Once deleting, finalizers may only be removed.
     if (cm["deletionTimestamp"]) {
       const before = new Set(stringList(cm["finalizers"]));

@@ -141,9 +141,10 @@ D("update, merge and JSON patch, apply, status: answered at the version they rep
       "application/json-patch+json",
     );
     assert.equal([json.status, json.body.spec.size], [200, 9]);
+    // force: the create's manager owns spec.size (kube's field manager records non-apply writes too).
     const apply = await call(
       "PATCH",
-      `${BASE}/w1?dryRun=All&fieldManager=me`,
+      `${BASE}/w1?dryRun=All&fieldManager=me&force=true`,
       { apiVersion: "example.org/v1", kind: "Widget", metadata: { name: "w1" }, spec: { size: 3 } },
       "application/apply-patch+yaml",
     );

@@ -1,0 +1,140 @@
+// managedFields for every write, as kube-apiserver's field manager keeps them
+// (k8s.io/apiserver pkg/endpoints/handlers/fieldmanager, structured-merge-diff):
+// a create, update or patch records its manager (the fieldManager parameter,
+// else the User-Agent's first part) with operation Update as the owner of the
+// fields it set or changed, status writes under the status subresource, and a
+// later server-side apply of such a field to another value conflicts with it,
+// naming the manager "using" the version it wrote. Over HTTP and with kubectl.
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { suite } from "uvu";
+import * as assert from "uvu/assert";
+import { startDevCluster, type DevCluster } from "../../src/apiserver/server.js";
+import { crd, kubectlFor } from "../support/cluster.js";
+import { needs } from "../support/needs.js";
+
+const M = suite("dev-cluster: managedFields for every write");
+const MK = needs(M, "kubectl");
+
+let scratch: string;
+M.before(() => {
+  scratch = mkdtempSync(join(tmpdir(), "xfn-managed-"));
+});
+M.after(() => rmSync(scratch, { recursive: true, force: true }));
+
+const CM = "/api/v1/namespaces/default/configmaps";
+const caller =
+  (c: DevCluster) =>
+  async (method: string, path: string, body: unknown, type = "application/json", agent = "test-agent/1.0") => {
+    const r = await fetch(`${c.url}${path}`, {
+      method,
+      headers: { "Content-Type": type, "User-Agent": agent },
+      body: typeof body === "string" ? body : JSON.stringify(body),
+    });
+    return { status: r.status, body: (await r.json()) as any };
+  };
+/** owners sums up managedFields as "manager/operation[/subresource]: field, field". */
+const owners = (o: any): Record<string, string> => {
+  const out: Record<string, string> = {};
+  const walk = (f: any, prefix: string[]): string[] => {
+    const keys = Object.keys(f ?? {}).filter((k) => k.startsWith("f:"));
+    if (keys.length === 0) return [prefix.join(".")];
+    return keys.flatMap((k) => walk(f[k], [...prefix, k.slice(2)]));
+  };
+  for (const e of o.metadata.managedFields ?? [])
+    out[[e.manager, e.operation, ...(e.subresource ? [e.subresource] : [])].join("/")] = walk(e.fieldsV1, []).sort().join(", ");
+  return out;
+};
+
+M("create, update and patch record their managers as owners of what they changed; apply conflicts with them", async () => {
+  const c = await startDevCluster();
+  const call = caller(c);
+  try {
+    const made = await call("POST", `${CM}?fieldManager=creator`, {
+      metadata: { name: "cm", labels: { a: "1" } },
+      data: { x: "1", keep: "k" },
+    });
+    assert.is(made.status, 201);
+    assert.equal(owners(made.body), { "creator/Update": "data.keep, data.x, metadata.labels.a" });
+    const e = made.body.metadata.managedFields[0];
+    assert.equal([e.apiVersion, e.fieldsType, typeof e.time], ["v1", "FieldsV1", "string"]);
+    // An update takes what it changed (x, and the new y); the creator keeps what it alone set.
+    const put = await call("PUT", `${CM}/cm?fieldManager=editor`, { ...made.body, data: { x: "2", y: "3", keep: "k" } });
+    assert.equal(owners(put.body), { "creator/Update": "data.keep, metadata.labels.a", "editor/Update": "data.x, data.y" });
+    // Without fieldManager, the User-Agent names the writer; a removed field is no one's.
+    const patched = await call(
+      "PATCH",
+      `${CM}/cm`,
+      { data: { y: null } },
+      "application/merge-patch+json",
+      "kubectl-patch/v1.31.0 (linux/amd64)",
+    );
+    assert.equal(owners(patched.body), { "creator/Update": "data.keep, metadata.labels.a", "editor/Update": "data.x" });
+    // A write that changes nothing records nothing.
+    const same = await call("PATCH", `${CM}/cm?fieldManager=idle`, { data: { x: "2" } }, "application/merge-patch+json");
+    assert.is(owners(same.body)["idle/Update"], undefined);
+    // An apply of editor's field to another value conflicts, naming editor with the version it wrote.
+    const applied = { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "cm" }, data: { x: "9" } };
+    const conflict = await call("PATCH", `${CM}/cm?fieldManager=applier`, applied, "application/apply-patch+yaml");
+    assert.is(conflict.status, 409);
+    assert.is(conflict.body.message, 'Apply failed with 1 conflict: conflict with "editor" using v1: .data.x');
+    // Agreeing with the value is no conflict (both own it); forcing another value takes it from every other owner.
+    assert.is(
+      (await call("PATCH", `${CM}/cm?fieldManager=agree`, { ...applied, data: { x: "2" } }, "application/apply-patch+yaml")).status,
+      200,
+    );
+    const forced = await call("PATCH", `${CM}/cm?fieldManager=applier&force=true`, applied, "application/apply-patch+yaml");
+    assert.is(forced.status, 200);
+    assert.equal(owners(forced.body), {
+      "creator/Update": "data.keep, metadata.labels.a",
+      "applier/Apply": "data.x",
+    });
+  } finally {
+    await c.stop();
+  }
+});
+
+M("a status write is recorded under the status subresource", async () => {
+  const c = await startDevCluster();
+  const call = caller(c);
+  try {
+    await call("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd("example.org", "Widget", "widgets", "Namespaced"));
+    const base = "/apis/example.org/v1/namespaces/default/widgets";
+    await call("POST", `${base}?fieldManager=owner`, {
+      apiVersion: "example.org/v1",
+      kind: "Widget",
+      metadata: { name: "w" },
+      spec: { size: 1 },
+    });
+    const st = await call(
+      "PATCH",
+      `${base}/w/status?fieldManager=controller`,
+      { status: { phase: "Ready" } },
+      "application/merge-patch+json",
+    );
+    assert.equal(owners(st.body), { "owner/Update": "spec.size", "controller/Update/status": "status.phase" });
+  } finally {
+    await c.stop();
+  }
+});
+
+MK("kubectl apply --server-side conflicts with what kubectl create wrote, as on a real cluster", async () => {
+  const c = await startDevCluster();
+  const kubectl = kubectlFor(c, scratch);
+  try {
+    assert.is((await kubectl("create", "configmap", "k", "--from-literal=x=1")).code, 0);
+    const file = join(scratch, "k.yaml");
+    writeFileSync(file, "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: k\ndata:\n  x: '2'\n");
+    const r = await kubectl("apply", "--server-side", "-f", file);
+    assert.is.not(r.code, 0);
+    assert.match(r.out, /conflict with "kubectl-create" using v1: \.data\.x/);
+    assert.is((await kubectl("apply", "--server-side", "--force-conflicts", "-f", file)).code, 0);
+    const got = await kubectl("get", "configmap", "k", "--show-managed-fields", "-o", "jsonpath={.metadata.managedFields[*].manager}");
+    assert.match(got.out, /kubectl/);
+  } finally {
+    await c.stop();
+  }
+});
+
+M.run();
