@@ -208,11 +208,28 @@ function normalizeFieldPath(p: string): string {
   return parts.join(".");
 }
 
+/** How a string of a format is read into CEL, as kube's UnstructuredToVal reads it; a value that does not read stays a string. */
+const FORMATTED: Record<string, (v: string) => unknown> = {
+  "date-time": (v) => ENV.evaluate("timestamp(v)", { v }),
+  date: (v) => ENV.evaluate("timestamp(v)", { v: `${v}T00:00:00Z` }),
+  duration: (v) => ENV.evaluate("duration(v)", { v }),
+  byte: (v) => new Uint8Array(Buffer.from(v, "base64")),
+};
+
 /**
  * celValue is v as a rule sees it under schema s: integers as CEL ints,
- * everything else as is; at the root, only the metadata rules may read.
+ * strings of format date-time and date as timestamps, duration as durations
+ * and byte as bytes, everything else as is; at the root, only the metadata
+ * rules may read.
  */
 export function celValue(v: JsonValue | undefined, s: Node | undefined, root = false): unknown {
+  if (typeof v === "string" && s?.format && Object.hasOwn(FORMATTED, s.format)) {
+    try {
+      return FORMATTED[s.format]!(v);
+    } catch {
+      return v;
+    }
+  }
   if (typeof v === "number") {
     const int = s && s.types.length ? s.types.includes("integer") && !s.types.includes("number") : true;
     return int && Number.isSafeInteger(v) ? BigInt(v) : v;

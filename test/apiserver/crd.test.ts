@@ -208,4 +208,38 @@ C("status.storedVersions records each storage version; a version still stored ca
   assert.equal((s.get(CRD_KEY, undefined, "widgets.example.org")["spec"] as any).versions.length, 1);
 });
 
+C("rules see date-time and date strings as timestamps, duration as durations and byte as bytes (kube's UnstructuredToVal)", () => {
+  const s = new Store();
+  const rules = [
+    "self.at < timestamp('2030-01-01T00:00:00Z')",
+    "self.d > duration('1m')",
+    "size(self.b) == 3",
+    "self.day.getFullYear() == 2026",
+    "self.at + self.d > self.at",
+  ];
+  const crd = base({
+    type: "object",
+    "x-kubernetes-validations": rules.map((rule) => ({ rule })),
+    properties: {
+      at: { type: "string", format: "date-time" },
+      d: { type: "string", format: "duration" },
+      b: { type: "string", format: "byte" },
+      day: { type: "string", format: "date" },
+    },
+  });
+  s.create(CRD_KEY, undefined, crd);
+  const write = (name: string, spec: JsonObject) => {
+    try {
+      s.create("example.org/widgets", "default", { apiVersion: "example.org/v1", kind: "Widget", metadata: { name }, spec });
+      return "stored";
+    } catch (err) {
+      return (err as Error).message;
+    }
+  };
+  assert.is(write("ok", { at: "2026-11-27T10:00:00Z", d: "5m", b: "AQID", day: "2026-05-01" }), "stored");
+  const refused = write("no", { at: "2031-01-01T00:00:00Z", d: "30s", b: "AQ==", day: "2025-05-01" });
+  for (const r of rules.slice(0, 4)) assert.ok(refused.includes(`failed rule: ${r}`), `${r}: ${refused}`);
+  assert.not.ok(refused.includes(rules[4]!), refused);
+});
+
 C.run();
