@@ -306,14 +306,14 @@ export function apply(
     if ([...owned].some(([other, theirs]) => other !== self && theirs.some((q) => overlaps(p, q)))) continue;
     deleteAt(base, p);
   }
-  let merged = base;
+  // The applied fields (in scope), gathered into one object and merged in once.
+  const fields: JsonObject = {};
   for (const p of paths) {
-    const v = getAt(applied, p)!;
-    merged = deepMerge(
-      merged,
-      p.reduceRight<JsonValue>((acc, k) => ({ [k]: acc }), v),
-    ) as JsonObject;
+    let at = fields;
+    for (const k of p.slice(0, -1)) at = (isObject(at[k]) ? at[k] : (at[k] = {})) as JsonObject;
+    if (p.length) at[p[p.length - 1]!] = structuredClone(getAt(applied, p)!);
   }
+  const merged = deepMerge(base, fields) as JsonObject;
   owned.set(self, [...(owned.get(self) ?? []).filter((q) => !scope(q)), ...paths]);
   ensureMeta(merged)["managedFields"] = entriesFrom(owned, managed, self, String(applied["apiVersion"]), time) as unknown as JsonValue;
   return merged;

@@ -162,10 +162,6 @@ const asVersion = (o: JsonObject, r: Route): JsonObject => ({ ...o, apiVersion: 
 
 function checkKind(r: Route, body: JsonValue): JsonObject {
   if (!isObject(body)) throw new ApiError(400, "BadRequest", "the request body must be an object");
-  // A patch can make an object deeper than either of its parts. (managedFields mirror the object's
-  // fields a few levels down: they are the server's, and not counted.)
-  const meta = isObject(body["metadata"]) ? { ...body["metadata"], managedFields: null } : body["metadata"];
-  checkDepth(meta === undefined ? body : { ...body, metadata: meta }, "the object");
   if (body["kind"] !== undefined && body["kind"] !== r.type.kind)
     throw new ApiError(400, "BadRequest", `kind ${String(body["kind"])} does not match the resource (${r.type.kind})`);
   // As the API server: the version in the object must be the one the request is made in.
@@ -472,8 +468,14 @@ const VERBS: Record<Verb, (s: Served, c: Call) => Promise<void>> = {
     let next: JsonObject;
     if (ct === "application/merge-patch+json" || ct === "application/strategic-merge-patch+json")
       next = mergePatch(current, patch) as JsonObject;
-    else if (ct === "application/json-patch+json") next = jsonPatch(current, patch);
-    else throw new ApiError(415, "UnsupportedMediaType", `the patch content type ${JSON.stringify(ct)} is not supported`);
+    else if (ct === "application/json-patch+json") {
+      next = jsonPatch(current, patch);
+      // A JSON patch can add a deep value at a deep path: deeper than either. (A merge patch or an apply
+      // puts each value where it was, so it nests no deeper than they do. managedFields, the server's
+      // own mirror of the fields a few levels down, are not counted.)
+      const meta = isObject(next["metadata"]) ? { ...next["metadata"], managedFields: null } : next["metadata"];
+      checkDepth(meta === undefined ? next : { ...next, metadata: meta }, "the object");
+    } else throw new ApiError(415, "UnsupportedMediaType", `the patch content type ${JSON.stringify(ct)} is not supported`);
     // A patch that names no resourceVersion never conflicts.
     const named = isObject(patch) && isObject(patch["metadata"]) && patch["metadata"]["resourceVersion"] !== undefined;
     if (!named) ensureMeta(next)["resourceVersion"] = ensureMeta(current)["resourceVersion"]!;
@@ -547,12 +549,8 @@ async function serverSideApply(s: Served, c: Call): Promise<void> {
   const am = isObject(applied["metadata"]) ? applied["metadata"] : {};
   if (am["name"] !== undefined && am["name"] !== r.name)
     throw new ApiError(400, "BadRequest", `the name of the object (${String(am["name"])}) does not match the name on the URL (${r.name})`);
-  let current: JsonObject | undefined;
-  try {
-    current = s.store.get(c.typeKey, r.namespace, r.name!);
-  } catch (err) {
-    if (!(err instanceof ApiError && err.code === 404) || c.isStatus) throw err;
-  }
+  // (find, not get: most applies make a new object, and a 404 error costs a stack trace each time.)
+  const current = c.isStatus ? s.store.get(c.typeKey, r.namespace, r.name!) : s.store.find(c.typeKey, r.namespace, r.name!);
   const scope = c.isStatus
     ? (p: string[]) => p[0] === "status"
     : r.type.statusSubresource

@@ -88,6 +88,15 @@ export class Store {
     timestamp: () => this.timestamp(),
   });
   private settling = false;
+  /** Each stored object's volatileFree JSON, once known (stored objects are never changed in place). */
+  private readonly texts = new WeakMap<JsonObject, string>();
+
+  /** textOf is a stored object's volatileFree JSON, remembered. */
+  private textOf(o: JsonObject): string {
+    let t = this.texts.get(o);
+    if (t === undefined) this.texts.set(o, (t = volatileFree(o)));
+    return t;
+  }
   /** Watches, and the event history they resume from. */
   private readonly fanout: Fanout;
   private readonly now: () => Date;
@@ -139,6 +148,12 @@ export class Store {
   }
 
   // --- reading -------------------------------------------------------------
+
+  /** find is the object at typeKey, namespace and name (a copy), or undefined: a get that does not throw. */
+  find(typeKey: string, namespace: string | undefined, name: string): JsonObject | undefined {
+    const o = this.objects.get(typeKey)?.get(objectKey(namespace, name));
+    return o ? structuredClone(o) : undefined;
+  }
 
   get(typeKey: string, namespace: string | undefined, name: string): JsonObject {
     const o = this.objects.get(typeKey)?.get(objectKey(namespace, name));
@@ -266,8 +281,11 @@ export class Store {
     if (t.crd || typeKey === CRD_KEY) m["generation"] = 1;
     delete m["deletionTimestamp"];
     const crdSchemas = typeKey === CRD_KEY ? this.validateCRD(obj) : undefined;
-    checkSize(obj);
+    const text = volatileFree(obj);
+    checkSize(obj, text);
     if (opts.dryRun) return obj;
+    // Remembered for the object's next write, which compares against it.
+    if (typeKey !== CRD_KEY) this.texts.set(obj, text);
     m["resourceVersion"] = this.bump();
     this.stored(typeKey, objectKey(namespace, name), obj);
     this.record({ type: "ADDED", typeKey, object: structuredClone(obj) });
@@ -334,8 +352,6 @@ export class Store {
       if (cm[k] === undefined) delete nm[k];
       else nm[k] = structuredClone(cm[k]!);
     }
-    // A write that is not an apply takes the fields it changed (kube's field manager, operation Update).
-    if (opts.manager && !opts.applied) nm["managedFields"] = recordUpdate(current, next, opts.manager, this.timestamp());
     // Once deleting, finalizers may only be removed.
     if (cm["deletionTimestamp"]) {
       const before = new Set(stringList(cm["finalizers"]));
@@ -347,10 +363,14 @@ export class Store {
       nm["generation"] = Number(cm["generation"]) + 1;
     // A write that changes nothing is a no-op: no new version. (Validating it
     // would refuse nothing: with ratcheting, what did not change passes.)
-    if (JSON.stringify(stripVolatile(current)) === JSON.stringify(stripVolatile(next))) return structuredClone(current);
+    const nextText = volatileFree(next);
+    if (this.textOf(current) === nextText) return structuredClone(current);
+    // A write that is not an apply takes the fields it changed (kube's field manager, operation Update).
+    if (opts.manager && !opts.applied) nm["managedFields"] = recordUpdate(current, next, opts.manager, this.timestamp());
     this.admit(t, next, current, opts.status === true, opts.warnings);
     const crdSchemas = typeKey === CRD_KEY ? this.validateCRD(next) : undefined;
-    checkSize(next);
+    checkSize(next, typeKey === CRD_KEY ? undefined : nextText);
+    if (typeKey !== CRD_KEY) this.texts.set(next, nextText);
     // A dry run answers with the object as it would be stored, at the version it replaces.
     if (opts.dryRun) return ((nm["resourceVersion"] = cm["resourceVersion"]!), next);
     nm["resourceVersion"] = this.bump();
@@ -693,17 +713,25 @@ function compiledOrNone(versions: JsonObject[]): Record<string, Schema> {
 export const MAX_OBJECT_BYTES = 1.5 * 1024 * 1024;
 
 /** checkSize refuses to store an object past MAX_OBJECT_BYTES, as etcd refuses the request. */
-function checkSize(o: JsonObject): void {
-  if (Buffer.byteLength(JSON.stringify(o)) > MAX_OBJECT_BYTES) throw new ApiError(500, "", "etcdserver: request is too large");
+function checkSize(o: JsonObject, text?: string): void {
+  // text: the object's JSON without resourceVersion and managedFields, when the write has it already.
+  const size =
+    text === undefined
+      ? Buffer.byteLength(JSON.stringify(o))
+      : Buffer.byteLength(text) + JSON.stringify(ensureMeta(o)["managedFields"] ?? "").length + 64;
+  if (size > MAX_OBJECT_BYTES) throw new ApiError(500, "", "etcdserver: request is too large");
 }
 
 function stringList(v: JsonValue | undefined): string[] {
   return Array.isArray(v) ? v.filter((x): x is string => typeof x === "string") : [];
 }
 
-function stripVolatile(o: JsonObject): JsonObject {
-  const c = structuredClone(o);
-  delete ensureMeta(c)["resourceVersion"];
-  delete ensureMeta(c)["managedFields"];
-  return c;
+/**
+ * volatileFree is o's JSON without its resourceVersion and managedFields
+ * (what a no-op write may differ in), without copying o: JSON leaves out the
+ * undefined of a shallow copy.
+ */
+function volatileFree(o: JsonObject): string {
+  const m = isObject(o["metadata"]) ? o["metadata"] : {};
+  return JSON.stringify({ ...o, metadata: { ...m, resourceVersion: undefined, managedFields: undefined } });
 }
