@@ -147,6 +147,35 @@ export function applyDefaults(x: JsonValue | undefined, s: Node | undefined): vo
 }
 
 const META = new Set(["apiVersion", "kind", "metadata"]);
+/** OBJECT_META are metav1.ObjectMeta's fields: an embedded resource's metadata keeps these and loses the rest. */
+const OBJECT_META = new Set([
+  "name",
+  "generateName",
+  "namespace",
+  "selfLink",
+  "uid",
+  "resourceVersion",
+  "generation",
+  "creationTimestamp",
+  "deletionTimestamp",
+  "deletionGracePeriodSeconds",
+  "labels",
+  "annotations",
+  "ownerReferences",
+  "finalizers",
+  "managedFields",
+]);
+
+/** pruneEmbeddedMeta drops what an embedded resource's metadata has that ObjectMeta does not, as decoding it does. */
+function pruneEmbeddedMeta(x: JsonObject, path: string, unknown: string[]): void {
+  const m = x["metadata"];
+  if (!isObject(m)) return;
+  for (const k of Object.keys(m))
+    if (!OBJECT_META.has(k)) {
+      unknown.push(`${path}.metadata.${k}`);
+      delete m[k];
+    }
+}
 
 /**
  * prune drops, in place, every field the schema does not declare (below a
@@ -167,6 +196,7 @@ function walk(x: JsonValue | undefined, s: Node | undefined, path: string, unkno
     return;
   }
   if (!isObject(x)) return;
+  if (s?.embedded && path !== "") pruneEmbeddedMeta(x, path, unknown);
   for (const k of Object.keys(x)) {
     if (s?.embedded && META.has(k)) continue;
     const p = s?.props?.get(k) ?? (s?.additional || undefined);
@@ -189,6 +219,7 @@ function skip(x: JsonValue | undefined, s: Node, path: string, unknown: string[]
     return;
   }
   if (!isObject(x)) return;
+  if (s.embedded && path !== "") pruneEmbeddedMeta(x, path, unknown);
   for (const k of Object.keys(x)) {
     if (s.embedded && META.has(k)) continue;
     const p = s.props?.get(k) ?? (s.additional || undefined);
@@ -236,6 +267,34 @@ function fieldOf(path: string, prefix: string): string {
 }
 
 const rel = (path: string, m: string) => `${path} in body ${m}`;
+
+/**
+ * embeddedErrors is what apiextensions' objectmeta validation refuses in an
+ * x-kubernetes-embedded-resource value: apiVersion and kind must be there,
+ * strings, not empty, a group/version and a kind-shaped name.
+ */
+function embeddedErrors(v: JsonObject, at: string): FieldError[] {
+  const errs: FieldError[] = [];
+  for (const k of ["apiVersion", "kind"]) {
+    const x = v[k];
+    if (x === undefined) errs.push(required(`${at}.${k}`, "must not be empty"));
+    else if (typeof x !== "string") errs.push(invalid(`${at}.${k}`, x, "must be a string"));
+    else if (x === "") errs.push(invalid(`${at}.${k}`, x, "must not be empty"));
+    else if (k === "apiVersion" && (x.split("/").length > 2 || x.startsWith("/") || x.endsWith("/")))
+      errs.push(invalid(`${at}.apiVersion`, x, `unexpected GroupVersion string: ${x}`));
+    else if (k === "kind" && !/^[a-z]([-a-z0-9]*[a-z0-9])?$/.test(x.toLowerCase()))
+      errs.push(
+        invalid(
+          `${at}.kind`,
+          x,
+          "may have mixed case, but should otherwise match: a DNS-1035 label must consist of lower case alphanumeric characters or '-', " +
+            "start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', " +
+            "regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')",
+        ),
+      );
+  }
+  return errs;
+}
 
 /** check appends to errs what validateValue reports (one array for the whole walk). */
 function check(v: JsonValue, s: Node, path: string, prefix: string, old: Old, errs: FieldError[]): void {
@@ -294,6 +353,7 @@ function check(v: JsonValue, s: Node, path: string, prefix: string, old: Old, er
       errs.push(invalid(fieldOf(path, prefix), "", rel(path, "shouldn't contain duplicates")));
   }
   if (s.enum) enumCheck(v, s, fieldOf(path, prefix), errs);
+  if (s.embedded && path !== "" && isObject(v)) errs.push(...embeddedErrors(v, fieldOf(path, prefix)));
   if (isObject(v)) {
     if (s.minProperties !== undefined || s.maxProperties !== undefined) {
       const n = Object.keys(v).length;

@@ -7,6 +7,7 @@ import type { JsonObject } from "@bufbuild/protobuf";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { CRD_KEY, Store } from "../../src/apiserver/store.js";
+import { startDevCluster } from "../../src/apiserver/server.js";
 
 const C = suite("dev-cluster: CRDs as kube-apiserver validates them");
 
@@ -240,6 +241,53 @@ C("rules see date-time and date strings as timestamps, duration as durations and
   const refused = write("no", { at: "2031-01-01T00:00:00Z", d: "30s", b: "AQ==", day: "2025-05-01" });
   for (const r of rules.slice(0, 4)) assert.ok(refused.includes(`failed rule: ${r}`), `${r}: ${refused}`);
   assert.not.ok(refused.includes(rules[4]!), refused);
+});
+
+C("an embedded resource must say its apiVersion and kind, and its metadata keeps only ObjectMeta's fields", async () => {
+  const c = await startDevCluster();
+  const call = async (method: string, path: string, body: unknown) => {
+    const r = await fetch(`${c.url}${path}`, { method, headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+    return { status: r.status, warning: r.headers.get("warning") ?? "", body: (await r.json()) as any };
+  };
+  try {
+    const embedded = { type: "object", "x-kubernetes-embedded-resource": true, "x-kubernetes-preserve-unknown-fields": true };
+    assert.is(
+      (
+        await call(
+          "POST",
+          "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+          base({ type: "object", properties: { template: embedded } }),
+        )
+      ).status,
+      201,
+    );
+    const path = "/apis/example.org/v1/namespaces/default/widgets";
+    const w = (name: string, template: unknown) => ({
+      apiVersion: "example.org/v1",
+      kind: "Widget",
+      metadata: { name },
+      spec: { template },
+    });
+    const missing = await call("POST", path, w("a", { metadata: { name: "x" } }));
+    assert.is(missing.status, 422);
+    assert.match(missing.body.message, /spec\.template\.apiVersion: Required value: must not be empty/);
+    assert.match(missing.body.message, /spec\.template\.kind: Required value: must not be empty/);
+    const badKind = await call("POST", path, w("b", { apiVersion: "v1", kind: "Config_Map" }));
+    assert.match(
+      badKind.body.message,
+      /spec\.template\.kind: Invalid value: "Config_Map": may have mixed case, but should otherwise match/,
+    );
+    const made = await call(
+      "POST",
+      path,
+      w("c", { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "x", colour: "red" }, data: { a: "1" } }),
+    );
+    assert.is(made.status, 201, JSON.stringify(made.body));
+    assert.equal(made.body.spec.template, { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "x" }, data: { a: "1" } });
+    assert.match(made.warning, /unknown field \\"spec\.template\.metadata\.colour\\"/);
+  } finally {
+    await c.stop();
+  }
 });
 
 C.run();
