@@ -429,3 +429,126 @@ function runError(err: unknown, rule: Rule): string {
   const m = /^No such key: (.*)$/i.exec(msg);
   return `${m ? `no such key: ${m[1]}` : msg} evaluating rule: ${errorString(rule)}`;
 }
+
+/**
+ * celType is the CEL type a rule's self has under a (raw) schema, as kube's
+ * SchemaDeclType types it, declared into env (object types get names of their
+ * own): objects with properties are types with those fields, maps of
+ * additionalProperties map<string, T>, arrays list<T>, formats date-time and
+ * date timestamps, duration durations, byte bytes. What the schema leaves
+ * open (preserved unknown fields, int-or-string, embedded resources, no type)
+ * is dyn, so that no rule kube takes is refused here.
+ */
+function celType(s: JsonValue | undefined, env: Environment, name: string, root: boolean): string | Record<string, unknown> {
+  const o = isObject(s) ? s : {};
+  if (o["x-kubernetes-int-or-string"] === true || o["x-kubernetes-embedded-resource"] === true) return "dyn";
+  switch (o["type"]) {
+    case "integer":
+      return "int";
+    case "number":
+      return "double";
+    case "boolean":
+      return "bool";
+    case "string": {
+      const f = o["format"];
+      return f === "date-time" || f === "date"
+        ? "google.protobuf.Timestamp"
+        : f === "duration"
+          ? "google.protobuf.Duration"
+          : f === "byte"
+            ? "bytes"
+            : "string";
+    }
+    case "array": {
+      const item = celType(o["items"], env, `${name}_item`, false);
+      return `list<${named(item, env, `${name}_item`)}>`;
+    }
+    case "object": {
+      if (isObject(o["additionalProperties"])) {
+        const v = celType(o["additionalProperties"], env, `${name}_value`, false);
+        return `map<string, ${named(v, env, `${name}_value`)}>`;
+      }
+      if (o["x-kubernetes-preserve-unknown-fields"] === true || !isObject(o["properties"])) return "dyn";
+      const fields: Record<string, unknown> = {};
+      for (const [k, v] of Object.entries(o["properties"])) {
+        if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(k)) return "dyn"; // a name CEL escapes: left open
+        fields[k] =
+          root && k === "metadata"
+            ? { name: "string", generateName: "string" }
+            : named(celType(v, env, `${name}_${k}`, false), env, `${name}_${k}`);
+      }
+      // At the root, kube gives every rule apiVersion, kind and metadata's name and generateName (WithTypeAndObjectMeta).
+      if (root) {
+        for (const k of ["apiVersion", "kind"]) fields[k] ??= "string";
+        fields["metadata"] = { name: "string", generateName: "string" };
+      }
+      return fields;
+    }
+    default:
+      return "dyn";
+  }
+}
+
+/** named is a type as a field may name it: an object type is registered under name. */
+function named(t: string | Record<string, unknown>, env: Environment, name: string): string {
+  if (typeof t === "string") return t;
+  env.registerType({ name, schema: t as never });
+  return name;
+}
+
+/**
+ * ruleTypeErrors type-checks a schema's x-kubernetes-validations against the
+ * schema, as kube compiles them when the CRD is written: a rule over a field
+ * the schema does not have, one whose value is not a bool, a messageExpression
+ * that is not a string, refuse the CRD, in cel-go's words.
+ */
+export function ruleTypeErrors(schema: JsonObject, at: string, root = true): FieldError[] {
+  const errs: FieldError[] = [];
+  const rules = Array.isArray(schema["x-kubernetes-validations"]) ? schema["x-kubernetes-validations"].filter(isObject) : [];
+  if (rules.length) {
+    const env = ENV.clone();
+    const self = celType(schema, env, "Self", root);
+    for (const v of ["self", "oldSelf"])
+      if (typeof self === "string") env.registerVariable({ name: v, type: self });
+      else env.registerVariable({ name: v, schema: self as never });
+    rules.forEach((r, i) => {
+      const where = `${at}.x-kubernetes-validations[${i}]`;
+      for (const [field, want] of [
+        ["rule", "bool"],
+        ["messageExpression", "string"],
+      ] as const) {
+        const text = r[field];
+        if (typeof text !== "string" || !text.trim()) continue;
+        let result: { valid: boolean; type?: string; error?: { message: string; node?: { pos?: number } } };
+        try {
+          result = env.check(text) as typeof result;
+        } catch {
+          continue; // does not parse: compileRule says so
+        }
+        if (!result.valid) {
+          // Only a field the schema does not have is refused: another failure may be a function of
+          // Kubernetes' libraries cel-js lacks, which kube would take (the rule then fails when run).
+          const key = /^No such key: (.*)$/.exec((result.error?.message ?? "").split("\n")[0]!);
+          if (!key) continue;
+          const detail = `undefined field '${key[1]}'`;
+          const pos = result.error?.node?.pos;
+          const prefix = field === "rule" ? "compilation failed" : "messageExpression compilation failed";
+          errs.push(invalid(`${where}.${field}`, OMIT, `${prefix}: ERROR: <input>:1:${pos ?? 1}: ${detail}`));
+        } else if (result.type !== want && result.type !== "dyn")
+          errs.push(
+            invalid(
+              `${where}.${field}`,
+              OMIT,
+              field === "rule" ? "cel expression must evaluate to a bool" : "messageExpression must evaluate to a string",
+            ),
+          );
+      }
+    });
+  }
+  const props = isObject(schema["properties"]) ? schema["properties"] : {};
+  for (const [k, v] of Object.entries(props)) if (isObject(v)) errs.push(...ruleTypeErrors(v, `${at}.properties[${k}]`, false));
+  if (isObject(schema["items"])) errs.push(...ruleTypeErrors(schema["items"], `${at}.items`, false));
+  if (isObject(schema["additionalProperties"]))
+    errs.push(...ruleTypeErrors(schema["additionalProperties"], `${at}.additionalProperties`, false));
+  return errs;
+}

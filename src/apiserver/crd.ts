@@ -15,6 +15,7 @@ import { isObject } from "../json.js";
 import { forbidden, invalid, notSupported, OMIT, required, type FieldError } from "./fielderr.js";
 import { isDNS1123Subdomain } from "./meta.js";
 import { compileNode, validateValue } from "./schema.js";
+import { ruleTypeErrors } from "./cel.js";
 
 const DNS1035 = /^[a-z]([-a-z0-9]*[a-z0-9])?$/;
 const REASONS = ["FieldValueDuplicate", "FieldValueForbidden", "FieldValueInvalid", "FieldValueRequired"];
@@ -136,6 +137,8 @@ export function schemaErrors(schema: JsonObject, where: string): FieldError[] {
   structural(schema, "root", where, errs);
   openAPI(schema, where, errs);
   if (errs.length === 0) defaults(schema, where, errs);
+  // Rules are type-checked against a schema that holds together, as kube skips them otherwise.
+  if (errs.length === 0) errs.push(...ruleTypeErrors(schema, where));
   return errs;
 }
 

@@ -103,6 +103,34 @@ const CASES: Record<string, { crd: any; want: string }> = {
     crd: base({ type: "object", "x-kubernetes-validations": [{ rule: "  " }] }),
     want: `${ROOT}.properties[spec].x-kubernetes-validations[0].rule: Required value: rule is not specified`,
   },
+  RuleOverUndefinedField: {
+    crd: base({ type: "object", properties: { a: { type: "string" } }, "x-kubernetes-validations": [{ rule: "self.nope > 0" }] }),
+    want: `${ROOT}.properties[spec].x-kubernetes-validations[0].rule: Invalid value: compilation failed: ERROR: <input>:1:5: undefined field 'nope'`,
+  },
+  RuleOverUndefinedItemField: {
+    crd: base({
+      type: "object",
+      properties: { items: { type: "array", items: { type: "object", properties: { a: { type: "integer" } } } } },
+      "x-kubernetes-validations": [{ rule: "self.items.all(i, i.b > 0)" }],
+    }),
+    want: `x-kubernetes-validations[0].rule: Invalid value: compilation failed: ERROR: <input>:1:`,
+  },
+  RuleNotBool: {
+    crd: base({ type: "object", properties: { a: { type: "string" } }, "x-kubernetes-validations": [{ rule: "self.a" }] }),
+    want: `${ROOT}.properties[spec].x-kubernetes-validations[0].rule: Invalid value: cel expression must evaluate to a bool`,
+  },
+  MessageExpressionNotString: {
+    crd: base({ type: "object", "x-kubernetes-validations": [{ rule: "true", messageExpression: "1 + 1" }] }),
+    want: `${ROOT}.properties[spec].x-kubernetes-validations[0].messageExpression: Invalid value: messageExpression must evaluate to a string`,
+  },
+  RootRuleOverLabels: {
+    crd: (() => {
+      const c = base({ type: "object" });
+      c.spec.versions[0].schema.openAPIV3Schema["x-kubernetes-validations"] = [{ rule: "self.metadata.labels.size() > 0" }];
+      return c;
+    })(),
+    want: `${ROOT}.x-kubernetes-validations[0].rule: Invalid value: compilation failed: ERROR: <input>:1:14: undefined field 'labels'`,
+  },
   GroupWithoutDot: {
     crd: (() => {
       const c = base();
@@ -164,7 +192,13 @@ C("a good CRD with every construct kube allows is stored", () => {
       raw: { type: "object", "x-kubernetes-preserve-unknown-fields": true },
     },
     oneOf: [{ required: ["size"] }, { required: ["port"] }],
-    "x-kubernetes-validations": [{ rule: "self.size > 0", fieldPath: ".size", reason: "FieldValueInvalid" }],
+    "x-kubernetes-validations": [
+      { rule: "self.size > 0", fieldPath: ".size", reason: "FieldValueInvalid" },
+      // A root rule reads metadata.name; kube's url library is not here, so its rule is stored and fails only when run.
+      { rule: "self.labels.all(k, self.labels[k].size() < 64) && self.list.all(x, x != '')" },
+      { rule: "!has(self.raw) || self.raw.anything == 1", messageExpression: "'size is ' + string(self.size)" },
+      { rule: "isURL(self.labels['u'])" },
+    ],
   };
   const crd = base(spec);
   crd.spec.versions[0].schema.openAPIV3Schema.properties.metadata = {
