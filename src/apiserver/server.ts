@@ -17,6 +17,7 @@ import { Pages } from "./pages.js";
 import { checkDepth, int64Param, resourceVersionParam } from "./query.js";
 import { isReview, review, reviewResources } from "./reviews.js";
 import { discovery, groups } from "./discovery.js";
+import { document as openapiDocument, root as openapiRoot } from "./openapi.js";
 import { ApiError } from "./errors.js";
 import { OMIT, refusal } from "./fielderr.js";
 import { Store, typeKeyOf, type Writer } from "./store.js";
@@ -312,9 +313,8 @@ const FIXED: Record<string, (s: Served, req: IncomingMessage, res: ServerRespons
       serverAddressByClientCIDRs: [{ clientCIDR: "0.0.0.0/0", serverAddress: req.headers.host ?? "" }],
     }),
   "/apis": (s, _req, res) => s.reply(res, 200, groups(s.store)),
-  // No schemas are published: kubectl then skips client-side validation of
-  // kinds it cannot find; the server validates custom resources itself.
-  "/openapi/v3": (s, _req, res) => s.reply(res, 200, { paths: {} }),
+  // Each group version's document (openapi.ts): kubectl explain reads them.
+  "/openapi/v3": (s, _req, res) => s.reply(res, 200, openapiRoot(s.store.types.values())),
   "/openapi/v2": async (s, req, res) => {
     // kubectl asks for protobuf: an empty body is a valid, empty document.
     if ((req.headers.accept ?? "").includes("protobuf")) {
@@ -687,6 +687,11 @@ export async function startDevCluster(opts: DevClusterOptions = {}): Promise<Dev
     const path = url.pathname;
     const fixed = Object.hasOwn(FIXED, path) ? FIXED[path] : undefined;
     if (fixed) return fixed(served, req, res);
+    if (path.startsWith("/openapi/v3/")) {
+      const doc = openapiDocument(store.types.values(), path.slice("/openapi/v3/".length));
+      if (!doc) throw new ApiError(404, "NotFound", `the server could not find the requested resource (${path})`);
+      return reply(res, 200, doc);
+    }
     if (isReview(path)) {
       if (req.method === "POST") checkContentType(req, "POST");
       const body = req.method === "POST" ? parseBody(await readBody(req), contentType(req) === "application/yaml") : undefined;

@@ -553,6 +553,12 @@ export class Store {
       categories: stringList(names["categories"]),
       crd: String(ensureMeta(crd)["name"]),
       schemas: schemas ?? compiledOrNone(versions),
+      openAPI: Object.fromEntries(
+        versions.flatMap((v) => {
+          const schema = isObject(v["schema"]) ? v["schema"]["openAPIV3Schema"] : undefined;
+          return isObject(schema) ? [[String(v["name"]), schema]] : [];
+        }),
+      ),
       columns: Object.fromEntries(
         versions.map((v) => [
           String(v["name"]),

@@ -22,6 +22,8 @@ export interface ResourceType {
   crd?: string;
   /** Per served version, the CRD's compiled openAPIV3Schema (writes are defaulted, pruned and validated by it). */
   schemas?: Record<string, Schema>;
+  /** Per served version, the CRD's openAPIV3Schema as written (published at /openapi/v3 for kubectl explain). */
+  openAPI?: Record<string, JsonObject>;
   /** Per served version, the CRD's additionalPrinterColumns (kubectl get's columns). */
   columns?: Record<string, JsonObject[]>;
 }

@@ -5,8 +5,10 @@
 // continue, remainingItemCount, the 410 for an expired token), malformed
 // query parameters, a CRD's categories, and the access reviews behind kubectl
 // auth can-i and whoami (kubernetes/api authorization/v1, authentication/v1),
-// over HTTP and with the real kubectl.
-import { mkdtempSync, rmSync } from "node:fs";
+// and OpenAPI v3 for kubectl explain (the documents client-go's openapi3
+// root reads, and the PATCH operations kubectl's QueryParamVerifierV3 looks
+// for fieldValidation in), over HTTP and with the real kubectl.
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { suite } from "uvu";
@@ -327,6 +329,89 @@ DK("kubectl get by category, get all, auth can-i and auth whoami", async () => {
     const who = await kubectl("auth", "whoami", "-o", "jsonpath={.status.userInfo.username}");
     assert.is(who.code, 0, who.out);
     assert.is(who.out.trim(), "xfn-dev");
+  } finally {
+    await c.stop();
+  }
+});
+
+const described = () =>
+  crd("example.org", "Widget", "widgets", "Namespaced", [
+    {
+      name: "v1",
+      served: true,
+      storage: true,
+      schema: {
+        openAPIV3Schema: {
+          type: "object",
+          description: "A widget.",
+          properties: {
+            spec: {
+              type: "object",
+              description: "What the widget should be.",
+              properties: { size: { type: "integer", description: "How big the widget is." } },
+            },
+          },
+        },
+      },
+    },
+  ]);
+
+D("OpenAPI v3: a document per group version, hashed; each kind's schema and paths as kubectl reads them", async () => {
+  const c = await startDevCluster();
+  const call = caller(c);
+  try {
+    await call("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", described());
+    const root = (await call("GET", "/openapi/v3")).body;
+    const url: string = root.paths["apis/example.org/v1"].serverRelativeURL;
+    assert.match(url, /^\/openapi\/v3\/apis\/example\.org\/v1\?hash=[0-9A-F]+$/);
+    assert.ok(root.paths["api/v1"] && root.paths["apis/coordination.k8s.io/v1"]);
+    const doc = (await call("GET", url)).body;
+    const widget = doc.components.schemas["org.example.v1.Widget"];
+    assert.equal(widget["x-kubernetes-group-version-kind"], [{ group: "example.org", kind: "Widget", version: "v1" }]);
+    assert.is(widget.properties.spec.properties.size.description, "How big the widget is.");
+    assert.equal(widget.properties.metadata.allOf, [{ $ref: "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta" }]);
+    assert.ok(doc.components.schemas["io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"]);
+    const patch = doc.paths["/apis/example.org/v1/namespaces/{namespace}/widgets/{name}"].patch;
+    assert.equal(patch["x-kubernetes-group-version-kind"], { group: "example.org", kind: "Widget", version: "v1" });
+    assert.ok(patch.parameters.some((p: any) => p.name === "fieldValidation" && p.in === "query"));
+    const core = (await call("GET", "/openapi/v3/api/v1")).body.components.schemas["io.k8s.api.core.v1.ConfigMap"];
+    assert.equal(Object.keys(core.properties).sort(), ["apiVersion", "binaryData", "data", "immutable", "kind", "metadata"]);
+    // A changed CRD is a new document, under a new hash.
+    const crd = (await call("GET", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.example.org")).body;
+    crd.spec.versions[0].schema.openAPIV3Schema.description = "A better widget.";
+    assert.is((await call("PUT", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.example.org", crd)).status, 200);
+    assert.is.not((await call("GET", "/openapi/v3")).body.paths["apis/example.org/v1"].serverRelativeURL, url);
+    assert.is((await call("GET", "/openapi/v3/apis/nothing.example.org/v1")).status, 404);
+  } finally {
+    await c.stop();
+  }
+});
+
+DK("kubectl explain shows a CRD's fields and a built-in kind's", async () => {
+  const c = await startDevCluster();
+  const kubectl = kubectlFor(c, scratch);
+  try {
+    await caller(c)("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", described());
+    const kind = await kubectl("explain", "widgets");
+    assert.is(kind.code, 0, kind.out);
+    assert.match(kind.out, /KIND:\s+Widget/);
+    assert.match(kind.out, /A widget\./);
+    assert.match(kind.out, /spec\s+<Object>\s+What the widget should be\./);
+    const field = await kubectl("explain", "widgets.spec.size");
+    assert.match(field.out, /FIELD: size <integer>/);
+    assert.match(field.out, /How big the widget is\./);
+    const cm = await kubectl("explain", "configmaps");
+    assert.is(cm.code, 0, cm.out);
+    assert.match(cm.out, /data\s+<map\[string\]string>/);
+    // kubectl still leaves validation to the server (it finds fieldValidation on PATCH): Strict refuses an unknown field.
+    const file = join(scratch, "unknown-field.json");
+    writeFileSync(
+      file,
+      JSON.stringify({ apiVersion: "example.org/v1", kind: "Widget", metadata: { name: "w" }, spec: { size: 1, colour: "red" } }),
+    );
+    const created = await kubectl("create", "-f", file);
+    assert.is.not(created.code, 0);
+    assert.match(created.out, /strict decoding error: unknown field "spec\.colour"/);
   } finally {
     await c.stop();
   }
