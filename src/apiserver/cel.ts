@@ -219,8 +219,8 @@ const FORMATTED: Record<string, (v: string) => unknown> = {
 /**
  * celValue is v as a rule sees it under schema s: integers as CEL ints,
  * strings of format date-time and date as timestamps, duration as durations
- * and byte as bytes, everything else as is; at the root, only the metadata
- * rules may read.
+ * and byte as bytes, null fields of an object as absent, everything else as
+ * is; at the root, only the metadata rules may read.
  */
 export function celValue(v: JsonValue | undefined, s: Node | undefined, root = false): unknown {
   if (typeof v === "string" && s?.format && Object.hasOwn(FORMATTED, s.format)) {
@@ -237,7 +237,11 @@ export function celValue(v: JsonValue | undefined, s: Node | undefined, root = f
   if (Array.isArray(v)) return v.map((x) => celValue(x, s?.items));
   if (isObject(v)) {
     const out: Record<string, unknown> = {};
+    // In an object of declared properties (not a map), a null field is as absent to a rule: has() is
+    // false and reading it is no such key (kube's unstructuredMap).
+    const fields = s?.props !== undefined;
     for (const [k, x] of Object.entries(v)) {
+      if (x === null && fields) continue;
       if (root && k === "metadata" && isObject(x)) {
         const md: Record<string, unknown> = {};
         if (typeof x["name"] === "string") md["name"] = x["name"];

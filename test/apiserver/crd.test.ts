@@ -277,6 +277,32 @@ C("rules see date-time and date strings as timestamps, duration as durations and
   assert.not.ok(refused.includes(rules[4]!), refused);
 });
 
+C("a null field of an object is absent to a rule (has() is false), as in kube; in a map it is a value", () => {
+  const s = new Store();
+  const crd = base({
+    type: "object",
+    properties: {
+      note: { type: "string", nullable: true },
+      tags: { type: "object", additionalProperties: { type: "string", nullable: true } },
+    },
+    "x-kubernetes-validations": [
+      { rule: "!has(self.note)", message: "note is set" },
+      { rule: "!('a' in self.tags) || self.tags.a == null" },
+    ],
+  });
+  s.create(CRD_KEY, undefined, crd);
+  const write = (name: string, spec: JsonObject) => {
+    try {
+      s.create("example.org/widgets", "default", { apiVersion: "example.org/v1", kind: "Widget", metadata: { name }, spec });
+      return "stored";
+    } catch (err) {
+      return (err as Error).message;
+    }
+  };
+  assert.is(write("a", { note: null, tags: { a: null } }), "stored");
+  assert.match(write("b", { note: "hi", tags: {} }), /note is set/);
+});
+
 C("an embedded resource must say its apiVersion and kind, and its metadata keeps only ObjectMeta's fields", async () => {
   const c = await startDevCluster();
   const call = async (method: string, path: string, body: unknown) => {
