@@ -349,7 +349,7 @@ function check(v: JsonValue, s: Node, path: string, prefix: string, old: Old, er
     if (s.minItems !== undefined && v.length < s.minItems)
       errs.push(invalid(fieldOf(path, prefix), v.length, rel(path, `should have at least ${s.minItems} items`)));
     if (s.maxItems !== undefined && v.length > s.maxItems) errs.push(tooMany(fieldOf(path, prefix), v.length, s.maxItems));
-    if (s.uniqueItems && v.some((x, i) => v.findIndex((y) => isDeepStrictEqual(x, y)) !== i))
+    if (s.uniqueItems && new Set(v.map(canonical)).size !== v.length)
       errs.push(invalid(fieldOf(path, prefix), "", rel(path, "shouldn't contain duplicates")));
   }
   if (s.enum) enumCheck(v, s, fieldOf(path, prefix), errs);
@@ -472,14 +472,31 @@ function composite(v: JsonValue, s: Node, path: string, prefix: string): FieldEr
 }
 
 /** listErrors reports duplicates in x-kubernetes-list-type set and map lists (listtype.ValidateListSetsAndMaps). */
+/** canonical is a value's JSON with every object's keys sorted: equal values, equal text. */
+function canonical(v: JsonValue): string {
+  return JSON.stringify(v, (_k, x: JsonValue) =>
+    isObject(x) && !Array.isArray(x)
+      ? Object.fromEntries(
+          Object.keys(x)
+            .sort()
+            .map((k) => [k, x[k]]),
+        )
+      : x,
+  );
+}
+
 export function listErrors(x: JsonValue | undefined, s: Node | undefined, path: string): FieldError[] {
   if (!s?.anyList || x === undefined || x === null) return [];
   const errs: FieldError[] = [];
   if (Array.isArray(x)) {
     if (s.listType === "set") {
+      // By a canonical key, in time linear in the list (pairwise comparison is quadratic: a 3 MiB list
+      // of short strings would hold the server for minutes).
+      const seen = new Set<string>();
       x.forEach((v, i) => {
-        if (x.findIndex((y) => isDeepStrictEqual(v, y)) !== i)
-          errs.push({ type: "FieldValueDuplicate", field: `${path}[${i}]`, value: v, detail: "" });
+        const key = canonical(v);
+        if (seen.has(key)) errs.push({ type: "FieldValueDuplicate", field: `${path}[${i}]`, value: v, detail: "" });
+        seen.add(key);
       });
     } else if (s.listType === "map" && s.listMapKeys?.length) {
       const seen = new Set<string>();

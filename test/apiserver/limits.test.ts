@@ -194,4 +194,51 @@ L("rules that each fit but together pass the request's budget stop there, with k
   );
 });
 
+L("a set list is checked for duplicates in linear time: 100,000 items, one repeated, answered with the repeat", () => {
+  const s = new Store();
+  s.create(CRD_KEY, undefined, {
+    ...crd("example.org", "Widget", "widgets", "Namespaced", [
+      {
+        name: "v1",
+        served: true,
+        storage: true,
+        schema: {
+          openAPIV3Schema: {
+            type: "object",
+            properties: {
+              spec: {
+                type: "object",
+                properties: {
+                  names: { type: "array", items: { type: "string" }, "x-kubernetes-list-type": "set" },
+                  things: {
+                    type: "array",
+                    items: { type: "object", properties: { a: { type: "integer" }, b: { type: "integer" } } },
+                    "x-kubernetes-list-type": "set",
+                  },
+                },
+              },
+            },
+          },
+        },
+      },
+    ]),
+  } as JsonObject);
+  const names = Array.from({ length: 100_000 }, (_, i) => `n${i}`);
+  names.push("n7");
+  const things = [
+    { a: 1, b: 2 },
+    { b: 2, a: 1 },
+  ];
+  assert.throws(
+    () =>
+      s.create(typeKeyOf("example.org", "widgets"), "default", {
+        apiVersion: "example.org/v1",
+        kind: "Widget",
+        metadata: { name: "w" },
+        spec: { names, things },
+      }),
+    (e: Error) => e.message.includes('spec.names[100000]: Duplicate value: "n7"') && e.message.includes("spec.things[1]: Duplicate value"),
+  );
+});
+
 L.run();
