@@ -2,7 +2,6 @@
 // (schema.ts compiles it, cel.ts runs its rules), and how a list's items are
 // matched to the old list's for ratcheting and oldSelf. Its own module, so
 // that neither of those two needs the other to say what a node is.
-import { isDeepStrictEqual } from "node:util";
 import type { JsonValue } from "@bufbuild/protobuf";
 import type { ParseResult } from "@marcbachmann/cel-js";
 import type { RE2JS } from "re2js";
@@ -70,11 +69,27 @@ export type Old = { value: JsonValue } | undefined;
 
 /** typeOf is the JSON schema type of a value, as kube-openapi's type validator sees it. */
 
+/** canonical is a value's JSON with every object's keys sorted: equal values, equal text. */
+export function canonical(v: JsonValue): string {
+  return JSON.stringify(v, (_k, x: JsonValue) =>
+    isObject(x) && !Array.isArray(x)
+      ? Object.fromEntries(
+          Object.keys(x)
+            .sort()
+            .map((k) => [k, x[k]]),
+        )
+      : x,
+  );
+}
+
 /** correlate matches a list's items to the old list's: by key fields for a map list, by value for a set (atomic lists are not matched). */
 export function correlate(items: JsonValue[], old: Old, s: Node): Old[] {
   if (!old || !Array.isArray(old.value)) return [];
   const before = old.value;
-  if (s.listType === "set") return items.map((x) => (before.some((y) => isDeepStrictEqual(x, y)) ? { value: x } : undefined));
+  if (s.listType === "set") {
+    const had = new Set(before.map(canonical));
+    return items.map((x) => (had.has(canonical(x)) ? { value: x } : undefined));
+  }
   const keys = s.listMapKeys ?? [];
   const keyOf = (x: JsonValue) =>
     isObject(x) ? JSON.stringify(keys.map((k) => x[k] ?? s.items?.props?.get(k)?.default ?? null)) : undefined;

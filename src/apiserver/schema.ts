@@ -20,7 +20,7 @@ import { RE2JS } from "re2js";
 import { compileRule, runRules, RuleError } from "./cel.js";
 import { invalid, notSupported, required, tooLong, tooMany, type FieldError } from "./fielderr.js";
 import { FORMATS } from "./formats.js";
-import { correlate, type Node, type Old } from "./node.js";
+import { canonical, correlate, type Node, type Old } from "./node.js";
 
 const num = (v: JsonValue | undefined): number | undefined => (typeof v === "number" ? v : undefined);
 
@@ -472,19 +472,6 @@ function composite(v: JsonValue, s: Node, path: string, prefix: string): FieldEr
 }
 
 /** listErrors reports duplicates in x-kubernetes-list-type set and map lists (listtype.ValidateListSetsAndMaps). */
-/** canonical is a value's JSON with every object's keys sorted: equal values, equal text. */
-function canonical(v: JsonValue): string {
-  return JSON.stringify(v, (_k, x: JsonValue) =>
-    isObject(x) && !Array.isArray(x)
-      ? Object.fromEntries(
-          Object.keys(x)
-            .sort()
-            .map((k) => [k, x[k]]),
-        )
-      : x,
-  );
-}
-
 export function listErrors(x: JsonValue | undefined, s: Node | undefined, path: string): FieldError[] {
   if (!s?.anyList || x === undefined || x === null) return [];
   const errs: FieldError[] = [];

@@ -239,6 +239,17 @@ L("a set list is checked for duplicates in linear time: 100,000 items, one repea
       }),
     (e: Error) => e.message.includes('spec.names[100000]: Duplicate value: "n7"') && e.message.includes("spec.things[1]: Duplicate value"),
   );
+  // An update of such a set is matched to the old one (for ratcheting) by the same keys, not pairwise.
+  const key = typeKeyOf("example.org", "widgets");
+  const made = s.create(key, "default", {
+    apiVersion: "example.org/v1",
+    kind: "Widget",
+    metadata: { name: "ok" },
+    spec: { names: names.slice(0, -1) },
+  });
+  const reversed = names.slice(0, -1).reverse();
+  const updated = s.update(key, "default", "ok", { ...made, spec: { names: [...reversed, "new"] } });
+  assert.is(((updated["spec"] as JsonObject)["names"] as string[]).length, 100_001);
 });
 
 L.run();
