@@ -98,11 +98,26 @@ export function leafPaths(v: JsonValue, prefix: Path = []): Path[] {
 }
 
 const enc = (p: Path) => JSON.stringify(p);
-const overlaps = (a: Path, b: Path) => {
-  const n = Math.min(a.length, b.length);
-  for (let i = 0; i < n; i++) if (a[i] !== b[i]) return false;
-  return true;
-};
+/**
+ * PathIndex answers whether a path overlaps (is, is under, or is above) any
+ * of a set of paths, in time proportional to the path's length.
+ */
+class PathIndex {
+  private readonly leaves = new Set<string>();
+  private readonly inner = new Set<string>();
+  constructor(paths: Path[]) {
+    for (const p of paths) this.add(p);
+  }
+  add(p: Path): void {
+    this.leaves.add(enc(p));
+    for (let i = 0; i < p.length; i++) this.inner.add(enc(p.slice(0, i)));
+  }
+  overlaps(p: Path): boolean {
+    if (this.inner.has(enc(p))) return true;
+    for (let i = 0; i <= p.length; i++) if (this.leaves.has(enc(p.slice(0, i)))) return true;
+    return false;
+  }
+}
 
 function getAt(o: JsonValue | undefined, p: Path): JsonValue | undefined {
   let cur = o;
@@ -208,11 +223,11 @@ export function recordUpdate(
   const removed: Path[] = [];
   diffPaths(current, next, [], changed, removed);
   const key = ownerKey({ manager: writer.manager, operation: "Update", subresource: writer.subresource });
-  const taken = [...changed, ...removed];
+  const taken = new PathIndex([...changed, ...removed]);
   for (const [k, ps] of owned)
     owned.set(
       k,
-      ps.filter((q) => !taken.some((p) => overlaps(p, q))),
+      ps.filter((q) => !taken.overlaps(q)),
     );
   owned.set(key, [...(owned.get(key) ?? []), ...changed]);
   return entriesFrom(owned, before, key, String(next["apiVersion"] ?? ""), time) as unknown as JsonValue;
@@ -278,20 +293,25 @@ export function apply(
   const self = ownerKey({ manager, operation: "Apply", subresource: subresource || undefined });
   const paths = leafPaths(applied).filter(scope);
   const conflicts: string[] = [];
+  // Each owner's fields indexed, so that a conflict costs the path's length, not the owner's field count.
+  let indexes = new Map([...owned].map(([k, ps]) => [k, new PathIndex(ps)]));
+  const forced = new PathIndex([]);
   for (const p of paths) {
-    for (const [other, theirs] of owned) {
-      if (other === self) continue;
-      for (const q of theirs) {
-        if (!overlaps(p, q)) continue;
-        if (JSON.stringify(getAt(base, p)) === JSON.stringify(getAt(applied, p))) continue;
-        if (force)
-          owned.set(
-            other,
-            (owned.get(other) ?? []).filter((x) => !overlaps(x, p)),
-          );
-        else conflicts.push(`conflict with ${conflictWith(other, managed)}: .${p.join(".")}`);
-      }
+    if (JSON.stringify(getAt(base, p)) === JSON.stringify(getAt(applied, p))) continue;
+    for (const [other, idx] of indexes) {
+      if (other === self || !idx.overlaps(p)) continue;
+      if (force) forced.add(p);
+      else conflicts.push(`conflict with ${conflictWith(other, managed)}: .${p.join(".")}`);
     }
+  }
+  if (force) {
+    for (const [other, ps] of owned)
+      if (other !== self)
+        owned.set(
+          other,
+          ps.filter((x) => !forced.overlaps(x)),
+        );
+    indexes = new Map([...owned].map(([k, ps]) => [k, new PathIndex(ps)]));
   }
   if (conflicts.length)
     throw new ApiError(
@@ -303,7 +323,7 @@ export function apply(
   const kept = new Set(paths.map(enc));
   for (const p of previous) {
     if (kept.has(enc(p))) continue;
-    if ([...owned].some(([other, theirs]) => other !== self && theirs.some((q) => overlaps(p, q)))) continue;
+    if ([...indexes].some(([other, idx]) => other !== self && idx.overlaps(p))) continue;
     deleteAt(base, p);
   }
   // The applied fields (in scope), gathered into one object and merged in once.

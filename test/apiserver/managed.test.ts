@@ -95,6 +95,29 @@ M("create, update and patch record their managers as owners of what they changed
   }
 });
 
+M(
+  "ownership is indexed: 20,000 fields owned by one manager and applied over by another conflict, or are forced, field by field",
+  async () => {
+    const c = await startDevCluster();
+    const call = caller(c);
+    try {
+      const data = (v: string) => Object.fromEntries(Array.from({ length: 20_000 }, (_, i) => [`k${i}`, v]));
+      assert.is((await call("POST", `${CM}?fieldManager=creator`, { metadata: { name: "big" }, data: data("a") })).status, 201);
+      const applied = { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "big" }, data: data("b") };
+      const refused = await call("PATCH", `${CM}/big?fieldManager=applier`, applied, "application/apply-patch+yaml");
+      assert.is(refused.status, 409);
+      assert.match(refused.body.message, /^Apply failed with 20000 conflicts: conflict with "creator" using v1: \.data\.k0; /);
+      const forced = await call("PATCH", `${CM}/big?fieldManager=applier&force=true`, applied, "application/apply-patch+yaml");
+      assert.is(forced.status, 200);
+      assert.equal(Object.keys(owners(forced.body)), ["applier/Apply"]);
+      const updated = await call("PUT", `${CM}/big?fieldManager=editor`, { ...forced.body, data: data("c") });
+      assert.equal(Object.keys(owners(updated.body)), ["editor/Update"]);
+    } finally {
+      await c.stop();
+    }
+  },
+);
+
 M("a status write is recorded under the status subresource", async () => {
   const c = await startDevCluster();
   const call = caller(c);
