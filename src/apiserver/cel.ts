@@ -28,13 +28,16 @@ import { RE2JS } from "re2js";
 import { isObject } from "../json.js";
 import { OMIT, forbidden, invalid, required, type FieldError } from "./fielderr.js";
 import { correlate, type Node, type Old, type Rule } from "./node.js";
+import { withKubernetesLibraries } from "./cellibs.js";
 
 /** Rule is one compiled x-kubernetes-validations entry. */
 /** RE2_MATCHES is the name matches() is run under (onRE2). */
 const RE2_MATCHES = "xfnRe2Matches";
 
 const cmp = (a: unknown, b: unknown) => ((a as number) < (b as number) ? -1 : (a as number) > (b as number) ? 1 : 0);
-const ENV = new Environment({ unlistedVariablesAreDyn: true, homogeneousAggregateLiterals: false, enableOptionalTypes: true })
+const ENV = withKubernetesLibraries(
+  new Environment({ unlistedVariablesAreDyn: true, homogeneousAggregateLiterals: false, enableOptionalTypes: true }),
+)
   // Kubernetes' CEL list library (k8s.io/apiserver/pkg/cel/library/lists.go).
   .registerFunction("list.isSorted(): bool", (l: unknown[]) => l.every((x, i) => i === 0 || cmp(l[i - 1], x) <= 0))
   .registerFunction("list.sum(): dyn", (l: unknown[]) =>

@@ -277,6 +277,42 @@ C("rules see date-time and date strings as timestamps, duration as durations and
   assert.not.ok(refused.includes(rules[4]!), refused);
 });
 
+C("Kubernetes' CEL libraries: quantity, url and ip/cidr, as kube's library/quantity.go, urls.go, ip.go and cidr.go answer", () => {
+  const rules = [
+    "quantity(self.mem).isLessThan(quantity('64Gi'))",
+    "quantity(self.mem).compareTo(quantity('512Mi')) >= 0",
+    "isQuantity(self.mem) && quantity(self.cpu).add(quantity('500m')).isGreaterThan(quantity('1'))",
+    "quantity('1.5').asApproximateFloat() == 1.5 && quantity('2k').asInteger() == 2000 && !quantity('1500m').isInteger()",
+    "quantity('1Ki').sub(24).asInteger() == 1000 && quantity('-3').sign() == -1 && quantity('1e3').compareTo(quantity('1k')) == 0",
+    "isURL(self.endpoint) && url(self.endpoint).getScheme() == 'https' && url(self.endpoint).getHostname() == 'example.com' && url(self.endpoint).getPort() == '8443'",
+    "!isURL('example.com') && isURL('/healthz') && url('https://example.com').getEscapedPath() == ''",
+    "isIP(self.addr) && ip(self.addr).family() == 4 && cidr(self.net).containsIP(self.addr) && cidr(self.net).prefixLength() == 16",
+    "!isIP('010.0.0.1') && isCIDR('fd00::/8') && cidr('fd00::/8').containsIP(ip('fd00::1')) && !cidr('10.0.0.0/8').containsIP('11.0.0.1')",
+  ];
+  const s = new Store();
+  const props = Object.fromEntries(["mem", "cpu", "endpoint", "addr", "net"].map((k) => [k, { type: "string" }]));
+  s.create(CRD_KEY, undefined, base({ type: "object", properties: props, "x-kubernetes-validations": rules.map((rule) => ({ rule })) }));
+  const write = (name: string, spec: JsonObject) => {
+    try {
+      s.create("example.org/widgets", "default", { apiVersion: "example.org/v1", kind: "Widget", metadata: { name }, spec });
+      return "stored";
+    } catch (err) {
+      return (err as Error).message;
+    }
+  };
+  assert.is(
+    write("ok", { mem: "1Gi", cpu: "750m", endpoint: "https://example.com:8443/x", addr: "10.1.2.3", net: "10.1.0.0/16" }),
+    "stored",
+  );
+  const refused = write("no", { mem: "100Gi", cpu: "1", endpoint: "ftp://x", addr: "10.2.0.1", net: "10.1.0.0/16" });
+  for (const i of [0, 5, 7]) assert.ok(refused.includes(`failed rule: ${rules[i]}`), `${rules[i]}: ${refused}`);
+  for (const i of [1, 2, 3, 4, 6, 8]) assert.not.ok(refused.includes(`failed rule: ${rules[i]}`), `${rules[i]}: ${refused}`);
+  assert.match(
+    write("bad", { mem: "lots", cpu: "1", endpoint: "/", addr: "10.1.0.1", net: "10.1.0.0/16" }),
+    /quantities must match the regular expression/,
+  );
+});
+
 C("a null field of an object is absent to a rule (has() is false), as in kube; in a map it is a value", () => {
   const s = new Store();
   const crd = base({

@@ -1,0 +1,213 @@
+// Kubernetes' CEL libraries that CRD rules may call, added to cel-js:
+// quantity (k8s.io/apiserver pkg/cel/library/quantity.go, over
+// apimachinery's resource.Quantity), url (library/urls.go, over Go's
+// url.ParseRequestURI) and ip/cidr (library/ip.go, cidr.go, over
+// net/netip). Values and errors follow those; what they read is parsed here.
+import { isIP } from "node:net";
+import type { Environment } from "@marcbachmann/cel-js";
+
+// --- quantity --------------------------------------------------------------
+
+/** Quantity is an exact amount, numerator over denominator (resource.Quantity keeps it exactly too). */
+export class Quantity {
+  constructor(
+    readonly n: bigint,
+    readonly d: bigint,
+  ) {}
+  cmp(o: Quantity): number {
+    const l = this.n * o.d;
+    const r = o.n * this.d;
+    return l < r ? -1 : l > r ? 1 : 0;
+  }
+}
+
+const BINARY: Record<string, bigint> = { Ki: 2n ** 10n, Mi: 2n ** 20n, Gi: 2n ** 30n, Ti: 2n ** 40n, Pi: 2n ** 50n, Ei: 2n ** 60n };
+const DECIMAL: Record<string, number> = { n: -9, u: -6, m: -3, "": 0, k: 3, M: 6, G: 9, T: 12, P: 15, E: 18 };
+
+/** parseQuantity reads a quantity as resource.ParseQuantity does ("100Mi", "1.5", "2e3", "500m"), or undefined. */
+export function parseQuantity(s: string): Quantity | undefined {
+  const m = /^([+-]?)(\d+(?:\.\d*)?|\.\d+)(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d+)?$/.exec(s);
+  if (!m) return undefined;
+  const [, sign, num, suffix = ""] = m;
+  const [whole, frac = ""] = num!.split(".");
+  let n = BigInt(`${whole || "0"}${frac}`) * (sign === "-" ? -1n : 1n);
+  let d = 10n ** BigInt(frac.length);
+  if (Object.hasOwn(BINARY, suffix)) n *= BINARY[suffix]!;
+  else {
+    const exp = Object.hasOwn(DECIMAL, suffix) ? DECIMAL[suffix]! : Number(suffix.slice(1));
+    if (!Number.isSafeInteger(exp) || Math.abs(exp) > 1000) return undefined;
+    if (exp >= 0) n *= 10n ** BigInt(exp);
+    else d *= 10n ** BigInt(-exp);
+  }
+  return new Quantity(n, d);
+}
+
+const asQuantity = (x: Quantity | bigint): Quantity => (x instanceof Quantity ? x : new Quantity(x, 1n));
+const INT64 = 2n ** 63n;
+
+// --- url -------------------------------------------------------------------
+
+/** KubeURL is what url() gives: a URL as Go's url.ParseRequestURI reads it (absolute, or an absolute path). */
+export class KubeURL {
+  constructor(
+    readonly scheme: string,
+    readonly host: string,
+    readonly hostname: string,
+    readonly port: string,
+    readonly path: string,
+    readonly query: string,
+  ) {}
+}
+
+function parseURL(s: string): KubeURL | undefined {
+  if (s.startsWith("/")) {
+    if (/[\s#]/.test(s)) return undefined;
+    const [path, query = ""] = s.split("?", 2) as [string, string?];
+    return new KubeURL("", "", "", "", path, query);
+  }
+  const m = /^([A-Za-z][A-Za-z0-9+.-]*):/.exec(s);
+  if (!m || /\s/.test(s)) return undefined;
+  let u: URL;
+  try {
+    u = new URL(s);
+  } catch {
+    return undefined;
+  }
+  const hostname = u.hostname.startsWith("[") ? u.hostname.slice(1, -1) : u.hostname;
+  return new KubeURL(
+    m[1]!,
+    u.host,
+    hostname,
+    u.port,
+    u.pathname === "/" && !/^[^:]+:\/\/[^/]*\//.test(s) ? "" : u.pathname,
+    u.search.slice(1),
+  );
+}
+
+// --- ip / cidr -----------------------------------------------------------------
+
+export class KubeIP {
+  constructor(readonly text: string) {}
+  get family(): number {
+    return isIP(this.text);
+  }
+}
+export class KubeCIDR {
+  constructor(
+    readonly ip: KubeIP,
+    readonly prefix: number,
+  ) {}
+}
+
+/** parseIP reads an address as netip.ParseAddr does for kube's ip(): no zones, no IPv4-mapped IPv6. */
+function parseIP(s: string): KubeIP | undefined {
+  if (!isIP(s) || s.includes("%") || /^::ffff:\d+\.\d+\.\d+\.\d+$/i.test(s)) return undefined;
+  // Go's parser refuses leading zeros in IPv4 octets.
+  if (isIP(s) === 4 && s.split(".").some((o) => o.length > 1 && o.startsWith("0"))) return undefined;
+  return new KubeIP(s);
+}
+
+function parseCIDR(s: string): KubeCIDR | undefined {
+  const [addr, bits, extra] = s.split("/");
+  if (extra !== undefined || addr === undefined || bits === undefined || !/^\d+$/.test(bits)) return undefined;
+  const ip = parseIP(addr);
+  const n = Number(bits);
+  if (!ip || n > (ip.family === 4 ? 32 : 128)) return undefined;
+  return new KubeCIDR(ip, n);
+}
+
+/** bitsOf is an address as a bigint and its width. */
+function bitsOf(ip: KubeIP): [bigint, number] {
+  if (ip.family === 4) return [ip.text.split(".").reduce((a, o) => (a << 8n) | BigInt(Number(o)), 0n), 32];
+  const [head, tail = ""] = ip.text.split("::") as [string, string?];
+  const parts = (x: string) => (x ? x.split(":") : []);
+  const h = parts(head);
+  const t = parts(tail);
+  const groups = ip.text.includes("::") ? [...h, ...Array(8 - h.length - t.length).fill("0"), ...t] : h;
+  return [groups.reduce((a, g) => (a << 16n) | BigInt(parseInt(g, 16)), 0n), 128];
+}
+
+function contains(c: KubeCIDR, ip: KubeIP): boolean {
+  if (c.ip.family !== ip.family) return false;
+  const [a, w] = bitsOf(c.ip);
+  const [b] = bitsOf(ip);
+  const shift = BigInt(w - c.prefix);
+  return a >> shift === b >> shift;
+}
+
+/** withKubernetesLibraries registers the libraries on env, which it returns. */
+export function withKubernetesLibraries(env: Environment): Environment {
+  const fail = (m: string): never => {
+    throw new Error(m);
+  };
+  return env
+    .registerType("kubernetes.Quantity", Quantity)
+    .registerFunction(
+      "quantity(string): kubernetes.Quantity",
+      (s: string) =>
+        parseQuantity(s) ?? fail("quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"),
+    )
+    .registerFunction("isQuantity(string): bool", (s: string) => parseQuantity(s) !== undefined)
+    .registerFunction("kubernetes.Quantity.sign(): int", (q: Quantity) => BigInt(q.cmp(new Quantity(0n, 1n))))
+    .registerFunction("kubernetes.Quantity.isInteger(): bool", (q: Quantity) => q.n % q.d === 0n)
+    .registerFunction("kubernetes.Quantity.asInteger(): int", (q: Quantity) => {
+      if (q.n % q.d !== 0n) fail("cannot convert value to integer");
+      const v = q.n / q.d;
+      if (v >= INT64 || v < -INT64) fail("cannot convert value to integer");
+      return v;
+    })
+    .registerFunction("kubernetes.Quantity.asApproximateFloat(): double", (q: Quantity) => Number(q.n) / Number(q.d))
+    .registerFunction("kubernetes.Quantity.isLessThan(kubernetes.Quantity): bool", (a: Quantity, b: Quantity) => a.cmp(b) < 0)
+    .registerFunction("kubernetes.Quantity.isGreaterThan(kubernetes.Quantity): bool", (a: Quantity, b: Quantity) => a.cmp(b) > 0)
+    .registerFunction("kubernetes.Quantity.compareTo(kubernetes.Quantity): int", (a: Quantity, b: Quantity) => BigInt(a.cmp(b)))
+    .registerFunction(
+      "kubernetes.Quantity.add(kubernetes.Quantity): kubernetes.Quantity",
+      (a: Quantity, b: Quantity) => new Quantity(a.n * b.d + b.n * a.d, a.d * b.d),
+    )
+    .registerFunction("kubernetes.Quantity.add(int): kubernetes.Quantity", (a: Quantity, b: bigint) => {
+      const q = asQuantity(b);
+      return new Quantity(a.n * q.d + q.n * a.d, a.d * q.d);
+    })
+    .registerFunction(
+      "kubernetes.Quantity.sub(kubernetes.Quantity): kubernetes.Quantity",
+      (a: Quantity, b: Quantity) => new Quantity(a.n * b.d - b.n * a.d, a.d * b.d),
+    )
+    .registerFunction("kubernetes.Quantity.sub(int): kubernetes.Quantity", (a: Quantity, b: bigint) => {
+      const q = asQuantity(b);
+      return new Quantity(a.n * q.d - q.n * a.d, a.d * q.d);
+    })
+    .registerType("kubernetes.URL", KubeURL)
+    .registerFunction(
+      "url(string): kubernetes.URL",
+      (s: string) => parseURL(s) ?? fail(`URL parse error during conversion from string: parse "${s}": invalid URI for request`),
+    )
+    .registerFunction("isURL(string): bool", (s: string) => parseURL(s) !== undefined)
+    .registerFunction("kubernetes.URL.getScheme(): string", (u: KubeURL) => u.scheme)
+    .registerFunction("kubernetes.URL.getHost(): string", (u: KubeURL) => u.host)
+    .registerFunction("kubernetes.URL.getHostname(): string", (u: KubeURL) => u.hostname)
+    .registerFunction("kubernetes.URL.getPort(): string", (u: KubeURL) => u.port)
+    .registerFunction("kubernetes.URL.getEscapedPath(): string", (u: KubeURL) => u.path)
+    .registerType("net.IP", KubeIP)
+    .registerType("net.CIDR", KubeCIDR)
+    .registerFunction(
+      "ip(string): net.IP",
+      (s: string) => parseIP(s) ?? fail(`IP Address "${s}" parse error during conversion from string`),
+    )
+    .registerFunction("isIP(string): bool", (s: string) => parseIP(s) !== undefined)
+    .registerFunction("net.IP.family(): int", (ip: KubeIP) => BigInt(ip.family))
+    .registerFunction("net.IP.isLoopback(): bool", (ip: KubeIP) => (ip.family === 4 ? ip.text.startsWith("127.") : bitsOf(ip)[0] === 1n))
+    .registerFunction("net.IP.isUnspecified(): bool", (ip: KubeIP) => bitsOf(ip)[0] === 0n)
+    .registerFunction(
+      "cidr(string): net.CIDR",
+      (s: string) => parseCIDR(s) ?? fail(`network address parse error during conversion from string: netip.ParsePrefix("${s}"): invalid`),
+    )
+    .registerFunction("isCIDR(string): bool", (s: string) => parseCIDR(s) !== undefined)
+    .registerFunction("net.CIDR.containsIP(net.IP): bool", (c: KubeCIDR, ip: KubeIP) => contains(c, ip))
+    .registerFunction("net.CIDR.containsIP(string): bool", (c: KubeCIDR, s: string) => {
+      const ip = parseIP(s);
+      return ip ? contains(c, ip) : fail(`IP Address "${s}" parse error during conversion from string`);
+    })
+    .registerFunction("net.CIDR.containsCIDR(net.CIDR): bool", (c: KubeCIDR, o: KubeCIDR) => o.prefix >= c.prefix && contains(c, o.ip))
+    .registerFunction("net.CIDR.prefixLength(): int", (c: KubeCIDR) => BigInt(c.prefix))
+    .registerFunction("net.CIDR.ip(): net.IP", (c: KubeCIDR) => c.ip);
+}
