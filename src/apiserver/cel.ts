@@ -31,6 +31,9 @@ import { correlate, type Node, type Old, type Rule } from "./node.js";
 import { withKubernetesLibraries } from "./cellibs.js";
 
 /** Rule is one compiled x-kubernetes-validations entry. */
+/** HAS_FIELD is what has(e.f) is run as when e is not a chain of fields (hasAfterIndex). */
+const HAS_FIELD = "xfnHasField";
+
 /** RE2_MATCHES is the name matches() is run under (onRE2). */
 const RE2_MATCHES = "xfnRe2Matches";
 
@@ -76,6 +79,9 @@ const ENV = withKubernetesLibraries(
     while (m.find()) out.push(m.group() ?? "");
     return out;
   })
+  .registerFunction(`${HAS_FIELD}(dyn, string): bool`, (o: unknown, k: string) =>
+    o instanceof Map ? o.has(k) : typeof o === "object" && o !== null && !Array.isArray(o) && Object.hasOwn(o, k),
+  )
   .registerFunction(`string.${RE2_MATCHES}(string): bool`, (s: string, re: string) => re2(re).matcher(s).find())
   .registerFunction(`${RE2_MATCHES}(string, string): bool`, (s: string, re: string) => re2(re).matcher(s).find());
 
@@ -165,6 +171,59 @@ function onRE2(node: unknown): void {
   onRE2(n.args);
 }
 
+/**
+ * hasAfterIndex rewrites has(e.f) where e is not a plain chain of fields (an
+ * index, a call: has(self.items[0].name)), which cel-go takes and cel-js's
+ * has() macro refuses, into a call that tests e for the field f.
+ */
+export function hasAfterIndex(text: string): string {
+  let out = "";
+  let quote = "";
+  for (let i = 0; i < text.length; i++) {
+    const ch = text[i]!;
+    if (quote) {
+      out += ch;
+      if (ch === "\\") out += text[++i] ?? "";
+      else if (ch === quote) quote = "";
+      continue;
+    }
+    if (ch === "'" || ch === '"') {
+      quote = ch;
+      out += ch;
+      continue;
+    }
+    const call = /^has\s*\(/.exec(text.slice(i, i + 12));
+    if (!call || (i > 0 && /[A-Za-z0-9_.]/.test(text[i - 1]!))) {
+      out += ch;
+      continue;
+    }
+    const open = i + call[0].length - 1;
+    const end = closing(text, open);
+    if (end < 0) return out + text.slice(i);
+    const inner = text.slice(open + 1, end).trim();
+    const m = /^(.*)\.\s*([A-Za-z_][A-Za-z0-9_]*)$/s.exec(inner);
+    out += m && /[[(]/.test(m[1]!) ? `${HAS_FIELD}(${hasAfterIndex(m[1]!)}, '${m[2]}')` : text.slice(i, end + 1);
+    i = end;
+  }
+  return out;
+}
+
+/** closing is where the bracket at open closes, outside string literals (-1: it does not). */
+function closing(text: string, open: number): number {
+  let depth = 0;
+  let quote = "";
+  for (let j = open; j < text.length; j++) {
+    const ch = text[j]!;
+    if (quote) {
+      if (ch === "\\") j++;
+      else if (ch === quote) quote = "";
+    } else if (ch === "'" || ch === '"') quote = ch;
+    else if (ch === "(" || ch === "[") depth++;
+    else if ((ch === ")" || ch === "]") && --depth === 0) return j;
+  }
+  return -1;
+}
+
 /** RuleError is a rule that cannot be used, as the field error a CRD with it is refused with. */
 export class RuleError extends Error {
   constructor(readonly error: FieldError) {
@@ -178,7 +237,7 @@ export function compileRule(r: JsonValue, where: string): Rule {
   const text = r["rule"];
   const parse = (src: string, field: string) => {
     try {
-      const parsed = ENV.parse(src);
+      const parsed = ENV.parse(hasAfterIndex(src));
       onRE2((parsed as unknown as { ast: unknown }).ast);
       metered((parsed as unknown as { ast: object }).ast);
       return parsed;

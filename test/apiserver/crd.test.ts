@@ -8,6 +8,7 @@ import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { CRD_KEY, Store } from "../../src/apiserver/store.js";
 import { startDevCluster } from "../../src/apiserver/server.js";
+import { hasAfterIndex } from "../../src/apiserver/cel.js";
 
 const C = suite("dev-cluster: CRDs as kube-apiserver validates them");
 
@@ -311,6 +312,37 @@ C("Kubernetes' CEL libraries: quantity, url and ip/cidr, as kube's library/quant
     write("bad", { mem: "lots", cpu: "1", endpoint: "/", addr: "10.1.0.1", net: "10.1.0.0/16" }),
     /quantities must match the regular expression/,
   );
+});
+
+C("has() after an index or a call (which cel-go takes) tests the field; has() of a plain chain is left to cel-js's macro", () => {
+  const table: Array<[string, string]> = [
+    ["has(self.items[0].name)", "xfnHasField(self.items[0], 'name')"],
+    ["has(self.a.b)", "has(self.a.b)"],
+    ["!has(self.m['k'].x) || has(self.items[1].y)", "!xfnHasField(self.m['k'], 'x') || xfnHasField(self.items[1], 'y')"],
+    ["'has(x[0].y)' == self.s", "'has(x[0].y)' == self.s"],
+  ];
+  for (const [rule, want] of table) assert.is(hasAfterIndex(rule), want, rule);
+  const s = new Store();
+  const item = { type: "object", properties: { name: { type: "string" } } };
+  s.create(
+    CRD_KEY,
+    undefined,
+    base({
+      type: "object",
+      properties: { items: { type: "array", items: item } },
+      "x-kubernetes-validations": [{ rule: "has(self.items[0].name)" }],
+    }),
+  );
+  const write = (name: string, spec: JsonObject) => {
+    try {
+      s.create("example.org/widgets", "default", { apiVersion: "example.org/v1", kind: "Widget", metadata: { name }, spec });
+      return "stored";
+    } catch (err) {
+      return (err as Error).message;
+    }
+  };
+  assert.is(write("a", { items: [{ name: "x" }] }), "stored");
+  assert.match(write("b", { items: [{}] }), /failed rule: has\(self\.items\[0\]\.name\)/);
 });
 
 C("a null field of an object is absent to a rule (has() is false), as in kube; in a map it is a value", () => {
