@@ -35,6 +35,16 @@ function refused(crd: JsonObject): string {
   }
 }
 
+/** writer creates Widgets in s, answering "stored" or the refusal's message. */
+const writer = (s: Store) => (name: string, spec: JsonObject) => {
+  try {
+    s.create("example.org/widgets", "default", { apiVersion: "example.org/v1", kind: "Widget", metadata: { name }, spec });
+    return "stored";
+  } catch (err) {
+    return (err as Error).message;
+  }
+};
+
 const CASES: Record<string, { crd: any; want: string }> = {
   NoSchema: {
     crd: (() => {
@@ -264,14 +274,7 @@ C("rules see date-time and date strings as timestamps, duration as durations and
     },
   });
   s.create(CRD_KEY, undefined, crd);
-  const write = (name: string, spec: JsonObject) => {
-    try {
-      s.create("example.org/widgets", "default", { apiVersion: "example.org/v1", kind: "Widget", metadata: { name }, spec });
-      return "stored";
-    } catch (err) {
-      return (err as Error).message;
-    }
-  };
+  const write = writer(s);
   assert.is(write("ok", { at: "2026-11-27T10:00:00Z", d: "5m", b: "AQID", day: "2026-05-01" }), "stored");
   const refused = write("no", { at: "2031-01-01T00:00:00Z", d: "30s", b: "AQ==", day: "2025-05-01" });
   for (const r of rules.slice(0, 4)) assert.ok(refused.includes(`failed rule: ${r}`), `${r}: ${refused}`);
@@ -293,14 +296,7 @@ C("Kubernetes' CEL libraries: quantity, url and ip/cidr, as kube's library/quant
   const s = new Store();
   const props = Object.fromEntries(["mem", "cpu", "endpoint", "addr", "net"].map((k) => [k, { type: "string" }]));
   s.create(CRD_KEY, undefined, base({ type: "object", properties: props, "x-kubernetes-validations": rules.map((rule) => ({ rule })) }));
-  const write = (name: string, spec: JsonObject) => {
-    try {
-      s.create("example.org/widgets", "default", { apiVersion: "example.org/v1", kind: "Widget", metadata: { name }, spec });
-      return "stored";
-    } catch (err) {
-      return (err as Error).message;
-    }
-  };
+  const write = writer(s);
   assert.is(
     write("ok", { mem: "1Gi", cpu: "750m", endpoint: "https://example.com:8443/x", addr: "10.1.2.3", net: "10.1.0.0/16" }),
     "stored",
@@ -333,14 +329,7 @@ C("has() after an index or a call (which cel-go takes) tests the field; has() of
       "x-kubernetes-validations": [{ rule: "has(self.items[0].name)" }],
     }),
   );
-  const write = (name: string, spec: JsonObject) => {
-    try {
-      s.create("example.org/widgets", "default", { apiVersion: "example.org/v1", kind: "Widget", metadata: { name }, spec });
-      return "stored";
-    } catch (err) {
-      return (err as Error).message;
-    }
-  };
+  const write = writer(s);
   assert.is(write("a", { items: [{ name: "x" }] }), "stored");
   assert.match(write("b", { items: [{}] }), /failed rule: has\(self\.items\[0\]\.name\)/);
 });
@@ -359,14 +348,7 @@ C("a null field of an object is absent to a rule (has() is false), as in kube; i
     ],
   });
   s.create(CRD_KEY, undefined, crd);
-  const write = (name: string, spec: JsonObject) => {
-    try {
-      s.create("example.org/widgets", "default", { apiVersion: "example.org/v1", kind: "Widget", metadata: { name }, spec });
-      return "stored";
-    } catch (err) {
-      return (err as Error).message;
-    }
-  };
+  const write = writer(s);
   assert.is(write("a", { note: null, tags: { a: null } }), "stored");
   assert.match(write("b", { note: "hi", tags: {} }), /note is set/);
 });

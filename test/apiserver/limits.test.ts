@@ -129,32 +129,24 @@ L("an object larger than etcd's 1.5 MiB is refused as etcd refuses it; smaller o
   }
 });
 
-/** ruled is a store serving Widgets whose spec has the given rules over a string s and an integer list l. */
-function ruled(rules: string[]): Store {
+/** specStore is a store serving Widgets whose spec has the given schema. */
+function specStore(spec: JsonObject): Store {
   const s = new Store();
-  s.create(CRD_KEY, undefined, {
-    ...crd("example.org", "Widget", "widgets", "Namespaced", [
-      {
-        name: "v1",
-        served: true,
-        storage: true,
-        schema: {
-          openAPIV3Schema: {
-            type: "object",
-            properties: {
-              spec: {
-                type: "object",
-                "x-kubernetes-validations": rules.map((rule) => ({ rule })),
-                properties: { s: { type: "string" }, l: { type: "array", items: { type: "integer" } } },
-              },
-            },
-          },
-        },
-      },
-    ]),
-  } as JsonObject);
+  const schema = { openAPIV3Schema: { type: "object", properties: { spec: { type: "object", ...spec } } } };
+  s.create(
+    CRD_KEY,
+    undefined,
+    crd("example.org", "Widget", "widgets", "Namespaced", [{ name: "v1", served: true, storage: true, schema }]) as JsonObject,
+  );
   return s;
 }
+
+/** ruled is a store serving Widgets whose spec has the given rules over a string s and an integer list l. */
+const ruled = (rules: string[]): Store =>
+  specStore({
+    "x-kubernetes-validations": rules.map((rule) => ({ rule })),
+    properties: { s: { type: "string" }, l: { type: "array", items: { type: "integer" } } },
+  });
 const write = (s: Store, spec: JsonObject) => {
   try {
     s.create(typeKeyOf("example.org", "widgets"), "default", {
@@ -195,34 +187,16 @@ L("rules that each fit but together pass the request's budget stop there, with k
 });
 
 L("a set list is checked for duplicates in linear time: 100,000 items, one repeated, answered with the repeat", () => {
-  const s = new Store();
-  s.create(CRD_KEY, undefined, {
-    ...crd("example.org", "Widget", "widgets", "Namespaced", [
-      {
-        name: "v1",
-        served: true,
-        storage: true,
-        schema: {
-          openAPIV3Schema: {
-            type: "object",
-            properties: {
-              spec: {
-                type: "object",
-                properties: {
-                  names: { type: "array", items: { type: "string" }, "x-kubernetes-list-type": "set" },
-                  things: {
-                    type: "array",
-                    items: { type: "object", properties: { a: { type: "integer" }, b: { type: "integer" } } },
-                    "x-kubernetes-list-type": "set",
-                  },
-                },
-              },
-            },
-          },
-        },
+  const s = specStore({
+    properties: {
+      names: { type: "array", items: { type: "string" }, "x-kubernetes-list-type": "set" },
+      things: {
+        type: "array",
+        items: { type: "object", properties: { a: { type: "integer" }, b: { type: "integer" } } },
+        "x-kubernetes-list-type": "set",
       },
-    ]),
-  } as JsonObject);
+    },
+  });
   const names = Array.from({ length: 100_000 }, (_, i) => `n${i}`);
   names.push("n7");
   const things = [
