@@ -88,14 +88,22 @@ export class Store {
     timestamp: () => this.timestamp(),
   });
   private settling = false;
-  /** Each stored object's volatileFree JSON, once known (stored objects are never changed in place). */
-  private readonly texts = new WeakMap<JsonObject, string>();
+  /**
+   * The volatileFree JSON of the objects written last (stored objects are never
+   * changed in place), for their next write's no-op check: bounded, so that it
+   * costs memory for what is being written now, not for everything stored.
+   */
+  private readonly texts = new Map<JsonObject, string>();
 
-  /** textOf is a stored object's volatileFree JSON, remembered. */
+  /** remember keeps o's volatileFree JSON, forgetting the oldest past TEXTS_KEPT. */
+  private remember(o: JsonObject, text: string): void {
+    this.texts.set(o, text);
+    if (this.texts.size > TEXTS_KEPT) this.texts.delete(this.texts.keys().next().value as JsonObject);
+  }
+
+  /** textOf is a stored object's volatileFree JSON, remembered or made. */
   private textOf(o: JsonObject): string {
-    let t = this.texts.get(o);
-    if (t === undefined) this.texts.set(o, (t = volatileFree(o)));
-    return t;
+    return this.texts.get(o) ?? volatileFree(o);
   }
   /** Watches, and the event history they resume from. */
   private readonly fanout: Fanout;
@@ -285,7 +293,7 @@ export class Store {
     checkSize(obj, text);
     if (opts.dryRun) return obj;
     // Remembered for the object's next write, which compares against it.
-    if (typeKey !== CRD_KEY) this.texts.set(obj, text);
+    if (typeKey !== CRD_KEY) this.remember(obj, text);
     m["resourceVersion"] = this.bump();
     this.stored(typeKey, objectKey(namespace, name), obj);
     this.record({ type: "ADDED", typeKey, object: structuredClone(obj) });
@@ -370,7 +378,7 @@ export class Store {
     this.admit(t, next, current, opts.status === true, opts.warnings);
     const crdSchemas = typeKey === CRD_KEY ? this.validateCRD(next) : undefined;
     checkSize(next, typeKey === CRD_KEY ? undefined : nextText);
-    if (typeKey !== CRD_KEY) this.texts.set(next, nextText);
+    if (typeKey !== CRD_KEY) this.remember(next, nextText);
     // A dry run answers with the object as it would be stored, at the version it replaces.
     if (opts.dryRun) return ((nm["resourceVersion"] = cm["resourceVersion"]!), next);
     nm["resourceVersion"] = this.bump();
@@ -717,6 +725,9 @@ function compiledOrNone(versions: JsonObject[]): Record<string, Schema> {
  * 500 without a reason, as it answers errors that are not API statuses).
  */
 export const MAX_OBJECT_BYTES = 1.5 * 1024 * 1024;
+
+/** TEXTS_KEPT is how many recently written objects' JSON the store keeps for no-op checks. */
+const TEXTS_KEPT = 4096;
 
 /** checkSize refuses to store an object past MAX_OBJECT_BYTES, as etcd refuses the request. */
 function checkSize(o: JsonObject, text?: string): void {
