@@ -281,8 +281,8 @@ const FORMATTED: Record<string, (v: string) => unknown> = {
 /**
  * celValue is v as a rule sees it under schema s: integers as CEL ints,
  * strings of format date-time and date as timestamps, duration as durations
- * and byte as bytes, null fields of an object as absent, everything else as
- * is; at the root, only the metadata rules may read.
+ * and byte as bytes, null fields of an object as absent, a set of scalars
+ * as a set (equal to another whatever the order), everything else as is; at the root, only the metadata rules may read.
  */
 export function celValue(v: JsonValue | undefined, s: Node | undefined, root = false): unknown {
   if (typeof v === "string" && s?.format && Object.hasOwn(FORMATTED, s.format)) {
@@ -296,7 +296,12 @@ export function celValue(v: JsonValue | undefined, s: Node | undefined, root = f
     const int = s && s.types.length ? s.types.includes("integer") && !s.types.includes("number") : true;
     return int && Number.isSafeInteger(v) ? BigInt(v) : v;
   }
-  if (Array.isArray(v)) return v.map((x) => celValue(x, s?.items));
+  if (Array.isArray(v)) {
+    const items = v.map((x) => celValue(x, s?.items));
+    // A set of scalars compares as a set (kube's set list equality); cel-js takes a Set as a list.
+    if (s?.listType === "set" && items.every((x) => x === null || typeof x !== "object")) return new Set(items);
+    return items;
+  }
   if (isObject(v)) {
     const out: Record<string, unknown> = {};
     // In an object of declared properties (not a map), a null field is as absent to a rule: has() is

@@ -334,6 +334,37 @@ C("has() after an index or a call (which cel-go takes) tests the field; has() of
   assert.match(write("b", { items: [{}] }), /failed rule: has\(self\.items\[0\]\.name\)/);
 });
 
+C("a set of scalars compares as a set in rules (transition rules too), as kube compares set lists", () => {
+  const s = new Store();
+  s.create(
+    CRD_KEY,
+    undefined,
+    base({
+      type: "object",
+      properties: { tags: { type: "array", items: { type: "string" }, "x-kubernetes-list-type": "set" } },
+      "x-kubernetes-validations": [
+        { rule: "self.tags == ['b', 'a'] || size(self.tags) != 2", message: "not the set {a, b}" },
+        { rule: "self.tags == oldSelf.tags", message: "tags are immutable" },
+        { rule: "self.tags[0] != ''" },
+      ],
+    }),
+  );
+  const write = writer(s);
+  assert.is(write("w", { tags: ["a", "b"] }), "stored");
+  const update = (tags: string[]) => {
+    try {
+      s.update("example.org/widgets", "default", "w", { ...s.get("example.org/widgets", "default", "w"), spec: { tags } });
+      return "stored";
+    } catch (err) {
+      return (err as Error).message;
+    }
+  };
+  assert.is(update(["b", "a"]), "stored", "the same set in another order is the same set");
+  const changed = update(["a", "c"]);
+  assert.match(changed, /not the set \{a, b\}/);
+  assert.match(changed, /tags are immutable/);
+});
+
 C("a null field of an object is absent to a rule (has() is false), as in kube; in a map it is a value", () => {
   const s = new Store();
   const crd = base({
