@@ -13,24 +13,11 @@
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { isObject } from "../json.js";
 import { forbidden, invalid, notSupported, OMIT, required, type FieldError } from "./fielderr.js";
-import { isDNS1123Subdomain } from "./meta.js";
+import { isDNS1035Label, isDNS1123Subdomain } from "./meta.js";
 import { compileNode, validateValue } from "./schema.js";
 import { ruleTypeErrors } from "./cel.js";
 
-const DNS1035 = /^[a-z]([-a-z0-9]*[a-z0-9])?$/;
 const REASONS = ["FieldValueDuplicate", "FieldValueForbidden", "FieldValueInvalid", "FieldValueRequired"];
-
-/** isDNS1035Label says why value is not a DNS-1035 label. */
-export function isDNS1035Label(value: string): string[] {
-  const errs: string[] = [];
-  if (value.length > 63) errs.push("must be no more than 63 characters");
-  if (!DNS1035.test(value))
-    errs.push(
-      "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, " +
-        "and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')",
-    );
-  return errs;
-}
 
 const str = (v: JsonValue | undefined): string => (typeof v === "string" ? v : "");
 const strings = (v: JsonValue | undefined): string[] => (Array.isArray(v) ? v.filter((x): x is string => typeof x === "string") : []);

@@ -68,6 +68,20 @@ export function isDNS1123Label(value: string): string[] {
   return errs;
 }
 
+const DNS1035_LABEL = /^[a-z]([-a-z0-9]*[a-z0-9])?$/;
+
+/** isDNS1035Label says why value is not a DNS-1035 label. */
+export function isDNS1035Label(value: string): string[] {
+  const errs: string[] = [];
+  if (value.length > 63) errs.push("must be no more than 63 characters");
+  if (!DNS1035_LABEL.test(value))
+    errs.push(
+      "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, " +
+        "and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')",
+    );
+  return errs;
+}
+
 const KEY_MSG = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
 
 /** isQualifiedName says why value is not a label key ([prefix/]name). */

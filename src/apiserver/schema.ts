@@ -20,6 +20,7 @@ import { RE2JS } from "re2js";
 import { compileRule, runRules, RuleError } from "./cel.js";
 import { invalid, notSupported, required, tooLong, tooMany, type FieldError } from "./fielderr.js";
 import { FORMATS } from "./formats.js";
+import { isDNS1035Label } from "./meta.js";
 import { canonical, correlate, type Node, type Old } from "./node.js";
 
 const num = (v: JsonValue | undefined): number | undefined => (typeof v === "number" ? v : undefined);
@@ -282,16 +283,10 @@ function embeddedErrors(v: JsonObject, at: string): FieldError[] {
     else if (x === "") errs.push(invalid(`${at}.${k}`, x, "must not be empty"));
     else if (k === "apiVersion" && (x.split("/").length > 2 || x.startsWith("/") || x.endsWith("/")))
       errs.push(invalid(`${at}.apiVersion`, x, `unexpected GroupVersion string: ${x}`));
-    else if (k === "kind" && !/^[a-z]([-a-z0-9]*[a-z0-9])?$/.test(x.toLowerCase()))
-      errs.push(
-        invalid(
-          `${at}.kind`,
-          x,
-          "may have mixed case, but should otherwise match: a DNS-1035 label must consist of lower case alphanumeric characters or '-', " +
-            "start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', " +
-            "regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')",
-        ),
-      );
+    else if (k === "kind") {
+      const bad = isDNS1035Label(x.toLowerCase());
+      if (bad.length) errs.push(invalid(`${at}.kind`, x, `may have mixed case, but should otherwise match: ${bad.join(",")}`));
+    }
   }
   return errs;
 }
