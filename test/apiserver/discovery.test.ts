@@ -13,8 +13,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
-import { startDevCluster, type DevCluster } from "../../src/apiserver/server.js";
-import { crd, kubectlFor } from "../support/cluster.js";
+import { startDevCluster } from "../../src/apiserver/server.js";
+import { caller, crd, kubectlFor } from "../support/cluster.js";
 import { needs } from "../support/needs.js";
 
 const D = suite("dev-cluster: what kubectl reads");
@@ -26,16 +26,6 @@ D.before(() => {
 });
 D.after(() => rmSync(scratch, { recursive: true, force: true }));
 
-const caller =
-  (c: DevCluster) =>
-  async (method: string, path: string, body?: unknown, headers: Record<string, string> = {}) => {
-    const r = await fetch(`${c.url}${path}`, {
-      method,
-      headers: { "Content-Type": "application/json", ...headers },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-    });
-    return { status: r.status, body: (await r.json()) as any };
-  };
 const TABLE = { Accept: "application/json;as=Table;v=v1;g=meta.k8s.io" };
 
 /** fill writes one object of each built-in kind kubectl shows columns for. */

@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { startDevCluster, type DevCluster } from "../../src/apiserver/server.js";
-import { crd, kubectlFor } from "../support/cluster.js";
+import { caller, crd, kubectlFor } from "../support/cluster.js";
 import { needs } from "../support/needs.js";
 
 const M = suite("dev-cluster: managedFields for every write");
@@ -24,16 +24,12 @@ M.before(() => {
 M.after(() => rmSync(scratch, { recursive: true, force: true }));
 
 const CM = "/api/v1/namespaces/default/configmaps";
-const caller =
-  (c: DevCluster) =>
-  async (method: string, path: string, body: unknown, type = "application/json", agent = "test-agent/1.0") => {
-    const r = await fetch(`${c.url}${path}`, {
-      method,
-      headers: { "Content-Type": type, "User-Agent": agent },
-      body: typeof body === "string" ? body : JSON.stringify(body),
-    });
-    return { status: r.status, body: (await r.json()) as any };
-  };
+/** writes calls c with a content type and a User-Agent (which names the writer when no fieldManager does). */
+const writes = (c: DevCluster) => {
+  const call = caller(c);
+  return (method: string, path: string, body: unknown, type = "application/json", agent = "test-agent/1.0") =>
+    call(method, path, body, { "Content-Type": type, "User-Agent": agent });
+};
 /** owners sums up managedFields as "manager/operation[/subresource]: field, field". */
 const owners = (o: any): Record<string, string> => {
   const out: Record<string, string> = {};
@@ -49,7 +45,7 @@ const owners = (o: any): Record<string, string> => {
 
 M("create, update and patch record their managers as owners of what they changed; apply conflicts with them", async () => {
   const c = await startDevCluster();
-  const call = caller(c);
+  const call = writes(c);
   try {
     const made = await call("POST", `${CM}?fieldManager=creator`, {
       metadata: { name: "cm", labels: { a: "1" } },
@@ -99,7 +95,7 @@ M(
   "ownership is indexed: 20,000 fields owned by one manager and applied over by another conflict, or are forced, field by field",
   async () => {
     const c = await startDevCluster();
-    const call = caller(c);
+    const call = writes(c);
     try {
       const data = (v: string) => Object.fromEntries(Array.from({ length: 20_000 }, (_, i) => [`k${i}`, v]));
       assert.is((await call("POST", `${CM}?fieldManager=creator`, { metadata: { name: "big" }, data: data("a") })).status, 201);
@@ -120,7 +116,7 @@ M(
 
 M("a status write is recorded under the status subresource", async () => {
   const c = await startDevCluster();
-  const call = caller(c);
+  const call = writes(c);
   try {
     await call("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd("example.org", "Widget", "widgets", "Namespaced"));
     const base = "/apis/example.org/v1/namespaces/default/widgets";

@@ -12,8 +12,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
-import { startDevCluster, type DevCluster } from "../../src/apiserver/server.js";
-import { crd, kubectlFor } from "../support/cluster.js";
+import { startDevCluster } from "../../src/apiserver/server.js";
+import { caller, crd, kubectlFor } from "../support/cluster.js";
 import { needs } from "../support/needs.js";
 
 const N = suite("dev-cluster: namespaces");
@@ -26,14 +26,6 @@ N.before(() => {
 N.after(() => rmSync(scratch, { recursive: true, force: true }));
 
 const NS = "/api/v1/namespaces";
-const caller = (c: DevCluster) => async (method: string, path: string, body?: unknown) => {
-  const r = await fetch(`${c.url}${path}`, {
-    method,
-    headers: { "Content-Type": "application/json" },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  return { status: r.status, body: (await r.json()) as any };
-};
 const ns = (name: string, spec?: unknown) => ({ apiVersion: "v1", kind: "Namespace", metadata: { name }, ...(spec ? { spec } : {}) });
 const cm = (name: string, extra: Record<string, unknown> = {}) => ({ apiVersion: "v1", kind: "ConfigMap", metadata: { name, ...extra } });
 const widget = (name: string, extra: Record<string, unknown> = {}) => ({

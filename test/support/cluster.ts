@@ -97,3 +97,19 @@ export function kubectlFor(c: DevCluster, dir: string) {
     }
   };
 }
+
+/**
+ * caller makes JSON requests to c: body (an object, sent as JSON, or a string,
+ * sent as is) with Content-Type application/json unless headers say another;
+ * it answers the status, the decoded body and the response's headers.
+ */
+export const caller =
+  (c: DevCluster) =>
+  async (method: string, path: string, body?: unknown, headers: Record<string, string> = {}) => {
+    const r = await fetch(`${c.url}${path}`, {
+      method,
+      headers: { "Content-Type": "application/json", ...headers },
+      ...(body === undefined ? {} : { body: typeof body === "string" ? body : JSON.stringify(body) }),
+    });
+    return { status: r.status, headers: r.headers, body: (await r.json()) as any };
+  };
