@@ -10,12 +10,14 @@
 // the registry strategy (PrepareForCreate/Update record the storage version in
 // status.storedVersions). Field paths and messages are kube's; a value Go would
 // print as a struct dump is left out.
+import { isDeepStrictEqual } from "node:util";
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { isObject } from "../json.js";
 import { forbidden, invalid, notSupported, OMIT, required, type FieldError } from "./fielderr.js";
 import { isDNS1035Label, isDNS1123Subdomain } from "./meta.js";
 import { compileNode, validateValue } from "./schema.js";
 import { ruleTypeErrors } from "./cel.js";
+import { costErrors } from "./celcost.js";
 
 const REASONS = ["FieldValueDuplicate", "FieldValueForbidden", "FieldValueInvalid", "FieldValueRequired"];
 
@@ -37,8 +39,12 @@ export function prepareCRD(crd: JsonObject): void {
   if (!stored.includes(name)) status["storedVersions"] = [...stored, name];
 }
 
-/** crdErrors is what kube-apiserver refuses in a CRD (prepared by prepareCRD). */
-export function crdErrors(crd: JsonObject): FieldError[] {
+/**
+ * crdErrors is what kube-apiserver refuses in a CRD (prepared by prepareCRD);
+ * old is the stored CRD an update replaces (a version whose schema it leaves
+ * unchanged is not refused for one rule's cost, as kube ratchets it).
+ */
+export function crdErrors(crd: JsonObject, old?: JsonObject): FieldError[] {
   const errs: FieldError[] = [];
   const spec = obj(crd["spec"]);
   const names = obj(spec["names"]);
@@ -68,7 +74,7 @@ export function crdErrors(crd: JsonObject): FieldError[] {
     const where = `spec.versions[${i}].schema.openAPIV3Schema`;
     const schema = obj(v["schema"])["openAPIV3Schema"];
     if (!isObject(schema)) errs.push(required(where, "schemas are required"));
-    else errs.push(...schemaErrors(schema, where));
+    else errs.push(...schemaErrors(schema, where, sameSchema(old, name, schema)));
   });
   if (!unique) errs.push(invalid("spec.versions", OMIT, "must contain unique version names"));
   if (storage !== 1) errs.push(invalid("spec.versions", OMIT, "must have exactly one version marked as storage version"));
@@ -118,14 +124,26 @@ function storedVersionErrors(crd: JsonObject, versions: JsonValue[]): FieldError
 
 type Level = "root" | "item" | "field";
 
-/** schemaErrors is what apiextensions refuses in one version's openAPIV3Schema. */
-export function schemaErrors(schema: JsonObject, where: string): FieldError[] {
+/** sameSchema says whether old (a stored CRD) has version name with this very schema. */
+function sameSchema(old: JsonObject | undefined, name: string, schema: JsonObject): boolean {
+  if (!old) return false;
+  const versions = obj(old["spec"])["versions"];
+  const was = Array.isArray(versions) ? versions.find((v) => isObject(v) && v["name"] === name) : undefined;
+  return isObject(was) && isDeepStrictEqual(obj(was["schema"])["openAPIV3Schema"], schema);
+}
+
+/**
+ * schemaErrors is what apiextensions refuses in one version's openAPIV3Schema;
+ * unchanged, that an update leaves it as stored (so no rule is refused for its
+ * own cost, though the schema's total still is).
+ */
+export function schemaErrors(schema: JsonObject, where: string, unchanged = false): FieldError[] {
   const errs: FieldError[] = [];
   structural(schema, "root", where, errs);
   openAPI(schema, where, errs);
   if (errs.length === 0) defaults(schema, where, errs);
-  // Rules are type-checked against a schema that holds together, as kube skips them otherwise.
-  if (errs.length === 0) errs.push(...ruleTypeErrors(schema, where));
+  // Rules are type-checked and costed against a schema that holds together, as kube skips them otherwise.
+  if (errs.length === 0) errs.push(...ruleTypeErrors(schema, where), ...costErrors(schema, where, unchanged));
   return errs;
 }
 

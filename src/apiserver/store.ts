@@ -376,7 +376,7 @@ export class Store {
     // A write that is not an apply takes the fields it changed (kube's field manager, operation Update).
     if (opts.manager && !opts.applied) nm["managedFields"] = recordUpdate(current, next, opts.manager, this.timestamp());
     this.admit(t, next, current, opts.status === true, opts.warnings);
-    const crdSchemas = typeKey === CRD_KEY ? this.validateCRD(next) : undefined;
+    const crdSchemas = typeKey === CRD_KEY ? this.validateCRD(next, current) : undefined;
     checkSize(next, typeKey === CRD_KEY ? undefined : nextText);
     if (typeKey !== CRD_KEY) this.remember(next, nextText);
     // A dry run answers with the object as it would be stored, at the version it replaces.
@@ -533,11 +533,11 @@ export class Store {
 
   // --- CRDs ----------------------------------------------------------------
 
-  /** validateCRD refuses a CRD kube-apiserver would refuse, and returns its versions' compiled schemas. */
-  private validateCRD(crd: JsonObject): Record<string, Schema> {
+  /** validateCRD refuses a CRD kube-apiserver would refuse (old: what an update replaces); answers its versions' compiled schemas. */
+  private validateCRD(crd: JsonObject, old?: JsonObject): Record<string, Schema> {
     prepareCRD(crd);
     const name = String(ensureMeta(crd)["name"] ?? "");
-    const errs = crdErrors(crd);
+    const errs = crdErrors(crd, old);
     if (errs.length) throw refusal("apiextensions.k8s.io", "CustomResourceDefinition", name, errs);
     // Each version's schema must compile (its CEL rules parse), as kube-apiserver refuses a CRD whose rules do not.
     return compileSchemas((crd["spec"] as JsonObject)["versions"] as JsonValue[], name);
