@@ -1,6 +1,6 @@
 // Patches the embedded API server accepts: JSON merge patch (RFC 7386; also
 // used for strategic merge patch, without list merge keys), JSON patch (RFC
-// 6902: add, remove, replace, test), and server-side apply with per-manager
+// 6902, as kube-apiserver's json-patch library applies it), and server-side apply with per-manager
 // field ownership, where every list is atomic.
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { ApiError } from "./errors.js";
@@ -18,63 +18,250 @@ export function mergePatch(target: JsonValue | undefined, patch: JsonValue): Jso
   return out;
 }
 
-function pointer(path: string): string[] {
-  if (path === "") return [];
-  if (!path.startsWith("/")) throw new ApiError(422, "Invalid", `json patch path ${JSON.stringify(path)} must start with "/"`);
-  return path
-    .slice(1)
-    .split("/")
-    .map((p) => p.replace(/~1/g, "/").replace(/~0/g, "~"));
+/** The most operations one JSON patch may have (apiserver's maxJSONPatchOperations), and the most bytes its copies may add. */
+const MAX_JSON_PATCH_OPERATIONS = 10_000;
+const MAX_COPY_BYTES = 3 * 1024 * 1024;
+
+type Container = JsonObject | JsonValue[];
+const isContainer = (v: JsonValue | undefined): v is Container => Array.isArray(v) || isObject(v);
+
+/** PatchFailure is an operation that does not apply, in json-patch's words. */
+class PatchFailure extends Error {}
+
+/** atoi is Go's strconv.Atoi, with its errors. */
+function atoi(s: string): number {
+  if (!/^[+-]?[0-9]+$/.test(s)) throw new PatchFailure(`strconv.Atoi: parsing ${JSON.stringify(s)}: invalid syntax`);
+  const n = Number(s);
+  if (!Number.isSafeInteger(n)) throw new PatchFailure(`strconv.Atoi: parsing ${JSON.stringify(s)}: value out of range`);
+  return n;
+}
+const badIndex = (i: number) => new PatchFailure(`Unable to access invalid index: ${i}: invalid index referenced`);
+
+/** An element of a container: json-patch's get, set, add and remove (negative indices count from the end). */
+function get(c: Container, key: string): JsonValue | undefined {
+  if (!Array.isArray(c)) return Object.hasOwn(c, key) ? c[key] : undefined;
+  let i = atoi(key);
+  if (i < 0) {
+    if (i < -c.length) throw badIndex(i);
+    i += c.length;
+  }
+  if (i >= c.length) throw badIndex(i);
+  return c[i];
+}
+function set(c: Container, key: string, v: JsonValue): void {
+  if (!Array.isArray(c)) return void (c[key] = v);
+  let i = atoi(key);
+  if (i < 0) i += c.length;
+  c[i] = v;
+}
+function insert(c: Container, key: string, v: JsonValue): void {
+  if (!Array.isArray(c)) return void (c[key] = v);
+  if (key === "-") return void c.push(v);
+  let i: number;
+  try {
+    i = atoi(key);
+  } catch (err) {
+    throw new PatchFailure(`value was not a proper array index: '${key}': ${(err as Error).message}`);
+  }
+  if (i >= c.length + 1) throw badIndex(i);
+  if (i < 0) {
+    if (i < -(c.length + 1)) throw badIndex(i);
+    i += c.length + 1;
+  }
+  c.splice(i, 0, v);
+}
+function remove(c: Container, key: string): void {
+  if (!Array.isArray(c)) {
+    if (!Object.hasOwn(c, key)) throw new PatchFailure(`Unable to remove nonexistent key: ${key}: missing value`);
+    return void delete c[key];
+  }
+  let i = atoi(key);
+  if (i >= c.length) throw badIndex(i);
+  if (i < 0) {
+    if (i < -c.length) throw badIndex(i);
+    i += c.length;
+  }
+  c.splice(i, 1);
 }
 
-/** jsonPatch applies RFC 6902 operations add, remove, replace and test. */
-export function jsonPatch(doc: JsonObject, ops: JsonValue): JsonObject {
-  if (!Array.isArray(ops)) throw new ApiError(400, "BadRequest", "a json patch must be a list of operations");
-  const out = structuredClone(doc);
-  for (const [i, raw] of ops.entries()) {
-    if (!isObject(raw) || typeof raw["op"] !== "string" || typeof raw["path"] !== "string")
-      throw new ApiError(400, "BadRequest", `json patch operation ${i}: op and path are required`);
-    const parts = pointer(raw["path"]);
-    const last = parts.pop();
-    let parent: JsonValue = out;
-    for (const p of parts) {
-      parent = Array.isArray(parent) ? parent[Number(p)]! : isObject(parent) ? parent[p]! : undefined!;
-      if (parent === undefined) throw new ApiError(422, "Invalid", `json patch operation ${i}: path ${raw["path"]} does not exist`);
+/** decodeKey undoes RFC 6901's escapes (~1 is /, ~0 is ~). */
+const decodeKey = (k: string) => k.replace(/~[01]/g, (m) => (m === "~1" ? "/" : "~"));
+
+/** findObject is json-patch's: the container a path's last step is in, and that step (undefined: none). */
+function findObject(doc: Container, path: string): [Container, string] | undefined {
+  const split = path.split("/");
+  if (split.length < 2) return undefined;
+  let c: Container = doc;
+  for (const part of split.slice(1, -1)) {
+    let next: JsonValue | undefined;
+    try {
+      next = get(c, decodeKey(part));
+    } catch {
+      return undefined;
     }
-    if (last === undefined) throw new ApiError(422, "Invalid", `json patch operation ${i}: cannot ${raw["op"]} the whole document`);
-    const container = parent as JsonObject | JsonValue[];
-    const idx = Array.isArray(container) ? (last === "-" ? container.length : Number(last)) : last;
-    const present = Array.isArray(container) ? (idx as number) < container.length : Object.hasOwn(container, last);
-    switch (raw["op"]) {
-      case "add":
-        if (Array.isArray(container)) container.splice(idx as number, 0, structuredClone(raw["value"]!));
-        else container[last] = structuredClone(raw["value"]!);
-        break;
-      case "replace":
-        if (!present) throw new ApiError(422, "Invalid", `json patch operation ${i}: path ${raw["path"]} does not exist`);
-        if (Array.isArray(container)) container[idx as number] = structuredClone(raw["value"]!);
-        else container[last] = structuredClone(raw["value"]!);
-        break;
-      case "remove":
-        if (!present) throw new ApiError(422, "Invalid", `json patch operation ${i}: path ${raw["path"]} does not exist`);
-        if (Array.isArray(container)) container.splice(idx as number, 1);
-        else delete container[last];
-        break;
-      case "test": {
-        const v = Array.isArray(container) ? container[idx as number] : container[last];
-        if (JSON.stringify(v) !== JSON.stringify(raw["value"]))
-          throw new ApiError(422, "Invalid", `json patch test failed at ${raw["path"]}`);
-        break;
-      }
-      default:
-        throw new ApiError(
-          422,
-          "Invalid",
-          `json patch operation ${i}: op ${JSON.stringify(raw["op"])} is not supported (add, remove, replace, test)`,
-        );
-    }
+    if (!isContainer(next)) return undefined;
+    c = next;
   }
+  return [c, decodeKey(split.at(-1)!)];
+}
+
+/** jsonEqual is json-patch's equality of two values (objects by their keys, whatever the order). */
+function jsonEqual(a: JsonValue | undefined, b: JsonValue | undefined): boolean {
+  if (Array.isArray(a) || Array.isArray(b))
+    return Array.isArray(a) && Array.isArray(b) && a.length === b.length && a.every((x, i) => jsonEqual(x, b[i]));
+  if (isObject(a) || isObject(b)) {
+    if (!isObject(a) || !isObject(b)) return false;
+    const ka = Object.keys(a);
+    return ka.length === Object.keys(b).length && ka.every((k) => Object.hasOwn(b, k) && jsonEqual(a[k], b[k]));
+  }
+  return (a ?? null) === (b ?? null);
+}
+
+/**
+ * jsonPatch applies an RFC 6902 patch (add, remove, replace, move, copy,
+ * test) as kube-apiserver does, with the json-patch library it uses
+ * (gopkg.in/evanphx/json-patch.v4, read at evanphx/json-patch 84a4bb10:
+ * patch.go) and its messages: a patch that is not a list is a 400; one with
+ * more than 10,000 operations a 413; an operation that does not apply a 422
+ * "the server rejected our request due to an error in our request", the
+ * library's words in its cause (as apiserver's patch handler wraps them,
+ * NewGenericServerResponse). Its quirks are kept: replace sets a missing
+ * object key, a missing value tests equal to null, negative indices count
+ * from the end; copies may add at most 3 MiB (JSONPatchMaxCopyBytes).
+ */
+export function jsonPatch(doc: JsonObject, ops: JsonValue): JsonObject {
+  if (!Array.isArray(ops))
+    throw new ApiError(400, "BadRequest", `json: cannot unmarshal ${goType(ops)} into Go value of type jsonpatch.Patch`);
+  const bad = ops.find((o) => !isObject(o));
+  if (bad !== undefined)
+    throw new ApiError(400, "BadRequest", `json: cannot unmarshal ${goType(bad)} into Go value of type jsonpatch.Operation`);
+  if (ops.length > MAX_JSON_PATCH_OPERATIONS)
+    throw new ApiError(
+      413,
+      "RequestEntityTooLarge",
+      `The allowed maximum operations in a JSON patch is ${MAX_JSON_PATCH_OPERATIONS}, got ${ops.length}`,
+    );
+  let out: Container = structuredClone(doc);
+  const copied = { bytes: 0 };
+  try {
+    for (const op of ops as JsonObject[]) out = applyOne(out, op, copied);
+  } catch (err) {
+    if (!(err instanceof PatchFailure)) throw err;
+    const e = new ApiError(422, "Invalid", "the server rejected our request due to an error in our request");
+    e.details = { causes: [{ reason: "UnexpectedServerResponse", message: err.message }] };
+    throw e;
+  }
+  if (!isObject(out)) throw new ApiError(400, "BadRequest", "json: cannot unmarshal array into Go value of type map[string]interface {}");
   return out;
+}
+
+/** goType is how encoding/json names a JSON value's type in its errors. */
+function goType(v: JsonValue): string {
+  return v === null ? "null" : Array.isArray(v) ? "array" : typeof v === "object" ? "object" : typeof v === "boolean" ? "bool" : typeof v;
+}
+
+/** applyOne is one operation on doc (the new document: a replace of the root makes one). */
+function applyOne(doc: Container, op: JsonObject, copied: { bytes: number }): Container {
+  const kind = typeof op["op"] === "string" ? op["op"] : "unknown";
+  const field = (name: "path" | "from"): string => {
+    const v = op[name];
+    if (v === undefined || v === null)
+      throw new PatchFailure(
+        name === "path" ? "operation missing path field: missing value" : "operation, missing from field: missing value",
+      );
+    if (typeof v !== "string") throw new PatchFailure(`json: cannot unmarshal ${goType(v)} into Go value of type string`);
+    return v;
+  };
+  const decoded = (what: string, name: "path" | "from", missing = false): string => {
+    try {
+      return field(name);
+    } catch (err) {
+      throw new PatchFailure(`${what} operation failed to decode ${name}: ${missing ? "missing value" : (err as Error).message}`);
+    }
+  };
+  const value = (): JsonValue => structuredClone(op["value"] ?? null);
+  const at = (path: string, why: (p: string) => string): [Container, string] => {
+    const found = findObject(doc, path);
+    if (!found) throw new PatchFailure(why(path));
+    return found;
+  };
+  const wrap = <T>(f: () => T, why: string): T => {
+    try {
+      return f();
+    } catch (err) {
+      if (err instanceof PatchFailure) throw new PatchFailure(`${why}: ${err.message}`);
+      throw err;
+    }
+  };
+  switch (kind) {
+    case "add": {
+      const path = decoded("add", "path", true);
+      const [c, key] = at(path, (p) => `add operation does not apply: doc is missing path: "${p}": missing value`);
+      wrap(() => insert(c, key, value()), `error in add for path: '${path}'`);
+      return doc;
+    }
+    case "remove": {
+      const path = decoded("remove", "path", true);
+      const [c, key] = at(path, (p) => `remove operation does not apply: doc is missing path: "${p}": missing value`);
+      wrap(() => remove(c, key), `error in remove for path: '${path}'`);
+      return doc;
+    }
+    case "replace": {
+      const path = decoded("replace", "path");
+      if (path === "") {
+        const v = value();
+        if (!isContainer(v)) throw new PatchFailure("replace operation value must be object or array: %!w(<nil>)");
+        return v;
+      }
+      const [c, key] = at(path, (p) => `replace operation does not apply: doc is missing path: ${p}: missing value`);
+      try {
+        get(c, key);
+      } catch {
+        throw new PatchFailure(`replace operation does not apply: doc is missing key: ${path}: missing value`);
+      }
+      wrap(() => set(c, key, value()), `error in remove for path: '${path}'`);
+      return doc;
+    }
+    case "move": {
+      const from = decoded("move", "from");
+      const [fc, fkey] = at(from, (p) => `move operation does not apply: doc is missing from path: ${p}: missing value`);
+      const v = wrap(() => get(fc, fkey), `error in move for path: '${fkey}'`);
+      wrap(() => remove(fc, fkey), `error in move for path: '${fkey}'`);
+      const path = decoded("move", "path");
+      const [c, key] = at(path, (p) => `move operation does not apply: doc is missing destination path: ${p}: missing value`);
+      wrap(() => insert(c, key, v ?? null), `error in move for path: '${path}'`);
+      return doc;
+    }
+    case "copy": {
+      const from = decoded("copy", "from");
+      const [fc, fkey] = at(from, (p) => `copy operation does not apply: doc is missing from path: ${p}: missing value`);
+      const v = wrap(() => get(fc, fkey), `error in copy for from: '${from}'`);
+      const path = decoded("copy", "path", true);
+      const [c, key] = at(path, (p) => `copy operation does not apply: doc is missing destination path: ${p}: missing value`);
+      copied.bytes += v === undefined ? 0 : JSON.stringify(v).length;
+      if (copied.bytes > MAX_COPY_BYTES)
+        throw new PatchFailure(
+          `Unable to complete the copy, the accumulated size increase of copy is ${copied.bytes}, exceeding the limit ${MAX_COPY_BYTES}`,
+        );
+      wrap(() => insert(c, key, structuredClone(v ?? null)), "error while adding value during copy");
+      return doc;
+    }
+    case "test": {
+      const path = decoded("test", "path");
+      const want = op["value"];
+      if (path === "") {
+        if (jsonEqual(doc, want)) return doc;
+        throw new PatchFailure(`testing value ${path} failed: test failed`);
+      }
+      const [c, key] = at(path, (p) => `test operation does not apply: is missing path: ${p}: missing value`);
+      const v = wrap(() => get(c, key), `error in test for path: '${path}'`);
+      // A missing (or null) value tests equal to a missing or null one.
+      if (v === undefined || v === null ? want === undefined || want === null : want !== undefined && jsonEqual(v, want)) return doc;
+      throw new PatchFailure(`testing value ${path} failed: test failed`);
+    }
+    default:
+      throw new PatchFailure(`Unexpected kind: ${kind}`);
+  }
 }
 
 // --- server-side apply -------------------------------------------------------
