@@ -298,8 +298,9 @@ export function celValue(v: JsonValue | undefined, s: Node | undefined, root = f
   }
   if (Array.isArray(v)) {
     const items = v.map((x) => celValue(x, s?.items));
-    // A set of scalars compares as a set (kube's set list equality); cel-js takes a Set as a list.
-    if (s?.listType === "set" && items.every((x) => x === null || typeof x !== "object")) return new Set(items);
+    // A set list, or a map list, compares whatever its order, element by element as values (kube's
+    // unstructuredSetList and unstructuredMapList equality); cel-js takes a Set as a list.
+    if (s?.listType === "set" || s?.listType === "map") return valueSet(items);
     return items;
   }
   if (isObject(v)) {
@@ -324,6 +325,58 @@ export function celValue(v: JsonValue | undefined, s: Node | undefined, root = f
     return out;
   }
   return v;
+}
+
+/**
+ * valueSet is a list that compares as a set: cel-js's list equality and `in`
+ * ask a Set has(), which this one answers by value (objects, lists and sets
+ * too), not by identity. (A plain Set with its own has(): cel-js knows a
+ * value's type by its constructor.)
+ */
+function valueSet(items: unknown[]): Set<unknown> {
+  const set = new Set(items);
+  let canon: Set<string> | undefined;
+  set.has = (v: unknown) => (canon ??= new Set(items.map(canonical))).has(canonical(v));
+  return set;
+}
+
+/**
+ * canonical is a CEL value as a string equal for equal values: an int and a
+ * double of the same number alike (CEL's heterogeneous equality), an object's
+ * keys and a set's elements in a fixed order.
+ */
+function canonical(v: unknown): string {
+  if (v === null || v === undefined) return "null";
+  switch (typeof v) {
+    case "bigint":
+      return `n${v}`;
+    case "number":
+      return Number.isInteger(v) ? `n${v}` : `d${v}`;
+    case "string":
+      return JSON.stringify(v);
+    case "boolean":
+      return `b${v}`;
+    case "object": {
+      if (v instanceof Uint8Array) return `y${Buffer.from(v).toString("hex")}`;
+      if (Array.isArray(v)) return `[${v.map(canonical).join(",")}]`;
+      if (v instanceof Set) return `{${[...v].map(canonical).sort().join(",")}}`;
+      if (v instanceof Map)
+        return `m{${[...v]
+          .map(([k, x]) => `${canonical(k)}:${canonical(x)}`)
+          .sort()
+          .join(",")}}`;
+      const p = (v as { valueOf(): unknown }).valueOf();
+      if (p !== v) return `${v.constructor?.name ?? "?"}(${canonical(p)})`;
+      if (Object.getPrototypeOf(v) === Object.prototype || Object.getPrototypeOf(v) === null)
+        return `o{${Object.entries(v)
+          .map(([k, x]) => `${JSON.stringify(k)}:${canonical(x)}`)
+          .sort()
+          .join(",")}}`;
+      return `${v.constructor?.name ?? "?"}(${String(v)})`;
+    }
+    default:
+      return String(v);
+  }
 }
 
 /** runRules evaluates every rule of the schema under root over obj (old: before the write); ratcheted errors go to warnings. */

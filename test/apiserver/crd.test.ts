@@ -367,6 +367,79 @@ C("a set of scalars compares as a set in rules (transition rules too), as kube c
   assert.match(changed, /tags are immutable/);
 });
 
+C("a set of objects and a map list compare as sets in rules, element by element as values, as kube compares them", () => {
+  const s = new Store();
+  const item = { type: "object", properties: { name: { type: "string" }, port: { type: "integer" } }, required: ["name"] };
+  s.create(
+    CRD_KEY,
+    undefined,
+    base({
+      type: "object",
+      properties: {
+        ports: { type: "array", items: { ...item, "x-kubernetes-map-type": "atomic" }, "x-kubernetes-list-type": "set" },
+        named: { type: "array", items: item, "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"] },
+      },
+      "x-kubernetes-validations": [
+        { rule: "self.ports == oldSelf.ports", message: "ports are immutable" },
+        { rule: "self.named == oldSelf.named", message: "named is immutable" },
+        { rule: "{'name': 'a', 'port': 1} in self.ports", message: "a:1 must be a port" },
+        { rule: "self.named == [{'name': 'y', 'port': 2}, {'name': 'x', 'port': 1}] || size(self.named) != 2", message: "not {x:1, y:2}" },
+      ],
+    }),
+  );
+  const a = { name: "a", port: 1 };
+  const b = { name: "b", port: 2 };
+  assert.is(
+    writer(s)("w", {
+      ports: [a, b],
+      named: [
+        { name: "x", port: 1 },
+        { name: "y", port: 2 },
+      ],
+    }),
+    "stored",
+  );
+  const update = (spec: JsonObject) => {
+    try {
+      s.update("example.org/widgets", "default", "w", { ...s.get("example.org/widgets", "default", "w"), spec });
+      return "stored";
+    } catch (err) {
+      return (err as Error).message;
+    }
+  };
+  assert.is(
+    update({
+      ports: [b, a],
+      named: [
+        { port: 2, name: "y" },
+        { name: "x", port: 1 },
+      ],
+    }),
+    "stored",
+    "the same sets in another order",
+  );
+  const changed = update({
+    ports: [a, { name: "b", port: 3 }],
+    named: [
+      { name: "x", port: 1 },
+      { name: "y", port: 3 },
+    ],
+  });
+  assert.match(changed, /ports are immutable/);
+  assert.match(changed, /named is immutable/);
+  assert.match(changed, /not \{x:1, y:2\}/);
+  assert.match(
+    update({
+      ports: [b],
+      named: [
+        { name: "x", port: 1 },
+        { name: "y", port: 2 },
+      ],
+    }),
+    /a:1 must be a port/,
+  );
+});
+
 C("a null field of an object is absent to a rule (has() is false), as in kube; in a map it is a value", () => {
   const s = new Store();
   const crd = base({
