@@ -28,7 +28,7 @@ import { RE2JS } from "re2js";
 import { isObject } from "../json.js";
 import { OMIT, forbidden, invalid, required, type FieldError } from "./fielderr.js";
 import { correlate, type Node, type Old, type Rule } from "./node.js";
-import { withKubernetesLibraries } from "./cellibs.js";
+import { FORMAT_LIBRARY, withKubernetesLibraries } from "./cellibs.js";
 
 /** Rule is one compiled x-kubernetes-validations entry. */
 /** HAS_FIELD is what has(e.f) is run as when e is not a chain of fields (hasAfterIndex). */
@@ -482,7 +482,8 @@ function expressions(
   const here = path || NIL;
   for (const rule of s.rules) {
     if (rule.usesOldSelf && old === undefined && !rule.optionalOldSelf) continue;
-    const vars: Record<string, unknown> = { self };
+    // format is the format library's namespace (format.dns1123Label()): cel-js has no namespaced functions.
+    const vars: Record<string, unknown> = { self, format: FORMAT_LIBRARY };
     if (rule.usesOldSelf) vars["oldSelf"] = rule.optionalOldSelf ? (old ? Optional.of(oldSelf) : Optional.none()) : oldSelf;
     let result: unknown;
     const stop = (detail: string) => errs.push(invalid(here, type, detail));

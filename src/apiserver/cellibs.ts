@@ -1,10 +1,16 @@
 // Kubernetes' CEL libraries that CRD rules may call, added to cel-js:
 // quantity (k8s.io/apiserver pkg/cel/library/quantity.go, over
 // apimachinery's resource.Quantity), url (library/urls.go, over Go's
-// url.ParseRequestURI) and ip/cidr (library/ip.go, cidr.go, over
-// net/netip). Values and errors follow those; what they read is parsed here.
+// url.ParseRequestURI; getQuery as url.Values), ip/cidr (library/ip.go,
+// cidr.go, over net/netip), semver (library/semverlib.go 22935532, over
+// blang/semver v4's Parse) and format (library/format.go 0ea83df1: the named
+// string checks of apimachinery and kube-openapi's strfmt). Values and errors
+// follow those; what they read is parsed here.
 import { isIP } from "node:net";
-import type { Environment } from "@marcbachmann/cel-js";
+import { Optional, type Environment } from "@marcbachmann/cel-js";
+import { compare as compareSemver } from "semver";
+import { FORMATS } from "./formats.js";
+import { isDNS1035Label, isDNS1123Label, isDNS1123Subdomain, isLabelValue, isQualifiedName } from "./meta.js";
 
 // --- quantity --------------------------------------------------------------
 
@@ -84,6 +90,129 @@ function parseURL(s: string): KubeURL | undefined {
   );
 }
 
+/** query is url.Values of a query string, as Go's url.ParseQuery reads it (a pair it cannot unescape is left out). */
+function query(q: string): Map<string, string[]> {
+  const out = new Map<string, string[]>();
+  for (const pair of q.split("&")) {
+    if (!pair || pair.includes(";")) continue;
+    const eq = pair.indexOf("=");
+    const [k, v] = eq < 0 ? [pair, ""] : [pair.slice(0, eq), pair.slice(eq + 1)];
+    try {
+      const key = decodeURIComponent(k.replace(/\+/g, " "));
+      const value = decodeURIComponent(v.replace(/\+/g, " "));
+      out.set(key, [...(out.get(key) ?? []), value]);
+    } catch {
+      // an invalid escape: Go's ParseQuery skips the pair
+    }
+  }
+  return out;
+}
+
+// --- semver --------------------------------------------------------------------
+
+/** KubeSemver is what semver() gives: a version as blang/semver reads it. */
+export class KubeSemver {
+  constructor(
+    readonly text: string,
+    readonly major: bigint,
+    readonly minor: bigint,
+    readonly patch: bigint,
+  ) {}
+}
+
+const IDENT = /^[0-9A-Za-z-]+$/;
+
+/** parseSemver is blang/semver's Parse (with normalize, kube's normalizeAndParse): a version, or its error. */
+export function parseSemver(input: string, normalize = false): KubeSemver | string {
+  let s = input;
+  if (normalize) {
+    s = s.startsWith("v") ? s.slice(1) : s;
+    const parts = splitN(s, ".", 3).map((p) =>
+      p.length > 1 ? (/^[0-9]/.test(p.replace(/^0+/, "")) ? p.replace(/^0+/, "") : `0${p.replace(/^0+/, "")}`) : p,
+    );
+    if (parts.length < 3) {
+      if (/[+-]/.test(parts.at(-1)!)) return "short version cannot contain PreRelease/Build meta data";
+      while (parts.length < 3) parts.push("0");
+    }
+    s = parts.join(".");
+  }
+  const parts = splitN(s, ".", 3);
+  if (parts.length !== 3) return "No Major.Minor.Patch elements found";
+  const number = (p: string, what: string): bigint | string => {
+    if (!/^[0-9]+$/.test(p)) return `Invalid character(s) found in ${what} number ${JSON.stringify(p)}`;
+    if (p.length > 1 && p.startsWith("0"))
+      return `${what[0]!.toUpperCase()}${what.slice(1)} number must not contain leading zeroes ${JSON.stringify(p)}`;
+    const n = BigInt(p);
+    return n < 2n ** 64n ? n : `strconv.ParseUint: parsing ${JSON.stringify(p)}: value out of range`;
+  };
+  const major = number(parts[0]!, "major");
+  if (typeof major === "string") return major;
+  const minor = number(parts[1]!, "minor");
+  if (typeof minor === "string") return minor;
+  let rest = parts[2]!;
+  let build: string | undefined;
+  let pre: string | undefined;
+  const plus = rest.indexOf("+");
+  if (plus >= 0) [rest, build] = [rest.slice(0, plus), rest.slice(plus + 1)];
+  const dash = rest.indexOf("-");
+  if (dash >= 0) [rest, pre] = [rest.slice(0, dash), rest.slice(dash + 1)];
+  const patch = number(rest, "patch");
+  if (typeof patch === "string") return patch;
+  for (const p of pre === undefined ? [] : pre.split(".")) {
+    if (!p) return "Prerelease is empty";
+    if (!IDENT.test(p)) return `Invalid character(s) found in prerelease ${JSON.stringify(p)}`;
+    if (/^[0-9]+$/.test(p) && p.length > 1 && p.startsWith("0"))
+      return `Numeric PreRelease version must not contain leading zeroes ${JSON.stringify(p)}`;
+  }
+  for (const b of build === undefined ? [] : build.split(".")) {
+    if (!b) return "Build meta data is empty";
+    if (!IDENT.test(b)) return `Invalid character(s) found in build meta data ${JSON.stringify(b)}`;
+  }
+  return new KubeSemver(s, major, minor, patch);
+}
+
+/** splitN is Go's strings.SplitN. */
+function splitN(s: string, sep: string, n: number): string[] {
+  const parts = s.split(sep);
+  return parts.length <= n ? parts : [...parts.slice(0, n - 1), parts.slice(n - 1).join(sep)];
+}
+
+/** semverCmp is blang's Compare: the precedence of semver.org (build metadata ignored). */
+function semverCmp(a: KubeSemver, b: KubeSemver): number {
+  for (const k of ["major", "minor", "patch"] as const) if (a[k] !== b[k]) return a[k] < b[k] ? -1 : 1;
+  // The numbers are equal: what is left is the pre-release, which node's semver orders as blang does.
+  const pre = (v: KubeSemver) => v.text.replace(/\+.*$/, "").replace(/^[^-]*/, "");
+  return compareSemver(`0.0.0${pre(a)}`, `0.0.0${pre(b)}`);
+}
+
+// --- format --------------------------------------------------------------------
+
+/** KubeFormat is one of the named formats of the format library: a check that answers what is wrong. */
+export class KubeFormat {
+  constructor(readonly check: (s: string) => string[]) {}
+}
+/** FormatLibrary is the value a rule's `format` names (format.dns1123Label(), format.named(...)). */
+export class FormatLibrary {}
+export const FORMAT_LIBRARY = new FormatLibrary();
+
+const maskDash = (s: string) => (s.endsWith("-") ? `${s.slice(0, -1)}a` : s);
+const strfmt = (name: string, why: string) => (s: string) => (FORMATS.get(name)!(s) ? [] : [why]);
+const NAMED_FORMATS: Record<string, KubeFormat> = {
+  dns1123Label: new KubeFormat(isDNS1123Label),
+  dns1123Subdomain: new KubeFormat(isDNS1123Subdomain),
+  dns1035Label: new KubeFormat(isDNS1035Label),
+  qualifiedName: new KubeFormat(isQualifiedName),
+  dns1123LabelPrefix: new KubeFormat((s) => isDNS1123Label(maskDash(s))),
+  dns1123SubdomainPrefix: new KubeFormat((s) => isDNS1123Subdomain(maskDash(s))),
+  dns1035LabelPrefix: new KubeFormat((s) => isDNS1035Label(maskDash(s))),
+  labelValue: new KubeFormat(isLabelValue),
+  uri: new KubeFormat((s) => (parseURL(s) ? [] : [`parse ${JSON.stringify(s)}: invalid URI for request`])),
+  uuid: new KubeFormat(strfmt("uuid", "does not match the UUID format")),
+  byte: new KubeFormat(strfmt("byte", "invalid base64")),
+  date: new KubeFormat(strfmt("date", "invalid date")),
+  datetime: new KubeFormat(strfmt("datetime", "invalid datetime")),
+};
+
 // --- ip / cidr -----------------------------------------------------------------
 
 export class KubeIP {
@@ -137,10 +266,7 @@ function contains(c: KubeCIDR, ip: KubeIP): boolean {
 
 /** withKubernetesLibraries registers the libraries on env, which it returns. */
 export function withKubernetesLibraries(env: Environment): Environment {
-  const fail = (m: string): never => {
-    throw new Error(m);
-  };
-  return env
+  env
     .registerType("kubernetes.Quantity", Quantity)
     .registerFunction(
       "quantity(string): kubernetes.Quantity",
@@ -187,6 +313,27 @@ export function withKubernetesLibraries(env: Environment): Environment {
     .registerFunction("kubernetes.URL.getHostname(): string", (u: KubeURL) => u.hostname)
     .registerFunction("kubernetes.URL.getPort(): string", (u: KubeURL) => u.port)
     .registerFunction("kubernetes.URL.getEscapedPath(): string", (u: KubeURL) => u.path)
+    .registerFunction("kubernetes.URL.getQuery(): map<string, list<string>>", (u: KubeURL) => query(u.query))
+    .registerType("kubernetes.Semver", KubeSemver)
+    .registerFunction("semver(string): kubernetes.Semver", (s: string) => semverOf(s, false))
+    .registerFunction("semver(string, bool): kubernetes.Semver", (s: string, n: boolean) => semverOf(s, n))
+    .registerFunction("isSemver(string): bool", (s: string) => typeof parseSemver(s) !== "string")
+    .registerFunction("isSemver(string, bool): bool", (s: string, n: boolean) => typeof parseSemver(s, n) !== "string")
+    .registerFunction("kubernetes.Semver.major(): int", (v: KubeSemver) => v.major)
+    .registerFunction("kubernetes.Semver.minor(): int", (v: KubeSemver) => v.minor)
+    .registerFunction("kubernetes.Semver.patch(): int", (v: KubeSemver) => v.patch)
+    .registerFunction("kubernetes.Semver.isLessThan(kubernetes.Semver): bool", (a: KubeSemver, b: KubeSemver) => semverCmp(a, b) < 0)
+    .registerFunction("kubernetes.Semver.isGreaterThan(kubernetes.Semver): bool", (a: KubeSemver, b: KubeSemver) => semverCmp(a, b) > 0)
+    .registerFunction("kubernetes.Semver.compareTo(kubernetes.Semver): int", (a: KubeSemver, b: KubeSemver) => BigInt(semverCmp(a, b)))
+    .registerType("kubernetes.NamedFormat", KubeFormat)
+    .registerType("kubernetes.FormatLibrary", FormatLibrary)
+    .registerFunction("kubernetes.FormatLibrary.named(string): optional<kubernetes.NamedFormat>", (_: FormatLibrary, name: string) =>
+      Object.hasOwn(NAMED_FORMATS, name) ? Optional.of(NAMED_FORMATS[name]!) : Optional.none(),
+    )
+    .registerFunction("kubernetes.NamedFormat.validate(string): optional<list<string>>", (f: KubeFormat, s: string) => {
+      const why = f.check(s);
+      return why.length ? Optional.of(why) : Optional.none();
+    })
     .registerType("net.IP", KubeIP)
     .registerType("net.CIDR", KubeCIDR)
     .registerFunction(
@@ -210,4 +357,17 @@ export function withKubernetesLibraries(env: Environment): Environment {
     .registerFunction("net.CIDR.containsCIDR(net.CIDR): bool", (c: KubeCIDR, o: KubeCIDR) => o.prefix >= c.prefix && contains(c, o.ip))
     .registerFunction("net.CIDR.prefixLength(): int", (c: KubeCIDR) => BigInt(c.prefix))
     .registerFunction("net.CIDR.ip(): net.IP", (c: KubeCIDR) => c.ip);
+  for (const [name, f] of Object.entries(NAMED_FORMATS))
+    env.registerFunction(`kubernetes.FormatLibrary.${name}(): kubernetes.NamedFormat`, () => f);
+  return env;
+}
+
+const fail = (m: string): never => {
+  throw new Error(m);
+};
+
+/** semverOf is semver(): the version, or the rule's error with blang's words. */
+function semverOf(s: string, normalize: boolean): KubeSemver {
+  const v = parseSemver(s, normalize);
+  return typeof v === "string" ? fail(v) : v;
 }

@@ -312,6 +312,44 @@ C("Kubernetes' CEL libraries: quantity, url and ip/cidr, as kube's library/quant
   );
 });
 
+C("Kubernetes' CEL libraries: semver, format and url's getQuery, as kube's semverlib.go, format.go and urls.go answer", () => {
+  // Each rule is true of the "ok" widget; cases from kube's semver_test.go, format_test.go and urls_test.go.
+  const rules = [
+    "isSemver(self.v) && semver(self.v).major() == 1 && semver(self.v).minor() == 2 && semver(self.v).patch() == 3",
+    "!isSemver('v1.0.0') && isSemver('v1.0', true) && semver('01.01.01', true).compareTo(semver('1.1.1')) == 0",
+    "!isSemver('1.0') && !isSemver('01.1.1') && isSemver('1.0.0-alpha.1+build.5') && !isSemver('1.0.0-01')",
+    "semver('1.0.0-alpha').isLessThan(semver('1.0.0-alpha.1')) && semver('1.0.0-alpha.beta').isLessThan(semver('1.0.0-beta'))",
+    "semver('1.0.0-rc.1').isLessThan(semver('1.0.0')) && semver('2.0.0').isGreaterThan(semver('1.99.99'))",
+    "semver('1.0.0+a').compareTo(semver('1.0.0+b')) == 0 && semver('1.2.3').compareTo(semver('0.1.2')) == 1",
+    "!format.dns1123Label().validate(self.name).hasValue() && format.dns1123Label().validate('Bad_Name').hasValue()",
+    "format.named('dns1123Subdomain').hasValue() && !format.named('nope').hasValue()",
+    "!format.named('dns1123Subdomain').value().validate('a.b.c').hasValue()",
+    "!format.dns1123LabelPrefix().validate('my-prefix-').hasValue() && format.dns1123Label().validate('my-prefix-').hasValue()",
+    "!format.uuid().validate('123e4567-e89b-12d3-a456-426614174000').hasValue() && format.uuid().validate('x').value() == ['does not match the UUID format']",
+    "!format.byte().validate('aGVsbG8=').hasValue() && !format.date().validate('2021-01-01').hasValue() && format.datetime().validate('2021').hasValue()",
+    "!format.qualifiedName().validate('apiextensions.k8s.io/v1beta1').hasValue() && !format.labelValue().validate('').hasValue()",
+    "url('https://example.com/path?k1=a&k2=b&k2=c').getQuery() == {'k1': ['a'], 'k2': ['b', 'c']}",
+    "url('https://example.com/?a=1%202&b').getQuery()['a'] == ['1 2'] && url('https://example.com/').getQuery() == {}",
+  ];
+  const s = new Store();
+  const props = { v: { type: "string", maxLength: 64 }, name: { type: "string", maxLength: 64 } };
+  s.create(CRD_KEY, undefined, base({ type: "object", properties: props, "x-kubernetes-validations": rules.map((rule) => ({ rule })) }));
+  const write = writer(s);
+  assert.is(write("ok", { v: "1.2.3", name: "my-name" }), "stored");
+  const refused = write("no", { v: "1.2.4", name: "My_Name" });
+  assert.match(refused, `failed rule: ${rules[0]}`);
+  assert.match(refused, `failed rule: ${rules[6]}`);
+  // semver() of what is not a version is the rule's error, in blang/semver's words.
+  const s2 = new Store();
+  s2.create(
+    CRD_KEY,
+    undefined,
+    base({ type: "object", properties: props, "x-kubernetes-validations": [{ rule: "semver(self.v).major() > 0" }] }),
+  );
+  assert.match(writer(s2)("w", { v: "1.0" }), "No Major.Minor.Patch elements found evaluating rule: semver(self.v).major() > 0");
+  assert.match(writer(s2)("w", { v: "1.02.0" }), 'Minor number must not contain leading zeroes "02"');
+});
+
 C("has() after an index or a call (which cel-go takes) tests the field; has() of a plain chain is left to cel-js's macro", () => {
   const table: Array<[string, string]> = [
     ["has(self.items[0].name)", "xfnHasField(self.items[0], 'name')"],
