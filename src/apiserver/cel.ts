@@ -28,7 +28,7 @@ import { RE2JS } from "re2js";
 import { isObject } from "../json.js";
 import { OMIT, forbidden, invalid, required, type FieldError } from "./fielderr.js";
 import { correlate, type Node, type Old, type Rule } from "./node.js";
-import { FORMAT_LIBRARY, withKubernetesLibraries } from "./cellibs.js";
+import { canonical, NAMESPACES, withKubernetesLibraries } from "./cellibs.js";
 
 /** Rule is one compiled x-kubernetes-validations entry. */
 /** HAS_FIELD is what has(e.f) is run as when e is not a chain of fields (hasAfterIndex). */
@@ -340,45 +340,6 @@ function valueSet(items: unknown[]): Set<unknown> {
   return set;
 }
 
-/**
- * canonical is a CEL value as a string equal for equal values: an int and a
- * double of the same number alike (CEL's heterogeneous equality), an object's
- * keys and a set's elements in a fixed order.
- */
-function canonical(v: unknown): string {
-  if (v === null || v === undefined) return "null";
-  switch (typeof v) {
-    case "bigint":
-      return `n${v}`;
-    case "number":
-      return Number.isInteger(v) ? `n${v}` : `d${v}`;
-    case "string":
-      return JSON.stringify(v);
-    case "boolean":
-      return `b${v}`;
-    case "object": {
-      if (v instanceof Uint8Array) return `y${Buffer.from(v).toString("hex")}`;
-      if (Array.isArray(v)) return `[${v.map(canonical).join(",")}]`;
-      if (v instanceof Set) return `{${[...v].map(canonical).sort().join(",")}}`;
-      if (v instanceof Map)
-        return `m{${[...v]
-          .map(([k, x]) => `${canonical(k)}:${canonical(x)}`)
-          .sort()
-          .join(",")}}`;
-      const p = (v as { valueOf(): unknown }).valueOf();
-      if (p !== v) return `${v.constructor?.name ?? "?"}(${canonical(p)})`;
-      if (Object.getPrototypeOf(v) === Object.prototype || Object.getPrototypeOf(v) === null)
-        return `o{${Object.entries(v)
-          .map(([k, x]) => `${JSON.stringify(k)}:${canonical(x)}`)
-          .sort()
-          .join(",")}}`;
-      return `${v.constructor?.name ?? "?"}(${String(v)})`;
-    }
-    default:
-      return String(v);
-  }
-}
-
 /** runRules evaluates every rule of the schema under root over obj (old: before the write); ratcheted errors go to warnings. */
 export function runRules(obj: JsonObject, root: Node, old: Old, warnings: string[]): FieldError[] {
   const errs: FieldError[] = [];
@@ -482,8 +443,9 @@ function expressions(
   const here = path || NIL;
   for (const rule of s.rules) {
     if (rule.usesOldSelf && old === undefined && !rule.optionalOldSelf) continue;
-    // format is the format library's namespace (format.dns1123Label()): cel-js has no namespaced functions.
-    const vars: Record<string, unknown> = { self, format: FORMAT_LIBRARY };
+    // format, sets and strings name the namespaces of library functions (format.dns1123Label(),
+    // sets.contains(...)): cel-js has no namespaced functions.
+    const vars: Record<string, unknown> = { ...NAMESPACES, self };
     if (rule.usesOldSelf) vars["oldSelf"] = rule.optionalOldSelf ? (old ? Optional.of(oldSelf) : Optional.none()) : oldSelf;
     let result: unknown;
     const stop = (detail: string) => errs.push(invalid(here, type, detail));

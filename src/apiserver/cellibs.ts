@@ -213,6 +213,79 @@ const NAMED_FORMATS: Record<string, KubeFormat> = {
   datetime: new KubeFormat(strfmt("datetime", "invalid datetime")),
 };
 
+// --- sets and strings (cel-go's ext/sets.go, ext/strings.go) -----------------------
+
+/** SetsLibrary is what a rule's `sets` names (sets.contains(...)); StringsLibrary its `strings` (strings.quote(...)). */
+export class SetsLibrary {}
+export class StringsLibrary {}
+/** NAMESPACES are the values that stand for the libraries' namespaces in every rule. */
+export const NAMESPACES = { format: FORMAT_LIBRARY, sets: new SetsLibrary(), strings: new StringsLibrary() };
+
+/** includes is setsContains: every element of sub is in list, by CEL equality. */
+function includes(list: Iterable<unknown>, sub: Iterable<unknown>): boolean {
+  const have = new Set([...list].map(canonical));
+  for (const x of sub) if (!have.has(canonical(x))) return false;
+  return true;
+}
+
+/** quote is ext/strings.go's quote: a string literal for s, escaped as CEL escapes. */
+function quote(s: string): string {
+  const esc: Record<string, string> = {
+    "\x07": "\\a",
+    "\b": "\\b",
+    "\f": "\\f",
+    "\n": "\\n",
+    "\r": "\\r",
+    "\t": "\\t",
+    "\v": "\\v",
+    "\\": "\\\\",
+    '"': '\\"',
+  };
+  // A lone surrogate is not a character: Go's sanitize makes it U+FFFD, as toWellFormed would.
+  const sane = s.replace(/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g, "\uFFFD");
+  // eslint-disable-next-line no-control-regex -- \a is one of the characters CEL escapes
+  return `"${sane.replace(/[\x07\b\f\n\r\t\v\\"]/g, (c: string) => esc[c]!)}"`;
+}
+
+/**
+ * canonical is a CEL value as a string equal for equal values: an int and a
+ * double of the same number alike (CEL's heterogeneous equality), an object's
+ * keys and a set's elements in a fixed order.
+ */
+export function canonical(v: unknown): string {
+  if (v === null || v === undefined) return "null";
+  switch (typeof v) {
+    case "bigint":
+      return `n${v}`;
+    case "number":
+      return Number.isInteger(v) ? `n${v}` : `d${v}`;
+    case "string":
+      return JSON.stringify(v);
+    case "boolean":
+      return `b${v}`;
+    case "object": {
+      if (v instanceof Uint8Array) return `y${Buffer.from(v).toString("hex")}`;
+      if (Array.isArray(v)) return `[${v.map(canonical).join(",")}]`;
+      if (v instanceof Set) return `{${[...v].map(canonical).sort().join(",")}}`;
+      if (v instanceof Map)
+        return `m{${[...v]
+          .map(([k, x]) => `${canonical(k)}:${canonical(x)}`)
+          .sort()
+          .join(",")}}`;
+      const p = (v as { valueOf(): unknown }).valueOf();
+      if (p !== v) return `${v.constructor?.name ?? "?"}(${canonical(p)})`;
+      if (Object.getPrototypeOf(v) === Object.prototype || Object.getPrototypeOf(v) === null)
+        return `o{${Object.entries(v)
+          .map(([k, x]) => `${JSON.stringify(k)}:${canonical(x)}`)
+          .sort()
+          .join(",")}}`;
+      return `${v.constructor?.name ?? "?"}(${String(v)})`;
+    }
+    default:
+      return String(v);
+  }
+}
+
 // --- ip / cidr -----------------------------------------------------------------
 
 export class KubeIP {
@@ -357,6 +430,19 @@ export function withKubernetesLibraries(env: Environment): Environment {
     .registerFunction("net.CIDR.containsCIDR(net.CIDR): bool", (c: KubeCIDR, o: KubeCIDR) => o.prefix >= c.prefix && contains(c, o.ip))
     .registerFunction("net.CIDR.prefixLength(): int", (c: KubeCIDR) => BigInt(c.prefix))
     .registerFunction("net.CIDR.ip(): net.IP", (c: KubeCIDR) => c.ip);
+  env
+    .registerType("kubernetes.SetsLibrary", SetsLibrary)
+    .registerType("kubernetes.StringsLibrary", StringsLibrary)
+    .registerFunction("kubernetes.SetsLibrary.contains(list, list): bool", (_: SetsLibrary, a: unknown[], b: unknown[]) => includes(a, b))
+    .registerFunction(
+      "kubernetes.SetsLibrary.equivalent(list, list): bool",
+      (_: SetsLibrary, a: unknown[], b: unknown[]) => includes(a, b) && includes(b, a),
+    )
+    .registerFunction("kubernetes.SetsLibrary.intersects(list, list): bool", (_: SetsLibrary, a: unknown[], b: unknown[]) => {
+      const have = new Set([...b].map(canonical));
+      return [...a].some((x) => have.has(canonical(x)));
+    })
+    .registerFunction("kubernetes.StringsLibrary.quote(string): string", (_: StringsLibrary, s: string) => quote(s));
   for (const [name, f] of Object.entries(NAMED_FORMATS))
     env.registerFunction(`kubernetes.FormatLibrary.${name}(): kubernetes.NamedFormat`, () => f);
   return env;

@@ -330,6 +330,10 @@ C("Kubernetes' CEL libraries: semver, format and url's getQuery, as kube's semve
     "!format.qualifiedName().validate('apiextensions.k8s.io/v1beta1').hasValue() && !format.labelValue().validate('').hasValue()",
     "url('https://example.com/path?k1=a&k2=b&k2=c').getQuery() == {'k1': ['a'], 'k2': ['b', 'c']}",
     "url('https://example.com/?a=1%202&b').getQuery()['a'] == ['1 2'] && url('https://example.com/').getQuery() == {}",
+    // ext/sets.go and ext/strings.go (sets_test.go, strings_test.go), namespaced as in kube.
+    "sets.contains([1, 2, 3], [3, 1]) && !sets.contains([1], [2]) && sets.contains([[1], [2]], [[2]]) && sets.contains([1.0], [1])",
+    "sets.equivalent([1, 2], [2, 1, 1]) && sets.intersects([{'a': 1}], [{'a': 1}, {'b': 2}]) && !sets.intersects([1], [])",
+    `strings.quote('first\\nsecond') == '"first\\\\nsecond"' && strings.quote('verbatim') == '"verbatim"' && strings.quote('a"b') == '"a\\\\"b"'`,
   ];
   const s = new Store();
   const props = { v: { type: "string", maxLength: 64 }, name: { type: "string", maxLength: 64 } };
