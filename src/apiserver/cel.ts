@@ -576,6 +576,71 @@ function celType(s: JsonValue | undefined, env: Environment, name: string, root:
   }
 }
 
+/** cel-go's names of the operators cel-js reports, and the types whose mismatches both checkers see alike. */
+const OPERATORS: Record<string, string> = {
+  "+": "_+_",
+  "-": "_-_",
+  "*": "_*_",
+  "/": "_/_",
+  "%": "_%_",
+  "==": "_==_",
+  "!=": "_!=_",
+  "<": "_<_",
+  "<=": "_<=_",
+  ">": "_>_",
+  ">=": "_>=_",
+  in: "@in",
+};
+const CORE_FUNCTIONS = new Set(["size", "startsWith", "endsWith", "contains", "matches"]);
+const NUMERIC = new Set(["int", "uint", "double"]);
+/** goType is a cel-js type as cel-go prints it (list<string> is list(string)); undefined when it is open or a schema's object. */
+function goType(t: string): string | undefined {
+  const plain = /^(int|uint|double|string|bytes|bool|null|google\.protobuf\.(Timestamp|Duration))$/;
+  if (plain.test(t)) return t === "null" ? "null_type" : t;
+  const inner = /^(list|map)<(.+)>$/.exec(t);
+  if (!inner) return undefined;
+  const parts = inner[2]!.split(/,\s*/).map(goType);
+  return parts.every((p) => p !== undefined) ? `${inner[1]}(${parts.join(", ")})` : undefined;
+}
+
+/**
+ * checkerError is cel-go's word for what cel-js's checker found, when both
+ * checkers find it alike: a field the schema lacks (undefined field), an
+ * operator or a core string function given types it has no overload for
+ * (found no matching overload). Mixed numbers are left alone (kube compares
+ * int with double); anything else, undefined.
+ */
+function checkerError(message: string, node: unknown, text: string): { column: number; detail: string } | undefined {
+  const first = message.split("\n")[0]!;
+  const n = node as { pos?: number; args?: unknown } | undefined;
+  const key = /^No such key: (.*)$/.exec(first);
+  if (key) return { column: n?.pos ?? 1, detail: `undefined field '${key[1]}'` };
+  const op = /^no such overload: (.+) (==|!=|<=|>=|<|>|\+|-|\*|\/|%|in) (.+)$/.exec(first);
+  if (op) {
+    const [l, r] = [goType(op[1]!), goType(op[3]!)];
+    // Mixed numbers (kube compares int with double) and null (which cel-go may take where a value could be
+    // absent) are left to the rule's run.
+    if (!l || !r || (NUMERIC.has(l) && NUMERIC.has(r)) || l === "null_type" || r === "null_type") return undefined;
+    // cel-go places the error at the operator.
+    const [left] = Array.isArray(n?.args) ? (n.args as { end?: number }[]) : [];
+    const at = text.indexOf(op[2]!, left?.end ?? 0);
+    return { column: at + 1, detail: `found no matching overload for '${OPERATORS[op[2]!]}' applied to '(${l}, ${r})'` };
+  }
+  const call = /^found no matching overload for '(?:(\S+)\.)?(\w+)\((.*)\)'$/.exec(first);
+  if (call && CORE_FUNCTIONS.has(call[2]!)) {
+    const target = call[1] === undefined ? undefined : goType(call[1]);
+    const args = call[3] ? call[3].split(/,\s*/).map(goType) : [];
+    if ((call[1] !== undefined && !target) || args.some((a) => a === undefined)) return undefined;
+    const applied = `${target ? `${target}.` : ""}(${args.join(", ")})`;
+    // A member call is placed at its '(' (where cel-go's parser puts the call), a global one at its name.
+    const start = n?.pos ?? 0;
+    const open = target ? text.indexOf(`${call[2]}(`, start) : -1;
+    const column = open >= 0 ? open + call[2]!.length + 1 : start + 1;
+    return { column, detail: `found no matching overload for '${call[2]}' applied to '${applied}'` };
+  }
+  return undefined;
+}
+
 /** named is a type as a field may name it: an object type is registered under name. */
 function named(t: string | Record<string, unknown>, env: Environment, name: string): string {
   if (typeof t === "string") return t;
@@ -613,14 +678,13 @@ export function ruleTypeErrors(schema: JsonObject, at: string, root = true): Fie
           continue; // does not parse: compileRule says so
         }
         if (!result.valid) {
-          // Only a field the schema does not have is refused: another failure may be a function of
-          // Kubernetes' libraries cel-js lacks, which kube would take (the rule then fails when run).
-          const key = /^No such key: (.*)$/.exec((result.error?.message ?? "").split("\n")[0]!);
-          if (!key) continue;
-          const detail = `undefined field '${key[1]}'`;
-          const pos = result.error?.node?.pos;
+          // Refused: a field the schema does not have, and an operator or core function given types it
+          // has no overload for. Another failure may be a function of Kubernetes' libraries cel-js lacks,
+          // which kube would take (the rule then fails when run).
+          const found = checkerError(result.error?.message ?? "", result.error?.node, text);
+          if (!found) continue;
           const prefix = field === "rule" ? "compilation failed" : "messageExpression compilation failed";
-          errs.push(invalid(`${where}.${field}`, OMIT, `${prefix}: ERROR: <input>:1:${pos ?? 1}: ${detail}`));
+          errs.push(invalid(`${where}.${field}`, OMIT, `${prefix}: ERROR: <input>:1:${found.column}: ${found.detail}`));
         } else if (result.type !== want && result.type !== "dyn")
           errs.push(
             invalid(

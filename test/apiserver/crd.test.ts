@@ -127,6 +127,38 @@ const CASES: Record<string, { crd: any; want: string }> = {
     }),
     want: `x-kubernetes-validations[0].rule: Invalid value: compilation failed: ERROR: <input>:1:`,
   },
+  RuleOperatorTypesDoNotMatch: {
+    crd: base({
+      type: "object",
+      properties: { size: { type: "integer" }, name: { type: "string" } },
+      "x-kubernetes-validations": [{ rule: "self.size + self.name == 1" }],
+    }),
+    want: `${ROOT}.properties[spec].x-kubernetes-validations[0].rule: Invalid value: compilation failed: ERROR: <input>:1:11: found no matching overload for '_+_' applied to '(int, string)'`,
+  },
+  RuleComparesAcrossTypesInAMacro: {
+    crd: base({
+      type: "object",
+      properties: { tags: { type: "array", items: { type: "string" } } },
+      "x-kubernetes-validations": [{ rule: "self.tags.all(t, t > 1)" }],
+    }),
+    want: `${ROOT}.properties[spec].x-kubernetes-validations[0].rule: Invalid value: compilation failed: ERROR: <input>:1:20: found no matching overload for '_>_' applied to '(string, int)'`,
+  },
+  RuleCallsACoreFunctionOnTheWrongType: {
+    crd: base({
+      type: "object",
+      properties: { size: { type: "integer" } },
+      "x-kubernetes-validations": [{ rule: "self.size.startsWith('a')" }],
+    }),
+    want: `${ROOT}.properties[spec].x-kubernetes-validations[0].rule: Invalid value: compilation failed: ERROR: <input>:1:21: found no matching overload for 'startsWith' applied to 'int.(string)'`,
+  },
+  MessageExpressionTypesDoNotMatch: {
+    crd: base({
+      type: "object",
+      properties: { size: { type: "integer" } },
+      "x-kubernetes-validations": [{ rule: "self.size > 0", messageExpression: "'size ' + self.size" }],
+    }),
+    want: `${ROOT}.properties[spec].x-kubernetes-validations[0].messageExpression: Invalid value: messageExpression compilation failed: ERROR: <input>:1:9: found no matching overload for '_+_' applied to '(string, int)'`,
+  },
   RuleNotBool: {
     crd: base({ type: "object", properties: { a: { type: "string" } }, "x-kubernetes-validations": [{ rule: "self.a" }] }),
     want: `${ROOT}.properties[spec].x-kubernetes-validations[0].rule: Invalid value: cel expression must evaluate to a bool`,
@@ -211,6 +243,8 @@ C("a good CRD with every construct kube allows is stored", () => {
       // format(), not '...' + string(self.size): a concatenation is estimated at any length, and kube refuses it for cost.
       { rule: "!has(self.raw) || self.raw.anything == 1", messageExpression: "'size is %d'.format([self.size])" },
       { rule: "isURL(self.labels['u'])" },
+      // Mixed numbers compare in kube (CrossTypeNumericComparisons); a comparison with null is left to run.
+      { rule: "self.size < 2.5 && self.size != null" },
     ],
   };
   const crd = base(spec);
