@@ -12,6 +12,7 @@ import { costErrors, ruleCost, RULE_COST_LIMIT } from "../../src/apiserver/celco
 import { escape } from "../../src/apiserver/celsize.js";
 import { CRD_KEY, Store } from "../../src/apiserver/store.js";
 import { crdErrors } from "../../src/apiserver/crd.js";
+import { widgetCRD } from "../support/cluster.js";
 
 const C = suite("dev-cluster: CEL cost estimated when a CRD is written");
 
@@ -205,17 +206,7 @@ C("property names a rule reads are kube's escapes", () => {
 });
 
 const ROOT = "spec.versions[0].schema.openAPIV3Schema";
-const crd = (spec: JsonObject): any => ({
-  apiVersion: "apiextensions.k8s.io/v1",
-  kind: "CustomResourceDefinition",
-  metadata: { name: "widgets.example.org" },
-  spec: {
-    group: "example.org",
-    names: { kind: "Widget", plural: "widgets", listKind: "WidgetList" },
-    scope: "Namespaced",
-    versions: [{ name: "v1", served: true, storage: true, schema: { openAPIV3Schema: { type: "object", properties: { spec } } } }],
-  },
-});
+const crd = widgetCRD;
 const refused = (s: Store, c: JsonObject, update = false): string => {
   try {
     if (update) s.update(CRD_KEY, undefined, "widgets.example.org", c);

@@ -8,23 +8,13 @@ import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { CRD_KEY, Store } from "../../src/apiserver/store.js";
 import { startDevCluster } from "../../src/apiserver/server.js";
-import { caller } from "../support/cluster.js";
+import { caller, widgetCRD } from "../support/cluster.js";
 import { hasAfterIndex } from "../../src/apiserver/cel.js";
 
 const C = suite("dev-cluster: CRDs as kube-apiserver validates them");
 
 const ROOT = "spec.versions[0].schema.openAPIV3Schema";
-const base = (spec: JsonObject = {}): any => ({
-  apiVersion: "apiextensions.k8s.io/v1",
-  kind: "CustomResourceDefinition",
-  metadata: { name: "widgets.example.org" },
-  spec: {
-    group: "example.org",
-    names: { kind: "Widget", plural: "widgets", listKind: "WidgetList" },
-    scope: "Namespaced",
-    versions: [{ name: "v1", served: true, storage: true, schema: { openAPIV3Schema: { type: "object", properties: { spec } } } }],
-  },
-});
+const base = widgetCRD;
 
 /** refused creates crd in a new store and answers the error message (or "" if it was stored). */
 function refused(crd: JsonObject): string {

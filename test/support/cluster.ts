@@ -113,3 +113,16 @@ export const caller =
     });
     return { status: r.status, headers: r.headers, body: (await r.json()) as any };
   };
+
+/** widgetCRD is the CRD of example.org's namespaced Widget, served and stored as v1, with spec's schema given. */
+export const widgetCRD = (spec: JsonObject = {}): any => ({
+  apiVersion: "apiextensions.k8s.io/v1",
+  kind: "CustomResourceDefinition",
+  metadata: { name: "widgets.example.org" },
+  spec: {
+    group: "example.org",
+    names: { kind: "Widget", plural: "widgets", listKind: "WidgetList" },
+    scope: "Namespaced",
+    versions: [{ name: "v1", served: true, storage: true, schema: { openAPIV3Schema: { type: "object", properties: { spec } } } }],
+  },
+});
