@@ -27,6 +27,7 @@ interface HostFlags {
   functionTlsCertsDir?: string;
   /** Default crossplane-system, engine/runner.ts's default too (not imported: the runner loads only when the host starts). */
   functionNamespace: string;
+  inspectorSocket?: string;
 }
 
 export function hostCommand(): Command {
@@ -102,6 +103,12 @@ export function hostCommand(): Command {
     )
     .addOption(new Option("--leader-election-namespace <ns>", "namespace of the leader Lease").default("default"))
     .addOption(new Option("--leader-election-id <name>", "name of the leader Lease").default("xfn-host"))
+    .addOption(
+      new Option(
+        "--inspector-socket <path>",
+        "emit every step's request and response to a Pipeline Inspector on this Unix socket (xfn inspect), as Crossplane does",
+      ).env("PIPELINE_INSPECTOR_SOCKET"),
+    )
     .action(async (flags: HostFlags) => {
       const log = createLogger({ debug: flags.debug });
       try {
@@ -154,10 +161,14 @@ export function hostCommand(): Command {
               "give --function-tls-certs-dir (TLS_CLIENT_CERTS_DIR) to call it with mTLS, as Crossplane does",
           );
         }
+        const inspector = flags.inspectorSocket
+          ? (await import("../inspect/emitter.js")).connectInspector(resolve(flags.inspectorSocket), log)
+          : undefined;
         const host = new Host({
           kc,
           runner,
           log,
+          ...(inspector ? { inspector } : {}),
           watchGcIntervalMs: flags.watchGcInterval * 1000,
           requestTimeoutMs: flags.requestTimeout * 1000,
           graphs: flags.graphAddress !== undefined,
@@ -205,6 +216,7 @@ export function hostCommand(): Command {
             .then(stopMetrics)
             .then(stopGraph)
             .then(stopCluster)
+            .then(() => inspector?.close())
             .then(() => process.exit(0));
         };
         process.once("SIGTERM", stop);

@@ -15,6 +15,7 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   "dev-cluster": async () => (await import("./dev-cluster.js")).devClusterCommand(),
   host: async () => (await import("./host.js")).hostCommand(),
   trace: async () => (await import("./trace.js")).traceCommand(),
+  inspect: async () => (await import("./inspect.js")).inspectCommand(),
 };
 
 function version(): string {

@@ -4,7 +4,7 @@
 // requirements loop, as Crossplane runs it). xfn render and
 // the host loop both run compositions through it; it does no I/O of its own
 // beyond the Runner (functions) and Fetch (required resources) it is given.
-import { createHash } from "node:crypto";
+import { createHash, randomUUID } from "node:crypto";
 import { create, equals, type JsonObject, type JsonValue, type Message } from "@bufbuild/protobuf";
 import type { GenMessage } from "@bufbuild/protobuf/codegenv2";
 import {
@@ -34,6 +34,7 @@ import { encodeRequest } from "../wire/codec.js";
 import type { ComposeEvent } from "./composed.js";
 import { identity, InputError, type Doc } from "./docs.js";
 import type { Runner } from "./runner.js";
+import type { StepObserver } from "../inspect/emitter.js";
 import { isObject, metaOf } from "../json.js";
 
 /** Crossplane re-runs a function at most this many times while its requirements change. */
@@ -349,6 +350,10 @@ export interface PipelineInputs {
    * not changed then needs one call, not two.
    */
   seed?: (step: string) => Array<{ name: string; selector: ResourceSelector }>;
+  /** Told of each step's request and response (a Pipeline Inspector: xfn host --inspector-socket). */
+  observer?: StepObserver;
+  /** The Composition's name, for the observer. */
+  compositionName?: string;
 }
 
 /**
@@ -364,7 +369,9 @@ export async function runPipeline(p: PipelineInputs, runner: Runner, deadline: n
   const conditions: JsonObject[] = [];
   let ttlSeconds: number | undefined;
   const required: PipelineResult["required"] = {};
-  for (const s of p.steps) {
+  const traceId = randomUUID(); // one per pipeline run, shared by its steps, as Crossplane's trace ID
+  const xrMeta = metaOf(p.xr ?? {});
+  for (const [stepIndex, s] of p.steps.entries()) {
     if (Date.now() > deadline) throw new Error(`timed out before pipeline step ${JSON.stringify(s.step)}`);
     const credentials = Object.fromEntries(
       s.credentials.map((c) => {
@@ -424,12 +431,38 @@ export async function runPipeline(p: PipelineInputs, runner: Runner, deadline: n
     req.requiredSchemas = bootstrapSchemas;
     req.meta!.tag = tagOf(req);
     let rsp: RunFunctionResponse;
+    // As Crossplane's inspector wraps its whole function runner: the step's first request, its final response.
+    const inspected = await p.observer?.begin(
+      {
+        traceId,
+        stepIndex,
+        stepName: s.step,
+        functionName: s.functionName,
+        ...(p.xr
+          ? {
+              composition: {
+                name: p.compositionName ?? "",
+                xr: {
+                  apiVersion: String(p.xr["apiVersion"] ?? ""),
+                  kind: String(p.xr["kind"] ?? ""),
+                  name: String(xrMeta["name"] ?? ""),
+                  namespace: String(xrMeta["namespace"] ?? ""),
+                  uid: String(xrMeta["uid"] ?? ""),
+                },
+              },
+            }
+          : {}),
+      },
+      req,
+    );
     try {
       rsp = await runWithRequirements((r) => runner.run(s.functionName, r, deadline), req, p.fetch, p.schemaOf);
     } catch (err) {
+      await inspected?.(undefined, err as Error);
       if (err instanceof InputError) throw err;
       throw new StepError(s.step, err as Error);
     }
+    await inspected?.(rsp, undefined);
     // Conditions first: Crossplane keeps those of a step that returned a Fatal result.
     for (const c of rsp.conditions) {
       const status = c.status === Status.CONDITION_TRUE ? "True" : c.status === Status.CONDITION_FALSE ? "False" : "Unknown";

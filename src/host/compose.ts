@@ -13,6 +13,7 @@ import {
   type KubernetesObjectApi,
 } from "@kubernetes/client-node";
 import type { Logger } from "pino";
+import type { StepObserver } from "../inspect/emitter.js";
 import {
   COMPOSITE_LABEL,
   COMPOSITION_RESOURCE_NAME,
@@ -84,6 +85,8 @@ export interface ComposerDeps {
   xrd: (name: string) => JsonObject | undefined;
   /** Keep each XR's resource states and pipeline context for its graph (picture). */
   graphs: boolean;
+  /** Told of every step's request and response (a Pipeline Inspector). */
+  inspector?: StepObserver;
 }
 
 /** Stop ends a reconcile early, with what reconcile returns then (a requeue, or nothing). */
@@ -350,6 +353,7 @@ export class Composer {
           credentials: [],
           fetch: this.fetcher(),
           seed: (step) => this.required.get(r.key)?.[step] ?? [],
+          ...(this.d.inspector ? { observer: this.d.inspector, compositionName: String(metaOf(composition)["name"] ?? "") } : {}),
         },
         this.instrumented(),
         Date.now() + this.d.functionTimeoutMs,

@@ -22,6 +22,7 @@
 import type { JsonObject } from "@bufbuild/protobuf";
 import { CustomObjectsApi, PatchStrategy, setHeaderOptions, type KubeConfig, type KubernetesObjectApi } from "@kubernetes/client-node";
 import type { Logger } from "pino";
+import type { StepObserver } from "../inspect/emitter.js";
 import type { Runner } from "../engine/runner.js";
 import { hostMetrics, type HostMetrics } from "../metrics.js";
 import { apiClient, objectClient } from "./client.js";
@@ -70,6 +71,8 @@ export interface HostOptions {
   metrics?: HostMetrics;
   /** Told when this host loses leadership (xfn host exits, as controller-runtime does); by default it campaigns again. */
   onLostLeadership?: () => void;
+  /** Told of every step's request and response, as Crossplane tells a Pipeline Inspector (--inspector-socket). */
+  inspector?: StepObserver;
 }
 
 /** Controller is one XRD's running XR controller. */
@@ -123,6 +126,7 @@ export class Host {
       compositions: () => this.watches.cached(COMPOSITIONS) as unknown as JsonObject[],
       xrd: (name) => this.xrdObject(name),
       graphs: o.graphs === true,
+      ...(o.inspector ? { inspector: o.inspector } : {}),
     });
     if (o.leaderElection)
       this.elector = new Elector(o.kc, o.leaderElection, o.log, {

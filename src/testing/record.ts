@@ -2,11 +2,13 @@
 //
 // Each request and its response become a case folder that `xfn test` replays
 // unchanged: request.yaml, expected.yaml (protobuf JSON form) and case.yaml
-// (which function, and the instant it saw). Credentials and connection details
-// are replaced by "[REDACTED]" in both; tags and TTLs are kept.
+// (which function, and the instant it saw). Credentials, connection details and
+// the data of Secrets are replaced by "[REDACTED]" in both; tags and TTLs are
+// kept.
 import { existsSync } from "node:fs";
 import { mkdir, writeFile } from "node:fs/promises";
 import { dirname, isAbsolute, join, relative } from "node:path";
+import type { JsonObject } from "@bufbuild/protobuf";
 import type { Logger } from "pino";
 import { stringify } from "yaml";
 import {
@@ -25,24 +27,43 @@ const redactMap = (m: Record<string, Uint8Array>) => {
   for (const k of Object.keys(m)) m[k] = REDACTED;
 };
 
+/**
+ * redactSecret replaces the values of a Secret's data and stringData (a
+ * function may write either) with "[REDACTED]", keeping the keys, as
+ * Crossplane's pipeline inspector does.
+ */
+function redactSecret(resource: JsonObject | undefined): void {
+  if (!resource || resource["apiVersion"] !== "v1" || resource["kind"] !== "Secret") return;
+  for (const field of ["data", "stringData"]) {
+    const d = resource[field];
+    if (d && typeof d === "object" && !Array.isArray(d)) for (const k of Object.keys(d)) (d as JsonObject)[k] = "[REDACTED]";
+  }
+}
+
 function redactState(s: State | undefined): void {
   if (!s) return;
   if (s.composite) redactMap(s.composite.connectionDetails);
-  for (const r of Object.values(s.resources)) redactMap(r.connectionDetails);
+  for (const r of Object.values(s.resources)) {
+    redactMap(r.connectionDetails);
+    redactSecret(r.resource);
+  }
 }
 
-/** redactRequest returns a copy of req with credentials and connection details redacted. */
+/** redactRequest returns a copy of req with credentials, connection details and Secrets' data redacted. */
 export function redactRequest(req: RunFunctionRequest): RunFunctionRequest {
   const out = copyMessage(req);
   for (const c of Object.values(out.credentials)) if (c.source.case === "credentialData") redactMap(c.source.value.data);
   redactState(out.observed);
   redactState(out.desired);
   for (const rs of [...Object.values(out.requiredResources), ...Object.values(out.extraResources)])
-    for (const r of rs.items) redactMap(r.connectionDetails);
+    for (const r of rs.items) {
+      redactMap(r.connectionDetails);
+      redactSecret(r.resource);
+    }
   return out;
 }
 
-/** redactResponse returns a copy of rsp with connection details redacted. */
+/** redactResponse returns a copy of rsp with connection details and Secrets' data redacted. */
 export function redactResponse(rsp: RunFunctionResponse): RunFunctionResponse {
   const out = copyMessage(rsp);
   redactState(out.desired);

@@ -1,0 +1,413 @@
+// `xfn inspect`, the Pipeline Inspector sidecar: what Crossplane emits over its
+// Unix socket (crossplane internal/xfn/inspected/socket.go at 2d040d2d:
+// EmitRequest before a step's call, EmitResponse after, each given 100 ms)
+// becomes `xfn test` cases that replay against the local module; secrets are
+// redacted again on arrival; bad payloads, a full queue and failed writes are
+// dropped and logged, never answered with an error; names from the cluster
+// cannot lead a write outside the folder. And `xfn host --inspector-socket`
+// emits the same way, so a host run records the same cases.
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, relative } from "node:path";
+import { create, toBinary, type JsonObject } from "@bufbuild/protobuf";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { Client, credentials, Metadata, status as Code, type ServiceError } from "@grpc/grpc-js";
+import { suite } from "uvu";
+import * as assert from "uvu/assert";
+import { parse } from "yaml";
+import {
+  EmitRequestRequestSchema,
+  EmitResponseRequestSchema,
+  PipelineInspectorService,
+  StepMetaSchema,
+  type StepMeta,
+} from "../../src/gen/crossplane/pipeline/v1alpha1/pipeline_inspector_pb.js";
+import { RunFunctionRequestSchema } from "../../src/gen/fn/v1/run_function_pb.js";
+import { loadDocs } from "../../src/engine/docs.js";
+import { createRunner } from "../../src/engine/runner.js";
+import { connectInspector } from "../../src/inspect/emitter.js";
+import { startInspector, type InspectorOptions } from "../../src/inspect/sidecar.js";
+import { runCase } from "../../src/testing/cases.js";
+import { messageFromJson } from "../../src/wire/protojson.js";
+import { until } from "../support/cluster.js";
+import { hostFor, NESTED, nestedUp } from "../support/host.js";
+import { memoryLog } from "../support/log.js";
+import { ROOT } from "../support/spawn.js";
+
+const I = suite("xfn inspect: the Pipeline Inspector sidecar");
+
+let scratch: string;
+I.before(() => {
+  scratch = mkdtempSync(join(tmpdir(), "xfn-inspect-"));
+});
+I.after(() => rmSync(scratch, { recursive: true, force: true }));
+
+let n = 0;
+/** inspector starts a sidecar on a fresh socket and folder. */
+async function inspector(opts: Partial<InspectorOptions> = {}) {
+  const at = join(scratch, `run-${++n}`);
+  mkdirSync(at);
+  const mem = memoryLog();
+  const lines: string[] = [];
+  const i = await startInspector({
+    socket: join(at, "socket"),
+    dir: join(at, "cases"),
+    log: mem.log,
+    follow: (l) => lines.push(l),
+    ...opts,
+  });
+  return { i, mem, lines, socket: join(at, "socket"), dir: join(at, "cases") };
+}
+
+/** crossplane is a client that emits as Crossplane's SocketPipelineInspector does: raw message bytes, 100 ms each. */
+function crossplane(socket: string) {
+  const client = new Client(`unix:${socket}`, credentials.createInsecure());
+  const send = (method: string, bytes: Uint8Array, timeoutMs = 100) =>
+    new Promise<number>((resolve) =>
+      client.makeUnaryRequest(
+        `/${PipelineInspectorService.typeName}/${method}`,
+        (b: Uint8Array) => Buffer.from(b),
+        (b: Buffer) => b,
+        bytes,
+        new Metadata(),
+        { deadline: Date.now() + timeoutMs },
+        (err: ServiceError | null) => resolve(err ? err.code : Code.OK),
+      ),
+    );
+  const json = (v: unknown) => new TextEncoder().encode(JSON.stringify(v));
+  return {
+    send,
+    request: (meta: StepMeta, req: JsonObject) =>
+      send("EmitRequest", toBinary(EmitRequestRequestSchema, create(EmitRequestRequestSchema, { request: json(req), meta }))),
+    response: (meta: StepMeta, rsp: JsonObject | undefined, error = "") =>
+      send(
+        "EmitResponse",
+        toBinary(
+          EmitResponseRequestSchema,
+          create(EmitResponseRequestSchema, { response: rsp ? json(rsp) : new Uint8Array(), error, meta }),
+        ),
+      ),
+    close: () => client.close(),
+  };
+}
+
+const XR = { apiVersion: "example.xfn.dev/v1alpha1", kind: "XBuckets", metadata: { name: "team-a", uid: "u-1" } };
+const meta = (over: Partial<Record<string, unknown>> = {}): StepMeta =>
+  create(StepMetaSchema, {
+    timestamp: timestampFromDate(new Date("2026-11-27T10:00:00Z")),
+    traceId: "trace-0001-aaaa",
+    spanId: `span-${Math.random()}`,
+    stepIndex: 0,
+    stepName: "hello",
+    functionName: "function-hello",
+    context: {
+      case: "compositionMeta",
+      value: {
+        compositionName: "buckets",
+        compositeResourceName: "team-a",
+        compositeResourceKind: "XBuckets",
+        compositeResourceApiVersion: "example.xfn.dev/v1alpha1",
+        compositeResourceUid: "u-1",
+      },
+    },
+    ...over,
+  });
+
+/** hello runs functions/hello on req, as Crossplane would have, and answers its response as protobuf JSON. */
+async function hello(req: JsonObject): Promise<JsonObject> {
+  const fns = join(scratch, "functions.yaml");
+  writeFileSync(
+    fns,
+    `apiVersion: pkg.crossplane.io/v1\nkind: Function\nmetadata:\n  name: function-hello\n  annotations:\n    render.xfn.dev/module: ${join(ROOT, "functions/hello/index.ts")}\n`,
+  );
+  const runner = await createRunner(loadDocs(fns), fns, () => new Date("2026-11-27T10:00:00Z"));
+  try {
+    const rsp = await runner.run("function-hello", messageFromJson(RunFunctionRequestSchema, req), Date.now() + 30_000);
+    const { messageToJson } = await import("../../src/wire/protojson.js");
+    const { RunFunctionResponseSchema } = await import("../../src/gen/fn/v1/run_function_pb.js");
+    return messageToJson(RunFunctionResponseSchema, rsp) as JsonObject;
+  } finally {
+    runner.close();
+  }
+}
+
+/** files lists every file under dir, relative to it. */
+function files(dir: string): string[] {
+  if (!existsSync(dir)) return [];
+  return readdirSync(dir, { recursive: true, withFileTypes: true })
+    .filter((e) => e.isFile())
+    .map((e) => relative(dir, join(e.parentPath, e.name)))
+    .sort();
+}
+
+I("a step Crossplane emits is an xfn test case that replays against the local module, under the XR, trace and step", async () => {
+  const s = await inspector({ functions: new Map([["function-hello", join(ROOT, "functions/hello/index.ts")]]) });
+  const cp = crossplane(s.socket);
+  try {
+    const req = { meta: { tag: "t1" }, observed: { composite: { resource: { ...XR, spec: { buckets: [{ name: "logs" }] } } } } };
+    const rsp = await hello(req);
+    const m = meta();
+    assert.is(await cp.request(m, req), Code.OK);
+    assert.is(await cp.response(m, rsp), Code.OK);
+    await s.i.flush();
+    const step = "XBuckets._.team-a/20261127T100000000Z-trace-00/00-hello";
+    assert.equal(files(s.dir), [
+      "XBuckets._.team-a/20261127T100000000Z-trace-00/00-hello/case.yaml",
+      "XBuckets._.team-a/20261127T100000000Z-trace-00/00-hello/expected.yaml",
+      "XBuckets._.team-a/20261127T100000000Z-trace-00/00-hello/inspected.yaml",
+      "XBuckets._.team-a/20261127T100000000Z-trace-00/00-hello/request.yaml",
+      "XBuckets._.team-a/20261127T100000000Z-trace-00/pipeline/xr.yaml",
+    ]);
+    assert.equal(parse(readFileSync(join(s.dir, step, "inspected.yaml"), "utf8")), {
+      function: "function-hello",
+      step: "hello",
+      stepIndex: 0,
+      iteration: 0,
+      traceId: "trace-0001-aaaa",
+      spanId: m.spanId,
+      composition: "buckets",
+    });
+    const result = await runCase(join(s.dir, step), s.dir);
+    assert.is(result.status, "passed", JSON.stringify(result));
+    assert.equal(s.i.stats().dropped, {});
+    assert.equal(s.lines[0], "2026-11-27T10:00:00.000Z XBuckets/team-a step 0 hello (function-hello) trace trace-00");
+    assert.ok(
+      s.lines.some((l) => /^ {2}\+ /.test(l)),
+      s.lines.join("\n"),
+    );
+  } finally {
+    cp.close();
+    await s.i.stop();
+  }
+});
+
+I("secrets are redacted again on arrival: credentials, connection details, Secrets' data and stringData", async () => {
+  const s = await inspector();
+  const cp = crossplane(s.socket);
+  try {
+    const secret = (v: string) => ({
+      apiVersion: "v1",
+      kind: "Secret",
+      metadata: { name: "s" },
+      data: { password: Buffer.from(v).toString("base64") },
+      stringData: { token: v },
+    });
+    const b64 = (v: string) => Buffer.from(v).toString("base64");
+    const req = {
+      observed: {
+        composite: { resource: XR, connectionDetails: { url: b64("sekrit-1") } },
+        resources: { db: { resource: secret("sekrit-2"), connectionDetails: { pw: b64("sekrit-3") } } },
+      },
+      credentials: { aws: { credentialData: { data: { key: b64("sekrit-4") } } } },
+      requiredResources: { s: { items: [{ resource: secret("sekrit-5") }] } },
+    };
+    const rsp = { desired: { resources: { out: { resource: secret("sekrit-6"), connectionDetails: { k: b64("sekrit-7") } } } } };
+    const m = meta();
+    assert.equal([await cp.request(m, req), await cp.response(m, rsp)], [Code.OK, Code.OK]);
+    await s.i.flush();
+    const all = files(s.dir).map((f) => readFileSync(join(s.dir, f), "utf8"));
+    const text = all.join("\n");
+    for (const v of ["sekrit-1", "sekrit-2", "sekrit-3", "sekrit-4", "sekrit-5", "sekrit-6", "sekrit-7"]) {
+      assert.not.ok(text.includes(v), `${v} is written`);
+      assert.not.ok(text.includes(b64(v)), `${v} (base64) is written`);
+    }
+    assert.ok(text.includes("[REDACTED]"));
+    assert.ok(
+      files(s.dir).some((f) => f.endsWith("pipeline/observed.yaml")) && files(s.dir).some((f) => f.endsWith("pipeline/required.yaml")),
+    );
+  } finally {
+    cp.close();
+    await s.i.stop();
+  }
+});
+
+I("bad payloads are logged and dropped, each call answered OK, and the sidecar goes on serving", async () => {
+  const s = await inspector();
+  const cp = crossplane(s.socket);
+  try {
+    const codes = [
+      await cp.send("EmitRequest", new Uint8Array([0xff, 0xff, 0xff, 0x0f, 0x01])), // not a protobuf message
+      await cp.send(
+        "EmitRequest",
+        toBinary(
+          EmitRequestRequestSchema,
+          create(EmitRequestRequestSchema, { request: new TextEncoder().encode("{not json"), meta: meta() }),
+        ),
+      ),
+      await cp.send(
+        "EmitRequest",
+        toBinary(EmitRequestRequestSchema, create(EmitRequestRequestSchema, { request: new TextEncoder().encode("{}") })),
+      ), // no meta
+      await cp.request(meta(), { observed: { composite: { resource: "a string" } } }), // not a RunFunctionRequest
+      await cp.response(meta({ spanId: "never-requested" }), {}),
+      await cp.send("EmitResponse", new Uint8Array([0x0a, 0xff])), // truncated
+    ];
+    assert.equal(codes, [Code.OK, Code.OK, Code.OK, Code.OK, Code.OK, Code.OK]);
+    await s.i.flush();
+    assert.equal(s.i.stats().dropped, { "bad request": 4, "response without its request": 1, "bad response": 1 });
+    assert.ok(s.mem.lines().some((l) => l.msg === "pipeline inspector dropped a call" && l["why"] === "bad request"));
+    const m = meta();
+    assert.equal([await cp.request(m, { observed: { composite: { resource: XR } } }), await cp.response(m, {})], [Code.OK, Code.OK]);
+    await s.i.flush();
+    assert.is(s.i.stats().written, 1);
+  } finally {
+    cp.close();
+    await s.i.stop();
+  }
+});
+
+I(
+  "a full queue drops what does not fit, and a write that fails (a file where a folder must go) is logged: every call still answered OK within 100 ms",
+  async () => {
+    const s = await inspector({ maxQueue: 4 });
+    const cp = crossplane(s.socket);
+    try {
+      const req = { observed: { composite: { resource: XR } } };
+      const sent = await Promise.all(
+        Array.from({ length: 40 }, async (_, k) => {
+          const m = meta({ spanId: `span-${k}` });
+          return [await cp.request(m, req), await cp.response(m, {})];
+        }),
+      );
+      assert.ok(
+        sent.flat().every((c) => c === Code.OK),
+        JSON.stringify(sent),
+      );
+      await s.i.flush();
+      assert.ok((s.i.stats().dropped["queue full"] ?? 0) > 0, JSON.stringify(s.i.stats()));
+      // The XR's folder is a file now: no step of it can be written.
+      rmSync(join(s.dir, "XBuckets._.team-a"), { recursive: true, force: true });
+      writeFileSync(join(s.dir, "XBuckets._.team-a"), "in the way");
+      const m = meta({ traceId: "trace-2" });
+      assert.equal([await cp.request(m, req), await cp.response(m, {})], [Code.OK, Code.OK]);
+      await s.i.flush();
+      assert.ok((s.i.stats().dropped["write failed"] ?? 0) >= 1, JSON.stringify(s.i.stats()));
+    } finally {
+      cp.close();
+      await s.i.stop();
+    }
+  },
+);
+
+I("names from the cluster are made safe, and a link planted in the folder is not followed", async () => {
+  const s = await inspector();
+  const cp = crossplane(s.socket);
+  const outside = join(scratch, `outside-${n}`);
+  mkdirSync(outside);
+  try {
+    const evil = meta({
+      stepName: "../../x\u001b[31m",
+      context: {
+        case: "compositionMeta",
+        value: { compositeResourceKind: "..", compositeResourceName: "../../etc", compositeResourceNamespace: "a/b" },
+      },
+    });
+    assert.equal([await cp.request(evil, { observed: { composite: { resource: XR } } }), await cp.response(evil, {})], [Code.OK, Code.OK]);
+    await s.i.flush();
+    assert.equal(readdirSync(s.dir), ["_.a_b..._.._etc"]); // one folder: "..", "a/b" and "../../etc" made safe
+    assert.ok(
+      files(s.dir).some((f) => f.includes("/00-.._.._x_31m/")),
+      files(s.dir).join(", "),
+    );
+    assert.ok(s.lines[0]!.includes("step 0 ../../x^[[31m"), s.lines[0]);
+    // A link where an XR's folder goes: nothing is written through it.
+    symlinkSync(outside, join(s.dir, "XBuckets._.team-a"));
+    const m = meta({ traceId: "trace-0002-bbbb" });
+    assert.equal([await cp.request(m, { observed: { composite: { resource: XR } } }), await cp.response(m, {})], [Code.OK, Code.OK]);
+    await s.i.flush();
+    assert.equal(readdirSync(outside), []);
+    assert.ok(s.mem.lines().some((l) => String(l["err"] ?? "").includes("leads outside")));
+  } finally {
+    cp.close();
+    await s.i.stop();
+  }
+});
+
+I("--follow says what a step changed: resources added, changed (which fields) and removed, results, conditions, errors", async () => {
+  const s = await inspector();
+  const cp = crossplane(s.socket);
+  try {
+    const desired = {
+      resources: {
+        kept: { resource: { apiVersion: "v1", kind: "ConfigMap", data: { a: "1" } } },
+        gone: { resource: { apiVersion: "v1", kind: "ConfigMap" } },
+      },
+    };
+    const rsp = {
+      desired: {
+        resources: {
+          kept: { resource: { apiVersion: "v1", kind: "ConfigMap", data: { a: "2" } } },
+          added: { resource: { apiVersion: "s3.aws.upbound.io/v1beta1", kind: "Bucket" } },
+        },
+      },
+      results: [{ severity: "SEVERITY_WARNING", message: "careful" }],
+      conditions: [{ type: "DatabaseReady", status: "STATUS_CONDITION_FALSE", reason: "Creating", message: "not yet" }],
+    };
+    const m = meta({ stepIndex: 1, stepName: "second" });
+    await cp.request(m, { observed: { composite: { resource: XR } }, desired });
+    await cp.response(m, rsp);
+    const f = meta({ stepIndex: 2, stepName: "third" });
+    await cp.request(f, { observed: { composite: { resource: XR } } });
+    await cp.response(f, undefined, "rpc error: code = Unavailable");
+    await s.i.flush();
+    assert.equal(s.lines.slice(1, 6), [
+      "  + added (s3.aws.upbound.io/v1beta1 Bucket)",
+      "  ~ kept: data.a",
+      "  - gone",
+      "  result Warning: careful",
+      "  condition DatabaseReady=False (Creating): not yet",
+    ]);
+    assert.equal(s.lines.slice(-1), ["  error: rpc error: code = Unavailable"]);
+    // A failed call keeps its request; with no response there is nothing to expect.
+    assert.ok(files(s.dir).some((f2) => f2.endsWith("02-third/request.yaml")));
+    assert.not.ok(files(s.dir).some((f2) => f2.endsWith("02-third/expected.yaml")));
+  } finally {
+    cp.close();
+    await s.i.stop();
+  }
+});
+
+I("xfn host --inspector-socket emits every step as Crossplane does: a host run records cases that replay", async () => {
+  const s = await inspector();
+  const log = memoryLog();
+  const h = await hostFor(NESTED, { inspector: connectInspector(s.socket, log.log) });
+  try {
+    await h.host.start();
+    await nestedUp(h);
+    // The host goes on after the subnet is there: wait until the nested XR's steps are written too.
+    await until("an XNetwork case", async () => {
+      await s.i.flush();
+      return files(s.dir).some((f) => f.startsWith("XNetwork.") && f.endsWith("/expected.yaml"));
+    });
+    const cases = files(s.dir).filter((f) => f.endsWith("/expected.yaml"));
+    assert.ok(cases.length >= 3, cases.join("\n"));
+    for (const kind of ["XPlatform", "XNetwork"])
+      assert.ok(
+        cases.some((c) => c.startsWith(`${kind}.`)),
+        `${kind}: ${cases.join(", ")}`,
+      );
+    // Each step's case replays once its function is named: the fixture's functions are local modules.
+    const fns = loadDocs(join(NESTED, "functions.yaml"));
+    const modules = new Map(
+      fns.map((d) => [
+        String((d.obj["metadata"] as JsonObject)["name"]),
+        String(((d.obj["metadata"] as JsonObject)["annotations"] as JsonObject)["render.xfn.dev/module"]),
+      ]),
+    );
+    const first = join(s.dir, cases[0]!.replace(/\/expected\.yaml$/, ""));
+    const info = parse(readFileSync(join(first, "inspected.yaml"), "utf8")) as { function: string; composition: string };
+    assert.ok(info.composition, "the Composition is named");
+    writeFileSync(
+      join(first, "case.yaml"),
+      `function: ${join(NESTED, modules.get(info.function)!)}\nnow: "${parse(readFileSync(join(first, "case.yaml"), "utf8")).now}"\n`,
+    );
+    const result = await runCase(first, s.dir);
+    assert.is(result.status, "passed", JSON.stringify(result).slice(0, 2000));
+  } finally {
+    await h.host.stop();
+    await h.c.stop();
+    await s.i.stop();
+  }
+});
+
+I.run();
