@@ -9,13 +9,14 @@
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
-import { create, toBinary, type JsonObject } from "@bufbuild/protobuf";
-import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { create, isFieldSet, toBinary, type JsonObject } from "@bufbuild/protobuf";
+import { FieldDescriptorProtoSchema, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { Client, credentials, Metadata, status as Code, type ServiceError } from "@grpc/grpc-js";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { parse } from "yaml";
 import {
+  file_crossplane_pipeline_v1alpha1_pipeline_inspector as inspectorFile,
   EmitRequestRequestSchema,
   EmitResponseRequestSchema,
   PipelineInspectorService,
@@ -139,6 +140,58 @@ function files(dir: string): string[] {
     .map((e) => relative(dir, join(e.parentPath, e.name)))
     .sort();
 }
+
+I("the vendored proto says what crossplane-runtime's pipeline_inspector.proto (4e7ed235) says: package, service, fields", () => {
+  const f = inspectorFile.proto;
+  assert.is(f.package, "crossplane.pipeline.v1alpha1");
+  assert.equal(
+    f.service.map((sv) => [sv.name, sv.method.map((m) => `${m.name}(${m.inputType}) ${m.outputType}`)]),
+    [
+      [
+        "PipelineInspectorService",
+        [
+          "EmitRequest(.crossplane.pipeline.v1alpha1.EmitRequestRequest) .crossplane.pipeline.v1alpha1.EmitRequestResponse",
+          "EmitResponse(.crossplane.pipeline.v1alpha1.EmitResponseRequest) .crossplane.pipeline.v1alpha1.EmitResponseResponse",
+        ],
+      ],
+    ],
+  );
+  // [name, number, type (9 string, 12 bytes, 5 int32, 11 message), oneof index] per field.
+  const fields = Object.fromEntries(
+    f.messageType.map((m) => [
+      m.name,
+      m.field.map((x) =>
+        [x.name, x.number, x.type, isFieldSet(x, FieldDescriptorProtoSchema.field.oneofIndex) ? x.oneofIndex : -1].join(" "),
+      ),
+    ]),
+  );
+  assert.equal(fields, {
+    EmitRequestRequest: ["request 1 12 -1", "meta 2 11 -1"],
+    EmitRequestResponse: [],
+    EmitResponseRequest: ["response 1 12 -1", "error 2 9 -1", "meta 3 11 -1"],
+    EmitResponseResponse: [],
+    StepMeta: [
+      "timestamp 1 11 -1",
+      "trace_id 2 9 -1",
+      "span_id 3 9 -1",
+      "step_index 4 5 -1",
+      "step_name 5 9 -1",
+      "iteration 6 5 -1",
+      "function_name 7 9 -1",
+      "operation_meta 8 11 0",
+      "composition_meta 9 11 0",
+    ],
+    CompositionMeta: [
+      "composition_name 1 9 -1",
+      "composite_resource_uid 2 9 -1",
+      "composite_resource_name 3 9 -1",
+      "composite_resource_namespace 4 9 -1",
+      "composite_resource_api_version 5 9 -1",
+      "composite_resource_kind 6 9 -1",
+    ],
+    OperationMeta: ["operation_name 1 9 -1", "operation_uid 2 9 -1"],
+  });
+});
 
 I("a step Crossplane emits is an xfn test case that replays against the local module, under the XR, trace and step", async () => {
   const s = await inspector({ functions: new Map([["function-hello", join(ROOT, "functions/hello/index.ts")]]) });

@@ -4,11 +4,17 @@
 // and decoding answers), with folders laid out as Crossplane's client Secret;
 // its function serves as a function-sdk-go function does.
 import { create, toBinary, type JsonObject } from "@bufbuild/protobuf";
-import { FileDescriptorSetSchema, file_google_protobuf_duration, file_google_protobuf_struct } from "@bufbuild/protobuf/wkt";
+import {
+  FileDescriptorSetSchema,
+  file_google_protobuf_duration,
+  file_google_protobuf_struct,
+  file_google_protobuf_timestamp,
+} from "@bufbuild/protobuf/wkt";
 import { execFile, execFileSync, spawn } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { file_crossplane_pipeline_v1alpha1_pipeline_inspector } from "../../src/gen/crossplane/pipeline/v1alpha1/pipeline_inspector_pb.js";
 import { file_fn_v1_run_function } from "../../src/gen/fn/v1/run_function_pb.js";
 import { file_fn_v1beta1_zz_generated_run_function } from "../../src/gen/fn/v1beta1/zz_generated_run_function_pb.js";
 import type { TestPki } from "./certs.js";
@@ -50,6 +56,11 @@ export interface GoClient {
   call(port: number, args: string[], opts?: { certs?: "crossplane" | "stranger" }): Promise<GoResult[]>;
   /** requestFile writes a request as protojson, for the client to encode as Crossplane would. */
   requestFile(json: JsonObject): string;
+  /**
+   * inspect emits steps to the Pipeline Inspector at socket as Crossplane's socket inspector does;
+   * one result per emit (EmitRequest then EmitResponse for each step).
+   */
+  inspect(socket: string, steps: JsonObject[]): Promise<Array<{ i: number; method: string; code: string; ms: number }>>;
   /** startFunction serves a Go function on 127.0.0.1: mTLS with the server certificate of pki (client certificates required), or plaintext. */
   startFunction(opts: { insecure?: boolean; v1beta1Only?: boolean }): Promise<GoFunction>;
   cleanup(): void;
@@ -95,8 +106,10 @@ export function buildGoClient(pki: TestPki): GoClient {
   const files = [
     file_google_protobuf_duration,
     file_google_protobuf_struct,
+    file_google_protobuf_timestamp,
     file_fn_v1_run_function,
     file_fn_v1beta1_zz_generated_run_function,
+    file_crossplane_pipeline_v1alpha1_pipeline_inspector,
   ];
   writeFileSync(
     join(dir, "fds.bin"),
@@ -127,6 +140,22 @@ export function buildGoClient(pki: TestPki): GoClient {
             .split("\n")
             .map((l) => JSON.parse(l) as GoResult);
           resolve(rows.sort((a, b) => a.i - b.i));
+        });
+      });
+    },
+    inspect(socket, steps) {
+      const stepsFile = join(dir, `steps-${++requests}.json`);
+      writeFileSync(stepsFile, JSON.stringify(steps));
+      const argv = ["inspect", "-socket", socket, "-fds", join(dir, "fds.bin"), "-steps", stepsFile];
+      return new Promise((resolve, reject) => {
+        execFile(peer, argv, { maxBuffer: 64 << 20, timeout: 60_000 }, (err, stdout, stderr) => {
+          if (err) return reject(new Error(`gopeer ${argv.join(" ")}: ${err.message}\n${stderr}`));
+          resolve(
+            stdout
+              .trim()
+              .split("\n")
+              .map((l) => JSON.parse(l) as { i: number; method: string; code: string; ms: number }),
+          );
         });
       });
     },
