@@ -1,0 +1,19 @@
+// The thread `xfn inspect` writes cases in (writer.ts): it takes each call the
+// sidecar answered, one after another, and tells the sidecar what became of it.
+import { parentPort, workerData } from "node:worker_threads";
+import { CaseWriter, type Job, type Outcome } from "./writer.js";
+
+const data = workerData as { root: string; functions: Array<[string, string]>; follow: boolean };
+const writer = new CaseWriter(data.root, new Map(data.functions), data.follow);
+let chain = Promise.resolve();
+parentPort!.on("message", (job: Job) => {
+  chain = chain.then(async () => {
+    let out: Outcome;
+    try {
+      out = await writer.handle(job);
+    } catch (err) {
+      out = { written: false, drop: { why: "write failed", fields: { err: (err as Error).message } } };
+    }
+    parentPort!.postMessage(out);
+  });
+});
