@@ -61,13 +61,15 @@ async function inspector(opts: Partial<InspectorOptions> = {}) {
 }
 
 /**
- * crossplane is a client that emits as Crossplane's SocketPipelineInspector does: raw message bytes, 100 ms
- * each, on a connection made first (Crossplane's stays up between reconciles; making one is not the answer's time).
+ * crossplane is a client that emits as Crossplane's SocketPipelineInspector does: raw message bytes, on a
+ * connection made first (Crossplane's stays up between reconciles; making one is not the answer's time).
  */
 async function crossplane(socket: string) {
   const client = new Client(`unix:${socket}`, credentials.createInsecure());
   await new Promise<void>((resolve, reject) => client.waitForReady(Date.now() + 10_000, (err) => (err ? reject(err) : resolve())));
-  const send = (method: string, bytes: Uint8Array, timeoutMs = 100) =>
+  // 5 s, not Crossplane's 100 ms: this client shares its process (and, in the suite, the machine) with the sidecar
+  // and two other lanes of tests; the 100 ms is checked by the Go client in a process of its own (test/e2e/inspect-go.test.ts).
+  const send = (method: string, bytes: Uint8Array, timeoutMs = 5000) =>
     new Promise<number>((resolve) =>
       client.makeUnaryRequest(
         `/${PipelineInspectorService.typeName}/${method}`,
@@ -321,12 +323,10 @@ I(
     const cp = await crossplane(s.socket);
     try {
       const req = { observed: { composite: { resource: XR } } };
-      // A burst of 80 calls at once from this same process is answered in one go, so it is not held to 100 ms
-      // a call here; the Go client, in a process of its own as Crossplane is, is (test/e2e/inspect-go.test.ts).
       const sent = await Promise.all(
         Array.from({ length: 40 }, async (_, k) => {
           const m = meta({ spanId: `span-${k}` });
-          return [await cp.request(m, req, 5000), await cp.response(m, {}, "", 5000)];
+          return [await cp.request(m, req), await cp.response(m, {})];
         }),
       );
       assert.ok(

@@ -81,7 +81,10 @@ func runInspect(args []string) {
 	if err := json.Unmarshal(b, &steps); err != nil {
 		fail("steps: %v", err)
 	}
-	conn, err := grpc.Dial("unix://"+*socket, grpc.WithInsecure())
+	// Connected first, as Crossplane's long-lived connection is: each emit's 100 ms is the answer's, not a dial's.
+	dialCtx, dialCancel := context.WithTimeout(context.Background(), 10*time.Second)
+	conn, err := grpc.DialContext(dialCtx, "unix://"+*socket, grpc.WithInsecure(), grpc.WithBlock())
+	dialCancel()
 	if err != nil {
 		fail("dial: %v", err)
 	}
