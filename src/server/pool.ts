@@ -83,6 +83,8 @@ export interface PoolOptions {
   rss?: () => number;
   /** A small call skips a low-priority worker whose pick-ups took longer than this (ms). Default 2; tests on a loaded machine raise it. */
   slowPickupMs?: number;
+  /** How long a slow pick-up counts (ms). Default PICKUP_FRESH_MS; tests on a loaded machine raise it. */
+  pickupFreshMs?: number;
   /** How often refusals for a full queue after the first are summed up in one line (ms). Default REFUSED_REPORT_MS. */
   refusedReportMs?: number;
   /**
@@ -109,7 +111,13 @@ type Candidate = Pick<Slot, "gone" | "retiring" | "kept" | "low" | "pickupMs" | 
  * SLOW_PICKUP_MS). Without a kept worker, or with every other worker slow, a
  * small call still goes to the least busy one.
  */
-export function pickWorker<S extends Candidate>(slots: readonly S[], size: number, now: number, slowMs = SLOW_PICKUP_MS): S | undefined {
+export function pickWorker<S extends Candidate>(
+  slots: readonly S[],
+  size: number,
+  now: number,
+  slowMs = SLOW_PICKUP_MS,
+  freshMs = PICKUP_FRESH_MS,
+): S | undefined {
   const small = size < SMALL_CALL_BYTES;
   let best: S | undefined;
   let kept: S | undefined;
@@ -121,7 +129,7 @@ export function pickWorker<S extends Candidate>(slots: readonly S[], size: numbe
     if (s.kept) kept = s;
     if (s.kept && !small) continue;
     if (fewer(s, any)) any = s;
-    const slow = small && s.low && s.pickupMs > slowMs && now - s.pickupAt < PICKUP_FRESH_MS;
+    const slow = small && s.low && s.pickupMs > slowMs && now - s.pickupAt < freshMs;
     if (!slow && fewer(s, best)) best = s;
   }
   return best ?? any ?? kept;
@@ -443,7 +451,7 @@ class WorkerPool implements Pool {
   }
 
   private pick(size: number): Slot | undefined {
-    return pickWorker(this.slots, size, performance.now(), this.opts.slowPickupMs);
+    return pickWorker(this.slots, size, performance.now(), this.opts.slowPickupMs, this.opts.pickupFreshMs);
   }
 
   /** workerBefore resolves with a worker, waiting for a replacement if none is running, or undefined at the deadline. */

@@ -59,7 +59,10 @@ export interface ServeOptions {
   /** Streams one connection may hold open at once. Default 1000. */
   maxConcurrentStreams?: number;
   /** Run the function on worker threads (see pool.ts) instead of in this thread. */
-  workers?: Pick<PoolOptions, "workers" | "script" | "workerData" | "maxHeapMB" | "memoryGuardMB" | "rss" | "slowPickupMs" | "early">;
+  workers?: Pick<
+    PoolOptions,
+    "workers" | "script" | "workerData" | "maxHeapMB" | "memoryGuardMB" | "rss" | "slowPickupMs" | "pickupFreshMs" | "early"
+  >;
   /**
    * Headers sent with every answer from the function (not with refusals), such as
    * which function answered (SERVED_BY_HEADERS): `xfn call --debug` prints them.

@@ -31,7 +31,7 @@ async function start(
   workers = 2,
   extra: Partial<ServeOptions> = {},
   maxHeapMB?: number,
-  pool: Pick<PoolOptions, "memoryGuardMB" | "rss" | "slowPickupMs"> = {},
+  pool: Pick<PoolOptions, "memoryGuardMB" | "rss" | "slowPickupMs" | "pickupFreshMs"> = {},
 ): Promise<{ srv: RunningServer; mem: ReturnType<typeof memoryLog> }> {
   const mem = memoryLog();
   const srv = await serve(
@@ -127,8 +127,10 @@ P("with three workers, one is kept for small calls: large calls queue on the oth
   }
 });
 
-P("a small call skips a lower-priority worker that has been slow to pick calls up, and tries it again a second later", async () => {
-  const { srv } = await start(10_000, 3, {}, undefined, { slowPickupMs: 50 }); // the 400 ms waits made here, not a loaded machine's
+P("a small call skips a lower-priority worker that has been slow to pick calls up, and tries it again once that is old", async () => {
+  // Slow: the 400 ms waits made here, not a loaded machine's. A measure counts for 3 s, not 1, so that a loaded
+  // machine's delays between the steps below do not age it out before the small call it should steer.
+  const { srv } = await start(10_000, 3, {}, undefined, { slowPickupMs: 50, pickupFreshMs: 3000 });
   const c = rawClient(srv.port);
   const smallBusy = (ms: number) => request({ observed: { composite: { resource: { kind: "X", spec: { mode: "busy", ms } } } } });
   try {
@@ -155,8 +157,8 @@ P("a small call skips a lower-priority worker that has been slow to pick calls u
       kept,
       `the small call waited for the kept worker (first ${first.map(threadOf)}, second ${second.map(threadOf)} in ${Math.round(secondMs)} ms)`,
     );
-    // A second later the measure is old: with the kept worker busy again, a small call takes an idle worker.
-    await new Promise((r) => setTimeout(r, 1100));
+    // Once the measure is old (3 s here): with the kept worker busy again, a small call takes an idle worker.
+    await new Promise((r) => setTimeout(r, 3100));
     const hold2 = c.run(smallBusy(400), { timeoutMs: 20_000 });
     hold2.catch(() => {});
     await new Promise((r) => setTimeout(r, 100));
