@@ -13,6 +13,7 @@ import {
   type KubernetesObjectApi,
 } from "@kubernetes/client-node";
 import type { Logger } from "pino";
+import { parseDuration } from "../steps/duration.js";
 import type { StepObserver } from "../inspect/emitter.js";
 import {
   COMPOSITE_LABEL,
@@ -67,6 +68,34 @@ const hash = (v: unknown) =>
       ),
     )
     .digest("hex");
+/** Crossplane's defaults: --poll-interval 1m, --min-poll-interval 1s, and the annotation that sets one XR's. */
+export const POLL_INTERVAL_MS = 60_000;
+export const MIN_POLL_INTERVAL_MS = 1_000;
+export const ANNOTATION_POLL_INTERVAL = "crossplane.io/poll-interval";
+
+/**
+ * requeueAfterMs is when a reconciled XR is looked at again, as Crossplane's
+ * composite reconciler with realtime compositions has it (reconciler.go at
+ * 2d040d2d): after the pipeline's TTL (its steps' shortest positive one)
+ * when there is one, else after the XR's poll interval (its
+ * crossplane.io/poll-interval annotation, no shorter than the minimum, else
+ * the default), give or take a tenth (jitter), so XRs made together do not
+ * all come back together.
+ */
+export function requeueAfterMs(xr: JsonObject, ttlSeconds: number | undefined, random = Math.random): number {
+  let base = POLL_INTERVAL_MS;
+  const annotated = ((xr["metadata"] as JsonObject | undefined)?.["annotations"] as JsonObject | undefined)?.[ANNOTATION_POLL_INTERVAL];
+  if (typeof annotated === "string") {
+    try {
+      base = Math.max(parseDuration(annotated), MIN_POLL_INTERVAL_MS);
+    } catch {
+      // Not a duration: the default, as Crossplane's GetPollInterval gives none.
+    }
+  }
+  if (ttlSeconds !== undefined && ttlSeconds > 0) base = ttlSeconds * 1000;
+  return Math.round(base + (random() - 0.5) * 2 * base * 0.1);
+}
+
 /** How soon an XR is looked at again while it waits (a name held, a deletion without its pipeline). */
 const WAIT_MS = 2_000;
 
@@ -519,8 +548,8 @@ export class Composer {
     );
     if (r.problems.length > 0) throw new Error(r.problems.join("; "));
     if (waiting.length > 0) return { requeueAfterMs: WAIT_MS };
-    const ttl = r.deleting ? Math.min(result.ttlSeconds ?? 2, 2) : (result.ttlSeconds ?? 60);
-    return { requeueAfterMs: ttl * 1000 };
+    if (r.deleting) return { requeueAfterMs: Math.min(result.ttlSeconds ?? 2, 2) * 1000 };
+    return { requeueAfterMs: requeueAfterMs(r.xr, result.ttlSeconds) };
   }
 
   /**
