@@ -106,7 +106,10 @@ export interface ComposerDeps {
   log: Logger;
   events: EventRecorder;
   metrics: HostMetrics;
+  /** The longest one function call may take. */
   functionTimeoutMs: number;
+  /** The longest a reconcile's pipeline may take: Crossplane's reconcile timeout (2 minutes). */
+  reconcileTimeoutMs: number;
   watches: () => WatchManager;
   enqueue: (key: string) => void;
   xrCache: (t: XRType) => JsonObject[];
@@ -132,6 +135,8 @@ interface Reconciling {
   deleting: boolean;
   log: Logger;
   started: number;
+  /** When the reconcile's time is up (Date.now() clock): Crossplane gives a reconcile 2 minutes. */
+  deadline: number;
   tally: { applied: number; skipped: number; deleted: number; status: boolean; events: number };
   /** What went wrong along the way that does not stop the reconcile (Synced=False names each). */
   problems: string[];
@@ -287,6 +292,7 @@ export class Composer {
       deleting,
       log: this.d.log.child({ xr: `${t.gvk.kind}/${nsName.replace(/^\//, "")}` }),
       started: performance.now(),
+      deadline: Date.now() + this.d.reconcileTimeoutMs,
       tally: { applied: 0, skipped: 0, deleted: 0, status: false, events: 0 },
       problems: [],
       events: [],
@@ -385,7 +391,7 @@ export class Composer {
           ...(this.d.inspector ? { observer: this.d.inspector, compositionName: String(metaOf(composition)["name"] ?? "") } : {}),
         },
         this.instrumented(),
-        Date.now() + this.d.functionTimeoutMs,
+        r.deadline,
       );
     } catch (err) {
       const fatal = err instanceof FatalResultError;
@@ -710,12 +716,13 @@ export class Composer {
 
   /** instrumented is the runner, counting and timing each function call. */
   private instrumented(): Runner {
-    const { runner, metrics } = this.d;
+    const { runner, metrics, functionTimeoutMs } = this.d;
     return {
       async run(fn: string, req: RunFunctionRequest, deadline: number) {
         const t = performance.now();
         try {
-          const rsp = await runner.run(fn, req, deadline);
+          // Each call within the reconcile's time, and no longer than a call may take.
+          const rsp = await runner.run(fn, req, Math.min(deadline, Date.now() + functionTimeoutMs));
           metrics.functionCalls.inc({ function: fn, result: rsp.results.some((r) => r.severity === 1) ? "fatal" : "ok" });
           return rsp;
         } catch (err) {

@@ -49,6 +49,8 @@ export interface HostOptions {
   watchGcIntervalMs?: number;
   /** Per-function call timeout. Default 30 s. */
   functionTimeoutMs?: number;
+  /** How long a reconcile's pipeline may take in all. Default 2 minutes, Crossplane's reconcile timeout. */
+  reconcileTimeoutMs?: number;
   /** Backoff for failed reconciles. */
   baseBackoffMs?: number;
   maxBackoffMs?: number;
@@ -120,6 +122,7 @@ export class Host {
       events: this.events,
       metrics: this.metrics,
       functionTimeoutMs: o.functionTimeoutMs ?? 30_000,
+      reconcileTimeoutMs: o.reconcileTimeoutMs ?? 120_000,
       watches: () => this.watches,
       enqueue: (key) => this.queue.add(key),
       xrCache: (t) => this.watches.cached(t.kind) as unknown as JsonObject[],

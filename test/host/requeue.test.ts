@@ -50,13 +50,13 @@ R("jitter: give or take a tenth, never more", () => {
   }
 });
 
-R("a pipeline with a 1 s TTL is run again about every second; one with the default 60 s is not", async () => {
+/** counting makes the count function's functions.yaml, the XCount XRD, and a file its calls are counted in. */
+function counting() {
   const dir = mkdtempSync(join(tmpdir(), "xfn-requeue-"));
   const calls = join(dir, "calls");
   writeFileSync(calls, "");
-  const fns = join(dir, "functions.yaml");
   writeFileSync(
-    fns,
+    join(dir, "functions.yaml"),
     `apiVersion: pkg.crossplane.io/v1\nkind: Function\nmetadata:\n  name: count\n  annotations:\n    render.xfn.dev/module: ${join(ROOT, "test/fixtures/requeue/count.ts")}\n`,
   );
   const xrd = {
@@ -79,38 +79,42 @@ R("a pipeline with a 1 s TTL is run again about every second; one with the defau
       ],
     },
   };
-  const composition = (name: string, ttlSeconds?: number) => ({
+  /** composition is a Composition of steps (each an input for the count function), chosen by the label ttl=name. */
+  const composition = (name: string, steps: JsonObject[]) => ({
     apiVersion: "apiextensions.crossplane.io/v1",
     kind: "Composition",
     metadata: { name, labels: { ttl: name } },
     spec: {
       compositeTypeRef: { apiVersion: "requeue.example.org/v1", kind: "XCount" },
       mode: "Pipeline",
-      pipeline: [
-        {
-          step: "count",
-          functionRef: { name: "count" },
-          input: { apiVersion: "count.example.org/v1", kind: "Input", file: calls, ...(ttlSeconds ? { ttlSeconds } : {}) },
-        },
-      ],
+      pipeline: steps.map((input, i) => ({
+        step: `step-${i}`,
+        functionRef: { name: "count" },
+        input: { apiVersion: "count.example.org/v1", kind: "Input", file: calls, ...input },
+      })),
     },
   });
-  const h = await hostFor(dir);
+  const xrOf = (name: string, comp: string) => ({
+    apiVersion: "requeue.example.org/v1",
+    kind: "XCount",
+    metadata: { name },
+    spec: { crossplane: { compositionSelector: { matchLabels: { ttl: comp } } } },
+  });
+  const lines = () => readFileSync(calls, "utf8").split("\n").filter(Boolean);
+  return { dir, xrd, composition, xrOf, lines, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+R("a pipeline with a 1 s TTL is run again about every second; one with the default 60 s is not", async () => {
+  const f = counting();
+  const h = await hostFor(f.dir);
   try {
     await h.host.start();
-    const count = (name: string) =>
-      readFileSync(calls, "utf8")
-        .split("\n")
-        .filter((l) => l === name).length;
-    const xrs = (name: string, comp: string) => ({
-      apiVersion: "requeue.example.org/v1",
-      kind: "XCount",
-      metadata: { name },
-      spec: { crossplane: { compositionSelector: { matchLabels: { ttl: comp } } } },
-    });
+    const count = (name: string) => f.lines().filter((l) => l === name).length;
     await applyManifests(
       h.kc,
-      [xrd, composition("fast", 1), composition("slow"), xrs("fast", "fast"), xrs("slow", "slow")].map((obj) => ({ obj, source: "test" })),
+      [f.xrd, f.composition("fast", [{ ttlSeconds: 1 }]), f.composition("slow", [{}]), f.xrOf("fast", "fast"), f.xrOf("slow", "slow")].map(
+        (obj) => ({ obj, source: "test" }),
+      ),
       h.mem.log,
     );
     await until("both XRs reconciled", () => count("fast") >= 1 && count("slow") >= 1, 15_000);
@@ -136,8 +140,42 @@ R("a pipeline with a 1 s TTL is run again about every second; one with the defau
   } finally {
     await h.host.stop();
     await h.c.stop();
-    rmSync(dir, { recursive: true, force: true });
+    f.cleanup();
   }
 });
+
+R(
+  "a reconcile has Crossplane's deadline for its pipeline (2 minutes; 1.5 s here): the call under way is cut, no step after it runs, and Synced=False says so",
+  async () => {
+    const f = counting();
+    const h = await hostFor(f.dir, { reconcileTimeoutMs: 1_500 });
+    try {
+      await h.host.start();
+      await applyManifests(
+        h.kc,
+        [f.xrd, f.composition("slow", [{ sleepMs: 900, step: "a" }, { sleepMs: 900, step: "b" }, { step: "c" }]), f.xrOf("x", "slow")].map(
+          (obj) => ({ obj, source: "test" }),
+        ),
+        h.mem.log,
+      );
+      const synced = async () =>
+        (
+          ((await h.objects.getClusterCustomObject({ group: "requeue.example.org", version: "v1", plural: "xcounts", name: "x" })) as any)
+            .status?.conditions ?? []
+        ).find((c: JsonObject) => c["type"] === "Synced");
+      await until("Synced=False", async () => (await synced())?.status === "False", 20_000);
+      // The second step's call is cut when the reconcile's time is up, as Crossplane's context cuts it.
+      const message = String((await synced()).message);
+      assert.match(message, 'cannot run Composition pipeline step "step-1"', message);
+      assert.match(message, "DEADLINE_EXCEEDED", message);
+      assert.ok(f.lines().includes("x a"));
+      assert.not.ok(f.lines().includes("x c"), "the step past the deadline did not run");
+    } finally {
+      await h.host.stop();
+      await h.c.stop();
+      f.cleanup();
+    }
+  },
+);
 
 R.run();
