@@ -674,7 +674,11 @@ function exprSize(x: N): Range | undefined {
  * as kube gives no cost to a rule it cannot compile.
  */
 export function ruleCost(text: string, schema: JsonObject, root: boolean, optionalOldSelf = false): number {
-  const decl = declOf(schema, root || schema["x-kubernetes-embedded-resource"] === true);
+  return costUnder(text, declOf(schema, root || schema["x-kubernetes-embedded-resource"] === true), optionalOldSelf);
+}
+
+/** costUnder is ruleCost under a node's DeclType (0 without one: rules cannot see the node). */
+function costUnder(text: string, decl: Decl | undefined, optionalOldSelf: boolean): number {
   if (!decl) return 0;
   let ast: N;
   try {
@@ -730,18 +734,18 @@ export function costErrors(schema: JsonObject, at: string, unchanged = false): F
   };
   const walk = (s: JsonObject, where: string, root: boolean, cardinality: number | undefined) => {
     const rules = Array.isArray(s["x-kubernetes-validations"]) ? s["x-kubernetes-validations"] : [];
+    // The node's type, once for all its rules.
+    const decl = rules.length ? declOf(s, root || s["x-kubernetes-embedded-resource"] === true) : undefined;
     rules.forEach((r, i) => {
       if (!isObject(r) || typeof r["rule"] !== "string" || !r["rule"].trim()) return;
-      const decl = declOf(s, root || s["x-kubernetes-embedded-resource"] === true);
-      const raw = ruleCost(r["rule"], s, root, r["optionalOldSelf"] === true);
-      const times = cardinality ?? Math.floor(MAX_REQUEST / ((decl?.min ?? 0) + 1));
-      const cost = raw === 0 ? 0 : raw > MAX / times ? MAX : raw * times;
+      const raw = costUnder(r["rule"], decl, r["optionalOldSelf"] === true);
+      const cost = mul(raw, cardinality ?? Math.floor(MAX_REQUEST / ((decl?.min ?? 0) + 1)));
       const path = `${where}.x-kubernetes-validations[${i}]`;
       if (!unchanged && cost > RULE_COST_LIMIT)
         errs.push(forbidden(`${path}.rule`, costMessage("estimated rule cost", cost, RULE_COST_LIMIT)));
       observe(`${path}.rule`, cost);
       if (typeof r["messageExpression"] === "string" && r["messageExpression"].trim()) {
-        const m = ruleCost(r["messageExpression"], s, root, r["optionalOldSelf"] === true);
+        const m = costUnder(r["messageExpression"], decl, r["optionalOldSelf"] === true);
         if (!unchanged && m > RULE_COST_LIMIT)
           errs.push(forbidden(`${path}.messageExpression`, costMessage("estimated messageExpression cost", m, RULE_COST_LIMIT)));
         observe(`${path}.messageExpression`, m);

@@ -7,7 +7,8 @@
 // 14f6746a).
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { isObject } from "../json.js";
-export const MAX_REQUEST = 3 * 1024 * 1024;
+import { MAX_REQUEST_BODY_BYTES } from "./query.js";
+export const MAX_REQUEST = MAX_REQUEST_BODY_BYTES;
 /** uint64's largest value, where cel-go's sums and products saturate. */
 export const MAX = 2 ** 64;
 export const TRAVERSAL = 0.1;

@@ -4,6 +4,7 @@
 // field ownership, where every list is atomic.
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { ApiError } from "./errors.js";
+import { MAX_REQUEST_BODY_BYTES } from "./query.js";
 import { ensureMeta } from "./types.js";
 import { isObject } from "../json.js";
 
@@ -20,7 +21,7 @@ export function mergePatch(target: JsonValue | undefined, patch: JsonValue): Jso
 
 /** The most operations one JSON patch may have (apiserver's maxJSONPatchOperations), and the most bytes its copies may add. */
 const MAX_JSON_PATCH_OPERATIONS = 10_000;
-const MAX_COPY_BYTES = 3 * 1024 * 1024;
+const MAX_COPY_BYTES = MAX_REQUEST_BODY_BYTES;
 
 type Container = JsonObject | JsonValue[];
 const isContainer = (v: JsonValue | undefined): v is Container => Array.isArray(v) || isObject(v);

@@ -14,7 +14,7 @@ import { parseFieldSelector, parseSelector } from "./selector.js";
 import { table, tableVersion } from "./table.js";
 import { Journal } from "./persist.js";
 import { Pages } from "./pages.js";
-import { checkDepth, int64Param, resourceVersionParam } from "./query.js";
+import { checkDepth, int64Param, MAX_REQUEST_BODY_BYTES, resourceVersionParam } from "./query.js";
 import { isReview, review, reviewResources } from "./reviews.js";
 import { discovery, groups } from "./discovery.js";
 import { document as openapiDocument, root as openapiRoot } from "./openapi.js";
@@ -81,9 +81,6 @@ function send(res: ServerResponse, code: number, body: unknown): void {
   res.writeHead(code, { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(text) });
   res.end(text);
 }
-
-/** MAX_REQUEST_BODY_BYTES is kube-apiserver's limit on a request body (its MaxRequestBodyBytes, 3 MiB). */
-export const MAX_REQUEST_BODY_BYTES = 3 * 1024 * 1024;
 
 /** readBody reads a request's body, refusing one past MAX_REQUEST_BODY_BYTES as kube-apiserver's limitedReadBody does. */
 async function readBody(req: IncomingMessage): Promise<string> {

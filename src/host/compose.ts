@@ -84,7 +84,8 @@ export const ANNOTATION_POLL_INTERVAL = "crossplane.io/poll-interval";
  */
 export function requeueAfterMs(xr: JsonObject, ttlSeconds: number | undefined, random = Math.random): number {
   let base = POLL_INTERVAL_MS;
-  const annotated = ((xr["metadata"] as JsonObject | undefined)?.["annotations"] as JsonObject | undefined)?.[ANNOTATION_POLL_INTERVAL];
+  const annotations = metaOf(xr)["annotations"];
+  const annotated = isObject(annotations) ? annotations[ANNOTATION_POLL_INTERVAL] : undefined;
   if (typeof annotated === "string") {
     try {
       base = Math.max(parseDuration(annotated), MIN_POLL_INTERVAL_MS);

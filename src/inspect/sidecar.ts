@@ -26,8 +26,6 @@ import type { Logger } from "pino";
 import { PipelineInspectorService } from "../gen/crossplane/pipeline/v1alpha1/pipeline_inspector_pb.js";
 import type { Job, Outcome } from "./writer.js";
 
-export { safe } from "./writer.js";
-
 /** The most bytes a call may carry by default, as Crossplane's reference sidecar is run with (8 MiB). */
 export const DEFAULT_MAX_RECV_BYTES = 8 * 1024 * 1024;
 /** How many calls may wait to be written by default, and how many bytes they may hold. */

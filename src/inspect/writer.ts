@@ -19,6 +19,7 @@ import {
   type RunFunctionRequest,
   type RunFunctionResponse,
 } from "../gen/fn/v1/run_function_pb.js";
+import { toYamlStream } from "../render/output.js";
 import { functionPath, redactRequest, redactResponse, yaml } from "../testing/record.js";
 import { messageFromJson, messageToJson } from "../wire/protojson.js";
 import { followLines } from "./follow.js";
@@ -54,13 +55,8 @@ function parseJson(bytes: Uint8Array): JsonValue {
   return JSON.parse(new TextDecoder().decode(bytes)) as JsonValue;
 }
 
-/** stream is YAML documents, one per resource, as render's files hold them. */
-function stream(docs: Array<JsonObject | undefined>): string {
-  return docs
-    .filter((d): d is JsonObject => d !== undefined)
-    .map((d) => `---\n${yaml(d)}`)
-    .join("");
-}
+/** stream is YAML documents, one per resource, as render prints them (and reads them back as -o and -e files). */
+const stream = (docs: Array<JsonObject | undefined>): string => toYamlStream(docs.filter((d): d is JsonObject => d !== undefined));
 
 /** CaseWriter writes the steps it is given under root (a real path: no links in it). */
 export class CaseWriter {

@@ -16,6 +16,7 @@ import { makePki, type TestPki } from "../support/certs.js";
 import { buildGoClient, type GoClient } from "../support/go.js";
 import { until } from "../support/cluster.js";
 import { needs } from "../support/needs.js";
+import { respond } from "../support/respond.js";
 import { ROOT, run, XFN } from "../support/spawn.js";
 
 const T = needs(suite("xfn inspect: emitted to by Crossplane's Go stack"), "go");
@@ -84,7 +85,7 @@ T("the Go client's emits are all answered OK within 100 ms; the cases replay wit
       },
       credentials: { c: { credentialData: { data: { key: Buffer.from("sekrit-cred").toString("base64") } } } },
     };
-    const expected = await helloResponse(request);
+    const expected = await respond(join(ROOT, "functions/hello/index.ts"), request, "function-hello");
     const step = (i: number, extra: JsonObject = {}) => ({
       request,
       response: expected,
@@ -131,32 +132,5 @@ T("the Go client's emits are all answered OK within 100 ms; the cases replay wit
     if (child.exitCode === null) child.kill("SIGKILL");
   }
 });
-
-/** helloResponse is what functions/hello answers req, through xfn call's in-process path (the same handler it is served by). */
-async function helloResponse(req: JsonObject): Promise<JsonObject> {
-  const { createRunner } = await import("../../src/engine/runner.js");
-  const { messageFromJson, messageToJson } = await import("../../src/wire/protojson.js");
-  const { RunFunctionRequestSchema, RunFunctionResponseSchema } = await import("../../src/gen/fn/v1/run_function_pb.js");
-  const runner = await createRunner(
-    [
-      {
-        obj: {
-          apiVersion: "pkg.crossplane.io/v1",
-          kind: "Function",
-          metadata: { name: "function-hello", annotations: { "render.xfn.dev/module": join(ROOT, "functions/hello/index.ts") } },
-        },
-        source: "test",
-      },
-    ],
-    join(ROOT, "functions.yaml"),
-    () => new Date(),
-  );
-  try {
-    const rsp = await runner.run("function-hello", messageFromJson(RunFunctionRequestSchema, req), Date.now() + 30_000);
-    return messageToJson(RunFunctionResponseSchema, rsp) as JsonObject;
-  } finally {
-    runner.close();
-  }
-}
 
 T.run();

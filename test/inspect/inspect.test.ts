@@ -23,16 +23,14 @@ import {
   StepMetaSchema,
   type StepMeta,
 } from "../../src/gen/crossplane/pipeline/v1alpha1/pipeline_inspector_pb.js";
-import { RunFunctionRequestSchema } from "../../src/gen/fn/v1/run_function_pb.js";
 import { loadDocs } from "../../src/engine/docs.js";
-import { createRunner } from "../../src/engine/runner.js";
 import { connectInspector } from "../../src/inspect/emitter.js";
 import { startInspector, type InspectorOptions } from "../../src/inspect/sidecar.js";
 import { runCase } from "../../src/testing/cases.js";
-import { messageFromJson } from "../../src/wire/protojson.js";
 import { until } from "../support/cluster.js";
 import { hostFor, NESTED, nestedUp } from "../support/host.js";
 import { memoryLog } from "../support/log.js";
+import { respond } from "../support/respond.js";
 import { ROOT } from "../support/spawn.js";
 
 const I = suite("xfn inspect: the Pipeline Inspector sidecar");
@@ -121,23 +119,9 @@ const meta = (over: Partial<Record<string, unknown>> = {}): StepMeta =>
     ...over,
   });
 
-/** hello runs functions/hello on req, as Crossplane would have, and answers its response as protobuf JSON. */
-async function hello(req: JsonObject): Promise<JsonObject> {
-  const fns = join(scratch, "functions.yaml");
-  writeFileSync(
-    fns,
-    `apiVersion: pkg.crossplane.io/v1\nkind: Function\nmetadata:\n  name: function-hello\n  annotations:\n    render.xfn.dev/module: ${join(ROOT, "functions/hello/index.ts")}\n`,
-  );
-  const runner = await createRunner(loadDocs(fns), fns, () => new Date("2026-11-27T10:00:00Z"));
-  try {
-    const rsp = await runner.run("function-hello", messageFromJson(RunFunctionRequestSchema, req), Date.now() + 30_000);
-    const { messageToJson } = await import("../../src/wire/protojson.js");
-    const { RunFunctionResponseSchema } = await import("../../src/gen/fn/v1/run_function_pb.js");
-    return messageToJson(RunFunctionResponseSchema, rsp) as JsonObject;
-  } finally {
-    runner.close();
-  }
-}
+/** hello is what functions/hello answers req, as Crossplane would have had it answered. */
+const hello = (req: JsonObject) =>
+  respond(join(ROOT, "functions/hello/index.ts"), req, "function-hello", () => new Date("2026-11-27T10:00:00Z"));
 
 /** files lists every file under dir, relative to it. */
 function files(dir: string): string[] {
