@@ -31,6 +31,8 @@ import { until } from "../support/cluster.js";
 import { hostFor, NESTED, nestedUp } from "../support/host.js";
 import { memoryLog } from "../support/log.js";
 import { respond } from "../support/respond.js";
+import { RunFunctionRequestSchema } from "../../src/gen/fn/v1/run_function_pb.js";
+import { messageFromJson } from "../../src/wire/protojson.js";
 import { ROOT } from "../support/spawn.js";
 
 const I = suite("xfn inspect: the Pipeline Inspector sidecar");
@@ -408,6 +410,25 @@ I("--follow says what a step changed: resources added, changed (which fields) an
   } finally {
     cp.close();
     await s.i.stop();
+  }
+});
+
+I("with no sidecar on the socket, each emit gives up within Crossplane's 100 ms and is only logged: the pipeline goes on", async () => {
+  const log = memoryLog();
+  const o = connectInspector(join(scratch, "nobody-listens"), log.log);
+  try {
+    const t = performance.now();
+    const step = { traceId: "t", stepIndex: 0, stepName: "s", functionName: "f" };
+    const done = await o.begin(step, messageFromJson(RunFunctionRequestSchema, { observed: { composite: { resource: XR } } }));
+    await done(undefined, new Error("the function failed"));
+    assert.ok(performance.now() - t < 2_000, `${performance.now() - t} ms`);
+    const said = log.lines().map((l) => l.msg);
+    assert.ok(
+      said.includes("cannot inspect request for function") && said.includes("cannot inspect response for function"),
+      said.join("; "),
+    );
+  } finally {
+    o.close();
   }
 });
 
