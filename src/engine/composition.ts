@@ -288,7 +288,7 @@ export interface PipelineResult {
   /** The shortest TTL any step asked for, in seconds. */
   ttlSeconds: number | undefined;
   /** What each step required last (by requirement name), to seed its next run with (PipelineInputs.seed). */
-  required: Record<string, Array<{ name: string; selector: ResourceSelector }>>;
+  required: Record<string, Array<{ name: string; selector: Omit<ResourceSelector, "$typeName"> }>>;
 }
 
 /** DEFAULT_RESULT_REASON is the reason Crossplane gives a result that has none. */
@@ -349,7 +349,7 @@ export interface PipelineInputs {
    * seeds them from its dependency tracker: a function whose requirements have
    * not changed then needs one call, not two.
    */
-  seed?: (step: string) => Array<{ name: string; selector: ResourceSelector }>;
+  seed?: (step: string) => Array<{ name: string; selector: Omit<ResourceSelector, "$typeName"> }>;
   /** Told of each step's request and response (a Pipeline Inspector: xfn host --inspector-socket). */
   observer?: StepObserver;
   /** The Composition's name, for the observer. */
@@ -486,8 +486,13 @@ export async function runPipeline(p: PipelineInputs, runner: Runner, deadline: n
     const seconds = ttl ? Number(ttl.seconds) + ttl.nanos / 1e9 : 0;
     if (seconds > 0) ttlSeconds = Math.min(ttlSeconds ?? Infinity, seconds);
     if (rsp.output) outputs.push({ step: s.step, output: rsp.output });
-    // Both the current and the deprecated field, as Crossplane's tracker records them.
-    const wanted = [...Object.entries(rsp.requirements?.resources ?? {}), ...Object.entries(rsp.requirements?.extraResources ?? {})];
+    // The Composition's bootstrap requirements (so they are watched even when the function does not ask
+    // again), then both the current and the deprecated field, as Crossplane's tracker records them.
+    const wanted: Array<[string, Omit<ResourceSelector, "$typeName">]> = [
+      ...s.bootstrap.map((b): [string, Omit<ResourceSelector, "$typeName">] => [b.name, b.selector]),
+      ...Object.entries(rsp.requirements?.resources ?? {}),
+      ...Object.entries(rsp.requirements?.extraResources ?? {}),
+    ];
     if (wanted.length > 0)
       setOwn(
         required,

@@ -410,6 +410,8 @@ export class Composer {
       throw new Error(message);
     }
     this.required.set(r.key, result.required);
+    // What the steps required is watched: a change to it reconciles this XR again (crossplane PR #7572).
+    await this.watched.require(r.key, result.required);
     return result;
   }
 

@@ -1,12 +1,18 @@
 // The watches of composed kinds, held per XR: a kind is watched while some XR
 // composes it and released when the last one is gone (failure mode 3: a watch
 // in use is never collected); an event on a composed resource brings its
-// controlling XR back to the queue. Also what discovery says of each kind (its
+// controlling XR back to the queue. The same for the kinds XRs' functions
+// required (core kinds too): a change to a required object brings back every
+// XR that required it, by name or by labels, as Crossplane's dependency
+// tracker does (dependencies.ts). Also what discovery says of each kind (its
 // plural, and whether it is namespaced), asked once.
 import type { KubernetesObjectApi } from "@kubernetes/client-node";
 import type { JsonObject } from "@bufbuild/protobuf";
 import { errorCode, isObject, metaOf, str } from "./kube.js";
+import { DependencyTracker, kindOf, referenceOf, type Requirement } from "./dependencies.js";
 import type { Kind, WatchEvent, WatchManager } from "./watches.js";
+
+type Selector = Parameters<typeof referenceOf>[0];
 
 interface KindWatch {
   kind: Kind;
@@ -32,6 +38,9 @@ export class ComposedWatches {
   /** Discovery, asked once per kind: its plural, and whether it is namespaced. */
   private readonly plurals = new Map<string, string>();
   private readonly namespacedKinds = new Map<string, boolean>();
+  /** What each XR's functions required; and the watches of the required kinds (by kindOf), with the XRs that use each. */
+  private readonly tracker = new DependencyTracker();
+  private readonly requiredKinds = new Map<string, KindWatch>();
 
   constructor(private readonly d: ComposedWatchesDeps) {}
 
@@ -48,7 +57,8 @@ export class ComposedWatches {
 
   /** reset forgets every XR and watch (the host stopped reconciling); discovery is kept. */
   reset(): void {
-    for (const m of [this.byUid, this.uidOf, this.kinds, this.xrKinds]) (m as Map<string, unknown>).clear();
+    for (const m of [this.byUid, this.uidOf, this.kinds, this.xrKinds, this.requiredKinds]) (m as Map<string, unknown>).clear();
+    for (const key of [...this.tracker.xrs()]) this.tracker.forget(key);
   }
 
   /** release lets go of an XR: the watches no other XR uses are released. It returns the uid the XR had. */
@@ -62,6 +72,7 @@ export class ComposedWatches {
       await this.d.watches().release(w.handle);
     }
     this.xrKinds.delete(key);
+    await this.require(key, {});
     const uid = this.uidOf.get(key);
     if (uid) this.byUid.delete(uid);
     this.uidOf.delete(key);
@@ -82,6 +93,67 @@ export class ComposedWatches {
     w.users.add(key);
     (this.xrKinds.get(key) ?? this.xrKinds.set(key, new Set()).get(key)!).add(kk);
     return k;
+  }
+
+  /**
+   * require records what an XR's steps required (by step, under the names the
+   * functions used), replacing what it required before; the kinds no XR
+   * requires any more stop being watched, and each new one is watched. A kind
+   * discovery does not know is not watched (fetching it failed too, and the
+   * XR's next reconcile tries again).
+   */
+  async require(key: string, required: Record<string, Array<{ name: string; selector: Selector }>>): Promise<void> {
+    const reqs: Requirement[] = Object.entries(required).flatMap(([step, rs]) =>
+      rs.map((r) => ({ step, name: r.name, reference: referenceOf(r.selector) })),
+    );
+    const before = this.tracker.kindsOf(key);
+    this.tracker.track(key, reqs);
+    const after = this.tracker.kindsOf(key);
+    for (const kk of after) {
+      if (before.has(kk) && this.requiredKinds.get(kk)?.users.has(key)) continue;
+      const r = reqs.find((x) => kindOf(x.reference.apiVersion, x.reference.kind) === kk)!.reference;
+      let w = this.requiredKinds.get(kk);
+      if (!w) {
+        let k: Kind;
+        try {
+          k = await this.kindFor(r.apiVersion, r.kind);
+        } catch {
+          continue;
+        }
+        if (this.requiredKinds.has(kk)) w = this.requiredKinds.get(kk)!;
+        else {
+          const handle = this.d.watches().ensure(k, "required", (ev) => this.onRequired(r.apiVersion, r.kind, ev));
+          w = { kind: k, handle, users: new Set() };
+          this.requiredKinds.set(kk, w);
+        }
+      }
+      w.users.add(key);
+    }
+    for (const kk of before) {
+      if (after.has(kk)) continue;
+      const w = this.requiredKinds.get(kk);
+      if (!w || !w.users.delete(key) || w.users.size > 0) continue;
+      this.requiredKinds.delete(kk);
+      await this.d.watches().release(w.handle);
+    }
+  }
+
+  /** requiredKinds lists the kinds watched because some XR required them (apiVersion|kind). */
+  watchedForRequirements(): string[] {
+    return [...this.requiredKinds.keys()];
+  }
+
+  private onRequired(apiVersion: string, kind: string, e: WatchEvent): void {
+    const m = metaOf(e.object);
+    const labels = isObject(m["labels"]) ? (m["labels"] as Record<string, string>) : {};
+    const changed = { apiVersion, kind, namespace: str(m["namespace"]) ?? "", name: String(m["name"] ?? ""), labels };
+    for (const key of this.tracker.dependants(changed)) this.d.enqueue(key);
+  }
+
+  /** kindFor is the watchable kind of an apiVersion and kind, its plural from discovery. */
+  private async kindFor(apiVersion: string, kind: string): Promise<Kind> {
+    const [group, version] = apiVersion.includes("/") ? apiVersion.split("/") : ["", apiVersion];
+    return { group: group!, version: version!, plural: await this.pluralOf(apiVersion, kind), kind };
   }
 
   private onComposed(e: WatchEvent): void {

@@ -20,16 +20,19 @@ import {
   type Informer,
   type KubeConfig,
   type KubernetesObject,
+  type KubernetesObjectApi,
   type ObjectCache,
 } from "@kubernetes/client-node";
 import type { Logger } from "pino";
-import { apiClient, BoundedWatch } from "./client.js";
+import { apiClient, BoundedWatch, objectClient } from "./client.js";
 
 /** Kind identifies a watched resource type by group, version and plural. */
 export interface Kind {
   group: string;
   version: string;
   plural: string;
+  /** The kind's name (ConfigMap): a core kind (group "") is listed by it. */
+  kind?: string | undefined;
 }
 
 export type WatchEventType = "add" | "update" | "delete";
@@ -89,6 +92,7 @@ export class WatchManager {
   private readonly entries = new Map<string, Entry>();
   private nextId = 1;
   private readonly api: CustomObjectsApi;
+  private readonly objects: KubernetesObjectApi;
 
   constructor(
     private readonly kc: KubeConfig,
@@ -96,6 +100,7 @@ export class WatchManager {
     private readonly opts: WatchOptions = {},
   ) {
     this.api = apiClient(kc, CustomObjectsApi, opts.requestTimeoutMs ?? 60_000);
+    this.objects = objectClient(kc, opts.requestTimeoutMs ?? 60_000);
   }
 
   /** ensure registers handler for owner, starting the kind's informer if it is not running. */
@@ -161,8 +166,12 @@ export class WatchManager {
   }
 
   private start(kind: Kind): Entry {
-    const path = `/apis/${kind.group}/${kind.version}/${kind.plural}`;
-    const list = () => this.api.listClusterCustomObject({ group: kind.group, version: kind.version, plural: kind.plural }) as never;
+    // Core kinds (ConfigMaps, Secrets: what functions often require) live under /api, and are listed by kind.
+    const core = kind.group === "";
+    const path = core ? `/api/${kind.version}/${kind.plural}` : `/apis/${kind.group}/${kind.version}/${kind.plural}`;
+    const list = core
+      ? () => this.objects.list(kind.version, kind.kind ?? "") as never
+      : () => this.api.listClusterCustomObject({ group: kind.group, version: kind.version, plural: kind.plural }) as never;
     const watch = new BoundedWatch(this.kc, kindKey(kind), {
       timeoutMs: this.opts.watchTimeoutMs,
       graceMs: this.opts.watchGraceMs,

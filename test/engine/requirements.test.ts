@@ -235,7 +235,7 @@ F("resources a step required on its last run are seeded: one call; a seed that c
     "and what it required is reported for the next run",
   );
   const { runner: r2, seen: seen2 } = fakeRunner(() => ({}));
-  await runPipeline(
+  const r2result = await runPipeline(
     {
       steps: [
         step({
@@ -264,6 +264,12 @@ F("resources a step required on its last run are seeded: one call; a seed that c
   );
   assert.equal(Object.keys(seen2[0]!.requiredResources), ["gimme"]);
   assert.equal(seen2[0]!.requiredResources["gimme"]!.items[0]!.resource, { kind: "ConfigMap" }, "bootstrap, not the seed");
+  // Bootstrap requirements are recorded too, so they are watched even when the function does not ask again
+  // (composition_functions.go at 2d040d2d tracks them).
+  assert.equal(
+    r2result.required["cool-step"]!.map((x) => [x.name, x.selector.kind]),
+    [["gimme", "ConfigMap"]],
+  );
 });
 
 F("a bootstrap selector with neither name nor labels selects every object of its kind", async () => {

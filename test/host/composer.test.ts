@@ -262,6 +262,67 @@ C(
   },
 );
 
+// A change to a required resource reconciles the XRs that required it (crossplane PR #7572: the dependency
+// tracker of internal/controller/apiextensions/composite/dependency at 2d040d2d, whose own table is in
+// test/host/dependencies.test.ts). Without it, the XR would see the change at its next poll, a minute on.
+C("a change to a ConfigMap a step required by name reconciles the XR; the watch goes with the last XR that required it", async () => {
+  const { c, kc, host, objects, xr, create, mem } = await setup();
+  const cm = (size: string) => ({
+    obj: { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "cm", namespace: "team-a" }, data: { size } },
+    source: "test",
+  });
+  try {
+    await applyManifests(kc, [cm("3")], mem.log);
+    await create("needs", "require");
+    await until("the status from the ConfigMap", async () => (await xr("needs")).status?.size === "3", 10_000);
+    const watched = () => host.watches.watching().some((k) => k.group === "" && k.plural === "configmaps");
+    assert.ok(watched(), "ConfigMaps are watched");
+    await applyManifests(kc, [cm("7")], mem.log);
+    await until("the status from the changed ConfigMap", async () => (await xr("needs")).status?.size === "7", 10_000);
+    await objects.deleteNamespacedCustomObject({ ...STORES, namespace: "team-a", name: "needs" });
+    await until("the XR gone and the ConfigMaps' watch with it", async () => !watched(), 10_000);
+  } finally {
+    await host.stop();
+    await c.stop();
+  }
+});
+
+C("a ConfigMap that comes to match a step's labels, in any namespace, reconciles the XR; one that does not match does not", async () => {
+  const { c, kc, host, xr, create, mem, calls } = await setup();
+  const cm = (name: string, namespace: string, tier: string) => ({
+    obj: { apiVersion: "v1", kind: "ConfigMap", metadata: { name, namespace, labels: { tier } }, data: {} },
+    source: "test",
+  });
+  const mine = () => calls.filter((x) => x.xr === "gold").length;
+  try {
+    await create("gold", "labels");
+    await until("no gold ConfigMap yet", async () => (await xr("gold")).status?.size === "0", 10_000);
+    await applyManifests(kc, [cm("one", "default", "gold")], mem.log);
+    await until("one gold ConfigMap, in another namespace", async () => (await xr("gold")).status?.size === "1", 10_000);
+    // Settled: no call for a second; then a silver ConfigMap brings none.
+    let last = mine();
+    await until(
+      "settled",
+      async () => {
+        await new Promise((r) => setTimeout(r, 1_000));
+        const now = mine();
+        const still = now === last;
+        last = now;
+        return still;
+      },
+      15_000,
+    );
+    await applyManifests(kc, [cm("two", "team-a", "silver")], mem.log);
+    await new Promise((r) => setTimeout(r, 1_500));
+    assert.is(mine(), last, "a ConfigMap the labels do not match reconciles nothing");
+    await applyManifests(kc, [cm("two", "team-a", "gold")], mem.log);
+    await until("relabelled gold: two", async () => (await xr("gold")).status?.size === "2", 10_000);
+  } finally {
+    await host.stop();
+    await c.stop();
+  }
+});
+
 C(
   "killed right after a composed resource is applied, the host finds it again: it was referenced before it was applied (composition_functions.go: no orphan, observed next time, never created twice)",
   async () => {
