@@ -153,6 +153,21 @@ const BUILTIN_SCHEMAS: Record<string, Record<string, JsonObject>> = {
   },
 };
 
+/** builtinSchema is the schema of a built-in kind the server serves (metadata taken as it comes), or undefined. */
+export function builtinSchema(group: string, version: string, kind: string): JsonObject | undefined {
+  const fields = BUILTIN_SCHEMAS[`${group}/${kind}`];
+  if (!fields || version !== "v1") return undefined;
+  return {
+    type: "object",
+    properties: {
+      apiVersion: { type: "string" },
+      kind: { type: "string" },
+      metadata: { type: "object", "x-kubernetes-preserve-unknown-fields": true },
+      ...structuredClone(fields),
+    },
+  };
+}
+
 /** What each built-in kind is, in a line. */
 const DESCRIPTIONS: Record<string, string> = {
   Namespace: "A scope for names: objects in it are deleted with it.",

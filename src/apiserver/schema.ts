@@ -508,6 +508,9 @@ export function listErrors(x: JsonValue | undefined, s: Node | undefined, path: 
   return errs;
 }
 
+/** blocked tells whether errs hold one that stops CEL rules from running (kube runs them only on an object the schema takes). */
+export const blocked = (errs: FieldError[]) => errs.some((e) => BLOCKING.has(e.type));
+
 const BLOCKING = new Set([
   "FieldValueNotSupported",
   "FieldValueRequired",
@@ -515,6 +518,13 @@ const BLOCKING = new Set([
   "FieldValueTooMany",
   "FieldValueTypeInvalid",
 ]);
+
+/** RULES_NOT_CHECKED is what kube says in place of the rules of an object the schema refused. */
+export const RULES_NOT_CHECKED = invalid(
+  "<nil>",
+  null,
+  "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation",
+);
 
 /** Schema is one served version's compiled schema. */
 export class Schema {
@@ -552,14 +562,7 @@ export class Schema {
     const lists = listErrors(obj, this.root, "");
     if (lists.length && !(old && listErrors(old, this.root, "").length)) errs.push(...lists);
     if (this.hasRules) {
-      if (errs.some((e) => BLOCKING.has(e.type)))
-        errs.push(
-          invalid(
-            "<nil>",
-            null,
-            "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation",
-          ),
-        );
+      if (blocked(errs)) errs.push(RULES_NOT_CHECKED);
       else errs.push(...runRules(obj, this.root, o, warnings));
     }
     return errs;

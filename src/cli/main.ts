@@ -16,6 +16,7 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   host: async () => (await import("./host.js")).hostCommand(),
   trace: async () => (await import("./trace.js")).traceCommand(),
   inspect: async () => (await import("./inspect.js")).inspectCommand(),
+  validate: async () => (await import("./validate.js")).validateCommand(),
 };
 
 function version(): string {

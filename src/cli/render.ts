@@ -2,7 +2,7 @@
 // Crossplane would create. Arguments and flags follow `crossplane render`.
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
-import type { JsonValue } from "@bufbuild/protobuf";
+import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { Command, InvalidArgumentError, Option } from "commander";
 import { parse as parseYaml } from "yaml";
 import { FatalResultError, StepError } from "../engine/composition.js";
@@ -34,6 +34,7 @@ interface RenderFlags {
   xrd?: string;
   requiredSchemas?: string;
   graph?: string;
+  validate?: string;
 }
 
 /** DEFAULT_NOW is the clock in-process functions see unless --now says otherwise: fixed, so output is reproducible. */
@@ -108,6 +109,8 @@ export async function runRender(
       ...(flags.xrd ? { xrd: loadOne(flags.xrd, "CompositeResourceDefinition") } : {}),
       ...(flags.requiredSchemas ? { schemas: loadDocs(flags.requiredSchemas) } : {}),
     };
+    // Schemas are read before anything runs: a file that is not one fails at once.
+    const schemas = flags.validate ? await validationSchemas(flags.validate) : undefined;
     const now = flags.now;
     runner = await createRunner(loadDocs(functionsPath), functionsPath, () => now);
     const o = await render(inputs, runner, { timeoutMs: flags.timeout, legacy: flags.legacyOutput, now });
@@ -117,6 +120,18 @@ export async function runRender(
     out.write(toYamlStream(docs));
     if (flags.graph) await writeGraph(flags.graph, o);
     for (const w of o.warnings) err.write(`xfn render: warning: ${printable(w, { lines: true })}\n`);
+    if (schemas) {
+      // The XR as it would be stored (its input with what the pipeline wrote) and every composed resource.
+      const { schemaValidate, resultError } = await import("../validate/validate.js");
+      const { render: report } = await import("../validate/output.js");
+      const result = schemaValidate([mergeFullXR(o.input, o.xr) as JsonObject, ...(o.composed as JsonObject[])], schemas);
+      const failed = resultError(result, false);
+      if (failed || result.summary.missingSchemas > 0) err.write(report(result, "text", { skipSuccessResults: true }));
+      if (failed) {
+        err.write(`xfn render: --validate: ${failed}\n`);
+        return 1;
+      }
+    }
     return 0;
   } catch (e) {
     if (e instanceof FatalResultError) {
@@ -132,6 +147,15 @@ export async function runRender(
   } finally {
     runner?.close();
   }
+}
+
+/** validationSchemas reads --validate's schemas: CRDs, XRDs, OpenAPI v3 documents, and cached packages as xfn validate reads them. */
+async function validationSchemas(sources: string) {
+  const { Schemas } = await import("../validate/validate.js");
+  const { loadSources } = await import("../validate/load.js");
+  const { cachedPackages } = await import("./validate.js");
+  const docs = loadSources(sources, () => readFileSync(0, "utf8"));
+  return new Schemas().add(docs).add(cachedPackages(docs, "~/.crossplane/cache"));
 }
 
 /** writeGraph draws the rendered resources' graph to file: Mermaid for .mmd and .md, SVG otherwise. */
@@ -286,6 +310,13 @@ export function renderCommand(): Command {
           "CRDs, XRDs or OpenAPI v3 documents (JSON, as /openapi/v3/<group-version> returns) that answer functions' schema requirements",
         ),
       )
+      .addOption(
+        new Option(
+          "--validate <schemas>",
+          "check the XR and composed resources against CRDs and XRDs (comma-separated files or folders), as xfn validate does: " +
+            "a resource a schema refuses fails the render (exit 1), with what is wrong on standard error",
+        ),
+      )
       .addOption(timeoutOption())
       .addOption(nowOption())
       .addOption(new Option("-r, --include-function-results", "include the functions' results as kind: Result documents").default(false))
@@ -313,7 +344,8 @@ Functions in the functions file run:
   over gRPC           annotated render.crossplane.io/runtime: Development, at
                       render.crossplane.io/runtime-development-target (default localhost:9443, insecure)
 
-Exit codes: 0 rendered; 1 bad input or a function that cannot be run; 3 a step returned a Fatal result.`,
+Exit codes: 0 rendered; 1 bad input, a function that cannot be run, or (with --validate) a resource a schema refuses;
+3 a step returned a Fatal result.`,
       )
       .action(async (xr: string, comp: string, fns: string | undefined, flags: RenderFlags) => {
         refuseExit(); // a function calling process.exit fails its step, not the render

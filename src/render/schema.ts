@@ -118,7 +118,7 @@ export function schemaSource(docs: Doc[]): SchemaSource {
 const REF = "#/components/schemas/";
 
 /** flatten inlines every $ref of an OpenAPI document's schema, as Crossplane does before handing it over (a cycle stops). */
-function flatten(all: JsonObject, name: string): JsonObject {
+export function flatten(all: JsonObject, name: string): JsonObject {
   const resolve = (v: JsonValue, seen: string[]): JsonValue => {
     if (Array.isArray(v)) return v.map((x) => resolve(x, seen));
     if (!isObject(v)) return v;

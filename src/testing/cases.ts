@@ -20,6 +20,7 @@ import { existsSync, readdirSync, readFileSync, realpathSync, statSync, writeFil
 import { dirname, isAbsolute, join, relative, resolve } from "node:path";
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { createTwoFilesPatch } from "diff";
+import type { Schemas } from "../validate/validate.js";
 import { stringify } from "yaml";
 import { loadFunction, resolveModule } from "../module/load.js";
 import type { RunFunction } from "../function.js";
@@ -114,18 +115,24 @@ interface CaseConfig {
   now?: string;
   context?: Record<string, JsonValue>;
   output?: "legacy" | "current";
+  /** CRDs, XRDs or OpenAPI v3 documents (files or folders, from the case's folder) the desired composed resources must pass. */
+  validate?: string | string[];
 }
+
+const CASE_KEYS = ["function", "now", "context", "output", "validate"];
 
 function readConfig(dir: string): CaseConfig {
   const p = join(dir, "case.yaml");
   if (!existsSync(p)) return {};
   const v = parseDoc(readFileSync(p, "utf8"), p);
   if (v === null || v === undefined) return {};
-  if (typeof v !== "object" || Array.isArray(v)) throw new InputError(`${p}: expected a map with function, now, context or output`);
+  if (typeof v !== "object" || Array.isArray(v)) throw new InputError(`${p}: expected a map with ${CASE_KEYS.join(", ")}`);
   const c = v as Record<string, unknown>;
   for (const k of Object.keys(c))
-    if (!["function", "now", "context", "output"].includes(k))
-      throw new InputError(`${p}: unknown key ${JSON.stringify(k)}; allowed: function, now, context, output`);
+    if (!CASE_KEYS.includes(k)) throw new InputError(`${p}: unknown key ${JSON.stringify(k)}; allowed: ${CASE_KEYS.join(", ")}`);
+  const val = c["validate"];
+  if (val !== undefined && typeof val !== "string" && !(Array.isArray(val) && val.every((x) => typeof x === "string")))
+    throw new InputError(`${p}: validate must be a path, or a list of paths, to CRDs or XRDs`);
   if (c["output"] !== undefined && c["output"] !== "legacy" && c["output"] !== "current")
     throw new InputError(`${p}: output ${JSON.stringify(c["output"])} must be legacy or current`);
   if (c["now"] !== undefined && Number.isNaN(new Date(String(c["now"])).getTime()))
@@ -287,6 +294,38 @@ function compareDocs(actual: JsonObject[], expected: JsonObject[]): { problems: 
 
 const yamlOf = (v: unknown) => stringify(v, { lineWidth: 0 });
 
+/** caseSchemas reads a case's validate: paths (from its folder) as xfn validate reads its extensions. */
+async function caseSchemas(dir: string, paths: string | string[]) {
+  const { Schemas } = await import("../validate/validate.js");
+  const { loadSources } = await import("../validate/load.js");
+  const list = (Array.isArray(paths) ? paths : paths.split(",")).map((x) => resolve(dir, x));
+  return new Schemas().add(list.flatMap((x) => loadSources(x, () => "")));
+}
+
+/** named gives a desired composed resource without a name its name in the pipeline, so a refusal says which. */
+function named(r: JsonObject, pipelineName: string): JsonObject {
+  const m = isObject(r["metadata"]) ? r["metadata"] : {};
+  if (typeof m["name"] === "string" && m["name"] !== "") return r;
+  const annotations = isObject(m["annotations"]) ? m["annotations"] : {};
+  return { ...r, metadata: { ...m, annotations: { ...annotations, [COMPOSITION_RESOURCE_NAME]: pipelineName } } };
+}
+
+/**
+ * validationProblems are the lines of what the schemas refuse in resources. A
+ * resource whose kind no schema covers fails too: a case that asks for
+ * validation must not pass because a path or a version was mistyped.
+ */
+async function validationProblems(resources: JsonObject[], schemas: Schemas): Promise<string[]> {
+  const { schemaValidate } = await import("../validate/validate.js");
+  const { render: report } = await import("../validate/output.js");
+  const result = schemaValidate(resources, schemas);
+  if (result.summary.invalid === 0 && result.summary.missingSchemas === 0) return [];
+  return report(result, "text", { skipSuccessResults: true })
+    .trimEnd()
+    .split("\n")
+    .map((l) => `validate: ${l}`);
+}
+
 /**
  * runCase runs one case. With update, a failing case's expected.yaml is
  * rewritten in its own shape (see updated), and a passing one left as written.
@@ -310,8 +349,14 @@ export async function runCase(dir: string, root: string, update = false): Promis
     let problems: string[];
     let want: string;
     let got: string;
+    const schemas = cfg.validate ? await caseSchemas(dir, cfg.validate) : undefined;
     if (isRequest) {
       const rsp = await runRequestCase(dir, cfg);
+      if (schemas) {
+        const desired = Object.entries(rsp.desired?.resources ?? {}).map(([n, r]) => named(r.resource ?? {}, n));
+        const refused = await validationProblems(desired, schemas);
+        if (refused.length) return { name, status: "failed", detail: refused.map((x) => `  ${x}`).join("\n") };
+      }
       const expected = parsed(() => parseDoc(expectedText, expectedPath), null);
       const actual = maskRedacted(messageToJson(RunFunctionResponseSchema, rsp), expected);
       problems = mismatches(actual, expected);
@@ -329,6 +374,16 @@ export async function runCase(dir: string, root: string, update = false): Promis
         [],
       );
       const actual = await renderCase(dir, cfg, expected);
+      if (schemas) {
+        const composed = actual.filter(
+          (d) =>
+            isObject(d["metadata"]) &&
+            isObject(d["metadata"]["annotations"]) &&
+            Object.hasOwn(d["metadata"]["annotations"], COMPOSITION_RESOURCE_NAME),
+        );
+        const refused = await validationProblems(composed, schemas);
+        if (refused.length) return { name, status: "failed", detail: refused.map((x) => `  ${x}`).join("\n") };
+      }
       const c = compareDocs(actual, expected);
       problems = c.problems;
       if (update) {

@@ -1,0 +1,269 @@
+// Offline validation of manifests against CRDs and XRDs, as `crossplane
+// resource validate` does it (crossplane/cli 3d72f93: pkg/validate/validate.go,
+// unknown_fields.go, types.go; cmd/crossplane/validate/manager.go), with the
+// embedded API server's validator (src/apiserver/schema.ts, cel.ts) in place
+// of kube-apiserver's libraries. For each resource whose kind a schema covers:
+// its defaults are applied, then the schema is checked (types, required,
+// enums, formats, list types), then every field the schema does not declare
+// is an unknown field (what server-side apply refuses with "field not
+// declared in schema"), then the CEL rules, on the pruned object. An XRD is
+// checked through the CRD Crossplane makes from it (engine/xcrd.ts).
+//
+// Differences, kept: a resource is never changed (defaults and pruning work
+// on a copy, as there); a built-in kind is checked against the fields the
+// embedded API server knows of it (Namespace, ConfigMap, Secret, Event,
+// Lease, CustomResourceDefinition) or an OpenAPI v3 document given as a
+// schema (what `kubectl get --raw /openapi/v3/apis/apps/v1` prints), since
+// xfn has no Go types to decode strictly into; and CEL rules are not run on an
+// object the schema already refused (kube's rule: "some validation rules were
+// not checked ..." is said instead).
+import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
+import { builtinSchema } from "../apiserver/openapi.js";
+import { runRules } from "../apiserver/cel.js";
+import { invalid, OMIT, text, type FieldError } from "../apiserver/fielderr.js";
+import { applyDefaults, blocked, listErrors, prune, RULES_NOT_CHECKED, Schema, validateValue } from "../apiserver/schema.js";
+import { forCompositeResource } from "../engine/xcrd.js";
+import { isObject, metaOf } from "../json.js";
+import { flatten, parseApiVersion } from "../render/schema.js";
+import { InputError, type Doc } from "../engine/docs.js";
+
+export type ValidationStatus = "valid" | "invalid" | "missingSchema" | "defaultingFailed";
+export type FieldErrorType = "schema" | "cel" | "unknownField" | "defaulting";
+
+export interface FieldValidationError {
+  type: FieldErrorType;
+  field?: string;
+  message: string;
+  value?: JsonValue;
+}
+
+export interface ResourceValidationResult {
+  apiVersion: string;
+  kind: string;
+  name: string;
+  namespace?: string;
+  status: ValidationStatus;
+  errors?: FieldValidationError[];
+}
+
+export interface ValidationSummary {
+  total: number;
+  valid: number;
+  invalid: number;
+  missingSchemas: number;
+}
+
+export interface ValidationResult {
+  summary: ValidationSummary;
+  resources: ResourceValidationResult[];
+}
+
+/** A kind's schema, compiled once; and the CRD it came from (its group and kind pick the defaults, as there). */
+interface Entry {
+  schema: Schema;
+  crd: JsonObject;
+}
+
+/**
+ * Schemas are the kinds validation knows: each version of each CRD, the CRDs
+ * Crossplane makes from XRDs, and the kinds of OpenAPI v3 documents.
+ */
+export class Schemas {
+  /** CRDs in the order given (defaults are taken from the first with the kind's group and kind, as crossplane's applyDefaults). */
+  readonly crds: JsonObject[] = [];
+  private readonly byGVK = new Map<string, Entry>();
+
+  /**
+   * add takes what `crossplane resource validate` takes as extensions: CRDs and
+   * XRDs; OpenAPI v3 documents too. Anything else (a Provider, a
+   * Function, a Composition given among the schemas) is skipped, as there.
+   * A schema that does not compile (a CEL rule that does not parse) is an
+   * InputError naming the document.
+   */
+  add(docs: Doc[]): this {
+    for (const d of docs) {
+      const o = d.obj;
+      if (o["kind"] === "CustomResourceDefinition" && String(o["apiVersion"]).startsWith("apiextensions.k8s.io/")) this.addCRD(o, d.source);
+      else if (o["kind"] === "CompositeResourceDefinition" && String(o["apiVersion"]).startsWith("apiextensions.crossplane.io/"))
+        this.addCRD(forCompositeResource(o), d.source);
+      else if (isObject(o["components"]) && isObject(o["components"]["schemas"])) this.addOpenAPI(o, d.source);
+    }
+    return this;
+  }
+
+  private addCRD(crd: JsonObject, source: string): void {
+    this.crds.push(crd);
+    const spec = isObject(crd["spec"]) ? crd["spec"] : {};
+    const names = isObject(spec["names"]) ? spec["names"] : {};
+    const versions = Array.isArray(spec["versions"]) ? spec["versions"].filter(isObject) : [];
+    // apiextensions.k8s.io/v1beta1 kept one schema for every version; it wins where it is set, as there.
+    const top =
+      isObject(spec["validation"]) && isObject(spec["validation"]["openAPIV3Schema"]) ? spec["validation"]["openAPIV3Schema"] : undefined;
+    versions.forEach((v, i) => {
+      const s = top ?? (isObject(v["schema"]) && isObject(v["schema"]["openAPIV3Schema"]) ? v["schema"]["openAPIV3Schema"] : undefined);
+      if (!s) return;
+      const key = gvkKey(String(spec["group"] ?? ""), String(v["name"] ?? ""), String(names["kind"] ?? ""));
+      // Last wins, as there.
+      this.byGVK.set(key, { schema: compile(s, `${source}: spec.versions[${i}].schema.openAPIV3Schema`), crd });
+    });
+  }
+
+  private addOpenAPI(doc: JsonObject, source: string): void {
+    const all = (doc["components"] as JsonObject)["schemas"] as JsonObject;
+    for (const [name, s] of Object.entries(all)) {
+      const gvks = isObject(s) ? s["x-kubernetes-group-version-kind"] : undefined;
+      if (!Array.isArray(gvks) || gvks.length !== 1 || !isObject(gvks[0])) continue;
+      const g = gvks[0];
+      const flat = flatten(all, name);
+      const key = gvkKey(String(g["group"] ?? ""), String(g["version"] ?? ""), String(g["kind"] ?? ""));
+      this.byGVK.set(key, { schema: compile(flat, `${source}: ${name}`), crd: {} });
+    }
+  }
+
+  /** find is the compiled schema of a kind, or undefined. */
+  find(apiVersion: string, kind: string): Entry | undefined {
+    const { group, version } = parseApiVersion(apiVersion);
+    return this.byGVK.get(gvkKey(group, version, kind));
+  }
+}
+
+const gvkKey = (group: string, version: string, kind: string) => `${group.toLowerCase()}/${version}/${kind}`;
+
+function compile(s: JsonObject, where: string): Schema {
+  try {
+    return new Schema(s, "openAPIV3Schema");
+  } catch (err) {
+    const e = err as Error & { error?: FieldError };
+    throw new InputError(`cannot use the schema at ${where}: ${e.error ? text(e.error) : e.message}`);
+  }
+}
+
+/** Built-in kinds' schemas, compiled once, with metadata taken as it comes (there is no ObjectMeta schema here). */
+const builtins = new Map<string, Schema | null>();
+function builtin(apiVersion: string, kind: string): Schema | undefined {
+  const key = `${apiVersion}/${kind}`;
+  let s = builtins.get(key);
+  if (s === undefined) {
+    const { group, version } = parseApiVersion(apiVersion);
+    const raw = builtinSchema(group, version, kind);
+    s = raw ? new Schema(raw) : null;
+    builtins.set(key, s);
+  }
+  return s ?? undefined;
+}
+
+/** schemaValidate checks each resource, in order, and sums up (SchemaValidate). Resources are not changed. */
+export function schemaValidate(resources: JsonObject[], schemas: Schemas): ValidationResult {
+  const out = resources.map((r) => validateResource(r, schemas));
+  return { summary: summaryOf(out), resources: out };
+}
+
+function validateResource(input: JsonObject, schemas: Schemas): ResourceValidationResult {
+  const apiVersion = typeof input["apiVersion"] === "string" ? input["apiVersion"] : "";
+  const kind = typeof input["kind"] === "string" ? input["kind"] : "";
+  const m = metaOf(input);
+  const namespace = typeof m["namespace"] === "string" && m["namespace"] !== "" ? m["namespace"] : undefined;
+  const head = { apiVersion: canonicalApiVersion(apiVersion), kind, name: nameOf(input), ...(namespace ? { namespace } : {}) };
+  const entry = schemas.find(apiVersion, kind);
+  if (!entry) {
+    const b = builtin(apiVersion, kind);
+    if (!b) return { ...head, status: "missingSchema" };
+    const errs = strictErrors(structuredClone(input), b);
+    return { ...head, status: statusOf(errs), ...(errs.length ? { errors: errs } : {}) };
+  }
+  const r = structuredClone(input);
+  const errors: FieldValidationError[] = [];
+  const d = defaultingError(r, apiVersion, kind, schemas);
+  if (d) errors.push({ type: "defaulting", message: d });
+  const root = entry.schema.root;
+  const schemaErrs = [...validateValue(r, root, "", "", undefined), ...listErrors(r, root, "")];
+  errors.push(...schemaErrs.map((e) => converted(e, "schema")));
+  for (const p of prune(r, root)) {
+    const child = p.split(".").pop()!;
+    errors.push(converted(invalid(p, child, `unknown field: "${child}"`), "unknownField"));
+  }
+  if (entry.schema.hasRules) {
+    if (blocked(schemaErrs)) errors.push(converted(RULES_NOT_CHECKED, "cel"));
+    else errors.push(...runRules(r, root, undefined, []).map((e) => converted(e, "cel")));
+  }
+  return { ...head, status: statusOf(errors), ...(errors.length ? { errors } : {}) };
+}
+
+/**
+ * defaultingError applies the defaults of the first CRD with the resource's
+ * group and kind, as crossplane's applyDefaults picks it; a CRD without the
+ * resource's version is its one error ("no schema found for version ...").
+ */
+function defaultingError(r: JsonObject, apiVersion: string, kind: string, schemas: Schemas): string | undefined {
+  const { group, version } = parseApiVersion(apiVersion);
+  const crd = schemas.crds.find((c) => {
+    const spec = isObject(c["spec"]) ? c["spec"] : {};
+    return spec["group"] === group && isObject(spec["names"]) && spec["names"]["kind"] === kind;
+  });
+  if (!crd) return undefined;
+  const spec = crd["spec"] as JsonObject;
+  const v = (Array.isArray(spec["versions"]) ? spec["versions"] : []).find((x) => isObject(x) && x["name"] === version);
+  const s = isObject(v) && isObject(v["schema"]) ? v["schema"]["openAPIV3Schema"] : undefined;
+  if (!isObject(s)) return `no schema found for version ${version} in CRD ${String(metaOf(crd)["name"] ?? "")}`;
+  applyDefaults(r, new Schema(s).root);
+  return undefined;
+}
+
+/** strictErrors checks a built-in kind as strict decoding would: fields it does not have, values of the wrong type. */
+function strictErrors(r: JsonObject, s: Schema): FieldValidationError[] {
+  const errs: FieldValidationError[] = validateValue(r, s.root, "", "", undefined).map((e) => converted(e, "schema"));
+  for (const p of prune(r, s.root)) errs.push({ type: "schema", field: p, message: `unknown field "${p}"` });
+  return errs;
+}
+
+/** converted is a field error as crossplane reports it: its field, the whole text, and the value kube's error carries. */
+function converted(e: FieldError, type: FieldErrorType): FieldValidationError {
+  const out: FieldValidationError = { type, field: e.field, message: text(e) };
+  const v = badValue(e);
+  if (v !== undefined) out.value = v;
+  return out;
+}
+
+/** badValue is Go's BadValue: "" where kube's constructor gives none (Required, Forbidden, ...), left out when nil. */
+function badValue(e: FieldError): JsonValue | undefined {
+  if (e.value === OMIT) return {};
+  if (e.value !== undefined) return e.value === null ? undefined : e.value;
+  return e.type === "InternalError" ? undefined : "";
+}
+
+function statusOf(errs: FieldValidationError[]): ValidationStatus {
+  if (errs.length === 0) return "valid";
+  return errs.every((e) => e.type === "defaulting") ? "defaultingFailed" : "invalid";
+}
+
+/** summaryOf counts: a defaulting failure alone counts as valid (a warning), as there. */
+function summaryOf(rs: ResourceValidationResult[]): ValidationSummary {
+  const s: ValidationSummary = { total: rs.length, valid: 0, invalid: 0, missingSchemas: 0 };
+  for (const r of rs) {
+    if (r.status === "valid" || r.status === "defaultingFailed") s.valid++;
+    else if (r.status === "invalid") s.invalid++;
+    else s.missingSchemas++;
+  }
+  return s;
+}
+
+/** nameOf is the resource's name, else its name in the pipeline (composed resources from a render have no name yet). */
+function nameOf(r: JsonObject): string {
+  const m = metaOf(r);
+  if (typeof m["name"] === "string" && m["name"] !== "") return m["name"];
+  const a = isObject(m["annotations"]) ? m["annotations"]["crossplane.io/composition-resource-name"] : undefined;
+  return typeof a === "string" ? a : "";
+}
+
+/** canonicalApiVersion is group/version as Go prints a GroupVersion (a core kind: just the version). */
+function canonicalApiVersion(apiVersion: string): string {
+  const { group, version } = parseApiVersion(apiVersion);
+  return group ? `${group}/${version}` : version;
+}
+
+/** resultError is the command's error when validation did not pass (ResultError), or undefined. */
+export function resultError(r: ValidationResult, errorOnMissingSchemas: boolean): string | undefined {
+  if (r.summary.invalid > 0) return "could not validate all resources";
+  if (errorOnMissingSchemas && r.summary.missingSchemas > 0) return "could not validate all resources, schema(s) missing";
+  return undefined;
+}
