@@ -107,7 +107,12 @@ export class XRDError extends Error {}
  * versionSchema is the openAPIV3Schema one version of the XRD serves
  * (genCrdVersion, then the spec and status properties ForCompositeResource adds).
  */
-function versionSchema(xrd: JsonObject, v: JsonObject, scope: XRScope): JsonObject {
+function versionSchema(
+  xrd: JsonObject,
+  v: JsonObject,
+  scope: XRScope,
+  added = { spec: specProps(scope, optionalString(specOf(xrd)["defaultCompositionUpdatePolicy"])), status: statusProps(scope) },
+): JsonObject {
   const given = isObject(v["schema"]) ? v["schema"]["openAPIV3Schema"] : undefined;
   if (!isObject(given))
     throw new XRDError(
@@ -129,7 +134,7 @@ function versionSchema(xrd: JsonObject, v: JsonObject, scope: XRScope): JsonObje
     ...some("x-kubernetes-validations", list(xSpec["x-kubernetes-validations"])),
     ...some("oneOf", list(xSpec["oneOf"])),
     ...some("description", xSpec["description"]),
-    properties: { ...objectOf(xSpec["properties"]), ...specProps(scope, optionalString(specOf(xrd)["defaultCompositionUpdatePolicy"])) },
+    properties: { ...objectOf(xSpec["properties"]), ...added.spec },
   };
   const status: JsonObject = {
     type: "object",
@@ -137,7 +142,7 @@ function versionSchema(xrd: JsonObject, v: JsonObject, scope: XRScope): JsonObje
     ...some("x-kubernetes-validations", list(xStatus["x-kubernetes-validations"])),
     ...some("description", xStatus["description"]),
     ...some("oneOf", list(xStatus["oneOf"])),
-    properties: { ...objectOf(xStatus["properties"]), ...statusProps(scope) },
+    properties: { ...objectOf(xStatus["properties"]), ...added.status },
   };
   return {
     type: "object",
@@ -213,6 +218,92 @@ export function forCompositeResource(xrd: JsonObject): JsonObject {
       group: spec["group"] ?? "",
       names: { ...structuredClone(names), categories: [...(Array.isArray(names["categories"]) ? names["categories"] : []), "composite"] },
       scope: scope === "Namespaced" ? "Namespaced" : "Cluster",
+      versions,
+      ...(isObject(spec["conversion"]) ? { conversion: structuredClone(spec["conversion"]) } : {}),
+    },
+  };
+}
+
+/** claimSpecProps are the properties Crossplane adds under a claim's spec (CompositeResourceClaimSpecProps). */
+function claimSpecProps(defaultDeletePolicy?: string): JsonObject {
+  return structuredClone({
+    compositionRef: named,
+    compositionSelector: selector,
+    compositionRevisionRef: named,
+    compositionRevisionSelector: selector,
+    compositionUpdatePolicy: { type: "string", enum: ["Automatic", "Manual"] },
+    compositeDeletePolicy: {
+      type: "string",
+      enum: ["Background", "Foreground"],
+      ...(defaultDeletePolicy ? { default: defaultDeletePolicy } : {}),
+    },
+    resourceRef: { type: "object", required: ["apiVersion", "kind", "name"], properties: { apiVersion: str, kind: str, name: str } },
+    writeConnectionSecretToRef: { type: "object", required: ["name"], properties: { name: str } },
+  });
+}
+
+/**
+ * forCompositeResourceClaim is the CRD Crossplane (v1 XRDs with claimNames)
+ * makes for an XRD's claims (ForCompositeResourceClaim), or undefined for an
+ * XRD without claimNames. Claim names that collide with the XR's are an
+ * XRDError in Crossplane's words.
+ */
+export function forCompositeResourceClaim(xrd: JsonObject): JsonObject | undefined {
+  const spec = specOf(xrd);
+  if (!isObject(spec["claimNames"])) return undefined;
+  const claim = spec["claimNames"];
+  const names = objectOf(spec["names"]);
+  for (const k of ["kind", "plural", "singular", "listKind"]) {
+    const n = claim[k];
+    if (typeof n === "string" && n !== "" && n === names[k])
+      throw new XRDError(`invalid resource claim names: ${JSON.stringify(n)} conflicts with composite resource name`);
+  }
+  const m = metaOf(xrd);
+  const versions = (Array.isArray(spec["versions"]) ? spec["versions"] : []).filter(isObject).map((v) => ({
+    name: v["name"] ?? "",
+    served: v["served"] === true,
+    storage: v["referenceable"] === true,
+    ...(v["deprecated"] === true ? { deprecated: true } : {}),
+    ...(typeof v["deprecationWarning"] === "string" ? { deprecationWarning: v["deprecationWarning"] } : {}),
+    schema: {
+      openAPIV3Schema: versionSchema(xrd, v, "LegacyCluster", {
+        spec: claimSpecProps(optionalString(spec["defaultCompositeDeletePolicy"])),
+        status: statusProps("LegacyCluster"),
+      }),
+    },
+    subresources: { status: {} },
+    additionalPrinterColumns: [
+      ...(Array.isArray(v["additionalPrinterColumns"]) ? structuredClone(v["additionalPrinterColumns"]) : []),
+      { name: "SYNCED", type: "string", jsonPath: ".status.conditions[?(@.type=='Synced')].status" },
+      { name: "READY", type: "string", jsonPath: ".status.conditions[?(@.type=='Ready')].status" },
+      { name: "CONNECTION-SECRET", type: "string", jsonPath: ".spec.writeConnectionSecretToRef.name" },
+      { name: "AGE", type: "date", jsonPath: ".metadata.creationTimestamp" },
+    ],
+  }));
+  const xm = objectOf(spec["metadata"]);
+  const labels = { ...objectOf(m["labels"]), ...objectOf(xm["labels"]) };
+  return {
+    apiVersion: "apiextensions.k8s.io/v1",
+    kind: "CustomResourceDefinition",
+    metadata: {
+      name: `${String(claim["plural"] ?? "")}.${String(spec["group"] ?? "")}`,
+      ...(Object.keys(labels).length ? { labels } : {}),
+      ...(isObject(xm["annotations"]) ? { annotations: objectOf(xm["annotations"]) } : {}),
+      ownerReferences: [
+        {
+          apiVersion: "apiextensions.crossplane.io/v1",
+          kind: "CompositeResourceDefinition",
+          name: m["name"] ?? "",
+          uid: m["uid"] ?? "",
+          controller: true,
+          blockOwnerDeletion: true,
+        },
+      ],
+    },
+    spec: {
+      scope: "Namespaced",
+      group: spec["group"] ?? "",
+      names: { ...structuredClone(claim), categories: [...(Array.isArray(claim["categories"]) ? claim["categories"] : []), "claim"] },
       versions,
       ...(isObject(spec["conversion"]) ? { conversion: structuredClone(spec["conversion"]) } : {}),
     },

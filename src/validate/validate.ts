@@ -22,7 +22,7 @@ import { builtinSchema } from "../apiserver/openapi.js";
 import { runRules } from "../apiserver/cel.js";
 import { invalid, OMIT, text, type FieldError } from "../apiserver/fielderr.js";
 import { applyDefaults, blocked, listErrors, prune, RULES_NOT_CHECKED, Schema, validateValue } from "../apiserver/schema.js";
-import { forCompositeResource } from "../engine/xcrd.js";
+import { forCompositeResource, forCompositeResourceClaim, XRDError } from "../engine/xcrd.js";
 import { isObject, metaOf } from "../json.js";
 import { flatten, parseApiVersion } from "../render/schema.js";
 import { InputError, type Doc } from "../engine/docs.js";
@@ -84,9 +84,16 @@ export class Schemas {
     for (const d of docs) {
       const o = d.obj;
       if (o["kind"] === "CustomResourceDefinition" && String(o["apiVersion"]).startsWith("apiextensions.k8s.io/")) this.addCRD(o, d.source);
-      else if (o["kind"] === "CompositeResourceDefinition" && String(o["apiVersion"]).startsWith("apiextensions.crossplane.io/"))
-        this.addCRD(forCompositeResource(o), d.source);
-      else if (isObject(o["components"]) && isObject(o["components"]["schemas"])) this.addOpenAPI(o, d.source);
+      else if (o["kind"] === "CompositeResourceDefinition" && String(o["apiVersion"]).startsWith("apiextensions.crossplane.io/")) {
+        try {
+          this.addCRD(forCompositeResource(o), d.source);
+          const claim = forCompositeResourceClaim(o);
+          if (claim) this.addCRD(claim, d.source);
+        } catch (err) {
+          if (err instanceof XRDError) throw new InputError(`${d.source}: cannot derive the CRDs of the XRD: ${err.message}`);
+          throw err;
+        }
+      } else if (isObject(o["components"]) && isObject(o["components"]["schemas"])) this.addOpenAPI(o, d.source);
     }
     return this;
   }

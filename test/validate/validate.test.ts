@@ -223,6 +223,102 @@ S("an OpenAPI v3 document (kubectl get --raw /openapi/v3/apis/apps/v1) answers f
   // Without it, a kind xfn does not know has no schema (crossplane decodes it into client-go's types).
   assert.is(schemaValidate([obj("apps/v1", "Deployment", "w")], new Schemas()).resources[0]!.status, "missingSchema");
 });
+// ConvertToCRDs (cmd/crossplane/validate/validate_test.go): an XRD with claimNames makes the claim's CRD too.
+const legacyXRD = (claimNames?: JsonObject): JsonObject => ({
+  apiVersion: "apiextensions.crossplane.io/v1",
+  kind: "CompositeResourceDefinition",
+  metadata: { name: "test" },
+  spec: {
+    group: "test.org",
+    names: { kind: "Test", listKind: "TestList", plural: "tests", singular: "test" },
+    ...(claimNames ? { claimNames } : {}),
+    versions: [
+      {
+        name: "v1alpha1",
+        served: true,
+        referenceable: true,
+        schema: {
+          openAPIV3Schema: {
+            type: "object",
+            properties: {
+              spec: { type: "object", properties: { replicas: { type: "integer" } } },
+              status: { type: "object", properties: { replicas: { type: "integer" } } },
+            },
+          },
+        },
+      },
+    ],
+  },
+});
+S("UnstructuredXRDWithClaim: the claim's CRD as Crossplane makes it; a claim is checked against it", async () => {
+  const { forCompositeResourceClaim } = await import("../../src/engine/xcrd.js");
+  const claim = forCompositeResourceClaim(legacyXRD({ kind: "TestClaim", plural: "testclaims" }))!;
+  const spec = claim["spec"] as any;
+  assert.is((claim["metadata"] as any).name, "testclaims.test.org");
+  assert.equal(spec.names, { kind: "TestClaim", plural: "testclaims", categories: ["claim"] });
+  assert.is(spec.scope, "Namespaced");
+  const v = spec.versions[0];
+  assert.equal(
+    v.additionalPrinterColumns.map((c: any) => c.name),
+    ["SYNCED", "READY", "CONNECTION-SECRET", "AGE"],
+  );
+  const props = v.schema.openAPIV3Schema.properties;
+  assert.equal(Object.keys(props.spec.properties).sort(), [
+    "compositeDeletePolicy",
+    "compositionRef",
+    "compositionRevisionRef",
+    "compositionRevisionSelector",
+    "compositionSelector",
+    "compositionUpdatePolicy",
+    "replicas",
+    "resourceRef",
+    "writeConnectionSecretToRef",
+  ]);
+  assert.equal(props.spec.properties.writeConnectionSecretToRef.required, ["name"]);
+  assert.equal(Object.keys(props.status.properties).sort(), ["claimConditionTypes", "conditions", "connectionDetails", "replicas"]);
+  assert.is(props.metadata.properties.name.maxLength, 63);
+  assert.is(forCompositeResourceClaim(legacyXRD()), undefined, "UnstructuredXRD: no claimNames, no claim CRD");
+  const s = new Schemas().add([{ obj: legacyXRD({ kind: "TestClaim", plural: "testclaims" }), source: "xrd.yaml" }]);
+  const r = schemaValidate(
+    [
+      {
+        apiVersion: "test.org/v1alpha1",
+        kind: "TestClaim",
+        metadata: { name: "c", namespace: "d" },
+        spec: { replicas: 1, compositeDeletePolicy: "Foreground" },
+      },
+      {
+        apiVersion: "test.org/v1alpha1",
+        kind: "TestClaim",
+        metadata: { name: "bad", namespace: "d" },
+        spec: { compositeDeletePolicy: "Later" },
+      },
+      {
+        apiVersion: "test.org/v1alpha1",
+        kind: "Test",
+        metadata: { name: "x" },
+        spec: { replicas: 1, claimRef: { apiVersion: "a", kind: "b", namespace: "c", name: "d" } },
+      },
+    ],
+    s,
+  );
+  assert.equal(
+    r.resources.map((x) => x.status),
+    ["valid", "invalid", "valid"],
+  );
+  assert.throws(
+    () => new Schemas().add([{ obj: legacyXRD({ kind: "Test", plural: "testclaims" }), source: "xrd.yaml" }]),
+    (e: Error) =>
+      e.message ===
+      'xrd.yaml: cannot derive the CRDs of the XRD: invalid resource claim names: "Test" conflicts with composite resource name',
+  );
+});
+S("WrongKind: an object among the extensions that is not a schema is skipped", () => {
+  const s = new Schemas().add([
+    { obj: { apiVersion: "apiextensions.k8s.io/v1", kind: "WrongKind", metadata: { name: "test" } }, source: "x" },
+  ]);
+  assert.equal(s.crds, []);
+});
 S("a schema that does not compile is an error naming where", () => {
   const broken = crd("broken", "Broken", [["v1", { type: "object", "x-kubernetes-validations": [{ rule: "self.(" }] }]]);
   assert.throws(
