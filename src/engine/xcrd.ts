@@ -169,6 +169,28 @@ export function xrSchemaOf(xrd: JsonObject, version: string): JsonObject | undef
   return isObject(v) ? versionSchema(xrd, v, scopeOf(xrd)) : undefined;
 }
 
+/** crdMetadata is a CRD's metadata as setCrdMetadata makes it (the XRD's labels, spec.metadata's), controlled by the XRD. */
+function crdMetadata(xrd: JsonObject, name: JsonValue): JsonObject {
+  const m = metaOf(xrd);
+  const xm = objectOf(specOf(xrd)["metadata"]);
+  const labels = { ...objectOf(m["labels"]), ...objectOf(xm["labels"]) };
+  return {
+    name,
+    ...(Object.keys(labels).length ? { labels } : {}),
+    ...(isObject(xm["annotations"]) ? { annotations: objectOf(xm["annotations"]) } : {}),
+    ownerReferences: [
+      {
+        apiVersion: "apiextensions.crossplane.io/v1",
+        kind: "CompositeResourceDefinition",
+        name: m["name"] ?? "",
+        uid: m["uid"] ?? "",
+        controller: true,
+        blockOwnerDeletion: true,
+      },
+    ],
+  };
+}
+
 /** forCompositeResource is the CRD Crossplane makes for an XRD's composite resources (ForCompositeResource). */
 export function forCompositeResource(xrd: JsonObject): JsonObject {
   const spec = specOf(xrd);
@@ -193,27 +215,10 @@ export function forCompositeResource(xrd: JsonObject): JsonObject {
       ...printerColumns(scope),
     ],
   }));
-  const xm = objectOf(spec["metadata"]);
-  const labels = { ...objectOf(m["labels"]), ...objectOf(xm["labels"]) };
-  const annotations = objectOf(xm["annotations"]);
   return {
     apiVersion: "apiextensions.k8s.io/v1",
     kind: "CustomResourceDefinition",
-    metadata: {
-      name: m["name"] ?? "",
-      ...(Object.keys(labels).length ? { labels } : {}),
-      ...(isObject(xm["annotations"]) ? { annotations } : {}),
-      ownerReferences: [
-        {
-          apiVersion: "apiextensions.crossplane.io/v1",
-          kind: "CompositeResourceDefinition",
-          name: m["name"] ?? "",
-          uid: m["uid"] ?? "",
-          controller: true,
-          blockOwnerDeletion: true,
-        },
-      ],
-    },
+    metadata: crdMetadata(xrd, m["name"] ?? ""),
     spec: {
       group: spec["group"] ?? "",
       names: { ...structuredClone(names), categories: [...(Array.isArray(names["categories"]) ? names["categories"] : []), "composite"] },
@@ -258,7 +263,6 @@ export function forCompositeResourceClaim(xrd: JsonObject): JsonObject | undefin
     if (typeof n === "string" && n !== "" && n === names[k])
       throw new XRDError(`invalid resource claim names: ${JSON.stringify(n)} conflicts with composite resource name`);
   }
-  const m = metaOf(xrd);
   const versions = (Array.isArray(spec["versions"]) ? spec["versions"] : []).filter(isObject).map((v) => ({
     name: v["name"] ?? "",
     served: v["served"] === true,
@@ -280,26 +284,10 @@ export function forCompositeResourceClaim(xrd: JsonObject): JsonObject | undefin
       { name: "AGE", type: "date", jsonPath: ".metadata.creationTimestamp" },
     ],
   }));
-  const xm = objectOf(spec["metadata"]);
-  const labels = { ...objectOf(m["labels"]), ...objectOf(xm["labels"]) };
   return {
     apiVersion: "apiextensions.k8s.io/v1",
     kind: "CustomResourceDefinition",
-    metadata: {
-      name: `${String(claim["plural"] ?? "")}.${String(spec["group"] ?? "")}`,
-      ...(Object.keys(labels).length ? { labels } : {}),
-      ...(isObject(xm["annotations"]) ? { annotations: objectOf(xm["annotations"]) } : {}),
-      ownerReferences: [
-        {
-          apiVersion: "apiextensions.crossplane.io/v1",
-          kind: "CompositeResourceDefinition",
-          name: m["name"] ?? "",
-          uid: m["uid"] ?? "",
-          controller: true,
-          blockOwnerDeletion: true,
-        },
-      ],
-    },
+    metadata: crdMetadata(xrd, `${String(claim["plural"] ?? "")}.${String(spec["group"] ?? "")}`),
     spec: {
       scope: "Namespaced",
       group: spec["group"] ?? "",
