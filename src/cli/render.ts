@@ -122,11 +122,15 @@ export async function runRender(
     for (const w of o.warnings) err.write(`xfn render: warning: ${printable(w, { lines: true })}\n`);
     if (schemas) {
       // The XR as it would be stored (its input with what the pipeline wrote) and every composed resource.
-      const { schemaValidate, resultError } = await import("../validate/validate.js");
+      const { applyRefusals, schemaValidate, resultError } = await import("../validate/validate.js");
       const { render: report } = await import("../validate/output.js");
-      const result = schemaValidate([mergeFullXR(o.input, o.xr) as JsonObject, ...(o.composed as JsonObject[])], schemas);
+      const checked = [mergeFullXR(o.input, o.xr) as JsonObject, ...(o.composed as JsonObject[])];
+      const result = schemaValidate(checked, schemas);
       const failed = resultError(result, false);
       if (failed || result.summary.missingSchemas > 0) err.write(report(result, "text", { skipSuccessResults: true }));
+      // What a cluster would answer when Crossplane applies them, so the error met there is recognised here.
+      for (const line of applyRefusals(o.composed as JsonObject[], schemas))
+        err.write(`xfn render: --validate: a cluster's server-side apply would refuse: ${printable(line)}\n`);
       if (failed) {
         err.write(`xfn render: --validate: ${failed}\n`);
         return 1;

@@ -316,14 +316,14 @@ function named(r: JsonObject, pipelineName: string): JsonObject {
  * validation must not pass because a path or a version was mistyped.
  */
 async function validationProblems(resources: JsonObject[], schemas: Schemas): Promise<string[]> {
-  const { schemaValidate } = await import("../validate/validate.js");
+  const { applyRefusals, schemaValidate } = await import("../validate/validate.js");
   const { render: report } = await import("../validate/output.js");
   const result = schemaValidate(resources, schemas);
   if (result.summary.invalid === 0 && result.summary.missingSchemas === 0) return [];
-  return report(result, "text", { skipSuccessResults: true })
-    .trimEnd()
-    .split("\n")
-    .map((l) => `validate: ${l}`);
+  return [
+    ...report(result, "text", { skipSuccessResults: true }).trimEnd().split("\n"),
+    ...applyRefusals(resources, schemas).map((l) => `a cluster's server-side apply would refuse: ${l}`),
+  ].map((l) => `validate: ${l}`);
 }
 
 /**

@@ -20,6 +20,7 @@
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { builtinSchema } from "../apiserver/openapi.js";
 import { runRules } from "../apiserver/cel.js";
+import { typedErrors, typedMessage } from "../apiserver/typed.js";
 import { invalid, OMIT, text, type FieldError } from "../apiserver/fielderr.js";
 import { applyDefaults, blocked, listErrors, prune, RULES_NOT_CHECKED, Schema, validateValue } from "../apiserver/schema.js";
 import { forCompositeResource, forCompositeResourceClaim, XRDError } from "../engine/xcrd.js";
@@ -266,6 +267,32 @@ function nameOf(r: JsonObject): string {
 function canonicalApiVersion(apiVersion: string): string {
   const { group, version } = parseApiVersion(apiVersion);
   return group ? `${group}/${version}` : version;
+}
+
+/**
+ * applyRefusals are what a cluster's server-side apply answers for the
+ * resources it cannot even read as typed objects under their schemas (a field
+ * the schema does not declare, a value of the wrong kind): the 500 Crossplane
+ * meets when it applies a composed resource, in structured-merge-diff's words
+ * (the embedded API server's typed.ts). One line per refused resource.
+ */
+export function applyRefusals(resources: JsonObject[], schemas: Schemas): string[] {
+  const out: string[] = [];
+  for (const r of resources) {
+    const apiVersion = typeof r["apiVersion"] === "string" ? r["apiVersion"] : "";
+    const kind = typeof r["kind"] === "string" ? r["kind"] : "";
+    const entry = schemas.find(apiVersion, kind);
+    if (!entry) continue;
+    const errs = typedErrors(r, entry.schema.root);
+    if (errs.length === 0) continue;
+    const m = metaOf(r);
+    const { group, version } = parseApiVersion(apiVersion);
+    out.push(
+      `failed to create typed patch object (${String(m["namespace"] ?? "")}/${nameOf(r)}; ${group}/${version}, Kind=${kind}): ` +
+        typedMessage(errs).replaceAll("\n", " "),
+    );
+  }
+  return out;
 }
 
 /** resultError is the command's error when validation did not pass (ResultError), or undefined. */

@@ -587,6 +587,10 @@ X(
     assert.is(bad.code, 1);
     assert.match(bad.err, 'spec.forProvider.region: Invalid value: "region": unknown field: "region"');
     assert.match(bad.err, "xfn render: --validate: could not validate all resources");
+    assert.match(
+      bad.err,
+      "a cluster's server-side apply would refuse: failed to create typed patch object (/team-a-8cccad1cd8e5; s3.aws.upbound.io/v1beta1, Kind=Bucket): .spec.forProvider.region: field not declared in schema",
+    );
     assert.match(bad.out, "kind: Bucket", "the render's output is still written");
   },
 );
@@ -622,6 +626,10 @@ X("a case's validate: fails it when a desired composed resource is refused, or h
   assert.match(
     r[0]!.detail!,
     'validate: [x] schema validation error s3.aws.upbound.io/v1beta1, Kind=Bucket, bucket-logs : spec.forProvider.region: Invalid value: "region": unknown field',
+  );
+  assert.match(
+    r[0]!.detail!,
+    "validate: a cluster's server-side apply would refuse: failed to create typed patch object (/bucket-logs; s3.aws.upbound.io/v1beta1, Kind=Bucket): .spec.forProvider.region: field not declared in schema",
   );
   cfg("[]");
   writeFileSync(
