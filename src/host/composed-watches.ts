@@ -138,11 +138,6 @@ export class ComposedWatches {
     }
   }
 
-  /** requiredKinds lists the kinds watched because some XR required them (apiVersion|kind). */
-  watchedForRequirements(): string[] {
-    return [...this.requiredKinds.keys()];
-  }
-
   private onRequired(apiVersion: string, kind: string, e: WatchEvent): void {
     const m = metaOf(e.object);
     const labels = isObject(m["labels"]) ? (m["labels"] as Record<string, string>) : {};
