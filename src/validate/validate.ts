@@ -197,6 +197,8 @@ function validateResource(input: JsonObject, schemas: Schemas): ResourceValidati
   return { ...head, status: statusOf(errors), ...(errors.length ? { errors } : {}) };
 }
 
+const defaulting = new WeakMap<JsonObject, Schema>();
+
 /**
  * defaultingError applies the defaults of the first CRD with the resource's
  * group and kind, as crossplane's applyDefaults picks it; a CRD without the
@@ -213,7 +215,10 @@ function defaultingError(r: JsonObject, apiVersion: string, kind: string, schema
   const v = (Array.isArray(spec["versions"]) ? spec["versions"] : []).find((x) => isObject(x) && x["name"] === version);
   const s = isObject(v) && isObject(v["schema"]) ? v["schema"]["openAPIV3Schema"] : undefined;
   if (!isObject(s)) return `no schema found for version ${version} in CRD ${String(metaOf(crd)["name"] ?? "")}`;
-  applyDefaults(r, new Schema(s).root);
+  // Compiled once per schema, not once per resource.
+  let compiled = defaulting.get(s);
+  if (!compiled) defaulting.set(s, (compiled = new Schema(s)));
+  applyDefaults(r, compiled.root);
   return undefined;
 }
 
