@@ -759,7 +759,10 @@ export class Composer {
       );
       // Sorted by namespace and name, as Crossplane's fetcher sorts them.
       const key = (o: JsonObject) => Buffer.from(`${str(metaOf(o)["namespace"]) ?? ""}/${String(metaOf(o)["name"])}`);
-      const items = list.items.map((i) => plain(i)).sort((a, b) => Buffer.compare(key(a), key(b)));
+      let items = list.items.map((i) => plain(i)).sort((a, b) => Buffer.compare(key(a), key(b)));
+      // A name is got, not listed, there: with no namespace it is a cluster-scoped object's name, and a
+      // namespaced kind's objects of that name in any namespace are not it (Crossplane's Get finds none).
+      if (s.match.case === "matchName" && !s.namespace) items = items.filter((o) => !str(metaOf(o)["namespace"])).slice(0, 1);
       return {
         $typeName: "apiextensions.fn.proto.v1.Resources",
         items: items.map((i) => create(ResourceSchema, { resource: i })),

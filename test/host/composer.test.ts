@@ -237,6 +237,9 @@ C(
       );
       await create("needs", "require");
       await until("the status from the ConfigMap", async () => (await xr("needs")).status?.size === "3", 10_000);
+      // By name with no namespace: a cluster-scoped name, so team-a's ConfigMap is not it (Crossplane's Get finds none).
+      await create("noname", "noname");
+      await until("no ConfigMap named without a namespace", async () => (await xr("noname")).status?.size === "none", 10_000);
       // Two more reconciles, each brought by a change to the XR.
       for (const n of ["1", "2"]) {
         const before = calls.filter((x) => x.xr === "needs").length;
