@@ -122,18 +122,18 @@ export async function runRender(
     for (const w of o.warnings) err.write(`xfn render: warning: ${printable(w, { lines: true })}\n`);
     if (schemas) {
       // The XR as it would be stored (its input with what the pipeline wrote) and every composed resource.
-      const { applyRefusals, schemaValidate, resultError } = await import("../validate/validate.js");
-      const { render: report } = await import("../validate/output.js");
-      const checked = [mergeFullXR(o.input, o.xr) as JsonObject, ...(o.composed as JsonObject[])];
-      const result = schemaValidate(checked, schemas);
-      const failed = resultError(result, false);
-      if (failed || result.summary.missingSchemas > 0) err.write(report(result, "text", { skipSuccessResults: true }));
-      // What a cluster would answer when Crossplane applies them, so the error met there is recognised here.
-      for (const line of applyRefusals(o.composed as JsonObject[], schemas))
-        err.write(`xfn render: --validate: a cluster's server-side apply would refuse: ${printable(line)}\n`);
-      if (failed) {
-        err.write(`xfn render: --validate: ${failed}\n`);
-        return 1;
+      const { problems } = await import("../validate/validate.js");
+      const composed = o.composed as JsonObject[];
+      const found = problems([mergeFullXR(o.input, o.xr) as JsonObject, ...composed], composed, schemas);
+      if (found) {
+        for (const line of found.report) err.write(`${line}\n`);
+        // What a cluster would answer when Crossplane applies them, so the error met there is recognised here.
+        for (const line of found.refusals)
+          err.write(`xfn render: --validate: a cluster's server-side apply would refuse: ${printable(line)}\n`);
+        if (found.failed) {
+          err.write(`xfn render: --validate: ${found.failed}\n`);
+          return 1;
+        }
       }
     }
     return 0;
@@ -155,11 +155,12 @@ export async function runRender(
 
 /** validationSchemas reads --validate's schemas: CRDs, XRDs, OpenAPI v3 documents, and cached packages as xfn validate reads them. */
 async function validationSchemas(sources: string) {
-  const { Schemas } = await import("../validate/validate.js");
   const { loadSources } = await import("../validate/load.js");
-  const { cachedPackages } = await import("./validate.js");
-  const docs = loadSources(sources, () => readFileSync(0, "utf8"));
-  return new Schemas().add(docs).add(cachedPackages(docs, "~/.crossplane/cache"));
+  const { schemasOf } = await import("./validate.js");
+  return schemasOf(
+    loadSources(sources, () => readFileSync(0, "utf8")),
+    "~/.crossplane/cache",
+  );
 }
 
 /** writeGraph draws the rendered resources' graph to file: Mermaid for .mmd and .md, SVG otherwise. */

@@ -66,10 +66,10 @@ function cached(cacheDir: string, image: string): Doc[] {
   return loadSources(dir, () => "");
 }
 
-/** cachedPackages are the schemas of the packages docs name, from the cache at cacheDir (~ is the home folder). */
-export function cachedPackages(docs: Doc[], cacheDir: string): Doc[] {
+/** schemasOf are the schemas in docs and those of the packages docs name, from the cache at cacheDir (~ is the home folder). */
+export function schemasOf(docs: Doc[], cacheDir: string): Schemas {
   const dir = cacheDir.startsWith("~/") ? join(homedir(), cacheDir.slice(2)) : cacheDir;
-  return packagesOf(docs).flatMap((image) => cached(dir, image));
+  return new Schemas().add(docs).add(packagesOf(docs).flatMap((image) => cached(dir, image)));
 }
 
 /** runValidate does the work of the command; it returns the exit code. */
@@ -87,10 +87,9 @@ export function runValidate(
     const once = () => (stdin ??= readStdin());
     const ext = loadSources(extensions, once);
     const res = loadSources(resources, once);
-    const schemas = new Schemas().add(ext).add(cachedPackages(ext, flags.cacheDir));
     const result = schemaValidate(
       res.map((d) => d.obj as JsonObject),
-      schemas,
+      schemasOf(ext, flags.cacheDir),
     );
     out.write(render(result, flags.output, { skipSuccessResults: flags.skipSuccessResults }));
     const failed = resultError(result, flags.errorOnMissingSchemas);

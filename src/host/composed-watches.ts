@@ -81,10 +81,9 @@ export class ComposedWatches {
 
   /** watch makes sure a composed kind is watched, counting the XR among its users; it resolves with the kind. */
   async watch(key: string, apiVersion: string, kind: string): Promise<Kind | undefined> {
-    const [group, version] = apiVersion.includes("/") ? apiVersion.split("/") : ["", apiVersion];
-    if (!group) return undefined; // core kinds are not composed here
-    const k: Kind = { group, version: version!, plural: await this.pluralOf(apiVersion, kind) };
-    const kk = `${group}/${version}/${k.plural}`;
+    if (!apiVersion.includes("/")) return undefined; // core kinds are not composed here
+    const k = await this.kindFor(apiVersion, kind);
+    const kk = `${k.group}/${k.version}/${k.plural}`;
     let w = this.kinds.get(kk);
     if (!w) {
       w = { kind: k, handle: this.d.watches().ensure(k, "composed", (ev) => this.onComposed(ev)), users: new Set() };

@@ -225,7 +225,7 @@ function docKeys(docs: JsonObject[]): string[] {
   });
 }
 
-async function renderCase(dir: string, cfg: CaseConfig, expected: JsonObject[]): Promise<JsonObject[]> {
+async function renderCase(dir: string, cfg: CaseConfig, expected: JsonObject[]): Promise<{ docs: JsonObject[]; composed: JsonObject[] }> {
   const fnPath = join(dir, "functions.yaml");
   if (!existsSync(fnPath)) throw new InputError(`${dir}: a pipeline case needs functions.yaml beside xr.yaml`);
   const at = new Date(cfg.now ?? DEFAULT_CASE_NOW);
@@ -250,7 +250,7 @@ async function renderCase(dir: string, cfg: CaseConfig, expected: JsonObject[]):
     const docs: JsonObject[] = [o.xr, ...o.composed];
     if (keys.some((k) => k.startsWith("Result"))) docs.push(...o.results);
     if (keys.includes("Context")) docs.push(o.context);
-    return docs;
+    return { docs, composed: o.composed };
   } finally {
     runner.close();
   }
@@ -316,14 +316,10 @@ function named(r: JsonObject, pipelineName: string): JsonObject {
  * validation must not pass because a path or a version was mistyped.
  */
 async function validationProblems(resources: JsonObject[], schemas: Schemas): Promise<string[]> {
-  const { applyRefusals, schemaValidate } = await import("../validate/validate.js");
-  const { render: report } = await import("../validate/output.js");
-  const result = schemaValidate(resources, schemas);
-  if (result.summary.invalid === 0 && result.summary.missingSchemas === 0) return [];
-  return [
-    ...report(result, "text", { skipSuccessResults: true }).trimEnd().split("\n"),
-    ...applyRefusals(resources, schemas).map((l) => `a cluster's server-side apply would refuse: ${l}`),
-  ].map((l) => `validate: ${l}`);
+  const { problems } = await import("../validate/validate.js");
+  const found = problems(resources, resources, schemas);
+  if (!found) return [];
+  return [...found.report, ...found.refusals.map((l) => `a cluster's server-side apply would refuse: ${l}`)].map((l) => `validate: ${l}`);
 }
 
 /**
@@ -373,14 +369,8 @@ export async function runCase(dir: string, root: string, update = false): Promis
         () => parseDocs(expectedText, expectedPath).filter((d): d is JsonObject => typeof d === "object" && d !== null),
         [],
       );
-      const actual = await renderCase(dir, cfg, expected);
+      const { docs: actual, composed } = await renderCase(dir, cfg, expected);
       if (schemas) {
-        const composed = actual.filter(
-          (d) =>
-            isObject(d["metadata"]) &&
-            isObject(d["metadata"]["annotations"]) &&
-            Object.hasOwn(d["metadata"]["annotations"], COMPOSITION_RESOURCE_NAME),
-        );
         const refused = await validationProblems(composed, schemas);
         if (refused.length) return { name, status: "failed", detail: refused.map((x) => `  ${x}`).join("\n") };
       }

@@ -27,6 +27,7 @@ import { forCompositeResource, forCompositeResourceClaim, XRDError } from "../en
 import { isObject, metaOf } from "../json.js";
 import { flatten, parseApiVersion } from "../render/schema.js";
 import { InputError, type Doc } from "../engine/docs.js";
+import { render } from "./output.js";
 
 export type ValidationStatus = "valid" | "invalid" | "missingSchema" | "defaultingFailed";
 export type FieldErrorType = "schema" | "cel" | "unknownField" | "defaulting";
@@ -59,12 +60,6 @@ export interface ValidationResult {
   resources: ResourceValidationResult[];
 }
 
-/** A kind's schema, compiled once; and the CRD it came from (its group and kind pick the defaults, as there). */
-interface Entry {
-  schema: Schema;
-  crd: JsonObject;
-}
-
 /**
  * Schemas are the kinds validation knows: each version of each CRD, the CRDs
  * Crossplane makes from XRDs, and the kinds of OpenAPI v3 documents.
@@ -72,7 +67,7 @@ interface Entry {
 export class Schemas {
   /** CRDs in the order given (defaults are taken from the first with the kind's group and kind, as crossplane's applyDefaults). */
   readonly crds: JsonObject[] = [];
-  private readonly byGVK = new Map<string, Entry>();
+  private readonly byGVK = new Map<string, Schema>();
 
   /**
    * add takes what `crossplane resource validate` takes as extensions: CRDs and
@@ -112,7 +107,7 @@ export class Schemas {
       if (!s) return;
       const key = gvkKey(String(spec["group"] ?? ""), String(v["name"] ?? ""), String(names["kind"] ?? ""));
       // Last wins, as there.
-      this.byGVK.set(key, { schema: compile(s, `${source}: spec.versions[${i}].schema.openAPIV3Schema`), crd });
+      this.byGVK.set(key, compile(s, `${source}: spec.versions[${i}].schema.openAPIV3Schema`));
     });
   }
 
@@ -124,12 +119,12 @@ export class Schemas {
       const g = gvks[0];
       const flat = flatten(all, name);
       const key = gvkKey(String(g["group"] ?? ""), String(g["version"] ?? ""), String(g["kind"] ?? ""));
-      this.byGVK.set(key, { schema: compile(flat, `${source}: ${name}`), crd: {} });
+      this.byGVK.set(key, compile(flat, `${source}: ${name}`));
     }
   }
 
   /** find is the compiled schema of a kind, or undefined. */
-  find(apiVersion: string, kind: string): Entry | undefined {
+  find(apiVersion: string, kind: string): Schema | undefined {
     const { group, version } = parseApiVersion(apiVersion);
     return this.byGVK.get(gvkKey(group, version, kind));
   }
@@ -137,9 +132,16 @@ export class Schemas {
 
 const gvkKey = (group: string, version: string, kind: string) => `${group.toLowerCase()}/${version}/${kind}`;
 
+/** Each schema object compiled once, whether for checking or for defaulting (the same CRD version is both). */
+const compiled = new WeakMap<JsonObject, Schema>();
+
 function compile(s: JsonObject, where: string): Schema {
+  const hit = compiled.get(s);
+  if (hit) return hit;
   try {
-    return new Schema(s, "openAPIV3Schema");
+    const c = new Schema(s, "openAPIV3Schema");
+    compiled.set(s, c);
+    return c;
   } catch (err) {
     const e = err as Error & { error?: FieldError };
     throw new InputError(`cannot use the schema at ${where}: ${e.error ? text(e.error) : e.message}`);
@@ -172,8 +174,8 @@ function validateResource(input: JsonObject, schemas: Schemas): ResourceValidati
   const m = metaOf(input);
   const namespace = typeof m["namespace"] === "string" && m["namespace"] !== "" ? m["namespace"] : undefined;
   const head = { apiVersion: canonicalApiVersion(apiVersion), kind, name: nameOf(input), ...(namespace ? { namespace } : {}) };
-  const entry = schemas.find(apiVersion, kind);
-  if (!entry) {
+  const schema = schemas.find(apiVersion, kind);
+  if (!schema) {
     const b = builtin(apiVersion, kind);
     if (!b) return { ...head, status: "missingSchema" };
     const errs = strictErrors(structuredClone(input), b);
@@ -183,21 +185,19 @@ function validateResource(input: JsonObject, schemas: Schemas): ResourceValidati
   const errors: FieldValidationError[] = [];
   const d = defaultingError(r, apiVersion, kind, schemas);
   if (d) errors.push({ type: "defaulting", message: d });
-  const root = entry.schema.root;
+  const root = schema.root;
   const schemaErrs = [...validateValue(r, root, "", "", undefined), ...listErrors(r, root, "")];
   errors.push(...schemaErrs.map((e) => converted(e, "schema")));
   for (const p of prune(r, root)) {
     const child = p.split(".").pop()!;
     errors.push(converted(invalid(p, child, `unknown field: "${child}"`), "unknownField"));
   }
-  if (entry.schema.hasRules) {
+  if (schema.hasRules) {
     if (blocked(schemaErrs)) errors.push(converted(RULES_NOT_CHECKED, "cel"));
     else errors.push(...runRules(r, root, undefined, []).map((e) => converted(e, "cel")));
   }
   return { ...head, status: statusOf(errors), ...(errors.length ? { errors } : {}) };
 }
-
-const defaulting = new WeakMap<JsonObject, Schema>();
 
 /**
  * defaultingError applies the defaults of the first CRD with the resource's
@@ -215,10 +215,7 @@ function defaultingError(r: JsonObject, apiVersion: string, kind: string, schema
   const v = (Array.isArray(spec["versions"]) ? spec["versions"] : []).find((x) => isObject(x) && x["name"] === version);
   const s = isObject(v) && isObject(v["schema"]) ? v["schema"]["openAPIV3Schema"] : undefined;
   if (!isObject(s)) return `no schema found for version ${version} in CRD ${String(metaOf(crd)["name"] ?? "")}`;
-  // Compiled once per schema, not once per resource.
-  let compiled = defaulting.get(s);
-  if (!compiled) defaulting.set(s, (compiled = new Schema(s)));
-  applyDefaults(r, compiled.root);
+  applyDefaults(r, compile(s, `CRD ${String(metaOf(crd)["name"] ?? "")} version ${version}`).root);
   return undefined;
 }
 
@@ -286,9 +283,9 @@ export function applyRefusals(resources: JsonObject[], schemas: Schemas): string
   for (const r of resources) {
     const apiVersion = typeof r["apiVersion"] === "string" ? r["apiVersion"] : "";
     const kind = typeof r["kind"] === "string" ? r["kind"] : "";
-    const entry = schemas.find(apiVersion, kind);
-    if (!entry) continue;
-    const errs = typedErrors(r, entry.schema.root);
+    const schema = schemas.find(apiVersion, kind);
+    if (!schema) continue;
+    const errs = typedErrors(r, schema.root);
     if (errs.length === 0) continue;
     const m = metaOf(r);
     const { group, version } = parseApiVersion(apiVersion);
@@ -298,6 +295,22 @@ export function applyRefusals(resources: JsonObject[], schemas: Schemas): string
     );
   }
   return out;
+}
+
+/**
+ * problems checks resources for a render or a test case: nothing when every
+ * one passed and has a schema; otherwise the report's lines for those that
+ * did not (no [✓] lines), and what server-side apply would answer for each of
+ * applied it could not read.
+ */
+export function problems(resources: JsonObject[], applied: JsonObject[], schemas: Schemas) {
+  const result = schemaValidate(resources, schemas);
+  if (result.summary.invalid === 0 && result.summary.missingSchemas === 0) return undefined;
+  return {
+    failed: resultError(result, false),
+    report: render(result, "text", { skipSuccessResults: true }).trimEnd().split("\n"),
+    refusals: applyRefusals(applied, schemas),
+  };
 }
 
 /** resultError is the command's error when validation did not pass (ResultError), or undefined. */
