@@ -20,8 +20,9 @@ import {
 } from "../gen/fn/v1/run_function_pb.js";
 import { copyMessage, messageToJson } from "../wire/protojson.js";
 
-/** REDACTED replaces every secret byte value. */
-export const REDACTED = new TextEncoder().encode("[REDACTED]");
+/** REDACTED_TEXT replaces every secret string value; REDACTED, every secret byte value. */
+const REDACTED_TEXT = "[REDACTED]";
+export const REDACTED = new TextEncoder().encode(REDACTED_TEXT);
 
 const redactMap = (m: Record<string, Uint8Array>) => {
   for (const k of Object.keys(m)) m[k] = REDACTED;
@@ -36,7 +37,7 @@ function redactSecret(resource: JsonObject | undefined): void {
   if (!resource || resource["apiVersion"] !== "v1" || resource["kind"] !== "Secret") return;
   for (const field of ["data", "stringData"]) {
     const d = resource[field];
-    if (d && typeof d === "object" && !Array.isArray(d)) for (const k of Object.keys(d)) (d as JsonObject)[k] = "[REDACTED]";
+    if (d && typeof d === "object" && !Array.isArray(d)) for (const k of Object.keys(d)) (d as JsonObject)[k] = REDACTED_TEXT;
   }
 }
 
