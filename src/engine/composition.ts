@@ -81,7 +81,7 @@ export interface PipelineStep {
   functionName: string;
   input?: JsonObject;
   credentials: Array<{ name: string; secretName: string; secretNamespace: string }>;
-  bootstrap: Array<{ name: string; selector: Omit<ResourceSelector, "$typeName"> }>;
+  bootstrap: Requirement[];
   /** Schema requirements declared on the step, answered before its first call. */
   bootstrapSchemas: Array<{ name: string; apiVersion: string; kind: string }>;
 }
@@ -139,7 +139,7 @@ export function parsePipeline(source: string, at: string, pipeline: JsonValue[])
     const bootstrap = (Array.isArray(req["requiredResources"]) ? req["requiredResources"] : []).flatMap((s) => {
       if (!isObject(s) || typeof s["requirementName"] !== "string") return [];
       // As Crossplane's ToProtobufResourceSelector: a name, else labels when given, else no match (every object of the kind).
-      const selector: Omit<ResourceSelector, "$typeName"> = {
+      const selector: Selector = {
         apiVersion: String(s["apiVersion"] ?? ""),
         kind: String(s["kind"] ?? ""),
         match:
@@ -169,7 +169,16 @@ export function parsePipeline(source: string, at: string, pipeline: JsonValue[])
 }
 
 /** Fetch answers one resource requirement. */
-export type Fetch = (s: Omit<ResourceSelector, "$typeName">) => Resources | Promise<Resources>;
+/** Selector is a resource selector as the engine passes it around (a plain object, not a message). */
+export type Selector = Omit<ResourceSelector, "$typeName">;
+
+/** A requirement, under the name a function or the Composition gave it. */
+export interface Requirement {
+  name: string;
+  selector: Selector;
+}
+
+export type Fetch = (s: Selector) => Resources | Promise<Resources>;
 
 /** SchemaOf answers one schema requirement: the kind's OpenAPI v3 schema, or undefined when not found. */
 export type SchemaOf = (apiVersion: string, kind: string) => JsonObject | undefined;
@@ -288,7 +297,7 @@ export interface PipelineResult {
   /** The shortest TTL any step asked for, in seconds. */
   ttlSeconds: number | undefined;
   /** What each step required last (by requirement name), to seed its next run with (PipelineInputs.seed). */
-  required: Record<string, Array<{ name: string; selector: Omit<ResourceSelector, "$typeName"> }>>;
+  required: Record<string, Requirement[]>;
 }
 
 /** DEFAULT_RESULT_REASON is the reason Crossplane gives a result that has none. */
@@ -349,7 +358,7 @@ export interface PipelineInputs {
    * seeds them from its dependency tracker: a function whose requirements have
    * not changed then needs one call, not two.
    */
-  seed?: (step: string) => Array<{ name: string; selector: Omit<ResourceSelector, "$typeName"> }>;
+  seed?: (step: string) => Requirement[];
   /** Told of each step's request and response (a Pipeline Inspector: xfn host --inspector-socket). */
   observer?: StepObserver;
   /** The Composition's name, for the observer. */
@@ -488,8 +497,8 @@ export async function runPipeline(p: PipelineInputs, runner: Runner, deadline: n
     if (rsp.output) outputs.push({ step: s.step, output: rsp.output });
     // The Composition's bootstrap requirements (so they are watched even when the function does not ask
     // again), then both the current and the deprecated field, as Crossplane's tracker records them.
-    const wanted: Array<[string, Omit<ResourceSelector, "$typeName">]> = [
-      ...s.bootstrap.map((b): [string, Omit<ResourceSelector, "$typeName">] => [b.name, b.selector]),
+    const wanted: Array<[string, Selector]> = [
+      ...s.bootstrap.map((b): [string, Selector] => [b.name, b.selector]),
       ...Object.entries(rsp.requirements?.resources ?? {}),
       ...Object.entries(rsp.requirements?.extraResources ?? {}),
     ];

@@ -11,8 +11,7 @@ import type { JsonObject } from "@bufbuild/protobuf";
 import { errorCode, isObject, metaOf, str } from "./kube.js";
 import { DependencyTracker, kindOf, referenceOf, type Requirement } from "./dependencies.js";
 import type { Kind, WatchEvent, WatchManager } from "./watches.js";
-
-type Selector = Parameters<typeof referenceOf>[0];
+import type { PipelineResult } from "../engine/composition.js";
 
 interface KindWatch {
   kind: Kind;
@@ -101,7 +100,7 @@ export class ComposedWatches {
    * discovery does not know is not watched (fetching it failed too, and the
    * XR's next reconcile tries again).
    */
-  async require(key: string, required: Record<string, Array<{ name: string; selector: Selector }>>): Promise<void> {
+  async require(key: string, required: PipelineResult["required"]): Promise<void> {
     const reqs: Requirement[] = Object.entries(required).flatMap(([step, rs]) =>
       rs.map((r) => ({ step, name: r.name, reference: referenceOf(r.selector) })),
     );
