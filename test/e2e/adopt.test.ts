@@ -63,7 +63,13 @@ function serveFrom(cmd: string, args: string[], cwd: string): Promise<{ port: nu
   return new Promise((resolve, reject) => {
     const child = spawn(cmd, args, { cwd, env: { ...process.env, ...quiet, ...offline }, detached: true });
     let out = "";
-    const exited = new Promise<number | null>((r) => child.on("exit", (code) => r(code)));
+    // How it ended is kept in its output, for a failed assertion to show.
+    const exited = new Promise<number | null>((r) =>
+      child.on("exit", (code, signal) => {
+        out += `\n[exited: code ${code}, signal ${signal}]`;
+        r(code);
+      }),
+    );
     const t = setTimeout(() => {
       child.kill("SIGKILL");
       reject(new Error(`${args.join(" ")} did not start:\n${out}`));
@@ -234,7 +240,13 @@ A(
     let out = "";
     child.stdout.on("data", (d) => (out += d));
     child.stderr.on("data", (d) => (out += d));
-    const exited = new Promise<number | null>((r) => child.on("exit", (code) => r(code)));
+    // How it ended is kept in its output, for a failed assertion to show.
+    const exited = new Promise<number | null>((r) =>
+      child.on("exit", (code, signal) => {
+        out += `\n[exited: code ${code}, signal ${signal}]`;
+        r(code);
+      }),
+    );
     try {
       await until("the host's kubeconfig", () => existsSync(kubeconfig) && /server: /.test(readFileSync(kubeconfig, "utf8")), 60_000);
       const server = /server: (\S+)/.exec(readFileSync(kubeconfig, "utf8"))![1]!;
@@ -290,7 +302,7 @@ A("offline: npm run package bundles a function that starts on plain node away fr
     assert.match(s.output(), /"module":"function-storage"/);
   } finally {
     c.close();
-    assert.is(await s.stop(), 0);
+    assert.is(await s.stop(), 0, s.output());
   }
 });
 
