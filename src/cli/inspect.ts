@@ -20,7 +20,12 @@ const positive = (what: string) => (v: string) => {
   return n;
 };
 
-export function inspectCommand(): Command {
+/**
+ * inspectCommand builds the `inspect` subcommand. writerScript is what its
+ * writer thread runs, when not the module beside the sidecar's (a bundle
+ * names itself: inspect-bundled.ts).
+ */
+export function inspectCommand(writerScript?: URL): Command {
   return new Command("inspect")
     .description(
       "serve as Crossplane's Pipeline Inspector sidecar: write every step's request and response as an xfn test case, " +
@@ -67,6 +72,7 @@ export function inspectCommand(): Command {
           ...(flags.follow ? { follow: (line: string) => void process.stdout.write(`${line}\n`) } : {}),
           maxRecvBytes: flags.maxRecvMsgSize,
           maxQueue: flags.queue,
+          ...(writerScript ? { writerScript } : {}),
           log,
         });
       } catch (err) {

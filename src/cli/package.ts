@@ -4,7 +4,8 @@
 // Crossplane package metadata (package/). A runtime image copies the folder
 // and runs `node function.mjs`, which starts the first worker on server.mjs
 // and then loads server.mjs itself, so that both load at once (launch.ts);
-// `node server.mjs` serves too, loading one after the other.
+// `node server.mjs` serves too, loading one after the other. inspect.mjs is
+// `xfn inspect`, so the same image runs the Pipeline Inspector sidecar.
 import {
   cpSync,
   existsSync,
@@ -27,7 +28,7 @@ import { resolveModule } from "../module/load.js";
 export interface PackageOptions {
   /** dir is the function's folder (its module, and package/ if it has one). */
   dir: string;
-  /** out is the folder to write function.mjs, server.mjs and package/ to (emptied first). */
+  /** out is the folder to write function.mjs, server.mjs, inspect.mjs and package/ to (emptied first). */
   out: string;
   /** name is the package's name; default: package/crossplane.yaml's, else function-<folder>. */
   name?: string;
@@ -44,6 +45,8 @@ export interface PackageResult {
 const here = dirname(fileURLToPath(import.meta.url));
 /** The server bundle's file, beside function.mjs. */
 export const SERVER_FILE = "server.mjs";
+/** The Pipeline Inspector sidecar's bundle, beside function.mjs (docs/inspect.md). */
+export const INSPECT_FILE = "inspect.mjs";
 // Run from src/ (this repository's tests) the sources are bundled; from lib/, the compiled code.
 const fromSource = extname(fileURLToPath(import.meta.url)) === ".ts";
 
@@ -167,6 +170,24 @@ export async function packageFunction(opts: PackageOptions): Promise<PackageResu
     },
     outfile: join(out, "function.mjs"),
   });
+  // The Pipeline Inspector sidecar (`xfn inspect`), so the function's image can run it beside Crossplane.
+  await build({
+    ...common,
+    stdin: {
+      contents: [
+        `import { inspectMain } from ${source("inspect-bundled")};`,
+        "await inspectMain(import.meta.url, process.argv.slice(2));",
+      ].join("\n"),
+      resolveDir: dir,
+      loader: "js",
+      sourcefile: `${name}-inspect.js`,
+    },
+    outfile: join(out, INSPECT_FILE),
+    banner: {
+      js: "import { createRequire as __xfnCreateRequire } from 'node:module'; const require = __xfnCreateRequire(import.meta.url);",
+    },
+    legalComments: "linked",
+  });
   // Links were checked before anything was written: they are followed (the package holds files).
   if (existsSync(join(dir, "package"))) cpSync(join(dir, "package"), join(out, "package"), { recursive: true, dereference: true });
   if (!hasMeta) {
@@ -188,11 +209,13 @@ interface PackageFlags {
 export function packageCommand(): Command {
   return new Command("package")
     .description(
-      "bundle a function with xfn's server into function.mjs and server.mjs (plain Node, no node_modules) " +
+      "bundle a function with xfn's server into function.mjs and server.mjs, and xfn inspect into inspect.mjs (plain Node, no node_modules) " +
         "beside its Crossplane package metadata",
     )
     .argument("[dir]", "the function's folder", ".")
-    .addOption(new Option("-o, --out <dir>", "where to write function.mjs, server.mjs and package/ (emptied first)").default("dist"))
+    .addOption(
+      new Option("-o, --out <dir>", "where to write function.mjs, server.mjs, inspect.mjs and package/ (emptied first)").default("dist"),
+    )
     .addOption(new Option("--name <name>", "package name (default: package/crossplane.yaml's metadata.name, else function-<folder>)"))
     .addOption(
       new Option(

@@ -46,6 +46,8 @@ export interface InspectorOptions {
   follow?: (line: string) => void;
   maxRecvBytes?: number;
   maxQueue?: number;
+  /** The script the writer thread runs: by default writer-worker beside this module; a bundle's own URL in inspect.mjs. */
+  writerScript?: URL;
   log: Logger;
 }
 
@@ -72,9 +74,9 @@ function rawInspectorService(): ServiceDefinition {
 }
 
 /** typeScriptWorker starts the writer from src/ (this repository's tests): the thread registers tsx, then loads it. */
-function typeScriptWorker(workerData: unknown): Worker {
+function typeScriptWorker(script: URL, workerData: unknown): Worker {
   const tsx = JSON.stringify(import.meta.resolve("tsx/esm/api"));
-  return new Worker(`import(${tsx}).then((t) => (t.register(), import(${JSON.stringify(WRITER.href)})));`, { eval: true, workerData });
+  return new Worker(`import(${tsx}).then((t) => (t.register(), import(${JSON.stringify(script.href)})));`, { eval: true, workerData });
 }
 
 /** startInspector listens on opts.socket and writes what it is sent under opts.dir. */
@@ -106,7 +108,8 @@ export async function startInspector(opts: InspectorOptions): Promise<Inspector>
   let writer: Worker;
   const startWriter = () => {
     const workerData = { root, functions: [...(opts.functions ?? new Map())], follow: opts.follow !== undefined };
-    writer = WRITER.pathname.endsWith(".ts") ? typeScriptWorker(workerData) : new Worker(WRITER, { workerData });
+    const script = opts.writerScript ?? WRITER;
+    writer = script.pathname.endsWith(".ts") ? typeScriptWorker(script, workerData) : new Worker(script, { workerData });
     writer.on("message", (o: Outcome) => {
       inFlight--;
       inFlightBytes -= sizes.shift() ?? 0;

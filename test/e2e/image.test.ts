@@ -6,11 +6,12 @@
 // written by `xfn package --xpkg` on that image, checked with skopeo and umoci,
 // loaded with `podman load` and run the same way.
 import { execFileSync } from "node:child_process";
-import { chmodSync, cpSync, existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { chmodSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { toJson, type JsonObject } from "@bufbuild/protobuf";
 import { suite } from "uvu";
+import { parse as parseYaml } from "yaml";
 import * as assert from "uvu/assert";
 import { RunFunctionRequestSchema } from "../../src/gen/fn/v1/run_function_pb.js";
 import { readXpkg } from "../../src/xpkg/xpkg.js";
@@ -132,6 +133,106 @@ I(
       assert.match(await c.logs(), /"msg":"signal received"[\s\S]*"signal":"SIGTERM"|"signal":"SIGTERM"[\s\S]*"msg":"signal received"/);
     } finally {
       await c.remove();
+    }
+  },
+);
+
+interface Sidecar {
+  image: string;
+  command: string[];
+  args: string[];
+  securityContext: { runAsUser: number; runAsGroup: number; readOnlyRootFilesystem: boolean };
+  volumeMounts: Array<{ name: string; mountPath: string }>;
+}
+
+/** documentedSidecar is the inspector's container as docs/inspect.md's Helm values give it. */
+function documentedSidecar(): Sidecar {
+  const md = readFileSync(join(ROOT, "docs/inspect.md"), "utf8");
+  const block = /```yaml\n((?:(?!```)[\s\S])*sidecarsCrossplane:[\s\S]*?)```/.exec(md);
+  assert.ok(block, "docs/inspect.md has Helm values with sidecarsCrossplane");
+  const values = parseYaml(block![1]!) as { sidecarsCrossplane: Sidecar[] };
+  return values.sidecarsCrossplane[0]!;
+}
+
+I(
+  "the Pipeline Inspector sidecar as docs/inspect.md's Helm values run it, in the function's image: Crossplane's emits written as cases",
+  async () => {
+    const side = documentedSidecar();
+    assert.match(side.image, /your function's image/, "the values name the function's image, which this test built");
+    // The pod's volumes, as folders of this machine the sidecar's user may write.
+    const host = new Map<string, string>();
+    for (const m of side.volumeMounts) {
+      const d = join(work, `volume-${m.name}`);
+      mkdirSync(d);
+      chmodSync(d, 0o777);
+      host.set(m.mountPath, d);
+    }
+    const onHost = (path: string) => {
+      for (const [mount, d] of host) if (path.startsWith(`${mount}/`)) return join(d, path.slice(mount.length + 1));
+      throw new Error(`${path} is on no volume of the sidecar`);
+    };
+    const flag = (name: string) => side.args.find((a) => a.startsWith(`--${name}=`))!.slice(name.length + 3);
+    const socket = onHost(flag("socket"));
+    const dir = onHost(`${flag("dir")}/`);
+    const sc = side.securityContext;
+    const id = (
+      await podman([
+        "run",
+        "--detach",
+        "--user",
+        `${sc.runAsUser}:${sc.runAsGroup}`,
+        ...(sc.readOnlyRootFilesystem ? ["--read-only"] : []),
+        "--cap-drop",
+        "ALL",
+        "--security-opt",
+        "no-new-privileges",
+        ...side.volumeMounts.flatMap((m) => ["--volume", `${host.get(m.mountPath)}:${m.mountPath}`]),
+        "--entrypoint",
+        JSON.stringify(side.command),
+        IMAGE,
+        ...side.args,
+      ])
+    ).trim();
+    const logs = () => podman(["logs", id]);
+    try {
+      await until("the sidecar listens", () => existsSync(socket), 30_000).catch(async (err) => {
+        throw new Error(`${(err as Error).message}\n${await logs()}`);
+      });
+      const step = {
+        request: req,
+        response: served,
+        error: "",
+        meta: {
+          traceId: "7f1d0c1e-0000-4000-8000-000000000002",
+          spanId: "span-0",
+          stepIndex: 0,
+          stepName: "hello",
+          functionName: "function-hello",
+          compositionName: "buckets",
+          xr: { apiVersion: "example.xfn.dev/v1alpha1", kind: "XBuckets", name: "team-a", namespace: "", uid: "u-1" },
+        },
+      };
+      const emits = await go.inspect(socket, [step as JsonObject]);
+      assert.equal(
+        emits.map((e) => `${e.method} ${e.code}`),
+        ["EmitRequest OK", "EmitResponse OK"],
+      );
+      const files = () =>
+        readdirSync(dir, { recursive: true, withFileTypes: true })
+          .filter((e) => e.isFile())
+          .map((e) => join(e.parentPath, e.name));
+      await until("the step's case written", () => files().some((f) => f.endsWith("/00-hello/expected.yaml")), 15_000);
+      const written = files();
+      assert.ok(
+        written.some((f) => /XBuckets\._\.team-a\/[^/]+\/00-hello\/request\.yaml$/.test(f)),
+        written.join("\n"),
+      );
+      await podman(["stop", "--time", "30", id]);
+      assert.is((await podman(["inspect", "--format", "{{.State.ExitCode}}", id])).trim(), "0", await logs());
+      assert.match(await logs(), /"msg":"pipeline inspector stopped"/);
+      assert.not.ok(existsSync(socket), "the socket is removed");
+    } finally {
+      await podman(["rm", "--force", id]).catch(() => {});
     }
   },
 );

@@ -6,6 +6,7 @@
 // dropped and logged, never answered with an error; names from the cluster
 // cannot lead a write outside the folder. And `xfn host --inspector-socket`
 // emits the same way, so a host run records the same cases.
+import { spawn } from "node:child_process";
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
@@ -33,7 +34,7 @@ import { memoryLog } from "../support/log.js";
 import { respond } from "../support/respond.js";
 import { RunFunctionRequestSchema } from "../../src/gen/fn/v1/run_function_pb.js";
 import { messageFromJson } from "../../src/wire/protojson.js";
-import { ROOT } from "../support/spawn.js";
+import { ROOT, run } from "../support/spawn.js";
 
 const I = suite("xfn inspect: the Pipeline Inspector sidecar");
 
@@ -499,6 +500,34 @@ I("xfn host --inspector-socket emits every step as Crossplane does: a host run r
     await h.host.stop();
     await h.c.stop();
     await s.i.stop();
+  }
+});
+
+I("xfn package's inspect.mjs is the sidecar on plain node, away from node_modules: a step written as a case, SIGTERM ends it", async () => {
+  const out = join(scratch, "packaged");
+  const packaged = await run(["package", join(ROOT, "functions/hello"), "--out", out], { timeoutMs: 120_000 });
+  assert.is(packaged.code, 0, packaged.stderr);
+  const socket = join(scratch, "bundled.sock");
+  const dir = join(scratch, "bundled-cases");
+  const child = spawn(process.execPath, [join(out, "inspect.mjs"), `--socket=${socket}`, `--dir=${dir}`], { cwd: out });
+  let said = "";
+  child.stdout.on("data", (d) => (said += d));
+  child.stderr.on("data", (d) => (said += d));
+  const exited = new Promise<number | null>((r) => child.once("exit", (code) => r(code)));
+  try {
+    await until("the bundled sidecar listens", () => /pipeline inspector listening/.test(said), 15_000);
+    const cp = await crossplane(socket);
+    const req = { meta: { tag: "bundled" }, observed: { composite: { resource: XR } } };
+    const m = meta();
+    assert.is(await cp.request(m, req), Code.OK);
+    assert.is(await cp.response(m, await hello(req)), Code.OK);
+    cp.close();
+    await until("the case written (by the bundle's own writer thread)", () => files(dir).some((f) => f.endsWith("00-hello/expected.yaml")));
+    child.kill("SIGTERM");
+    assert.is(await exited, 0, said);
+    assert.match(said, /"msg":"pipeline inspector stopped"/);
+  } finally {
+    if (child.exitCode === null) child.kill("SIGKILL");
   }
 });
 
