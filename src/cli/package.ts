@@ -209,8 +209,8 @@ interface PackageFlags {
 export function packageCommand(): Command {
   return new Command("package")
     .description(
-      "bundle a function with xfn's server into function.mjs and server.mjs, and xfn inspect into inspect.mjs (plain Node, no node_modules) " +
-        "beside its Crossplane package metadata",
+      "bundle a function with xfn's server into function.mjs and server.mjs, and xfn inspect into inspect.mjs " +
+        "(plain Node, no node_modules), beside its Crossplane package metadata",
     )
     .argument("[dir]", "the function's folder", ".")
     .addOption(
