@@ -21,6 +21,13 @@ export const CRDS: Kind = { group: "apiextensions.k8s.io", version: "v1", plural
 // default, so every version then reads the same scope.
 const XRD_SCOPE_DEFAULT: Record<string, string> = { v2: "Namespaced", v1: "LegacyCluster" };
 
+/** The columns `kubectl get xrd` shows, as Crossplane's own XRD CRD has them (xrd_types.go's printcolumn markers). */
+const XRD_COLUMNS = [
+  { name: "ESTABLISHED", type: "string", jsonPath: ".status.conditions[?(@.type=='Established')].status" },
+  { name: "OFFERED", type: "string", jsonPath: ".status.conditions[?(@.type=='Offered')].status" },
+  { name: "AGE", type: "date", jsonPath: ".metadata.creationTimestamp" },
+];
+
 /** The minimal CRDs the host needs to read XRDs and Compositions on a bare API server. */
 export function crossplaneCRDs(): JsonObject[] {
   const schema = (kind: string, v: string): JsonObject => ({
@@ -58,6 +65,7 @@ export function crossplaneCRDs(): JsonObject[] {
         storage: i === 0,
         subresources: { status: {} },
         schema: { openAPIV3Schema: schema(kind, v) },
+        ...(kind === "CompositeResourceDefinition" ? { additionalPrinterColumns: XRD_COLUMNS } : {}),
       })),
     },
   });

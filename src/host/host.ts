@@ -34,6 +34,7 @@ import { EventRecorder } from "./events.js";
 import { apiMessage, errorCode, holds, isObject, keyOf, kubeObject, metaOf, plain, str } from "./kube.js";
 import { Elector, type LeaderElectionOptions } from "./leader.js";
 import { WorkQueue } from "./queue.js";
+import { isEstablished, xrdStatusPatch } from "./xrd-status.js";
 import { kindKey, WatchManager, type Handle, type Kind, type WatchEvent } from "./watches.js";
 
 export { crossplaneCRDs, XP_GROUP, XR_FINALIZER } from "./crds.js";
@@ -337,6 +338,7 @@ export class Host {
       return;
     }
     if (m["deletionTimestamp"]) {
+      await this.writeXRDStatus(xrd, xrdPath, { terminating: true });
       // Its XRs first (the controller stays up to see their composed resources go).
       await this.startController(name, t);
       const left = await this.listXRs(t);
@@ -370,13 +372,20 @@ export class Host {
       await this.custom.patchClusterCustomObject({ ...xrdPath, body: { metadata: { finalizers: [...finalizers, XRD_FINALIZER] } } }, merge);
       this.metrics.writes.inc({ what: "xrd" });
     }
+    let crd: JsonObject;
     try {
-      await this.ensureXRCRD(xrd, t);
+      crd = await this.ensureXRCRD(xrd, t);
     } catch (err) {
       this.o.log.error({ xrd: name, err: apiMessage(err) }, "cannot serve the XR kind");
       throw err;
     }
+    // As Crossplane: the XR controller starts once the API server serves the kind.
+    if (!isEstablished(crd)) {
+      this.o.log.debug({ xrd: name, crd: metaOf(crd)["name"] }, "waiting for the XR kind's CRD to be established");
+      return { requeueAfterMs: 1000 };
+    }
     await this.startController(name, t);
+    await this.writeXRDStatus(xrd, xrdPath, { serving: t.gvk });
     const claims = isObject(xrd["spec"]) ? xrd["spec"]["claimNames"] : undefined;
     if (isObject(claims) && !this.warnedClaims.has(name)) {
       this.warnedClaims.add(name);
@@ -393,18 +402,31 @@ export class Host {
    * (engine/xcrd.ts; an XRD version without a schema is an XRDError, as in
    * Crossplane): applied when missing or different.
    */
-  private async ensureXRCRD(xrd: JsonObject, t: XRType): Promise<void> {
+  private async ensureXRCRD(xrd: JsonObject, t: XRType): Promise<JsonObject> {
     const want = forCompositeResource(xrd);
     const name = String(metaOf(want)["name"]);
     const current = (this.watches.cached(CRDS) as unknown as JsonObject[]).find((x) => metaOf(x)["name"] === name);
     if (current && !metaOf(current)["deletionTimestamp"] && holds(plain(current), want)) {
       this.metrics.skipped.inc({ what: "crd" });
-      return;
+      return plain(current);
     }
     if (current === undefined && this.deletedCRDs.delete(name))
       this.o.log.warn({ xrd: t.xrd, crd: name }, "the XR kind's CRD was deleted; creating it again");
-    await this.objects.patch(kubeObject(want), undefined, undefined, "xfn-host", true, PatchStrategy.ServerSideApply);
+    const applied = await this.objects.patch(kubeObject(want), undefined, undefined, "xfn-host", true, PatchStrategy.ServerSideApply);
     this.metrics.writes.inc({ what: "crd" });
+    return plain(applied);
+  }
+
+  /** writeXRDStatus writes the XRD's Established (and Offered) conditions as Crossplane does, when they change (xrd-status.ts). */
+  private async writeXRDStatus(
+    xrd: JsonObject,
+    path: { group: string; version: string; plural: string; name: string },
+    phase: Parameters<typeof xrdStatusPatch>[1],
+  ): Promise<void> {
+    const body = xrdStatusPatch(xrd, phase, new Date().toISOString().replace(/\.\d+Z$/, "Z"));
+    if (!body) return;
+    await this.custom.patchClusterCustomObjectStatus({ ...path, body }, merge);
+    this.metrics.writes.inc({ what: "xrd" });
   }
 
   private async startController(name: string, t: XRType): Promise<void> {

@@ -286,6 +286,76 @@ T("deleting an XRD deletes its XRs, then its CRD, then the XRD goes; a deleted X
   }
 });
 
+T(
+  "an XRD is Established once the host serves its XR kind, as Crossplane's; while it is deleted, Established=False (Terminating)",
+  async () => {
+    const { c, kc, mem, host, objects } = await start(join(DIR, "functions.yaml"), [join(DIR, "manifests.yaml")]);
+    const xrdPath = {
+      group: "apiextensions.crossplane.io",
+      version: "v2",
+      plural: "compositeresourcedefinitions",
+      name: "xvolumes.example.org",
+    };
+    const xrd = async () => (await objects.getClusterCustomObject(xrdPath)) as any;
+    try {
+      await until("Established", async () => cond(await xrd(), "Established")?.status === "True", 10_000);
+      const served = await xrd();
+      assert.equal(
+        { ...cond(served, "Established"), lastTransitionTime: "t" },
+        {
+          type: "Established",
+          status: "True",
+          reason: "WatchingCompositeResource",
+          observedGeneration: served.metadata.generation,
+          lastTransitionTime: "t",
+        },
+      );
+      assert.equal(served.status.controllers, { compositeResourceType: { apiVersion: "example.org/v1", kind: "XVolume" } });
+      assert.is(cond(served, "Offered"), undefined, "an XRD that offers no claims has no Offered");
+      // Written once: reconciling the XRD again changes nothing.
+      const rv = served.metadata.resourceVersion;
+      await sleep(300);
+      assert.is((await xrd()).metadata.resourceVersion, rv);
+
+      // An XR held by its composed disk's finalizer keeps the XRD deleting.
+      await applyManifests(kc, [volume("held", { disks: [{ name: "a" }] })], mem.log);
+      await until("a disk", async () => ((await objects.listClusterCustomObject(DISKS)) as any).items.length === 1, 10_000);
+      const [disk] = ((await objects.listClusterCustomObject(DISKS)) as any).items;
+      await objects.patchClusterCustomObject(
+        { ...DISKS, name: disk.metadata.name, body: { metadata: { finalizers: ["example.org/hold"] } } },
+        merge,
+      );
+      await objects.deleteClusterCustomObject(xrdPath);
+      await until("Terminating", async () => cond(await xrd(), "Established")?.reason === "TerminatingCompositeResource", 10_000);
+      assert.is(cond(await xrd(), "Established").status, "False");
+      await objects.patchClusterCustomObject({ ...DISKS, name: disk.metadata.name, body: { metadata: { finalizers: [] } } }, merge);
+      await until("the XRD gone", async () => (await objects.getClusterCustomObject(xrdPath).catch(() => undefined)) === undefined, 15_000);
+    } finally {
+      await stop(host, c);
+    }
+  },
+);
+
+TK("kubectl wait --for=condition=Established on an XRD the host serves; kubectl get xrd shows ESTABLISHED and OFFERED", async () => {
+  const { c, host } = await start(join(DIR, "functions.yaml"), [join(DIR, "manifests.yaml")]);
+  const scratch = mkdtempSync(join(tmpdir(), "xfn-truth-"));
+  try {
+    const kubeconfig = join(scratch, "kubeconfig");
+    writeFileSync(kubeconfig, c.kubeconfig());
+    const kubectl = async (...args: string[]) =>
+      (await promisify(execFile)("kubectl", ["--kubeconfig", kubeconfig, "--cache-dir", join(scratch, "cache"), ...args])).stdout;
+    assert.match(
+      await kubectl("wait", "--for=condition=Established", "xrd/xvolumes.example.org", "--timeout=20s"),
+      /xvolumes\.example\.org condition met/,
+    );
+    const table = await kubectl("get", "xrd");
+    assert.match(table, /^NAME\s+ESTABLISHED\s+OFFERED\s+AGE\s*\nxvolumes\.example\.org\s+True\s+\S*\s*\d+s/, table);
+  } finally {
+    rmSync(scratch, { recursive: true, force: true });
+    await stop(host, c);
+  }
+});
+
 T("while the function is down, only Synced changes: the status it wrote (external names among it) stays", async () => {
   const { c, host, runner, objects } = await start(join(EX, "functions.yaml"), [
     join(EX, "host"),
