@@ -651,6 +651,60 @@ async function watch(s: Served, c: Call): Promise<void> {
     bookmark = setInterval(() => s.store.bookmark(w, apiVersionOf(r), r.type.kind), s.bookmarkMs);
 }
 
+/** handle answers one request of the API: fixed paths, OpenAPI, reviews, discovery, then a verb on a resource. */
+async function handle(served: Served, port: number, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const { store, reply } = served;
+  checkHost(req, port);
+  const url = new URL(req.url ?? "/", "http://localhost");
+  const path = url.pathname;
+  const fixed = Object.hasOwn(FIXED, path) ? FIXED[path] : undefined;
+  if (fixed) return fixed(served, req, res);
+  if (path.startsWith("/openapi/v3/")) {
+    const doc = openapiDocument(store.types.values(), path.slice("/openapi/v3/".length));
+    if (!doc) throw new ApiError(404, "NotFound", `the server could not find the requested resource (${path})`);
+    return reply(res, 200, doc);
+  }
+  if (isReview(path)) {
+    if (req.method === "POST") checkContentType(req, "POST");
+    const body = req.method === "POST" ? parseBody(await readBody(req), contentType(req) === "application/yaml") : undefined;
+    return reply(res, 201, review(path, req.method ?? "GET", body));
+  }
+  const r = route(store, path);
+  if (r === undefined) throw new ApiError(404, "NotFound", `the server could not find the requested resource (${path})`);
+  if (r === "discovery") {
+    const segs = path.split("/").filter(Boolean);
+    const reviews = segs[0] === "apis" ? reviewResources(`${segs[1]}/${segs[2]}`) : undefined;
+    const d = reviews
+      ? { kind: "APIResourceList", apiVersion: "v1", groupVersion: `${segs[1]}/${segs[2]}`, resources: reviews }
+      : segs[0] === "api"
+        ? discovery(store, "", segs[1]!)
+        : discovery(store, segs[1]!, segs[2]!);
+    if (!d) throw new ApiError(404, "NotFound", `the server could not find the requested resource (${path})`);
+    return reply(res, 200, d);
+  }
+  const method = req.method ?? "GET";
+  // A namespace's finalize subresource takes only PUT (kube registers only Update for it).
+  const finalize = r.subresource === "finalize" && r.type.group === "" && r.type.plural === "namespaces";
+  if (finalize && method !== "PUT")
+    throw new ApiError(405, "MethodNotAllowed", `the server does not allow this method on the requested resource`);
+  if (r.subresource !== undefined && r.subresource !== "status" && !finalize)
+    throw new ApiError(404, "NotFound", `subresource ${r.subresource} is not served`);
+  const isStatus = r.subresource === "status";
+  if (isStatus && !r.type.statusSubresource) throw new ApiError(404, "NotFound", `${r.type.plural} has no status subresource`);
+  if (["POST", "PUT", "PATCH", "DELETE"].includes(method)) checkContentType(req, method);
+  const call: Call = {
+    req,
+    res,
+    q: url.searchParams,
+    r,
+    typeKey: typeKeyOf(r.type.group, r.type.plural),
+    isStatus,
+    tv: method === "GET" ? tableVersion(req) : undefined,
+    warnings: [],
+  };
+  return VERBS[verbOf(method, call)](served, call);
+}
+
 export async function startDevCluster(opts: DevClusterOptions = {}): Promise<DevCluster> {
   const store = new Store({ ...(opts.historySize ? { historySize: opts.historySize } : {}) });
   const journal = opts.dataFile ? Journal.open(opts.dataFile, store, opts.compactAfter) : undefined;
@@ -691,60 +745,8 @@ export async function startDevCluster(opts: DevClusterOptions = {}): Promise<Dev
   };
   const streams = served.streams;
 
-  const handle = async (req: IncomingMessage, res: ServerResponse) => {
-    checkHost(req, port);
-    const url = new URL(req.url ?? "/", "http://localhost");
-    const path = url.pathname;
-    const fixed = Object.hasOwn(FIXED, path) ? FIXED[path] : undefined;
-    if (fixed) return fixed(served, req, res);
-    if (path.startsWith("/openapi/v3/")) {
-      const doc = openapiDocument(store.types.values(), path.slice("/openapi/v3/".length));
-      if (!doc) throw new ApiError(404, "NotFound", `the server could not find the requested resource (${path})`);
-      return reply(res, 200, doc);
-    }
-    if (isReview(path)) {
-      if (req.method === "POST") checkContentType(req, "POST");
-      const body = req.method === "POST" ? parseBody(await readBody(req), contentType(req) === "application/yaml") : undefined;
-      return reply(res, 201, review(path, req.method ?? "GET", body));
-    }
-    const r = route(store, path);
-    if (r === undefined) throw new ApiError(404, "NotFound", `the server could not find the requested resource (${path})`);
-    if (r === "discovery") {
-      const segs = path.split("/").filter(Boolean);
-      const reviews = segs[0] === "apis" ? reviewResources(`${segs[1]}/${segs[2]}`) : undefined;
-      const d = reviews
-        ? { kind: "APIResourceList", apiVersion: "v1", groupVersion: `${segs[1]}/${segs[2]}`, resources: reviews }
-        : segs[0] === "api"
-          ? discovery(store, "", segs[1]!)
-          : discovery(store, segs[1]!, segs[2]!);
-      if (!d) throw new ApiError(404, "NotFound", `the server could not find the requested resource (${path})`);
-      return reply(res, 200, d);
-    }
-    const method = req.method ?? "GET";
-    // A namespace's finalize subresource takes only PUT (kube registers only Update for it).
-    const finalize = r.subresource === "finalize" && r.type.group === "" && r.type.plural === "namespaces";
-    if (finalize && method !== "PUT")
-      throw new ApiError(405, "MethodNotAllowed", `the server does not allow this method on the requested resource`);
-    if (r.subresource !== undefined && r.subresource !== "status" && !finalize)
-      throw new ApiError(404, "NotFound", `subresource ${r.subresource} is not served`);
-    const isStatus = r.subresource === "status";
-    if (isStatus && !r.type.statusSubresource) throw new ApiError(404, "NotFound", `${r.type.plural} has no status subresource`);
-    if (["POST", "PUT", "PATCH", "DELETE"].includes(method)) checkContentType(req, method);
-    const call: Call = {
-      req,
-      res,
-      q: url.searchParams,
-      r,
-      typeKey: typeKeyOf(r.type.group, r.type.plural),
-      isStatus,
-      tv: method === "GET" ? tableVersion(req) : undefined,
-      warnings: [],
-    };
-    return VERBS[verbOf(method, call)](served, call);
-  };
-
   const server: Server = createServer((req, res) => {
-    handle(req, res).catch(async (err: unknown) => {
+    handle(served, port, req, res).catch(async (err: unknown) => {
       if (res.headersSent) return void res.end();
       // A refused write may have changed nothing, or may have changed something (a
       // delete that collected garbage, say): answer once that is durable too.

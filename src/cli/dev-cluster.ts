@@ -1,7 +1,10 @@
-// `xfn dev-cluster`: run the embedded API server on loopback until SIGTERM/SIGINT.
+// `xfn dev-cluster`: run the embedded API server on loopback until SIGTERM/SIGINT (shutdown.ts).
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { Command, InvalidArgumentError, Option } from "commander";
+import { messageOf } from "../sdk/errors.js";
+import { createLogger } from "../server/log.js";
+import { onShutdown } from "./shutdown.js";
 
 export function devClusterCommand(): Command {
   return new Command("dev-cluster")
@@ -23,13 +26,15 @@ export function devClusterCommand(): Command {
       ),
     )
     .action(async (flags: { port: number; kubeconfig?: string; data?: string }) => {
+      const log = createLogger({ debug: false });
+      const shutdown = onShutdown(log, { stoppedMsg: "dev-cluster stopped" });
       let cluster;
       try {
         // Imported when used: `xfn --help` and the other commands need none of it.
         const { startDevCluster } = await import("../apiserver/server.js");
         cluster = await startDevCluster({ port: flags.port, ...(flags.data ? { dataFile: resolve(flags.data) } : {}) });
       } catch (err) {
-        process.stderr.write(`xfn dev-cluster: ${(err as Error).message}\n`);
+        process.stderr.write(`xfn dev-cluster: ${messageOf(err)}\n`);
         process.exitCode = 1;
         return;
       }
@@ -39,15 +44,12 @@ export function devClusterCommand(): Command {
         const { writeFilePrivate } = await import("../apiserver/files.js");
         writeFilePrivate(kubeconfig, cluster.kubeconfig(), "kubeconfig");
       } catch (err) {
-        process.stderr.write(`xfn dev-cluster: cannot write the kubeconfig: ${(err as Error).message}\n`);
+        process.stderr.write(`xfn dev-cluster: cannot write the kubeconfig: ${messageOf(err)}\n`);
         await cluster.stop();
         process.exitCode = 1;
         return;
       }
-      process.stdout.write(`${JSON.stringify({ msg: "dev-cluster serving", url: cluster.url, port: cluster.port, kubeconfig })}\n`);
-      const c = cluster;
-      const stop = () => void c.stop().then(() => process.exit(0));
-      process.once("SIGTERM", stop);
-      process.once("SIGINT", stop);
+      log.info({ url: cluster.url, port: cluster.port, kubeconfig }, "dev-cluster serving");
+      shutdown.ready(cluster.stop);
     });
 }

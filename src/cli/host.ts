@@ -1,12 +1,15 @@
 // `xfn host`: run compositions without Crossplane, against a Kubernetes API
-// (a kubeconfig, or an embedded API server), until SIGTERM/SIGINT.
+// (a kubeconfig, or an embedded API server), until SIGTERM/SIGINT (shutdown.ts).
 import { existsSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import { hostname, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { Command, InvalidArgumentError, Option } from "commander";
-import { createLogger } from "../server/log.js";
+import type { Logger } from "pino";
 import { probeRoutes } from "../http.js";
+import { messageOf } from "../sdk/errors.js";
+import { createLogger } from "../server/log.js";
+import { onShutdown } from "./shutdown.js";
 
 interface HostFlags {
   kubeconfig?: string;
@@ -31,8 +34,16 @@ interface HostFlags {
 }
 
 export function hostCommand(): Command {
-  return new Command("host")
-    .description("run compositions without Crossplane: watch XRDs and XRs, call the pipeline's functions, apply, delete, report status")
+  return addHostFlags(
+    new Command("host").description(
+      "run compositions without Crossplane: watch XRDs and XRs, call the pipeline's functions, apply, delete, report status",
+    ),
+  ).action(runHost);
+}
+
+/** addHostFlags adds the host's flags to cmd. */
+function addHostFlags(cmd: Command): Command {
+  return cmd
     .addOption(new Option("--kubeconfig <file>", "kubeconfig of the cluster to drive").env("KUBECONFIG"))
     .addOption(new Option("--embedded", "run an embedded API server instead of using a kubeconfig").default(false))
     .addOption(new Option("--embedded-port <n>", "port of the embedded API server").default(0).argParser(Number))
@@ -108,133 +119,162 @@ export function hostCommand(): Command {
         "--inspector-socket <path>",
         "emit every step's request and response to a Pipeline Inspector on this Unix socket (xfn inspect), as Crossplane does",
       ).env("PIPELINE_INSPECTOR_SOCKET"),
-    )
-    .action(async (flags: HostFlags) => {
-      const log = createLogger({ debug: flags.debug });
-      try {
-        // Imported here, not at the top: client-node alone takes longer to load
-        // than every other command's start-up (see bench/startup.ts).
-        const [{ KubeConfig }, { startDevCluster }, { Host }, { loadDocs }, { createRunner }, { applyManifests }, { startMetricsServer }] =
-          await Promise.all([
-            import("@kubernetes/client-node"),
-            import("../apiserver/server.js"),
-            import("../host/host.js"),
-            import("../engine/docs.js"),
-            import("../engine/runner.js"),
-            import("../host/manifests.js"),
-            import("../metrics.js"),
-          ]);
-        const kc = new KubeConfig();
-        let stopCluster = async () => {};
-        if (flags.embedded) {
-          const cluster = await startDevCluster({ port: flags.embeddedPort, ...(flags.data ? { dataFile: resolve(flags.data) } : {}) });
-          const file = flags.embeddedKubeconfig ? resolve(flags.embeddedKubeconfig) : join(tmpdir(), `xfn-host-${cluster.port}.kubeconfig`);
-          const { writeFilePrivate } = await import("../apiserver/files.js");
-          writeFilePrivate(file, cluster.kubeconfig(), "kubeconfig");
-          kc.loadFromString(cluster.kubeconfig());
-          log.info({ url: cluster.url, kubeconfig: file }, "embedded API server serving");
-          stopCluster = () => cluster.stop();
-        } else if (flags.kubeconfig) {
-          if (!existsSync(flags.kubeconfig)) throw new Error(`cannot read kubeconfig ${flags.kubeconfig}: no such file`);
-          kc.loadFromFile(flags.kubeconfig);
-          log.info({ kubeconfig: flags.kubeconfig, server: kc.getCurrentCluster()?.server }, "using the cluster of a kubeconfig");
-        } else if (process.env["KUBERNETES_SERVICE_HOST"]) {
-          // In a pod: its service account and the cluster's own address.
-          kc.loadFromCluster();
-          log.info({ server: kc.getCurrentCluster()?.server }, "using in-cluster config (the pod's service account)");
-        } else {
-          kc.loadFromDefault();
-          log.info({ server: kc.getCurrentCluster()?.server }, "using the default kubeconfig");
-        }
-        const functionsPath = flags.functions ? resolve(flags.functions) : undefined;
-        const runner = await createRunner(
-          functionsPath ? loadDocs(functionsPath) : [],
-          functionsPath ?? "(no --functions file)",
-          () => new Date(),
-          flags.functionTlsCertsDir ? { certsDir: resolve(flags.functionTlsCertsDir), namespace: flags.functionNamespace } : undefined,
-        );
-        // Crossplane always calls functions with mTLS; requests can carry credentials from Secrets.
-        for (const { name, target } of runner.plaintext()) {
-          log.warn(
-            { function: name, target },
-            `calling Function ${JSON.stringify(name)} at ${target} in plaintext: ` +
-              "give --function-tls-certs-dir (TLS_CLIENT_CERTS_DIR) to call it with mTLS, as Crossplane does",
-          );
-        }
-        const inspector = flags.inspectorSocket
-          ? (await import("../inspect/emitter.js")).connectInspector(resolve(flags.inspectorSocket), log)
-          : undefined;
-        const host = new Host({
-          kc,
-          runner,
-          log,
-          ...(inspector ? { inspector } : {}),
-          watchGcIntervalMs: flags.watchGcInterval * 1000,
-          requestTimeoutMs: flags.requestTimeout * 1000,
-          graphs: flags.graphAddress !== undefined,
-          ...(flags.leaderElection
-            ? {
-                leaderElection: {
-                  namespace: flags.leaderElectionNamespace,
-                  name: flags.leaderElectionId,
-                  identity: `${hostname()}-${randomBytes(4).toString("hex")}`,
-                },
-                // As controller-runtime does: a replica that lost the Lease exits, and is restarted to campaign again.
-                onLostLeadership: () => {
-                  log.error("lost the leader Lease; exiting");
-                  process.exit(1);
-                },
-              }
-            : {}),
-        });
-        let stopMetrics = async () => {};
-        // The Kubernetes probes, beside /metrics: a standby replica (waiting for the Lease) is ready.
-        let phase: string | undefined = "starting: installing Crossplane's kinds and starting the watches";
-        if (flags.metricsAddress !== "off") {
-          try {
-            const probes = probeRoutes(() => phase);
-            stopMetrics = (await startMetricsServer(flags.metricsAddress, host.metrics.registry, log, probes)).stop;
-          } catch (err) {
-            // A dev host beside another on the same machine: say so, and go on without /metrics.
-            log.error({ err: (err as Error).message }, "running without /metrics; pass --metrics-address host:port, or off");
+    );
+}
+
+/** The modules the host runs on, imported when it starts: client-node alone takes longer to load than every other command's start-up. */
+async function hostModules() {
+  const [{ KubeConfig }, { startDevCluster }, { Host }, { loadDocs }, { createRunner }, { applyManifests }, { startMetricsServer }] =
+    await Promise.all([
+      import("@kubernetes/client-node"),
+      import("../apiserver/server.js"),
+      import("../host/host.js"),
+      import("../engine/docs.js"),
+      import("../engine/runner.js"),
+      import("../host/manifests.js"),
+      import("../metrics.js"),
+    ]);
+  return { KubeConfig, startDevCluster, Host, loadDocs, createRunner, applyManifests, startMetricsServer };
+}
+type HostModules = Awaited<ReturnType<typeof hostModules>>;
+
+/** runHost runs the host until SIGTERM/SIGINT (or, started by npx, until npx ends): shutdown.ts. */
+async function runHost(flags: HostFlags): Promise<void> {
+  const log = createLogger({ debug: flags.debug });
+  const shutdown = onShutdown(log, { stoppedMsg: "host stopped" });
+  try {
+    const mods = await hostModules();
+    const { kc, stopCluster } = await connect(flags, mods, log);
+    const runner = await functionRunner(flags, mods, log);
+    const inspector = flags.inspectorSocket
+      ? (await import("../inspect/emitter.js")).connectInspector(resolve(flags.inspectorSocket), log)
+      : undefined;
+    const host = new mods.Host({
+      kc,
+      runner,
+      log,
+      ...(inspector ? { inspector } : {}),
+      watchGcIntervalMs: flags.watchGcInterval * 1000,
+      requestTimeoutMs: flags.requestTimeout * 1000,
+      graphs: flags.graphAddress !== undefined,
+      ...(flags.leaderElection
+        ? {
+            leaderElection: {
+              namespace: flags.leaderElectionNamespace,
+              name: flags.leaderElectionId,
+              identity: `${hostname()}-${randomBytes(4).toString("hex")}`,
+            },
+            // As controller-runtime does: a replica that lost the Lease exits, and is restarted to campaign again.
+            onLostLeadership: () => {
+              log.error("lost the leader Lease; exiting");
+              process.exit(1);
+            },
           }
-        }
-        let stopGraph = async () => {};
-        if (flags.graphAddress) {
-          try {
-            const [{ startHttpServer }, { graphRoutes }] = await Promise.all([import("../http.js"), import("../graph/page.js")]);
-            stopGraph = (await startHttpServer(flags.graphAddress, graphRoutes(host), log, "the XR graph page")).stop;
-          } catch (err) {
-            log.error({ err: (err as Error).message }, "running without /graph");
-          }
-        }
-        // Before starting: a SIGTERM while the host starts stops it as gracefully as one after.
-        const stop = () => {
-          phase = "shutting down";
-          void host
-            .stop()
-            .then(stopMetrics)
-            .then(stopGraph)
-            .then(stopCluster)
-            .then(() => inspector?.close())
-            .then(() => process.exit(0));
-        };
-        process.once("SIGTERM", stop);
-        process.once("SIGINT", stop);
-        await host.start();
-        if (phase === "shutting down") return;
-        phase = undefined;
-        if (flags.manifests.length)
-          await applyManifests(
-            kc,
-            flags.manifests.flatMap((m) => loadDocs(m)),
-            log,
-            flags.requestTimeout * 1000,
-          );
-      } catch (err) {
-        process.stderr.write(`xfn host: ${(err as Error).message}\n`);
-        process.exitCode = 1;
-        process.exit(1);
-      }
+        : {}),
     });
+    // The Kubernetes probes, beside /metrics: a standby replica (waiting for the Lease) is ready.
+    let phase: string | undefined = "starting: installing Crossplane's kinds and starting the watches";
+    const stopEndpoints = await startEndpoints(flags, mods, host, log, () => phase);
+    // Before starting: a SIGTERM while the host starts stops it as gracefully as one after.
+    shutdown.ready(async () => {
+      phase = "shutting down";
+      await host.stop();
+      await stopEndpoints();
+      await stopCluster();
+      inspector?.close();
+    });
+    await host.start();
+    if (shutdown.stopping) return;
+    phase = undefined;
+    if (flags.manifests.length)
+      await mods.applyManifests(
+        kc,
+        flags.manifests.flatMap((m) => mods.loadDocs(m)),
+        log,
+        flags.requestTimeout * 1000,
+      );
+  } catch (err) {
+    process.stderr.write(`xfn host: ${messageOf(err)}\n`);
+    process.exitCode = 1;
+    process.exit(1);
+  }
+}
+
+/** connect loads the kubeconfig the flags name, or starts the embedded API server and writes its own. */
+async function connect(flags: HostFlags, mods: HostModules, log: Logger) {
+  const kc = new mods.KubeConfig();
+  let stopCluster = async () => {};
+  if (flags.embedded) {
+    const cluster = await mods.startDevCluster({ port: flags.embeddedPort, ...(flags.data ? { dataFile: resolve(flags.data) } : {}) });
+    const file = flags.embeddedKubeconfig ? resolve(flags.embeddedKubeconfig) : join(tmpdir(), `xfn-host-${cluster.port}.kubeconfig`);
+    const { writeFilePrivate } = await import("../apiserver/files.js");
+    writeFilePrivate(file, cluster.kubeconfig(), "kubeconfig");
+    kc.loadFromString(cluster.kubeconfig());
+    log.info({ url: cluster.url, kubeconfig: file }, "embedded API server serving");
+    stopCluster = () => cluster.stop();
+  } else if (flags.kubeconfig) {
+    if (!existsSync(flags.kubeconfig)) throw new Error(`cannot read kubeconfig ${flags.kubeconfig}: no such file`);
+    kc.loadFromFile(flags.kubeconfig);
+    log.info({ kubeconfig: flags.kubeconfig, server: kc.getCurrentCluster()?.server }, "using the cluster of a kubeconfig");
+  } else if (process.env["KUBERNETES_SERVICE_HOST"]) {
+    // In a pod: its service account and the cluster's own address.
+    kc.loadFromCluster();
+    log.info({ server: kc.getCurrentCluster()?.server }, "using in-cluster config (the pod's service account)");
+  } else {
+    kc.loadFromDefault();
+    log.info({ server: kc.getCurrentCluster()?.server }, "using the default kubeconfig");
+  }
+  return { kc, stopCluster };
+}
+
+/** functionRunner calls the functions of --functions, warning of each it calls in plaintext. */
+async function functionRunner(flags: HostFlags, mods: HostModules, log: Logger) {
+  const functionsPath = flags.functions ? resolve(flags.functions) : undefined;
+  const runner = await mods.createRunner(
+    functionsPath ? mods.loadDocs(functionsPath) : [],
+    functionsPath ?? "(no --functions file)",
+    () => new Date(),
+    flags.functionTlsCertsDir ? { certsDir: resolve(flags.functionTlsCertsDir), namespace: flags.functionNamespace } : undefined,
+  );
+  // Crossplane always calls functions with mTLS; requests can carry credentials from Secrets.
+  for (const { name, target } of runner.plaintext()) {
+    log.warn(
+      { function: name, target },
+      `calling Function ${JSON.stringify(name)} at ${target} in plaintext: ` +
+        "give --function-tls-certs-dir (TLS_CLIENT_CERTS_DIR) to call it with mTLS, as Crossplane does",
+    );
+  }
+  return runner;
+}
+
+/** startEndpoints serves /metrics with the probes, and /graph when asked; what it returns stops them. */
+async function startEndpoints(
+  flags: HostFlags,
+  mods: HostModules,
+  host: InstanceType<HostModules["Host"]>,
+  log: Logger,
+  phase: () => string | undefined,
+): Promise<() => Promise<void>> {
+  let stopMetrics = async () => {};
+  if (flags.metricsAddress !== "off") {
+    try {
+      stopMetrics = (await mods.startMetricsServer(flags.metricsAddress, host.metrics.registry, log, probeRoutes(phase))).stop;
+    } catch (err) {
+      // A dev host beside another on the same machine: say so, and go on without /metrics.
+      log.error({ err: messageOf(err) }, "running without /metrics; pass --metrics-address host:port, or off");
+    }
+  }
+  let stopGraph = async () => {};
+  if (flags.graphAddress) {
+    try {
+      const [{ startHttpServer }, { graphRoutes }] = await Promise.all([import("../http.js"), import("../graph/page.js")]);
+      stopGraph = (await startHttpServer(flags.graphAddress, graphRoutes(host), log, "the XR graph page")).stop;
+    } catch (err) {
+      log.error({ err: messageOf(err) }, "running without /graph");
+    }
+  }
+  return async () => {
+    await stopMetrics();
+    await stopGraph();
+  };
 }

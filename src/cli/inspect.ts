@@ -1,8 +1,9 @@
 // `xfn inspect`: a Pipeline Inspector sidecar (src/inspect/sidecar.ts) until
-// SIGTERM/SIGINT, writing each step Crossplane runs as an `xfn test` case.
+// SIGTERM/SIGINT (shutdown.ts), writing each step Crossplane runs as an `xfn test` case.
 import { resolve } from "node:path";
 import { Command, InvalidArgumentError, Option } from "commander";
 import { createLogger } from "../server/log.js";
+import { onShutdown } from "./shutdown.js";
 
 interface InspectFlags {
   socket: string;
@@ -57,6 +58,7 @@ export function inspectCommand(writerScript?: URL): Command {
     .addOption(new Option("--debug", "log at debug level").default(false))
     .action(async (flags: InspectFlags) => {
       const log = createLogger({ debug: flags.debug });
+      const shutdown = onShutdown(log, { stoppedMsg: "pipeline inspector stopped" });
       const { startInspector } = await import("../inspect/sidecar.js");
       let inspector;
       try {
@@ -81,12 +83,9 @@ export function inspectCommand(writerScript?: URL): Command {
         return;
       }
       const running = inspector;
-      const stop = () =>
-        void running.stop().then(() => {
-          log.info(running.stats(), "pipeline inspector stopped");
-          process.exit(0);
-        });
-      process.once("SIGTERM", stop);
-      process.once("SIGINT", stop);
+      shutdown.ready(async () => {
+        await running.stop();
+        return running.stats();
+      });
     });
 }

@@ -1,4 +1,4 @@
-// `xfn serve <module>`: serve a function module over gRPC until SIGTERM/SIGINT.
+// `xfn serve <module>`: serve a function module over gRPC until SIGTERM/SIGINT (shutdown.ts).
 // The same flags and start-up serve a bundled function package (see bundled.ts).
 import { writeSync } from "node:fs";
 import { extname, resolve } from "node:path";
@@ -17,11 +17,12 @@ import type { EarlyWorker } from "../server/early.js";
 import type { ServeMetrics } from "../metrics.js";
 import type { HttpServer } from "../http.js";
 import { servedByHeaders } from "../server/served-by.js";
-import { DEFAULT_ADDRESS, serve, type RunningServer } from "../server/server.js";
+import { DEFAULT_ADDRESS, serve, type RunningServer, type ServeOptions } from "../server/server.js";
 import type { WorkerData } from "../server/worker.js";
 import type { Recorder } from "../testing/record.js";
 import { refuseExit } from "../module/exit.js";
 import { isTypeScript, loadFunction, resolveModule } from "../module/load.js";
+import { onShutdown } from "./shutdown.js";
 
 function positive(name: string) {
   return (v: string): number => {
@@ -169,9 +170,10 @@ export interface FunctionSource {
 const WORKER_ENTRY = new URL(`../server/worker-entry${extname(fileURLToPath(import.meta.url))}`, import.meta.url).href;
 
 /**
- * startServing serves fn with flags until SIGTERM/SIGINT, then stops
- * gracefully and exits 0. On a start-up failure it sets exit code 1.
- * moduleFile names the function's source, for logs and recorded cases.
+ * startServing serves fn with flags until SIGTERM/SIGINT (or, started by npx,
+ * until npx ends), then stops gracefully and exits 0. On a start-up failure
+ * it sets exit code 1. moduleFile names the function's source, for logs and
+ * recorded cases.
  */
 export async function startServing(source: FunctionSource, flags: ServeFlags, label: string, moduleFile?: string): Promise<void> {
   const log = createLogger({ debug: flags.debug });
@@ -181,35 +183,6 @@ export async function startServing(source: FunctionSource, flags: ServeFlags, la
   // Before any worker starts: they read V8's flags when they do.
   const heapFlag = tuneHeap();
   if (heapFlag) log.debug({ v8: heapFlag }, "heap growing factor set (start node with --heap-growing-percent to choose your own)");
-  let recorder: Recorder | undefined;
-  let running: RunningServer | undefined;
-  let metrics: ServeMetrics | undefined;
-  // The metrics and probe endpoints: one server when they share an address.
-  const httpServers: HttpServer[] = [];
-  const stopHttp = () => Promise.all(httpServers.splice(0).map((h) => h.stop()));
-  const fail = async (err: unknown) => {
-    clearTimeout(slowLoad);
-    source.worker.early?.discard();
-    await stopHttp();
-    log.error((err as Error).message);
-    // Straight to the terminal, not through the log as process.stderr now is.
-    writeSync(2, `xfn serve: ${(err as Error).message}\n`);
-    // With --debug, the stack of what the module threw (source-mapped), not just where.
-    const cause = (err as Error).cause;
-    if (flags.debug && cause instanceof Error && cause.stack) writeSync(2, `${cause.stack}\n`);
-    process.exitCode = 1;
-  };
-  // A module whose top-level code takes long (a fetch at import, say) keeps
-  // calls waiting (with workers) or the server from listening (in its own
-  // thread): say so, rather than leave an empty log.
-  const slowLoad = setTimeout(
-    () =>
-      log.warn(
-        { module: label, seconds: SLOW_LOAD_MS / 1000 },
-        "still loading the function module: its top-level code has not finished; no call is answered until it has",
-      ),
-    SLOW_LOAD_MS,
-  ).unref();
   // With workers, each worker loads the function; a module path that does
   // not resolve is still loaded here, for its error.
   const pooled = flags.workers > 1 && (source.worker.module === undefined || moduleFile !== undefined);
@@ -221,129 +194,192 @@ export async function startServing(source: FunctionSource, flags: ServeFlags, la
   // set up after serve() were in place, and Node's default ended the process
   // (killed by SIGTERM, the calls and recordings not finished). Before the
   // server listens there is nothing to finish: the process exits at once.
-  let onSignal: ((signal: string) => void) | undefined = undefined;
-  const signalled = (signal: string) => {
-    if (onSignal) return onSignal(signal);
-    log.info({ signal }, "signal received before the server listened; exiting");
-    exit(0);
+  const shutdown = onShutdown(log, { exit });
+  const slowLoad = warnSlowLoad(log, label);
+  const endpoints = new Endpoints();
+  const fail = async (err: unknown) => {
+    clearTimeout(slowLoad);
+    source.worker.early?.discard();
+    await endpoints.stop();
+    log.error(messageOf(err));
+    // Straight to the terminal, not through the log as process.stderr now is.
+    writeSync(2, `xfn serve: ${messageOf(err)}\n`);
+    // With --debug, the stack of what the module threw (source-mapped), not just where.
+    const cause = (err as Error).cause;
+    if (flags.debug && cause instanceof Error && cause.stack) writeSync(2, `${cause.stack}\n`);
+    process.exitCode = 1;
   };
-  process.once("SIGTERM", () => signalled("SIGTERM"));
-  process.once("SIGINT", () => signalled("SIGINT"));
+  let started: { srv: RunningServer; recorder?: Recorder };
   try {
-    if (flags.maxWorkerHeap !== undefined && flags.workers === 1)
-      throw new Error(
-        "--max-worker-heap limits worker threads, and --workers 1 runs the function in the server's own thread " +
-          "(start node with --max-old-space-size to limit that)",
-      );
-    if (flags.memoryGuard !== undefined && flags.workers === 1)
-      throw new Error("--memory-guard ends worker threads, and --workers 1 runs the function in the server's own thread");
-    // Before the module loads: a liveness probe passes from the start, and
-    // readiness says what start-up is waiting for.
-    // Like prom-client below, the HTTP server is loaded only when asked for.
-    const http = flags.healthAddress ? await import("../http.js") : undefined;
-    const probes = http?.probeRoutes(
-      () => (running ? running.notReady() : "starting: loading the function and binding the gRPC port"),
-      () => running?.certificateNote(),
-    );
-    const shared = probes && flags.healthAddress === flags.metricsAddress;
-    if (flags.metricsAddress) {
-      // Loaded only when asked for: prom-client adds to every start-up otherwise.
-      const { serveMetrics, startMetricsServer } = await import("../metrics.js");
-      metrics = serveMetrics(() => running?.inFlight() ?? 0);
-      // Asked for explicitly: a port that cannot be bound stops start-up, as --address does.
-      httpServers.push(await startMetricsServer(flags.metricsAddress, metrics.registry, log, shared ? probes : {}));
-    }
-    if (http && probes && !shared) httpServers.push(await http.startHttpServer(flags.healthAddress!, probes, log, "probes"));
-    const fn = pooled ? null : await source.load();
-    const started = new Date();
-    const memory = memoryMB();
-    // A TypeScript module is compiled here, once, rather than by every worker (module/compile.ts).
-    const compiled = pooled && moduleFile && isTypeScript(moduleFile) ? await compileOnce(moduleFile, label, log) : undefined;
-    const workerData: WorkerData = {
-      xfnWorker: true,
-      label,
-      debug: flags.debug,
-      maxResponseBytes: DEFAULT_MAX_RESPONSE_BYTES,
-      ...(moduleFile ? { module: moduleFile } : {}),
-      ...(compiled && !compiled.script ? { compiled: compiled.url, compiledNeedsTypeScript: compiled.needsTypeScript } : {}),
-    };
-    // Compiled against the worker runtime, the workers start from it (compile.ts) instead of worker-entry.
-    const script = compiled?.script ? new URL(compiled.script) : source.worker.script;
-    // Loaded only when asked for: it brings a YAML writer a server has no other use for.
-    recorder = flags.recordDir
-      ? (await import("../testing/record.js")).createRecorder(resolve(flags.recordDir), moduleFile ?? label, log)
-      : undefined;
-    const m = metrics;
-    running = await serve(
-      fn,
-      {
-        ...(pooled
-          ? {
-              workers: {
-                workers: flags.workers,
-                script,
-                workerData,
-                maxHeapMB: workerHeap(flags, memory, log),
-                memoryGuardMB: flags.memoryGuard ?? Math.floor(GUARD_SHARE * memory.mb),
-                ...(source.worker.early ? { early: source.worker.early } : {}),
-              },
-            }
-          : {}),
-        timeoutMs: flags.timeout * 1000,
-        // Which function answered, for `xfn call --debug`: a stale server shows its module and age.
-        headers: servedByHeaders(moduleFile ?? label, started),
-        address: flags.address ?? DEFAULT_ADDRESS,
-        insecure: flags.insecure,
-        ...(flags.tlsCertsDir ? { tlsCertsDir: flags.tlsCertsDir } : {}),
-        maxRecvMessageSizeMB: flags.maxRecvMessageSize,
-        maxConcurrency: flags.maxConcurrency,
-        maxQueue: flags.maxQueue,
-        ...(recorder ? { onResponse: recorder.record } : {}),
-        ...(m
-          ? {
-              onCall: (code: string, seconds: number) => {
-                m.requests.inc({ code });
-                m.requestSeconds.observe(seconds);
-              },
-              onWorkerRestart: () => m.workerRestarts.inc(),
-            }
-          : {}),
-      },
-      log.child({ module: label }),
-    );
+    started = await startServer({ source, flags, label, moduleFile, pooled, log, endpoints });
   } catch (err) {
     await fail(err);
     return;
   }
-  const srv = running;
-  // A function's stray async error (a rejected promise nobody awaits, a throw
-  // in a timer) belongs to no request. Node would end the process, dropping
-  // every other caller's call; log it and keep serving instead. The request
-  // that started it has already been answered, or will be by its deadline.
-  const stray = (kind: string) => (err: unknown) => {
-    log.error({ err: messageOf(err), kind }, "a function left an error no request was waiting for; still serving");
-  };
-  process.on("unhandledRejection", stray("unhandledRejection"));
-  process.on("uncaughtException", stray("uncaughtException"));
-  let stopping = false;
-  const stop = (signal: string) => {
-    stopping = true;
+  const { srv, recorder } = started;
+  keepServingThroughStrayErrors(log);
+  shutdown.ready(async () => {
     clearTimeout(slowLoad);
-    log.info({ signal }, "signal received");
-    void srv
-      .stop(flags.gracePeriod * 1000)
-      .then(() => recorder?.flush())
-      .then(stopHttp)
-      .then(() => exit(0));
-  };
-  onSignal = stop;
+    await srv.stop(flags.gracePeriod * 1000);
+    await recorder?.flush();
+    await endpoints.stop();
+  });
   // With workers the server listens while the first loads the function; it may not.
   try {
     await srv.loaded;
     clearTimeout(slowLoad);
   } catch (err) {
-    if (!stopping) await fail(err);
+    if (!shutdown.stopping) await fail(err);
   }
+}
+
+/**
+ * warnSlowLoad says when the function module's top-level code takes long (a
+ * fetch at import, say): calls wait (with workers) or the server does not
+ * listen (in its own thread) until it has finished; better said than an
+ * empty log.
+ */
+function warnSlowLoad(log: Logger, label: string): NodeJS.Timeout {
+  return setTimeout(
+    () =>
+      log.warn(
+        { module: label, seconds: SLOW_LOAD_MS / 1000 },
+        "still loading the function module: its top-level code has not finished; no call is answered until it has",
+      ),
+    SLOW_LOAD_MS,
+  ).unref();
+}
+
+/** Endpoints are the metrics and probe HTTP servers (one server when they share an address). */
+class Endpoints {
+  readonly servers: HttpServer[] = [];
+  metrics: ServeMetrics | undefined;
+  /** running is the gRPC server once it is bound: readiness asks it. */
+  running: RunningServer | undefined;
+  stop = async () => void (await Promise.all(this.servers.splice(0).map((h) => h.stop())));
+
+  /** start serves what the flags ask for. */
+  async start(flags: ServeFlags, log: Logger): Promise<void> {
+    const running = () => this.running;
+    // Before the module loads: a liveness probe passes from the start, and
+    // readiness says what start-up is waiting for.
+    // Like prom-client below, the HTTP server is loaded only when asked for.
+    const http = flags.healthAddress ? await import("../http.js") : undefined;
+    const probes = http?.probeRoutes(
+      () => {
+        const r = running();
+        return r ? r.notReady() : "starting: loading the function and binding the gRPC port";
+      },
+      () => running()?.certificateNote(),
+    );
+    const shared = probes && flags.healthAddress === flags.metricsAddress;
+    if (flags.metricsAddress) {
+      // Loaded only when asked for: prom-client adds to every start-up otherwise.
+      const { serveMetrics, startMetricsServer } = await import("../metrics.js");
+      this.metrics = serveMetrics(() => running()?.inFlight() ?? 0);
+      // Asked for explicitly: a port that cannot be bound stops start-up, as --address does.
+      this.servers.push(await startMetricsServer(flags.metricsAddress, this.metrics.registry, log, shared ? probes : {}));
+    }
+    if (http && probes && !shared) this.servers.push(await http.startHttpServer(flags.healthAddress!, probes, log, "probes"));
+  }
+}
+
+interface Starting {
+  source: FunctionSource;
+  flags: ServeFlags;
+  label: string;
+  moduleFile: string | undefined;
+  pooled: boolean;
+  log: Logger;
+  endpoints: Endpoints;
+}
+
+/** startServer checks the flags, starts the HTTP endpoints, loads or compiles the function and binds the gRPC server. */
+async function startServer(at: Starting): Promise<{ srv: RunningServer; recorder?: Recorder }> {
+  const { source, flags, label, moduleFile, pooled, log, endpoints } = at;
+  if (flags.maxWorkerHeap !== undefined && flags.workers === 1)
+    throw new Error(
+      "--max-worker-heap limits worker threads, and --workers 1 runs the function in the server's own thread " +
+        "(start node with --max-old-space-size to limit that)",
+    );
+  if (flags.memoryGuard !== undefined && flags.workers === 1)
+    throw new Error("--memory-guard ends worker threads, and --workers 1 runs the function in the server's own thread");
+  await endpoints.start(flags, log);
+  const fn = pooled ? null : await source.load();
+  const started = new Date();
+  // Loaded only when asked for: it brings a YAML writer a server has no other use for.
+  const recorder = flags.recordDir
+    ? (await import("../testing/record.js")).createRecorder(resolve(flags.recordDir), moduleFile ?? label, log)
+    : undefined;
+  const m = endpoints.metrics;
+  const running = await serve(
+    fn,
+    {
+      ...(pooled ? { workers: await poolOptions(at) } : {}),
+      timeoutMs: flags.timeout * 1000,
+      // Which function answered, for `xfn call --debug`: a stale server shows its module and age.
+      headers: servedByHeaders(moduleFile ?? label, started),
+      address: flags.address ?? DEFAULT_ADDRESS,
+      insecure: flags.insecure,
+      ...(flags.tlsCertsDir ? { tlsCertsDir: flags.tlsCertsDir } : {}),
+      maxRecvMessageSizeMB: flags.maxRecvMessageSize,
+      maxConcurrency: flags.maxConcurrency,
+      maxQueue: flags.maxQueue,
+      ...(recorder ? { onResponse: recorder.record } : {}),
+      ...(m
+        ? {
+            onCall: (code: string, seconds: number) => {
+              m.requests.inc({ code });
+              m.requestSeconds.observe(seconds);
+            },
+            onWorkerRestart: () => m.workerRestarts.inc(),
+          }
+        : {}),
+    },
+    log.child({ module: label }),
+  );
+  endpoints.running = running;
+  return { srv: running, ...(recorder ? { recorder } : {}) };
+}
+
+/** poolOptions are the worker pool's: what each worker runs and loads, its heap and the memory guard. */
+async function poolOptions(at: Starting): Promise<NonNullable<ServeOptions["workers"]>> {
+  const { source, flags, label, moduleFile, log } = at;
+  const memory = memoryMB();
+  // A TypeScript module is compiled here, once, rather than by every worker (module/compile.ts).
+  const compiled = moduleFile && isTypeScript(moduleFile) ? await compileOnce(moduleFile, label, log) : undefined;
+  const workerData: WorkerData = {
+    xfnWorker: true,
+    label,
+    debug: flags.debug,
+    maxResponseBytes: DEFAULT_MAX_RESPONSE_BYTES,
+    ...(moduleFile ? { module: moduleFile } : {}),
+    ...(compiled && !compiled.script ? { compiled: compiled.url, compiledNeedsTypeScript: compiled.needsTypeScript } : {}),
+  };
+  return {
+    workers: flags.workers,
+    // Compiled against the worker runtime, the workers start from it (compile.ts) instead of worker-entry.
+    script: compiled?.script ? new URL(compiled.script) : source.worker.script,
+    workerData,
+    maxHeapMB: workerHeap(flags, memory, log),
+    memoryGuardMB: flags.memoryGuard ?? Math.floor(GUARD_SHARE * memory.mb),
+    ...(source.worker.early ? { early: source.worker.early } : {}),
+  };
+}
+
+/**
+ * keepServingThroughStrayErrors: a function's stray async error (a rejected
+ * promise nobody awaits, a throw in a timer) belongs to no request. Node
+ * would end the process, dropping every other caller's call; it is logged
+ * and the server keeps serving instead. The request that started it has
+ * already been answered, or will be by its deadline.
+ */
+function keepServingThroughStrayErrors(log: Logger): void {
+  const stray = (kind: string) => (err: unknown) => {
+    log.error({ err: messageOf(err), kind }, "a function left an error no request was waiting for; still serving");
+  };
+  process.on("unhandledRejection", stray("unhandledRejection"));
+  process.on("uncaughtException", stray("uncaughtException"));
 }
 
 /** compileOnce compiles a TypeScript module for the workers, its errors named as loading it would name them. */

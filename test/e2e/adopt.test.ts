@@ -14,6 +14,7 @@ import { request } from "../support/requests.js";
 import { makePki } from "../support/certs.js";
 import { buildGoClient } from "../support/go.js";
 import { needs } from "../support/needs.js";
+import { inGroup } from "../support/procs.js";
 import { baseImage, podman, runAsCrossplane } from "../support/podman.js";
 import { freePort, ROOT } from "../support/spawn.js";
 
@@ -203,6 +204,32 @@ A("offline: npx xfn serve . --insecure answers npx xfn call with the example req
   }
   // npm exec ends at once; the server under it finishes its own graceful stop.
   await until("the server's graceful stop", () => /"msg":"stopped"/.test(s.output()), 10_000);
+});
+
+A("offline: in a script, `npx xfn serve &` then `kill %1` (which ends only npx) leaves nothing running: xfn stops on its own", async () => {
+  const script = [
+    "set -eu",
+    "npx xfn serve . --insecure --address 127.0.0.1:0 > serve.log 2>&1 &",
+    "for i in $(seq 100); do grep -q '\"port\"' serve.log && break; sleep 0.2; done",
+    "kill %1",
+  ].join("\n");
+  // A user's shell: not under npm (this suite runs under `npm run`, whose variables xfn would inherit).
+  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("npm_")));
+  const child = spawn("bash", ["-c", script], { cwd: project, env: { ...env, ...quiet, ...offline }, detached: true });
+  const code = await new Promise<number | null>((r) => child.on("exit", (c) => r(c)));
+  assert.is(code, 0);
+  const left = () => inGroup(child.pid!).length > 0;
+  try {
+    await until("nothing left running from the script", () => !left(), 5_000).catch((err) => {
+      throw new Error(`${(err as Error).message}\n${readFileSync(join(project, "serve.log"), "utf8")}`);
+    });
+    const log = readFileSync(join(project, "serve.log"), "utf8");
+    assert.match(log, /"msg":"the npm process that started this one ended \(npx passes on no signal\); stopping"/);
+    assert.match(log, /"msg":"stopped"/);
+  } finally {
+    if (left()) process.kill(-child.pid!, "SIGKILL");
+    rmSync(join(project, "serve.log"), { force: true });
+  }
 });
 
 A("offline: npx xfn render renders the example like crossplane render", async () => {

@@ -11,6 +11,7 @@ import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { DEFAULT_PORT_LOCK, withLock } from "../support/lock.js";
 import { needs, type Tool } from "../support/needs.js";
+import { inGroup } from "../support/procs.js";
 import { ROOT } from "../support/spawn.js";
 
 const D = suite("docs");
@@ -92,15 +93,25 @@ const docs = [
     .map((f) => `functions/${f}/README.md`),
 ];
 
-/** runScript runs a doc's blocks as one bash script in its own process group, then stops whatever it left running. */
-function runScript(script: string, timeoutMs: number): Promise<{ code: number | null; out: string }> {
+/** LEFT_GRACE_MS is how long what a page started may take to end after the page's last command. */
+const LEFT_GRACE_MS = 3_000;
+
+/**
+ * runScript runs a doc's blocks as one bash script in its own process group.
+ * What the script left running a moment after it ended (a host started with
+ * `&` and never stopped, or stopped through npx, which passes no signal on)
+ * is named in left, then stopped.
+ */
+function runScript(script: string, timeoutMs: number): Promise<{ code: number | null; out: string; left: string[] }> {
   // What a page makes in the temp folder (mktemp -d) goes into one of its own, removed after.
   const tmp = mkdtempSync(join(tmpdir(), "xfn-docs-"));
+  // As in a user's shell: not under npm (the suite runs under `npm run`, whose variables a command would inherit).
+  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("npm_")));
   return new Promise((resolve) => {
     const child = spawn("bash", ["-c", script], {
       cwd: ROOT,
       detached: true,
-      env: { ...process.env, npm_config_update_notifier: "false", TMPDIR: tmp },
+      env: { ...env, npm_config_update_notifier: "false", TMPDIR: tmp },
     });
     let out = "";
     child.stdout.on("data", (d) => (out += d));
@@ -116,14 +127,19 @@ function runScript(script: string, timeoutMs: number): Promise<{ code: number | 
       out += `\n(docs test: killed after ${timeoutMs / 1000} s)`;
       killGroup("SIGKILL");
     }, timeoutMs);
-    child.on("exit", (code) => {
+    child.on("exit", async (code) => {
       clearTimeout(t);
-      // Background servers the page started (`... &`) end with it.
+      const until = Date.now() + LEFT_GRACE_MS;
+      let left = inGroup(child.pid!);
+      while (left.length > 0 && Date.now() < until) {
+        await new Promise((r) => setTimeout(r, 100));
+        left = inGroup(child.pid!);
+      }
       killGroup("SIGTERM");
       setTimeout(() => {
         killGroup("SIGKILL");
         rmSync(tmp, { recursive: true, force: true });
-        resolve({ code, out });
+        resolve({ code, out, left });
       }, 500);
     });
   });
@@ -219,6 +235,7 @@ for (const file of docs) {
       const usesDefaultPort = /\b9443\b/.test(text) || /xfn serve (?![^\n]*--address)/.test(text);
       const r = usesDefaultPort ? await withLock(DEFAULT_PORT_LOCK, () => runScript(text, 300_000)) : await runScript(text, 300_000);
       assert.is(r.code, 0, `${file} failed:\n${r.out}`);
+      assert.equal(r.left, [], `${file}: its commands left these running:\n${r.left.join("\n")}`);
       for (const e of doc.expects) assert.match(r.out, e, `${file}: the output does not show ${e}:\n${r.out}`);
     } finally {
       for (const p of written) rmSync(join(ROOT, p), { force: true });
