@@ -20,7 +20,7 @@ import {
   type RunFunctionResponse,
 } from "../gen/fn/v1/run_function_pb.js";
 import { toYamlStream } from "../render/output.js";
-import { functionPath, redactRequest, redactResponse, yaml } from "../testing/record.js";
+import { functionRef, redactRequest, redactResponse, yaml } from "../testing/record.js";
 import { messageFromJson, messageToJson } from "../wire/protojson.js";
 import { followLines } from "./follow.js";
 
@@ -160,7 +160,7 @@ export class CaseWriter {
     const when = meta.timestamp ? timestampDate(meta.timestamp).toISOString() : new Date(p.at).toISOString();
     const files: Record<string, string> = {
       "request.yaml": yaml(messageToJson(RunFunctionRequestSchema, p.req)),
-      "case.yaml": yaml({ ...(module ? { function: functionPath(dir, module) } : {}), now: when }),
+      "case.yaml": yaml({ ...(module ? functionRef(module) : {}), now: when }),
       "inspected.yaml": yaml({
         function: meta.functionName,
         step: meta.stepName,

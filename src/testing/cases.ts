@@ -34,7 +34,7 @@ import { messageToJson } from "../wire/protojson.js";
 import { isObject } from "../json.js";
 import { getOwn, setOwn } from "../own.js";
 import { mismatches, project } from "./expect.js";
-import { REDACTED, redactResponse } from "./record.js";
+import { packageName, REDACTED, redactResponse } from "./record.js";
 import { callFunction, parseRequest } from "./unit.js";
 
 /** DEFAULT_CASE_NOW is the clock a case's functions see unless case.yaml sets `now`. */
@@ -112,6 +112,9 @@ export function discoverCases(root: string): Found {
 
 interface CaseConfig {
   function?: string;
+  /** The package name of the project function: is found in, and where it was recorded (record.ts functionRef). */
+  project?: string;
+  projectPath?: string;
   now?: string;
   context?: Record<string, JsonValue>;
   output?: "legacy" | "current";
@@ -119,7 +122,7 @@ interface CaseConfig {
   validate?: string | string[];
 }
 
-const CASE_KEYS = ["function", "now", "context", "output", "validate"];
+const CASE_KEYS = ["function", "project", "projectPath", "now", "context", "output", "validate"];
 
 function readConfig(dir: string): CaseConfig {
   const p = join(dir, "case.yaml");
@@ -135,6 +138,8 @@ function readConfig(dir: string): CaseConfig {
     throw new InputError(`${p}: validate must be a path, or a list of paths, to CRDs or XRDs`);
   if (c["output"] !== undefined && c["output"] !== "legacy" && c["output"] !== "current")
     throw new InputError(`${p}: output ${JSON.stringify(c["output"])} must be legacy or current`);
+  for (const k of ["function", "project", "projectPath"])
+    if (c[k] !== undefined && (typeof c[k] !== "string" || c[k] === "")) throw new InputError(`${p}: ${k} must be a non-empty string`);
   if (c["now"] !== undefined && Number.isNaN(new Date(String(c["now"])).getTime()))
     throw new InputError(`${p}: now ${JSON.stringify(c["now"])} is not an RFC 3339 time`);
   return c as CaseConfig;
@@ -142,6 +147,7 @@ function readConfig(dir: string): CaseConfig {
 
 /** findModule resolves the function for a request case. */
 function findModule(dir: string, cfg: CaseConfig): string {
+  if (cfg.project !== undefined) return findInProject(dir, cfg);
   if (cfg.function) {
     if (isAbsolute(cfg.function)) return resolveModule(cfg.function);
     // From the case's folder, then each folder above it: a path recorded from the
@@ -163,6 +169,34 @@ function findModule(dir: string, cfg: CaseConfig): string {
   throw new InputError(
     `${dir}: no function for this request: set function: in case.yaml, or put the case inside a function module's folder`,
   );
+}
+
+/**
+ * findInProject resolves function: from the root of the project named
+ * project: the first folder from the case's up whose package.json has that
+ * name, else projectPath if it still is that project. A case copied into
+ * another project is refused, naming what it needs, rather than run that
+ * project's module of the same path.
+ */
+function findInProject(dir: string, cfg: CaseConfig): string {
+  if (!cfg.function) throw new InputError(`${dir}: case.yaml's project ${cfg.project} goes with function: (the module from its root)`);
+  const wanted = `case.yaml's function ${cfg.function} of project ${cfg.project}`;
+  const isProject = (d: string) => existsSync(join(d, "package.json")) && packageName(join(d, "package.json")) === cfg.project;
+  let root: string | undefined;
+  for (let d = dir; root === undefined; d = dirname(d)) {
+    if (isProject(d)) root = d;
+    if (dirname(d) === d) break;
+  }
+  if (root === undefined && cfg.projectPath !== undefined && isAbsolute(cfg.projectPath) && isProject(cfg.projectPath))
+    root = cfg.projectPath;
+  if (root === undefined)
+    throw new InputError(
+      `${dir}: ${wanted} is not found: no folder from the case's up is that project (a package.json named ${cfg.project})` +
+        (cfg.projectPath ? `, nor is ${cfg.projectPath}, where it was recorded` : "") +
+        "; move the case into that project, or change case.yaml to name the function to run",
+    );
+  if (!existsSync(resolve(root, cfg.function))) throw new InputError(`${dir}: ${wanted} is not in that project (${root})`);
+  return resolveModule(resolve(root, cfg.function));
 }
 
 const loaded = new Map<string, Promise<RunFunction>>();

@@ -5,9 +5,9 @@
 // (which function, and the instant it saw). Credentials, connection details and
 // the data of Secrets are replaced by "[REDACTED]" in both; tags and TTLs are
 // kept.
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { mkdir, writeFile } from "node:fs/promises";
-import { dirname, isAbsolute, join, relative } from "node:path";
+import { dirname, join, relative, resolve, sep } from "node:path";
 import type { JsonObject } from "@bufbuild/protobuf";
 import type { Logger } from "pino";
 import { stringify } from "yaml";
@@ -93,7 +93,7 @@ export function createRecorder(dir: string, moduleFile: string, log: Logger): Re
       files = {
         "request.yaml": yaml(messageToJson(RunFunctionRequestSchema, redactRequest(req))),
         "expected.yaml": yaml(messageToJson(RunFunctionResponseSchema, redactResponse(rsp))),
-        "case.yaml": yaml({ function: functionPath(caseDir, moduleFile), now: at.toISOString() }),
+        "case.yaml": yaml({ ...functionRef(moduleFile), now: at.toISOString() }),
       };
     } catch (err) {
       // A request too deep for a YAML case file, or bytes that do not decode: logged, never thrown at the call.
@@ -113,21 +113,36 @@ export function createRecorder(dir: string, moduleFile: string, log: Logger): Re
 }
 
 /**
- * functionPath is case.yaml's function: for a case recorded into caseDir.
- * Recorded inside the module's project (the nearest folder up from it with a
- * package.json), it is the module from the project's root (src/index.ts),
- * which xfn test finds from any folder of the project the case is moved to
- * (testdata/cases/...); recorded elsewhere, the module from the case's folder.
+ * functionRef is what a recorded case's case.yaml names its function by. A
+ * module inside a project (the nearest folder up from it with a package.json
+ * that has a name) is named from the project's root (function: src/index.ts),
+ * with the project's name (project: function-buckets) and where it was
+ * (projectPath). xfn test looks for that project from the case's folder up,
+ * so the case replays once moved anywhere into the project or a clone of it
+ * (testdata/cases/...); elsewhere it runs the module at projectPath, if that
+ * is still the project; and otherwise fails naming what it needs. A case
+ * copied into another project never runs that project's module of the same
+ * path. A module in no named project is named by its absolute path.
  */
-export function functionPath(caseDir: string, moduleFile: string): string {
-  let root = dirname(moduleFile);
-  for (let d = root; ; d = dirname(d)) {
-    if (existsSync(join(d, "package.json"))) {
-      root = d;
+export function functionRef(moduleFile: string): { function: string; project?: string; projectPath?: string } {
+  for (let d = dirname(resolve(moduleFile)); ; d = dirname(d)) {
+    const pkg = join(d, "package.json");
+    if (existsSync(pkg)) {
+      const name = packageName(pkg);
+      if (name) return { function: relative(d, resolve(moduleFile)).split(sep).join("/"), project: name, projectPath: d };
       break;
     }
     if (dirname(d) === d) break;
   }
-  const inside = !relative(root, caseDir).startsWith("..") && !isAbsolute(relative(root, caseDir));
-  return inside ? relative(root, moduleFile) : relative(caseDir, moduleFile);
+  return { function: resolve(moduleFile) };
+}
+
+/** packageName is a package.json's name, or undefined when it has none (or cannot be read). */
+export function packageName(file: string): string | undefined {
+  try {
+    const name = (JSON.parse(readFileSync(file, "utf8")) as { name?: unknown }).name;
+    return typeof name === "string" && name !== "" ? name : undefined;
+  } catch {
+    return undefined;
+  }
 }

@@ -246,7 +246,7 @@ const broken: Record<string, { files: Record<string, string>; want: RegExp }> = 
   },
   UnknownCaseKey: {
     files: { "request.yaml": "{}\n", "expected.yaml": "{}\n", "case.yaml": "fn: x\n" },
-    want: /case\.yaml: unknown key "fn"; allowed: function, now, context/,
+    want: /case\.yaml: unknown key "fn"; allowed: function, project, projectPath, now, context/,
   },
   BadNow: {
     files: { "request.yaml": "{}\n", "expected.yaml": "{}\n", "case.yaml": "now: yesterday\n" },
@@ -454,19 +454,47 @@ T("a case recorded inside the project names its function from the project's root
       await s.stop();
     }
     const [recorded] = readdirSync(join(project, "recordings"));
-    assert.match(readFileSync(join(project, "recordings", recorded!, "case.yaml"), "utf8"), /^function: src\/index\.ts$/m);
+    const caseYaml = readFileSync(join(project, "recordings", recorded!, "case.yaml"), "utf8");
+    assert.match(caseYaml, /^function: src\/index\.ts$/m);
+    assert.match(caseYaml, /^project: fn$/m);
+    assert.match(caseYaml, new RegExp(`^projectPath: ${project.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}$`, "m"));
     // Moved, as a user keeps it: deeper, beside the committed cases.
     mkdirSync(join(project, "testdata", "cases"), { recursive: true });
     renameSync(join(project, "recordings", recorded!), join(project, "testdata", "cases", "first-call"));
     const replay = await run(["test", "testdata"], { cwd: project });
     assert.is(replay.code, 0, replay.stdout + replay.stderr);
     assert.match(replay.stdout, /^ok {7}cases\/first-call$/m);
-    // Out of the project, it says what it looked for.
+    // Out of the project, on this machine: it runs its own module, where it was recorded.
     const away = join(scratch, "away");
     cpSync(join(project, "testdata"), away, { recursive: true });
+    const found = await run(["test", away]);
+    assert.is(found.code, 0, found.stdout + found.stderr);
+    // Handed on (no projectPath to go by, as on another machine): it says what it looked for.
+    const caseFile = join(away, "cases", "first-call", "case.yaml");
+    writeFileSync(caseFile, readFileSync(caseFile, "utf8").replace(/^projectPath: .*\n/m, ""));
     const lost = await run(["test", away]);
     assert.is(lost.code, 1);
-    assert.match(lost.stdout, /case\.yaml's function src\/index\.ts is not found from the case's folder or any folder above it/);
+    assert.match(
+      lost.stdout,
+      /case\.yaml's function src\/index\.ts of project fn is not found: no folder from the case's up is that project/,
+    );
+    // Copied into another project with a src/index.ts of its own: refused, not run against that project's code.
+    const other = mkdtempSync(join(ROOT, ".tmp", "xfn-record-other-"));
+    try {
+      mkdirSync(join(other, "src"));
+      writeFileSync(join(other, "package.json"), JSON.stringify({ name: "other", type: "module", main: "src/index.ts" }));
+      writeFileSync(join(other, "src", "index.ts"), "export default () => { throw new Error('the other project ran'); };\n");
+      cpSync(away, join(other, "testdata"), { recursive: true });
+      const elsewhere = await run(["test", "testdata"], { cwd: other });
+      assert.is(elsewhere.code, 1);
+      assert.not.match(elsewhere.stdout, /the other project ran/);
+      assert.match(
+        elsewhere.stdout,
+        /of project fn is not found: no folder from the case's up is that project \(a package\.json named fn\)/,
+      );
+    } finally {
+      rmSync(other, { recursive: true, force: true });
+    }
   } finally {
     rmSync(project, { recursive: true, force: true });
   }

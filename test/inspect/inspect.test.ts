@@ -217,6 +217,27 @@ I("a step Crossplane emits is an xfn test case that replays against the local mo
     const result = await runCase(join(s.dir, step), s.dir);
     assert.is(result.status, "passed", JSON.stringify(result));
     assert.equal(s.i.stats().dropped, {});
+    // The case names its module by project, not by a path from where it was written: copied into another
+    // project with a module at the same path, it runs its own module, or, with nowhere to find it, fails naming it.
+    assert.equal(parse(readFileSync(join(s.dir, step, "case.yaml"), "utf8")), {
+      function: "functions/hello/index.ts",
+      project: "xfn-runtime",
+      projectPath: ROOT,
+      now: "2026-11-27T10:00:00.000Z",
+    });
+    const other = join(scratch, "other-project");
+    mkdirSync(join(other, "functions/hello"), { recursive: true });
+    writeFileSync(join(other, "package.json"), JSON.stringify({ name: "other", type: "module" }));
+    writeFileSync(join(other, "functions/hello/index.ts"), "export default () => { throw new Error('the other project ran'); };\n");
+    cpSync(join(s.dir, step), join(other, "testdata/hello"), { recursive: true });
+    const own = await runCase(join(other, "testdata/hello"), other);
+    assert.is(own.status, "passed", JSON.stringify(own));
+    const caseFile = join(other, "testdata/hello/case.yaml");
+    writeFileSync(caseFile, readFileSync(caseFile, "utf8").replace(/^projectPath: .*\n/m, ""));
+    const lost = await runCase(join(other, "testdata/hello"), other);
+    assert.is(lost.status, "failed");
+    assert.match(JSON.stringify(lost), /function functions\/hello\/index\.ts of project xfn-runtime is not found/);
+    assert.not.match(JSON.stringify(lost), /the other project ran/);
     assert.equal(s.lines[0], "2026-11-27T10:00:00.000Z XBuckets/team-a step 0 hello (function-hello) trace trace-00");
     assert.ok(
       s.lines.some((l) => /^ {2}\+ /.test(l)),
