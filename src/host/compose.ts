@@ -39,10 +39,10 @@ import { XR_FINALIZER, type XRType } from "./crds.js";
 import type { EventRecorder, HostEvent } from "./events.js";
 import { apiMessage, errorCode, holds, isObject, keyOf, kubeObject, metaOf, plain, refOf, str, type Ref } from "./kube.js";
 import { selectComposition } from "./select.js";
+import { deletingMessage, deletionReport } from "../engine/deleting.js";
 import {
   afterFatal,
   clip,
-  deletingMessage,
   FOREGROUND_NOTE,
   foreground,
   keptStatus,
@@ -235,7 +235,7 @@ export class Composer {
       // kept for now: the deletion step drops resources in dependency order and
       // says so (Ready=False, reason Deleting). A pipeline without such a step
       // desires everything still; then, as in Crossplane, everything goes.
-      const ordered = r.deleting && result.conditions.some((fc) => fc["type"] === "Ready" && fc["reason"] === "Deleting");
+      const ordered = r.deleting && deletionReport(result.conditions) !== undefined;
       const desired = r.deleting && !ordered ? {} : result.desired.resources;
       const composed = await this.compose(r, result, desired);
       await this.recordRefs(r, composed);

@@ -5,6 +5,7 @@
 // deleting XR says.
 import type { JsonObject } from "@bufbuild/protobuf";
 import { firstNAndSomeMore } from "../engine/composed.js";
+import { deletingMessage } from "../engine/deleting.js";
 import { resultEvent, type FatalResultError, type PipelineResult, type StepResult } from "../engine/composition.js";
 import { Ready } from "../gen/fn/v1/run_function_pb.js";
 import type { HostEvent } from "./events.js";
@@ -155,13 +156,4 @@ export const FOREGROUND_NOTE =
 export function foreground(xr: JsonObject): boolean {
   const finalizers = metaOf(xr)["finalizers"];
   return Array.isArray(finalizers) && finalizers.includes("foregroundDeletion");
-}
-
-/** deletingMessage names what is left and what holds it, as the deletion step does. */
-export function deletingMessage(left: Map<string, JsonObject>): string {
-  const parts = [...left.keys()].sort().map((rn) => {
-    const f = metaOf(left.get(rn)!)["finalizers"];
-    return Array.isArray(f) && f.length > 0 ? `${rn} (finalizers: ${f.join(", ")})` : rn;
-  });
-  return `deleting ${parts.length} composed resource${parts.length === 1 ? "" : "s"}: ${parts.join(", ")}`;
 }

@@ -28,6 +28,7 @@ import { checkComposition, resultEvent, runPipeline, type StepResult } from "../
 import type { Runner } from "../engine/runner.js";
 import { getOwn, setOwn } from "../own.js";
 import { scopeOf } from "../engine/xcrd.js";
+import { deletingMessage, deletionReport } from "../engine/deleting.js";
 import { applyDefaults, parseApiVersion, prune, schemaSource, xrSchema } from "./schema.js";
 import { isObject, metaOf } from "../json.js";
 
@@ -405,10 +406,19 @@ export async function render(inputs: RenderInputs, runner: Runner, opts: RenderO
   const objects = composed.map((c) => c.object);
   // crossplane render sorts composed resources by their name in the pipeline.
   const unready = composed.filter((c) => !c.ready).map((c) => c.name);
-  const xrReady = r.desired.composite?.ready ?? Ready.UNSPECIFIED;
+  const readiness: Readiness = {
+    unready,
+    xrReady: r.desired.composite?.ready ?? Ready.UNSPECIFIED,
+    // Being deleted: what xfn host writes (the deletion step's own report, else what is left), not Creating.
+    ...(str(xm["deletionTimestamp"]) !== ""
+      ? {
+          deleting: str(deletionReport(r.conditions)?.["message"] ?? deletingMessage(new Map(Object.entries(observedByName)))),
+        }
+      : {}),
+  };
   const rendered = legacyOutput
-    ? renderLegacyXR(xr, r.desired.composite?.resource, r.conditions, unready, xrReady)
-    : renderXR(xr, seen, legacy, r.desired.composite?.resource, r.conditions, objects, unready, xrReady);
+    ? renderLegacyXR(xr, r.desired.composite?.resource, r.conditions, readiness)
+    : renderXR(xr, seen, legacy, r.desired.composite?.resource, r.conditions, objects, readiness);
   let results: JsonObject[];
   if (legacyOutput) results = r.results.map(legacyResultDoc);
   else {
@@ -424,6 +434,13 @@ export async function render(inputs: RenderInputs, runner: Runner, opts: RenderO
     results = events.map(resultDoc);
   }
   const warnings: string[] = [];
+  const clock = opts.now ?? new Date(FIXED_TIME);
+  const deletedAt = Date.parse(str(xm["deletionTimestamp"]));
+  if (deletedAt > clock.getTime())
+    warnings.push(
+      `the XR was deleted at ${str(xm["deletionTimestamp"])}, after the time functions see (${clock.toISOString()}): ` +
+        "pass --now to see how long its deletion has taken (the deletion step warns of resources blocking it past stuckAfter)",
+    );
   if (xrd && inputs.xrd) {
     const xrdName = str(metaOf(inputs.xrd.obj)["name"]);
     const version = parseApiVersion(str(xr["apiVersion"])).version;
@@ -455,6 +472,17 @@ const crossplaneField = (xr: JsonObject, k: string): JsonValue | undefined => {
 };
 
 /**
+ * Readiness is what the XR's Ready condition is made of: composed resources
+ * not ready, the readiness a function set, and, while the XR is being
+ * deleted, what its Ready=False (Deleting) condition says.
+ */
+interface Readiness {
+  unready: string[];
+  xrReady: Ready;
+  deleting?: string;
+}
+
+/**
  * renderXR makes the XR as current crossplane render prints it: the object the
  * reconcile wrote last, which holds only its identity, its references to what
  * it composed (spec.crossplane.resourceRefs, or spec.resourceRefs for a legacy
@@ -469,9 +497,9 @@ function renderXR(
   desired: JsonObject | undefined,
   fnConditions: JsonObject[],
   composed: JsonObject[],
-  unready: string[],
-  xrReady: Ready,
+  readiness: Readiness,
 ): JsonObject {
+  const { unready, xrReady } = readiness;
   const m = metaOf(xr);
   const out: JsonObject = {
     apiVersion: xr["apiVersion"]!,
@@ -502,6 +530,7 @@ function renderXR(
   // The XR's readiness, when a function set it, wins over its resources'.
   if (xrReady === Ready.TRUE) ready = systemCondition(xr, "Ready", "True", "Available");
   if (xrReady === Ready.FALSE) ready = systemCondition(xr, "Ready", "False", "Creating");
+  if (readiness.deleting !== undefined) ready = systemCondition(xr, "Ready", "False", "Deleting", CONDITION_TIME, readiness.deleting);
   setConditions(conds, systemCondition(xr, "Synced", "True", "ReconcileSuccess"), ready);
   status["conditions"] = conds.map((c) => ({ ...c, lastTransitionTime: CONDITION_TIME })) as unknown as JsonValue;
   if (claimTypes.length > 0) {
@@ -513,13 +542,8 @@ function renderXR(
 }
 
 /** renderLegacyXR makes the XR as crossplane render printed it before v2: the desired status and a Ready condition. */
-function renderLegacyXR(
-  xr: JsonObject,
-  desired: JsonObject | undefined,
-  fnConditions: JsonObject[],
-  unready: string[],
-  xrReady: Ready,
-): JsonObject {
+function renderLegacyXR(xr: JsonObject, desired: JsonObject | undefined, fnConditions: JsonObject[], readiness: Readiness): JsonObject {
+  const { unready, xrReady } = readiness;
   const out: JsonObject = structuredClone(desired ?? {});
   const m = metaOf(xr);
   out["apiVersion"] = xr["apiVersion"]!;
@@ -538,6 +562,8 @@ function renderLegacyXR(
       lastTransitionTime: CONDITION_TIME,
     };
   }
+  if (readiness.deleting !== undefined)
+    ready = { type: "Ready", status: "False", reason: "Deleting", message: readiness.deleting, lastTransitionTime: CONDITION_TIME };
   const status = isObject(out["status"]) ? out["status"] : {};
   const conds: JsonObject[] = [ready];
   for (const fc of fnConditions) {

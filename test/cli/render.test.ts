@@ -154,6 +154,67 @@ R("renders the examples: XR status, composed resources with Crossplane's metadat
   assert.match(r.out, /\nmessage: 'Pipeline step "compose-buckets": composed 2 buckets'\n/);
 });
 
+R(
+  "an XR being deleted: Ready=False Deleting as the deletion step reports it (or naming what is left), its warning with --now",
+  async () => {
+    const xr = readFileSync(join(EX, "xr.yaml"), "utf8").replace(/^metadata:\n/m, "metadata:\n  deletionTimestamp: 2026-11-28T10:00:00Z\n");
+    const deleting = write("deleting-xr.yaml", xr);
+    const ready = (docs: Record<string, any>[]) => docs[0]!["status"].conditions.find((c: any) => c.type === "Ready");
+    // The examples' pipeline has the deletion step: its report is the XR's Ready, as xfn host writes it.
+    const r = await render(deleting, join(EX, "composition.yaml"), join(EX, "functions.yaml"), {
+      observedResources: join(EX, "observed.yaml"),
+      includeFunctionResults: true,
+    });
+    assert.is(r.code, 0, r.err);
+    assert.equal(ready(r.docs), {
+      type: "Ready",
+      status: "False",
+      reason: "Deleting",
+      message: "deleting: waiting for bucket-logs",
+      lastTransitionTime: "2024-01-01T00:00:00Z",
+    });
+    assert.equal(r.docs[0]!["status"].deletion.remaining, 1);
+    // The clock functions see (fixed, 2024) is before the deletion: said, since no deletion can have taken long yet.
+    assert.match(
+      r.err,
+      /warning: the XR was deleted at 2026-11-28T10:00:00Z, after the time functions see \(2024-01-01T00:00:00\.000Z\): pass --now/,
+    );
+    assert.not.match(r.out, /DeletionBlocked/);
+    // Ten minutes on, the step's warning names the resource blocking it.
+    const later = await render(deleting, join(EX, "composition.yaml"), join(EX, "functions.yaml"), {
+      observedResources: join(EX, "observed.yaml"),
+      includeFunctionResults: true,
+      now: new Date("2026-11-28T10:10:00Z"),
+    });
+    assert.is(later.code, 0, later.err);
+    assert.is(later.err, "");
+    const blocked = later.docs.find((d) => d["kind"] === "Result" && d["reason"] === "DeletionBlocked");
+    assert.ok(blocked, later.out);
+    assert.is(blocked!["severity"], "Warning");
+    assert.match(blocked!["message"], /^Pipeline step "lifecycle": bucket-logs has blocked deletion for 10m0s, longer than 5m0s/);
+    // Without a deletion step: Crossplane's Deleting, naming the composed resources still there.
+    const { fns, comp } = oneStep(
+      "nodelete",
+      `import { response } from ${JSON.stringify(join(ROOT, "src/index.ts"))};\nexport default (req: never) => response.to(req);\n`,
+    );
+    const plain = await render(deleting, comp, fns, { observedResources: join(EX, "observed.yaml") });
+    assert.is(plain.code, 0, plain.err);
+    assert.equal(ready(plain.docs), {
+      type: "Ready",
+      status: "False",
+      reason: "Deleting",
+      message: "deleting 1 composed resource: bucket-logs",
+      lastTransitionTime: "2024-01-01T00:00:00Z",
+    });
+    // The pre-v2 shape says the same.
+    const legacy = await render(deleting, join(EX, "composition.yaml"), join(EX, "functions.yaml"), {
+      observedResources: join(EX, "observed.yaml"),
+      legacyOutput: true,
+    });
+    assert.equal(ready(legacy.docs).reason, "Deleting");
+  },
+);
+
 R("--legacy-output prints the pre-v2 shape: only Ready, generateName only, results with step", async () => {
   const r = await render(join(EX, "xr.yaml"), join(EX, "composition.yaml"), join(EX, "functions.yaml"), {
     observedResources: join(EX, "observed.yaml"),
