@@ -1,7 +1,7 @@
 // `xfn render`: run a Composition's function pipeline offline and print what
 // Crossplane would create. Arguments and flags follow `crossplane render`.
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
-import { dirname, join } from "node:path";
+import { dirname, extname, join } from "node:path";
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { Command, InvalidArgumentError, Option } from "commander";
 import { parse as parseYaml } from "yaml";
@@ -95,6 +95,8 @@ export async function runRender(
 ): Promise<number> {
   let runner;
   try {
+    // Before anything runs: a graph it cannot write is refused, not written as SVG under another name.
+    if (flags.graph !== undefined) graphFormat(flags.graph);
     const xr = loadOne(xrPath, "composite resource");
     const composition = loadOne(compPath, "Composition");
     const functionsPath = functionsFile(fnPath, compPath, "Composition");
@@ -163,13 +165,30 @@ async function validationSchemas(sources: string) {
   );
 }
 
-/** writeGraph draws the rendered resources' graph to file: Mermaid for .mmd and .md, SVG otherwise. */
+/** The graph formats --graph writes, by the file's extension. */
+const GRAPH_FORMATS: Record<string, "svg" | "mermaid" | "markdown"> = { ".svg": "svg", ".mmd": "mermaid", ".md": "markdown" };
+
+/** graphFormat is what --graph writes to file, by its extension; any other extension is refused, naming those it writes. */
+export function graphFormat(file: string): "svg" | "mermaid" | "markdown" {
+  const ext = extname(file).toLowerCase();
+  const format = Object.hasOwn(GRAPH_FORMATS, ext) ? GRAPH_FORMATS[ext] : undefined;
+  if (!format)
+    throw new InputError(
+      `--graph ${file}: cannot write ${ext ? `a ${ext} file` : "a file without an extension"}; ` +
+        "it writes SVG (.svg) and Mermaid (.mmd, or .md for a Markdown page) " +
+        "(for a PNG, convert the SVG: rsvg-convert -o graph.png graph.svg)",
+    );
+  return format;
+}
+
+/** writeGraph draws the rendered resources' graph to file: SVG, Mermaid, or Mermaid in a Markdown page. */
 async function writeGraph(file: string, o: Awaited<ReturnType<typeof render>>): Promise<void> {
+  const format = graphFormat(file);
   const { graphOf, mermaid } = await import("../graph/model.js");
   const model = graphOf(o.xr, o.states, isObject(o.context["fields"]) ? o.context["fields"] : {});
-  const text = /\.(mmd|md)$/.test(file) ? mermaid(model) : (await import("../graph/svg.js")).svg(model);
+  const text = format === "svg" ? (await import("../graph/svg.js")).svg(model) : mermaid(model);
   try {
-    writeFileSync(file, /\.md$/.test(file) ? `\`\`\`mermaid\n${text}\`\`\`\n` : text);
+    writeFileSync(file, format === "markdown" ? `\`\`\`mermaid\n${text}\`\`\`\n` : text);
   } catch (e) {
     throw new InputError(`cannot write the graph to ${file}: ${(e as Error).message}`);
   }
@@ -331,7 +350,7 @@ export function renderCommand(): Command {
         new Option(
           "--graph <file>",
           "also draw the composed resources' graph (state, dependencies and waits, deletion waves) to file: " +
-            "SVG, or Mermaid for .mmd and .md",
+            "SVG for .svg, Mermaid for .mmd and .md",
         ),
       )
       .addOption(

@@ -60,7 +60,7 @@ export function graphOf(xr: JsonObject, resources: readonly ResourceState[], con
   const deps = isObject(context[GRAPH_CONTEXT_KEY]) ? context[GRAPH_CONTEXT_KEY] : {};
   const nodes = new Map<string, GraphNode>();
   for (const r of resources) nodes.set(r.name, { id: r.name, kind: r.kind, state: r.ready ? "ready" : r.observed ? "unready" : "pending" });
-  const edges: GraphEdge[] = [];
+  let edges: GraphEdge[] = [];
   const node = (id: string) => {
     if (!nodes.has(id)) nodes.set(id, { id, state: "waiting" });
     return nodes.get(id)!;
@@ -88,6 +88,7 @@ export function graphOf(xr: JsonObject, resources: readonly ResourceState[], con
       for (const other of namedIn(e, new Set(nodes.keys()))) if (other !== name) edges.push({ from: name, to: other, label: e });
     }
   }
+  edges = joinEdges(edges);
   for (const [name, w] of Object.entries(waiting)) {
     const n = node(name);
     if (n.state !== "ready") n.state = "waiting";
@@ -108,6 +109,22 @@ export function graphOf(xr: JsonObject, resources: readonly ResourceState[], con
     edges,
     waves,
   };
+}
+
+/**
+ * joinEdges draws one edge per dependent and what it depends on: a dependsOn
+ * and a waitFor (or several waits) on the same pair are one edge, labelled
+ * with every field or expression waited for.
+ */
+function joinEdges(edges: GraphEdge[]): GraphEdge[] {
+  const byPair = new Map<string, { from: string; to: string; labels: string[] }>();
+  for (const e of edges) {
+    const key = JSON.stringify([e.from, e.to]);
+    const got = byPair.get(key) ?? { from: e.from, to: e.to, labels: [] };
+    if (e.label !== undefined && !got.labels.includes(e.label)) got.labels.push(e.label);
+    byPair.set(key, got);
+  }
+  return [...byPair.values()].map(({ from, to, labels }) => ({ from, to, ...(labels.length ? { label: labels.join(", ") } : {}) }));
 }
 
 /** escapeMermaid keeps a label inside Mermaid's quotes. */

@@ -1,7 +1,7 @@
 // The resource graph of a render: states, dependency and wait edges with their
 // labels, deletion waves; drawn as SVG (checked structurally, every value
 // escaped) and as Mermaid; and `xfn render --graph` end to end.
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { suite } from "uvu";
@@ -50,6 +50,12 @@ G("the model: states, edges labelled with what is waited for, deletion waves dep
     { from: "dns", to: "subnet", label: 'subnet.status.ok && "a" < "b"' },
   ]);
   assert.equal(g.waves, [["cluster", "dns"], ["subnet"], ["vpc"]]);
+  // A dependsOn and a waitFor (or two waits) on the same pair: one edge, labelled with what is waited for.
+  const both = graphOf(xr, states, {
+    [GRAPH_CONTEXT_KEY]: { cluster: { dependsOn: ["vpc"], waitFor: ["vpc:status.id", "vpc:status.arn"] } },
+  });
+  assert.equal(both.edges, [{ from: "cluster", to: "vpc", label: "status.id, status.arn" }]);
+  assert.is([...svg(both).matchAll(/<g class="edge"/g)].length, 1, "one edge drawn");
   const bare = graphOf({ kind: "XNet", metadata: { name: "net" } }, states, {});
   assert.equal([bare.edges, bare.waves], [[], [["dns", "subnet", "vpc"]]], "without the dependencies step: the resources, no edges");
 });
@@ -117,27 +123,41 @@ G("Mermaid: a subgraph per wave, classes by state, labelled edges", () => {
   assert.match(out, /\n {2}n2 -->\|"subnet\.status\.ok && #quot;a#quot; #lt; #quot;b#quot;"\| n1\n/);
 });
 
-G("xfn render --graph: SVG by default, Mermaid for .mmd and .md, a path it cannot write is a clear error", async () => {
-  const dir = mkdtempSync(join(tmpdir(), "xfn-graph-"));
-  try {
-    const args = ["render", "examples/xr.yaml", "examples/composition.yaml", "examples/functions.yaml", "-o", "examples/observed.yaml"];
-    const r = await run([...args, "--graph", join(dir, "g.svg")]);
-    assert.is(r.code, 0, r.stderr);
-    assert.match(r.stdout, /^---\napiVersion: example\.xfn\.dev\/v1alpha1\nkind: XBuckets\n/, "the render's output is unchanged");
-    const pic = readFileSync(join(dir, "g.svg"), "utf8");
-    assert.match(pic, /<g class="node" data-name="bucket-logs" data-state="ready">/);
-    assert.match(pic, /<g class="node" data-name="bucket-assets" data-state="pending">/);
-    assert.match(pic, /<g class="edge" data-from="bucket-logs" data-to="bucket-assets">/);
-    const md = await run([...args, "--graph", join(dir, "g.md")]);
-    assert.is(md.code, 0, md.stderr);
-    assert.match(readFileSync(join(dir, "g.md"), "utf8"), /^```mermaid\nflowchart LR\n[\s\S]*\n```\n$/);
-    writeFileSync(join(dir, "file"), "");
-    const bad = await run([...args, "--graph", join(dir, "file", "g.svg")]);
-    assert.is(bad.code, 1);
-    assert.match(bad.stderr, /^xfn render: cannot write the graph to .*file\/g\.svg: ENOTDIR/);
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
-});
+G(
+  "xfn render --graph: SVG for .svg, Mermaid for .mmd and .md, any other extension or a path it cannot write is a clear error",
+  async () => {
+    const dir = mkdtempSync(join(tmpdir(), "xfn-graph-"));
+    try {
+      const args = ["render", "examples/xr.yaml", "examples/composition.yaml", "examples/functions.yaml", "-o", "examples/observed.yaml"];
+      const r = await run([...args, "--graph", join(dir, "g.svg")]);
+      assert.is(r.code, 0, r.stderr);
+      assert.match(r.stdout, /^---\napiVersion: example\.xfn\.dev\/v1alpha1\nkind: XBuckets\n/, "the render's output is unchanged");
+      const pic = readFileSync(join(dir, "g.svg"), "utf8");
+      assert.match(pic, /<g class="node" data-name="bucket-logs" data-state="ready">/);
+      assert.match(pic, /<g class="node" data-name="bucket-assets" data-state="pending">/);
+      assert.match(pic, /<g class="edge" data-from="bucket-logs" data-to="bucket-assets">/);
+      const md = await run([...args, "--graph", join(dir, "g.md")]);
+      assert.is(md.code, 0, md.stderr);
+      assert.match(readFileSync(join(dir, "g.md"), "utf8"), /^```mermaid\nflowchart LR\n[\s\S]*\n```\n$/);
+      writeFileSync(join(dir, "file"), "");
+      const bad = await run([...args, "--graph", join(dir, "file", "g.svg")]);
+      assert.is(bad.code, 1);
+      assert.match(bad.stderr, /^xfn render: cannot write the graph to .*file\/g\.svg: ENOTDIR/);
+      // A format it does not write is refused before anything runs, naming those it writes; nothing is written.
+      for (const name of ["g.png", "g.SVG.pdf", "graph"]) {
+        const other = await run([...args, "--graph", join(dir, name)]);
+        assert.is(other.code, 1, `${name}: ${other.stdout}`);
+        assert.is(other.stdout, "", "nothing rendered");
+        assert.match(
+          other.stderr,
+          /cannot write a(?: \.\w+ file| file without an extension); it writes SVG \(\.svg\) and Mermaid \(\.mmd, or \.md/,
+        );
+        assert.not.ok(existsSync(join(dir, name)));
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  },
+);
 
 G.run();
