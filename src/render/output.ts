@@ -4,7 +4,7 @@
 // timestamp, "1.5") in double quotes, other strings that need quoting in single
 // quotes, no folding of long lines. So xfn render's output diffs cleanly
 // against crossplane render's.
-import { Document, isScalar, parseDocument, visit } from "yaml";
+import { Document, isScalar, parseDocument, visit, type Scalar } from "yaml";
 
 /** toYamlStream renders each object as a document, each preceded by "---". */
 export function toYamlStream(objects: readonly unknown[]): string {
@@ -26,12 +26,13 @@ function readsAsNonString(s: string): boolean {
   return v;
 }
 
+/** quoteAmbiguous double-quotes a string scalar that YAML 1.1 readers (Go's yaml) would read as another type when plain. */
+export function quoteAmbiguous(node: Scalar<unknown>): void {
+  if (typeof node.value === "string" && readsAsNonString(node.value)) node.type = "QUOTE_DOUBLE";
+}
+
 function toYaml(o: unknown): string {
   const doc = new Document(o, { sortMapEntries: true });
-  visit(doc, {
-    Scalar(key, node) {
-      if (typeof node.value === "string" && readsAsNonString(node.value)) node.type = "QUOTE_DOUBLE";
-    },
-  });
+  visit(doc, { Scalar: (_key, node) => quoteAmbiguous(node) });
   return doc.toString({ indentSeq: false, singleQuote: true, lineWidth: 0 });
 }

@@ -21,7 +21,7 @@ import { dirname, isAbsolute, join, relative, resolve } from "node:path";
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { createTwoFilesPatch } from "diff";
 import type { Schemas } from "../validate/validate.js";
-import { stringify } from "yaml";
+import { parseAllDocuments, stringify } from "yaml";
 import { loadFunction, resolveModule } from "../module/load.js";
 import type { RunFunction } from "../function.js";
 import { RunFunctionResponseSchema, type RunFunctionResponse } from "../gen/fn/v1/run_function_pb.js";
@@ -34,6 +34,7 @@ import { messageToJson } from "../wire/protojson.js";
 import { isObject } from "../json.js";
 import { getOwn, setOwn } from "../own.js";
 import { mismatches, project } from "./expect.js";
+import { rewriteKeepingStyle } from "./keep-style.js";
 import { packageName, REDACTED, redactResponse } from "./record.js";
 import { callFunction, parseRequest } from "./unit.js";
 
@@ -303,11 +304,16 @@ function updated(actual: unknown, expected: unknown): unknown {
 }
 
 /** compareDocs pairs documents by identity and matches each partially. */
-function compareDocs(actual: JsonObject[], expected: JsonObject[]): { problems: string[]; projected: unknown[] } {
+function compareDocs(
+  actual: JsonObject[],
+  expected: JsonObject[],
+): { problems: string[]; projected: unknown[]; from: Array<number | undefined> } {
   const ak = docKeys(actual);
   const ek = docKeys(expected);
   const problems: string[] = [];
   const projected: unknown[] = [];
+  // Which expected document each projected one is (none for a document rendered but not expected).
+  const from: Array<number | undefined> = [];
   for (const [i, e] of expected.entries()) {
     const j = ak.indexOf(ek[i]!);
     if (j < 0) {
@@ -316,17 +322,27 @@ function compareDocs(actual: JsonObject[], expected: JsonObject[]): { problems: 
     }
     problems.push(...mismatches(actual[j], e, ek[i]));
     projected.push(project(actual[j], e));
+    from.push(i);
   }
   for (const [j, k] of ak.entries()) {
     if (!ek.includes(k)) {
       problems.push(`${k}: rendered, but not expected`);
       projected.push(actual[j]);
+      from.push(undefined);
     }
   }
-  return { problems, projected };
+  return { problems, projected, from };
 }
 
 const yamlOf = (v: unknown) => stringify(v, { lineWidth: 0 });
+
+/** docIndexes maps the objects of a pipeline case's expected.yaml (empty documents left out) to their documents in the text. */
+function docIndexes(text: string): number[] {
+  return parseAllDocuments(text).flatMap((d, i) => {
+    const v: unknown = d.toJS();
+    return typeof v === "object" && v !== null ? [i] : [];
+  });
+}
 
 /** caseSchemas reads a case's validate: paths (from its folder) as xfn validate reads its extensions. */
 async function caseSchemas(dir: string, paths: string | string[]) {
@@ -393,7 +409,9 @@ export async function runCase(dir: string, root: string, update = false): Promis
       if (update) {
         if (problems.length === 0) return { name, status: "passed" };
         // Connection details redacted, as a recording writes them: no secret lands in a case folder.
-        writeFileSync(expectedPath, yamlOf(updated(messageToJson(RunFunctionResponseSchema, redactResponse(rsp)), expected)));
+        const value = updated(messageToJson(RunFunctionResponseSchema, redactResponse(rsp)), expected);
+        // An expectation that parsed keeps its comments and styles; one that did not is written afresh.
+        writeFileSync(expectedPath, expected === null ? yamlOf(value) : rewriteKeepingStyle(expectedText, [{ from: 0, value }], true));
         return { name, status: "updated" };
       }
       want = yamlOf(expected);
@@ -413,7 +431,17 @@ export async function runCase(dir: string, root: string, update = false): Promis
       if (update) {
         if (problems.length === 0) return { name, status: "passed" };
         // Documents paired by identity in expected's shape, those rendered but not expected whole, those gone dropped.
-        writeFileSync(expectedPath, toYamlStream(expected.length === 0 ? actual : c.projected));
+        writeFileSync(
+          expectedPath,
+          expected.length === 0
+            ? toYamlStream(actual)
+            : rewriteKeepingStyle(
+                expectedText,
+                c.projected.map((value, i) =>
+                  c.from[i] !== undefined ? { from: docIndexes(expectedText)[c.from[i]!]!, value } : { value },
+                ),
+              ),
+        );
         return { name, status: "updated" };
       }
       want = toYamlStream(expected);

@@ -148,6 +148,11 @@ T("--update keeps an expectation's shape: $absent and the keys chosen stay; a pa
       resources: { "bucket-assets": { ready: "READY_FALSE" }, "bucket-media": "$absent" },
     },
   });
+  // Rewritten through its YAML: the comment, the flow maps and the order of keys stay; only values changed.
+  assert.is(
+    readFileSync(join(dir, "expected.yaml"), "utf8"),
+    expected.replace("{tag: wrong}", "{tag: example-1}").replace("{ready: READY_TRUE}", "{ready: READY_FALSE}"),
+  );
   assert.is((await xfnTest(join(scratch, "upd-shape"))).code, 0);
   // A passing case is not rewritten: its comments and layout stay.
   const passing = readFileSync(join(dir, "expected.yaml"), "utf8").replace(/^/, "# kept\n");
@@ -173,15 +178,17 @@ T("--update of a pipeline case: documents in their expected shape, a new resourc
   writeFileSync(
     join(dir, "expected.yaml"),
     [
+      "# The XR: only its count matters.",
       "apiVersion: example.xfn.dev/v1alpha1",
       "kind: XBuckets",
       "metadata: {name: team-a}",
-      "status: {bucketCount: 3, missing: $absent}",
+      "status: {bucketCount: 3, missing: $absent} # was 3 before the assets bucket",
       "---",
       "apiVersion: s3.aws.upbound.io/v1beta1",
       "kind: Bucket",
       "metadata:",
       "  annotations: {crossplane.io/composition-resource-name: bucket-logs}",
+      "# The region the logs bucket gets.",
       "spec: {forProvider: {region: mars-1}}",
       "---",
       "apiVersion: s3.aws.upbound.io/v1beta1",
@@ -211,6 +218,29 @@ T("--update of a pipeline case: documents in their expected shape, a new resourc
   );
   assert.ok(names.includes("bucket-assets"), "the resource rendered but not expected is written whole");
   assert.not.ok(names.includes("bucket-gone"));
+  // The documents that stay keep their comments and flow style; only the values changed.
+  const text = readFileSync(join(dir, "expected.yaml"), "utf8");
+  assert.ok(
+    text.startsWith(
+      [
+        "# The XR: only its count matters.",
+        "apiVersion: example.xfn.dev/v1alpha1",
+        "kind: XBuckets",
+        "metadata: {name: team-a}",
+        "status: {bucketCount: 2, missing: $absent} # was 3 before the assets bucket",
+        "---",
+        "apiVersion: s3.aws.upbound.io/v1beta1",
+        "kind: Bucket",
+        "metadata:",
+        "  annotations: {crossplane.io/composition-resource-name: bucket-logs}",
+        "# The region the logs bucket gets.",
+        "spec: {forProvider: {region: eu-west-1}}",
+        "---",
+        "",
+      ].join("\n"),
+    ),
+    text,
+  );
   assert.is((await xfnTest(dir)).code, 0);
 });
 
