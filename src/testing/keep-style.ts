@@ -3,7 +3,7 @@
 // flow or block style and its quoting stay; only values that changed are
 // replaced, keys and items that went are dropped, and new ones are added
 // after the others.
-import { isMap, isNode, isScalar, isSeq, parseAllDocuments, Scalar, visit, type Document, type Node, type Pair } from "yaml";
+import { isMap, isNode, isScalar, isSeq, parseAllDocuments, type Scalar, visit, type Document, type Node, type Pair } from "yaml";
 import { quoteAmbiguous, toYamlStream } from "../render/output.js";
 
 type Doc = Document.Parsed;
