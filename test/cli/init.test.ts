@@ -5,7 +5,9 @@ import { tmpdir } from "node:os";
 import { join, relative, resolve } from "node:path";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
+import { parseAllDocuments } from "yaml";
 import { initProject, runtimeSpec } from "../../src/cli/init.js";
+import { readPackage } from "../../src/xpkg/package.js";
 import { run } from "../support/spawn.js";
 
 const I = suite("cli: xfn init");
@@ -28,7 +30,7 @@ I("fills every placeholder: names from the folder or --name, the runtime version
   assert.is(pkg.name, "function-db");
   assert.is(pkg.dependencies["xfn-runtime"], `^${own.version}`);
   assert.is(pkg.devDependencies.typescript, own.devDependencies.typescript);
-  assert.match(readFileSync(join(dir, "example/functions.yaml"), "utf8"), /package: ghcr\.io\/acme\/function-db:v0\.1\.0/);
+  assert.match(readFileSync(join(dir, "examples/functions.yaml"), "utf8"), /package: ghcr\.io\/acme\/function-db:v0\.1\.0/);
   assert.ok(existsSync(join(dir, "package/input/db.fn.example.org_inputs.yaml")));
   assert.ok(existsSync(join(dir, ".gitignore")) && existsSync(join(dir, ".dockerignore")));
 
@@ -39,6 +41,32 @@ I("fills every placeholder: names from the folder or --name, the runtime version
   assert.is(p2.name, "function-net");
   assert.is(p2.dependencies["xfn-runtime"], `file:${relative(named, resolve(process.cwd(), "../xfn-runtime.tgz"))}`);
 });
+
+I(
+  "the package's examples are examples/, where xfn package --xpkg (and crossplane xpkg build) read them: Kubernetes objects only",
+  async () => {
+    const dir = join(scratch, "function-ex");
+    await initProject({ dir });
+    const read = readPackage(join(dir, "package"), join(dir, "examples"));
+    assert.ok(read.examplesYaml, "the .xpkg would have no examples");
+    const kinds = parseAllDocuments(read.examplesYaml!)
+      .map((d) => d.toJS() as Record<string, unknown> | null)
+      .filter((d) => d !== null);
+    assert.equal(kinds.map((k) => k!["kind"]).sort(), ["Composition", "Function", "XBuckets"]);
+    assert.ok(existsSync(join(dir, "testdata/request.yaml")), "xfn call's request, outside the package's examples");
+    assert.not.ok(existsSync(join(dir, "example")));
+    // The scaffold's own commands name the folders it has.
+    const text = ["README.md", "package.json", "testdata/request.yaml"].map((f) => readFileSync(join(dir, f), "utf8")).join("\n");
+    assert.not.match(text, /\bexample\//);
+    assert.match(
+      readFileSync(join(dir, "README.md"), "utf8"),
+      /npx xfn package --xpkg function-ex\.xpkg --embed-runtime-image-tarball runtime\.tar/,
+    );
+    assert.not.match(readFileSync(join(dir, "README.md"), "utf8"), /crossplane xpkg build/);
+    const ignored = readFileSync(join(dir, ".gitignore"), "utf8").split("\n");
+    for (const p of ["*.xpkg", "*.tar", "dist/", "node_modules/"]) assert.ok(ignored.includes(p), `.gitignore lacks ${p}`);
+  },
+);
 
 I("--runtime: a version range as given; a local path, typed from the current folder, written from the new one", () => {
   const cases: Array<[string, string, string]> = [

@@ -27,6 +27,7 @@ const quiet = { npm_config_audit: "false", npm_config_fund: "false", npm_config_
 let work: string;
 let tarball: string;
 let project: string;
+let manifestBefore: string;
 
 interface Ran {
   code: number | null;
@@ -93,8 +94,10 @@ function serveFrom(cmd: string, args: string[], cwd: string): Promise<{ port: nu
 
 A.before(() => {
   work = mkdtempSync(join(tmpdir(), "xfn-adopt-"));
-  // npm test has just built lib/; packing must not rebuild it under the other tests' feet.
-  const name = execFileSync(NPM, ["pack", "--ignore-scripts", "--pack-destination", work], {
+  // As a maintainer packs it, scripts and all: prepack rebuilds lib/ beside the old one and swaps it in whole
+  // (other tests keep finding a whole lib/), and takes the scripts out of the packed package.json for the while.
+  manifestBefore = readFileSync(join(ROOT, "package.json"), "utf8");
+  const name = execFileSync(NPM, ["pack", "--pack-destination", work], {
     cwd: ROOT,
     encoding: "utf8",
     env: { ...process.env, ...quiet },
@@ -128,6 +131,10 @@ A("the tarball ships compiled JavaScript, type declarations, the bin and the tem
   );
   const pkg = JSON.parse(execFileSync("tar", ["xzOf", tarball, "package/package.json"], { encoding: "utf8" }));
   assert.is(pkg.name, "xfn-runtime");
+  // No lifecycle script ships: a user's install runs none of this repository's (npm listed prepare on every install).
+  assert.is(pkg.scripts, undefined, JSON.stringify(pkg.scripts));
+  assert.is(readFileSync(join(ROOT, "package.json"), "utf8"), manifestBefore, "packing put package.json back as it was");
+  assert.not.ok(existsSync(join(ROOT, "package.json.before-pack")));
   assert.is(pkg.exports["."].types, "./lib/index.d.ts");
   assert.is(pkg.exports["."].default, "./lib/index.js");
 });
@@ -140,7 +147,7 @@ A("xfn init from the packed runtime writes a project (npm exec, as with a publis
     "tsconfig.json",
     "src/index.ts",
     "src/generated/types.ts",
-    "example/request.yaml",
+    "testdata/request.yaml",
     "testdata/cases/two-buckets/expected.yaml",
     "test/function.test.ts",
     "package/crossplane.yaml",
@@ -163,6 +170,7 @@ A("xfn init from the packed runtime writes a project (npm exec, as with a publis
 A("npm install of the tarball, then npm install", async () => {
   const a = await sh(NPM, ["install", "--prefer-offline", tarball], project);
   assert.is(a.code, 0, a.out);
+  assert.not.match(a.out, /xfn-runtime@[^\n]*\((?:pre|post)?(?:install|prepare)/, "npm lists no script of xfn-runtime's");
   const b = await sh(NPM, ["install", "--prefer-offline"], project);
   assert.is(b.code, 0, b.out);
 });
@@ -193,7 +201,7 @@ A("offline: a broken function fails npm test, naming the difference", async () =
 A("offline: npx xfn serve . --insecure answers npx xfn call with the example request", async () => {
   const s = await serveFrom("npx", ["xfn", "serve", ".", "--insecure", "--address", "127.0.0.1:0"], project);
   try {
-    const r = await sh("npx", ["xfn", "call", `127.0.0.1:${s.port}`, "example/request.yaml", "--insecure"], project, offline);
+    const r = await sh("npx", ["xfn", "call", `127.0.0.1:${s.port}`, "testdata/request.yaml", "--insecure"], project, offline);
     assert.is(r.code, 0, r.out);
     const rsp = JSON.parse(r.stdout);
     assert.equal(Object.keys(rsp.desired.resources).sort(), ["bucket-assets", "bucket-logs"]);
@@ -233,7 +241,12 @@ A("offline: in a script, `npx xfn serve &` then `kill %1` (which ends only npx) 
 });
 
 A("offline: npx xfn render renders the example like crossplane render", async () => {
-  const r = await sh("npx", ["xfn", "render", "example/xr.yaml", "example/composition.yaml", "example/functions.yaml"], project, offline);
+  const r = await sh(
+    "npx",
+    ["xfn", "render", "examples/xr.yaml", "examples/composition.yaml", "examples/functions.yaml"],
+    project,
+    offline,
+  );
   assert.is(r.code, 0, r.out);
   assert.is((r.out.match(/^kind: Bucket$/gm) ?? []).length, 2, r.out);
   assert.match(r.out, /bucketCount: 2/);
@@ -254,13 +267,13 @@ A(
         "--metrics-address",
         "off",
         "--functions",
-        "example/functions.yaml",
+        "examples/functions.yaml",
         "--manifests",
         "crds",
         "--manifests",
-        "example/composition.yaml",
+        "examples/composition.yaml",
         "--manifests",
-        "example/xr.yaml",
+        "examples/xr.yaml",
       ],
       { cwd: project, env: { ...process.env, ...quiet, ...offline }, detached: true },
     );
@@ -376,6 +389,7 @@ AP(
         offline,
       );
       assert.is(x.code, 0, x.out);
+      assert.match(x.out, /wrote function-storage\.xpkg: .* \(examples too\)/, "the scaffold's examples/ are in the package");
       const id = /sha256:([0-9a-f]{64})/.exec(await podman(["load", "--input", join(project, "function-storage.xpkg")]))?.[1];
       assert.ok(id);
       ids.push(id!);
