@@ -54,7 +54,7 @@ export default tseslint.config(
     rules: { "max-lines": ["error", { max: 800, skipBlankLines: false, skipComments: false }] },
   },
   {
-    files: ["src/host/**/*.ts", "src/wire/**/*.ts"],
+    files: ["src/**/*.ts"],
     rules: { "max-lines-per-function": ["error", { max: 120, skipBlankLines: false, skipComments: false }] },
   },
   {

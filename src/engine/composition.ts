@@ -365,6 +365,88 @@ export interface PipelineInputs {
   compositionName?: string;
 }
 
+/** stepCredentials are the credentials a step names, read from the Secrets given (--function-credentials). */
+function stepCredentials(s: PipelineStep, secrets: Doc[]): RunFunctionRequest["credentials"] {
+  return Object.fromEntries(
+    s.credentials.map((c) => {
+      const secret = secrets.find(
+        (d) =>
+          d.obj["kind"] === "Secret" && metaOf(d.obj)["name"] === c.secretName && (metaOf(d.obj)["namespace"] ?? "") === c.secretNamespace,
+      );
+      if (!secret)
+        throw new InputError(
+          `pipeline step ${JSON.stringify(s.step)}: cannot get credentials from secret ${JSON.stringify(c.secretName)}: ` +
+            "not in --function-credentials",
+        );
+      return [
+        c.name,
+        {
+          $typeName: "apiextensions.fn.proto.v1.Credentials" as const,
+          source: {
+            case: "credentialData" as const,
+            value: { $typeName: "apiextensions.fn.proto.v1.CredentialData" as const, data: decodeSecret(secret.obj) },
+          },
+        },
+      ];
+    }),
+  );
+}
+
+/**
+ * firstRequired are the resources and schemas a step is sent on its first
+ * call: the Composition's bootstrap requirements, then (best effort) what the
+ * step required on its last run.
+ */
+async function firstRequired(
+  s: PipelineStep,
+  p: PipelineInputs,
+): Promise<{ resources: Record<string, Resources>; schemas: Record<string, Schema> }> {
+  const resources: Record<string, Resources> = {};
+  for (const b of s.bootstrap) {
+    try {
+      setOwn(resources, b.name, await p.fetch(b.selector));
+    } catch (err) {
+      throw new Error(`cannot fetch bootstrap required resources for requirement ${JSON.stringify(b.name)}: ${(err as Error).message}`);
+    }
+  }
+  for (const r of p.seed?.(s.step) ?? []) {
+    if (Object.hasOwn(resources, r.name)) continue; // bootstrap requirements are authoritative
+    try {
+      setOwn(resources, r.name, await p.fetch(r.selector));
+    } catch {
+      // Best effort: the function asks again, and the loop answers it.
+    }
+  }
+  const schemas: Record<string, Schema> = {};
+  for (const b of s.bootstrapSchemas) setOwn(schemas, b.name, schemaAnswer(p.schemaOf ?? (() => undefined), b.apiVersion, b.kind));
+  return { resources, schemas };
+}
+
+/** stepMeta is what an observer (a Pipeline Inspector) is told of a step: which run, step, function and XR. */
+function stepMeta(p: PipelineInputs, s: PipelineStep, stepIndex: number, traceId: string): Parameters<StepObserver["begin"]>[0] {
+  const xrMeta = metaOf(p.xr ?? {});
+  return {
+    traceId,
+    stepIndex,
+    stepName: s.step,
+    functionName: s.functionName,
+    ...(p.xr
+      ? {
+          composition: {
+            name: p.compositionName ?? "",
+            xr: {
+              apiVersion: String(p.xr["apiVersion"] ?? ""),
+              kind: String(p.xr["kind"] ?? ""),
+              name: String(xrMeta["name"] ?? ""),
+              namespace: String(xrMeta["namespace"] ?? ""),
+              uid: String(xrMeta["uid"] ?? ""),
+            },
+          },
+        }
+      : {}),
+  };
+}
+
 /**
  * runPipeline calls each step in order, threading desired state and context,
  * answering requirements until they settle. A Fatal result throws FatalResultError.
@@ -379,53 +461,8 @@ export async function runPipeline(p: PipelineInputs, runner: Runner, deadline: n
   let ttlSeconds: number | undefined;
   const required: PipelineResult["required"] = {};
   const traceId = randomUUID(); // one per pipeline run, shared by its steps, as Crossplane's trace ID
-  const xrMeta = metaOf(p.xr ?? {});
   for (const [stepIndex, s] of p.steps.entries()) {
     if (Date.now() > deadline) throw new Error(`timed out before pipeline step ${JSON.stringify(s.step)}`);
-    const credentials = Object.fromEntries(
-      s.credentials.map((c) => {
-        const secret = p.credentials.find(
-          (d) =>
-            d.obj["kind"] === "Secret" &&
-            metaOf(d.obj)["name"] === c.secretName &&
-            (metaOf(d.obj)["namespace"] ?? "") === c.secretNamespace,
-        );
-        if (!secret)
-          throw new InputError(
-            `pipeline step ${JSON.stringify(s.step)}: cannot get credentials from secret ${JSON.stringify(c.secretName)}: ` +
-              "not in --function-credentials",
-          );
-        return [
-          c.name,
-          {
-            $typeName: "apiextensions.fn.proto.v1.Credentials" as const,
-            source: {
-              case: "credentialData" as const,
-              value: { $typeName: "apiextensions.fn.proto.v1.CredentialData" as const, data: decodeSecret(secret.obj) },
-            },
-          },
-        ];
-      }),
-    );
-    const bootstrap: Record<string, Resources> = {};
-    for (const b of s.bootstrap) {
-      try {
-        setOwn(bootstrap, b.name, await p.fetch(b.selector));
-      } catch (err) {
-        throw new Error(`cannot fetch bootstrap required resources for requirement ${JSON.stringify(b.name)}: ${(err as Error).message}`);
-      }
-    }
-    for (const r of p.seed?.(s.step) ?? []) {
-      if (Object.hasOwn(bootstrap, r.name)) continue; // bootstrap requirements are authoritative
-      try {
-        setOwn(bootstrap, r.name, await p.fetch(r.selector));
-      } catch {
-        // Best effort: the function asks again, and the loop answers it.
-      }
-    }
-    const bootstrapSchemas: Record<string, Schema> = {};
-    for (const b of s.bootstrapSchemas)
-      setOwn(bootstrapSchemas, b.name, schemaAnswer(p.schemaOf ?? (() => undefined), b.apiVersion, b.kind));
     const req = create(RunFunctionRequestSchema, {
       meta: { capabilities: ALL_CAPABILITIES },
       ...(context ? { context } : {}),
@@ -435,35 +472,14 @@ export async function runPipeline(p: PipelineInputs, runner: Runner, deadline: n
     // create, which would drop a key named __proto__ (sdk/clone.ts).
     req.observed = cloneState(observed);
     req.desired = cloneState(desired);
-    req.credentials = credentials;
-    req.requiredResources = bootstrap;
-    req.requiredSchemas = bootstrapSchemas;
+    req.credentials = stepCredentials(s, p.credentials);
+    const first = await firstRequired(s, p);
+    req.requiredResources = first.resources;
+    req.requiredSchemas = first.schemas;
     req.meta!.tag = tagOf(req);
     let rsp: RunFunctionResponse;
     // As Crossplane's inspector wraps its whole function runner: the step's first request, its final response.
-    const inspected = await p.observer?.begin(
-      {
-        traceId,
-        stepIndex,
-        stepName: s.step,
-        functionName: s.functionName,
-        ...(p.xr
-          ? {
-              composition: {
-                name: p.compositionName ?? "",
-                xr: {
-                  apiVersion: String(p.xr["apiVersion"] ?? ""),
-                  kind: String(p.xr["kind"] ?? ""),
-                  name: String(xrMeta["name"] ?? ""),
-                  namespace: String(xrMeta["namespace"] ?? ""),
-                  uid: String(xrMeta["uid"] ?? ""),
-                },
-              },
-            }
-          : {}),
-      },
-      req,
-    );
+    const inspected = await p.observer?.begin(stepMeta(p, s, stepIndex, traceId), req);
     try {
       rsp = await runWithRequirements((r) => runner.run(s.functionName, r, deadline), req, p.fetch, p.schemaOf);
     } catch (err) {

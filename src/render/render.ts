@@ -364,17 +364,7 @@ export async function render(inputs: RenderInputs, runner: Runner, opts: RenderO
         : renderUID(str(xr["apiVersion"]), str(xr["kind"]), xrNamespace, str(xm["name"]));
   const observedObjects = inputs.observed.map((d) => d.obj);
   if (!legacyOutput) checkObserved(uid, xrNamespace, observedObjects);
-  const observed: Record<string, Resource> = {};
-  const observedByName: Record<string, JsonObject> = {};
-  for (const d of inputs.observed) {
-    const name = stringMap(metaOf(d.obj)["annotations"])[COMPOSITION_RESOURCE_NAME];
-    if (!name)
-      throw new InputError(
-        `${d.source}: an observed resource needs the ${COMPOSITION_RESOURCE_NAME} annotation to be matched to a pipeline resource`,
-      );
-    setOwn(observed, name, create(ResourceSchema, { resource: structuredClone(d.obj) }));
-    setOwn(observedByName, name, d.obj);
-  }
+  const { observed, observedByName } = byPipelineName(inputs.observed);
   // The pre-v2 shape is what recorded cases were written against: the XR is handed over as given.
   const seen = legacyOutput ? xr : observedXR(xr, uid, legacy, inputs.composition.obj, observedObjects, opts.now ?? new Date(FIXED_TIME));
   const store = storeOf([
@@ -433,23 +423,12 @@ export async function render(inputs: RenderInputs, runner: Runner, opts: RenderO
       events.push({ type: "Normal", reason: "ComposeResources", message: `Composed resource ${JSON.stringify(n)} is not yet ready` });
     results = events.map(resultDoc);
   }
-  const warnings: string[] = [];
-  const clock = opts.now ?? new Date(FIXED_TIME);
-  const deletedAt = Date.parse(str(xm["deletionTimestamp"]));
-  if (deletedAt > clock.getTime())
-    warnings.push(
-      `the XR was deleted at ${str(xm["deletionTimestamp"])}, after the time functions see (${clock.toISOString()}): ` +
-        "pass --now to see how long its deletion has taken (the deletion step warns of resources blocking it past stuckAfter)",
-    );
-  if (xrd && inputs.xrd) {
-    const xrdName = str(metaOf(inputs.xrd.obj)["name"]);
-    const version = parseApiVersion(str(xr["apiVersion"])).version;
-    for (const path of prune(rendered, xrd.schema))
-      warnings.push(
-        `the XRD ${xrdName} does not declare ${path}, so the API server drops what the pipeline wrote there; ` +
-          `declare it under spec.versions[${version}].schema.openAPIV3Schema`,
-      );
-  }
+  const warnings = renderWarnings(
+    xr,
+    rendered,
+    opts.now ?? new Date(FIXED_TIME),
+    xrd && inputs.xrd ? { ...xrd, doc: inputs.xrd } : undefined,
+  );
   return {
     warnings,
     input: xr,
@@ -464,6 +443,52 @@ export async function render(inputs: RenderInputs, runner: Runner, opts: RenderO
     results,
     context: { apiVersion: RENDER_API_VERSION, kind: "Context", fields: r.context ?? {} },
   };
+}
+
+/** byPipelineName keys observed resources by their name in the pipeline (their composition-resource-name annotation). */
+function byPipelineName(docs: Doc[]): { observed: Record<string, Resource>; observedByName: Record<string, JsonObject> } {
+  const observed: Record<string, Resource> = {};
+  const observedByName: Record<string, JsonObject> = {};
+  for (const d of docs) {
+    const name = stringMap(metaOf(d.obj)["annotations"])[COMPOSITION_RESOURCE_NAME];
+    if (!name)
+      throw new InputError(
+        `${d.source}: an observed resource needs the ${COMPOSITION_RESOURCE_NAME} annotation to be matched to a pipeline resource`,
+      );
+    setOwn(observed, name, create(ResourceSchema, { resource: structuredClone(d.obj) }));
+    setOwn(observedByName, name, d.obj);
+  }
+  return { observed, observedByName };
+}
+
+/**
+ * renderWarnings are what render says beside its output: an XR deleted after
+ * the clock functions see, and what the XRD does not declare of what the
+ * pipeline wrote (the API server would drop it).
+ */
+function renderWarnings(
+  xr: JsonObject,
+  rendered: JsonObject,
+  clock: Date,
+  xrd: { schema: Parameters<typeof prune>[1]; doc: Doc } | undefined,
+): string[] {
+  const warnings: string[] = [];
+  const deletion = str(metaOf(xr)["deletionTimestamp"]);
+  if (Date.parse(deletion) > clock.getTime())
+    warnings.push(
+      `the XR was deleted at ${deletion}, after the time functions see (${clock.toISOString()}): ` +
+        "pass --now to see how long its deletion has taken (the deletion step warns of resources blocking it past stuckAfter)",
+    );
+  if (xrd) {
+    const xrdName = str(metaOf(xrd.doc.obj)["name"]);
+    const version = parseApiVersion(str(xr["apiVersion"])).version;
+    for (const path of prune(rendered, xrd.schema))
+      warnings.push(
+        `the XRD ${xrdName} does not declare ${path}, so the API server drops what the pipeline wrote there; ` +
+          `declare it under spec.versions[${version}].schema.openAPIV3Schema`,
+      );
+  }
+  return warnings;
 }
 
 const crossplaneField = (xr: JsonObject, k: string): JsonValue | undefined => {

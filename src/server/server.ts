@@ -1,23 +1,16 @@
 // The function server: one grpc-js server serving RunFunction for both the v1
 // and v1beta1 APIs (wire-identical, so one handler serves both), plus the gRPC
 // health service.
-import {
-  Metadata,
-  Server,
-  ServerCredentials,
-  status as Code,
-  type ServerReadableStream,
-  type sendUnaryData,
-  type ServiceDefinition,
-} from "@grpc/grpc-js";
+import { Metadata, Server, ServerCredentials, type status as Code, type ServerReadableStream, type ServiceDefinition } from "@grpc/grpc-js";
 import type { EventEmitter } from "node:events";
 import type { ServerHttp2Session } from "node:http2";
 import type { Logger } from "pino";
 import type { RunFunction } from "../function.js";
 import { FunctionRunnerService } from "../gen/fn/v1/run_function_pb.js";
 import { FunctionRunnerService as BetaFunctionRunnerService } from "../gen/fn/v1beta1/zz_generated_run_function_pb.js";
-import { Cancel, createHandler, DEFAULT_MAX_RESPONSE_BYTES, type CallInfo, type HandlerOptions } from "./handler.js";
-import { installFrameDecoder, whenTooLarge } from "./frames.js";
+import { createHandler, DEFAULT_MAX_RESPONSE_BYTES, type Cancel, type HandlerOptions } from "./handler.js";
+import { installFrameDecoder } from "./frames.js";
+import { Intake } from "./intake.js";
 import { CONNECTION_WINDOW, DEFAULT_MAX_CONCURRENCY, DEFAULT_MAX_QUEUE, DEFAULT_MAX_RECV_MB, STREAM_WINDOW } from "./limits.js";
 import { addHealth } from "./health.js";
 import { watchDescriptors } from "./fds.js";
@@ -74,8 +67,6 @@ export interface ServeOptions {
   /** Told when the pool replaces a worker. */
   onWorkerRestart?: () => void;
 }
-
-const WAIT_SLACK_MS = 100;
 
 /**
  * BODY_TIMEOUT_MS bounds how long a request may take to arrive once the server
@@ -147,11 +138,6 @@ export function rawService(typeName: string, admitFirst = false): ServiceDefinit
   };
 }
 
-function deadlineOf(call: ServerReadableStream<Buffer, Uint8Array>): number {
-  const d = call.getDeadline();
-  return d instanceof Date ? d.getTime() : d;
-}
-
 /** credentialsFor picks plaintext or mTLS, refusing to guess when neither is chosen. */
 export function credentialsFor(opts: ServeOptions): { creds: ServerCredentials; mtls: boolean; notAfter?: Date } {
   if (opts.insecure) return { creds: ServerCredentials.createInsecure(), mtls: false };
@@ -171,44 +157,12 @@ export function credentialsFor(opts: ServeOptions): { creds: ServerCredentials; 
 export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Logger): Promise<RunningServer> {
   if (!opts.workers && typeof fn !== "function") throw new Error(`cannot serve ${typeof fn}: a function is required`);
   const { creds, mtls, notAfter } = credentialsFor(opts);
-  const maxRecvMB = opts.maxRecvMessageSizeMB ?? DEFAULT_MAX_RECV_MB;
-  if (!(maxRecvMB > 0)) throw new Error(`--max-recv-message-size must be a positive number of MB, got ${maxRecvMB}`);
+  const maxRecvMB = checkedRecvMB(opts);
   const address = opts.address ?? DEFAULT_ADDRESS;
-  for (const [name, v] of [
-    ["maxConcurrency", opts.maxConcurrency],
-    ["maxQueue", opts.maxQueue],
-    ["maxResponseBytes", opts.maxResponseBytes],
-    ["bodyTimeoutMs", opts.bodyTimeoutMs],
-  ] as const) {
-    if (v !== undefined && !(Number.isInteger(v) && v > 0)) throw new Error(`${name} must be a positive whole number, got ${v}`);
-  }
 
   const headers = opts.headers ? headerMetadata(opts.headers) : undefined;
 
-  const common = {
-    maxConcurrency: opts.maxConcurrency ?? DEFAULT_MAX_CONCURRENCY,
-    maxQueue: opts.maxQueue ?? DEFAULT_MAX_QUEUE,
-    ...(opts.now ? { now: opts.now } : {}),
-    ...(opts.onResponse ? { onResponse: opts.onResponse } : {}),
-  };
-  const timeoutMs = opts.timeoutMs ?? Infinity;
-  // Workers load the function while the server binds its port: calls that come
-  // meanwhile wait for the first worker (the pool), health says NOT_SERVING and
-  // /readyz why; serve resolves once it listens, and loaded once a worker has
-  // loaded the function (it rejects, the server having stopped listening, if
-  // the first cannot).
-  let pool: Pool | undefined;
-  if (opts.workers)
-    pool = openPool(
-      {
-        ...opts.workers,
-        ...common,
-        timeoutMs: Number.isFinite(timeoutMs) ? timeoutMs : 2 ** 31 - 1,
-        ...(opts.onWorkerRestart ? { onWorkerRestart: opts.onWorkerRestart } : {}),
-      },
-      log,
-    );
-  const handler = pool ?? createHandler(fn!, { ...common, maxResponseBytes: opts.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES }, log);
+  const { common, timeoutMs, pool, handler } = answererFor(fn, opts, log);
 
   // Calls in flight, cancelled on a forced stop so functions still running see their signal fire.
   const live = new Set<Cancel>();
@@ -233,144 +187,20 @@ export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Log
     badRequests.refused({ ...fields, peer }, `refused a request from ${peer}: ${details}`);
   };
 
-  const runFunction =
-    (version: CallInfo["version"]) => (call: ServerReadableStream<Buffer, Uint8Array>, answer: sendUnaryData<Uint8Array>) => {
-      const started = performance.now();
-      const onCall = opts.onCall;
-      const callback: sendUnaryData<Uint8Array> = onCall
-        ? (err, value) => {
-            onCall(
-              err ? ((Code[err.code ?? Code.UNKNOWN] as keyof typeof Code | undefined) ?? "UNKNOWN") : "OK",
-              (performance.now() - started) / 1000,
-            );
-            answer(err, value);
-          }
-        : answer;
-      const ticket = shares.admit(connectionOf(call), (held, limit) => {
-        const details =
-          `server busy: this connection holds ${held} of the ${limit} requests the server admits ` +
-          `(--max-concurrency + --max-queue), and another connection's call took this one's place; retry later`;
-        busy.refused({ code: "RESOURCE_EXHAUSTED", version, peer: call.getPeer() }, details);
-        finish();
-        callback({ code: Code.RESOURCE_EXHAUSTED, details });
-      });
-      if (!ticket) {
-        const details =
-          `server busy: ${shares.inFlight()} requests running or waiting ` +
-          `(limit ${admitLimit}: --max-concurrency + --max-queue); retry later`;
-        busy.refused({ code: "RESOURCE_EXHAUSTED", version }, details);
-        callback({ code: Code.RESOURCE_EXHAUSTED, details });
-        return;
-      }
-      // A request over --max-recv-message-size is refused by grpc-js as its length prefix
-      // arrives; this has it said in the server's words, and logged, instead of silently.
-      whenTooLarge(call, (size, max) => {
-        const details =
-          `request is ${size} bytes, larger than this function's limit of ${max} bytes ` +
-          `(xfn serve --max-recv-message-size ${maxRecvMB}, in MB)`;
-        refuseRequest(call, { code: "RESOURCE_EXHAUSTED", version, bytes: size, limit: max }, details);
-        onCall?.("RESOURCE_EXHAUSTED", (performance.now() - started) / 1000);
-        return details;
-      });
-      let finished = false;
-      let waitTimer: NodeJS.Timeout | undefined;
-      let bodyTimer: NodeJS.Timeout | undefined;
-      const finish = () => {
-        if (finished) return;
-        finished = true;
-        clearTimeout(waitTimer);
-        clearTimeout(bodyTimer);
-        ticket.release();
-        call.removeListener("cancelled", onCancelled);
-        live.delete(cancel);
-        // A request answered before it was read (given up for another connection's call, or past its deadline):
-        // what has arrived of it is read and dropped, not left in its stream (docs/serving.md, "Fairness").
-        if (!handed) call.resume();
-      };
-      const cancel = new Cancel();
-      const onCancelled = () => {
-        cancel.cancel();
-        // Once handed to the handler, the call finishes when the handler is done with
-        // it; before that (waiting for a body slot, or mid-body), it finishes now.
-        if (!handed) finish();
-      };
-      call.once("cancelled", onCancelled);
-      live.add(cancel);
-      const messages: Buffer[] = [];
-      let handed = false;
-      let reading = false;
-      const callerDeadline = deadlineOf(call);
-      // The request must be in by the caller's deadline, and within --timeout of the call's
-      // start: a caller that sends no deadline and stops sending (or vanishes mid-body on a
-      // half-open connection) would otherwise hold its admission and body slot for ever.
-      const readBy = Math.min(callerDeadline, Date.now() + timeoutMs);
-      // In process the function must also be done by then; the pool applies --timeout itself.
-      const deadline = pool ? callerDeadline : readBy;
-      const timedOut = (details: string) => {
-        if (handed || finished) return;
-        finish();
-        callback({ code: Code.DEADLINE_EXCEEDED, details });
-      };
-      // The body is read only once a body slot is free: a call waiting for one holds
-      // an HTTP/2 flow-control window of its bytes, not the whole request. Once
-      // reading, it must be in within bodyTimeoutMs, so a caller trickling its bytes
-      // gives its slot back to callers that send theirs.
-      const readBody = () => {
-        if (finished) return;
-        reading = true;
-        if (bodyTimeoutMs < readBy - Date.now())
-          bodyTimer = setTimeout(
-            () => timedOut(`the request did not finish arriving within ${bodyTimeoutMs / 1000} s of the server starting to read it`),
-            bodyTimeoutMs,
-          );
-        call.on("data", (m: Buffer) => messages.push(m));
-        call.on("end", onEnd);
-      };
-      call.on("error", () => finish());
-      ticket.acquire(readBody);
-      if (Number.isFinite(readBy)) {
-        const byTimeout = readBy < callerDeadline;
-        waitTimer = setTimeout(
-          () =>
-            timedOut(
-              byTimeout
-                ? `the request did not arrive within the server's --timeout of ${timeoutMs / 1000} s`
-                : reading
-                  ? "the deadline passed while the request was arriving"
-                  : "the deadline passed while the request waited to be read",
-            ),
-          // A little before the deadline, so that the caller reads why rather than its own timer's bare "deadline exceeded".
-          Math.min(2 ** 31 - 1, Math.max(0, readBy - Date.now() - (byTimeout ? 0 : WAIT_SLACK_MS))),
-        );
-      }
-      function onEnd() {
-        clearTimeout(waitTimer);
-        clearTimeout(bodyTimer);
-        if (finished) return; // answered already: its time ran out while the body was arriving
-        if (cancel.cancelled) return finish();
-        if (messages.length !== 1) {
-          finish();
-          const details = `expected one RunFunctionRequest, got ${messages.length} messages`;
-          refuseRequest(call, { code: "INVALID_ARGUMENT", version }, details);
-          callback({ code: Code.INVALID_ARGUMENT, details });
-          return;
-        }
-        handed = true;
-        ticket!.handed();
-        if (headers) call.sendMetadata(headers.clone()); // admitted: refused calls return before onEnd can be registered
-        handler
-          // The pool applies the server's timeout itself, naming it when it ends a call.
-          .handle(messages[0]!, { version, deadline, cancel, ...(!pool && readBy < callerDeadline ? { timeoutMs } : {}) })
-          .then((res) => {
-            if ("ok" in res) return callback(null, res.ok);
-            // The handler answers INVALID_ARGUMENT only for a request it cannot decode.
-            if (res.code === Code.INVALID_ARGUMENT) refuseRequest(call, { code: "INVALID_ARGUMENT", version }, res.details);
-            callback({ code: res.code, details: res.details });
-          })
-          .catch((err: unknown) => callback({ code: Code.INTERNAL, details: err instanceof Error ? err.message : String(err) }))
-          .finally(finish);
-      }
-    };
+  const intake = new Intake({
+    answerer: handler,
+    pooled: pool !== undefined,
+    shares,
+    admitLimit,
+    maxRecvMB,
+    timeoutMs,
+    bodyTimeoutMs,
+    headers,
+    onCall: opts.onCall,
+    busy,
+    refuseRequest,
+    live,
+  });
 
   if (!installFrameDecoder())
     log.warn("cannot install xfn's message framing into this grpc-js version: request chunks are kept until each message is in");
@@ -382,8 +212,8 @@ export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Log
     // client waits for a free one. Each open stream's unread body is bounded by flow control.
     "grpc.max_concurrent_streams": opts.maxConcurrentStreams ?? DEFAULT_MAX_CONCURRENT_STREAMS,
   });
-  server.addService(rawService(FunctionRunnerService.typeName, true), { RunFunction: runFunction("v1") });
-  server.addService(rawService(BetaFunctionRunnerService.typeName, true), { RunFunction: runFunction("v1beta1") });
+  server.addService(rawService(FunctionRunnerService.typeName, true), { RunFunction: intake.handler("v1") });
+  server.addService(rawService(BetaFunctionRunnerService.typeName, true), { RunFunction: intake.handler("v1beta1") });
 
   const health = addHealth(server, FULL_SERVICE_NAMES, { starting: pool !== undefined });
 
@@ -394,26 +224,110 @@ export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Log
     await pool?.close();
     throw err;
   });
+  const handshakes = listening(server, { address, port, mtls, maxRecvMB, notAfter }, log);
+
+  return runningServer(
+    { server, port, mtls, notAfter, pool, handler, health, descriptors, shares, live, flush: [busy, badRequests, handshakes] },
+    log,
+  );
+}
+
+/** checkedRecvMB is --max-recv-message-size, once every numeric option is checked. */
+function checkedRecvMB(opts: ServeOptions): number {
+  const maxRecvMB = opts.maxRecvMessageSizeMB ?? DEFAULT_MAX_RECV_MB;
+  if (!(maxRecvMB > 0)) throw new Error(`--max-recv-message-size must be a positive number of MB, got ${maxRecvMB}`);
+  for (const [name, v] of [
+    ["maxConcurrency", opts.maxConcurrency],
+    ["maxQueue", opts.maxQueue],
+    ["maxResponseBytes", opts.maxResponseBytes],
+    ["bodyTimeoutMs", opts.bodyTimeoutMs],
+  ] as const) {
+    if (v !== undefined && !(Number.isInteger(v) && v > 0)) throw new Error(`${name} must be a positive whole number, got ${v}`);
+  }
+  return maxRecvMB;
+}
+
+/**
+ * answererFor is what answers calls: the worker pool, or the function in this
+ * thread. Workers load the function while the server binds its port: calls
+ * that come meanwhile wait for the first worker (the pool), health says
+ * NOT_SERVING and /readyz why; serve resolves once it listens, and loaded once
+ * a worker has loaded the function (it rejects, the server having stopped
+ * listening, if the first cannot).
+ */
+function answererFor(fn: RunFunction | null, opts: ServeOptions, log: Logger) {
+  const common = {
+    maxConcurrency: opts.maxConcurrency ?? DEFAULT_MAX_CONCURRENCY,
+    maxQueue: opts.maxQueue ?? DEFAULT_MAX_QUEUE,
+    ...(opts.now ? { now: opts.now } : {}),
+    ...(opts.onResponse ? { onResponse: opts.onResponse } : {}),
+  };
+  const timeoutMs = opts.timeoutMs ?? Infinity;
+  const pool: Pool | undefined = opts.workers
+    ? openPool(
+        {
+          ...opts.workers,
+          ...common,
+          timeoutMs: Number.isFinite(timeoutMs) ? timeoutMs : 2 ** 31 - 1,
+          ...(opts.onWorkerRestart ? { onWorkerRestart: opts.onWorkerRestart } : {}),
+        },
+        log,
+      )
+    : undefined;
+  const handler = pool ?? createHandler(fn!, { ...common, maxResponseBytes: opts.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES }, log);
+  return { common, timeoutMs, pool, handler };
+}
+
+/**
+ * listening widens the bound server's HTTP/2 windows, logs refused TLS
+ * handshakes (with mTLS), says where it serves, and warns of a serving
+ * certificate that has expired or soon will (said at start, and by /readyz).
+ */
+function listening(
+  server: Server,
+  at: { address: string; port: number; mtls: boolean; maxRecvMB: number; notAfter: Date | undefined },
+  log: Logger,
+): Refusals | undefined {
   const h2 = http2ServersOf(server);
   if (!h2) log.warn("cannot reach grpc-js's HTTP/2 servers with this grpc-js version: flow-control windows stay at 64 KiB");
   else widenWindows(h2);
   let handshakes: Refusals | undefined;
-  if (mtls) {
+  if (at.mtls) {
     if (h2) handshakes = logRefusedHandshakes(h2, log);
     else log.warn("cannot log refused TLS handshakes with this grpc-js version");
   }
   log.info(
-    { address, port, mtls, maxRecvMessageSizeMB: maxRecvMB },
-    mtls ? "serving mTLS gRPC" : "serving insecure gRPC (local development only)",
+    { address: at.address, port: at.port, mtls: at.mtls, maxRecvMessageSizeMB: at.maxRecvMB },
+    at.mtls ? "serving mTLS gRPC" : "serving insecure gRPC (local development only)",
   );
-  // A serving certificate that has expired, or soon will: said at start, and by /readyz (certificateNote).
-  const expiry = notAfter ? expiryNote(notAfter) : undefined;
+  const expiry = at.notAfter ? expiryNote(at.notAfter) : undefined;
   if (expiry)
     log.warn(
-      { notAfter: notAfter!.toISOString() },
+      { notAfter: at.notAfter!.toISOString() },
       `${expiry.text}: Crossplane's calls ${expiry.expired ? "fail" : "will fail"} its handshake; renew it`,
     );
+  return handshakes;
+}
 
+/** What a running server is made of, for runningServer. */
+interface Parts {
+  server: Server;
+  port: number;
+  mtls: boolean;
+  notAfter: Date | undefined;
+  pool: Pool | undefined;
+  handler: { inFlight(): number };
+  health: ReturnType<typeof addHealth>;
+  descriptors: ReturnType<typeof watchDescriptors>;
+  shares: Shares;
+  live: Set<Cancel>;
+  /** Refusal logs whose counts are written out on stop. */
+  flush: Array<Refusals | undefined>;
+}
+
+/** runningServer is the started server: readiness, loading, and its graceful stop. */
+function runningServer(o: Parts, log: Logger): RunningServer {
+  const { server, port, mtls, notAfter, pool, handler, health, descriptors, shares, live } = o;
   let loading = pool !== undefined;
   const loaded = pool
     ? pool.firstReady.then(
@@ -455,9 +369,7 @@ export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Log
       stopped ??= new Promise<void>((resolve) => {
         health.shutdown();
         clearInterval(descriptors);
-        busy.flush();
-        badRequests.flush();
-        handshakes?.flush();
+        for (const r of o.flush) r?.flush();
         log.info({ inFlight: handler.inFlight(), graceMs }, "shutting down");
         const force = setTimeout(() => {
           log.warn({ inFlight: handler.inFlight() }, "grace period over; cancelling in-flight calls");
@@ -567,18 +479,3 @@ interface Peer {
   remotePort?: number;
 }
 const peerOf = (s: Peer): string => `${s.remoteAddress ?? "?"}:${s.remotePort ?? "?"}`;
-
-/**
- * connectionOf names the connection a call came on, for fair shares between
- * connections: its HTTP/2 session, reached through grpc-js's private call
- * chain (1.10 and later), else the peer's address and port, which is unique
- * per TCP connection too.
- */
-function connectionOf(call: ServerReadableStream<Buffer, Uint8Array>): unknown {
-  let c = (call as unknown as { call?: unknown }).call as { stream?: { session?: object }; nextCall?: unknown } | undefined;
-  for (let i = 0; i < 4 && c; i++) {
-    if (c.stream?.session) return c.stream.session;
-    c = c.nextCall as typeof c;
-  }
-  return call.getPeer();
-}
