@@ -29,6 +29,7 @@ import { isObject } from "../json.js";
 import { OMIT, forbidden, invalid, required, type FieldError } from "./fielderr.js";
 import { correlate, type Node, type Old, type Rule } from "./node.js";
 import { canonical, NAMESPACES, withKubernetesLibraries } from "./cellibs.js";
+import { messageOf } from "../sdk/errors.js";
 
 /** Rule is one compiled x-kubernetes-validations entry. */
 /** HAS_FIELD is what has(e.f) is run as when e is not a chain of fields (hasAfterIndex). */
@@ -150,7 +151,7 @@ function re2(pattern: string): RE2JS {
   try {
     re = RE2JS.compile(pattern);
   } catch (err) {
-    throw new Error(`invalid regular expression: ${(err as Error).message}`, { cause: err });
+    throw new Error(`invalid regular expression: ${messageOf(err)}`, { cause: err });
   }
   if (REGEXES.size >= 1000) REGEXES.clear();
   REGEXES.set(pattern, re);
@@ -242,7 +243,7 @@ export function compileRule(r: JsonValue, where: string): Rule {
       metered((parsed as unknown as { ast: object }).ast);
       return parsed;
     } catch (err) {
-      throw new RuleError(invalid(`${where}.${field}`, src, `compilation failed: ${(err as Error).message.split("\n")[0]}`));
+      throw new RuleError(invalid(`${where}.${field}`, src, `compilation failed: ${messageOf(err).split("\n")[0]}`));
     }
   };
   const rule: Rule = {
@@ -510,7 +511,7 @@ function errorString(rule: Rule): string {
 
 /** runError is a rule that could not run, in kube-apiserver's words (cel-go's error texts where cel-js's differ). */
 function runError(err: unknown, rule: Rule): string {
-  const msg = ((err as Error).message ?? String(err)).split("\n")[0]!;
+  const msg = (messageOf(err) ?? String(err)).split("\n")[0]!;
   if (/^found no matching overload|^no such overload/i.test(msg))
     return `'no such overload: ${msg.replace(/^found no matching overload for /i, "").replace(/^no such overload: /i, "")}': call arguments did not match a supported operator, function or macro signature for rule: ${errorString(rule)}`;
   const m = /^No such key: (.*)$/i.exec(msg);

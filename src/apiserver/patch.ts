@@ -7,6 +7,7 @@ import { ApiError } from "./errors.js";
 import { MAX_REQUEST_BODY_BYTES } from "./query.js";
 import { ensureMeta } from "./types.js";
 import { isObject } from "../json.js";
+import { messageOf } from "../sdk/errors.js";
 
 /** mergePatch applies an RFC 7386 merge patch. */
 export function mergePatch(target: JsonValue | undefined, patch: JsonValue): JsonValue {
@@ -62,7 +63,7 @@ function insert(c: Container, key: string, v: JsonValue): void {
   try {
     i = atoi(key);
   } catch (err) {
-    throw new PatchFailure(`value was not a proper array index: '${key}': ${(err as Error).message}`);
+    throw new PatchFailure(`value was not a proper array index: '${key}': ${messageOf(err)}`);
   }
   if (i >= c.length + 1) throw badIndex(i);
   if (i < 0) {
@@ -177,7 +178,7 @@ function applyOne(doc: Container, op: JsonObject, copied: { bytes: number }): Co
     try {
       return field(name);
     } catch (err) {
-      throw new PatchFailure(`${what} operation failed to decode ${name}: ${missing ? "missing value" : (err as Error).message}`);
+      throw new PatchFailure(`${what} operation failed to decode ${name}: ${missing ? "missing value" : messageOf(err)}`);
     }
   };
   const value = (): JsonValue => structuredClone(op["value"] ?? null);

@@ -15,6 +15,7 @@ import type { JsonObject } from "@bufbuild/protobuf";
 import { openAppendPrivate, readFileNoFollow, refuseSymlink, writeFilePrivate } from "./files.js";
 import type { Store } from "./store.js";
 import type { Snapshot, StoreEvent } from "./types.js";
+import { messageOf } from "../sdk/errors.js";
 
 /** COMPACT_AFTER is how many log entries make the journal write a new snapshot. */
 export const COMPACT_AFTER = 20_000;
@@ -59,7 +60,7 @@ export class Journal {
       try {
         store.restore(JSON.parse(snap.toString("utf8")) as Snapshot);
       } catch (err) {
-        throw new Error(`cannot load dev-cluster state from ${file}: ${(err as Error).message}`);
+        throw new Error(`cannot load dev-cluster state from ${file}: ${messageOf(err)}`);
       }
     }
     refuseSymlink(wal, "dev-cluster log");
@@ -124,7 +125,7 @@ export class Journal {
       if (this.entries >= this.compactAfter) this.compact();
     } catch (err) {
       // What is in memory may now be ahead of the disk: refuse everything from here on.
-      this.broken = new Error(`the dev-cluster cannot write ${this.file}.wal (${(err as Error).message}); restart it`);
+      this.broken = new Error(`the dev-cluster cannot write ${this.file}.wal (${messageOf(err)}); restart it`);
       throw this.broken;
     }
     this.store.release(rv);

@@ -22,6 +22,7 @@ import { invalid, notSupported, required, tooLong, tooMany, type FieldError } fr
 import { FORMATS } from "./formats.js";
 import { isDNS1035Label } from "./meta.js";
 import { canonical, correlate, type Node, type Old } from "./node.js";
+import { messageOf } from "../sdk/errors.js";
 
 const num = (v: JsonValue | undefined): number | undefined => (typeof v === "number" ? v : undefined);
 
@@ -114,7 +115,7 @@ function compilePattern(source: string, where: string): NonNullable<Node["patter
   try {
     return { source, re: RE2JS.compile(source) };
   } catch (err) {
-    throw new RuleError(invalid(`${where}.pattern`, source, `must be a valid regular expression, but isn't: ${(err as Error).message}`));
+    throw new RuleError(invalid(`${where}.pattern`, source, `must be a valid regular expression, but isn't: ${messageOf(err)}`));
   }
 }
 

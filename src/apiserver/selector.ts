@@ -6,6 +6,7 @@
 // ("found '=', expected: ',' or 'end of string'", "unable to parse
 // requirement: values[0][app]: Invalid value: ...").
 import { isLabelValue, isQualifiedName } from "./meta.js";
+import { messageOf } from "../sdk/errors.js";
 
 export type Requirement =
   | { key: string; op: "=" | "!="; value: string }
@@ -84,7 +85,7 @@ export function parseSelector(text: string): Requirement[] {
     try {
       out.push(requirement());
     } catch (err) {
-      throw new Error(`unable to parse requirement: ${(err as Error).message}`);
+      throw new Error(`unable to parse requirement: ${messageOf(err)}`);
     }
     const [t, l] = take();
     if (t === "end") return out;

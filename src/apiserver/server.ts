@@ -23,6 +23,7 @@ import { OMIT, refusal } from "./fielderr.js";
 import { Store, typeKeyOf, type Writer } from "./store.js";
 import { ensureMeta, type ResourceType, type Watcher } from "./types.js";
 import { isObject } from "../json.js";
+import { messageOf } from "../sdk/errors.js";
 
 /** DevClusterOptions configure an embedded API server. */
 export interface DevClusterOptions {
@@ -113,7 +114,7 @@ function parseBody(text: string, yaml: boolean): JsonValue {
     // times faster than the YAML reader on a large body.
     v = (yaml ? jsonOrYaml(text) : JSON.parse(text)) as JsonValue;
   } catch (err) {
-    const message = (err as Error).message;
+    const message = messageOf(err);
     // The YAML reader recurses: a body nested past what its stack holds (about 900 levels) fails to parse.
     if (message.includes("Maximum call stack size exceeded"))
       throw new ApiError(
@@ -388,13 +389,13 @@ function selectors(c: Call) {
   try {
     labels = parseSelector(c.q.get("labelSelector") ?? "");
   } catch (err) {
-    throw new ApiError(400, "BadRequest", (err as Error).message);
+    throw new ApiError(400, "BadRequest", messageOf(err));
   }
   let fields;
   try {
     fields = parseFieldSelector(c.q.get("fieldSelector") ?? "", c.r.type.kind, c.r.type.group);
   } catch (err) {
-    throw new ApiError(400, "BadRequest", (err as Error).message);
+    throw new ApiError(400, "BadRequest", messageOf(err));
   }
   return { labels, fields };
 }
@@ -752,7 +753,7 @@ export async function startDevCluster(opts: DevClusterOptions = {}): Promise<Dev
       // delete that collected garbage, say): answer once that is durable too.
       await durable().catch(() => {});
       if (err instanceof ApiError) return status(res, err);
-      status(res, new ApiError(500, "InternalError", (err as Error).message));
+      status(res, new ApiError(500, "InternalError", messageOf(err)));
     });
   });
   await new Promise<void>((resolve, reject) => {

@@ -7,6 +7,7 @@ import { RunFunctionResponseSchema, Severity } from "../gen/fn/v1/run_function_p
 import { describeServedBy, readServedBy } from "../server/served-by.js";
 import { parseRequest } from "../testing/unit.js";
 import { messageToJson } from "../wire/protojson.js";
+import { messageOf } from "../sdk/errors.js";
 
 /** EXIT_FATAL is the exit code when the function returned a Fatal result (as `crossplane render`). */
 export const EXIT_FATAL = 3;
@@ -65,7 +66,7 @@ export function callCommand(): Command {
         try {
           text = readFileSync(file === "-" ? 0 : file, "utf8");
         } catch (err) {
-          throw new Error(`cannot read ${source}: ${(err as Error).message}`);
+          throw new Error(`cannot read ${source}: ${messageOf(err)}`);
         }
         const req = parseRequest(text, source);
         const client = dial(address, {
@@ -88,7 +89,7 @@ export function callCommand(): Command {
           client.close();
         }
       } catch (err) {
-        process.stderr.write(`xfn call: ${(err as Error).message}\n`);
+        process.stderr.write(`xfn call: ${messageOf(err)}\n`);
         process.exitCode = 1;
       }
     });

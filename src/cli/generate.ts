@@ -2,6 +2,7 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { dirname, relative, resolve } from "node:path";
 import { Command, Option } from "commander";
+import { messageOf } from "../sdk/errors.js";
 
 /** generateCommand builds the `generate` subcommand and its `types` child. */
 export function generateCommand(): Command {
@@ -23,7 +24,7 @@ export function generateCommand(): Command {
         const list = kinds.map((k) => `${k.name} and ${k.observed} (${k.apiVersion} ${k.kind})`).join(", ");
         process.stderr.write(`wrote ${relative(process.cwd(), out) || out}: ${list}\n`);
       } catch (err) {
-        process.stderr.write(`xfn generate types: ${(err as Error).message}\n`);
+        process.stderr.write(`xfn generate types: ${messageOf(err)}\n`);
         process.exitCode = 1;
       }
     });

@@ -4,6 +4,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSy
 import { basename, dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Command, Option } from "commander";
+import { messageOf } from "../sdk/errors.js";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "../..");
 /** TEMPLATE is the project template's folder, in the repository and in the installed package alike. */
@@ -123,7 +124,7 @@ export function initCommand(): Command {
         const files = await initProject({ dir, ...flags });
         process.stdout.write(`created ${dir}: ${files.length} files\n\nnext:\n  cd ${dir}\n  npm install\n  npm test\n  npm run render\n`);
       } catch (err) {
-        process.stderr.write(`xfn init: ${(err as Error).message}\n`);
+        process.stderr.write(`xfn init: ${messageOf(err)}\n`);
         process.exitCode = 1;
       }
     });

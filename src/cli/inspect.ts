@@ -4,6 +4,7 @@ import { resolve } from "node:path";
 import { Command, InvalidArgumentError, Option } from "commander";
 import { createLogger } from "../server/log.js";
 import { onShutdown } from "./shutdown.js";
+import { messageOf } from "../sdk/errors.js";
 
 interface InspectFlags {
   socket: string;
@@ -78,7 +79,7 @@ export function inspectCommand(writerScript?: URL): Command {
           log,
         });
       } catch (err) {
-        log.error({ err: (err as Error).message }, "cannot start the pipeline inspector");
+        log.error({ err: messageOf(err) }, "cannot start the pipeline inspector");
         process.exitCode = 1;
         return;
       }

@@ -23,6 +23,7 @@ import { fileURLToPath } from "node:url";
 import { Command, Option } from "commander";
 import { parse as parseYaml } from "yaml";
 import { resolveModule } from "../module/load.js";
+import { messageOf } from "../sdk/errors.js";
 
 /** PackageOptions say what to bundle and where. */
 export interface PackageOptions {
@@ -55,7 +56,7 @@ function metadataName(file: string): string | undefined {
     const meta = parseYaml(readFileSync(file, "utf8")) as { metadata?: { name?: unknown } } | null;
     return typeof meta?.metadata?.name === "string" ? meta.metadata.name : undefined;
   } catch (err) {
-    throw new Error(`cannot read ${file}: ${(err as Error).message}`, { cause: err });
+    throw new Error(`cannot read ${file}: ${messageOf(err)}`, { cause: err });
   }
 }
 
@@ -256,7 +257,7 @@ export function packageCommand(): Command {
           );
         }
       } catch (err) {
-        process.stderr.write(`xfn package: ${(err as Error).message}\n`);
+        process.stderr.write(`xfn package: ${messageOf(err)}\n`);
         process.exitCode = 1;
       }
     });

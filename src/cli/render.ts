@@ -17,6 +17,7 @@ import { parseDuration } from "../steps/duration.js";
 import { EXIT_FATAL } from "./call.js";
 import { refuseExit } from "../module/exit.js";
 import { printable } from "../terminal.js";
+import { messageOf } from "../sdk/errors.js";
 
 interface RenderFlags {
   observedResources?: string;
@@ -52,7 +53,7 @@ function parseValue(flag: string, key: string, text: string): JsonValue {
   try {
     return parseYaml(text) as JsonValue; // YAML is a superset of JSON, as in crossplane render
   } catch (err) {
-    throw new InputError(`${flag}: cannot parse the value of ${JSON.stringify(key)}: ${(err as Error).message.split("\n")[0]}`);
+    throw new InputError(`${flag}: cannot parse the value of ${JSON.stringify(key)}: ${messageOf(err).split("\n")[0]}`);
   }
 }
 
@@ -65,7 +66,7 @@ export function contextFrom(files: string[], values: string[]): Record<string, J
     try {
       text = readFileSync(path, "utf8");
     } catch (err) {
-      throw new InputError(`--context-files: cannot read ${path} for key ${JSON.stringify(k)}: ${(err as Error).message}`);
+      throw new InputError(`--context-files: cannot read ${path} for key ${JSON.stringify(k)}: ${messageOf(err)}`);
     }
     setOwn(ctx, k, parseValue("--context-files", k, text));
   }
@@ -148,7 +149,7 @@ export async function runRender(
       err.write(`xfn render: cannot compose resources: ${printable(e.message, { lines: true })}\n`);
       return 1;
     }
-    err.write(`xfn render: ${printable((e as Error).message, { lines: true })}\n`);
+    err.write(`xfn render: ${printable(messageOf(e), { lines: true })}\n`);
     return 1;
   } finally {
     runner?.close();
@@ -190,7 +191,7 @@ async function writeGraph(file: string, o: Awaited<ReturnType<typeof render>>): 
   try {
     writeFileSync(file, format === "markdown" ? `\`\`\`mermaid\n${text}\`\`\`\n` : text);
   } catch (e) {
-    throw new InputError(`cannot write the graph to ${file}: ${(e as Error).message}`);
+    throw new InputError(`cannot write the graph to ${file}: ${messageOf(e)}`);
   }
 }
 
@@ -232,7 +233,7 @@ export async function runRenderOp(
     out.write(toYamlStream([o.operation, ...o.applied, ...(flags.includeFunctionResults ? o.results : [])]));
     return 0;
   } catch (e) {
-    err.write(`xfn render op: ${printable((e as Error).message, { lines: true })}\n`);
+    err.write(`xfn render op: ${printable(messageOf(e), { lines: true })}\n`);
     return e instanceof FatalResultError ? EXIT_FATAL : 1;
   } finally {
     runner?.close();
@@ -244,7 +245,7 @@ const timeoutOption = () =>
     try {
       return parseDuration(v);
     } catch (e) {
-      throw new InvalidArgumentError((e as Error).message);
+      throw new InvalidArgumentError(messageOf(e));
     }
   });
 

@@ -6,7 +6,8 @@ import { fileURLToPath } from "node:url";
 import { Command, InvalidArgumentError, Option } from "commander";
 import type { Logger } from "pino";
 import type { RunFunction } from "../function.js";
-import { DEFAULT_MAX_RESPONSE_BYTES, messageOf } from "../server/handler.js";
+import { messageOf } from "../sdk/errors.js";
+import { DEFAULT_MAX_RESPONSE_BYTES } from "../server/handler.js";
 import { routeOutput } from "../server/console.js";
 import { tuneHeap } from "../server/heap.js";
 import { createLogger } from "../server/log.js";
@@ -403,7 +404,7 @@ async function compileOnce(file: string, label: string, log: Logger) {
     );
     return compiled;
   } catch (err) {
-    throw new Error(`cannot load function module ${label}: ${(err as Error).message}`, { cause: err });
+    throw new Error(`cannot load function module ${label}: ${messageOf(err)}`, { cause: err });
   }
 }
 

@@ -3,6 +3,7 @@ import { relative, resolve } from "node:path";
 import { Command, Option } from "commander";
 import { discoverCases, runCase, type Found } from "../testing/cases.js";
 import { refuseExit } from "../module/exit.js";
+import { messageOf } from "../sdk/errors.js";
 
 /** runTests runs the cases and prints one line each; it returns the exit code. */
 export async function runTests(dir: string, update: boolean, out: NodeJS.WritableStream): Promise<number> {
@@ -11,7 +12,7 @@ export async function runTests(dir: string, update: boolean, out: NodeJS.Writabl
   try {
     found = discoverCases(root);
   } catch (err) {
-    out.write(`xfn test: ${(err as Error).message}\n`);
+    out.write(`xfn test: ${messageOf(err)}\n`);
     return 1;
   }
   const { cases, unreadable } = found;

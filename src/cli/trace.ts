@@ -2,6 +2,7 @@
 // `crossplane beta trace`, with what xfn's lifecycle steps record (src/trace).
 import { Command, Option } from "commander";
 import { printable } from "../terminal.js";
+import { messageOf } from "../sdk/errors.js";
 
 interface Flags {
   namespace?: string;
@@ -40,7 +41,7 @@ export function traceCommand(): Command {
         await trace(type, name, flags);
       } catch (err) {
         // An API server's message may quote what it was given, or be anything at all.
-        process.stderr.write(`xfn trace: ${printable((err as Error).message.split("\n")[0]!)}\n`);
+        process.stderr.write(`xfn trace: ${printable(messageOf(err).split("\n")[0]!)}\n`);
         process.exitCode = 1;
       }
     });
@@ -93,8 +94,8 @@ async function trace(typeArg: string, nameArg: string | undefined, flags: Flags)
     try {
       out = await render();
     } catch (err) {
-      if (/not found/.test((err as Error).message) && last) {
-        process.stdout.write(`${tty ? "\n" : ""}${printable((err as Error).message.split("\n")[0]!)}: the XR is gone\n`);
+      if (/not found/.test(messageOf(err)) && last) {
+        process.stdout.write(`${tty ? "\n" : ""}${printable(messageOf(err).split("\n")[0]!)}: the XR is gone\n`);
         return;
       }
       throw err;

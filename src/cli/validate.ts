@@ -19,6 +19,7 @@ import { printable } from "../terminal.js";
 import { loadSources } from "../validate/load.js";
 import { FORMATS, render, type Format } from "../validate/output.js";
 import { resultError, Schemas, schemaValidate } from "../validate/validate.js";
+import { messageOf } from "../sdk/errors.js";
 
 export interface ValidateFlags {
   cacheDir: string;
@@ -99,7 +100,7 @@ export function runValidate(
     }
     return 0;
   } catch (e) {
-    err.write(`xfn validate: ${printable((e as Error).message, { lines: true })}\n`);
+    err.write(`xfn validate: ${printable(messageOf(e), { lines: true })}\n`);
     return 1;
   }
 }

@@ -34,8 +34,9 @@ import { encodeRequest } from "../wire/codec.js";
 import type { ComposeEvent } from "./composed.js";
 import { identity, InputError, type Doc } from "./docs.js";
 import type { Runner } from "./runner.js";
-import type { StepObserver } from "../inspect/emitter.js";
+import type { StepObserver } from "./observer.js";
 import { isObject, metaOf } from "../json.js";
+import { messageOf } from "../sdk/errors.js";
 
 /** Crossplane re-runs a function at most this many times while its requirements change. */
 export const MAX_REQUIREMENTS_ITERATIONS = 5;
@@ -257,7 +258,7 @@ async function fetchFor(fetch: Fetch, name: string, sel: ResourceSelector): Prom
   try {
     return await fetch(sel);
   } catch (err) {
-    throw new RequirementsError(`fetching resources for ${name}: ${(err as Error).message}`);
+    throw new RequirementsError(`fetching resources for ${name}: ${messageOf(err)}`);
   }
 }
 
@@ -406,7 +407,7 @@ async function firstRequired(
     try {
       setOwn(resources, b.name, await p.fetch(b.selector));
     } catch (err) {
-      throw new Error(`cannot fetch bootstrap required resources for requirement ${JSON.stringify(b.name)}: ${(err as Error).message}`);
+      throw new Error(`cannot fetch bootstrap required resources for requirement ${JSON.stringify(b.name)}: ${messageOf(err)}`);
     }
   }
   for (const r of p.seed?.(s.step) ?? []) {

@@ -6,6 +6,7 @@ import type { JsonObject } from "@bufbuild/protobuf";
 import { parseAllDocuments } from "yaml";
 import { InputError } from "../sdk/errors.js";
 import { MAX_JSON_FORM_DEPTH } from "../wire/protojson.js";
+import { messageOf } from "../sdk/errors.js";
 
 // A problem with what the user gave (exit code 1) is the SDK's InputError: one class for input
 // that does not parse or make sense, a function's or xfn's own.
@@ -81,7 +82,7 @@ export function loadDocs(path: string): Doc[] {
     try {
       text = readFileSync(file, "utf8");
     } catch (err) {
-      throw new InputError(`cannot read ${file}: ${(err as Error).message}`);
+      throw new InputError(`cannot read ${file}: ${messageOf(err)}`);
     }
     for (const [i, v] of parseDocs(text, file).entries()) {
       const where = docName(file, i);

@@ -21,6 +21,7 @@ import type { RunFunctionRequest, RunFunctionResponse } from "../gen/fn/v1/run_f
 import { createHandler, DEFAULT_MAX_RESPONSE_BYTES, type Handler } from "../server/handler.js";
 import { createLogger } from "../server/log.js";
 import { identity, InputError, type Doc } from "./docs.js";
+import { messageOf } from "../sdk/errors.js";
 
 export const ANNOTATION_MODULE = "render.xfn.dev/module";
 export const ANNOTATION_RUNTIME = "render.crossplane.io/runtime";
@@ -70,7 +71,7 @@ export async function createRunner(functions: Doc[], functionsPath: string, now:
       try {
         fn = await loadFunction(path);
       } catch (err) {
-        throw new InputError(`Function ${JSON.stringify(name)} (${doc.source}): ${(err as Error).message}`);
+        throw new InputError(`Function ${JSON.stringify(name)} (${doc.source}): ${messageOf(err)}`);
       }
       backends.set(name, {
         kind: "module",

@@ -14,7 +14,7 @@ import {
 } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import { parseDuration } from "../steps/duration.js";
-import type { StepObserver } from "../inspect/emitter.js";
+import type { StepObserver } from "../engine/observer.js";
 import {
   COMPOSITE_LABEL,
   COMPOSITION_RESOURCE_NAME,
@@ -56,6 +56,7 @@ import { prune as pruneToSchema } from "../sdk/schema.js";
 import type { ResourceState } from "../graph/model.js";
 import { ComposedWatches } from "./composed-watches.js";
 import type { Kind, WatchManager } from "./watches.js";
+import { messageOf } from "../sdk/errors.js";
 
 const EXTERNAL_NAME = "crossplane.io/external-name";
 const merge = setHeaderOptions("Content-Type", PatchStrategy.MergePatch);
@@ -324,7 +325,7 @@ export class Composer {
         setOwn(r.observed, rn, create(ResourceSchema, { resource: o }));
         r.observedObjects.set(rn, o);
       } catch (err) {
-        if (errorCode(err) === 404 || /does not serve/.test((err as Error).message)) continue;
+        if (errorCode(err) === 404 || /does not serve/.test(messageOf(err))) continue;
         r.problems.push(`cannot read ${ref.kind} ${ref.name}: ${apiMessage(err)}`);
       }
     }
@@ -355,7 +356,7 @@ export class Composer {
       return chosen.obj;
     } catch (err) {
       if (err instanceof Stop) throw err;
-      const message = `cannot select a Composition: ${(err as Error).message}`;
+      const message = `cannot select a Composition: ${messageOf(err)}`;
       await this.report(
         r,
         keptStatus(r.xr),
@@ -396,7 +397,7 @@ export class Composer {
       );
     } catch (err) {
       const fatal = err instanceof FatalResultError;
-      const message = `cannot compose resources: ${(err as Error).message}`;
+      const message = `cannot compose resources: ${messageOf(err)}`;
       const results = fatal ? err.results : [];
       if (r.deleting) throw new Stop(await this.deleteWithoutPipeline(r, message, results));
       const custom = fatal ? afterFatal(err, r.xr) : [];

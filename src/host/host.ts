@@ -22,7 +22,7 @@
 import type { JsonObject } from "@bufbuild/protobuf";
 import { CustomObjectsApi, PatchStrategy, setHeaderOptions, type KubeConfig, type KubernetesObjectApi } from "@kubernetes/client-node";
 import type { Logger } from "pino";
-import type { StepObserver } from "../inspect/emitter.js";
+import type { StepObserver } from "../engine/observer.js";
 import type { Runner } from "../engine/runner.js";
 import { hostMetrics, type HostMetrics } from "../metrics.js";
 import { apiClient, objectClient } from "./client.js";
@@ -36,6 +36,7 @@ import { Elector, type LeaderElectionOptions } from "./leader.js";
 import { WorkQueue } from "./queue.js";
 import { isEstablished, xrdStatusPatch } from "./xrd-status.js";
 import { kindKey, WatchManager, type Handle, type Kind, type WatchEvent } from "./watches.js";
+import { messageOf } from "../sdk/errors.js";
 
 export { crossplaneCRDs, XP_GROUP, XR_FINALIZER } from "./crds.js";
 export { kubeObject, plain } from "./kube.js";
@@ -160,7 +161,7 @@ export class Host {
     return new WorkQueue(
       (k) => (k.startsWith(XRD_KEY) ? this.reconcileXRD(k.slice(XRD_KEY.length)) : this.reconcileXR(k)),
       { workers: this.o.workers ?? 4, baseBackoffMs: this.o.baseBackoffMs ?? 200, maxBackoffMs: this.o.maxBackoffMs ?? 30_000 },
-      (key, err, retry) => this.o.log.warn({ key, err: (err as Error).message, retryInMs: retry }, "reconcile failed; retrying"),
+      (key, err, retry) => this.o.log.warn({ key, err: messageOf(err), retryInMs: retry }, "reconcile failed; retrying"),
     );
   }
 

@@ -4,6 +4,7 @@ import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { loadYaml, type KubernetesObject } from "@kubernetes/client-node";
 import { isObject, metaOf } from "../json.js";
 import { kubeTimestamp } from "../sdk/object.js";
+import { messageOf } from "../sdk/errors.js";
 
 export { isObject, metaOf };
 export const str = (v: JsonValue | undefined) => (typeof v === "string" ? v : undefined);
@@ -29,7 +30,7 @@ export function apiMessage(err: unknown): string {
       // not JSON: the error's own message says more
     }
   } else if (isObject(body) && typeof body["message"] === "string") return body["message"];
-  return (err as Error).message;
+  return messageOf(err);
 }
 
 /**

@@ -5,6 +5,7 @@ import type { Logger } from "pino";
 import type { Doc } from "../engine/docs.js";
 import { objectClient } from "./client.js";
 import { kubeObject } from "./host.js";
+import { messageOf } from "../sdk/errors.js";
 
 const ORDER = ["CustomResourceDefinition", "Namespace", "CompositeResourceDefinition", "Composition"];
 
@@ -22,7 +23,7 @@ export async function applyManifests(kc: KubeConfig, docs: Doc[], log: Logger, t
       // A new CRD is served at once here, but give discovery a moment on a real cluster.
       if (d.obj["kind"] === "CustomResourceDefinition") await new Promise((r) => setTimeout(r, 50));
     } catch (err) {
-      throw new Error(`cannot apply ${d.source}: ${(err as { body?: { message?: string } }).body?.message ?? (err as Error).message}`);
+      throw new Error(`cannot apply ${d.source}: ${(err as { body?: { message?: string } }).body?.message ?? messageOf(err)}`);
     }
   }
 }

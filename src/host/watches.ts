@@ -25,6 +25,7 @@ import {
 } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import { apiClient, BoundedWatch, objectClient } from "./client.js";
+import { messageOf } from "../sdk/errors.js";
 
 /** Kind identifies a watched resource type by group, version and plural. */
 export interface Kind {
@@ -191,7 +192,7 @@ export class WatchManager {
         try {
           h.fn({ type, kind, object });
         } catch (err) {
-          this.log.error({ kind: kindKey(kind), owner: h.owner, err: (err as Error).message }, "watch handler threw");
+          this.log.error({ kind: kindKey(kind), owner: h.owner, err: messageOf(err) }, "watch handler threw");
         }
       }
     };

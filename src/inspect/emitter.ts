@@ -17,35 +17,14 @@ import {
   StepMetaSchema,
   type StepMeta,
 } from "../gen/crossplane/pipeline/v1alpha1/pipeline_inspector_pb.js";
-import {
-  RunFunctionRequestSchema,
-  RunFunctionResponseSchema,
-  type RunFunctionRequest,
-  type RunFunctionResponse,
-} from "../gen/fn/v1/run_function_pb.js";
-import { redactRequest, redactResponse } from "../testing/record.js";
+import { RunFunctionRequestSchema, RunFunctionResponseSchema } from "../gen/fn/v1/run_function_pb.js";
+import type { StepInfo, StepObserver } from "../engine/observer.js";
+import { redactRequest, redactResponse } from "../wire/redact.js";
 import { messageToJson } from "../wire/protojson.js";
+import { messageOf } from "../sdk/errors.js";
 
 /** EMIT_TIMEOUT_MS is how long Crossplane gives each emit. */
 export const EMIT_TIMEOUT_MS = 100;
-
-/** What a pipeline tells its inspector of one step. */
-export interface StepInfo {
-  traceId: string;
-  stepIndex: number;
-  stepName: string;
-  functionName: string;
-  /** The Composition and XR, for a composition's pipeline; the Operation, for an operation's. */
-  composition?: { name: string; xr: { apiVersion: string; kind: string; name: string; namespace: string; uid: string } };
-  operation?: { name: string; uid: string };
-}
-
-/** StepObserver is told of each step: its request before the call, its response or error after. */
-export interface StepObserver {
-  /** begin is called before the step's call; the function it returns, after it. */
-  begin(step: StepInfo, req: RunFunctionRequest): Promise<(rsp: RunFunctionResponse | undefined, err: Error | undefined) => Promise<void>>;
-  close(): void;
-}
 
 const json = (v: unknown) => new TextEncoder().encode(JSON.stringify(v));
 
@@ -108,7 +87,7 @@ export function connectInspector(socket: string, log: Logger): StepObserver {
         const request = json(messageToJson(RunFunctionRequestSchema, redactRequest(req)));
         await call("EmitRequest", EmitRequestRequestSchema, create(EmitRequestRequestSchema, { request, meta }), "request");
       } catch (err) {
-        log.info({ err: (err as Error).message }, "cannot inspect request for function");
+        log.info({ err: messageOf(err) }, "cannot inspect request for function");
       }
       return async (rsp, err) => {
         try {
@@ -120,7 +99,7 @@ export function connectInspector(socket: string, log: Logger): StepObserver {
             "response",
           );
         } catch (e) {
-          log.info({ err: (e as Error).message }, "cannot inspect response for function");
+          log.info({ err: messageOf(e) }, "cannot inspect response for function");
         }
       };
     },

@@ -2,6 +2,7 @@
 // sidecar answered, one after another, and tells the sidecar what became of it.
 import { parentPort, workerData } from "node:worker_threads";
 import { CaseWriter, type Job, type Outcome } from "./writer.js";
+import { messageOf } from "../sdk/errors.js";
 
 const data = workerData as { root: string; functions: Array<[string, string]>; follow: boolean };
 const writer = new CaseWriter(data.root, new Map(data.functions), data.follow);
@@ -12,7 +13,7 @@ parentPort!.on("message", (job: Job) => {
     try {
       out = await writer.handle(job);
     } catch (err) {
-      out = { written: false, drop: { why: "write failed", fields: { err: (err as Error).message } } };
+      out = { written: false, drop: { why: "write failed", fields: { err: messageOf(err) } } };
     }
     parentPort!.postMessage(out);
   });

@@ -20,9 +20,11 @@ import {
   type RunFunctionResponse,
 } from "../gen/fn/v1/run_function_pb.js";
 import { toYamlStream } from "../render/output.js";
-import { functionRef, redactRequest, redactResponse, yaml } from "../testing/record.js";
+import { functionRef, yaml } from "../testing/record.js";
+import { redactRequest, redactResponse } from "../wire/redact.js";
 import { messageFromJson, messageToJson } from "../wire/protojson.js";
 import { followLines } from "./follow.js";
+import { messageOf } from "../sdk/errors.js";
 
 /** How many requests may wait for their response, and for how long. */
 const PENDING = 10_000;
@@ -80,7 +82,7 @@ export class CaseWriter {
         if (!meta?.spanId || !meta.traceId) throw new Error("no step metadata (span and trace IDs)");
         req = redactRequest(messageFromJson(RunFunctionRequestSchema, parseJson(m.request)));
       } catch (err) {
-        return { written: false, drop: { why: "bad request", fields: { err: (err as Error).message, span: meta?.spanId } } };
+        return { written: false, drop: { why: "bad request", fields: { err: messageOf(err), span: meta?.spanId } } };
       }
       const evicted = this.evictOld(job.at);
       this.pending.set(meta.spanId, { meta, req, at: job.at });
@@ -97,7 +99,7 @@ export class CaseWriter {
       error = m.error;
       if (m.response.length) rsp = redactResponse(messageFromJson(RunFunctionResponseSchema, parseJson(m.response)));
     } catch (err) {
-      return { written: false, drop: { why: "bad response", fields: { err: (err as Error).message, span: meta?.spanId } } };
+      return { written: false, drop: { why: "bad response", fields: { err: messageOf(err), span: meta?.spanId } } };
     }
     const p = this.pending.get(meta.spanId);
     this.pending.delete(meta.spanId);

@@ -18,6 +18,7 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 import { isMainThread } from "node:worker_threads";
 import type { RunFunction } from "../function.js";
 import { pickFunction } from "./pick.js";
+import { messageOf } from "../sdk/errors.js";
 
 const TS_EXTENSIONS = new Set([".ts", ".mts", ".cts", ".tsx"]);
 let tsxRegistered: Promise<void> | undefined;
@@ -45,7 +46,7 @@ export function resolveModule(spec: string, cwd = process.cwd()): string {
     try {
       main = (JSON.parse(readFileSync(pkgPath, "utf8")) as { main?: unknown }).main;
     } catch (err) {
-      throw new Error(`cannot load function module ${spec}: package.json: ${(err as Error).message}`);
+      throw new Error(`cannot load function module ${spec}: package.json: ${messageOf(err)}`);
     }
     if (typeof main === "string") {
       const m = join(p, main);

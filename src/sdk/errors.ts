@@ -66,6 +66,9 @@ export function describeError(err: unknown): string {
 export function messageOf(err: unknown): string {
   try {
     if (err instanceof Error) return String(err.message);
+    // An error from another realm (a vm context) is no instanceof Error here, but says what it is all the same.
+    if (typeof err === "object" && err !== null && typeof (err as { message?: unknown }).message === "string")
+      return (err as { message: string }).message;
     return String(err);
   } catch {
     try {

@@ -10,6 +10,7 @@
 // guard could no longer read the resident memory. So the server says so, early.
 import { readdirSync, readFileSync } from "node:fs";
 import type { Logger } from "pino";
+import { messageOf } from "../sdk/errors.js";
 
 /** FD_WARN_SHARE: past this share of the limit, a warning; FD_CLEAR_SHARE: below it, the next rise warns again. */
 export const FD_WARN_SHARE = 0.8;
@@ -82,7 +83,7 @@ export function watchDescriptors(log: Logger, d: Descriptors = linux, everyMs = 
     try {
       checkDescriptors(d, limit, state, log);
     } catch (err) {
-      log.debug({ err: (err as Error).message }, "cannot count open file descriptors");
+      log.debug({ err: messageOf(err) }, "cannot count open file descriptors");
     }
   }, everyMs);
   timer.unref();

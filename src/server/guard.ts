@@ -4,7 +4,7 @@
 // failing with a message that says why.
 import type { Worker } from "node:worker_threads";
 import type { Logger } from "pino";
-import { messageOf } from "./handler.js";
+import { messageOf } from "../sdk/errors.js";
 import { MEMORY_REPORT_MS } from "./worker.js";
 
 /** How often the memory guard looks. */

@@ -44,7 +44,7 @@ export function runResponseHook(log: Logger, hook: () => void): void {
   try {
     hook();
   } catch (err) {
-    log.error({ err: (err as Error).message }, "cannot record this call (--record-dir); it was answered");
+    log.error({ err: messageOf(err) }, "cannot record this call (--record-dir); it was answered");
   }
 }
 
@@ -449,5 +449,4 @@ function xrName(req: RunFunctionRequest): string | undefined {
   }
 }
 
-export { messageOf };
 const round = (ms: number): number => Math.round(ms * 100) / 100;

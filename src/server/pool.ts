@@ -19,6 +19,7 @@ import { guardMemory } from "./guard.js";
 import { refusals, REFUSED_REPORT_MS } from "./log.js";
 import { deadlineDetails, runResponseHook, type CallInfo, type Handler, type HandlerOptions, type HandlerResult } from "./handler.js";
 import { exclusive, monotonicMs, type FromWorker, type ToWorker, type WorkerData } from "./worker.js";
+import { messageOf } from "../sdk/errors.js";
 
 /**
  * SMALL_CALL_BYTES is the request size under which a call counts as small.
@@ -272,7 +273,7 @@ class WorkerPool implements Pool {
       if (this.closing) return;
       for (const r of results) {
         if (r.status === "fulfilled") continue;
-        this.log.error({ err: (r.reason as Error).message }, "cannot start a worker; retrying");
+        this.log.error({ err: messageOf(r.reason) }, "cannot start a worker; retrying");
         this.respawn(false, 1);
       }
       this.log.info(

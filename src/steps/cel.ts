@@ -17,6 +17,7 @@ import { parse, type ParseResult } from "@marcbachmann/cel-js";
 import { setOwn } from "../own.js";
 import type { StepContext } from "../pipeline.js";
 import * as request from "../sdk/request.js";
+import { messageOf } from "../sdk/errors.js";
 
 /** A compiled expression and the text it came from. */
 export interface Expression {
@@ -60,7 +61,7 @@ export function compile(text: string, where: string): Expression {
   try {
     return { text, run: parse(text) };
   } catch (err) {
-    throw new Error(`${where}: cannot parse ${JSON.stringify(text)}: ${(err as Error).message.split("\n")[0]}`);
+    throw new Error(`${where}: cannot parse ${JSON.stringify(text)}: ${messageOf(err).split("\n")[0]}`);
   }
 }
 
@@ -86,7 +87,7 @@ export function evaluate(e: Expression, vars: Record<string, unknown>): Outcome 
   try {
     v = e.run(vars as Record<string, JsonValue>);
   } catch (err) {
-    const msg = (err as Error).message.split("\n")[0] ?? "";
+    const msg = messageOf(err).split("\n")[0] ?? "";
     // A missing key or resource means "not yet"; anything else is a mistake in the expression.
     if (/No such key|Unknown variable|undeclared reference/i.test(msg)) return { ok: false, why: `${e.text} (${msg})` };
     throw new Error(`expression ${JSON.stringify(e.text)}: ${msg}`);

@@ -27,6 +27,7 @@ import * as response from "../sdk/response.js";
 import { celVariables, compile, evaluate, type Expression } from "./cel.js";
 import { isNonEmpty, observedResource, observedXR, sortedKeys } from "./common.js";
 import { checkAcyclic, type Graph } from "./graph.js";
+import { messageOf } from "../sdk/errors.js";
 
 /** Dependency is what one resource waits for. */
 export interface Dependency {
@@ -89,7 +90,7 @@ export function parseWaitFor(entry: string, where: string): FieldWait {
   try {
     parsePath(path);
   } catch (err) {
-    throw new Error(`${where}: ${(err as Error).message}`);
+    throw new Error(`${where}: ${messageOf(err)}`);
   }
   return { resource, path };
 }

@@ -35,8 +35,10 @@ import { isObject } from "../json.js";
 import { getOwn, setOwn } from "../own.js";
 import { mismatches, project } from "./expect.js";
 import { rewriteKeepingStyle } from "./keep-style.js";
-import { packageName, REDACTED, redactResponse } from "./record.js";
+import { REDACTED, redactResponse } from "../wire/redact.js";
+import { packageName } from "./record.js";
 import { callFunction, parseRequest } from "./unit.js";
+import { messageOf } from "../sdk/errors.js";
 
 /** DEFAULT_CASE_NOW is the clock a case's functions see unless case.yaml sets `now`. */
 export const DEFAULT_CASE_NOW = FIXED_TIME;
@@ -74,7 +76,7 @@ export function discoverCases(root: string): Found {
           ? "a symbolic link to nothing"
           : code === "EACCES"
             ? "permission denied"
-            : (err as Error).message;
+            : messageOf(err);
     found.unreadable.push({ path, why });
   };
   const walk = (dir: string) => {
@@ -212,7 +214,7 @@ async function runRequestCase(dir: string, cfg: CaseConfig): Promise<RunFunction
   try {
     req = parseRequest(readFileSync(reqPath, "utf8"), reqPath);
   } catch (err) {
-    throw new InputError((err as Error).message);
+    throw new InputError(messageOf(err));
   }
   return callFunction(await fn, req, { now: new Date(cfg.now ?? DEFAULT_CASE_NOW) });
 }
@@ -457,6 +459,6 @@ export async function runCase(dir: string, root: string, update = false): Promis
       .join("\n");
     return { name, status: "failed", detail: `${problems.map((p) => `  ${p}`).join("\n")}\n${diff}` };
   } catch (err) {
-    return { name, status: "failed", detail: `  ${(err as Error).message}` };
+    return { name, status: "failed", detail: `  ${messageOf(err)}` };
   }
 }

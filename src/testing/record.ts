@@ -8,7 +8,6 @@
 import { existsSync, readFileSync } from "node:fs";
 import { mkdir, writeFile } from "node:fs/promises";
 import { dirname, join, relative, resolve, sep } from "node:path";
-import type { JsonObject } from "@bufbuild/protobuf";
 import type { Logger } from "pino";
 import { stringify } from "yaml";
 import {
@@ -16,60 +15,10 @@ import {
   RunFunctionResponseSchema,
   type RunFunctionRequest,
   type RunFunctionResponse,
-  type State,
 } from "../gen/fn/v1/run_function_pb.js";
-import { copyMessage, messageToJson } from "../wire/protojson.js";
-
-/** REDACTED_TEXT replaces every secret string value; REDACTED, every secret byte value. */
-const REDACTED_TEXT = "[REDACTED]";
-export const REDACTED = new TextEncoder().encode(REDACTED_TEXT);
-
-const redactMap = (m: Record<string, Uint8Array>) => {
-  for (const k of Object.keys(m)) m[k] = REDACTED;
-};
-
-/**
- * redactSecret replaces the values of a Secret's data and stringData (a
- * function may write either) with "[REDACTED]", keeping the keys, as
- * Crossplane's pipeline inspector does.
- */
-function redactSecret(resource: JsonObject | undefined): void {
-  if (!resource || resource["apiVersion"] !== "v1" || resource["kind"] !== "Secret") return;
-  for (const field of ["data", "stringData"]) {
-    const d = resource[field];
-    if (d && typeof d === "object" && !Array.isArray(d)) for (const k of Object.keys(d)) (d as JsonObject)[k] = REDACTED_TEXT;
-  }
-}
-
-function redactState(s: State | undefined): void {
-  if (!s) return;
-  if (s.composite) redactMap(s.composite.connectionDetails);
-  for (const r of Object.values(s.resources)) {
-    redactMap(r.connectionDetails);
-    redactSecret(r.resource);
-  }
-}
-
-/** redactRequest returns a copy of req with credentials, connection details and Secrets' data redacted. */
-export function redactRequest(req: RunFunctionRequest): RunFunctionRequest {
-  const out = copyMessage(req);
-  for (const c of Object.values(out.credentials)) if (c.source.case === "credentialData") redactMap(c.source.value.data);
-  redactState(out.observed);
-  redactState(out.desired);
-  for (const rs of [...Object.values(out.requiredResources), ...Object.values(out.extraResources)])
-    for (const r of rs.items) {
-      redactMap(r.connectionDetails);
-      redactSecret(r.resource);
-    }
-  return out;
-}
-
-/** redactResponse returns a copy of rsp with connection details and Secrets' data redacted. */
-export function redactResponse(rsp: RunFunctionResponse): RunFunctionResponse {
-  const out = copyMessage(rsp);
-  redactState(out.desired);
-  return out;
-}
+import { messageToJson } from "../wire/protojson.js";
+import { redactRequest, redactResponse } from "../wire/redact.js";
+import { messageOf } from "../sdk/errors.js";
 
 export const yaml = (v: unknown): string => stringify(v, { lineWidth: 0 });
 
@@ -97,7 +46,7 @@ export function createRecorder(dir: string, moduleFile: string, log: Logger): Re
       };
     } catch (err) {
       // A request too deep for a YAML case file, or bytes that do not decode: logged, never thrown at the call.
-      log.error({ dir: caseDir, err: (err as Error).message }, "cannot record test case");
+      log.error({ dir: caseDir, err: messageOf(err) }, "cannot record test case");
       return;
     }
     // Off the request path: a failed write is logged, never fails the call.
@@ -105,7 +54,7 @@ export function createRecorder(dir: string, moduleFile: string, log: Logger): Re
       await mkdir(caseDir, { recursive: true });
       for (const [name, text] of Object.entries(files)) await writeFile(join(caseDir, name), text);
     })()
-      .catch((err: unknown) => log.error({ dir: caseDir, err: (err as Error).message }, "cannot record test case"))
+      .catch((err: unknown) => log.error({ dir: caseDir, err: messageOf(err) }, "cannot record test case"))
       .finally(() => pending.delete(write));
     pending.add(write);
   };

@@ -18,6 +18,7 @@ import { createHandler, DEFAULT_MAX_RESPONSE_BYTES } from "../server/handler.js"
 import { createLogger } from "../server/log.js";
 import { decodeResponse, encodeRequest } from "../wire/codec.js";
 import { messageFromJson, messageToJson } from "../wire/protojson.js";
+import { messageOf } from "../sdk/errors.js";
 
 /**
  * requestFromJson builds a RunFunctionRequest from its protobuf JSON form. It
@@ -28,7 +29,7 @@ export function requestFromJson(json: JsonObject | object): RunFunctionRequest {
   try {
     return messageFromJson(RunFunctionRequestSchema, json);
   } catch (err) {
-    throw new Error(`cannot read a RunFunctionRequest: ${(err as Error).message}`, { cause: err });
+    throw new Error(`cannot read a RunFunctionRequest: ${messageOf(err)}`, { cause: err });
   }
 }
 
@@ -44,7 +45,7 @@ export function parseRequest(text: string, source: string): RunFunctionRequest {
   try {
     return messageFromJson(RunFunctionRequestSchema, doc);
   } catch (err) {
-    throw new Error(`cannot read ${source} as a RunFunctionRequest: ${(err as Error).message}`, { cause: err });
+    throw new Error(`cannot read ${source} as a RunFunctionRequest: ${messageOf(err)}`, { cause: err });
   }
 }
 
@@ -54,7 +55,7 @@ export function readRequest(file: string): RunFunctionRequest {
   try {
     text = readFileSync(file, "utf8");
   } catch (err) {
-    throw new Error(`cannot read ${file}: ${(err as Error).message}`, { cause: err });
+    throw new Error(`cannot read ${file}: ${messageOf(err)}`, { cause: err });
   }
   return parseRequest(text, file);
 }

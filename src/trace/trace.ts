@@ -10,6 +10,7 @@ import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { isObject } from "../json.js";
 import { printable } from "../terminal.js";
 import { ApiFailure, pathOf, type Api, Discovery, type Resource } from "./api.js";
+import { messageOf } from "../sdk/errors.js";
 
 /** Node is one row of the tree: an object (or a resource not created yet, or one that could not be read). */
 export interface Node {
@@ -156,7 +157,7 @@ export class Tracer {
     try {
       r = await this.discovery.forKind(apiVersion, kind);
     } catch (err) {
-      return failed((err as Error).message);
+      return failed(messageOf(err));
     }
     if (!r) return failed(`the server doesn't serve ${kind} in ${apiVersion}`);
     try {
@@ -168,7 +169,7 @@ export class Tracer {
         if (!r.namespaced) delete gone.namespace;
         return gone;
       }
-      return failed((err as Error).message);
+      return failed(messageOf(err));
     }
   }
 

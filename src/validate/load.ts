@@ -10,6 +10,7 @@ import { extname, join } from "node:path";
 import type { JsonObject } from "@bufbuild/protobuf";
 import { InputError, parseDocs, type Doc } from "../engine/docs.js";
 import { isObject } from "../json.js";
+import { messageOf } from "../sdk/errors.js";
 
 /** loadSources reads sources (comma-separated); stdin is read with readStdin when a source is "-". */
 export function loadSources(sources: string, readStdin: () => string): Doc[] {
@@ -21,7 +22,7 @@ export function loadSources(sources: string, readStdin: () => string): Doc[] {
       try {
         st = statSync(source);
       } catch (err) {
-        const why = (err as NodeJS.ErrnoException).code === "ENOENT" ? "no such file or directory" : (err as Error).message;
+        const why = (err as NodeJS.ErrnoException).code === "ENOENT" ? "no such file or directory" : messageOf(err);
         throw new InputError(`cannot read ${source}: ${why}`);
       }
       if (st.isDirectory()) for (const f of walk(source)) out.push(...stream(read(f), f));
@@ -35,7 +36,7 @@ function read(file: string): string {
   try {
     return readFileSync(file, "utf8");
   } catch (err) {
-    throw new InputError(`cannot read ${file}: ${(err as Error).message}`);
+    throw new InputError(`cannot read ${file}: ${messageOf(err)}`);
   }
 }
 

@@ -47,6 +47,7 @@ import {
   type State,
 } from "../gen/fn/v1/run_function_pb.js";
 import { setOwn } from "../own.js";
+import { messageOf } from "../sdk/errors.js";
 
 function fail(msg: string): never {
   throw new Error(msg);
@@ -345,7 +346,7 @@ export function decodeRequest(bytes: Uint8Array): RunFunctionRequest {
     if (r.pos !== r.len) fail("premature end of input");
   } catch (err) {
     // One kind of error whatever read the bytes (protobuf-es's reader throws RangeError).
-    throw new Error((err as Error).message);
+    throw new Error(messageOf(err));
   } finally {
     reading = source(new Uint8Array(0));
   }
@@ -401,7 +402,7 @@ export function decodeResponse(bytes: Uint8Array): RunFunctionResponse {
     }
     if (r.pos !== r.len) fail("premature end of input");
   } catch (err) {
-    throw new Error(`cannot decode RunFunctionResponse: ${(err as Error).message}`);
+    throw new Error(`cannot decode RunFunctionResponse: ${messageOf(err)}`);
   } finally {
     setLazyMin(lazy);
     reading = source(new Uint8Array(0));

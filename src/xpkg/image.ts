@@ -13,6 +13,7 @@ import { gunzipSync, gzipSync } from "node:zlib";
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import tar from "tar-stream";
 import { isObject } from "../json.js";
+import { messageOf } from "../sdk/errors.js";
 
 /** Layer is one image layer: its gzip-compressed bytes, their digest, and the digest of the tar inside (its diff ID). */
 export interface Layer {
@@ -113,7 +114,7 @@ export async function readImageTarball(file: string): Promise<Image> {
   try {
     files = await entries(file);
   } catch (err) {
-    throw new Error(`${file} is not a tar file: ${(err as Error).message}`, { cause: err });
+    throw new Error(`${file} is not a tar file: ${messageOf(err)}`, { cause: err });
   }
   const get = (name: string, seen = 0): Buffer => {
     const e = files.get(name.replace(/^\.\//, ""));
@@ -131,7 +132,7 @@ export async function readImageTarball(file: string): Promise<Image> {
   try {
     manifest = JSON.parse(manifestFile.data.toString("utf8")) as JsonValue;
   } catch (err) {
-    throw new Error(`${file}: manifest.json is not JSON: ${(err as Error).message}`, { cause: err });
+    throw new Error(`${file}: manifest.json is not JSON: ${messageOf(err)}`, { cause: err });
   }
   if (!Array.isArray(manifest) || manifest.length !== 1 || !isObject(manifest[0]))
     throw new Error(

@@ -23,6 +23,7 @@ import {
   readPackage,
   STREAM_FILE,
 } from "./package.js";
+import { messageOf } from "../sdk/errors.js";
 
 export interface XpkgOptions {
   /** The folder holding crossplane.yaml and the input CRDs. */
@@ -112,7 +113,7 @@ export async function readXpkg(file: string): Promise<XpkgRead> {
   try {
     lintFunction(metas, objects);
   } catch (err) {
-    throw new Error(`${file}: ${(err as Error).message}`, { cause: err });
+    throw new Error(`${file}: ${messageOf(err)}`, { cause: err });
   }
   return { image, packageYaml, meta: metas[0]!, objects };
 }

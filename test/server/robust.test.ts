@@ -5,9 +5,11 @@ import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { RunFunctionRequestSchema, RunFunctionResponseSchema, Severity } from "../../src/gen/fn/v1/run_function_pb.js";
 import type { RunFunction } from "../../src/function.js";
+import { runInNewContext } from "node:vm";
 import * as sdkRequest from "../../src/sdk/request.js";
 import * as response from "../../src/sdk/response.js";
-import { createHandler, messageOf, soleCall, unpollute } from "../../src/server/handler.js";
+import { createHandler, soleCall, unpollute } from "../../src/server/handler.js";
+import { messageOf } from "../../src/sdk/errors.js";
 import { encodeRequest } from "../../src/wire/codec.js";
 import { memoryLog } from "../support/log.js";
 import { request } from "../support/requests.js";
@@ -303,6 +305,9 @@ R("messageOf never throws", () => {
   assert.type(messageOf(revoked.proxy), "string");
   assert.is(messageOf(new Error("plain")), "plain");
   assert.is(messageOf(7), "7");
+  // An error made in another realm is not an instanceof this realm's Error, and still says its message.
+  assert.is(messageOf(runInNewContext('new Error("from a vm context")')), "from a vm context");
+  assert.is(messageOf(undefined), "undefined");
 });
 
 R.run();

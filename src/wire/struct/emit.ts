@@ -5,6 +5,7 @@ import type { JsonObject } from "@bufbuild/protobuf";
 import { EncodeError, MAX_DEPTH } from "./base.js";
 import { lazyOf, pending, type Lazy } from "./lazy.js";
 import { checkRaw, depth as deep } from "./read.js";
+import { messageOf } from "../../sdk/errors.js";
 
 const varintLength = (n: number): number => (n < 0x80 ? 1 : n < 0x4000 ? 2 : n < 0x200000 ? 3 : n < 0x10000000 ? 4 : 5);
 
@@ -193,7 +194,7 @@ export class Emitter {
     try {
       checkRaw(src, start, end, lazy.depth + 1);
     } catch (err) {
-      throw new EncodeError(`holds bytes from the request that do not decode: ${(err as Error).message}`, path);
+      throw new EncodeError(`holds bytes from the request that do not decode: ${messageOf(err)}`, path);
     }
     this.varint(end - start);
     this.room(end - start);
