@@ -15,7 +15,7 @@
 import { Worker } from "node:worker_threads";
 import { tuneHeap } from "./heap.js";
 import { DEFAULT_MAX_CONCURRENCY, DEFAULT_MAX_QUEUE, DEFAULT_MAX_RECV_MB, DEFAULT_WORKERS } from "./limits.js";
-import { memoryMB, workerHeapMB } from "./memory.js";
+import { memoryMB, v8HeapLimitMB, workerHeapMB } from "./memory.js";
 
 /** EarlyWorker is a worker started before the server, for the pool to take or end. */
 export interface EarlyWorker {
@@ -51,7 +51,7 @@ export function startEarlyWorker(script: URL, argv: readonly string[]): EarlyWor
   tuneHeap();
   const worker = new Worker(script, {
     workerData: { xfnWorker: true, early: true },
-    resourceLimits: { maxOldGenerationSizeMb: maxHeapMB },
+    resourceLimits: { maxOldGenerationSizeMb: v8HeapLimitMB(maxHeapMB) },
   });
   worker.unref();
   let ended: string | undefined;

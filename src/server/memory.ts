@@ -35,6 +35,21 @@ export const MIN_WORKER_HEAP_MB = 64;
 /** V8's own ceiling for one isolate's old generation (pointer compression). */
 export const MAX_WORKER_HEAP_MB = 4096;
 
+/**
+ * v8HeapLimitMB is the limit V8 itself is given for a worker whose heap is
+ * limited to limitMB (--max-worker-heap): the limit again (at least 256 MB)
+ * above it, within MAX_WORKER_HEAP_MB. At V8's limit Node ends the worker,
+ * granting 16 MB to do so; an allocation larger than that, made near the
+ * limit (one array of 100 MB, kept, a second call running over 128), is one
+ * V8 cannot refuse a single thread: it aborts the whole process. So the worker
+ * watches its own heap against limitMB (worker.ts, watchHeap) and asks to be
+ * ended once its live heap is over, and V8's limit only catches an allocation
+ * that outruns the watch, with room for one large one.
+ */
+export function v8HeapLimitMB(limitMB: number): number {
+  return Math.min(MAX_WORKER_HEAP_MB, limitMB + Math.max(limitMB, 256));
+}
+
 /** GUARD_SHARE is the share of the memory at which the pool ends the worker holding the most of it (guard.ts, guardMemory). */
 export const GUARD_SHARE = 0.85;
 

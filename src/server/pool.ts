@@ -16,6 +16,7 @@ import { UNSETTLED_EXIT_CODE, unsettledMessage } from "../module/load.js";
 import { decodeRequest, decodeResponse } from "../wire/codec.js";
 import type { EarlyWorker } from "./early.js";
 import { guardMemory } from "./guard.js";
+import { v8HeapLimitMB } from "./memory.js";
 import { refusals, REFUSED_REPORT_MS } from "./log.js";
 import { deadlineDetails, runResponseHook, type CallInfo, type Handler, type HandlerOptions, type HandlerResult } from "./handler.js";
 import { exclusive, monotonicMs, type FromWorker, type ToWorker, type WorkerData } from "./worker.js";
@@ -208,6 +209,9 @@ export async function startPool(opts: PoolOptions, log: Logger): Promise<Pool> {
  * hands each to a worker (pickWorker), answers deadlines from the main thread,
  * and replaces workers that end.
  */
+/** heapLimitText names the heap limit a worker ran out of. */
+const heapLimitText = (mb: number | undefined) => (mb ? `its heap is limited to ${mb} MB, --max-worker-heap` : "V8's own heap limit");
+
 class WorkerPool implements Pool {
   private readonly queue: PQueue;
   /** Ready workers, in the order they became ready. */
@@ -358,7 +362,13 @@ class WorkerPool implements Pool {
     const logBacklog = new SharedArrayBuffer(4);
     // Written by the worker only for the memory guard: with the guard off it is never woken for it.
     const memory = opts.memoryGuardMB ? new SharedArrayBuffer(16) : undefined;
-    const workerData = { ...opts.workerData, nice, logBacklog, ...(memory ? { memory } : {}) } satisfies WorkerData;
+    const workerData = {
+      ...opts.workerData,
+      nice,
+      logBacklog,
+      ...(memory ? { memory } : {}),
+      ...(opts.maxHeapMB ? { maxHeapMB: opts.maxHeapMB } : {}),
+    } satisfies WorkerData;
     let worker: Worker;
     if (early) {
       worker = early;
@@ -366,7 +376,7 @@ class WorkerPool implements Pool {
     } else {
       worker = new Worker(opts.script, {
         workerData,
-        ...(opts.maxHeapMB ? { resourceLimits: { maxOldGenerationSizeMb: opts.maxHeapMB } } : {}),
+        ...(opts.maxHeapMB ? { resourceLimits: { maxOldGenerationSizeMb: v8HeapLimitMB(opts.maxHeapMB) } } : {}),
       });
     }
     this.all.add(worker);
@@ -414,6 +424,12 @@ class WorkerPool implements Pool {
       } else if (m.type === "log") {
         relog(log, m.line, slot.n);
         Atomics.sub(backlog, 0, m.line.length);
+      } else if (m.type === "heap") {
+        // Its live heap is over --max-worker-heap (worker.ts, watchHeap): ended, as V8 would end it there.
+        if (slot.ending) return;
+        log.error({ worker: slot.n, maxHeapMB: opts.maxHeapMB, heapMB: m.heapMB }, "a worker ran out of memory");
+        slot.ending = `it ran out of memory (${heapLimitText(opts.maxHeapMB)})`;
+        void worker.terminate();
       } else if (m.type === "failed") {
         slot.gone = true;
         void worker.terminate();
@@ -430,9 +446,8 @@ class WorkerPool implements Pool {
     });
     worker.on("error", (err) => {
       if ((err as { code?: string }).code === "ERR_WORKER_OUT_OF_MEMORY") {
-        const limit = opts.maxHeapMB ? `its heap is limited to ${opts.maxHeapMB} MB, --max-worker-heap` : "V8's own heap limit";
         log.error({ worker: slot.n, maxHeapMB: opts.maxHeapMB }, "a worker ran out of memory");
-        return replace(`it ran out of memory (${limit})`);
+        return replace(`it ran out of memory (${heapLimitText(opts.maxHeapMB)})`);
       }
       log.error({ worker: slot.n, err: err.message }, "a worker crashed");
       replace(`it crashed: ${err.message}`);

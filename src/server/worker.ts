@@ -4,7 +4,8 @@
 // response bytes move between threads as transferred ArrayBuffers, never
 // copied.
 import { EventEmitter } from "node:events";
-import { getHeapStatistics } from "node:v8";
+import { getHeapStatistics, setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
 import { parentPort, workerData } from "node:worker_threads";
 import type { RunFunction } from "../function.js";
 import { Cancel, createHandler, type HandlerResult } from "./handler.js";
@@ -37,6 +38,8 @@ export interface WorkerData {
   logBacklog?: SharedArrayBuffer;
   /** Two Float64s the worker writes for the memory guard: bytes its thread holds, and when it wrote that (see MEMORY_REPORT_MS). */
   memory?: SharedArrayBuffer;
+  /** --max-worker-heap: the live heap past which the worker asks to be ended (watchHeap); V8's own limit is above it. */
+  maxHeapMB?: number;
 }
 
 /**
@@ -87,7 +90,9 @@ export type FromWorker =
   | { type: "failed"; message: string; stack?: string }
   | { type: "done"; id: number; buf: ArrayBuffer; off: number; len: number; waited: number }
   | { type: "status"; id: number; code: number; details: string; waited: number }
-  | { type: "log"; line: string };
+  | { type: "log"; line: string }
+  /** Its live heap is over WorkerData.maxHeapMB: end it. */
+  | { type: "heap"; heapMB: number };
 
 /**
  * monotonicMs is the process's monotonic clock in ms: the same in every
@@ -141,6 +146,40 @@ export function workerMain(fn: RunFunction): void {
   });
 }
 
+let collect: (() => void) | undefined;
+/** fullGc runs a full garbage collection, so that what the heap holds is what is live. */
+function fullGc(): void {
+  if (!collect) {
+    // gc() is installed in contexts made after --expose-gc is set: a new one hands it over.
+    setFlagsFromString("--expose-gc");
+    collect = runInNewContext("gc") as () => void;
+  }
+  collect();
+}
+
+/**
+ * watchHeap holds the worker to its heap limit (--max-worker-heap): V8's own
+ * limit is set above it (memory.ts, v8HeapLimitMB), so one large allocation
+ * near the limit ends this worker instead of aborting the process. Every
+ * MEMORY_REPORT_MS, and after each call, a heap over the limit is collected
+ * fully; if what is live is still over, the pool is told (once), and ends the
+ * worker. It returns the check, for after each call.
+ */
+function watchHeap(limitMB: number, over: (heapMB: number) => void): () => void {
+  const limit = limitMB * 2 ** 20;
+  let told = false;
+  const check = () => {
+    if (told || getHeapStatistics().used_heap_size <= limit) return;
+    fullGc();
+    const used = getHeapStatistics().used_heap_size;
+    if (used <= limit) return;
+    told = true;
+    over(Math.round(used / 2 ** 20));
+  };
+  setInterval(check, MEMORY_REPORT_MS).unref();
+  return check;
+}
+
 function serveWorker(fn: RunFunction, data: WorkerData): void {
   const port = parentPort!;
   const niceErr = lowerPriority(data.nice ?? 0);
@@ -155,6 +194,9 @@ function serveWorker(fn: RunFunction, data: WorkerData): void {
     report();
     setInterval(report, MEMORY_REPORT_MS).unref();
   }
+  const checkHeap = data.maxHeapMB
+    ? watchHeap(data.maxHeapMB, (heapMB) => port.postMessage({ type: "heap", heapMB } satisfies FromWorker))
+    : undefined;
   if (niceErr) log.warn({ err: niceErr }, "cannot lower this worker's CPU priority; small calls are not favoured");
   // The pool bounds concurrency and queueing; here every request runs at once.
   const handler = createHandler(fn, { maxConcurrency: Infinity, maxQueue: Infinity, maxResponseBytes: data.maxResponseBytes }, log);
@@ -188,6 +230,7 @@ function serveWorker(fn: RunFunction, data: WorkerData): void {
         } else {
           port.postMessage({ type: "status", id: m.id, code: res.code, details: res.details, waited } satisfies FromWorker);
         }
+        checkHeap?.();
       });
   });
   port.postMessage({ type: "ready" } satisfies FromWorker);

@@ -529,6 +529,38 @@ Cli(
   },
 );
 
+Cli("a function that keeps large heap allocations past --max-worker-heap ends its worker, never the server", async () => {
+  // 40 MB in one piece a call, kept: V8 grants a worker 16 MB past its limit to end it, and a larger
+  // allocation there aborted the whole process ("FATAL ERROR: Reached heap limit").
+  const mod = join(import.meta.dirname, "../fixtures/misbehave/index.ts");
+  const big = request({ observed: { composite: { resource: { kind: "X", spec: { mode: "big", mb: 100 } } } } });
+  const s = await startServe([mod, "--insecure", "--workers", "2", "--max-worker-heap", "128"]);
+  const c = rawClient(s.port);
+  try {
+    let ended = 0;
+    for (let i = 0; i < 12; i++) {
+      const r = await c.run(big, { timeoutMs: 30_000 }).then(
+        () => ({ code: Code.OK, details: "" }),
+        (err: { code: number; details: string }) => err,
+      );
+      if (r.code === Code.OK) continue;
+      assert.is(r.code, Code.INTERNAL, r.details);
+      assert.match(r.details, /it ran out of memory \(its heap is limited to 128 MB, --max-worker-heap\)/);
+      ended++;
+    }
+    assert.ok(ended >= 2, `the workers were ended as their heaps filled (${ended})`);
+    assert.is(s.child.exitCode, null, s.output().slice(-2000));
+    assert.match(
+      (await c.run(request({ observed: { composite: { resource: { kind: "X", spec: { mode: "ok" } } } } }))).results[0]!.message,
+      /^ran ok/,
+    );
+    assert.not.match(s.output(), /FATAL ERROR/);
+  } finally {
+    c.close();
+    await s.stop();
+  }
+});
+
 Cli("log output that stdout does not take fast enough is dropped past a bound and counted; the server answers and serves on", async () => {
   // In the server's own thread (--workers 1), with nothing reading the output
   // for a while: the buffer grew until V8 ran out of heap and the process aborted.
