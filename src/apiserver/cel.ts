@@ -24,7 +24,7 @@
 import { isDeepStrictEqual } from "node:util";
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { Environment, Optional } from "@marcbachmann/cel-js";
-import { RE2JS } from "re2js";
+import { onRE2, re2, re2Matches, RE2_DECLARATIONS } from "../re2.js";
 import { isObject } from "../json.js";
 import { OMIT, forbidden, invalid, required, type FieldError } from "./fielderr.js";
 import { correlate, type Node, type Old, type Rule } from "./node.js";
@@ -35,8 +35,6 @@ import { messageOf } from "../sdk/errors.js";
 /** HAS_FIELD is what has(e.f) is run as when e is not a chain of fields (hasAfterIndex). */
 const HAS_FIELD = "xfnHasField";
 
-/** RE2_MATCHES is the name matches() is run under (onRE2). */
-const RE2_MATCHES = "xfnRe2Matches";
 
 const cmp = (a: unknown, b: unknown) => ((a as number) < (b as number) ? -1 : (a as number) > (b as number) ? 1 : 0);
 const ENV = withKubernetesLibraries(
@@ -83,8 +81,8 @@ const ENV = withKubernetesLibraries(
   .registerFunction(`${HAS_FIELD}(dyn, string): bool`, (o: unknown, k: string) =>
     o instanceof Map ? o.has(k) : typeof o === "object" && o !== null && !Array.isArray(o) && Object.hasOwn(o, k),
   )
-  .registerFunction(`string.${RE2_MATCHES}(string): bool`, (s: string, re: string) => re2(re).matcher(s).find())
-  .registerFunction(`${RE2_MATCHES}(string, string): bool`, (s: string, re: string) => re2(re).matcher(s).find());
+  .registerFunction(RE2_DECLARATIONS[0], re2Matches)
+  .registerFunction(RE2_DECLARATIONS[1], re2Matches);
 
 /** PER_CALL_LIMIT and REQUEST_BUDGET are kube's celconfig.PerCallLimit and RuntimeCELCostBudget. */
 export const PER_CALL_LIMIT = 1_000_000;
@@ -139,37 +137,6 @@ function replaced(s: string, a: string, b: string): string[] {
   const parts = s.split(a);
   charge(Math.ceil((s.length + (parts.length - 1) * (b.length - a.length)) / 10));
   return parts;
-}
-
-/** Compiled regular expressions, by pattern: rules match the same few patterns on every write. */
-const REGEXES = new Map<string, RE2JS>();
-
-/** re2 compiles a pattern with RE2, as cel-go does; one it does not take is an evaluation error, as there. */
-function re2(pattern: string): RE2JS {
-  let re = REGEXES.get(pattern);
-  if (re) return re;
-  try {
-    re = RE2JS.compile(pattern);
-  } catch (err) {
-    throw new Error(`invalid regular expression: ${messageOf(err)}`, { cause: err });
-  }
-  if (REGEXES.size >= 1000) REGEXES.clear();
-  REGEXES.set(pattern, re);
-  return re;
-}
-
-/**
- * onRE2 points a parsed rule's matches() calls at RE2_MATCHES: cel-js's own
- * matches() is JavaScript's backtracking RegExp, which a pattern such as
- * ^(a+)+$ turns exponential, and cel-js lets no function of that name be
- * registered over it.
- */
-function onRE2(node: unknown): void {
-  if (Array.isArray(node)) return node.forEach(onRE2);
-  if (typeof node !== "object" || node === null) return;
-  const n = node as { op?: string; args?: unknown };
-  if ((n.op === "rcall" || n.op === "call") && Array.isArray(n.args) && n.args[0] === "matches") n.args[0] = RE2_MATCHES;
-  onRE2(n.args);
 }
 
 /**

@@ -235,6 +235,8 @@ async function functionRunner(flags: HostFlags, mods: HostModules, log: Logger) 
     functionsPath ?? "(no --functions file)",
     () => new Date(),
     flags.functionTlsCertsDir ? { certsDir: resolve(flags.functionTlsCertsDir), namespace: flags.functionNamespace } : undefined,
+    // Module functions on worker threads: one stuck on the CPU holds neither other XRs' reconciles nor SIGTERM.
+    { log },
   );
   // Crossplane always calls functions with mTLS; requests can carry credentials from Secrets.
   for (const { name, target } of runner.plaintext()) {

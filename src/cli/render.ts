@@ -115,7 +115,7 @@ export async function runRender(
     // Schemas are read before anything runs: a file that is not one fails at once.
     const schemas = flags.validate ? await validationSchemas(flags.validate) : undefined;
     const now = flags.now;
-    runner = await createRunner(loadDocs(functionsPath), functionsPath, () => now);
+    runner = await createRunner(loadDocs(functionsPath), functionsPath, () => now, undefined, { watchdog: "xfn render" });
     const o = await render(inputs, runner, { timeoutMs: flags.timeout, legacy: flags.legacyOutput, now });
     const docs: unknown[] = [flags.includeFullXr ? mergeFullXR(o.input, o.xr) : o.xr, ...o.composed];
     if (flags.includeFunctionResults) docs.push(...o.results);
@@ -218,7 +218,7 @@ export async function runRenderOp(
     const operation = loadOne(opPath, "Operation");
     const functionsPath = functionsFile(fnPath, opPath, "Operation");
     const now = flags.now;
-    runner = await createRunner(loadDocs(functionsPath), functionsPath, () => now);
+    runner = await createRunner(loadDocs(functionsPath), functionsPath, () => now, undefined, { watchdog: "xfn render" });
     const o = await renderOperation(
       {
         operation,

@@ -12,8 +12,10 @@
 // is refused there, naming where). Reading a field that is not there makes
 // the expression "not yet" rather than an error, so `db.status.endpoint != ""`
 // waits for the endpoint; use has(db.status.endpoint) to test presence.
+// matches() runs on RE2, as in cel-go: in time linear in the string.
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
-import { parse, type ParseResult } from "@marcbachmann/cel-js";
+import { Environment, type ParseResult } from "@marcbachmann/cel-js";
+import { onRE2, re2Matches, RE2_DECLARATIONS } from "../re2.js";
 import { setOwn } from "../own.js";
 import type { StepContext } from "../pipeline.js";
 import * as request from "../sdk/request.js";
@@ -24,6 +26,11 @@ export interface Expression {
   readonly text: string;
   readonly run: ParseResult;
 }
+
+/** The expressions' environment: cel-js's, with matches() on RE2 (re2.ts), linear in the string. */
+const ENV = new Environment({ unlistedVariablesAreDyn: true })
+  .registerFunction(RE2_DECLARATIONS[0], re2Matches)
+  .registerFunction(RE2_DECLARATIONS[1], re2Matches);
 
 const IDENT = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const RESERVED = new Set([
@@ -59,7 +66,9 @@ const RESERVED = new Set([
 export function compile(text: string, where: string): Expression {
   if (typeof text !== "string" || text.trim() === "") throw new Error(`${where}: an expression is required`);
   try {
-    return { text, run: parse(text) };
+    const run = ENV.parse(text);
+    onRE2((run as unknown as { ast: unknown }).ast);
+    return { text, run };
   } catch (err) {
     throw new Error(`${where}: cannot parse ${JSON.stringify(text)}: ${messageOf(err).split("\n")[0]}`);
   }

@@ -716,4 +716,21 @@ R("spawned: a missing file exits 1 and a Fatal result exits 3", async () => {
   assert.match(fatal.stderr, /returned a fatal result: bucket name team-a is already taken/);
 });
 
+R("spawned: a function stuck on the CPU (a backtracking RegExp) is stopped at --timeout, naming it; render never hangs", async () => {
+  // A JavaScript RegExp the function runs itself (CEL's matches() is on RE2): no timer of render's thread can fire meanwhile.
+  const { fns, comp } = oneStep(
+    "stuck",
+    `import { response } from ${JSON.stringify(join(ROOT, "src/index.ts"))};\n` +
+      "export default (req: never) => { /^(a+)+$/.test('a'.repeat(40) + '!'); return response.to(req); };\n",
+  );
+  const xr = write("stuck-xr.yaml", "apiVersion: example.xfn.dev/v1alpha1\nkind: XBuckets\nmetadata: { name: team-a }\nspec: {}\n");
+  const started = Date.now();
+  const r = await run(["render", xr, comp, fns, "--timeout", "2s"], { timeoutMs: 60_000 });
+  const took = Date.now() - started;
+  assert.ok(took < 20_000, `render ended after ${took} ms`);
+  assert.is.not(r.code, 0);
+  assert.match(r.stderr, /xfn render: Function "stuck" kept the process's thread busy past its deadline \(--timeout\)/);
+  assert.is(r.stdout, "");
+});
+
 R.run();

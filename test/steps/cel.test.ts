@@ -31,6 +31,15 @@ const table: Record<string, { expr: string; vars: Record<string, unknown>; want:
   MissingFieldIsNotYet: { expr: "db.status.endpoint != ''", vars: variables(undefined, { db: db({}) }), want: "not yet" },
   MissingResourceIsNotYet: { expr: "db.status.endpoint != ''", vars: variables(undefined, {}), want: "not yet" },
   NonIdentifierName: { expr: "observed['my-db'].status.ok", vars: variables(undefined, { "my-db": db({ ok: true }) }), want: true },
+  // A pattern a backtracking engine takes exponential time over (33 bytes ran for minutes): RE2 answers at once.
+  MatchesOnRE2: {
+    expr: "xr.spec.owner.matches('^([a-z0-9]+-?)*$')",
+    vars: variables(xr({ owner: `${"a".repeat(32)}!` }), {}),
+    want: false,
+  },
+  MatchesFinds: { expr: "xr.spec.owner.matches('team-[0-9]+')", vars: variables(xr({ owner: "the team-42 bucket" }), {}), want: true },
+  MatchesAsFunction: { expr: "matches(xr.spec.owner, '^team')", vars: variables(xr({ owner: "team-42" }), {}), want: true },
+  MatchesBadPattern: { expr: "xr.spec.owner.matches('(')", vars: variables(xr({ owner: "x" }), {}), want: /invalid regular expression/ },
   NotABool: { expr: "db.status.replicas", vars: variables(undefined, { db: db({ replicas: 3 }) }), want: /gave a number, not a bool/ },
 };
 for (const [name, tc] of Object.entries(table)) {
