@@ -35,7 +35,6 @@ import { messageOf } from "../sdk/errors.js";
 /** HAS_FIELD is what has(e.f) is run as when e is not a chain of fields (hasAfterIndex). */
 const HAS_FIELD = "xfnHasField";
 
-
 const cmp = (a: unknown, b: unknown) => ((a as number) < (b as number) ? -1 : (a as number) > (b as number) ? 1 : 0);
 const ENV = withKubernetesLibraries(
   new Environment({ unlistedVariablesAreDyn: true, homogeneousAggregateLiterals: false, enableOptionalTypes: true }),
