@@ -24,13 +24,23 @@ import { Worker } from "node:worker_threads";
 import { Server, ServerCredentials, type sendUnaryData, type ServerUnaryCall, type ServiceDefinition } from "@grpc/grpc-js";
 import type { Logger } from "pino";
 import { PipelineInspectorService } from "../gen/crossplane/pipeline/v1alpha1/pipeline_inspector_pb.js";
-import type { Job, Outcome } from "./writer.js";
+import { collectGarbage } from "../gc.js";
+import { LARGE_CALL_BYTES, type Job, type Outcome } from "./writer.js";
 
 /** The most bytes a call may carry by default, as Crossplane's reference sidecar is run with (8 MiB). */
 export const DEFAULT_MAX_RECV_BYTES = 8 * 1024 * 1024;
 /** How many calls may wait to be written by default, and how many bytes they may hold. */
 export const DEFAULT_QUEUE = 1000;
-const QUEUE_BYTES = 256 * 1024 * 1024;
+/**
+ * WRITER_HEAP_MB bounds the writer thread's heap: a call of 8 MiB (the largest
+ * taken) parses, redacts and writes within it, and V8 collects before the
+ * process grows past the sidecar's limit (it let the heap grow lazily to
+ * several times what was live).
+ */
+const WRITER_HEAP_MB = 96;
+// With the writer's own bound on requests waiting for their responses (writer.ts, PENDING_BYTES), what the
+// sidecar holds stays within the 256 MiB its documented limit gives it.
+const QUEUE_BYTES = 32 * 1024 * 1024;
 
 // Run from src/ (this repository's tests) the worker script is TypeScript.
 const WRITER = new URL(`./writer-worker${extname(fileURLToPath(import.meta.url))}`, import.meta.url);
@@ -76,7 +86,11 @@ function rawInspectorService(): ServiceDefinition {
 /** typeScriptWorker starts the writer from src/ (this repository's tests): the thread registers tsx, then loads it. */
 function typeScriptWorker(script: URL, workerData: unknown): Worker {
   const tsx = JSON.stringify(import.meta.resolve("tsx/esm/api"));
-  return new Worker(`import(${tsx}).then((t) => (t.register(), import(${JSON.stringify(script.href)})));`, { eval: true, workerData });
+  return new Worker(`import(${tsx}).then((t) => (t.register(), import(${JSON.stringify(script.href)})));`, {
+    eval: true,
+    workerData,
+    resourceLimits: { maxOldGenerationSizeMb: WRITER_HEAP_MB },
+  });
 }
 
 /** startInspector listens on opts.socket and writes what it is sent under opts.dir. */
@@ -109,7 +123,9 @@ export async function startInspector(opts: InspectorOptions): Promise<Inspector>
   const startWriter = () => {
     const workerData = { root, functions: [...(opts.functions ?? new Map())], follow: opts.follow !== undefined };
     const script = opts.writerScript ?? WRITER;
-    writer = script.pathname.endsWith(".ts") ? typeScriptWorker(script, workerData) : new Worker(script, { workerData });
+    writer = script.pathname.endsWith(".ts")
+      ? typeScriptWorker(script, workerData)
+      : new Worker(script, { workerData, resourceLimits: { maxOldGenerationSizeMb: WRITER_HEAP_MB } });
     writer.on("message", (o: Outcome) => {
       inFlight--;
       inFlightBytes -= sizes.shift() ?? 0;
@@ -139,14 +155,20 @@ export async function startInspector(opts: InspectorOptions): Promise<Inspector>
     const bytes = call.request;
     if (inFlight >= maxQueue || inFlightBytes + bytes.length > QUEUE_BYTES) drop("queue full", { kind, bytes: bytes.length });
     else {
-      // A copy of its own, handed over whole (grpc's buffer may share its memory with others).
-      const own = new Uint8Array(bytes);
+      // Handed over whole: grpc's buffer itself when the message is all of it, else a copy of its own
+      // (a small one may share its memory with others). No copy of a large call lingers here for the collector.
+      const own =
+        bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength
+          ? new Uint8Array(bytes.buffer as ArrayBuffer, 0, bytes.byteLength)
+          : new Uint8Array(bytes);
       inFlight++;
       inFlightBytes += own.length;
       sizes.push(own.length);
       writer.postMessage({ kind, bytes: own, at: Date.now() } satisfies Job, [own.buffer]);
     }
     done(null, Buffer.alloc(0));
+    // grpc's buffers of a large call are garbage now: given back once the answer is out, not when the heap next grows.
+    if (bytes.length >= LARGE_CALL_BYTES) setImmediate(collectGarbage);
   };
 
   // A socket left by a previous run (not a file of another kind) is replaced.

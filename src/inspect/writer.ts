@@ -4,7 +4,7 @@
 // runs in its own thread (writer-worker.ts), so that parsing a large request
 // or waiting on a slow disk never delays an answer.
 import { randomUUID } from "node:crypto";
-import { lstat, mkdir, rename, writeFile } from "node:fs/promises";
+import { lstat, mkdir, rename, rm, writeFile } from "node:fs/promises";
 import { join, relative, sep } from "node:path";
 import { fromBinary, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
@@ -22,13 +22,24 @@ import {
 import { toYamlStream } from "../render/output.js";
 import { functionRef, yaml } from "../testing/record.js";
 import { redactRequest, redactResponse } from "../wire/redact.js";
+import { decodeRequest, encodeRequest } from "../wire/codec.js";
 import { messageFromJson, messageToJson } from "../wire/protojson.js";
 import { followLines } from "./follow.js";
 import { messageOf } from "../sdk/errors.js";
 
-/** How many requests may wait for their response, and for how long. */
+/**
+ * How many requests may wait for their response, how many bytes they may
+ * hold, and for how long. Requests whose responses never came (150 of 5 MB)
+ * held 1.1 GB, past the 256 MiB the sidecar's documented limit gives it: the
+ * oldest are dropped past these bounds. Each waits as its encoded bytes, not
+ * parsed.
+ */
 const PENDING = 10_000;
+export const PENDING_BYTES = 32 * 1024 * 1024;
 const PENDING_MS = 10 * 60_000;
+
+/** A call at least this large has its garbage collected once it is handled (writer-worker.ts, sidecar.ts). */
+export const LARGE_CALL_BYTES = 1024 * 1024;
 
 /** Job is one call as it was received: which method, its message's bytes, and when. */
 export interface Job {
@@ -42,8 +53,14 @@ export type Outcome = { written: true; lines: string[] } | { written: false; dro
 
 interface Pending {
   meta: StepMeta;
-  req: RunFunctionRequest;
+  /** The redacted request, encoded: parsed again once its response comes. */
+  req: Uint8Array;
   at: number;
+}
+
+/** WriterIO is how files are written (tests make a disk that fills up). */
+export interface WriterIO {
+  writeFile: typeof writeFile;
 }
 
 /** safe is a name as a folder may be called: letters, digits, . _ -, at most 63 long, never . or .. */
@@ -63,13 +80,20 @@ const stream = (docs: Array<JsonObject | undefined>): string => toYamlStream(doc
 /** CaseWriter writes the steps it is given under root (a real path: no links in it). */
 export class CaseWriter {
   private readonly pending = new Map<string, Pending>();
+  private pendingBytes = 0;
   private readonly traces = new Map<string, string>(); // trace ID -> its folder
 
   constructor(
     private readonly root: string,
     private readonly functions: Map<string, string>,
     private readonly follow: boolean,
+    private readonly io: WriterIO = { writeFile },
   ) {}
+
+  /** held is what waits for responses: requests and their bytes. */
+  held(): { requests: number; bytes: number } {
+    return { requests: this.pending.size, bytes: this.pendingBytes };
+  }
 
   /** handle parses, redacts and writes one job (a request waits for its response). */
   async handle(job: Job): Promise<Outcome> {
@@ -84,8 +108,11 @@ export class CaseWriter {
       } catch (err) {
         return { written: false, drop: { why: "bad request", fields: { err: messageOf(err), span: meta?.spanId } } };
       }
-      const evicted = this.evictOld(job.at);
-      this.pending.set(meta.spanId, { meta, req, at: job.at });
+      const encoded = encodeRequest(req);
+      const evicted = this.evictOld(job.at, encoded.length);
+      this.forget(meta.spanId);
+      this.pending.set(meta.spanId, { meta, req: encoded, at: job.at });
+      this.pendingBytes += encoded.length;
       await this.writeReconcile(meta, req);
       return { written: false, ...(evicted ? { drop: evicted } : {}) };
     }
@@ -101,20 +128,31 @@ export class CaseWriter {
     } catch (err) {
       return { written: false, drop: { why: "bad response", fields: { err: messageOf(err), span: meta?.spanId } } };
     }
-    const p = this.pending.get(meta.spanId);
-    this.pending.delete(meta.spanId);
+    const p = this.forget(meta.spanId);
     if (!p) return { written: false, drop: { why: "response without its request", fields: { span: meta.spanId, step: meta.stepName } } };
-    await this.writeStep(p, rsp, error);
-    return { written: true, lines: this.follow ? followLines(p.meta, p.req, rsp, error) : [] };
+    const req = decodeRequest(p.req);
+    await this.writeStep(p.meta, req, rsp, error, p.at);
+    return { written: true, lines: this.follow ? followLines(p.meta, req, rsp, error) : [] };
   }
 
-  /** evictOld forgets the oldest requests past the bounds, telling of one (the rest are as old). */
-  private evictOld(now: number): { why: string; fields: Record<string, unknown> } | undefined {
+  /** forget takes a request out of those waiting, and returns it. */
+  private forget(span: string): Pending | undefined {
+    const p = this.pending.get(span);
+    if (!p) return undefined;
+    this.pending.delete(span);
+    this.pendingBytes -= p.req.length;
+    return p;
+  }
+
+  /** evictOld forgets the oldest requests past the bounds, with room for incoming bytes more, telling of one (the rest are as old). */
+  private evictOld(now: number, incoming: number): { why: string; fields: Record<string, unknown> } | undefined {
     let told: { why: string; fields: Record<string, unknown> } | undefined;
+    let forgotten = 0;
     for (const [span, p] of this.pending) {
-      if (this.pending.size < PENDING && now - p.at < PENDING_MS) break;
-      this.pending.delete(span);
-      told ??= { why: "no response came", fields: { span, step: p.meta.stepName } };
+      if (this.pending.size < PENDING && now - p.at < PENDING_MS && this.pendingBytes + incoming <= PENDING_BYTES) break;
+      this.forget(span);
+      forgotten++;
+      told = { why: "no response came", fields: { span, step: p.meta.stepName, forgotten, heldBytes: this.pendingBytes } };
     }
     return told;
   }
@@ -154,14 +192,19 @@ export class CaseWriter {
   }
 
   /** writeStep writes one step as an `xfn test` case. */
-  private async writeStep(p: Pending, rsp: RunFunctionResponse | undefined, error: string): Promise<void> {
-    const { meta } = p;
+  private async writeStep(
+    meta: StepMeta,
+    req: RunFunctionRequest,
+    rsp: RunFunctionResponse | undefined,
+    error: string,
+    at: number,
+  ): Promise<void> {
     const iteration = meta.iteration ? `-i${meta.iteration}` : "";
     const dir = join(this.traceDir(meta), `${String(meta.stepIndex).padStart(2, "0")}-${safe(meta.stepName)}${iteration}`);
     const module = this.functions.get(meta.functionName);
-    const when = meta.timestamp ? timestampDate(meta.timestamp).toISOString() : new Date(p.at).toISOString();
+    const when = meta.timestamp ? timestampDate(meta.timestamp).toISOString() : new Date(at).toISOString();
     const files: Record<string, string> = {
-      "request.yaml": yaml(messageToJson(RunFunctionRequestSchema, p.req)),
+      "request.yaml": yaml(messageToJson(RunFunctionRequestSchema, req)),
       "case.yaml": yaml({ ...(module ? functionRef(module) : {}), now: when }),
       "inspected.yaml": yaml({
         function: meta.functionName,
@@ -201,8 +244,14 @@ export class CaseWriter {
     }
     for (const [name, text] of Object.entries(files)) {
       const tmp = join(at, `.${name}.${randomUUID()}`);
-      await writeFile(tmp, text, { flag: "wx", mode: 0o600 });
-      await rename(tmp, join(at, name));
+      try {
+        await this.io.writeFile(tmp, text, { flag: "wx", mode: 0o600 });
+        await rename(tmp, join(at, name));
+      } catch (err) {
+        // A full disk leaves the temporary file empty or cut short: it goes, and the write fails whole.
+        await rm(tmp, { force: true }).catch(() => {});
+        throw err;
+      }
     }
   }
 }

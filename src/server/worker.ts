@@ -4,10 +4,10 @@
 // response bytes move between threads as transferred ArrayBuffers, never
 // copied.
 import { EventEmitter } from "node:events";
-import { getHeapStatistics, setFlagsFromString } from "node:v8";
-import { runInNewContext } from "node:vm";
+import { getHeapStatistics } from "node:v8";
 import { parentPort, workerData } from "node:worker_threads";
 import type { RunFunction } from "../function.js";
+import { collectGarbage } from "../gc.js";
 import { Cancel, createHandler, type HandlerResult } from "./handler.js";
 import type { Logger } from "pino";
 import { routeOutput } from "./console.js";
@@ -146,17 +146,6 @@ export function workerMain(fn: RunFunction): void {
   });
 }
 
-let collect: (() => void) | undefined;
-/** fullGc runs a full garbage collection, so that what the heap holds is what is live. */
-function fullGc(): void {
-  if (!collect) {
-    // gc() is installed in contexts made after --expose-gc is set: a new one hands it over.
-    setFlagsFromString("--expose-gc");
-    collect = runInNewContext("gc") as () => void;
-  }
-  collect();
-}
-
 /**
  * watchHeap holds the worker to its heap limit (--max-worker-heap): V8's own
  * limit is set above it (memory.ts, v8HeapLimitMB), so one large allocation
@@ -170,7 +159,7 @@ function watchHeap(limitMB: number, over: (heapMB: number) => void): () => void 
   let told = false;
   const check = () => {
     if (told || getHeapStatistics().used_heap_size <= limit) return;
-    fullGc();
+    collectGarbage();
     const used = getHeapStatistics().used_heap_size;
     if (used <= limit) return;
     told = true;

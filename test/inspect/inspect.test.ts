@@ -27,6 +27,7 @@ import {
 import { loadDocs } from "../../src/engine/docs.js";
 import { connectInspector } from "../../src/inspect/emitter.js";
 import { startInspector, type InspectorOptions } from "../../src/inspect/sidecar.js";
+import { CaseWriter, PENDING_BYTES } from "../../src/inspect/writer.js";
 import { runCase } from "../../src/testing/cases.js";
 import { until } from "../support/cluster.js";
 import { hostFor, NESTED, nestedUp } from "../support/host.js";
@@ -551,5 +552,87 @@ I("xfn package's inspect.mjs is the sidecar on plain node, away from node_module
     if (child.exitCode === null) child.kill("SIGKILL");
   }
 });
+
+I(
+  "requests whose responses never come are held within bounds (count and bytes), the oldest dropped with a log line; RSS stays under the documented 256 MiB",
+  async () => {
+    const at = join(scratch, "unpaired");
+    mkdirSync(at);
+    const socket = join(at, "socket");
+    const child = spawn(process.execPath, [join(ROOT, "bin/xfn.js"), "inspect", `--socket=${socket}`, `--dir=${join(at, "cases")}`], {
+      cwd: at,
+    });
+    let said = "";
+    child.stdout.on("data", (d) => (said += d));
+    child.stderr.on("data", (d) => (said += d));
+    try {
+      await until("the sidecar listens", () => /pipeline inspector listening/.test(said), 15_000);
+      const cp = await crossplane(socket);
+      // 60 requests of 5 MB each, and not one response: 300 MB, as 150 of them held 1.1 GB before.
+      const big = "x".repeat(5 * 2 ** 20);
+      for (let i = 0; i < 60; i++) {
+        const req = { meta: { tag: `t${i}` }, observed: { composite: { resource: { ...XR, spec: { pad: big } } } } };
+        assert.is(await cp.request(meta({ spanId: `span-${i}` }), req, 30_000), Code.OK);
+      }
+      cp.close();
+      await until("the oldest dropped, said", () => /"why":"no response came"/.test(said), 30_000);
+      const status = () => readFileSync(`/proc/${child.pid}/status`, "utf8");
+      const kb = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, "m").exec(status())![1]);
+      // Give the writer a moment to finish the last writes, then read resident and peak memory.
+      await new Promise((r) => setTimeout(r, 2_000));
+      assert.ok(kb("VmHWM") < 256 * 1024, `peak resident memory ${Math.round(kb("VmHWM") / 1024)} MiB (the sidecar's limit is 256 MiB)`);
+    } finally {
+      child.kill("SIGKILL");
+    }
+  },
+);
+
+I(
+  "a full disk: the write fails whole and leaves no temporary file behind; requests waiting for responses stay within their bytes",
+  async () => {
+    const root = join(scratch, "full-disk");
+    mkdirSync(root);
+    // A disk that fills up: each file is begun, then the write fails, as with ENOSPC.
+    const full = {
+      writeFile: (async (path: string, text: string) => {
+        writeFileSync(path, text.slice(0, 10));
+        throw Object.assign(new Error("ENOSPC: no space left on device, write"), { code: "ENOSPC" });
+      }) as never,
+    };
+    const writer = new CaseWriter(root, new Map(), false, full);
+    const job = (i: number, pad: string) => ({
+      kind: "request" as const,
+      at: Date.now(),
+      bytes: toBinary(
+        EmitRequestRequestSchema,
+        create(EmitRequestRequestSchema, {
+          request: new TextEncoder().encode(JSON.stringify({ observed: { composite: { resource: { ...XR, spec: { pad } } } } })),
+          meta: meta({ spanId: `span-${i}` }),
+        }),
+      ),
+    });
+    const failed = await writer.handle(job(0, "x")).then(
+      () => "",
+      (err: Error) => err.message,
+    );
+    assert.match(failed, /ENOSPC/);
+    assert.equal(
+      files(root).filter((f) => f.split("/").pop()!.startsWith(".")),
+      [],
+      "no temporary file left",
+    );
+    // Requests waiting for their responses: the oldest go once their bytes pass the bound.
+    const roomy = new CaseWriter(join(scratch, "roomy"), new Map(), false);
+    mkdirSync(join(scratch, "roomy"));
+    const pad = "y".repeat(4 * 2 ** 20);
+    let dropped = 0;
+    for (let i = 0; i < 20; i++) {
+      const out = await roomy.handle(job(i, pad));
+      if (!out.written && out.drop?.why === "no response came") dropped++;
+    }
+    assert.ok(roomy.held().bytes <= PENDING_BYTES, `${roomy.held().bytes} bytes held`);
+    assert.ok(roomy.held().requests < 20 && dropped > 0, JSON.stringify({ ...roomy.held(), dropped }));
+  },
+);
 
 I.run();
