@@ -37,8 +37,9 @@ export const MAX_WORKER_HEAP_MB = 4096;
 
 /**
  * v8HeapLimitMB is the limit V8 itself is given for a worker whose heap is
- * limited to limitMB (--max-worker-heap): the limit again (at least 256 MB)
- * above it, within MAX_WORKER_HEAP_MB. At V8's limit Node ends the worker,
+ * limited to limitMB (--max-worker-heap): the limit again (at least 64 MB)
+ * above it, within MAX_WORKER_HEAP_MB. (A call stuck on the CPU while its
+ * heap grows reaches it: the headroom is also how much further it gets.) At V8's limit Node ends the worker,
  * granting 16 MB to do so; an allocation larger than that, made near the
  * limit (one array of 100 MB, kept, a second call running over 128), is one
  * V8 cannot refuse a single thread: it aborts the whole process. So the worker
@@ -47,7 +48,7 @@ export const MAX_WORKER_HEAP_MB = 4096;
  * that outruns the watch, with room for one large one.
  */
 export function v8HeapLimitMB(limitMB: number): number {
-  return Math.min(MAX_WORKER_HEAP_MB, limitMB + Math.max(limitMB, 256));
+  return Math.min(MAX_WORKER_HEAP_MB, limitMB + Math.max(limitMB, 64));
 }
 
 /** GUARD_SHARE is the share of the memory at which the pool ends the worker holding the most of it (guard.ts, guardMemory). */
