@@ -16,24 +16,41 @@ const redactMap = (m: Record<string, Uint8Array>) => {
 };
 
 /**
- * redactSecret replaces the values of a Secret's data and stringData (a
- * function may write either) with "[REDACTED]", keeping the keys, as
- * Crossplane's pipeline inspector does.
+ * redactSecrets replaces the values of the data and stringData (a function may
+ * write either) of every Secret in value, keeping the keys, as Crossplane's
+ * pipeline inspector does: the resource itself, and a Secret nested anywhere
+ * in it, such as the manifest of provider-kubernetes' Object
+ * (spec.forProvider.manifest), the items of a List, or a template. Walked
+ * without recursion, so no nesting depth can overflow the stack.
  */
-function redactSecret(resource: JsonObject | undefined): void {
-  if (!resource || resource["apiVersion"] !== "v1" || resource["kind"] !== "Secret") return;
-  for (const field of ["data", "stringData"]) {
-    const d = resource[field];
-    if (d && typeof d === "object" && !Array.isArray(d)) for (const k of Object.keys(d)) (d as JsonObject)[k] = REDACTED_TEXT;
+function redactSecrets(value: JsonObject | undefined): void {
+  const todo: unknown[] = value ? [value] : [];
+  while (todo.length > 0) {
+    const v = todo.pop();
+    if (typeof v !== "object" || v === null) continue;
+    if (Array.isArray(v)) {
+      for (const x of v) if (typeof x === "object" && x !== null) todo.push(x);
+      continue;
+    }
+    const o = v as JsonObject;
+    if (o["apiVersion"] === "v1" && o["kind"] === "Secret")
+      for (const field of ["data", "stringData"]) {
+        const d = o[field];
+        if (d && typeof d === "object" && !Array.isArray(d)) for (const k of Object.keys(d)) (d as JsonObject)[k] = REDACTED_TEXT;
+      }
+    for (const x of Object.values(o)) if (typeof x === "object" && x !== null) todo.push(x);
   }
 }
 
 function redactState(s: State | undefined): void {
   if (!s) return;
-  if (s.composite) redactMap(s.composite.connectionDetails);
+  if (s.composite) {
+    redactMap(s.composite.connectionDetails);
+    redactSecrets(s.composite.resource);
+  }
   for (const r of Object.values(s.resources)) {
     redactMap(r.connectionDetails);
-    redactSecret(r.resource);
+    redactSecrets(r.resource);
   }
 }
 
@@ -46,7 +63,7 @@ export function redactRequest(req: RunFunctionRequest): RunFunctionRequest {
   for (const rs of [...Object.values(out.requiredResources), ...Object.values(out.extraResources)])
     for (const r of rs.items) {
       redactMap(r.connectionDetails);
-      redactSecret(r.resource);
+      redactSecrets(r.resource);
     }
   return out;
 }

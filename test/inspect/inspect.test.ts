@@ -250,7 +250,7 @@ I("a step Crossplane emits is an xfn test case that replays against the local mo
   }
 });
 
-I("secrets are redacted again on arrival: credentials, connection details, Secrets' data and stringData", async () => {
+I("secrets are redacted again on arrival: credentials, connection details, Secrets' data and stringData, nested ones too", async () => {
   const s = await inspector();
   const cp = await crossplane(s.socket);
   try {
@@ -270,13 +270,34 @@ I("secrets are redacted again on arrival: credentials, connection details, Secre
       credentials: { aws: { credentialData: { data: { key: b64("sekrit-4") } } } },
       requiredResources: { s: { items: [{ resource: secret("sekrit-5") }] } },
     };
-    const rsp = { desired: { resources: { out: { resource: secret("sekrit-6"), connectionDetails: { k: b64("sekrit-7") } } } } };
+    // Wrapped: a provider-kubernetes Object's manifest, a List's items, a template in the XR's spec.
+    const wrapped = {
+      apiVersion: "kubernetes.crossplane.io/v1alpha2",
+      kind: "Object",
+      metadata: { name: "o" },
+      spec: { forProvider: { manifest: secret("sekrit-8") } },
+    };
+    const list = { apiVersion: "v1", kind: "List", items: [{ apiVersion: "v1", kind: "ConfigMap" }, secret("sekrit-9")] };
+    (req.observed.resources as Record<string, unknown>)["wrapped"] = { resource: wrapped };
+    (req.observed.resources as Record<string, unknown>)["list"] = { resource: list };
+    (req.observed.composite as Record<string, unknown>)["resource"] = {
+      ...XR,
+      spec: { templates: [{ deep: { deeper: secret("sekrit-10") } }] },
+    };
+    const rsp = {
+      desired: {
+        resources: {
+          out: { resource: secret("sekrit-6"), connectionDetails: { k: b64("sekrit-7") } },
+          object: { resource: { ...wrapped, spec: { forProvider: { manifest: secret("sekrit-11") } } } },
+        },
+      },
+    };
     const m = meta();
     assert.equal([await cp.request(m, req), await cp.response(m, rsp)], [Code.OK, Code.OK]);
     await s.i.flush();
     const all = files(s.dir).map((f) => readFileSync(join(s.dir, f), "utf8"));
     const text = all.join("\n");
-    for (const v of ["sekrit-1", "sekrit-2", "sekrit-3", "sekrit-4", "sekrit-5", "sekrit-6", "sekrit-7"]) {
+    for (const v of Array.from({ length: 11 }, (_, i) => `sekrit-${i + 1}`)) {
       assert.not.ok(text.includes(v), `${v} is written`);
       assert.not.ok(text.includes(b64(v)), `${v} (base64) is written`);
     }
