@@ -10,7 +10,7 @@
 // package scheme knows; any other kind is refused. A Function package must
 // hold exactly one meta, a Function, with a valid Crossplane version range,
 // and only CustomResourceDefinitions beside it.
-import { readdirSync, readFileSync, statSync } from "node:fs";
+import { lstatSync, readdirSync, readFileSync, readlinkSync, realpathSync, statSync } from "node:fs";
 import { extname, join, relative, sep } from "node:path";
 import type { JsonObject } from "@bufbuild/protobuf";
 import validRange from "semver/ranges/valid.js";
@@ -55,10 +55,12 @@ export interface PackageContents {
 /** yamlFiles lists the YAML files under dir as crossplane's file reader does: lexical order, no empty file, none under skip. */
 export function yamlFiles(dir: string, skip?: string): string[] {
   const out: string[] = [];
+  const real = realpathSync(dir);
   const walk = (d: string) => {
     for (const name of readdirSync(d).sort()) {
       const p = join(d, name);
       if (skip && (p === skip || p.startsWith(skip + sep))) continue;
+      if (lstatSync(p).isSymbolicLink()) insideLink(p, dir, real);
       const st = statSync(p);
       if (st.isDirectory()) walk(p);
       else if ((extname(p) === ".yaml" || extname(p) === ".yml") && st.size > 0) out.push(p);
@@ -66,6 +68,30 @@ export function yamlFiles(dir: string, skip?: string): string[] {
   };
   walk(dir);
   return out;
+}
+
+/**
+ * insideLink refuses a symbolic link at p that leads outside the folder being
+ * read (dir, whose real path is real), nowhere, or in a loop: a package holds
+ * the folder's own files, never /etc/hostname or a secret a link points to.
+ * (A hard link cannot be told from the file it names: it is read as a file.)
+ */
+function insideLink(p: string, dir: string, real: string): void {
+  const shown = relative(dir, p);
+  let target: string;
+  try {
+    target = realpathSync(p);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    throw new Error(
+      `refusing to package ${shown}: a symbolic link to ${readlinkSync(p)}, which ${code === "ELOOP" ? "loops" : "does not exist"}`,
+      { cause: err },
+    );
+  }
+  if (target !== real && !target.startsWith(real + sep))
+    throw new Error(
+      `refusing to package ${shown}: a symbolic link to ${target}, outside ${dir} (copy the file in if the package is to hold it)`,
+    );
 }
 
 /** joined is the files' text as crossplane's file reader streams it: each file, then a document end and a separator. */
@@ -103,12 +129,13 @@ export function readPackage(root: string, examplesRoot?: string): PackageContent
   const meta = metas[0]!;
   let examplesYaml: string | undefined;
   if (examplesRoot) {
-    let files: string[] = [];
+    let isDir = false;
     try {
-      files = statSync(examplesRoot).isDirectory() ? yamlFiles(examplesRoot) : [];
+      isDir = statSync(examplesRoot).isDirectory();
     } catch {
       // no examples
     }
+    const files = isDir ? yamlFiles(examplesRoot) : [];
     if (files.length > 0) examplesYaml = joined(files);
   }
   return { meta, objects, packageYaml: encode(meta, objects), ...(examplesYaml !== undefined ? { examplesYaml } : {}) };

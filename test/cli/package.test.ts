@@ -39,6 +39,14 @@ K.before(() => {
   // A link that stays inside the folder is fine: the package holds the file it leads to.
   linked("inside", { "package/examples/xr.yaml": "../../xr.yaml" });
   writeFileSync(join(scratch, "inside", "xr.yaml"), "kind: XR\n");
+  // The examples --xpkg adds: a link out of examples/ is refused as one out of package/ is.
+  linked("exleak", {});
+  mkdirSync(join(scratch, "exleak", "examples"));
+  writeFileSync(join(scratch, "exleak", "examples", "xr.yaml"), "apiVersion: x/v1\nkind: XR\n");
+  symlinkSync(join(scratch, "secret.txt"), join(scratch, "exleak", "examples", "secret.yaml"));
+  linked("exroot", {});
+  mkdirSync(join(scratch, "outside-examples"));
+  symlinkSync(join(scratch, "secret.txt"), join(scratch, "outside-examples", "leak.yaml"));
 });
 K.after(() => rmSync(scratch, { recursive: true, force: true }));
 
@@ -66,6 +74,14 @@ const cases: Record<string, { args: string[]; want: RegExp }> = {
   LinksInALoop: {
     args: ["loop", "--out", "out"],
     want: /xfn package: refusing to package package\/examples\/a: a symbolic link to b, which loops/,
+  },
+  ExamplesLinkedOut: {
+    args: ["exleak", "--out", "out-exleak", "--xpkg", "exleak.xpkg"],
+    want: /xfn package: refusing to package secret\.yaml: a symbolic link to \S*\/secret\.txt, outside \S*exleak\/examples/,
+  },
+  ExamplesRootLinkedOut: {
+    args: ["exroot", "--out", "out-exroot", "--xpkg", "exroot.xpkg", "--examples-root", "outside-examples"],
+    want: /xfn package: refusing to package leak\.yaml: a symbolic link to \S*\/secret\.txt, outside \S*outside-examples/,
   },
   PackageFolderLinkedOut: {
     args: ["wholelink", "--out", "out"],
