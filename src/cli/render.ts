@@ -9,7 +9,7 @@ import { FatalResultError, StepError } from "../engine/composition.js";
 import { isObject } from "../json.js";
 import { setOwn } from "../own.js";
 import { ComposeError, FIXED_TIME, mergeFullXR, render } from "../render/render.js";
-import { InputError, loadDocs, loadOne } from "../engine/docs.js";
+import { InputError, loadDocs, loadOne, readStdinBounded } from "../engine/docs.js";
 import { toYamlStream } from "../render/output.js";
 import { renderOperation } from "../render/operation.js";
 import { createRunner } from "../engine/runner.js";
@@ -161,7 +161,7 @@ async function validationSchemas(sources: string) {
   const { loadSources } = await import("../validate/load.js");
   const { schemasOf } = await import("./validate.js");
   return schemasOf(
-    loadSources(sources, () => readFileSync(0, "utf8")),
+    loadSources(sources, () => readStdinBounded()),
     "~/.crossplane/cache",
   );
 }

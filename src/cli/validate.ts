@@ -8,12 +8,12 @@
 // its CRDs read from the cache crossplane's validate keeps (--cache-dir,
 // <registry>/<repository>@<tag>/), since xfn reaches no registry; one not in
 // the cache is an error that says how to get it there.
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { homedir } from "node:os";
-import { join } from "node:path";
+import { isAbsolute, join, relative, resolve } from "node:path";
 import type { JsonObject } from "@bufbuild/protobuf";
 import { Command, InvalidArgumentError, Option } from "commander";
-import { InputError, type Doc } from "../engine/docs.js";
+import { InputError, readStdinBounded, type Doc } from "../engine/docs.js";
 import { isObject } from "../json.js";
 import { printable } from "../terminal.js";
 import { loadSources } from "../validate/load.js";
@@ -59,6 +59,10 @@ export function packagesOf(docs: Doc[]): string[] {
 /** cached reads a package's schemas from the cache (crossplane's LocalCache layout: ':' becomes '@'). */
 function cached(cacheDir: string, image: string): Doc[] {
   const dir = join(cacheDir, image.replaceAll(":", "@"));
+  // A package named ../../secret would have its "schemas" read from outside the cache.
+  const inside = relative(resolve(cacheDir), resolve(dir));
+  if (inside === "" || inside.startsWith("..") || isAbsolute(inside))
+    throw new InputError(`cannot look up package ${JSON.stringify(image)} in the cache ${cacheDir}: its name leads out of the cache`);
   if (!existsSync(dir))
     throw new InputError(
       `cannot find the schemas of ${image} in the cache ${cacheDir}: xfn validate does not download packages; ` +
@@ -80,7 +84,7 @@ export function runValidate(
   flags: ValidateFlags,
   out: NodeJS.WritableStream,
   err: NodeJS.WritableStream,
-  readStdin: () => string = () => readFileSync(0, "utf8"),
+  readStdin: () => string = () => readStdinBounded(),
 ): number {
   try {
     if (extensions === "-" && resources === "-") throw new InputError("cannot use stdin for both extensions and resources");

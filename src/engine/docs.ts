@@ -1,6 +1,6 @@
 // Loading render inputs: YAML (or JSON) files, or directories of them, each
 // holding one or more documents. Every error names the file and the problem.
-import { readdirSync, readFileSync, statSync } from "node:fs";
+import { readdirSync, readFileSync, readSync, statSync } from "node:fs";
 import { extname, join } from "node:path";
 import type { JsonObject } from "@bufbuild/protobuf";
 import { parseAllDocuments } from "yaml";
@@ -72,6 +72,38 @@ export function parseDoc(text: string, file: string): unknown {
   const docs = parseDocs(text, file);
   if (docs.length > 1) throw new InputError(`cannot parse ${file}: expected one YAML document, found ${docs.length}`);
   return docs[0] ?? null;
+}
+
+/** MAX_STDIN_BYTES bounds what a command reads from standard input (a file of documents of that size is already unusual). */
+export const MAX_STDIN_BYTES = 256 * 1024 * 1024;
+
+/**
+ * readStdinBounded reads standard input to its end, refusing more than
+ * limit bytes: `-` given /dev/zero or `yes` grew the process to 16.8 GB.
+ */
+export function readStdinBounded(limit = MAX_STDIN_BYTES, fd = 0): string {
+  const chunks: Buffer[] = [];
+  let total = 0;
+  const chunk = Buffer.allocUnsafe(1 << 20);
+  for (;;) {
+    let n: number;
+    try {
+      n = readSync(fd, chunk, 0, chunk.length, null);
+    } catch (err) {
+      // A non-blocking stdin with nothing yet: wait for it, as readFileSync(0) would.
+      if ((err as NodeJS.ErrnoException).code === "EAGAIN") {
+        Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 10);
+        continue;
+      }
+      if ((err as NodeJS.ErrnoException).code === "EOF") break;
+      throw err;
+    }
+    if (n === 0) break;
+    total += n;
+    if (total > limit) throw new InputError(`cannot read standard input: it holds more than ${limit / 2 ** 20} MiB, the most read from it`);
+    chunks.push(Buffer.from(chunk.subarray(0, n)));
+  }
+  return Buffer.concat(chunks, total).toString("utf8");
 }
 
 /** loadDocs reads every document of a file, or of every YAML file in a directory. */

@@ -30,6 +30,20 @@ C("--output xml is refused before anything is read; a missing argument names its
   assert.match(one.stderr, "missing required argument 'resources'");
 });
 
+C("stdin: more than 256 MiB (yes piped in) is refused with a clear error, not read to the end", async () => {
+  const { spawn } = await import("node:child_process");
+  const started = Date.now();
+  const r = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
+    const child = spawn("bash", ["-c", `yes | ${JSON.stringify(process.execPath)} bin/xfn.js validate ${join(F, "schemas")} -`]);
+    let stderr = "";
+    child.stderr.on("data", (d) => (stderr += d));
+    child.on("close", (code) => resolve({ code, stderr }));
+  });
+  assert.ok(Date.now() - started < 60_000, `took ${Date.now() - started} ms`);
+  assert.is(r.code, 1);
+  assert.match(r.stderr, "xfn validate: cannot read standard input: it holds more than 256 MiB, the most read from it");
+});
+
 C("xfn --help lists validate", async () => {
   const h = await run(["--help"]);
   assert.match(h.stdout, /validate \[options\] <extensions> <resources>/);

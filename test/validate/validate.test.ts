@@ -510,6 +510,48 @@ R("bad input names its cause: a missing file, YAML that does not parse, a packag
   assert.is(p.code, 1);
   assert.match(p.err, "cannot find the schemas of xpkg.crossplane.io/crossplane-contrib/provider-nop:v0.2.0 in the cache");
 });
+R("a package whose name leads out of the cache is refused, naming it; nothing outside is read", () => {
+  const dir = mkdtempSync(join(tmpdir(), "xfn-validate-"));
+  mkdirSync(join(dir, "cache"));
+  // What ../../secret would reach: YAML outside the cache, which must not become a schema.
+  mkdirSync(join(dir, "secret"));
+  writeFileSync(join(dir, "secret", "package.yaml"), readFileSync(join(F, "schemas/widgets.yaml")));
+  for (const name of ["../secret", "../../x/../secret", "."]) {
+    writeFileSync(
+      join(dir, "provider.yaml"),
+      `apiVersion: pkg.crossplane.io/v1\nkind: Provider\nmetadata: {name: p}\nspec: {package: "${name}"}\n`,
+    );
+    const r = run(join(dir, "provider.yaml"), at("valid.yaml"), { cacheDir: join(dir, "cache") });
+    assert.is(r.code, 1, name);
+    assert.match(r.err, `cannot look up package ${JSON.stringify(name)} in the cache`);
+    assert.match(r.err, "its name leads out of the cache");
+  }
+});
+R("an OpenAPI document whose $refs expand exponentially is refused, naming the schema, not expanded to gigabytes", () => {
+  // 40 schemas, each referring to the next twice: 2^40 nodes if inlined, in about 3 KB.
+  const schemas: Record<string, unknown> = {};
+  for (let i = 0; i < 40; i++)
+    schemas[`io.x.S${i}`] =
+      i === 39
+        ? { type: "string" }
+        : {
+            type: "object",
+            properties: { a: { $ref: `#/components/schemas/io.x.S${i + 1}` }, b: { $ref: `#/components/schemas/io.x.S${i + 1}` } },
+          };
+  schemas["io.x.v1.Bomb"] = {
+    type: "object",
+    "x-kubernetes-group-version-kind": [{ group: "x.io", version: "v1", kind: "Bomb" }],
+    properties: { spec: { $ref: "#/components/schemas/io.x.S0" } },
+  };
+  const dir = mkdtempSync(join(tmpdir(), "xfn-validate-"));
+  writeFileSync(join(dir, "openapi.json"), JSON.stringify({ openapi: "3.0.0", components: { schemas } }));
+  writeFileSync(join(dir, "bomb.yaml"), "apiVersion: x.io/v1\nkind: Bomb\nmetadata: {name: b}\nspec: {}\n");
+  const started = Date.now();
+  const r = run(join(dir, "openapi.json"), join(dir, "bomb.yaml"));
+  assert.ok(Date.now() - started < 20_000, `took ${Date.now() - started} ms`);
+  assert.is(r.code, 1);
+  assert.match(r.err + r.out, /cannot inline the \$refs of schema io\.x\.v1\.Bomb: they expand past 1000000 nodes/);
+});
 R("a Provider's CRDs come from crossplane's cache layout (registry/repository@tag)", () => {
   const dir = mkdtempSync(join(tmpdir(), "xfn-validate-"));
   const pkg = join(dir, "cache", "xpkg.crossplane.io/crossplane-contrib/provider-nop@v0.2.0");
