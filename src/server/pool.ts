@@ -408,7 +408,11 @@ class WorkerPool implements Pool {
       if (i >= 0) this.slots.splice(i, 1);
       if (slot.pending.size > 0)
         log.error({ worker: slot.n, calls: slot.pending.size }, `a worker ended: ${why}; failing the calls it held`);
-      failAll(slot, `the function's worker ended (${why}); it was replaced, and other calls were not affected`);
+      failAll(
+        slot,
+        `the function's worker ended (${why}) while this call was on it, and the call ended with it (retry it); ` +
+          "the worker was replaced, and calls on the other workers were not affected",
+      );
       if (!ready) return reject(new Error(why));
       if (this.closing) return;
       log.warn({ worker: slot.n, reason: why }, "starting a replacement worker");
@@ -522,7 +526,7 @@ class WorkerPool implements Pool {
           slot.retiring = true;
           // Its exit is the pool's doing: say why, not what the exit code would suggest.
           const which = byTimeout ? ` (the server's --timeout of ${opts.timeoutMs / 1000} s)` : "";
-          slot.ending ??= `it was stopped: a call ran past its deadline${which} and it did not answer`;
+          slot.ending ??= `it was stopped: a call on it ran past its deadline${which} and it did not answer`;
           void slot.worker.terminate();
         },
         Math.min(2 ** 31 - 1, Math.max(0, deadline - Date.now()) + STUCK_GRACE_MS),

@@ -406,6 +406,26 @@ P("a request a worker cannot decode: INVALID_ARGUMENT, logged once by the server
   assert.is(bad[0]!["worker"], undefined, "logged by the server, not by the worker");
 });
 
+P("a call on the same worker as one stuck past its deadline is told what happened to it, and that it may retry", async () => {
+  const { srv } = await start(20_000, 1);
+  const c = rawClient(srv.port);
+  try {
+    const stuck = codeOf(c.run(call("spin"), { timeoutMs: 1_000 }));
+    await new Promise((r) => setTimeout(r, 100));
+    const bystander = await codeOf(c.run(call("ok"), { timeoutMs: 15_000 }));
+    assert.is((await stuck).code, Code.DEADLINE_EXCEEDED);
+    assert.is(bystander.code, Code.INTERNAL);
+    assert.match(
+      bystander.details,
+      /^the function's worker ended \(it was stopped: a call on it ran past its deadline and it did not answer\) while this call was on it, and the call ended with it \(retry it\)/,
+    );
+    assert.match((await c.run(call("ok"))).results[0]!.message, /^ran ok/);
+  } finally {
+    c.close();
+    await srv.stop(1000);
+  }
+});
+
 P("a crash fails only the call its worker held; the worker is replaced and the server serves on", async () => {
   const { srv, mem } = await start(10_000);
   const c = rawClient(srv.port);
@@ -419,7 +439,7 @@ P("a crash fails only the call its worker held; the worker is replaced and the s
     assert.is(crashed.code, Code.INTERNAL);
     assert.match(
       crashed.message,
-      /the function's worker ended \(it crashed: boom from a timer\); it was replaced, and other calls were not affected/,
+      /the function's worker ended \(it crashed: boom from a timer\) while this call was on it, and the call ended with it \(retry it\); the worker was replaced, and calls on the other workers were not affected/,
     );
     assert.match((await slow).results[0]!.message, /^ran ok/);
     for (let i = 0; i < 4; i++) assert.match((await c.run(call("ok"))).results[0]!.message, /^ran ok/);
@@ -689,7 +709,7 @@ P("a function calling process.exit fails its own call, naming the call; the work
     const exit = request({ observed: { composite: { resource: { kind: "X", spec: { mode: "exit", code: 0 } } } } });
     const err = await codeOf(c.run(exit));
     assert.is(err.code, Code.INTERNAL);
-    assert.match(err.details, /the function's worker ended \(process\.exit\(0\) was called in it\); it was replaced/);
+    assert.match(err.details, /the function's worker ended \(process\.exit\(0\) was called in it\) while this call was on it/);
     await until("the replacement", () => mem.lines().some((l) => l.msg === "starting a replacement worker"));
     assert.is(mem.lines().find((l) => l.msg === "starting a replacement worker")!["reason"], "process.exit(0) was called in it");
     for (let i = 0; i < 3; i++) assert.match((await c.run(call("ok"))).results[0]!.message, /^ran ok/);
@@ -766,7 +786,7 @@ P("a CPU-bound function: the call ends at the server's timeout, its worker is re
     assert.ok(mem.lines().some((l) => /its worker did not answer; terminating the worker/.test(String(l.msg))));
     await until("the replacement", () => mem.lines().some((l) => l.msg === "starting a replacement worker"));
     const reason = String(mem.lines().find((l) => l.msg === "starting a replacement worker")!["reason"]);
-    assert.is(reason, "it was stopped: a call ran past its deadline (the server's --timeout of 1 s) and it did not answer");
+    assert.is(reason, "it was stopped: a call on it ran past its deadline (the server's --timeout of 1 s) and it did not answer");
     assert.not.match(JSON.stringify(mem.lines()), /process\.exit\(1\) was called/);
     for (let i = 0; i < 4; i++) assert.match((await c.run(call("ok"))).results[0]!.message, /^ran ok/);
   } finally {
