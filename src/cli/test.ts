@@ -15,7 +15,8 @@ export async function runTests(dir: string, update: boolean, out: NodeJS.Writabl
     out.write(`xfn test: ${messageOf(err)}\n`);
     return 1;
   }
-  const { cases, unreadable } = found;
+  const { cases, unreadable, outside } = found;
+  for (const o of outside) out.write(`note: ${relative(root, o)} is a link out of ${dir}; not followed\n`);
   // What could not be read is a failure of its own; the cases found are run all the same.
   for (const u of unreadable) out.write(`FAIL     ${relative(root, u.path) || "."}\n  cannot read it: ${u.why}\n`);
   if (cases.length === 0 && unreadable.length === 0) {

@@ -16,8 +16,8 @@
 //     case.yaml says `output: current` (crossplane render's current shape).
 // Expectations are partial (see expect.ts); --update rewrites a failing case's
 // expectation in its own shape (see updated).
-import { existsSync, readdirSync, readFileSync, realpathSync, statSync, writeFileSync } from "node:fs";
-import { dirname, isAbsolute, join, relative, resolve } from "node:path";
+import { existsSync, lstatSync, readdirSync, readFileSync, realpathSync, statSync, writeFileSync } from "node:fs";
+import { dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { createTwoFilesPatch } from "diff";
 import type { Schemas } from "../validate/validate.js";
@@ -56,6 +56,8 @@ const SKIP = new Set(["node_modules", ".git"]);
 export interface Found {
   cases: string[];
   unreadable: { path: string; why: string }[];
+  /** Symbolic links that lead out of the folder: not followed (a link to / walked the whole disk). */
+  outside: string[];
 }
 
 /**
@@ -65,7 +67,8 @@ export interface Found {
  */
 export function discoverCases(root: string): Found {
   if (!existsSync(root) || !statSync(root).isDirectory()) throw new InputError(`cannot look for cases in ${root}: not a directory`);
-  const found: Found = { cases: [], unreadable: [] };
+  const found: Found = { cases: [], unreadable: [], outside: [] };
+  const realRoot = realpathSync(root);
   const seen = new Set<string>();
   const unreadable = (path: string, err: unknown) => {
     const code = (err as NodeJS.ErrnoException).code;
@@ -101,6 +104,13 @@ export function discoverCases(root: string): Found {
       const p = join(dir, n);
       let isDir: boolean;
       try {
+        if (lstatSync(p).isSymbolicLink()) {
+          const target = realpathSync(p);
+          if (target !== realRoot && !target.startsWith(realRoot + sep)) {
+            found.outside.push(p);
+            continue;
+          }
+        }
         isDir = statSync(p).isDirectory();
       } catch (err) {
         unreadable(p, err);
@@ -208,7 +218,11 @@ const loaded = new Map<string, Promise<RunFunction>>();
 async function runRequestCase(dir: string, cfg: CaseConfig): Promise<RunFunctionResponse> {
   const file = findModule(dir, cfg);
   let fn = loaded.get(file);
-  if (!fn) loaded.set(file, (fn = loadFunction(file)));
+  if (!fn) {
+    loaded.set(file, (fn = loadFunction(file)));
+    // Awaited below, unless the request does not parse: its failure must not go unhandled meanwhile.
+    fn.catch(() => {});
+  }
   const reqPath = join(dir, "request.yaml");
   let req;
   try {

@@ -282,11 +282,32 @@ const broken: Record<string, { files: Record<string, string>; want: RegExp }> = 
     files: { "request.yaml": "{}\n", "expected.yaml": "{}\n", "case.yaml": "now: yesterday\n" },
     want: /now "yesterday" is not an RFC 3339 time/,
   },
+  // Its request does not parse and its module does not load: the module's failure went unhandled and ended xfn test.
+  NeitherParsesNorImports: {
+    files: {
+      "request.yaml": "meta: [unclosed\n",
+      "expected.yaml": "{}\n",
+      "case.yaml": "function: fn.mjs\n",
+      "fn.mjs": "import 'no-such-package-anywhere';\nexport default () => ({});\n",
+    },
+    want: /cannot parse \S*request\.yaml/,
+  },
   PipelineWithoutFunctions: {
     files: { "xr.yaml": "kind: X\n", "composition.yaml": "kind: C\n", "expected.yaml": "{}\n" },
     want: /a pipeline case needs functions\.yaml beside xr\.yaml/,
   },
 };
+T("a link out of the folder (to /) is noted and not followed; the cases inside run", async () => {
+  const root = join(scratch, "link-out");
+  copyCase("functions/hello/testdata/cases/bad-bucket-name", "link-out/good");
+  writeFileSync(join(root, "good", "case.yaml"), `function: ${ROOT}/functions/hello\n`);
+  symlinkSync("/", join(root, "everything"));
+  const r = await xfnTest(root);
+  assert.is(r.code, 0, r.out);
+  assert.match(r.out, /^note: everything is a link out of \S*link-out; not followed$/m);
+  assert.match(r.out, /^1 passed, 0 failed$/m);
+});
+
 for (const [name, tc] of Object.entries(broken)) {
   T(`a broken case fails with the reason, and the others still run: ${name}`, async () => {
     const root = join(scratch, `broken-${name}`);
