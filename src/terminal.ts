@@ -24,3 +24,29 @@ export function printable(s: string, opts: { lines?: boolean } = {}): string {
     return NAMED[c] ?? (code <= 0xff ? `\\x${code.toString(16).padStart(2, "0")}` : `\\u${code.toString(16)}`);
   });
 }
+
+// The controls JSON and YAML writers leave as they are: C1 controls, and the
+// Unicode controls that reorder text (U+202E shows a line's end first). ESC and
+// the other C0 controls are escaped by both writers already.
+const INVISIBLE = /[\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+// eslint-disable-next-line no-control-regex -- matching control characters is the point
+const HAS_CONTROL = /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/;
+
+const uEscape = (c: string) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`;
+
+/** safeJson is JSON text with every C1 and bidi control escaped (\u202e): the same value, shown safely in a terminal. */
+export function safeJson(json: string): string {
+  return json.replace(INVISIBLE, uEscape);
+}
+
+/** hasControl tells whether a string holds a control character a terminal would act on or hide. */
+export const hasControl = (s: string): boolean => HAS_CONTROL.test(s);
+
+/**
+ * safeYaml is YAML text whose scalars holding a control character were written
+ * double-quoted (see hasControl): its C1 and bidi controls escaped there, as
+ * YAML's double quotes allow (\u202e), so the text reads back as the same value.
+ */
+export function safeYaml(yaml: string): string {
+  return yaml.replace(INVISIBLE, uEscape);
+}

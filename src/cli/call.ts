@@ -8,6 +8,7 @@ import { describeServedBy, readServedBy } from "../server/served-by.js";
 import { parseRequest } from "../testing/unit.js";
 import { messageToJson } from "../wire/protojson.js";
 import { messageOf } from "../sdk/errors.js";
+import { safeJson } from "../terminal.js";
 
 /** EXIT_FATAL is the exit code when the function returned a Fatal result (as `crossplane render`). */
 export const EXIT_FATAL = 3;
@@ -83,7 +84,7 @@ export function callCommand(): Command {
             ...(flags.debug ? { onHeaders: (h: Record<string, string>) => (headers = h) } : {}),
           });
           if (flags.debug) process.stderr.write(`xfn call: ${describeServedBy(readServedBy(headers))}\n`);
-          process.stdout.write(JSON.stringify(messageToJson(RunFunctionResponseSchema, rsp), null, 2) + "\n");
+          process.stdout.write(safeJson(JSON.stringify(messageToJson(RunFunctionResponseSchema, rsp), null, 2)) + "\n");
           if (rsp.results.some((r) => r.severity === Severity.FATAL)) process.exitCode = EXIT_FATAL;
         } finally {
           client.close();

@@ -4,6 +4,7 @@ import { Command, Option } from "commander";
 import { discoverCases, runCase, type Found } from "../testing/cases.js";
 import { refuseExit } from "../module/exit.js";
 import { messageOf } from "../sdk/errors.js";
+import { printable } from "../terminal.js";
 
 /** runTests runs the cases and prints one line each; it returns the exit code. */
 export async function runTests(dir: string, update: boolean, out: NodeJS.WritableStream): Promise<number> {
@@ -16,9 +17,9 @@ export async function runTests(dir: string, update: boolean, out: NodeJS.Writabl
     return 1;
   }
   const { cases, unreadable, outside } = found;
-  for (const o of outside) out.write(`note: ${relative(root, o)} is a link out of ${dir}; not followed\n`);
+  for (const o of outside) out.write(`note: ${printable(relative(root, o))} is a link out of ${printable(dir)}; not followed\n`);
   // What could not be read is a failure of its own; the cases found are run all the same.
-  for (const u of unreadable) out.write(`FAIL     ${relative(root, u.path) || "."}\n  cannot read it: ${u.why}\n`);
+  for (const u of unreadable) out.write(`FAIL     ${printable(relative(root, u.path) || ".")}\n  cannot read it: ${printable(u.why)}\n`);
   if (cases.length === 0 && unreadable.length === 0) {
     out.write(
       `xfn test: no cases under ${dir} (a case is a folder with expected.yaml and request.yaml, or xr.yaml and composition.yaml)\n`,
@@ -31,10 +32,10 @@ export async function runTests(dir: string, update: boolean, out: NodeJS.Writabl
     const r = await runCase(c, root, update);
     if (r.status === "failed") {
       failed++;
-      out.write(`FAIL     ${r.name}\n${r.detail ?? ""}\n`);
+      out.write(`FAIL     ${printable(r.name)}\n${printable(r.detail ?? "", { lines: true })}\n`);
     } else {
       passed++;
-      out.write(`${r.status === "updated" ? "UPDATED" : "ok"}${r.status === "updated" ? "  " : "       "}${r.name}\n`);
+      out.write(`${r.status === "updated" ? "UPDATED" : "ok"}${r.status === "updated" ? "  " : "       "}${printable(r.name)}\n`);
     }
   }
   out.write(`${passed} passed, ${failed} failed\n`);

@@ -1,7 +1,8 @@
 // `xfn trace TYPE[/NAME] [NAME]`: an XR and what it composes, as a tree, like
 // `crossplane beta trace`, with what xfn's lifecycle steps record (src/trace).
 import { Command, Option } from "commander";
-import { printable } from "../terminal.js";
+import { printable, safeJson } from "../terminal.js";
+import { safeYamlOf } from "../render/output.js";
 import { messageOf } from "../sdk/errors.js";
 
 interface Flags {
@@ -73,9 +74,9 @@ async function trace(typeArg: string, nameArg: string | undefined, flags: Flags)
     const tree = await new Tracer(kubeApi(kc), { wide }).trace(type, name!, flags.namespace);
     const text =
       flags.output === "json"
-        ? `${JSON.stringify(plainTree(tree), null, 2)}\n`
+        ? `${safeJson(JSON.stringify(plainTree(tree), null, 2))}\n`
         : flags.output === "yaml"
-          ? (await import("yaml")).stringify(plainTree(tree))
+          ? safeYamlOf(plainTree(tree))
           : table(tree, { wide });
     return { text, sig: table(withoutAges(tree), { wide: true }) };
   };

@@ -5,6 +5,7 @@
 // quotes, no folding of long lines. So xfn render's output diffs cleanly
 // against crossplane render's.
 import { Document, isScalar, parseDocument, visit, type Scalar } from "yaml";
+import { hasControl, safeYaml } from "../terminal.js";
 
 /** toYamlStream renders each object as a document, each preceded by "---". */
 export function toYamlStream(objects: readonly unknown[]): string {
@@ -28,11 +29,24 @@ function readsAsNonString(s: string): boolean {
 
 /** quoteAmbiguous double-quotes a string scalar that YAML 1.1 readers (Go's yaml) would read as another type when plain. */
 export function quoteAmbiguous(node: Scalar<unknown>): void {
-  if (typeof node.value === "string" && readsAsNonString(node.value)) node.type = "QUOTE_DOUBLE";
+  // A control character is written escaped, which only double quotes allow (safeYaml).
+  if (typeof node.value === "string" && (readsAsNonString(node.value) || hasControl(node.value))) node.type = "QUOTE_DOUBLE";
 }
 
 function toYaml(o: unknown): string {
   const doc = new Document(o, { sortMapEntries: true });
   visit(doc, { Scalar: (_key, node) => quoteAmbiguous(node) });
-  return doc.toString({ indentSeq: false, singleQuote: true, lineWidth: 0 });
+  return safeYaml(doc.toString({ indentSeq: false, singleQuote: true, lineWidth: 0 }));
+}
+
+/** safeYamlOf is YAML of value (yaml's stringify, with options) with every string holding a control character written escaped. */
+export function safeYamlOf(value: unknown, options: Parameters<Document["toString"]>[0] & { sortMapEntries?: boolean } = {}): string {
+  const { sortMapEntries, ...toString } = options;
+  const doc = new Document(value, sortMapEntries ? { sortMapEntries } : {});
+  visit(doc, {
+    Scalar: (_key, node) => {
+      if (typeof node.value === "string" && hasControl(node.value)) node.type = "QUOTE_DOUBLE";
+    },
+  });
+  return safeYaml(doc.toString(toString));
 }

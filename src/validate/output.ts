@@ -3,8 +3,8 @@
 // and [x] lines and a totals line; JSON as Go's encoding/json indents it (its
 // fields in struct order, <, > and & escaped); YAML as sigs.k8s.io/yaml writes
 // it (keys sorted, lists not indented under their key).
-import { stringify } from "yaml";
-import { printable } from "../terminal.js";
+import { safeYamlOf } from "../render/output.js";
+import { printable, safeJson } from "../terminal.js";
 import type { FieldValidationError, ValidationResult } from "./validate.js";
 
 export type Format = "text" | "json" | "yaml";
@@ -18,7 +18,7 @@ export interface RenderOptions {
 /** render writes result in format. */
 export function render(result: ValidationResult, format: Format, opts: RenderOptions = {}): string {
   if (format === "json") return `${goJSON(ordered(result))}\n`;
-  if (format === "yaml") return stringify(ordered(result), { sortMapEntries: true, indentSeq: false, lineWidth: 0 });
+  if (format === "yaml") return safeYamlOf(ordered(result), { sortMapEntries: true, indentSeq: false, lineWidth: 0 });
   return text(result, opts);
 }
 
@@ -53,7 +53,7 @@ function ordered(r: ValidationResult): unknown {
 
 /** goJSON is JSON.stringify indented by two, with the characters Go's encoder escapes for HTML escaped. */
 function goJSON(v: unknown): string {
-  return JSON.stringify(v, null, 2).replace(/[<>&\u2028\u2029]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
+  return safeJson(JSON.stringify(v, null, 2).replace(/[<>&\u2028\u2029]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`));
 }
 
 function text(result: ValidationResult, opts: RenderOptions): string {

@@ -297,6 +297,16 @@ const broken: Record<string, { files: Record<string, string>; want: RegExp }> = 
     want: /a pipeline case needs functions\.yaml beside xr\.yaml/,
   },
 };
+T("a case folder named with ESC or a bidi override is printed escaped, never raw", async () => {
+  const root = join(scratch, "hostile-names");
+  copyCase("functions/hello/testdata/cases/bad-bucket-name", "hostile-names/x\u001b[2Jy\u202ez");
+  writeFileSync(join(root, "x\u001b[2Jy\u202ez", "case.yaml"), `function: ${ROOT}/functions/hello\n`);
+  const r = await xfnTest(root);
+  assert.is(r.code, 0, r.out);
+  assert.match(r.out, "ok       x^[[2Jy\\u202ez");
+  assert.not.match(r.out, /[\u001b\u202e]/);
+});
+
 T("a link out of the folder (to /) is noted and not followed; the cases inside run", async () => {
   const root = join(scratch, "link-out");
   copyCase("functions/hello/testdata/cases/bad-bucket-name", "link-out/good");

@@ -7,7 +7,9 @@ import type { JsonObject } from "@bufbuild/protobuf";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { ApiFailure, type Api } from "../../src/trace/api.js";
-import { printable } from "../../src/terminal.js";
+import { printable, safeJson } from "../../src/terminal.js";
+import { safeYamlOf, toYamlStream } from "../../src/render/output.js";
+import { parse as parseYaml } from "yaml";
 import { Tracer, age, statusOf, table } from "../../src/trace/trace.js";
 
 /** recorded is an Api that answers from a map of paths, as an API server would (404 otherwise). */
@@ -304,6 +306,22 @@ T("printable: every control character shown as a visible escape; text and non-La
   ];
   for (const [name, input, want] of cases) assert.is(printable(input), want, name);
   assert.is(printable("a\n\tb\x1b", { lines: true }), "a\n\tb^[", "lines keeps newlines and tabs");
+});
+
+T("machine output (JSON, YAML) escapes C1 and bidi controls, and reads back as the same value", () => {
+  const hostile = { msg: "ok\u202etxt.exe \u009b31m red \u0085 next \u2066iso\u2069 \u001b[2J", plain: "letters ÄÖ 日本" };
+  const json = safeJson(JSON.stringify(hostile, null, 2));
+  assert.not.match(json, /[\u007f-\u009f\u202a-\u202e\u2066-\u2069\u001b]/);
+  assert.match(json, /\\u202e/);
+  assert.equal(JSON.parse(json), hostile);
+  const yaml = safeYamlOf(hostile);
+  assert.not.match(yaml, /[\u007f-\u009f\u202a-\u202e\u2066-\u2069\u001b]/);
+  assert.equal(parseYaml(yaml), hostile);
+  assert.match(yaml, /plain: letters ÄÖ 日本/, "other text stays as it is");
+  // render's stream writer, the same.
+  const stream = toYamlStream([hostile]);
+  assert.not.match(stream, /[\u007f-\u009f\u202a-\u202e\u2066-\u2069\u001b]/);
+  assert.equal(parseYaml(stream.replace(/^---\n/, "")), hostile);
 });
 
 T("bad input: an unknown kind, a missing XR, an ambiguous name, each one clear line", async () => {
