@@ -304,6 +304,7 @@ T("a case folder named with ESC or a bidi override is printed escaped, never raw
   const r = await xfnTest(root);
   assert.is(r.code, 0, r.out);
   assert.match(r.out, "ok       x^[[2Jy\\u202ez");
+  // eslint-disable-next-line no-control-regex -- the controls are what is looked for
   assert.not.match(r.out, /[\u001b\u202e]/);
 });
 

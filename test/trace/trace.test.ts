@@ -311,15 +311,18 @@ T("printable: every control character shown as a visible escape; text and non-La
 T("machine output (JSON, YAML) escapes C1 and bidi controls, and reads back as the same value", () => {
   const hostile = { msg: "ok\u202etxt.exe \u009b31m red \u0085 next \u2066iso\u2069 \u001b[2J", plain: "letters ÄÖ 日本" };
   const json = safeJson(JSON.stringify(hostile, null, 2));
+  // eslint-disable-next-line no-control-regex -- the controls are what is looked for
   assert.not.match(json, /[\u007f-\u009f\u202a-\u202e\u2066-\u2069\u001b]/);
   assert.match(json, /\\u202e/);
   assert.equal(JSON.parse(json), hostile);
   const yaml = safeYamlOf(hostile);
+  // eslint-disable-next-line no-control-regex -- the controls are what is looked for
   assert.not.match(yaml, /[\u007f-\u009f\u202a-\u202e\u2066-\u2069\u001b]/);
   assert.equal(parseYaml(yaml), hostile);
   assert.match(yaml, /plain: letters ÄÖ 日本/, "other text stays as it is");
   // render's stream writer, the same.
   const stream = toYamlStream([hostile]);
+  // eslint-disable-next-line no-control-regex -- the controls are what is looked for
   assert.not.match(stream, /[\u007f-\u009f\u202a-\u202e\u2066-\u2069\u001b]/);
   assert.equal(parseYaml(stream.replace(/^---\n/, "")), hostile);
 });
