@@ -19,7 +19,7 @@ import { isReview, review, reviewResources } from "./reviews.js";
 import { discovery, groups } from "./discovery.js";
 import { document as openapiDocument, root as openapiRoot } from "./openapi.js";
 import { ApiError } from "./errors.js";
-import { OMIT, refusal } from "./fielderr.js";
+import { forbidden, notSupported, OMIT, refusal, type FieldError } from "./fielderr.js";
 import { Store, typeKeyOf, type Writer } from "./store.js";
 import { ensureMeta, type ResourceType, type Watcher } from "./types.js";
 import { isObject } from "../json.js";
@@ -400,6 +400,24 @@ function selectors(c: Call) {
   return { labels, fields };
 }
 
+/**
+ * listMatch is a list's resourceVersionMatch, checked as kube-apiserver checks
+ * ListOptions (apimachinery's ValidateListOptions): a refusal is a 422 naming
+ * the field, Exact or NotOlderThan otherwise.
+ */
+function listMatch(q: URLSearchParams, rv: string | null, token: string | null): "Exact" | "NotOlderThan" | undefined {
+  const match = q.get("resourceVersionMatch");
+  if (!match) return undefined;
+  const errs: FieldError[] = [];
+  if (!rv) errs.push(forbidden("resourceVersionMatch", "resourceVersionMatch is forbidden unless resourceVersion is provided"));
+  if (token) errs.push(forbidden("resourceVersionMatch", "resourceVersionMatch is forbidden when continue is provided"));
+  if (match !== "Exact" && match !== "NotOlderThan") errs.push(notSupported("resourceVersionMatch", match, ["Exact", "NotOlderThan", ""]));
+  if (match === "Exact" && rv === "0")
+    errs.push(forbidden("resourceVersionMatch", 'resourceVersionMatch "exact" is forbidden for resourceVersion "0"'));
+  if (errs.length) throw refusal("meta.k8s.io", "ListOptions", "", errs);
+  return match as "Exact" | "NotOlderThan";
+}
+
 const VERBS: Record<Verb, (s: Served, c: Call) => Promise<void>> = {
   async list(s, c) {
     const { labels, fields } = selectors(c);
@@ -407,8 +425,13 @@ const VERBS: Record<Verb, (s: Served, c: Call) => Promise<void>> = {
     const limit = int64Param(q, "limit") ?? 0;
     const token = q.get("continue") || null;
     const rv = resourceVersionParam(q);
+    const match = listMatch(q, rv, token);
     if (token !== null && rv) throw new ApiError(400, "BadRequest", "specifying resource version is not allowed when using continue");
     await s.fresh(rv);
+    // Exact: the list as it was at rv. Only the current state is kept, so an older version is gone,
+    // as it is from kube-apiserver once etcd has compacted it.
+    if (match === "Exact" && Number(rv) < s.store.rv)
+      throw new ApiError(410, "Expired", `The resourceVersion for the provided list is too old.`);
     const page = s.pages.page({
       scope: [c.typeKey, r.namespace ?? "", q.get("labelSelector") ?? "", q.get("fieldSelector") ?? ""].join("\n"),
       limit,
@@ -595,6 +618,8 @@ async function watch(s: Served, c: Call): Promise<void> {
   const { r, q, req, res, tv } = c;
   const { labels, fields } = selectors(c);
   const rv = resourceVersionParam(q);
+  if (q.get("resourceVersionMatch"))
+    throw refusal("meta.k8s.io", "ListOptions", "", [forbidden("resourceVersionMatch", "resourceVersionMatch is forbidden for watch")]);
   const secs = int64Param(q, "timeoutSeconds") ?? 0;
   await s.fresh(rv);
   res.writeHead(200, { "Content-Type": "application/json", "Transfer-Encoding": "chunked" });

@@ -160,6 +160,63 @@ H("schema defaults are stored on write, by the version written: absent fields on
   }
 });
 
+H(
+  "resourceVersionMatch on a list, as kube-apiserver takes it (apimachinery ValidateListOptions): Exact at an older version is 410, never newer data",
+  async () => {
+    const c = await startDevCluster();
+    const get = async (query: string) => {
+      const r = await fetch(`${c.url}/api/v1/namespaces/default/configmaps?${query}`);
+      return { status: r.status, body: (await r.json()) as any };
+    };
+    const post = (name: string) =>
+      fetch(`${c.url}/api/v1/namespaces/default/configmaps`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ apiVersion: "v1", kind: "ConfigMap", metadata: { name } }),
+      });
+    try {
+      await post("a");
+      const then = (await get("")).body.metadata.resourceVersion as string;
+      await post("b");
+      const now = (await get("")).body.metadata.resourceVersion as string;
+      // Exact at the current version: the list as it is; at an older one: 410, not the newer list.
+      const exact = await get(`resourceVersion=${now}&resourceVersionMatch=Exact`);
+      assert.is(exact.status, 200);
+      assert.equal(
+        exact.body.items.map((i: any) => i.metadata.name),
+        ["a", "b"],
+      );
+      const old = await get(`resourceVersion=${then}&resourceVersionMatch=Exact`);
+      assert.is(old.status, 410);
+      assert.equal([old.body.reason, old.body.message], ["Expired", "The resourceVersion for the provided list is too old."]);
+      assert.is((await get(`resourceVersion=${then}&resourceVersionMatch=NotOlderThan`)).body.items.length, 2);
+      // Refusals, in kube's words.
+      const cases: Array<[string, string]> = [
+        [
+          "resourceVersionMatch=Exact",
+          "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided",
+        ],
+        [
+          "resourceVersion=0&resourceVersionMatch=Exact",
+          'resourceVersionMatch: Forbidden: resourceVersionMatch "exact" is forbidden for resourceVersion "0"',
+        ],
+        [
+          "resourceVersion=1&resourceVersionMatch=Latest",
+          'resourceVersionMatch: Unsupported value: "Latest": supported values: "Exact", "NotOlderThan", ""',
+        ],
+        ["watch=true&resourceVersionMatch=NotOlderThan", "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for watch"],
+      ];
+      for (const [query, want] of cases) {
+        const r = await get(query);
+        assert.is(r.status, 422, query);
+        assert.is(r.body.message, `ListOptions.meta.k8s.io "" is invalid: ${want}`, query);
+      }
+    } finally {
+      await c.stop();
+    }
+  },
+);
+
 H("an informer sees changes, and after its watch is cut past the history (410 Gone) it relists and carries on", async () => {
   const c = await startDevCluster({ historySize: 5 });
   try {
