@@ -463,7 +463,7 @@ function logRefusedHandshakes(servers: EventEmitter[], log: Logger): Refusals {
  * send it anyway, and the CA check fails instead (unauthorized).
  */
 function refusalHint(reason: string, unauthorized: boolean): string {
-  if (unauthorized) return " (the client's certificate is not signed by this server's ca.crt)";
+  if (unauthorized) return ` (${CERTIFICATE_REFUSALS[reason] ?? "the client's certificate is not signed by this server's ca.crt"})`;
   if (reason === "ERR_SSL_PEER_DID_NOT_RETURN_A_CERTIFICATE") {
     return (
       " (the client sent no certificate: it has none, or none signed by this server's ca.crt, " +
@@ -473,6 +473,14 @@ function refusalHint(reason: string, unauthorized: boolean): string {
   if (reason === "ECONNRESET") return " (the client hung up: does it trust this server's certificate and name?)";
   return "";
 }
+
+/** What a refused client certificate's verification error means, where it is not the CA's signature. */
+const CERTIFICATE_REFUSALS: Record<string, string> = {
+  CERT_HAS_EXPIRED: "the client's certificate has expired: renew it",
+  CERT_NOT_YET_VALID: "the client's certificate is not valid yet: its start is in the future (a clock behind?)",
+  CERT_REVOKED: "the client's certificate was revoked",
+  INVALID_PURPOSE: "the client's certificate is not for client authentication (extKeyUsage clientAuth)",
+};
 
 interface Peer {
   remoteAddress?: string;

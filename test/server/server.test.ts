@@ -652,6 +652,11 @@ const refused: Record<string, { creds: () => ReturnType<typeof mtlsCredentials>;
     reason: "UNABLE_TO_VERIFY_LEAF_SIGNATURE",
     hint: " (the client's certificate is not signed by this server's ca.crt)",
   },
+  ExpiredClientCertificate: {
+    creds: () => mtlsCredentials(pki, "expiredClient"),
+    reason: "CERT_HAS_EXPIRED",
+    hint: " (the client's certificate has expired: renew it)",
+  },
   PlaintextClient: { creds: () => credentials.createInsecure(), reason: "ERR_SSL_WRONG_VERSION_NUMBER", hint: "" },
   WrongServerName: { creds: () => mtlsCredentials(pki), name: "function-other.crossplane-system" },
 };

@@ -21,6 +21,8 @@ export interface TestPki {
   otherCa: Buffer;
   /** A client certificate signed by the other CA. */
   strangerClient: Pem;
+  /** A client certificate from the server's CA that expired a day ago. */
+  expiredClient: Pem;
   cleanup(): void;
 }
 
@@ -32,15 +34,16 @@ const DAY_MS = 86_400_000;
 type Extension = NonNullable<Parameters<typeof selfsigned.generate>[1]>["extensions"] extends (infer E)[] | undefined ? E : never;
 
 /** certificate makes an RSA 2048 key and a SHA-256 certificate for it, self-signed or signed by ca. */
-async function certificate(cn: string, days: number, extensions: Extension[], ca?: Pem): Promise<Pem> {
+async function certificate(cn: string, days: number, extensions: Extension[], ca?: Pem, expired = false): Promise<Pem> {
   const attrs = [{ name: "commonName", value: cn }, ...(ca ? [{ name: "organizationName", value: "Crossplane" }] : [])];
   const now = Date.now();
   const pems = await selfsigned.generate(attrs, {
     keySize: 2048,
     algorithm: "sha256",
     // A minute back, so a clock a little behind the signer's still accepts it.
-    notBeforeDate: new Date(now - 60_000),
-    notAfterDate: new Date(now + days * DAY_MS),
+    // Expired: valid for days, ending a day ago.
+    notBeforeDate: new Date(expired ? now - (days + 1) * DAY_MS : now - 60_000),
+    notAfterDate: new Date(expired ? now - DAY_MS : now + days * DAY_MS),
     extensions,
     ...(ca ? { ca: { key: ca.key.toString(), cert: ca.cert.toString() } } : {}),
   });
@@ -61,7 +64,7 @@ const clientExtensions: Extension[] = [
 export async function makePki(opts: { serverDays?: number } = {}): Promise<TestPki> {
   const [fn, ns] = FUNCTION_HOST.split(".");
   const [ca, otherCa] = await Promise.all([certificate("ca", 30, caExtensions), certificate("other-ca", 30, caExtensions)]);
-  const [server, client, stranger] = await Promise.all([
+  const [server, client, stranger, expired] = await Promise.all([
     certificate(
       "server",
       opts.serverDays ?? 30,
@@ -74,6 +77,7 @@ export async function makePki(opts: { serverDays?: number } = {}): Promise<TestP
     ),
     certificate("client", 30, clientExtensions, ca),
     certificate("stranger", 30, clientExtensions, otherCa),
+    certificate("expired", 30, clientExtensions, ca, true),
   ]);
   const dir = mkdtempSync(join(tmpdir(), "xfn-pki-"));
   const write = (name: string, data: Buffer) => writeFileSync(join(dir, name), data, { mode: 0o600 });
@@ -93,6 +97,7 @@ export async function makePki(opts: { serverDays?: number } = {}): Promise<TestP
     client,
     otherCa: otherCa.cert,
     strangerClient: stranger,
+    expiredClient: expired,
     cleanup: () => rmSync(dir, { recursive: true, force: true }),
   };
 }

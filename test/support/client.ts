@@ -20,7 +20,10 @@ export interface RawClient {
 }
 
 /** mtlsCredentials builds client credentials from the test PKI. */
-export function mtlsCredentials(pki: TestPki, which: "client" | "strangerClient" | "none" = "client"): ChannelCredentials {
+export function mtlsCredentials(
+  pki: TestPki,
+  which: "client" | "strangerClient" | "expiredClient" | "none" = "client",
+): ChannelCredentials {
   if (which === "none") return credentials.createSsl(pki.ca);
   const c = pki[which];
   return credentials.createSsl(pki.ca, c.key, c.cert);
