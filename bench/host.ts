@@ -8,9 +8,11 @@
 //   node --import tsx bench/host.ts [--sizes 100,500,1000,2000,10000] [--resources 3] [--memory 1000x10] [--quick]
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { get, type ClientRequest } from "node:http";
+import { Agent as HttpAgent, request as httpRequest, type ClientRequest, type IncomingMessage } from "node:http";
+import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { parse } from "yaml";
 import { flag, writeSection } from "./results.js";
 
 const ROOT = join(import.meta.dirname, "..");
@@ -65,7 +67,48 @@ function usage(pid: number): { cpu: number; rss: number; peak: number } {
  * server each change once; listing every XR on a timer would cost it every
  * XR on every tick, and at 10,000 XRs that listing was most of its CPU.
  */
-function watchReady(url: string, n: number): { all: Promise<void>; count(): number; stop(): void } {
+/** Api is the API server as a kubeconfig names it: TLS with its CA, and its bearer token (xfn dev-cluster and host --embedded ask for both). */
+interface Api {
+  get(path: string, cb: (res: IncomingMessage) => void): ClientRequest;
+  post(path: string, body: unknown): Promise<{ status: number; text: string }>;
+}
+
+function apiOf(kubeconfig: string): Api {
+  const kc = parse(readFileSync(kubeconfig, "utf8")) as any;
+  const cluster = kc.clusters[0].cluster;
+  const base = new URL(cluster.server as string);
+  const ca = cluster["certificate-authority-data"] ? Buffer.from(cluster["certificate-authority-data"], "base64") : undefined;
+  const token = kc.users?.[0]?.user?.token as string | undefined;
+  const options = (method: string) => ({
+    method,
+    headers: { "content-type": "application/json", ...(token ? { authorization: `Bearer ${token}` } : {}) },
+    ...(ca ? { ca } : {}),
+    agent: base.protocol === "https:" ? httpsAgent : httpAgent,
+  });
+  const request = base.protocol === "https:" ? httpsRequest : httpRequest;
+  return {
+    get: (path, cb) => {
+      const req = request(new URL(path, base), options("GET"), cb);
+      req.end();
+      return req;
+    },
+    post: (path, body) =>
+      new Promise((resolve, reject) => {
+        const req = request(new URL(path, base), options("POST"), (res) => {
+          let text = "";
+          res.setEncoding("utf8");
+          res.on("data", (d: string) => (text += d));
+          res.on("end", () => resolve({ status: res.statusCode ?? 0, text }));
+        });
+        req.on("error", reject);
+        req.end(JSON.stringify(body));
+      }),
+  };
+}
+const httpAgent = new HttpAgent({ keepAlive: true, maxSockets: 32 });
+const httpsAgent = new HttpsAgent({ keepAlive: true, maxSockets: 32 });
+
+function watchReady(api: Api, n: number): { all: Promise<void>; count(): number; stop(): void } {
   const ready = new Set<string>();
   let stopped = false;
   let req: ClientRequest | undefined;
@@ -75,7 +118,7 @@ function watchReady(url: string, n: number): { all: Promise<void>; count(): numb
   const watch = () => {
     if (stopped) return;
     ready.clear();
-    req = get(`${url}${XRS}?watch=true`, (res) => {
+    req = api.get(`${XRS}?watch=true`, (res) => {
       let buf = "";
       res.setEncoding("utf8");
       res.on("data", (chunk: string) => {
@@ -139,8 +182,9 @@ async function measure(n: number, k: number, embedded = false): Promise<Run> {
     ],
     /started XR controller/,
   );
-  const url = /"url":"([^"]+)"/.exec((cluster ?? host).out())![1]!;
-  const ready = watchReady(url, n);
+  // The embedded API server writes its own kubeconfig; xfn dev-cluster, the one given.
+  const api = apiOf(embedded ? /"kubeconfig":"([^"]+)","msg":"embedded API server serving"/.exec(host.out())![1]! : kubeconfig);
+  const ready = watchReady(api, n);
   try {
     const started = performance.now();
     // Created 32 at a time, as a script applying a folder of XRs would.
@@ -149,17 +193,13 @@ async function measure(n: number, k: number, embedded = false): Promise<Run> {
       Array.from({ length: 32 }, async () => {
         while (next < n) {
           const i = next++;
-          const r = await fetch(`${url}${XRS}`, {
-            method: "POST",
-            headers: { "content-type": "application/json" },
-            body: JSON.stringify({
-              apiVersion: "bench.example.org/v1",
-              kind: "XThings",
-              metadata: { name: `xr-${String(i).padStart(5, "0")}` },
-              spec: { count: k },
-            }),
+          const r = await api.post(XRS, {
+            apiVersion: "bench.example.org/v1",
+            kind: "XThings",
+            metadata: { name: `xr-${String(i).padStart(5, "0")}` },
+            spec: { count: k },
           });
-          if (r.status !== 201) throw new Error(`creating XR ${i}: ${r.status} ${await r.text()}`);
+          if (r.status !== 201) throw new Error(`creating XR ${i}: ${r.status} ${r.text}`);
         }
       }),
     );

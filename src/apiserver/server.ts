@@ -2,7 +2,9 @@
 // kubectl and @kubernetes/client-node (discovery, get, list with selectors,
 // watch with bookmarks and 410 Gone, create, update, status subresource,
 // merge/JSON/apply patches, delete with propagation), on loopback.
+import { timingSafeEqual } from "node:crypto";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import { createServer as createHttpsServer } from "node:https";
 import type { AddressInfo } from "node:net";
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { parse as parseYaml, stringify } from "yaml";
@@ -48,6 +50,16 @@ export interface DevClusterOptions {
    * start are not counted. Default 16 MiB.
    */
   watchBufferBytes?: number;
+  /**
+   * A bearer token every request must carry (Authorization: Bearer), as
+   * kube-apiserver requires a credential: written into kubeconfig(). Without
+   * one, any local user could read every namespace, Secrets included. The
+   * health and version endpoints answer without it, as kube's public-info
+   * ones do. With a token the server speaks TLS, on a certificate made at
+   * start whose CA kubeconfig() carries: kubectl sends no credential over
+   * plain HTTP. xfn dev-cluster and xfn host --embedded make a random one.
+   */
+  token?: string;
 }
 
 /** DevCluster is a running embedded API server. */
@@ -284,6 +296,19 @@ interface Served {
   streams: Set<ServerResponse>;
   /** The lists paged lists continue from. */
   pages: Pages;
+  /** The bearer token requests must carry, if any (DevClusterOptions.token). */
+  token?: Buffer;
+}
+
+/** Paths answered without a credential, as kube-apiserver's system:public-info-viewer reads them. */
+const PUBLIC = new Set(["/healthz", "/readyz", "/livez", "/version"]);
+
+/** authorized tells whether a request carries the server's bearer token (compared in constant time). */
+function authorized(req: IncomingMessage, token: Buffer): boolean {
+  const h = req.headers.authorization;
+  if (typeof h !== "string" || !h.startsWith("Bearer ")) return false;
+  const given = Buffer.from(h.slice("Bearer ".length).trim());
+  return given.length === token.length && timingSafeEqual(given, token);
 }
 
 /** Call is one request for a resource (or a collection, or a status subresource). */
@@ -683,6 +708,7 @@ async function handle(served: Served, port: number, req: IncomingMessage, res: S
   checkHost(req, port);
   const url = new URL(req.url ?? "/", "http://localhost");
   const path = url.pathname;
+  if (served.token && !PUBLIC.has(path) && !authorized(req, served.token)) throw new ApiError(401, "Unauthorized", "Unauthorized");
   const fixed = Object.hasOwn(FIXED, path) ? FIXED[path] : undefined;
   if (fixed) return fixed(served, req, res);
   if (path.startsWith("/openapi/v3/")) {
@@ -731,6 +757,29 @@ async function handle(served: Served, port: number, req: IncomingMessage, res: S
   return VERBS[verbOf(method, call)](served, call);
 }
 
+/**
+ * servingCertificate makes the TLS certificate the server serves with a
+ * token: self-signed (its own CA, which the kubeconfig carries), EC P-256,
+ * for 127.0.0.1 and localhost. Made at each start: it names no one, and lives
+ * as long as the process.
+ */
+async function servingCertificate(): Promise<{ key: string; cert: string }> {
+  const { default: selfsigned } = await import("selfsigned");
+  const now = Date.now();
+  const pems = await selfsigned.generate([{ name: "commonName", value: "xfn-dev-cluster" }], {
+    keyType: "ec",
+    curve: "P-256",
+    algorithm: "sha256",
+    notBeforeDate: new Date(now - 60_000),
+    notAfterDate: new Date(now + 365 * 86_400_000),
+    extensions: [
+      { name: "basicConstraints", cA: true },
+      { name: "subjectAltName", altNames: [{ type: 7, ip: "127.0.0.1" }, { type: 2, value: "localhost" }] },
+    ],
+  });
+  return { key: pems.private, cert: pems.cert };
+}
+
 export async function startDevCluster(opts: DevClusterOptions = {}): Promise<DevCluster> {
   const store = new Store({ ...(opts.historySize ? { historySize: opts.historySize } : {}) });
   const journal = opts.dataFile ? Journal.open(opts.dataFile, store, opts.compactAfter) : undefined;
@@ -768,10 +817,12 @@ export async function startDevCluster(opts: DevClusterOptions = {}): Promise<Dev
     watchMinMs: opts.watchMinTimeoutMs ?? 1_800_000,
     streams: new Set<ServerResponse>(),
     pages: new Pages(),
+    ...(opts.token ? { token: Buffer.from(opts.token) } : {}),
   };
   const streams = served.streams;
 
-  const server: Server = createServer((req, res) => {
+  const tls = opts.token ? await servingCertificate() : undefined;
+  const onRequest = (req: IncomingMessage, res: ServerResponse) => {
     handle(served, port, req, res).catch(async (err: unknown) => {
       if (res.headersSent) return void res.end();
       // A refused write may have changed nothing, or may have changed something (a
@@ -780,13 +831,14 @@ export async function startDevCluster(opts: DevClusterOptions = {}): Promise<Dev
       if (err instanceof ApiError) return status(res, err);
       status(res, new ApiError(500, "InternalError", messageOf(err)));
     });
-  });
+  };
+  const server: Server = tls ? createHttpsServer({ key: tls.key, cert: tls.cert }, onRequest) : createServer(onRequest);
   await new Promise<void>((resolve, reject) => {
     server.once("error", (e) => reject(new Error(`cannot listen on 127.0.0.1:${opts.port ?? 0}: ${e.message}`)));
     server.listen(opts.port ?? 0, "127.0.0.1", () => resolve());
   });
   const port = (server.address() as AddressInfo).port;
-  const url = `http://127.0.0.1:${port}`;
+  const url = `${tls ? "https" : "http"}://127.0.0.1:${port}`;
   return {
     url,
     port,
@@ -795,9 +847,16 @@ export async function startDevCluster(opts: DevClusterOptions = {}): Promise<Dev
       stringify({
         apiVersion: "v1",
         kind: "Config",
-        // Plain HTTP on loopback; client-node only allows that with this flag set.
-        clusters: [{ name: "xfn-dev", cluster: { server: url, "insecure-skip-tls-verify": true } }],
-        users: [{ name: "xfn-dev", user: {} }],
+        clusters: [
+          {
+            name: "xfn-dev",
+            cluster: tls
+              ? { server: url, "certificate-authority-data": Buffer.from(tls.cert).toString("base64") }
+              : // Plain HTTP on loopback; client-node only allows that with this flag set.
+                { server: url, "insecure-skip-tls-verify": true },
+          },
+        ],
+        users: [{ name: "xfn-dev", user: opts.token ? { token: opts.token } : {} }],
         contexts: [{ name: "xfn-dev", context: { cluster: "xfn-dev", user: "xfn-dev", namespace: "default" } }],
         "current-context": "xfn-dev",
       }),

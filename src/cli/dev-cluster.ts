@@ -1,4 +1,5 @@
 // `xfn dev-cluster`: run the embedded API server on loopback until SIGTERM/SIGINT (shutdown.ts).
+import { randomBytes } from "node:crypto";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { Command, InvalidArgumentError, Option } from "commander";
@@ -32,7 +33,12 @@ export function devClusterCommand(): Command {
       try {
         // Imported when used: `xfn --help` and the other commands need none of it.
         const { startDevCluster } = await import("../apiserver/server.js");
-        cluster = await startDevCluster({ port: flags.port, ...(flags.data ? { dataFile: resolve(flags.data) } : {}) });
+        // A token only the kubeconfig's reader has: no other local user reads the cluster (Secrets included).
+        cluster = await startDevCluster({
+          port: flags.port,
+          token: randomBytes(32).toString("base64url"),
+          ...(flags.data ? { dataFile: resolve(flags.data) } : {}),
+        });
       } catch (err) {
         process.stderr.write(`xfn dev-cluster: ${messageOf(err)}\n`);
         process.exitCode = 1;

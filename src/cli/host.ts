@@ -205,7 +205,12 @@ async function connect(flags: HostFlags, mods: HostModules, log: Logger) {
   const kc = new mods.KubeConfig();
   let stopCluster = async () => {};
   if (flags.embedded) {
-    const cluster = await mods.startDevCluster({ port: flags.embeddedPort, ...(flags.data ? { dataFile: resolve(flags.data) } : {}) });
+    const cluster = await mods.startDevCluster({
+      port: flags.embeddedPort,
+      // As xfn dev-cluster: only the kubeconfig's reader may use the embedded API server.
+      token: randomBytes(32).toString("base64url"),
+      ...(flags.data ? { dataFile: resolve(flags.data) } : {}),
+    });
     const file = flags.embeddedKubeconfig ? resolve(flags.embeddedKubeconfig) : join(tmpdir(), `xfn-host-${cluster.port}.kubeconfig`);
     const { writeFilePrivate } = await import("../apiserver/files.js");
     writeFilePrivate(file, cluster.kubeconfig(), "kubeconfig");

@@ -17,8 +17,8 @@
 //   one about every minute), a watch of that kind that stays silent much longer
 //   than that is taken for dead too, which finds a dead connection in minutes
 //   rather than at the watch's timeout.
-import { request as httpRequest, type IncomingMessage } from "node:http";
-import { request as httpsRequest, type RequestOptions } from "node:https";
+import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from "node:http";
+import { Agent as HttpsAgent, request as httpsRequest, type RequestOptions } from "node:https";
 import {
   createConfiguration,
   IsomorphicFetchHttpLibrary,
@@ -45,16 +45,22 @@ export class TimeoutError extends Error {
  * caller gets a TimeoutError naming the request, and the request's
  * connections are closed. The deadline covers the response body too.
  *
- * client-node gives every request an HTTP agent of its own, so destroying the
- * request's agent closes just this request. That is cheaper than an
- * AbortSignal (measured: bench/README.md, "Why the code is as it is"). The
- * caller does not depend on it: the
- * TimeoutError comes at the deadline whatever the connection does.
+ * client-node gives every request an HTTP agent of its own: a new connection
+ * each time, and over TLS a handshake each time (to a TLS API server, xfn
+ * dev-cluster's included, the host took 2.5 times as long and as much CPU).
+ * Requests go instead through one kept-alive agent per TLS setting (keptAlive),
+ * and a request past its deadline is aborted with its AbortSignal, which closes
+ * its connection alone. The caller does not depend on it: the TimeoutError
+ * comes at the deadline whatever the connection does.
  */
 function bounded(ms: number) {
   const inner = new IsomorphicFetchHttpLibrary();
   return wrapHttpLibrary({
     async send(req: RequestContext): Promise<ResponseContext> {
+      const own = req.getAgent();
+      if (own) req.setAgent(keptAlive(own));
+      const abort = new AbortController();
+      req.setSignal(abort.signal);
       let expire = (_: Error) => {};
       const expired = new Promise<never>((_, reject) => (expire = reject));
       expired.catch(() => {}); // rejected at the deadline even when no race waits on it any more
@@ -63,7 +69,7 @@ function bounded(ms: number) {
         () => {
           const path = new URL(req.getUrl()).pathname;
           expire(new TimeoutError(`${req.getHttpMethod()} ${path}: the API server did not answer within ${seconds(ms)}`));
-          (req.getAgent() as { destroy?: () => void } | undefined)?.destroy?.();
+          abort.abort();
         },
         Math.min(ms, 2 ** 31 - 1),
       );
@@ -82,6 +88,39 @@ function bounded(ms: number) {
       return res;
     },
   });
+}
+
+/** Kept-alive agents by the TLS settings of the per-request agents client-node makes. */
+const AGENTS = new Map<string, HttpAgent>();
+
+/**
+ * keptAlive is a kept-alive agent with the same TLS settings as own (CA,
+ * client certificate, verification, server name), shared by every request
+ * that has them. An agent of another kind (a proxy's) is left as it is.
+ */
+export function keptAlive(own: unknown): HttpAgent {
+  const tls = own instanceof HttpsAgent && own.constructor === HttpsAgent;
+  if (!tls && !(own instanceof HttpAgent && own.constructor === HttpAgent)) return own as HttpAgent;
+  const o = ((own as { options?: Record<string, unknown> }).options ?? {}) as Record<string, unknown>;
+  const picked = tls
+    ? {
+        ca: o["ca"],
+        cert: o["cert"],
+        key: o["key"],
+        pfx: o["pfx"],
+        passphrase: o["passphrase"],
+        rejectUnauthorized: o["rejectUnauthorized"],
+        servername: o["servername"],
+      }
+    : {};
+  const key = JSON.stringify([tls, picked], (_k, v: unknown) => (Buffer.isBuffer(v) ? v.toString("base64") : v));
+  let agent = AGENTS.get(key);
+  if (!agent) {
+    const settings = Object.fromEntries(Object.entries(picked).filter(([, v]) => v !== undefined));
+    agent = tls ? new HttpsAgent({ ...settings, keepAlive: true }) : new HttpAgent({ keepAlive: true });
+    AGENTS.set(key, agent);
+  }
+  return agent;
 }
 
 /** configuration is what kc.makeApiClient gives an API client, with requests bounded by timeoutMs. */

@@ -1,16 +1,18 @@
 // The embedded API server over HTTP, driven by the real @kubernetes/client-node
 // and the real kubectl.
 import { execFileSync, spawn } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { request } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { CoordinationV1Api, makeInformer, PatchStrategy, setHeaderOptions, type KubernetesObject } from "@kubernetes/client-node";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
+import { parse as parseYaml } from "yaml";
 import { startDevCluster, type DevCluster } from "../../src/apiserver/server.js";
 import { apis, crd, kubeconfigFor, sleep, until, typed } from "../support/cluster.js";
 import { needs } from "../support/needs.js";
+import { kubeFetch } from "../support/kubefetch.js";
 import { XFN } from "../support/spawn.js";
 
 const CRD = {
@@ -608,8 +610,48 @@ async function kubectlCluster(suffix: string) {
   }
   const flags = ["--kubeconfig", kubeconfig, "--cache-dir", cache];
   const kubectl = (...args: string[]) => execFileSync("kubectl", [...flags, ...args], { encoding: "utf8", stdio: "pipe" });
-  return { kubectl, flags, url: JSON.parse(out.split("\n")[0]!).url as string, stop };
+  return { kubectl, flags, kubeconfig, url: JSON.parse(out.split("\n")[0]!).url as string, stop };
 }
+
+H(
+  "xfn dev-cluster serves TLS and requires the bearer token of its kubeconfig, as kube-apiserver a credential: 401 without it",
+  async () => {
+    const kubeconfig = join(scratch, "kubeconfig-auth");
+    const child = spawn(process.execPath, [XFN, "dev-cluster", "--kubeconfig", kubeconfig]);
+    let out = "";
+    child.stdout.on("data", (d) => (out += d));
+    try {
+      await until("dev-cluster to serve", () => out.includes("dev-cluster serving"), 15_000);
+      const line = JSON.parse(out.split("\n")[0]!) as { url: string };
+      assert.match(line.url, /^https:\/\/127\.0\.0\.1:\d+$/, "TLS: kubectl sends no credential over plain HTTP");
+      const kc = parseYaml(readFileSync(kubeconfig, "utf8")) as any;
+      const token = kc.users[0].user.token as string;
+      assert.ok(token && token.length >= 32, "a token of its own in the kubeconfig");
+      // The same server and CA without the token: another local user's request.
+      const anonFile = join(scratch, "kubeconfig-anon");
+      writeFileSync(anonFile, JSON.stringify({ ...kc, users: [{ name: kc.users[0].name, user: {} }] }));
+      const anon = kubeFetch(anonFile);
+      const secrets = "/api/v1/namespaces/default/secrets";
+      for (const authorization of [undefined, "Bearer wrong", `Basic ${token}`]) {
+        const r = await anon(secrets, authorization ? { headers: { authorization } } : {});
+        assert.is(r.status, 401, String(authorization));
+        assert.equal(await r.json(), {
+          kind: "Status",
+          apiVersion: "v1",
+          metadata: {},
+          status: "Failure",
+          message: "Unauthorized",
+          reason: "Unauthorized",
+          code: 401,
+        });
+      }
+      assert.is((await kubeFetch(kubeconfig)(secrets)).status, 200);
+      for (const open of ["/healthz", "/readyz", "/livez", "/version"]) assert.is((await anon(open)).status, 200, open);
+    } finally {
+      child.kill("SIGTERM");
+    }
+  },
+);
 
 HK("kubectl against xfn dev-cluster: create a CRD, apply server-side, get by label, watch, delete", async () => {
   const { kubectl, flags, stop } = await kubectlCluster("");
@@ -639,7 +681,8 @@ HK("kubectl against xfn dev-cluster: create a CRD, apply server-side, get by lab
 });
 
 HK("kubectl get prints a CRD's printer columns, kubectl describe shows the object's Events", async () => {
-  const { kubectl, url, stop } = await kubectlCluster("-cols");
+  const { kubectl, kubeconfig, stop } = await kubectlCluster("-cols");
+  const api = kubeFetch(kubeconfig);
   try {
     const withColumns = structuredClone(CRD) as any;
     withColumns.spec.versions[0].additionalPrinterColumns = [
@@ -652,10 +695,10 @@ HK("kubectl get prints a CRD's printer columns, kubectl describe shows the objec
     writeFileSync(file, JSON.stringify(withColumns));
     kubectl("create", "-f", file);
     const post = (path: string, body: unknown) =>
-      fetch(`${url}${path}`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+      api(path, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
     const base = "/apis/example.org/v1/namespaces/default/widgets";
     const w = (await (await post(base, widget("w1"))).json()) as any;
-    await fetch(`${url}${base}/w1/status`, {
+    await api(`${base}/w1/status`, {
       method: "PATCH",
       headers: { "Content-Type": "application/merge-patch+json" },
       body: JSON.stringify({

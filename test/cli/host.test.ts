@@ -10,6 +10,7 @@ import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { until } from "../support/cluster.js";
 import { makePki } from "../support/certs.js";
+import { kubeFetch } from "../support/kubefetch.js";
 import { ROOT, run, startServe, XFN } from "../support/spawn.js";
 
 const C = suite("cli: xfn host");
@@ -42,12 +43,14 @@ C("the README demo: xfn host --embedded composes the example buckets and reports
       () => /started XR controller/.test(out) && /"kind":"XBuckets"/.test(out),
       20_000,
     );
-    const url = /"url":"(http:\/\/127\.0\.0\.1:\d+)"/.exec(out)?.[1];
-    assert.ok(url, out);
+    // The embedded API server serves TLS and asks for the token its kubeconfig holds.
+    const kubeconfig = /"url":"https:\/\/127\.0\.0\.1:\d+","kubeconfig":"([^"]+)"/.exec(out)?.[1];
+    assert.ok(kubeconfig, out);
+    const get = kubeFetch(kubeconfig!);
     await until(
       "a composed bucket",
       async () => {
-        const r = await fetch(`${url}/apis/s3.aws.upbound.io/v1beta1/buckets`);
+        const r = await get(`/apis/s3.aws.upbound.io/v1beta1/buckets`);
         return ((await r.json()) as { items: unknown[] }).items.length === 1;
       },
       20_000,
@@ -57,7 +60,7 @@ C("the README demo: xfn host --embedded composes the example buckets and reports
     await until(
       "the XR's status",
       async () => {
-        xr = await (await fetch(`${url}/apis/example.xfn.dev/v1alpha1/xbuckets/team-a`)).json();
+        xr = await (await get(`/apis/example.xfn.dev/v1alpha1/xbuckets/team-a`)).json();
         return xr.status?.bucketCount !== undefined;
       },
       20_000,
@@ -129,10 +132,10 @@ C("--leader-election holds a Lease and --metrics-address serves /metrics, leader
   const h = startHost(["--embedded", "--leader-election", "--leader-election-id", "cli-host", "--metrics-address", "127.0.0.1:0"]);
   try {
     await until("leadership and metrics", () => /became the leader/.test(h.output()) && /serving metrics at/.test(h.output()), 20_000);
-    const url = /"url":"(http:\/\/127\.0\.0\.1:\d+)"/.exec(h.output())?.[1];
+    const kubeconfig = /"url":"https:\/\/127\.0\.0\.1:\d+","kubeconfig":"([^"]+)"/.exec(h.output())?.[1];
     const metrics = /"address":"(127\.0\.0\.1:\d+)","msg":"serving metrics/.exec(h.output())?.[1];
-    assert.ok(url && metrics, h.output());
-    const lease = (await (await fetch(`${url}/apis/coordination.k8s.io/v1/namespaces/default/leases/cli-host`)).json()) as any;
+    assert.ok(kubeconfig && metrics, h.output());
+    const lease = (await (await kubeFetch(kubeconfig!)(`/apis/coordination.k8s.io/v1/namespaces/default/leases/cli-host`)).json()) as any;
     const identity = /"identity":"([^"]+)","msg":"became the leader/.exec(h.output())?.[1];
     assert.is(lease.spec?.holderIdentity, identity);
     const text = await (await fetch(`http://${metrics}/metrics`)).text();
@@ -204,10 +207,10 @@ C("--function-tls-certs-dir: a Development-runtime function is called with mTLS,
     await until(
       "a bucket composed through the mTLS call",
       async () => {
-        const url = /"url":"(http:\/\/127\.0\.0\.1:\d+)"/.exec(secure.output())?.[1];
-        if (!url) return false;
-        const r = await fetch(`${url}/apis/s3.aws.upbound.io/v1beta1/buckets`);
-        return r.ok && ((await r.json()) as { items: unknown[] }).items.length === 1;
+        const kubeconfig = /"url":"https:\/\/127\.0\.0\.1:\d+","kubeconfig":"([^"]+)"/.exec(secure.output())?.[1];
+        if (!kubeconfig) return false;
+        const r = await kubeFetch(kubeconfig)(`/apis/s3.aws.upbound.io/v1beta1/buckets`);
+        return r.status === 200 && ((await r.json()) as { items: unknown[] }).items.length === 1;
       },
       30_000,
     );
