@@ -2,12 +2,13 @@
 // kubectl and @kubernetes/client-node (discovery, get, list with selectors,
 // watch with bookmarks and 410 Gone, create, update, status subresource,
 // merge/JSON/apply patches, delete with propagation), on loopback.
-import { timingSafeEqual } from "node:crypto";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { createServer as createHttpsServer } from "node:https";
+import { authorized, PUBLIC, servingCertificate } from "./auth.js";
+import { parseBody, readBody } from "./body.js";
 import type { AddressInfo } from "node:net";
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
-import { parse as parseYaml, stringify } from "yaml";
+import { stringify } from "yaml";
 import { checkMetaTypes, decodeData } from "./meta.js";
 import { typedErrors, typedMessage } from "./typed.js";
 import { apply, jsonPatch, mergePatch } from "./patch.js";
@@ -16,7 +17,7 @@ import { parseFieldSelector, parseSelector } from "./selector.js";
 import { table, tableVersion } from "./table.js";
 import { Journal } from "./persist.js";
 import { Pages } from "./pages.js";
-import { checkDepth, int64Param, MAX_REQUEST_BODY_BYTES, resourceVersionParam } from "./query.js";
+import { checkDepth, int64Param, resourceVersionParam } from "./query.js";
 import { isReview, review, reviewResources } from "./reviews.js";
 import { discovery, groups } from "./discovery.js";
 import { document as openapiDocument, root as openapiRoot } from "./openapi.js";
@@ -93,51 +94,6 @@ function send(res: ServerResponse, code: number, body: unknown): void {
   const text = JSON.stringify(body);
   res.writeHead(code, { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(text) });
   res.end(text);
-}
-
-/** readBody reads a request's body, refusing one past MAX_REQUEST_BODY_BYTES as kube-apiserver's limitedReadBody does. */
-async function readBody(req: IncomingMessage): Promise<string> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const c of req) {
-    size += (c as Buffer).length;
-    if (size > MAX_REQUEST_BODY_BYTES)
-      throw new ApiError(413, "RequestEntityTooLarge", `Request entity too large: limit is ${MAX_REQUEST_BODY_BYTES}`);
-    chunks.push(c as Buffer);
-  }
-  return Buffer.concat(chunks).toString("utf8");
-}
-
-function jsonOrYaml(text: string): unknown {
-  const t = text.trimStart();
-  if (t.startsWith("{") || t.startsWith("["))
-    try {
-      return JSON.parse(text);
-    } catch {
-      // not JSON after all: YAML's flow style
-    }
-  return parseYaml(text);
-}
-
-function parseBody(text: string, yaml: boolean): JsonValue {
-  let v: JsonValue;
-  try {
-    // JSON is YAML: read as JSON when it is (kubectl and client libraries send JSON), which is many
-    // times faster than the YAML reader on a large body.
-    v = (yaml ? jsonOrYaml(text) : JSON.parse(text)) as JsonValue;
-  } catch (err) {
-    const message = messageOf(err);
-    // The YAML reader recurses: a body nested past what its stack holds (about 900 levels) fails to parse.
-    if (message.includes("Maximum call stack size exceeded"))
-      throw new ApiError(
-        400,
-        "BadRequest",
-        "the request body nests deeper than the YAML reader follows; send it as JSON (up to 1000 levels)",
-      );
-    throw new ApiError(400, "BadRequest", `cannot decode the request body: ${message.split("\n")[0]}`);
-  }
-  checkDepth(v);
-  return v;
 }
 
 interface Route {
@@ -298,17 +254,6 @@ interface Served {
   pages: Pages;
   /** The bearer token requests must carry, if any (DevClusterOptions.token). */
   token?: Buffer;
-}
-
-/** Paths answered without a credential, as kube-apiserver's system:public-info-viewer reads them. */
-const PUBLIC = new Set(["/healthz", "/readyz", "/livez", "/version"]);
-
-/** authorized tells whether a request carries the server's bearer token (compared in constant time). */
-function authorized(req: IncomingMessage, token: Buffer): boolean {
-  const h = req.headers.authorization;
-  if (typeof h !== "string" || !h.startsWith("Bearer ")) return false;
-  const given = Buffer.from(h.slice("Bearer ".length).trim());
-  return given.length === token.length && timingSafeEqual(given, token);
 }
 
 /** Call is one request for a resource (or a collection, or a status subresource). */
@@ -755,29 +700,6 @@ async function handle(served: Served, port: number, req: IncomingMessage, res: S
     warnings: [],
   };
   return VERBS[verbOf(method, call)](served, call);
-}
-
-/**
- * servingCertificate makes the TLS certificate the server serves with a
- * token: self-signed (its own CA, which the kubeconfig carries), EC P-256,
- * for 127.0.0.1 and localhost. Made at each start: it names no one, and lives
- * as long as the process.
- */
-async function servingCertificate(): Promise<{ key: string; cert: string }> {
-  const { default: selfsigned } = await import("selfsigned");
-  const now = Date.now();
-  const pems = await selfsigned.generate([{ name: "commonName", value: "xfn-dev-cluster" }], {
-    keyType: "ec",
-    curve: "P-256",
-    algorithm: "sha256",
-    notBeforeDate: new Date(now - 60_000),
-    notAfterDate: new Date(now + 365 * 86_400_000),
-    extensions: [
-      { name: "basicConstraints", cA: true },
-      { name: "subjectAltName", altNames: [{ type: 7, ip: "127.0.0.1" }, { type: 2, value: "localhost" }] },
-    ],
-  });
-  return { key: pems.private, cert: pems.cert };
 }
 
 export async function startDevCluster(opts: DevClusterOptions = {}): Promise<DevCluster> {

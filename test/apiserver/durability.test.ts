@@ -11,6 +11,7 @@ import * as assert from "uvu/assert";
 import { startDevCluster } from "../../src/apiserver/server.js";
 import { readLog } from "../../src/apiserver/persist.js";
 import { sleep } from "../support/cluster.js";
+import { kubeFetch } from "../support/kubefetch.js";
 import { XFN } from "../support/spawn.js";
 
 const D = suite("dev-cluster: durable state");
@@ -20,8 +21,14 @@ D.before(() => {
 });
 D.after(() => rmSync(scratch, { recursive: true, force: true }));
 
-/** devCluster starts `xfn dev-cluster --data file` and resolves with its URL once it serves. */
-function devCluster(data: string, port = 0): Promise<{ child: ChildProcess; url: string; port: number }> {
+/**
+ * devCluster starts `xfn dev-cluster --data file` and resolves once it serves, with a fetch that reaches it as its
+ * kubeconfig says (TLS with its CA, its token).
+ */
+function devCluster(
+  data: string,
+  port = 0,
+): Promise<{ child: ChildProcess; url: string; port: number; fetch: ReturnType<typeof kubeFetch> }> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [
       XFN,
@@ -37,7 +44,7 @@ function devCluster(data: string, port = 0): Promise<{ child: ChildProcess; url:
     child.stdout.on("data", (d) => {
       out += d;
       const m = /"port":(\d+)/.exec(out);
-      if (m) resolve({ child, url: `http://127.0.0.1:${m[1]}`, port: Number(m[1]) });
+      if (m) resolve({ child, url: `https://127.0.0.1:${m[1]}`, port: Number(m[1]), fetch: kubeFetch(`${data}.kubeconfig`) });
     });
     child.stderr.on("data", (d) => (out += d));
     child.on("exit", (code) => reject(new Error(`dev-cluster exited with ${code}:\n${out}`)));
@@ -59,13 +66,13 @@ D("kill -9 mid-write, three times: every acknowledged create and delete is there
     const c = await devCluster(data, port);
     port = c.port;
     // Everything acknowledged before is still there, and nothing deleted came back.
-    const list = (await (await fetch(`${c.url}${CM}`)).json()) as { metadata: { resourceVersion: string }; items: any[] };
+    const list = (await (await c.fetch(`${CM}`)).json()) as { metadata: { resourceVersion: string }; items: any[] };
     const names = new Set(list.items.map((i) => i.metadata.name as string));
     for (const n of acknowledged) if (!deleting.has(n)) assert.ok(names.has(n), `round ${round}: acknowledged ${n} was lost`);
     for (const n of deleted) assert.not.ok(names.has(n), `round ${round}: deleted ${n} came back`);
     // A new write gets a version above every one any client saw.
     const probe = (await (
-      await fetch(`${c.url}${CM}`, { method: "POST", headers: json, body: JSON.stringify({ metadata: { name: `probe-${round}` } }) })
+      await c.fetch(`${CM}`, { method: "POST", headers: json, body: JSON.stringify({ metadata: { name: `probe-${round}` } }) })
     ).json()) as any;
     assert.ok(Number(probe.metadata.resourceVersion) > maxSeen, `round ${round}: ${probe.metadata.resourceVersion} <= ${maxSeen}`);
     acknowledged.add(`probe-${round}`);
@@ -76,7 +83,7 @@ D("kill -9 mid-write, three times: every acknowledged create and delete is there
       for (let i = 0; !stop; i++) {
         const name = `r${round}-w${w}-${i}`;
         try {
-          const r = await fetch(`${c.url}${CM}`, {
+          const r = await c.fetch(`${CM}`, {
             method: "POST",
             headers: json,
             body: JSON.stringify({ metadata: { name }, data: { i: String(i) } }),
@@ -88,7 +95,7 @@ D("kill -9 mid-write, three times: every acknowledged create and delete is there
           total++;
           if (i % 3 === 0) {
             deleting.add(name);
-            const d = await fetch(`${c.url}${CM}/${name}`, { method: "DELETE" });
+            const d = await c.fetch(`${CM}/${name}`, { method: "DELETE" });
             if (d.status === 200) deleted.add(name);
           }
         } catch {
@@ -106,7 +113,7 @@ D("kill -9 mid-write, three times: every acknowledged create and delete is there
   assert.ok(total > 100, `only ${total} writes were acknowledged`);
   const c = await devCluster(data, port);
   try {
-    const list = (await (await fetch(`${c.url}${CM}`)).json()) as { items: any[] };
+    const list = (await (await c.fetch(`${CM}`)).json()) as { items: any[] };
     const names = new Set(list.items.map((i) => i.metadata.name as string));
     for (const n of acknowledged) if (!deleting.has(n)) assert.ok(names.has(n), `acknowledged ${n} was lost`);
     for (const n of deleted) assert.not.ok(names.has(n), `deleted ${n} came back`);
@@ -156,7 +163,7 @@ D("compaction: past compactAfter entries the state is one snapshot and the log s
 D("the state, its log and the kubeconfig are readable by their owner only; a symbolic link in their place is refused", async () => {
   const data = join(scratch, "perm.json");
   const c = await devCluster(data);
-  await fetch(`${c.url}${CM}`, { method: "POST", headers: json, body: JSON.stringify({ metadata: { name: "x" } }) });
+  await c.fetch(`${CM}`, { method: "POST", headers: json, body: JSON.stringify({ metadata: { name: "x" } }) });
   c.child.kill("SIGTERM");
   await new Promise((r) => c.child.once("exit", r));
   for (const f of [data, `${data}.wal`, `${data}.kubeconfig`]) assert.is(statSync(f).mode & 0o777, 0o600, f);

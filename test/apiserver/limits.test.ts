@@ -17,6 +17,7 @@ import { MAX_DEPTH } from "../../src/apiserver/query.js";
 import { CRD_KEY, Store, typeKeyOf } from "../../src/apiserver/store.js";
 import { startDevCluster } from "../../src/apiserver/server.js";
 import { crd } from "../support/cluster.js";
+import { kubeFetch } from "../support/kubefetch.js";
 import { XFN } from "../support/spawn.js";
 
 const L = suite("dev-cluster: request limits");
@@ -238,17 +239,16 @@ L(
     const child = spawn(process.execPath, [XFN, "dev-cluster", "--port", "0", "--data", data, "--kubeconfig", `${data}.kubeconfig`]);
     let out = "";
     const exited = new Promise<number | null>((r) => child.once("exit", (code) => r(code)));
-    const url = await new Promise<string>((resolve, reject) => {
+    const api = await new Promise<ReturnType<typeof kubeFetch>>((resolve, reject) => {
       child.stdout.on("data", (d) => {
         out += d;
-        const m = /"port":(\d+)/.exec(out);
-        if (m) resolve(`http://127.0.0.1:${m[1]}`);
+        if (/"port":(\d+)/.test(out)) resolve(kubeFetch(`${data}.kubeconfig`));
       });
       child.stderr.on("data", (d) => (out += d));
       void exited.then((code) => reject(new Error(`dev-cluster exited with ${code}: ${out}`)));
     });
     const post = (path: string, body: unknown) =>
-      fetch(`${url}${path}`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+      api(path, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
     // 25 rules that each fit kube's estimate and per-call limit but together spend the request's budget, and the
     // pattern that once held the event loop for 30 s on 32 bytes (RE2 now: linear in a 100 KB value).
     const rules = Array.from({ length: 25 }, (_, i) => ({ rule: `self.l.all(x, self.l.all(y, x + y >= ${-i}))` }));
@@ -281,7 +281,7 @@ L(
     // Four more at once: another client is answered while they are validated, and SIGTERM stops the server.
     const busy = [1, 2, 3, 4].map(heavy);
     const started = Date.now();
-    const ready = await fetch(`${url}/readyz`);
+    const ready = await api("/readyz");
     assert.is(ready.status, 200);
     assert.ok(Date.now() - started < 20_000, "answered while the heavy requests were being validated");
     child.kill("SIGTERM");

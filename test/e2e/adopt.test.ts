@@ -14,6 +14,7 @@ import { request } from "../support/requests.js";
 import { makePki } from "../support/certs.js";
 import { buildGoClient } from "../support/go.js";
 import { needs } from "../support/needs.js";
+import { kubeFetch } from "../support/kubefetch.js";
 import { inGroup } from "../support/procs.js";
 import { baseImage, podman, runAsCrossplane } from "../support/podman.js";
 import { freePort, ROOT } from "../support/spawn.js";
@@ -289,8 +290,9 @@ A(
     );
     try {
       await until("the host's kubeconfig", () => existsSync(kubeconfig) && /server: /.test(readFileSync(kubeconfig, "utf8")), 60_000);
-      const server = /server: (\S+)/.exec(readFileSync(kubeconfig, "utf8"))![1]!;
-      const get = async (path: string) => (await (await fetch(`${server}${path}`)).json()) as any;
+      // As its kubeconfig says: TLS with its CA, and its token.
+      const api = kubeFetch(kubeconfig);
+      const get = async (path: string) => (await (await api(path)).json()) as any;
       await until(
         "the XR Synced with two buckets",
         async () => {

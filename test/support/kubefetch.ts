@@ -8,6 +8,7 @@ import { parse } from "yaml";
 
 export interface KubeAnswer {
   status: number;
+  ok: boolean;
   text(): Promise<string>;
   json(): Promise<any>;
 }
@@ -34,7 +35,10 @@ export function kubeFetch(kubeconfig: string) {
           let body = "";
           res.setEncoding("utf8");
           res.on("data", (d: string) => (body += d));
-          res.on("end", () => resolve({ status: res.statusCode ?? 0, text: async () => body, json: async () => JSON.parse(body) }));
+          res.on("end", () => {
+            const status = res.statusCode ?? 0;
+            resolve({ status, ok: status >= 200 && status < 300, text: async () => body, json: async () => JSON.parse(body) });
+          });
         },
       );
       req.on("error", reject);
