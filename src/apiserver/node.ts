@@ -31,6 +31,10 @@ export interface Node {
   items?: Node;
   required: string[];
   enum?: JsonValue[];
+  /** The enum's values that are strings, numbers or booleans, for a lookup that does not walk the list (enumCheck). */
+  enumSet?: Set<JsonValue>;
+  /** "supported values: ...", made once for every value the enum refuses. */
+  enumDetail?: string;
   format?: string;
   maximum?: number;
   exclusiveMaximum: boolean;

@@ -30,6 +30,8 @@ export function kubeFetch(kubeconfig: string) {
           method: init.method ?? "GET",
           headers: { ...init.headers, ...(token ? { authorization: `Bearer ${token}` } : {}) },
           ...(ca ? { ca } : {}),
+          // A connection of its own, closed after: a kept-alive one would hold a test's process open.
+          agent: false,
         },
         (res) => {
           let body = "";
