@@ -147,7 +147,8 @@ export function refusal(group: string, kind: string, name: string, errs: FieldEr
   }
   const kept = shown < errs.length ? errs.slice(0, shown) : errs;
   const more = errs.length - kept.length;
-  const msg = message(qualified, name, kept) + (more ? ` (and ${more} more errors, not shown: the answer holds at most 1 MiB of them)` : "");
+  const rest = more ? ` (and ${more} more errors, not shown: the answer holds at most 1 MiB of them)` : "";
+  const msg = message(qualified, name, kept) + rest;
   return Object.assign(new ApiError(422, "Invalid", msg), {
     details: {
       name,
