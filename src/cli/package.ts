@@ -6,23 +6,13 @@
 // and then loads server.mjs itself, so that both load at once (launch.ts);
 // `node server.mjs` serves too, loading one after the other. inspect.mjs is
 // `xfn inspect`, so the same image runs the Pipeline Inspector sidecar.
-import {
-  cpSync,
-  existsSync,
-  lstatSync,
-  mkdirSync,
-  readdirSync,
-  readFileSync,
-  readlinkSync,
-  realpathSync,
-  rmSync,
-  writeFileSync,
-} from "node:fs";
-import { basename, dirname, extname, join, relative, resolve, sep } from "node:path";
+import { cpSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs";
+import { basename, dirname, extname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Command, Option } from "commander";
 import { parse as parseYaml } from "yaml";
 import { resolveModule } from "../module/load.js";
+import { insideLink } from "../xpkg/package.js";
 import { messageOf } from "../sdk/errors.js";
 
 /** PackageOptions say what to bundle and where. */
@@ -84,25 +74,7 @@ export function checkLinks(path: string, root: string): void {
   const realRoot = realpathSync(root);
   const walk = (p: string): void => {
     const st = lstatSync(p);
-    if (st.isSymbolicLink()) {
-      const shown = relative(root, p);
-      let target: string;
-      try {
-        target = realpathSync(p);
-      } catch (err) {
-        const code = (err as NodeJS.ErrnoException).code;
-        throw new Error(
-          `refusing to package ${shown}: a symbolic link to ${readlinkSync(p)}, which ${code === "ELOOP" ? "loops" : "does not exist"}`,
-          { cause: err },
-        );
-      }
-      if (target !== realRoot && !target.startsWith(realRoot + sep))
-        throw new Error(
-          `refusing to package ${shown}: a symbolic link to ${target}, outside the function's folder ${root} ` +
-            "(copy the file into the folder if the package is to hold it)",
-        );
-      return;
-    }
+    if (st.isSymbolicLink()) return insideLink(p, root, realRoot, `the function's folder ${root}`);
     if (st.isDirectory()) for (const n of readdirSync(p)) walk(join(p, n));
   };
   walk(path);

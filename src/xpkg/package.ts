@@ -76,7 +76,7 @@ export function yamlFiles(dir: string, skip?: string): string[] {
  * the folder's own files, never /etc/hostname or a secret a link points to.
  * (A hard link cannot be told from the file it names: it is read as a file.)
  */
-function insideLink(p: string, dir: string, real: string): void {
+export function insideLink(p: string, dir: string, real: string, where = dir): void {
   const shown = relative(dir, p);
   let target: string;
   try {
@@ -90,7 +90,7 @@ function insideLink(p: string, dir: string, real: string): void {
   }
   if (target !== real && !target.startsWith(real + sep))
     throw new Error(
-      `refusing to package ${shown}: a symbolic link to ${target}, outside ${dir} (copy the file in if the package is to hold it)`,
+      `refusing to package ${shown}: a symbolic link to ${target}, outside ${where} (copy the file in if the package is to hold it)`,
     );
 }
 
