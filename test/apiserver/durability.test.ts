@@ -104,7 +104,11 @@ D("kill -9 mid-write, three times: every acknowledged create and delete is there
       }
     };
     const writers = Array.from({ length: 8 }, (_, w) => writer(w));
-    await sleep(400 + round * 150);
+    // Kill once this round has had its share of acknowledged writes (not after a fixed time: on a loaded machine
+    // a TLS handshake per request made a fixed 400 ms too few writes), plus a little, so the kill lands mid-write.
+    const before = total;
+    for (const deadline = Date.now() + 30_000; total - before < 40 && Date.now() < deadline;) await sleep(20);
+    await sleep(30 + round * 40);
     c.child.kill("SIGKILL");
     stop = true;
     await Promise.all(writers);
