@@ -16,11 +16,13 @@
 // Cost: kube-apiserver stops a rule past a per-call cost (celconfig.PerCallLimit,
 // 1,000,000) and a request's rules past a budget (RuntimeCELCostBudget,
 // 10,000,000), with the errors of pkg/apiserver/schema/cel/validation.go.
-// cel-js counts no cost, so every evaluation step of a rule is counted here
-// (one unit a step, plus a tenth of the length of each string or list a step
-// makes, as cel-go charges traversals), and a string function charges for its
-// result before making it: a rule cannot hold the event loop for long, nor grow
-// the heap without bound. The units approximate cel-go's; the limits are kube's.
+// cel-js counts no cost, so celmeter.ts counts every evaluation step of a rule
+// and charges equality, concatenation, `in`, matches(), contains() and sets.*
+// by their operands' sizes as cel-go's runtime cost does; a string function
+// charges for its result before making it: a rule cannot hold the event loop
+// for long, nor grow the heap without bound. Maps reach a rule as Maps (their
+// size and first entry are then O(1) to cel-js, which walks a plain object's
+// keys for both).
 import { isDeepStrictEqual } from "node:util";
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { Environment, Optional } from "@marcbachmann/cel-js";
@@ -30,6 +32,9 @@ import { OMIT, forbidden, invalid, required, type FieldError } from "./fielderr.
 import { correlate, type Node, type Old, type Rule } from "./node.js";
 import { canonical, NAMESPACES, withKubernetesLibraries } from "./cellibs.js";
 import { messageOf } from "../sdk/errors.js";
+import { charge, CostExceeded, metered, REQUEST_BUDGET, withMeter } from "./celmeter.js";
+
+export { PER_CALL_LIMIT, REQUEST_BUDGET } from "./celmeter.js";
 
 /** Rule is one compiled x-kubernetes-validations entry. */
 /** HAS_FIELD is what has(e.f) is run as when e is not a chain of fields (hasAfterIndex). */
@@ -82,54 +87,6 @@ const ENV = withKubernetesLibraries(
   )
   .registerFunction(RE2_DECLARATIONS[0], re2Matches)
   .registerFunction(RE2_DECLARATIONS[1], re2Matches);
-
-/** PER_CALL_LIMIT and REQUEST_BUDGET are kube's celconfig.PerCallLimit and RuntimeCELCostBudget. */
-export const PER_CALL_LIMIT = 1_000_000;
-export const REQUEST_BUDGET = 10_000_000;
-
-/** CostExceeded ends a rule that went past its per-call limit (cel-go's error text). */
-class CostExceeded extends Error {
-  static readonly TEXT = "operation cancelled: actual cost limit exceeded";
-  constructor() {
-    super(CostExceeded.TEXT);
-  }
-}
-
-/** The running rule's cost so far (undefined: no rule of this server is running, e.g. a function's own CEL). */
-let meter: { used: number } | undefined;
-
-/** charge counts n units against the running rule, ending it past the per-call limit. */
-function charge(n: number): void {
-  if (meter && (meter.used += n) > PER_CALL_LIMIT) throw new CostExceeded();
-}
-
-/**
- * metered makes every evaluation step of cel-js count: an AST node's first
- * evaluate() picks the function it will run from then on and stores it on the
- * node; that function is wrapped to charge a unit (and a tenth of the size of
- * a string or list it makes) each time. Done once, on the shared node class.
- */
-function metered(ast: object): void {
-  const proto = Object.getPrototypeOf(ast) as { evaluate: (...a: unknown[]) => unknown; xfnMetered?: boolean };
-  if (proto.xfnMetered) return;
-  const first = proto.evaluate;
-  proto.xfnMetered = true;
-  proto.evaluate = function (this: { evaluate: (...a: unknown[]) => unknown }, ...args: unknown[]) {
-    const out = first.apply(this, args);
-    const chosen = this.evaluate;
-    if (chosen !== proto.evaluate && !(chosen as { xfnCounted?: boolean }).xfnCounted) {
-      const counted = function (this: unknown, ...a: unknown[]) {
-        if (meter) charge(1);
-        const r = chosen.apply(this, a);
-        if (meter && (typeof r === "string" || Array.isArray(r)) && r.length > 10) charge(Math.ceil(r.length / 10));
-        return r;
-      };
-      (counted as { xfnCounted?: boolean }).xfnCounted = true;
-      this.evaluate = counted;
-    }
-    return out;
-  };
-}
 
 /** replaced splits s on a, first charging for the string replacing every a with b would make. */
 function replaced(s: string, a: string, b: string): string[] {
@@ -270,6 +227,13 @@ export function celValue(v: JsonValue | undefined, s: Node | undefined, root = f
     if (s?.listType === "set" || s?.listType === "map") return valueSet(items);
     return items;
   }
+  if (isObject(v) && s?.props === undefined && !root) {
+    // A map (additionalProperties) or an object of no declared fields: a Map, whose size cel-js reads
+    // in O(1) (a plain object's keys it would walk on every size(), equality and type check).
+    const out = new Map<string, unknown>();
+    for (const [k, x] of Object.entries(v)) out.set(k, celValue(x, s?.additional || undefined));
+    return out;
+  }
   if (isObject(v)) {
     const out: Record<string, unknown> = {};
     // In an object of declared properties (not a map), a null field is as absent to a rule: has() is
@@ -332,10 +296,10 @@ class OutOfCost extends Error {}
  * kube's error (what: "rule" or "messageExpression") and stops every rule.
  */
 function metering<T>(fn: () => T, onStop: (detail: string) => void, what: string): T {
-  meter = { used: 0 };
+  const cost = { used: 0 };
   try {
-    const out = fn();
-    if (meter.used > budget) {
+    const out = withMeter(fn, cost);
+    if (cost.used > budget) {
       onStop(
         what === "rule"
           ? "validation failed due to running out of cost budget, no further validation rules will be run"
@@ -351,8 +315,7 @@ function metering<T>(fn: () => T, onStop: (detail: string) => void, what: string
     }
     throw err;
   } finally {
-    budget -= meter.used;
-    meter = undefined;
+    budget -= cost.used;
   }
 }
 
