@@ -58,6 +58,14 @@ export const DEFAULT_TIMEOUT_SECONDS = 55;
 
 /** How long a worker may take to answer a call whose deadline passed before it is deemed stuck. */
 const STUCK_GRACE_MS = 1_000;
+/**
+ * A worker holding a call for this long without a word from it (no answer, no
+ * log line, none of the beats it sends while it holds calls) is stuck on the
+ * CPU: a new call goes to another worker, or waits for one (a replacement
+ * starting, or one speaking again), rather than queue behind the stuck call
+ * and end with it when its worker is terminated at that call's deadline.
+ */
+const STALLED_MS = 1_000;
 
 /** PoolOptions configure a pool. */
 export interface PoolOptions {
@@ -165,6 +173,15 @@ interface Slot {
   /** How long its recent calls waited to be picked up (ms, a moving average), and when that was last measured (performance.now()). */
   pickupMs: number;
   pickupAt: number;
+  /** When the worker last said anything (an answer, a log line, ready; performance.now()). */
+  heardAt: number;
+}
+
+/** stalled is whether slot holds a call it has been silent on for STALLED_MS (see there). */
+function stalled(slot: Slot, now: number): boolean {
+  if (now - slot.heardAt < STALLED_MS) return false;
+  for (const p of slot.pending.values()) return now - p.started >= STALLED_MS;
+  return false;
 }
 
 /** Pool is a Handler backed by worker threads. */
@@ -392,6 +409,7 @@ class WorkerPool implements Pool {
       held: memory ? new Float64Array(memory) : new Float64Array(2),
       pickupMs: 0,
       pickupAt: -Infinity,
+      heardAt: performance.now(),
     };
     return new Promise((resolve, reject) => this.watchWorker(slot, new Int32Array(logBacklog), resolve, reject));
   }
@@ -420,6 +438,7 @@ class WorkerPool implements Pool {
       this.respawn(slot.kept, 0);
     };
     worker.on("message", (m: FromWorker) => {
+      slot.heardAt = performance.now();
       if (m.type === "ready") {
         ready = true;
         this.slots.push(slot);
@@ -438,6 +457,8 @@ class WorkerPool implements Pool {
         slot.gone = true;
         void worker.terminate();
         reject(new Error(m.message, m.stack ? { cause: Object.assign(new Error(m.message), { stack: m.stack }) } : {}));
+      } else if (m.type === "beat") {
+        // Heard: heardAt above.
       } else {
         const p = slot.pending.get(m.id);
         if (!p) return; // already answered here (a deadline), or failed with the worker
@@ -470,8 +491,11 @@ class WorkerPool implements Pool {
     });
   }
 
+  /** pick chooses a worker for a call of size bytes (pickWorker), passing over stalled ones (undefined: every one is). */
   private pick(size: number): Slot | undefined {
-    return pickWorker(this.slots, size, performance.now(), this.opts.slowPickupMs, this.opts.pickupFreshMs);
+    const now = performance.now();
+    const live = this.slots.some((s) => stalled(s, now)) ? this.slots.filter((s) => !stalled(s, now)) : this.slots;
+    return pickWorker(live, size, now, this.opts.slowPickupMs, this.opts.pickupFreshMs);
   }
 
   /** workerBefore resolves with a worker, waiting for a replacement if none is running, or undefined at the deadline. */
@@ -479,8 +503,9 @@ class WorkerPool implements Pool {
     for (;;) {
       const slot = this.pick(size);
       if (slot || this.failed !== undefined || Date.now() >= deadline) return slot;
+      // Woken when a worker is ready, and now and then: a stalled worker may speak again.
       await new Promise<void>((resolve) => {
-        const t = setTimeout(resolve, Math.min(2 ** 31 - 1, deadline - Date.now()));
+        const t = setTimeout(resolve, Math.min(STALLED_MS / 4, deadline - Date.now()));
         this.waiting.push(() => (clearTimeout(t), resolve()));
       });
     }
@@ -497,6 +522,13 @@ class WorkerPool implements Pool {
       return {
         code: Code.UNAVAILABLE,
         details: "the function was still loading at the call's deadline (no worker had loaded it yet); retry later",
+      };
+    if (!slot && this.ready() > 0)
+      return {
+        code: Code.UNAVAILABLE,
+        details:
+          `every function worker was stuck on the CPU (silent for over ${STALLED_MS / 1000} s while holding a call) ` +
+          "until this call's deadline, so it was not run; retry later",
       };
     if (!slot)
       return { code: Code.UNAVAILABLE, details: "no function worker came up before the deadline (they are being restarted); retry later" };

@@ -84,6 +84,9 @@ export type ToWorker =
   /** To a worker started early (WorkerData.early): what it would otherwise have been started with. */
   | { type: "config"; workerData: WorkerData };
 
+/** How often a worker holding calls says it is not stuck (under the pool's STALLED_MS). */
+const BEAT_MS = 250;
+
 /** FromWorker is a message to the pool. */
 export type FromWorker =
   | { type: "ready" }
@@ -92,7 +95,9 @@ export type FromWorker =
   | { type: "status"; id: number; code: number; details: string; waited: number }
   | { type: "log"; line: string }
   /** Its live heap is over WorkerData.maxHeapMB: end it. */
-  | { type: "heap"; heapMB: number };
+  | { type: "heap"; heapMB: number }
+  /** Sent every BEAT_MS while it holds a call: its thread is not stuck (the pool's stalled()). */
+  | { type: "beat" };
 
 /**
  * monotonicMs is the process's monotonic clock in ms: the same in every
@@ -190,6 +195,12 @@ function serveWorker(fn: RunFunction, data: WorkerData): void {
   // The pool bounds concurrency and queueing; here every request runs at once.
   const handler = createHandler(fn, { maxConcurrency: Infinity, maxQueue: Infinity, maxResponseBytes: data.maxResponseBytes }, log);
   const running = new Map<number, Cancel>();
+  // While it holds calls, the thread says now and then that it is not stuck on the CPU.
+  let beat: NodeJS.Timeout | undefined;
+  const beating = () => {
+    if (running.size > 0 && !beat) beat = setInterval(() => port.postMessage({ type: "beat" } satisfies FromWorker), BEAT_MS);
+    else if (running.size === 0 && beat) beat = void clearInterval(beat);
+  };
   port.on("message", (m: ToWorker) => {
     if (m.type === "cancel") {
       running.get(m.id)?.cancel();
@@ -200,6 +211,7 @@ function serveWorker(fn: RunFunction, data: WorkerData): void {
     const waited = monotonicMs() - m.sent;
     const cancel = new Cancel();
     running.set(m.id, cancel);
+    beating();
     void handler
       .handle(new Uint8Array(m.buf, m.off, m.len), {
         version: m.version,
@@ -210,6 +222,7 @@ function serveWorker(fn: RunFunction, data: WorkerData): void {
       })
       .then((res: HandlerResult) => {
         running.delete(m.id);
+        beating();
         if ("ok" in res) {
           const b = exclusive(res.ok);
           port.postMessage(

@@ -46,7 +46,9 @@ I(
         "the other XR reconciled while the first one's function spins",
         async () => cond(await objects.getClusterCustomObject({ ...XJOBS, name: "fine" }), "Synced")?.status === "True",
         10_000,
-      );
+      ).catch((err: Error) => {
+        throw new Error(`${err.message}; the host's log:\n${mem.text().split("\n").slice(-40).join("\n")}`);
+      });
       assert.ok(Date.now() - started < 10_000);
       await until(
         "the stuck XR's call ended at its deadline, naming it",

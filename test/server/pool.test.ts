@@ -426,6 +426,42 @@ P("a call on the same worker as one stuck past its deadline is told what happene
   }
 });
 
+P("a worker stuck on the CPU takes no new call while another can: a call goes past it to a worker that is only waiting", async () => {
+  const { srv } = await start(20_000, 2);
+  const c = rawClient(srv.port);
+  try {
+    // The first worker spins; the second holds a call that waits (its thread free, saying so).
+    const spinning = codeOf(c.run(call("spin"), { timeoutMs: 4_000 }));
+    await new Promise((r) => setTimeout(r, 50));
+    const hanging = codeOf(c.run(call("hang"), { timeoutMs: 4_000 }));
+    await new Promise((r) => setTimeout(r, 1_500));
+    // Each holds one call: by count alone the next call could go behind the spin, and end with its worker.
+    const r = await c.run(call("ok"), { timeoutMs: 15_000 });
+    assert.match(r.results[0]!.message, /^ran ok/);
+    assert.is((await spinning).code, Code.DEADLINE_EXCEEDED);
+    assert.is((await hanging).code, Code.DEADLINE_EXCEEDED);
+  } finally {
+    c.close();
+    await srv.stop(1000);
+  }
+});
+
+P("every worker stuck on the CPU: a new call waits for a replacement instead of ending with a stuck worker", async () => {
+  const { srv, mem } = await start(20_000, 2);
+  const c = rawClient(srv.port);
+  try {
+    const stuck = [codeOf(c.run(call("spin"), { timeoutMs: 1_500 })), codeOf(c.run(call("spin"), { timeoutMs: 1_500 }))];
+    await new Promise((r) => setTimeout(r, 1_200));
+    const r = await c.run(call("ok"), { timeoutMs: 30_000 });
+    assert.match(r.results[0]!.message, /^ran ok/);
+    for (const s of stuck) assert.is((await s).code, Code.DEADLINE_EXCEEDED);
+    assert.ok(mem.lines().filter((l) => l.msg === "starting a replacement worker").length >= 1, "it ran on a replacement");
+  } finally {
+    c.close();
+    await srv.stop(1000);
+  }
+});
+
 P("a crash fails only the call its worker held; the worker is replaced and the server serves on", async () => {
   const { srv, mem } = await start(10_000);
   const c = rawClient(srv.port);
