@@ -26,7 +26,8 @@
 import { isDeepStrictEqual } from "node:util";
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { Environment, Optional } from "@marcbachmann/cel-js";
-import { onRE2, re2, re2Matches, RE2_DECLARATIONS } from "../re2.js";
+import { onRE2, re2, RE2_DECLARATIONS } from "../re2.js";
+import { find } from "./offthread.js";
 import { isObject } from "../json.js";
 import { OMIT, forbidden, invalid, required, type FieldError } from "./fielderr.js";
 import { correlate, type Node, type Old, type Rule } from "./node.js";
@@ -37,6 +38,9 @@ import { charge, CostExceeded, metered, REQUEST_BUDGET, withMeter } from "./celm
 export { PER_CALL_LIMIT, REQUEST_BUDGET } from "./celmeter.js";
 
 /** Rule is one compiled x-kubernetes-validations entry. */
+/** ruleMatches is CEL's matches() in a rule: whether the pattern is found in s (offthread.ts find). */
+const ruleMatches = (s: string, pattern: string): boolean => find(pattern, re2(pattern), s);
+
 /** HAS_FIELD is what has(e.f) is run as when e is not a chain of fields (hasAfterIndex). */
 const HAS_FIELD = "xfnHasField";
 
@@ -85,8 +89,9 @@ const ENV = withKubernetesLibraries(
   .registerFunction(`${HAS_FIELD}(dyn, string): bool`, (o: unknown, k: string) =>
     o instanceof Map ? o.has(k) : typeof o === "object" && o !== null && !Array.isArray(o) && Object.hasOwn(o, k),
   )
-  .registerFunction(RE2_DECLARATIONS[0], re2Matches)
-  .registerFunction(RE2_DECLARATIONS[1], re2Matches);
+  // matches(): a long one, in a write, runs off the serving thread (offthread.ts).
+  .registerFunction(RE2_DECLARATIONS[0], ruleMatches)
+  .registerFunction(RE2_DECLARATIONS[1], ruleMatches);
 
 /** replaced splits s on a, first charging for the string replacing every a with b would make. */
 function replaced(s: string, a: string, b: string): string[] {

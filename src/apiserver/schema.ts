@@ -17,6 +17,7 @@ import { isDeepStrictEqual } from "node:util";
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { isObject } from "../json.js";
 import { RE2JS } from "re2js";
+import { find } from "./offthread.js";
 import { compileRule, runRules, RuleError } from "./cel.js";
 import { invalid, notSupported, required, tooLong, tooMany, type FieldError } from "./fielderr.js";
 import { FORMATS } from "./formats.js";
@@ -383,7 +384,7 @@ function check(v: JsonValue, s: Node, path: string, prefix: string, old: Old, er
 function patternCheck(v: string, s: Node, path: string, prefix: string, errs: FieldError[]): void {
   const p = s.pattern;
   if (!p) return;
-  if (!p.re.matcher(v).find()) errs.push(invalid(fieldOf(path, prefix), v, rel(path, `should match '${p.source}'`)));
+  if (!find(p.source, p.re, v)) errs.push(invalid(fieldOf(path, prefix), v, rel(path, `should match '${p.source}'`)));
 }
 
 /**

@@ -24,7 +24,20 @@ import { document as openapiDocument, root as openapiRoot } from "./openapi.js";
 import { ApiError } from "./errors.js";
 import { forbidden, notSupported, OMIT, refusal, type FieldError } from "./fielderr.js";
 import { Store, typeKeyOf, type Writer } from "./store.js";
-import { ensureMeta, type ResourceType, type Watcher } from "./types.js";
+import { closeMatcher, offThread } from "./offthread.js";
+import {
+  apiVersionOf,
+  asVersion,
+  checkContentType,
+  checkHost,
+  checkKind,
+  contentType,
+  decoded,
+  warned,
+  type Call,
+  type Route,
+} from "./request.js";
+import { ensureMeta, type Watcher } from "./types.js";
 import { isObject } from "../json.js";
 import { messageOf } from "../sdk/errors.js";
 
@@ -96,15 +109,6 @@ function send(res: ServerResponse, code: number, body: unknown): void {
   res.end(text);
 }
 
-interface Route {
-  group: string;
-  version: string;
-  type: ResourceType;
-  namespace?: string;
-  name?: string;
-  subresource?: string;
-}
-
 function route(store: Store, path: string): Route | "discovery" | undefined {
   const segs = path.split("/").filter(Boolean).map(decodeURIComponent);
   let group: string;
@@ -137,101 +141,6 @@ function route(store: Store, path: string): Route | "discovery" | undefined {
   };
 }
 
-const apiVersionOf = (r: Route) => (r.group ? `${r.group}/${r.version}` : r.version);
-const asVersion = (o: JsonObject, r: Route): JsonObject => ({ ...o, apiVersion: apiVersionOf(r) });
-
-function checkKind(r: Route, body: JsonValue): JsonObject {
-  if (!isObject(body)) throw new ApiError(400, "BadRequest", "the request body must be an object");
-  if (body["kind"] !== undefined && body["kind"] !== r.type.kind)
-    throw new ApiError(400, "BadRequest", `kind ${String(body["kind"])} does not match the resource (${r.type.kind})`);
-  // As the API server: the version in the object must be the one the request is made in.
-  if (body["apiVersion"] !== undefined && body["apiVersion"] !== apiVersionOf(r)) {
-    throw new ApiError(
-      400,
-      "BadRequest",
-      `the API version in the data (${String(body["apiVersion"])}) does not match the expected API version (${apiVersionOf(r)})`,
-    );
-  }
-  return { ...body, apiVersion: apiVersionOf(r), kind: r.type.kind };
-}
-
-/**
- * decoded is a write's object as kube-apiserver reads it from the request:
- * labels and annotations must be strings; a ConfigMap's or Secret's data must
- * decode (a Secret's stringData is folded into data); a custom resource gets
- * its schema's defaults and loses the fields its schema does not declare,
- * which the request's fieldValidation (Strict, Warn the default, Ignore)
- * refuses, warns of, or passes over.
- */
-function decoded(c: Call, obj: JsonObject): JsonObject {
-  const t = c.r.type;
-  checkMetaTypes(t.kind, obj);
-  if (t.group === "" && (t.kind === "ConfigMap" || t.kind === "Secret")) decodeData(t.kind, obj);
-  const schema = t.schemas?.[c.r.version];
-  if (schema) unknownFields(c, schema.decode(obj));
-  return obj;
-}
-
-/** unknownFields answers the unknown fields a decode dropped, as the request's fieldValidation says. */
-function unknownFields(c: Call, unknown: string[]): void {
-  const mode = fieldValidation(c.q);
-  if (!unknown.length || mode === "Ignore") return;
-  const said = unknown.map((p) => `unknown field ${JSON.stringify(p)}`);
-  if (mode === "Strict")
-    throw new ApiError(
-      400,
-      "BadRequest",
-      `${c.r.type.kind} in version "${c.r.version}" cannot be handled as a ${c.r.type.kind}: strict decoding error: ${said.join(", ")}`,
-    );
-  c.warnings.push(...said);
-}
-
-function fieldValidation(q: URLSearchParams): "Ignore" | "Warn" | "Strict" {
-  const v = q.get("fieldValidation") ?? "Warn";
-  if (v === "" || v === "Warn") return "Warn";
-  if (v === "Ignore" || v === "Strict") return v;
-  throw new ApiError(400, "BadRequest", `fieldValidation must be one of Ignore, Warn or Strict, not ${JSON.stringify(v)}`);
-}
-
-// What a request body may be. A browser can POST text/plain, form data or
-// multipart to any address without asking first: none of those is accepted,
-// so a web page cannot write to the cluster.
-const BODY_TYPES = new Set(["application/json", "application/yaml"]);
-const PATCH_TYPES = new Set([
-  "application/merge-patch+json",
-  "application/strategic-merge-patch+json",
-  "application/json-patch+json",
-  "application/apply-patch+yaml",
-  "application/apply-patch+json",
-]);
-
-const contentType = (req: IncomingMessage) => (req.headers["content-type"] ?? "").split(";")[0]!.trim().toLowerCase();
-
-/** checkContentType refuses a body of a type the method does not take (415, as the API server does). */
-function checkContentType(req: IncomingMessage, method: string): void {
-  const ct = contentType(req);
-  const allowed = method === "PATCH" ? PATCH_TYPES : BODY_TYPES;
-  if (method === "DELETE" && ct === "" && req.headers["content-length"] === undefined && req.headers["transfer-encoding"] === undefined)
-    return;
-  if (!allowed.has(ct))
-    throw new ApiError(
-      415,
-      "UnsupportedMediaType",
-      `the body of the request was in an unknown format - accepted media types include: ${[...allowed].join(", ")}`,
-    );
-}
-
-/**
- * checkHost refuses a request whose Host header is not this server's loopback
- * address: a page a browser loaded from elsewhere could otherwise reach it
- * through a name that resolves to 127.0.0.1 (DNS rebinding).
- */
-function checkHost(req: IncomingMessage, port: number): void {
-  const host = (req.headers.host ?? "").toLowerCase();
-  if ([`127.0.0.1:${port}`, `localhost:${port}`, `[::1]:${port}`].includes(host)) return;
-  throw new ApiError(403, "Forbidden", `host ${JSON.stringify(req.headers.host ?? "")} is not this server: use 127.0.0.1:${port}`);
-}
-
 /** TOO_LARGE_WAIT_MS is how long a request for a resourceVersion newer than any waits for it, as kube-apiserver's watch cache does. */
 const TOO_LARGE_WAIT_MS = 3_000;
 
@@ -256,32 +165,6 @@ interface Served {
   token?: Buffer;
 }
 
-/** Call is one request for a resource (or a collection, or a status subresource). */
-interface Call {
-  req: IncomingMessage;
-  res: ServerResponse;
-  q: URLSearchParams;
-  r: Route;
-  typeKey: string;
-  isStatus: boolean;
-  /** The Table version a GET asks for (kubectl get), if any. */
-  tv: ReturnType<typeof tableVersion>;
-  /** Warnings for the answer's Warning headers (unknown fields, ratcheted rules). */
-  warnings: string[];
-}
-
-/** warned sets the answer's Warning headers, as kube-apiserver sends them (code 299, agent "-"). */
-function warned(c: Call): ServerResponse {
-  const unique = [...new Set(c.warnings)];
-  if (unique.length)
-    c.res.setHeader(
-      "Warning",
-      unique.map((w) => `299 - ${JSON.stringify(w)}`),
-    );
-  return c.res;
-}
-
-/** FIXED are the paths that are not resources: health, version, the API lists, OpenAPI. */
 const FIXED: Record<string, (s: Served, req: IncomingMessage, res: ServerResponse) => Promise<void>> = {
   "/healthz": async (_s, _req, res) => void res.end("ok"),
   "/readyz": async (_s, _req, res) => void res.end("ok"),
@@ -441,23 +324,34 @@ const VERBS: Record<Verb, (s: Served, c: Call) => Promise<void>> = {
     return s.reply(res, 200, o);
   },
   async create(s, c) {
-    const body = decoded(c, checkKind(c.r, parseBody(await readBody(c.req), contentType(c.req) === "application/yaml")));
-    const created = s.store.create(c.typeKey, c.r.namespace, body, {
-      warnings: c.warnings,
-      dryRun: dryRun(c, "CreateOptions"),
-      manager: writer(c),
-    });
+    const text = await readBody(c.req);
+    // Parsed on each run: a run the store stopped (writing) may have defaulted the body.
+    const created = await writing(c, () =>
+      s.store.create(c.typeKey, c.r.namespace, decoded(c, checkKind(c.r, parseBody(text, contentType(c.req) === "application/yaml"))), {
+        warnings: c.warnings,
+        dryRun: dryRun(c, "CreateOptions"),
+        manager: writer(c),
+      }),
+    );
     return s.reply(warned(c), 201, asVersion(created, c.r));
   },
   async update(s, c) {
-    const body = decoded(c, checkKind(c.r, parseBody(await readBody(c.req), contentType(c.req) === "application/yaml")));
-    const updated = s.store.update(c.typeKey, c.r.namespace, c.r.name!, body, {
-      status: c.isStatus,
-      finalize: c.r.subresource === "finalize",
-      warnings: c.warnings,
-      dryRun: dryRun(c, "UpdateOptions"),
-      manager: writer(c),
-    });
+    const text = await readBody(c.req);
+    const updated = await writing(c, () =>
+      s.store.update(
+        c.typeKey,
+        c.r.namespace,
+        c.r.name!,
+        decoded(c, checkKind(c.r, parseBody(text, contentType(c.req) === "application/yaml"))),
+        {
+          status: c.isStatus,
+          finalize: c.r.subresource === "finalize",
+          warnings: c.warnings,
+          dryRun: dryRun(c, "UpdateOptions"),
+          manager: writer(c),
+        },
+      ),
+    );
     return s.reply(warned(c), 200, asVersion(updated, c.r));
   },
   apply: serverSideApply,
@@ -465,29 +359,32 @@ const VERBS: Record<Verb, (s: Served, c: Call) => Promise<void>> = {
     const { r } = c;
     const ct = contentType(c.req);
     const text = await readBody(c.req);
-    // The object as the request's version reads it: a patch made through another
-    // served version than the one it was written in names that version.
-    const current = asVersion(s.store.get(c.typeKey, r.namespace, r.name!), r);
-    const patch = parseBody(text, false);
-    let next: JsonObject;
-    if (ct === "application/merge-patch+json" || ct === "application/strategic-merge-patch+json")
-      next = mergePatch(current, patch) as JsonObject;
-    else if (ct === "application/json-patch+json") {
-      next = jsonPatch(current, patch);
-      // A JSON patch can add a deep value at a deep path: deeper than either. (A merge patch or an apply
-      // puts each value where it was, so it nests no deeper than they do. managedFields, the server's
-      // own mirror of the fields a few levels down, are not counted.)
-      const meta = isObject(next["metadata"]) ? { ...next["metadata"], managedFields: null } : next["metadata"];
-      checkDepth(meta === undefined ? next : { ...next, metadata: meta }, "the object");
-    } else throw new ApiError(415, "UnsupportedMediaType", `the patch content type ${JSON.stringify(ct)} is not supported`);
-    // A patch that names no resourceVersion never conflicts.
-    const named = isObject(patch) && isObject(patch["metadata"]) && patch["metadata"]["resourceVersion"] !== undefined;
-    if (!named) ensureMeta(next)["resourceVersion"] = ensureMeta(current)["resourceVersion"]!;
-    const updated = s.store.update(c.typeKey, r.namespace, r.name!, decoded(c, checkKind(r, next)), {
-      status: c.isStatus,
-      warnings: c.warnings,
-      dryRun: dryRun(c, "PatchOptions"),
-      manager: writer(c),
+    // Run again, on what the store then holds, when its validation ran long matches off the thread (offthread.ts).
+    const updated = await writing(c, () => {
+      const patch = parseBody(text, false);
+      // The object as the request's version reads it: a patch made through another
+      // served version than the one it was written in names that version.
+      const current = asVersion(s.store.get(c.typeKey, r.namespace, r.name!), r);
+      let next: JsonObject;
+      if (ct === "application/merge-patch+json" || ct === "application/strategic-merge-patch+json")
+        next = mergePatch(current, patch) as JsonObject;
+      else if (ct === "application/json-patch+json") {
+        next = jsonPatch(current, patch);
+        // A JSON patch can add a deep value at a deep path: deeper than either. (A merge patch or an apply
+        // puts each value where it was, so it nests no deeper than they do. managedFields, the server's
+        // own mirror of the fields a few levels down, are not counted.)
+        const meta = isObject(next["metadata"]) ? { ...next["metadata"], managedFields: null } : next["metadata"];
+        checkDepth(meta === undefined ? next : { ...next, metadata: meta }, "the object");
+      } else throw new ApiError(415, "UnsupportedMediaType", `the patch content type ${JSON.stringify(ct)} is not supported`);
+      // A patch that names no resourceVersion never conflicts.
+      const named = isObject(patch) && isObject(patch["metadata"]) && patch["metadata"]["resourceVersion"] !== undefined;
+      if (!named) ensureMeta(next)["resourceVersion"] = ensureMeta(current)["resourceVersion"]!;
+      return s.store.update(c.typeKey, r.namespace, r.name!, decoded(c, checkKind(r, next)), {
+        status: c.isStatus,
+        warnings: c.warnings,
+        dryRun: dryRun(c, "PatchOptions"),
+        manager: writer(c),
+      });
     });
     return s.reply(warned(c), 200, asVersion(updated, r));
   },
@@ -528,13 +425,24 @@ const VERBS: Record<Verb, (s: Served, c: Call) => Promise<void>> = {
 };
 
 /** serverSideApply merges an applied configuration into the object (creating it), by field managers. */
+/** writing runs a store write with its long matches off the serving thread (offthread.ts); a rerun's warnings replace the last one's. */
+async function writing<T>(c: Call, write: (again: boolean) => T): Promise<T> {
+  const from = c.warnings.length;
+  let runs = 0;
+  return offThread(() => {
+    c.warnings.length = from;
+    return write(runs++ > 0);
+  });
+}
+
 async function serverSideApply(s: Served, c: Call): Promise<void> {
   const { r, q } = c;
   const text = await readBody(c.req);
   const manager = q.get("fieldManager");
   if (!manager) throw new ApiError(400, "BadRequest", "fieldManager is required for apply patch");
   const dry = dryRun(c, "PatchOptions");
-  const applied = checkKind(r, parseBody(text, true));
+  const first = checkKind(r, parseBody(text, true));
+  const applied = first;
   // The applied configuration is read against the schema before anything is
   // merged: an undeclared field or a value of the wrong kind fails the apply,
   // whatever fieldValidation says, with structured-merge-diff's words (typed.ts).
@@ -553,29 +461,41 @@ async function serverSideApply(s: Served, c: Call): Promise<void> {
   const am = isObject(applied["metadata"]) ? applied["metadata"] : {};
   if (am["name"] !== undefined && am["name"] !== r.name)
     throw new ApiError(400, "BadRequest", `the name of the object (${String(am["name"])}) does not match the name on the URL (${r.name})`);
-  // (find, not get: most applies make a new object, and a 404 error costs a stack trace each time.)
-  const current = c.isStatus ? s.store.get(c.typeKey, r.namespace, r.name!) : s.store.find(c.typeKey, r.namespace, r.name!);
-  const scope = c.isStatus
-    ? (p: string[]) => p[0] === "status"
-    : r.type.statusSubresource
-      ? (p: string[]) => p[0] !== "status"
-      : () => true;
-  // Defaults go into the stored object, not the applier's intent, so the applier does not own them.
-  const merged = apply(current, applied, manager, q.get("force") === "true", scope, kubeTimestamp(new Date()), c.isStatus ? "status" : "");
-  if (r.type.group === "" && (r.type.kind === "ConfigMap" || r.type.kind === "Secret")) decodeData(r.type.kind, merged);
-  schema?.decode(merged);
-  if (!current) {
-    ensureMeta(merged)["name"] = r.name!;
-    const created = s.store.create(c.typeKey, r.namespace, merged, { warnings: c.warnings, dryRun: dry });
-    return s.reply(warned(c), 201, asVersion(created, r));
-  }
-  const updated = s.store.update(c.typeKey, r.namespace, r.name!, merged, {
-    status: c.isStatus,
-    applied: true,
-    warnings: c.warnings,
-    dryRun: dry,
+  const done = await writing(c, (again) => {
+    // A run the store stopped (writing) may have changed what it merged: read the body afresh.
+    const applied = again ? checkKind(r, parseBody(text, true)) : first;
+    // (find, not get: most applies make a new object, and a 404 error costs a stack trace each time.)
+    const current = c.isStatus ? s.store.get(c.typeKey, r.namespace, r.name!) : s.store.find(c.typeKey, r.namespace, r.name!);
+    const scope = c.isStatus
+      ? (p: string[]) => p[0] === "status"
+      : r.type.statusSubresource
+        ? (p: string[]) => p[0] !== "status"
+        : () => true;
+    // Defaults go into the stored object, not the applier's intent, so the applier does not own them.
+    const merged = apply(
+      current,
+      applied,
+      manager,
+      q.get("force") === "true",
+      scope,
+      kubeTimestamp(new Date()),
+      c.isStatus ? "status" : "",
+    );
+    if (r.type.group === "" && (r.type.kind === "ConfigMap" || r.type.kind === "Secret")) decodeData(r.type.kind, merged);
+    schema?.decode(merged);
+    if (!current) {
+      ensureMeta(merged)["name"] = r.name!;
+      return { code: 201, obj: s.store.create(c.typeKey, r.namespace, merged, { warnings: c.warnings, dryRun: dry }) };
+    }
+    const updated: JsonObject = s.store.update(c.typeKey, r.namespace, r.name!, merged, {
+      status: c.isStatus,
+      applied: true,
+      warnings: c.warnings,
+      dryRun: dry,
+    });
+    return { code: 200, obj: updated };
   });
-  return s.reply(warned(c), 200, asVersion(updated, r));
+  return s.reply(warned(c), done.code, asVersion(done.obj, r));
 }
 
 /**
@@ -789,6 +709,8 @@ export async function startDevCluster(opts: DevClusterOptions = {}): Promise<Dev
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
       await journal?.close();
+      // The thread long matches run on (started by the first one): a write still waiting on it has been cut off above.
+      await closeMatcher();
     },
   };
 }

@@ -21,6 +21,7 @@ import { Collector, FOREGROUND } from "./gc.js";
 import { refusal, type FieldError } from "./fielderr.js";
 import { dataErrors, metaErrors } from "./meta.js";
 import { Schema } from "./schema.js";
+import { checkDeferred } from "./offthread.js";
 import { RuleError } from "./cel.js";
 import { ApiError } from "./errors.js";
 import { crdErrors, prepareCRD } from "./crd.js";
@@ -528,6 +529,8 @@ export class Store {
     const version = typeof obj["apiVersion"] === "string" ? obj["apiVersion"].slice(obj["apiVersion"].indexOf("/") + 1) : "";
     const schema = t.schemas?.[version];
     if (schema) errs.push(...schema.validate(obj, old, status, warnings));
+    // A long match answered provisionally (offthread.ts): the write runs again once it is answered.
+    checkDeferred();
     if (errs.length) throw refusal(t.group, t.kind, String(ensureMeta(obj)["name"] ?? ""), errs);
   }
 
