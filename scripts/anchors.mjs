@@ -1,0 +1,179 @@
+#!/usr/bin/env node
+// Builds the real anchors xfn is checked against from Go modules, with the
+// ordinary go command: kube-apiserver, kube-controller-manager and kubectl
+// (k8s.io/kubernetes), etcd (go.etcd.io/etcd/server/v3), Crossplane core
+// (github.com/crossplane/crossplane/v2), the crossplane CLI
+// (github.com/crossplane/cli/v2) and crane (go-containerregistry). Versions are
+// pinned in test/anchors/versions.json. Each Go module gets a wrapper module of
+// its own (their dependency trees do not mix), written under the cache folder,
+// never in the repository; binaries land in a folder keyed by the module, its
+// version and the Go version, so a second run builds nothing.
+//
+//   node scripts/anchors.mjs [tool ...]     build (default: every tool); prints where each binary is
+//   node scripts/anchors.mjs --where TOOL   the path TOOL's binary has (built or not)
+//
+// The cache is $XFN_ANCHORS_CACHE, else ~/.cache/xfn-anchors. Go is taken from
+// /usr/local/go/bin before the PATH (Debian's golang-go is older).
+import { execFileSync, spawnSync } from "node:child_process";
+import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { homedir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
+export const VERSIONS = JSON.parse(readFileSync(join(ROOT, "test/anchors/versions.json"), "utf8"));
+export const CACHE = process.env.XFN_ANCHORS_CACHE || join(homedir(), ".cache", "xfn-anchors");
+
+/** The Kubernetes version's parts, for the version ldflags its own build (hack/lib/version.sh) sets. */
+const kube = /^v(\d+)\.(\d+)\.(\d+)$/.exec(VERSIONS.kubernetes);
+const KUBE_LDFLAGS = kube
+  ? [
+      `-X k8s.io/component-base/version.gitVersion=${VERSIONS.kubernetes}`,
+      `-X k8s.io/component-base/version.gitMajor=${kube[1]}`,
+      `-X k8s.io/component-base/version.gitMinor=${kube[2]}`,
+      "-X k8s.io/component-base/version.gitTreeState=clean",
+      `-X k8s.io/client-go/pkg/version.gitVersion=${VERSIONS.kubernetes}`,
+      `-X k8s.io/client-go/pkg/version.gitMajor=${kube[1]}`,
+      `-X k8s.io/client-go/pkg/version.gitMinor=${kube[2]}`,
+    ].join(" ")
+  : "";
+
+/**
+ * MODULES are the wrapper modules: the Go module each requires at its pinned
+ * version, the binaries built from it (tool name: package), and what its build
+ * needs beside (a main of its own, ldflags, Kubernetes' staging replaces).
+ */
+export const MODULES = {
+  kubernetes: {
+    module: "k8s.io/kubernetes",
+    version: VERSIONS.kubernetes,
+    staging: true,
+    ldflags: KUBE_LDFLAGS,
+    tools: {
+      "kube-apiserver": "k8s.io/kubernetes/cmd/kube-apiserver",
+      "kube-controller-manager": "k8s.io/kubernetes/cmd/kube-controller-manager",
+      kubectl: "k8s.io/kubernetes/cmd/kubectl",
+    },
+  },
+  etcd: {
+    module: "go.etcd.io/etcd/server/v3",
+    version: VERSIONS.etcd,
+    // etcd's own main is in the go.etcd.io/etcd/v3 module, which the server module forbids as a dependency.
+    main: 'package main\n\nimport (\n\t"os"\n\n\t"go.etcd.io/etcd/server/v3/etcdmain"\n)\n\nfunc main() { etcdmain.Main(os.Args) }\n',
+    tools: { etcd: "." },
+  },
+  crossplane: {
+    module: "github.com/crossplane/crossplane/v2",
+    version: VERSIONS.crossplane,
+    // The version packages' spec.crossplane.version is checked against (Crossplane's own build sets it).
+    ldflags: `-X github.com/crossplane/crossplane-runtime/v2/pkg/version.version=${VERSIONS.crossplane}`,
+    tools: { crossplane: "github.com/crossplane/crossplane/v2/cmd/crossplane" },
+  },
+  "crossplane-cli": {
+    module: "github.com/crossplane/cli/v2",
+    version: VERSIONS.crossplaneCli,
+    ldflags: `-X github.com/crossplane/crossplane-runtime/v2/pkg/version.version=${VERSIONS.crossplaneCli}`,
+    tools: { "crossplane-cli": "github.com/crossplane/cli/v2/cmd/crossplane" },
+  },
+  containerregistry: {
+    module: "github.com/google/go-containerregistry",
+    version: VERSIONS.containerregistry,
+    tools: { crane: "github.com/google/go-containerregistry/cmd/crane" },
+  },
+};
+
+/** stagingReplaces turns a Kubernetes go.mod's `k8s.io/x => ./staging/src/k8s.io/x` lines into replaces at the matching v0 version. */
+export function stagingReplaces(goMod, version) {
+  const m = /^v1\.(\d+\.\d+)$/.exec(version);
+  if (!m) throw new Error(`cannot derive the staging modules' version from Kubernetes ${version}`);
+  const out = [];
+  for (const line of goMod.split("\n")) {
+    const r = /^\s*(?:replace\s+)?(k8s\.io\/[^\s]+)\s+=>\s+\.\/staging\/src\/\1\s*$/.exec(line);
+    if (r) out.push(`replace ${r[1]} => ${r[1]} v0.${m[1]}`);
+  }
+  if (out.length === 0) throw new Error(`Kubernetes ${version}'s go.mod names no staging modules`);
+  return out;
+}
+
+/** go runs the go command (Go 1.26 from /usr/local/go first), throwing its output's tail on failure. */
+function go(args, cwd, what) {
+  const env = { ...process.env, PATH: `/usr/local/go/bin:${process.env.PATH ?? ""}`, GOFLAGS: "-mod=mod", CGO_ENABLED: "0" };
+  const r = spawnSync("go", args, { cwd, env, encoding: "utf8", maxBuffer: 64 << 20 });
+  if (r.error) throw new Error(`${what}: cannot run go (${r.error.message}); install Go 1.26 at /usr/local/go`);
+  if (r.status !== 0) {
+    const tail = `${r.stdout}${r.stderr}`.trim().split("\n").slice(-30).join("\n");
+    throw new Error(`${what}: go ${args.join(" ")} failed (exit ${r.status}):\n${tail}`);
+  }
+  return r.stdout;
+}
+
+const goVersion = () => go(["env", "GOVERSION"], ROOT, "the Go version").trim();
+
+/** binDir is where a module's binaries go: keyed by its name, version and the Go that built them. */
+export const binDir = (name, gover = goVersion()) => join(CACHE, "bin", `${name}@${MODULES[name].version}-${gover}`);
+
+/** wrapper writes the wrapper module for name and resolves its dependencies; answers its folder. */
+function wrapper(name) {
+  const m = MODULES[name];
+  const dir = join(CACHE, "modules", `${name}@${m.version}`);
+  if (existsSync(join(dir, "go.sum"))) return dir;
+  mkdirSync(dir, { recursive: true });
+  let replaces = [];
+  if (m.staging) {
+    const info = JSON.parse(go(["mod", "download", "-json", `${m.module}@${m.version}`], dir, name));
+    replaces = stagingReplaces(readFileSync(info.GoMod, "utf8"), m.version);
+  }
+  writeFileSync(
+    join(dir, "go.mod"),
+    `// Written by scripts/anchors.mjs: builds ${m.module} ${m.version}.\nmodule xfn.dev/anchors/${name}\n\ngo 1.26\n\nrequire ${m.module} ${m.version}\n\n${replaces.join("\n")}\n`,
+  );
+  if (m.main) writeFileSync(join(dir, "main.go"), m.main);
+  else
+    writeFileSync(
+      join(dir, "tools.go"),
+      `//go:build tools\n\npackage tools\n\nimport (\n${Object.values(m.tools)
+        .map((p) => `\t_ "${p}"`)
+        .join("\n")}\n)\n`,
+    );
+  go(["mod", "tidy"], dir, `${name}: resolving its modules`);
+  return dir;
+}
+
+/** build builds name's binaries unless they are there; answers { tool: path }. */
+export function build(name, log = (s) => process.stderr.write(`${s}\n`)) {
+  const m = MODULES[name];
+  if (!m) throw new Error(`no anchor named ${name}; the anchors are ${Object.keys(MODULES).join(", ")}`);
+  const gover = goVersion();
+  const bin = binDir(name, gover);
+  const out = Object.fromEntries(Object.keys(m.tools).map((t) => [t, join(bin, t)]));
+  if (Object.values(out).every((p) => existsSync(p))) return out;
+  const started = Date.now();
+  log(`anchors: building ${name} ${m.version} with ${gover} (cold: minutes)`);
+  const dir = wrapper(name);
+  mkdirSync(bin, { recursive: true });
+  for (const [tool, pkg] of Object.entries(m.tools)) {
+    const tmp = `${out[tool]}.tmp`;
+    go(["build", "-trimpath", "-ldflags", `-s -w ${m.ldflags ?? ""}`.trim(), "-o", tmp, pkg], dir, `${name}: building ${tool}`);
+    renameSync(tmp, out[tool]); // whole or absent: an interrupted build leaves no binary to be taken as built
+  }
+  log(`anchors: built ${name} in ${Math.round((Date.now() - started) / 1000)} s`);
+  return out;
+}
+
+if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
+  const args = process.argv.slice(2);
+  try {
+    if (args[0] === "--where") {
+      const name = Object.keys(MODULES).find((n) => Object.hasOwn(MODULES[n].tools, args[1] ?? ""));
+      if (!name) throw new Error(`no anchor tool named ${args[1]}`);
+      process.stdout.write(`${join(binDir(name), args[1])}\n`);
+    } else {
+      for (const name of args.length ? args : Object.keys(MODULES))
+        for (const [tool, path] of Object.entries(build(name)))
+          process.stdout.write(`${tool}\t${path}\t${execFileSync("du", ["-h", path]).toString().split("\t")[0]}\n`);
+    }
+  } catch (err) {
+    process.stderr.write(`anchors: ${err.message}\n`);
+    process.exit(1);
+  }
+}

@@ -1,0 +1,59 @@
+// scripts/anchors.mjs, the builder of the real anchors (issue 58): what it pins
+// and the wrapper modules it would write, checked without Go. The builds
+// themselves run in the real-Crossplane tier.
+import { suite } from "uvu";
+import * as assert from "uvu/assert";
+// @ts-expect-error -- a plain .mjs script without types
+import { binDir, MODULES, stagingReplaces, VERSIONS } from "../../scripts/anchors.mjs";
+
+const A = suite("anchors: the real control plane's versions and wrapper modules");
+
+A("every tool issue 58 names is built, from the module it names, at a pinned version", () => {
+  const tools: Record<string, string> = {};
+  for (const [name, m] of Object.entries(MODULES as Record<string, { module: string; version: string; tools: object }>)) {
+    assert.match(m.version, /^v\d+\.\d+\.\d+$/, `${name} is pinned to a release`);
+    assert.ok(Object.values(VERSIONS).includes(m.version), `${name}'s version comes from versions.json`);
+    for (const t of Object.keys(m.tools)) tools[t] = m.module;
+  }
+  assert.equal(tools, {
+    "kube-apiserver": "k8s.io/kubernetes",
+    "kube-controller-manager": "k8s.io/kubernetes",
+    kubectl: "k8s.io/kubernetes",
+    etcd: "go.etcd.io/etcd/server/v3",
+    crossplane: "github.com/crossplane/crossplane/v2",
+    "crossplane-cli": "github.com/crossplane/cli/v2",
+    crane: "github.com/google/go-containerregistry",
+  });
+  // The version string Crossplane checks packages' spec.crossplane.version against is set as its own build sets it.
+  assert.ok((MODULES.crossplane.ldflags as string).includes(`crossplane-runtime/v2/pkg/version.version=${VERSIONS.crossplane}`));
+  assert.ok((MODULES.kubernetes.ldflags as string).includes(`version.gitVersion=${VERSIONS.kubernetes}`));
+});
+
+A("Kubernetes' staging modules are replaced at the matching v0 version, read from its own go.mod", () => {
+  // The shape of k8s.io/kubernetes v1.36.3's go.mod (its replace block), shortened.
+  const goMod = [
+    "module k8s.io/kubernetes",
+    "replace (",
+    "\tk8s.io/api => ./staging/src/k8s.io/api",
+    "\tk8s.io/apiserver => ./staging/src/k8s.io/apiserver",
+    "\tk8s.io/cri-api => ./staging/src/k8s.io/cri-api",
+    ")",
+    "replace k8s.io/kubectl => ./staging/src/k8s.io/kubectl",
+    "\tgithub.com/x/y => ./elsewhere",
+  ].join("\n");
+  assert.equal(stagingReplaces(goMod, "v1.36.3"), [
+    "replace k8s.io/api => k8s.io/api v0.36.3",
+    "replace k8s.io/apiserver => k8s.io/apiserver v0.36.3",
+    "replace k8s.io/cri-api => k8s.io/cri-api v0.36.3",
+    "replace k8s.io/kubectl => k8s.io/kubectl v0.36.3",
+  ]);
+  assert.throws(() => stagingReplaces("module k8s.io/kubernetes\n", "v1.36.3"), /names no staging modules/);
+  assert.throws(() => stagingReplaces(goMod, "v1.36.3-beta.0"), /cannot derive the staging modules' version/);
+});
+
+A("binaries are kept in a folder keyed by the module, its version and the Go that built them", () => {
+  assert.match(binDir("etcd", "go1.26.8"), new RegExp(`/bin/etcd@${VERSIONS.etcd.replace(/\./g, "\\.")}-go1\\.26\\.8$`));
+  assert.is.not(binDir("etcd", "go1.26.8"), binDir("etcd", "go1.27.0"));
+});
+
+A.run();
