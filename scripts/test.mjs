@@ -1,12 +1,14 @@
 #!/usr/bin/env node
 // Runs the *.test.ts files of one tier with uvu (through the tsx loader), then
 // prints the closing line "N passed, N failed".
-// Usage: node scripts/test.mjs [--e2e] [--dir DIR ...] [regex over file paths]
+// Usage: node scripts/test.mjs [--e2e | --crossplane] [--dir DIR ...] [regex over file paths]
 //
-// Two tiers. The default one (npm test) is every test file under test/ and
-// functions/ but test/e2e/; --e2e (npm run test:e2e) runs test/e2e/: what
-// packs and installs the runtime, builds Go, drives a browser or kills whole
-// processes, which costs minutes of CPU.
+// Three tiers. The default one (npm test) is every test file under test/ and
+// functions/ but test/e2e/ and test/crossplane/; --e2e (npm run test:e2e) runs
+// test/e2e/: what packs and installs the runtime, builds Go, drives a browser
+// or kills whole processes, which costs minutes of CPU; --crossplane (npm run
+// test:crossplane) runs test/crossplane/: the real control plane, built from
+// Go modules (scripts/anchors.mjs), cold in tens of minutes.
 //
 // Files run in lanes, one uvu process each, side by side (XFN_TEST_JOBS, by
 // default one more than the machine has cores, at most 4: many tests wait on
@@ -39,15 +41,22 @@ const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 let parsed;
 try {
   parsed = parseArgs({
-    options: { e2e: { type: "boolean", default: false }, dir: { type: "string", multiple: true } },
+    options: {
+      e2e: { type: "boolean", default: false },
+      crossplane: { type: "boolean", default: false },
+      dir: { type: "string", multiple: true },
+    },
     allowPositionals: true,
   });
 } catch (err) {
-  console.error(`${err.message}\nusage: node scripts/test.mjs [--e2e] [--dir DIR ...] [regex over file paths]`);
+  console.error(`${err.message}\nusage: node scripts/test.mjs [--e2e | --crossplane] [--dir DIR ...] [regex over file paths]`);
   process.exit(2);
 }
 const { values: opts, positionals } = parsed;
 const e2e = opts.e2e;
+const tier = opts.crossplane ? "crossplane" : e2e ? "e2e" : "default";
+/** tierOf is the tier a test file belongs to, by its folder. */
+const tierOf = (f) => (f.startsWith("test/e2e/") ? "e2e" : f.startsWith("test/crossplane/") ? "crossplane" : "default");
 const filter = new RegExp(positionals[0] ?? "");
 // Where test files are found, relative to the repository (--dir: for the runner's own tests).
 const dirs = opts.dir ?? ["test", "functions"];
@@ -61,10 +70,10 @@ const TOGETHER = [/^test\/e2e\/docs\.test\.ts$/, /^test\/e2e\/packages\.test\.ts
 
 const files = dirs
   .flatMap((d) => readdirSync(join(root, d), { recursive: true }).map((f) => `${d}/${String(f).split("\\").join("/")}`))
-  .filter((f) => f.endsWith(".test.ts") && !f.includes("node_modules/") && f.startsWith("test/e2e/") === e2e && filter.test(f))
+  .filter((f) => f.endsWith(".test.ts") && !f.includes("node_modules/") && tierOf(f) === tier && filter.test(f))
   .sort();
 if (files.length === 0) {
-  console.error(`no test file of the ${e2e ? "e2e" : "default"} tier matches ${filter}`);
+  console.error(`no test file of the ${tier} tier matches ${filter}`);
   process.exit(1);
 }
 const skipDir = mkdtempSync(join(tmpdir(), "xfn-test-skips-"));
@@ -306,6 +315,6 @@ console.log(
 // The run ends with what it skipped, a line per missing tool (XFN_TEST_VERBOSE_SKIPS=1 lists the tests).
 for (const l of skipLines) console.log(l);
 console.error(
-  `${e2e ? "e2e tier: " : ""}${files.length} files in ${seconds} s, ${plan.length} lane${plan.length === 1 ? "" : "s"} side by side`,
+  `${tier !== "default" ? `${tier} tier: ` : ""}${files.length} files in ${seconds} s, ${plan.length} lane${plan.length === 1 ? "" : "s"} side by side`,
 );
 process.exit(bad ? 1 : 0);

@@ -1,0 +1,100 @@
+// The real control plane of the real-Crossplane tier (issue 58), built from Go
+// modules at the versions of test/anchors/versions.json: it starts, the real
+// kubectl reads it, its garbage collector and namespace controller work, and
+// stopping it leaves nothing running.
+import { execFileSync, spawn } from "node:child_process";
+import { dirname } from "node:path";
+import { suite } from "uvu";
+import * as assert from "uvu/assert";
+import { alive } from "../support/procs.js";
+import { ROOT } from "../support/spawn.js";
+import { needs } from "../support/needs.js";
+import { startControlPlane, type ControlPlane } from "./controlplane.js";
+
+const C = suite("the real control plane: etcd, kube-apiserver, kube-controller-manager from Go modules");
+const G = needs(C, "go");
+let cp: ControlPlane | undefined;
+
+G.before(async () => {
+  cp = await startControlPlane();
+});
+G.after(async () => {
+  await cp?.stop();
+});
+
+/** kubectl runs the real kubectl against the control plane, answering its output. */
+const kubectl = (...args: string[]) =>
+  execFileSync(cp!.kubectl, ["--kubeconfig", cp!.kubeconfig, ...args], { encoding: "utf8", stdio: ["pipe", "pipe", "pipe"] });
+
+const until = async (what: string, check: () => boolean, ms: number) => {
+  for (const end = Date.now() + ms; !check();) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+};
+
+G("kubectl reads it: its version, namespaces, and a ConfigMap written and read back", () => {
+  const version = JSON.parse(kubectl("version", "-o", "json")) as { serverVersion: { gitVersion: string } };
+  assert.match(version.serverVersion.gitVersion, /^v1\.\d+\.\d+$/);
+  assert.match(kubectl("get", "namespaces", "-o", "name"), /namespace\/default/);
+  kubectl("create", "configmap", "hello", "--from-literal=a=b");
+  assert.is(kubectl("get", "configmap", "hello", "-o", "jsonpath={.data.a}"), "b");
+});
+
+G("its garbage collector deletes a dependent whose owner is gone; its namespace controller empties a deleted namespace", async () => {
+  kubectl("create", "configmap", "owner");
+  const uid = kubectl("get", "configmap", "owner", "-o", "jsonpath={.metadata.uid}");
+  const dependent = {
+    apiVersion: "v1",
+    kind: "ConfigMap",
+    metadata: { name: "dependent", ownerReferences: [{ apiVersion: "v1", kind: "ConfigMap", name: "owner", uid }] },
+  };
+  execFileSync(cp!.kubectl, ["--kubeconfig", cp!.kubeconfig, "apply", "-f", "-"], { input: JSON.stringify(dependent) });
+  kubectl("delete", "configmap", "owner", "--wait=true");
+  await until("the dependent collected", () => !kubectl("get", "configmaps", "-o", "name").includes("configmap/dependent"), 60_000);
+
+  kubectl("create", "namespace", "doomed");
+  kubectl("-n", "doomed", "create", "configmap", "inside");
+  kubectl("delete", "namespace", "doomed", "--wait=false");
+  await until("the namespace gone", () => !kubectl("get", "namespaces", "-o", "name").includes("namespace/doomed"), 60_000);
+});
+
+G("npm run crossplane:up prints its KUBECONFIG when ready, and Ctrl-C stops every process it started", async () => {
+  // In a process group of its own, as in a terminal, where Ctrl-C signals the whole foreground group.
+  const child = spawn("npm", ["run", "--silent", "crossplane:up"], { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"], detached: true });
+  let out = "";
+  let err = "";
+  child.stderr.on("data", (d) => (err += d));
+  const kubeconfig = await new Promise<string>((resolve, reject) => {
+    child.stdout.on("data", (d) => {
+      out += d;
+      const m = /^KUBECONFIG=(.+)$/m.exec(out);
+      if (m) resolve(m[1]!);
+    });
+    child.once("exit", (code) => reject(new Error(`crossplane:up ended (${code}) before it was ready:\n${err}`)));
+  });
+  const dir = dirname(kubeconfig);
+  const version = execFileSync(cp!.kubectl, ["--kubeconfig", kubeconfig, "get", "--raw", "/version"], { encoding: "utf8" });
+  assert.match(version, /"gitVersion": "v1\./);
+  const pids = execFileSync("pgrep", ["-f", dir], { encoding: "utf8" }).trim().split("\n").map(Number);
+  assert.ok(pids.length >= 3, `its processes run (${pids.join(", ")})`);
+  const exited = new Promise<void>((r) => child.once("exit", () => r()));
+  process.kill(-child.pid!, "SIGINT");
+  await exited;
+  assert.match(err, /SIGINT received: stopping the control plane/);
+  await until("its processes gone", () => pids.every((p) => !alive(p)), 15_000);
+});
+
+G("stopped, it leaves no process running", async () => {
+  const pids = execFileSync("pgrep", ["-f", cp!.dir], { encoding: "utf8" })
+    .trim()
+    .split("\n")
+    .map(Number)
+    .filter((p) => p !== process.pid);
+  assert.ok(pids.length >= 3, `etcd, kube-apiserver and kube-controller-manager run (${pids.join(", ")})`);
+  await cp!.stop();
+  for (const pid of pids) assert.not.ok(alive(pid), `process ${pid} still runs`);
+  cp = undefined;
+});
+
+C.run();

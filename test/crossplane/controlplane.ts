@@ -1,0 +1,296 @@
+// The real Kubernetes control plane as plain processes, for the real-Crossplane
+// tier (issue 58): etcd, kube-apiserver (127.0.0.1, a bearer token, RBAC, TLS
+// with a CA of its own) and kube-controller-manager (the garbage collector and
+// the namespace controller), from the binaries scripts/anchors.mjs builds. The
+// flags are envtest's (controller-runtime v0.22.4,
+// pkg/internal/testing/controlplane: apiserver.go's defaults, etcd.go's
+// --unsafe-no-fsync) with a token file in place of its client certificates.
+// Every process has a log file; one that ends before it is stopped has the
+// tail of its log in the error. Each stays in the test process's group, so
+// the test runner's end of a lane (a signal to its group) and Ctrl-C end them
+// too; stop() ends them, and so does the test process's exit or a SIGTERM or
+// SIGINT to it alone.
+import { spawn, type ChildProcess } from "node:child_process";
+import { generateKeyPairSync, randomBytes } from "node:crypto";
+import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { request } from "node:https";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import selfsigned from "selfsigned";
+// @ts-expect-error -- a plain .mjs script without types
+import { build } from "../../scripts/anchors.mjs";
+
+export interface ControlPlane {
+  /** The kube-apiserver's address (https://127.0.0.1:PORT). */
+  url: string;
+  /** A kubeconfig for it: its CA and a token of system:masters. */
+  kubeconfig: string;
+  token: string;
+  ca: Buffer;
+  dir: string;
+  /** kubectl, built with the control plane. */
+  kubectl: string;
+  /** The tail of a process's log. */
+  logTail(name: string, lines?: number): string;
+  stop(): Promise<void>;
+}
+
+/** Processes of every control plane this test process started: killed when it exits, whatever the path. */
+const running = new Set<ChildProcess>();
+process.on("exit", () => {
+  for (const p of running) end(p, "SIGKILL");
+});
+for (const signal of ["SIGINT", "SIGTERM"] as const)
+  process.once(signal, () => {
+    for (const p of running) end(p, "SIGKILL");
+    process.exit(128 + (signal === "SIGINT" ? 2 : 15));
+  });
+
+function end(p: ChildProcess, signal: NodeJS.Signals): void {
+  if (p.exitCode === null && p.signalCode === null) p.kill(signal);
+}
+
+/** freePort is a port free on 127.0.0.1 now (a start that finds it taken is retried on another). */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once("error", reject);
+    s.listen(0, "127.0.0.1", () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** tail is the last lines of a file, or what could not be read. */
+function tail(file: string, lines = 30): string {
+  try {
+    return readFileSync(file, "utf8").trimEnd().split("\n").slice(-lines).join("\n");
+  } catch (err) {
+    return `(no log: ${(err as Error).message})`;
+  }
+}
+
+/** startProcess runs bin with args in a process group of its own, its output to dir/name.log. */
+function startProcess(dir: string, name: string, bin: string, args: string[]): { child: ChildProcess; log: string } {
+  const log = join(dir, `${name}.log`);
+  const fd = openSync(log, "a");
+  const child = spawn(bin, args, { stdio: ["ignore", fd, fd] });
+  closeSync(fd);
+  running.add(child);
+  child.once("exit", () => running.delete(child));
+  return { child, log };
+}
+
+/** waitFor polls ready until it is true, failing with the process's log tail if it ends first or the wait passes. */
+async function waitFor(name: string, p: { child: ChildProcess; log: string }, ready: () => Promise<boolean>, ms: number): Promise<void> {
+  const until = Date.now() + ms;
+  for (;;) {
+    if (p.child.exitCode !== null || p.child.signalCode !== null)
+      throw new Error(`${name} ended (${p.child.exitCode ?? p.child.signalCode}) while starting; its log ends:\n${tail(p.log)}`);
+    if (await ready().catch(() => false)) return;
+    if (Date.now() > until) throw new Error(`${name} was not ready within ${ms / 1000} s; its log ends:\n${tail(p.log)}`);
+    await sleep(200);
+  }
+}
+
+/** get answers a GET's status and body from the API server. */
+export function get(url: string, ca: Buffer, token?: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, { ca, agent: false, headers: token ? { authorization: `Bearer ${token}` } : {} }, (res) => {
+      let body = "";
+      res.setEncoding("utf8");
+      res.on("data", (d: string) => (body += d));
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.on("error", reject);
+    req.end();
+  });
+}
+
+/** certificates makes the API server's CA and serving certificate (127.0.0.1, localhost). */
+async function certificates(): Promise<{ ca: { cert: string; key: string }; server: { cert: string; key: string } }> {
+  const now = Date.now();
+  const dates = { notBeforeDate: new Date(now - 60_000), notAfterDate: new Date(now + 7 * 86_400_000) };
+  const ca = await selfsigned.generate([{ name: "commonName", value: "xfn-test-kubernetes-ca" }], {
+    keySize: 2048,
+    algorithm: "sha256",
+    ...dates,
+    extensions: [
+      { name: "basicConstraints", cA: true, critical: true },
+      { name: "keyUsage", keyCertSign: true, cRLSign: true, critical: true },
+    ],
+  });
+  const server = await selfsigned.generate([{ name: "commonName", value: "kube-apiserver" }], {
+    keySize: 2048,
+    algorithm: "sha256",
+    ...dates,
+    extensions: [
+      {
+        name: "subjectAltName",
+        altNames: [
+          { type: 7, ip: "127.0.0.1" },
+          { type: 2, value: "localhost" },
+          { type: 2, value: "kubernetes.default.svc" },
+        ],
+      },
+      { name: "extKeyUsage", serverAuth: true },
+      { name: "keyUsage", digitalSignature: true, keyEncipherment: true },
+    ],
+    ca: { key: ca.private, cert: ca.cert },
+  });
+  return { ca: { cert: ca.cert, key: ca.private }, server: { cert: server.cert, key: server.private } };
+}
+
+/** startControlPlane builds (or finds) the binaries and starts etcd, kube-apiserver and kube-controller-manager. */
+export async function startControlPlane(opts: { dir?: string; log?: (s: string) => void } = {}): Promise<ControlPlane> {
+  const log = opts.log ?? ((s: string) => process.stderr.write(`${s}\n`));
+  const etcdBin = (build("etcd", log) as { etcd: string }).etcd;
+  const kube = build("kubernetes", log) as Record<"kube-apiserver" | "kube-controller-manager" | "kubectl", string>;
+  const dir = opts.dir ?? mkdtempSync(join(tmpdir(), "xfn-controlplane-"));
+  mkdirSync(join(dir, "etcd"), { recursive: true });
+  const procs: { child: ChildProcess; log: string }[] = [];
+  const stop = async () => {
+    for (const p of procs.reverse()) end(p.child, "SIGTERM");
+    await Promise.all(
+      procs.map(
+        (p) =>
+          new Promise<void>((resolve) => {
+            if (p.child.exitCode !== null || p.child.signalCode !== null) return resolve();
+            const t = setTimeout(() => end(p.child, "SIGKILL"), 5_000);
+            p.child.once("exit", () => (clearTimeout(t), resolve()));
+          }),
+      ),
+    );
+  };
+  try {
+    // etcd, retried on other ports if one was taken meanwhile.
+    let etcdURL = "";
+    for (let attempt = 0; ; attempt++) {
+      const [client, peer] = [await freePort(), await freePort()];
+      etcdURL = `http://127.0.0.1:${client}`;
+      const p = startProcess(dir, "etcd", etcdBin, [
+        `--data-dir=${join(dir, "etcd")}`,
+        `--listen-client-urls=${etcdURL}`,
+        `--advertise-client-urls=${etcdURL}`,
+        `--listen-peer-urls=http://127.0.0.1:${peer}`,
+        `--initial-advertise-peer-urls=http://127.0.0.1:${peer}`,
+        `--initial-cluster=default=http://127.0.0.1:${peer}`,
+        "--unsafe-no-fsync=true",
+      ]);
+      procs.push(p);
+      try {
+        await waitFor("etcd", p, async () => (await fetch(`${etcdURL}/health`)).ok, 60_000);
+        break;
+      } catch (err) {
+        if (attempt < 2 && /address already in use/.test(tail(p.log))) continue;
+        throw err;
+      }
+    }
+
+    const certs = await certificates();
+    const sa = generateKeyPairSync("rsa", { modulusLength: 2048 });
+    const token = randomBytes(24).toString("hex");
+    const files = {
+      ca: join(dir, "ca.crt"),
+      cert: join(dir, "apiserver.crt"),
+      key: join(dir, "apiserver.key"),
+      sa: join(dir, "sa.key"),
+      tokens: join(dir, "tokens.csv"),
+    };
+    writeFileSync(files.ca, certs.ca.cert);
+    writeFileSync(files.cert, certs.server.cert);
+    writeFileSync(files.key, certs.server.key, { mode: 0o600 });
+    writeFileSync(files.sa, sa.privateKey.export({ type: "pkcs1", format: "pem" }), { mode: 0o600 });
+    writeFileSync(files.tokens, `${token},xfn-admin,xfn-admin,"system:masters"\n`, { mode: 0o600 });
+
+    let url = "";
+    for (let attempt = 0; ; attempt++) {
+      const port = await freePort();
+      url = `https://127.0.0.1:${port}`;
+      const p = startProcess(dir, "kube-apiserver", kube["kube-apiserver"], [
+        `--etcd-servers=${etcdURL}`,
+        "--advertise-address=127.0.0.1",
+        "--bind-address=127.0.0.1",
+        `--secure-port=${port}`,
+        `--tls-cert-file=${files.cert}`,
+        `--tls-private-key-file=${files.key}`,
+        `--token-auth-file=${files.tokens}`,
+        "--authorization-mode=RBAC",
+        `--service-account-issuer=${url}/`,
+        `--service-account-key-file=${files.sa}`,
+        `--service-account-signing-key-file=${files.sa}`,
+        "--service-cluster-ip-range=10.0.0.0/24",
+        "--allow-privileged=true",
+        // envtest's choice: without the token controller no default ServiceAccount exists to admit pods with.
+        "--disable-admission-plugins=ServiceAccount",
+      ]);
+      procs.push(p);
+      try {
+        await waitFor(
+          "kube-apiserver",
+          p,
+          async () => (await get(`${url}/readyz`, Buffer.from(certs.ca.cert), token)).status === 200,
+          120_000,
+        );
+        break;
+      } catch (err) {
+        if (attempt < 2 && /address already in use/.test(tail(p.log))) continue;
+        throw err;
+      }
+    }
+
+    const kubeconfig = join(dir, "kubeconfig");
+    writeFileSync(
+      kubeconfig,
+      JSON.stringify({
+        apiVersion: "v1",
+        kind: "Config",
+        clusters: [
+          { name: "xfn-test", cluster: { server: url, "certificate-authority-data": Buffer.from(certs.ca.cert).toString("base64") } },
+        ],
+        users: [{ name: "xfn-admin", user: { token } }],
+        contexts: [{ name: "xfn-test", context: { cluster: "xfn-test", user: "xfn-admin", namespace: "default" } }],
+        "current-context": "xfn-test",
+      }),
+      { mode: 0o600 },
+    );
+
+    const kcm = startProcess(dir, "kube-controller-manager", kube["kube-controller-manager"], [
+      `--kubeconfig=${kubeconfig}`,
+      `--authentication-kubeconfig=${kubeconfig}`,
+      `--authorization-kubeconfig=${kubeconfig}`,
+      "--controllers=garbage-collector-controller,namespace-controller",
+      "--leader-elect=false",
+      "--bind-address=127.0.0.1",
+      `--secure-port=${await freePort()}`,
+    ]);
+    procs.push(kcm);
+    // Ready once both controllers have started (their own log lines: garbagecollector.go, namespace_controller.go).
+    const started = () => {
+      const text = tail(kcm.log, 1000);
+      return text.includes('"Starting controller" controller="garbagecollector"') && text.includes("Starting namespace controller");
+    };
+    await waitFor("kube-controller-manager", kcm, async () => started(), 60_000);
+
+    return {
+      url,
+      kubeconfig,
+      token,
+      ca: Buffer.from(certs.ca.cert),
+      dir,
+      kubectl: kube.kubectl,
+      logTail: (name, lines) => tail(join(dir, `${name}.log`), lines),
+      async stop() {
+        await stop();
+        if (!opts.dir) rmSync(dir, { recursive: true, force: true });
+      },
+    };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}

@@ -1,0 +1,23 @@
+// npm run crossplane:up: the real control plane of the real-Crossplane tier,
+// kept running for a user's own experiments. When it is ready it prints
+// `KUBECONFIG=<path>`; SIGTERM or Ctrl-C stops every process it started.
+// (Crossplane itself and the example functions join it as issue 58 goes on;
+// today: etcd, kube-apiserver, kube-controller-manager.)
+import { startControlPlane } from "./controlplane.js";
+
+const cp = await startControlPlane({ log: (s) => process.stderr.write(`${s}\n`) });
+process.stdout.write(`KUBECONFIG=${cp.kubeconfig}\n`);
+process.stderr.write(`kube-apiserver at ${cp.url}; kubectl at ${cp.kubectl}; logs in ${cp.dir}. Ctrl-C stops it.\n`);
+let stopping = false;
+const stop = async (signal: string) => {
+  if (stopping) return;
+  stopping = true;
+  process.stderr.write(`${signal} received: stopping the control plane\n`);
+  await cp.stop();
+  process.exit(0);
+};
+// Installed after the control plane's own handlers, which would end its processes with SIGKILL.
+process.removeAllListeners("SIGINT");
+process.removeAllListeners("SIGTERM");
+process.on("SIGINT", () => void stop("SIGINT"));
+process.on("SIGTERM", () => void stop("SIGTERM"));
