@@ -65,6 +65,8 @@ export const MODULES = {
   crossplane: {
     module: "github.com/crossplane/crossplane/v2",
     version: VERSIONS.crossplane,
+    // Its go.mod builds its own ./apis; as a dependency that would be an older apis release.
+    siblings: true,
     // The version packages' spec.crossplane.version is checked against (Crossplane's own build sets it).
     ldflags: `-X github.com/crossplane/crossplane-runtime/v2/pkg/version.version=${VERSIONS.crossplane}`,
     tools: { crossplane: "github.com/crossplane/crossplane/v2/cmd/crossplane" },
@@ -95,6 +97,20 @@ export function stagingReplaces(goMod, version) {
   return out;
 }
 
+/**
+ * siblingReplaces turns a go.mod's `M => ./dir` lines (a module of the same repository, which its own
+ * build takes from its folder and a dependant would take at an older release) into replaces at the
+ * same release.
+ */
+export function siblingReplaces(goMod, version) {
+  const out = [];
+  for (const line of goMod.split("\n")) {
+    const r = /^\s*(?:replace\s+)?([^\s]+)\s+=>\s+\.\/[^\s]+\s*$/.exec(line);
+    if (r) out.push(`replace ${r[1]} => ${r[1]} ${version}`);
+  }
+  return out;
+}
+
 /** go runs the go command (Go 1.26 from /usr/local/go first), throwing its output's tail on failure. */
 function go(args, cwd, what) {
   const env = { ...process.env, PATH: `/usr/local/go/bin:${process.env.PATH ?? ""}`, GOFLAGS: "-mod=mod", CGO_ENABLED: "0" };
@@ -119,9 +135,10 @@ function wrapper(name) {
   if (existsSync(join(dir, "go.sum"))) return dir;
   mkdirSync(dir, { recursive: true });
   let replaces = [];
-  if (m.staging) {
+  if (m.staging || m.siblings) {
     const info = JSON.parse(go(["mod", "download", "-json", `${m.module}@${m.version}`], dir, name));
-    replaces = stagingReplaces(readFileSync(info.GoMod, "utf8"), m.version);
+    const goMod = readFileSync(info.GoMod, "utf8");
+    replaces = m.staging ? stagingReplaces(goMod, m.version) : siblingReplaces(goMod, m.version);
   }
   writeFileSync(
     join(dir, "go.mod"),

@@ -4,7 +4,7 @@
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 // @ts-expect-error -- a plain .mjs script without types
-import { binDir, MODULES, stagingReplaces, VERSIONS } from "../../scripts/anchors.mjs";
+import { binDir, MODULES, siblingReplaces, stagingReplaces, VERSIONS } from "../../scripts/anchors.mjs";
 
 const A = suite("anchors: the real control plane's versions and wrapper modules");
 
@@ -49,6 +49,17 @@ A("Kubernetes' staging modules are replaced at the matching v0 version, read fro
   ]);
   assert.throws(() => stagingReplaces("module k8s.io/kubernetes\n", "v1.36.3"), /names no staging modules/);
   assert.throws(() => stagingReplaces(goMod, "v1.36.3-beta.0"), /cannot derive the staging modules' version/);
+});
+
+A("a module of the same repository that the module's own build takes from its folder is taken at the same release", () => {
+  // Crossplane v2.4.0's go.mod: `replace github.com/crossplane/crossplane/apis/v2 => ./apis`, while it requires
+  // apis v2.3.4, which lacks v2.4.0's runtime conditions (its build failed on v1.RuntimeActive).
+  const goMod =
+    "module github.com/crossplane/crossplane/v2\n\nreplace github.com/crossplane/crossplane/apis/v2 => ./apis\n\nrequire (\n)\n";
+  assert.equal(siblingReplaces(goMod, "v2.4.0"), [
+    "replace github.com/crossplane/crossplane/apis/v2 => github.com/crossplane/crossplane/apis/v2 v2.4.0",
+  ]);
+  assert.equal(siblingReplaces("module x\nreplace a => b v1.0.0\n", "v1.0.0"), []);
 });
 
 A("binaries are kept in a folder keyed by the module, its version and the Go that built them", () => {
