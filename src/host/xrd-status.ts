@@ -103,7 +103,18 @@ export function xrdStatusPatch(
   return {
     status: {
       ...(conditions ? { conditions } : {}),
-      ...(refChanged ? { controllers: { ...controllers, compositeResourceType: { ...phase.serving } } } : {}),
+      // Both references are struct fields in Crossplane's XRD status (apis/v2 v2.4.0 apiextensions/v1/xrd_types.go,
+      // `omitempty` on a struct omits nothing), so the claim type is written empty when no claim is served, as the
+      // real Crossplane wrote it in test/crossplane/crossplane.test.ts.
+      ...(refChanged
+        ? {
+            controllers: {
+              compositeResourceClaimType: { apiVersion: "", kind: "" },
+              ...controllers,
+              compositeResourceType: { ...phase.serving },
+            },
+          }
+        : {}),
     },
   };
 }

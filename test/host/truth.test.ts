@@ -310,7 +310,10 @@ T(
           lastTransitionTime: "t",
         },
       );
-      assert.equal(served.status.controllers, { compositeResourceType: { apiVersion: "example.org/v1", kind: "XVolume" } });
+      assert.equal(served.status.controllers, {
+        compositeResourceClaimType: { apiVersion: "", kind: "" },
+        compositeResourceType: { apiVersion: "example.org/v1", kind: "XVolume" },
+      });
       assert.is(cond(served, "Offered"), undefined, "an XRD that offers no claims has no Offered");
       // Written once: reconciling the XRD again changes nothing.
       const rv = served.metadata.resourceVersion;

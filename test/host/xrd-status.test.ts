@@ -77,6 +77,11 @@ const xrd = (over: JsonObject = {}): JsonObject => ({
   ...over,
 });
 const serving = { serving: { apiVersion: "example.org/v1", kind: "XVolume" } };
+/**
+ * The claim type Crossplane writes when no claim is served: both types are struct fields of its XRD status, so
+ * written even when empty (real Crossplane v2.4.0 wrote it so in test/crossplane/crossplane.test.ts).
+ */
+const NO_CLAIM = { apiVersion: "", kind: "" };
 
 const patchCases: Record<
   string,
@@ -89,7 +94,7 @@ const patchCases: Record<
     want: {
       status: {
         conditions: [established({ lastTransitionTime: NOW })],
-        controllers: { compositeResourceType: { apiVersion: "example.org/v1", kind: "XVolume" } },
+        controllers: { compositeResourceClaimType: NO_CLAIM, compositeResourceType: { apiVersion: "example.org/v1", kind: "XVolume" } },
       },
     },
   },
@@ -105,7 +110,7 @@ const patchCases: Record<
       status: { conditions: [established()], controllers: { compositeResourceType: { apiVersion: "example.org/v0", kind: "XVolume" } } },
     }),
     phase: serving,
-    want: { status: { controllers: { compositeResourceType: serving.serving } } },
+    want: { status: { controllers: { compositeResourceClaimType: NO_CLAIM, compositeResourceType: serving.serving } } },
   },
   Terminating: {
     reason: "while the XRD is deleted: Established=False TerminatingCompositeResource",
@@ -138,7 +143,7 @@ const patchCases: Record<
             observedGeneration: 2,
           },
         ],
-        controllers: { compositeResourceType: serving.serving },
+        controllers: { compositeResourceClaimType: NO_CLAIM, compositeResourceType: serving.serving },
       },
     },
   },
