@@ -3,7 +3,7 @@
 // kubectl reads it, its garbage collector and namespace controller work, and
 // stopping it leaves nothing running.
 import { execFileSync, spawn } from "node:child_process";
-import { dirname } from "node:path";
+import { readFileSync } from "node:fs";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { alive } from "../support/procs.js";
@@ -62,27 +62,49 @@ G("its garbage collector deletes a dependent whose owner is gone; its namespace 
 G("npm run crossplane:up prints its KUBECONFIG when ready, and Ctrl-C stops every process it started", async () => {
   // In a process group of its own, as in a terminal, where Ctrl-C signals the whole foreground group.
   const child = spawn("npm", ["run", "--silent", "crossplane:up"], { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"], detached: true });
+  const exited = new Promise<void>((r) => child.once("exit", () => r()));
   let out = "";
   let err = "";
   child.stderr.on("data", (d) => (err += d));
-  const kubeconfig = await new Promise<string>((resolve, reject) => {
-    child.stdout.on("data", (d) => {
-      out += d;
-      const m = /^KUBECONFIG=(.+)$/m.exec(out);
-      if (m) resolve(m[1]!);
+  try {
+    const kubeconfig = await new Promise<string>((resolve, reject) => {
+      child.stdout.on("data", (d) => {
+        out += d;
+        const m = /^KUBECONFIG=(.+)$/m.exec(out);
+        if (m) resolve(m[1]!);
+      });
+      child.once("exit", (code) => reject(new Error(`crossplane:up ended (${code}) before it was ready:\n${err}`)));
     });
-    child.once("exit", (code) => reject(new Error(`crossplane:up ended (${code}) before it was ready:\n${err}`)));
-  });
-  const dir = dirname(kubeconfig);
-  const version = execFileSync(cp!.kubectl, ["--kubeconfig", kubeconfig, "get", "--raw", "/version"], { encoding: "utf8" });
-  assert.match(version, /"gitVersion": "v1\./);
-  const pids = execFileSync("pgrep", ["-f", dir], { encoding: "utf8" }).trim().split("\n").map(Number);
-  assert.ok(pids.length >= 3, `its processes run (${pids.join(", ")})`);
-  const exited = new Promise<void>((r) => child.once("exit", () => r()));
-  process.kill(-child.pid!, "SIGINT");
-  await exited;
-  assert.match(err, /SIGINT received: stopping the control plane/);
-  await until("its processes gone", () => pids.every((p) => !alive(p)), 15_000);
+    const version = execFileSync(cp!.kubectl, ["--kubeconfig", kubeconfig, "get", "--raw", "/version"], { encoding: "utf8" });
+    assert.match(version, /"gitVersion": "v1\./);
+    assert.match(
+      execFileSync(cp!.kubectl, ["--kubeconfig", kubeconfig, "get", "crds", "-o", "name"], { encoding: "utf8" }),
+      /crossplane\.io/,
+    );
+    // What it started: the children of the node process that runs it (under npm and its shell).
+    const node = execFileSync("pgrep", ["-f", "test/crossplane/up.ts"], { encoding: "utf8" }).trim().split("\n").map(Number);
+    const children = node.flatMap((p) =>
+      execFileSync("pgrep", ["-P", String(p)], { encoding: "utf8" })
+        .trim()
+        .split("\n")
+        .map(Number),
+    );
+    const named = new Map(children.map((p) => [readFileSync(`/proc/${p}/comm`, "utf8").trim(), p]));
+    // (comm is cut at 15 characters: kube-controller-manager is "kube-controller".)
+    const want = ["etcd", "kube-apiserver", "kube-controller", "crossplane"];
+    for (const name of want) assert.ok(named.has(name), `${name} runs (${[...named.keys()].join(", ")})`);
+    const pids = want.map((n) => named.get(n)!);
+    process.kill(-child.pid!, "SIGINT");
+    await exited;
+    assert.match(err, /SIGINT received: stopping the control plane/);
+    await until("its processes gone", () => pids.every((p) => !alive(p)), 15_000);
+  } finally {
+    try {
+      process.kill(-child.pid!, "SIGKILL");
+    } catch {
+      // ended already
+    }
+  }
 });
 
 G("stopped, it leaves no process running", async () => {

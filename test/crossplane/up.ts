@@ -1,11 +1,17 @@
 // npm run crossplane:up: the real control plane of the real-Crossplane tier,
 // kept running for a user's own experiments. When it is ready it prints
 // `KUBECONFIG=<path>`; SIGTERM or Ctrl-C stops every process it started.
-// (Crossplane itself and the example functions join it as issue 58 goes on;
-// today: etcd, kube-apiserver, kube-controller-manager.)
+// (The example functions join it as issue 58 goes on; today: etcd,
+// kube-apiserver, kube-controller-manager and Crossplane core.)
 import { startControlPlane } from "./controlplane.js";
+import { startCrossplane } from "./crossplane.js";
 
 const cp = await startControlPlane({ log: (s) => process.stderr.write(`${s}\n`) });
+const xp = await startCrossplane(cp).catch(async (err: Error) => {
+  await cp.stop();
+  process.stderr.write(`${err.message}\n`);
+  process.exit(1);
+});
 process.stdout.write(`KUBECONFIG=${cp.kubeconfig}\n`);
 process.stderr.write(`kube-apiserver at ${cp.url}; kubectl at ${cp.kubectl}; logs in ${cp.dir}. Ctrl-C stops it.\n`);
 let stopping = false;
@@ -13,6 +19,7 @@ const stop = async (signal: string) => {
   if (stopping) return;
   stopping = true;
   process.stderr.write(`${signal} received: stopping the control plane\n`);
+  await xp.stop();
   await cp.stop();
   process.exit(0);
 };
