@@ -15,7 +15,7 @@
 // The cache is $XFN_ANCHORS_CACHE, else ~/.cache/xfn-anchors. Go is taken from
 // /usr/local/go/bin before the PATH (Debian's golang-go is older).
 import { execFileSync, spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -164,17 +164,62 @@ export function build(name, log = (s) => process.stderr.write(`${s}\n`)) {
   const bin = binDir(name, gover);
   const out = Object.fromEntries(Object.keys(m.tools).map((t) => [t, join(bin, t)]));
   if (Object.values(out).every((p) => existsSync(p))) return out;
-  const started = Date.now();
-  log(`anchors: building ${name} ${m.version} with ${gover} (cold: minutes)`);
-  const dir = wrapper(name);
-  mkdirSync(bin, { recursive: true });
-  for (const [tool, pkg] of Object.entries(m.tools)) {
-    const tmp = `${out[tool]}.tmp`;
-    go(["build", "-trimpath", "-ldflags", `-s -w ${m.ldflags ?? ""}`.trim(), "-o", tmp, pkg], dir, `${name}: building ${tool}`);
-    renameSync(tmp, out[tool]); // whole or absent: an interrupted build leaves no binary to be taken as built
+  return locked(name, log, () => {
+    // Another process may have built it while this one waited for the lock.
+    if (Object.values(out).every((p) => existsSync(p))) return out;
+    const started = Date.now();
+    log(`anchors: building ${name} ${m.version} with ${gover} (cold: minutes)`);
+    const dir = wrapper(name);
+    mkdirSync(bin, { recursive: true });
+    for (const [tool, pkg] of Object.entries(m.tools)) {
+      const tmp = `${out[tool]}.tmp`;
+      go(["build", "-trimpath", "-ldflags", `-s -w ${m.ldflags ?? ""}`.trim(), "-o", tmp, pkg], dir, `${name}: building ${tool}`);
+      renameSync(tmp, out[tool]); // whole or absent: an interrupted build leaves no binary to be taken as built
+    }
+    log(`anchors: built ${name} in ${Math.round((Date.now() - started) / 1000)} s`);
+    return out;
+  });
+}
+
+/**
+ * locked runs fn holding name's build lock (a file naming its holder's pid), so that two test files
+ * starting at once do not build one module into the same folder; a lock whose holder is gone is taken over.
+ */
+function locked(name, log, fn) {
+  const lock = join(CACHE, "locks", `${name}.lock`);
+  mkdirSync(dirname(lock), { recursive: true });
+  const pause = new Int32Array(new SharedArrayBuffer(4));
+  for (let said = false; ;) {
+    try {
+      writeFileSync(lock, String(process.pid), { flag: "wx" });
+      break;
+    } catch (err) {
+      if (err.code !== "EEXIST") throw err;
+      const holder = Number(readFileSync(lock, "utf8")) || 0;
+      if (holder && !alive(holder)) {
+        rmSync(lock, { force: true });
+        continue;
+      }
+      if (!said) log(`anchors: waiting for process ${holder} building ${name}`);
+      said = true;
+      Atomics.wait(pause, 0, 0, 1000);
+    }
   }
-  log(`anchors: built ${name} in ${Math.round((Date.now() - started) / 1000)} s`);
-  return out;
+  try {
+    return fn();
+  } finally {
+    rmSync(lock, { force: true });
+  }
+}
+
+/** alive is whether a process of that pid runs. */
+function alive(pid) {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return err.code === "EPERM";
+  }
 }
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
