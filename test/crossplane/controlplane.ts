@@ -52,7 +52,7 @@ function end(p: ChildProcess, signal: NodeJS.Signals): void {
 }
 
 /** freePort is a port free on 127.0.0.1 now (a start that finds it taken is retried on another). */
-function freePort(): Promise<number> {
+export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const s = createServer();
     s.once("error", reject);
@@ -66,7 +66,7 @@ function freePort(): Promise<number> {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** tail is the last lines of a file, or what could not be read. */
-function tail(file: string, lines = 30): string {
+export function tail(file: string, lines = 30): string {
   try {
     return readFileSync(file, "utf8").trimEnd().split("\n").slice(-lines).join("\n");
   } catch (err) {

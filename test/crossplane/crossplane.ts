@@ -11,12 +11,11 @@
 // from their Secret to a folder, as the chart mounts them; functions run
 // outside (--package-runtime=External), for now.
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { closeSync, mkdirSync, openSync, readFileSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
+import { closeSync, mkdirSync, openSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 // @ts-expect-error -- a plain .mjs script without types
 import { build, MODULES } from "../../scripts/anchors.mjs";
-import type { ControlPlane } from "./controlplane.js";
+import { freePort, tail, type ControlPlane } from "./controlplane.js";
 
 export interface Crossplane {
   /** The folder of the Crossplane module the binary was built from (its cluster/crds). */
@@ -27,25 +26,6 @@ export interface Crossplane {
 
 const NAMESPACE = "crossplane-system";
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
-
-const tail = (file: string, lines = 30) => {
-  try {
-    return readFileSync(file, "utf8").trimEnd().split("\n").slice(-lines).join("\n");
-  } catch (err) {
-    return `(no log: ${(err as Error).message})`;
-  }
-};
 
 /** moduleDir is where the go command keeps the pinned Crossplane module's source. */
 function moduleDir(): string {
