@@ -294,14 +294,14 @@ rmSync(skipDir, { recursive: true, force: true });
 const byTool = new Map();
 skips.forEach((s) =>
   s.tools.forEach((tool, i) => {
-    const entry = byTool.get(tool) ?? { packages: s.packages[i], tests: [] };
+    const entry = byTool.get(tool) ?? { hint: s.hints?.[i] ?? `apt-get install ${s.packages[i]}`, tests: [] };
     entry.tests.push(`${s.file}: ${s.test}`);
     byTool.set(tool, entry);
   }),
 );
 const skipLines = [];
-for (const [tool, { packages, tests }] of byTool) {
-  skipLines.push(`skipped ${tests.length} test${tests.length === 1 ? "" : "s"}: needs ${tool} (apt-get install ${packages})`);
+for (const [tool, { hint, tests }] of byTool) {
+  skipLines.push(`skipped ${tests.length} test${tests.length === 1 ? "" : "s"}: needs ${tool} (${hint})`);
   if (process.env.XFN_TEST_VERBOSE_SKIPS === "1") skipLines.push(...tests.map((t) => `  ${t}`));
 }
 if (skips.length && requireTools) {

@@ -12,7 +12,7 @@ import { needs } from "../support/needs.js";
 import { startControlPlane, type ControlPlane } from "./controlplane.js";
 
 const C = suite("the real control plane: etcd, kube-apiserver, kube-controller-manager from Go modules");
-const G = needs(C, "go");
+const G = needs(C, "go1.26");
 let cp: ControlPlane | undefined;
 
 G.before(async () => {

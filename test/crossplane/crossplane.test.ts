@@ -13,7 +13,7 @@ import { startControlPlane, type ControlPlane } from "./controlplane.js";
 import { startCrossplane, type Crossplane } from "./crossplane.js";
 
 const X = suite("Crossplane core from its Go module, under the real control plane");
-const G = needs(X, "go");
+const G = needs(X, "go1.26");
 let real: ControlPlane | undefined;
 let xp: Crossplane | undefined;
 let hosted: ControlPlane | undefined;

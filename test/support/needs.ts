@@ -17,11 +17,13 @@ import { delimiter, join, relative } from "node:path";
 import type { Test } from "uvu";
 import { ROOT } from "./spawn.js";
 
-export type Tool = "go" | "kubectl" | "chromium" | "podman" | "skopeo" | "umoci" | "rsvg" | "imagemagick";
+export type Tool = "go" | "go1.26" | "kubectl" | "chromium" | "podman" | "skopeo" | "umoci" | "rsvg" | "imagemagick";
 
 interface ToolInfo {
   /** The Debian packages that bring it, as apt-get takes them. */
   packages: string;
+  /** How to get it, where no Debian package brings it (then packages is empty). */
+  install?: string;
   /** Where the tool is, or why it is not usable; undefined when found. */
   missing(): string | undefined;
 }
@@ -53,6 +55,19 @@ export const TOOLS: Record<Tool, ToolInfo> = {
       for (const src of ["google.golang.org/grpc", "google.golang.org/protobuf"])
         if (!existsSync(join(GOPATH, "src", src))) return `no ${src} sources in ${GOPATH}`;
       return undefined;
+    },
+  },
+  // The real anchors (scripts/anchors.mjs) need Go 1.26, which Debian's golang-go is older than.
+  "go1.26": {
+    packages: "",
+    install: "Go 1.26 at /usr/local/go (Debian's golang-go is older)",
+    missing: () => {
+      // XFN_TEST_GO126: another go command to ask (the runner's own tests point it at none).
+      const go = process.env["XFN_TEST_GO126"] ?? "/usr/local/go/bin/go";
+      const r = spawnSync(go, ["env", "GOVERSION"], { encoding: "utf8" });
+      if (r.status !== 0) return `no Go at ${go}`;
+      const m = /^go(\d+)\.(\d+)/.exec(r.stdout.trim());
+      return m && (Number(m[1]) > 1 || Number(m[2]) >= 26) ? undefined : `${r.stdout.trim()} at /usr/local/go, older than 1.26`;
     },
   },
   kubectl: { packages: "kubernetes-client", missing: commandMissing("kubectl") },
@@ -93,7 +108,13 @@ export function has(...tools: Tool[]): boolean {
 export const REQUIRE_TOOLS = process.env["XFN_TEST_REQUIRE_TOOLS"] === "1";
 
 /** installHint is the command that brings the tools. */
-export const installHint = (tools: Tool[]) => `apt-get install ${tools.map((t) => TOOLS[t].packages).join(" ")}`;
+export const installHint = (tools: Tool[]) =>
+  [
+    ...tools.filter((t) => TOOLS[t].install).map((t) => TOOLS[t].install!),
+    ...(tools.some((t) => !TOOLS[t].install)
+      ? [`apt-get install ${tools.flatMap((t) => (TOOLS[t].install ? [] : [TOOLS[t].packages])).join(" ")}`]
+      : []),
+  ].join("; ");
 
 /** callerFile is the test file that registers a test: the first *.test.ts frame of the stack, relative to the repository. */
 function callerFile(): string {
@@ -106,7 +127,12 @@ function callerFile(): string {
 function recordSkip(tools: Tool[], test: string): void {
   const log = process.env["XFN_TEST_SKIP_LOG"];
   const file = callerFile();
-  if (log) appendFileSync(log, JSON.stringify({ tools, packages: tools.map((t) => TOOLS[t].packages), file, test }) + "\n");
+  if (log)
+    appendFileSync(
+      log,
+      JSON.stringify({ tools, packages: tools.map((t) => TOOLS[t].packages), hints: tools.map((t) => installHint([t])), file, test }) +
+        "\n",
+    );
   else process.stderr.write(`skipped (needs ${tools.join(", ")}: ${installHint(tools)}): ${file}: ${test}\n`);
 }
 
