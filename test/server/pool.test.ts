@@ -128,17 +128,19 @@ P("with three workers, one is kept for small calls: large calls queue on the oth
 });
 
 P("a small call skips a lower-priority worker that has been slow to pick calls up, and tries it again once that is old", async () => {
-  // Slow: the 400 ms waits made here, not a loaded machine's. A measure counts for 3 s, not 1, so that a loaded
+  // Slow: the 1,000 ms waits made here, not a loaded machine's (with 400 ms, a loaded machine delivered the first
+  // answers late enough that the next calls waited under 150 ms, averaged to below the 50 ms that counts as slow,
+  // and the small call went to a lane: twice in CI-like runs). A measure counts for 3 s, not 1, so that a loaded
   // machine's delays between the steps below do not age it out before the small call it should steer.
   const { srv } = await start(10_000, 3, {}, undefined, { slowPickupMs: 50, pickupFreshMs: 3000 });
   const c = rawClient(srv.port);
   const smallBusy = (ms: number) => request({ observed: { composite: { resource: { kind: "X", spec: { mode: "busy", ms } } } } });
   try {
     // Two large calls that answer at once and then keep their threads (both lower-priority workers)
-    // on the CPU: the two sent next find the workers free of calls yet pick them up only 350 ms later.
+    // on the CPU: the two sent next find the workers free of calls yet pick them up only about 950 ms later.
     const large = (mode: string, ms = 0) =>
       request({ observed: { composite: { resource: { kind: "X", spec: { mode, ms, pad: "x".repeat(SMALL_CALL_BYTES) } } } } });
-    const first = await Promise.all([large("linger", 400), large("linger", 400)].map((r) => c.run(r, { timeoutMs: 20_000 })));
+    const first = await Promise.all([large("linger", 1000), large("linger", 1000)].map((r) => c.run(r, { timeoutMs: 20_000 })));
     await new Promise((r) => setTimeout(r, 50)); // both threads are on the CPU by now
     const t0 = performance.now();
     const second = await Promise.all([large("ok"), large("ok")].map((r) => c.run(r, { timeoutMs: 20_000 })));
