@@ -4,7 +4,7 @@
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 // @ts-expect-error -- a plain .mjs script without types
-import { binDir, MODULES, siblingReplaces, stagingReplaces, VERSIONS } from "../../scripts/anchors.mjs";
+import { binDir, build, MODULES, siblingReplaces, stagingReplaces, VERSIONS } from "../../scripts/anchors.mjs";
 
 const A = suite("anchors: the real control plane's versions and wrapper modules");
 
@@ -65,6 +65,10 @@ A("a module of the same repository that the module's own build takes from its fo
 A("binaries are kept in a folder keyed by the module, its version and the Go that built them", () => {
   assert.match(binDir("etcd", "go1.26.8"), new RegExp(`/bin/etcd@${VERSIONS.etcd.replace(/\./g, "\\.")}-go1\\.26\\.8$`));
   assert.is.not(binDir("etcd", "go1.26.8"), binDir("etcd", "go1.27.0"));
+});
+
+A("a tool it does not know is refused, naming the ones it builds", () => {
+  assert.throws(() => build("kube-nope"), /no anchor named kube-nope; the anchors are kubernetes, etcd, crossplane/);
 });
 
 A.run();

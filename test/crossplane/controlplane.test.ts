@@ -8,6 +8,7 @@ import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { alive } from "../support/procs.js";
 import { ROOT } from "../support/spawn.js";
+import { until } from "../support/cluster.js";
 import { needs } from "../support/needs.js";
 import { startControlPlane, type ControlPlane } from "./controlplane.js";
 
@@ -25,13 +26,6 @@ G.after(async () => {
 /** kubectl runs the real kubectl against the control plane, answering its output. */
 const kubectl = (...args: string[]) =>
   execFileSync(cp!.kubectl, ["--kubeconfig", cp!.kubeconfig, ...args], { encoding: "utf8", stdio: ["pipe", "pipe", "pipe"] });
-
-const until = async (what: string, check: () => boolean, ms: number) => {
-  for (const end = Date.now() + ms; !check();) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 250));
-  }
-};
 
 G("kubectl reads it: its version, namespaces, and a ConfigMap written and read back", () => {
   const version = JSON.parse(kubectl("version", "-o", "json")) as { serverVersion: { gitVersion: string } };

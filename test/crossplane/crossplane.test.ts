@@ -7,6 +7,7 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
+import { until } from "../support/cluster.js";
 import { needs } from "../support/needs.js";
 import { XFN } from "../support/spawn.js";
 import { startControlPlane, type ControlPlane } from "./controlplane.js";
@@ -30,12 +31,11 @@ G.after(async () => {
 const kubectl = (cp: ControlPlane, ...args: string[]) =>
   execFileSync(cp.kubectl, ["--kubeconfig", cp.kubeconfig, ...args], { encoding: "utf8", stdio: ["pipe", "pipe", "pipe"] });
 
-const until = async (what: string, check: () => boolean, ms: number, tail: () => string = () => "") => {
-  for (const end = Date.now() + ms; !check();) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}\n${tail()}`);
-    await new Promise((r) => setTimeout(r, 250));
-  }
-};
+/** waitFor is the support until(), with what tail() gives (a log) in its error. */
+const waitFor = (what: string, check: () => boolean, ms: number, tail: () => string) =>
+  until(what, check, ms).catch((err: Error) => {
+    throw new Error(`${err.message}\n${tail()}`);
+  });
 
 const XRD = {
   apiVersion: "apiextensions.crossplane.io/v2",
@@ -64,9 +64,11 @@ function status(cp: ControlPlane): unknown {
   const s = o.status ?? {};
   return { ...s, conditions: (s.conditions ?? []).map((c) => ({ ...c, lastTransitionTime: "<time>" })) };
 }
+/** established is whether the XRD's status says Established=True (false while it cannot be read). */
 const established = (cp: ControlPlane) => {
   try {
-    return JSON.stringify(status(cp)).includes('"type":"Established","status":"True"') || /"Established"/.test(JSON.stringify(status(cp)));
+    const { conditions } = status(cp) as { conditions: { type: string; status: string }[] };
+    return conditions.some((c) => c.type === "Established" && c.status === "True");
   } catch {
     return false;
   }
@@ -84,7 +86,7 @@ G("an XRD's status: what real Crossplane writes is what xfn host writes", async 
   const file = join(hosted!.dir, "xrd.json");
   writeFileSync(file, JSON.stringify(XRD));
   execFileSync(real!.kubectl, ["--kubeconfig", real!.kubeconfig, "apply", "-f", file]);
-  await until(
+  await waitFor(
     "real Crossplane to establish the XRD",
     () => established(real!),
     60_000,
@@ -97,7 +99,7 @@ G("an XRD's status: what real Crossplane writes is what xfn host writes", async 
   host.stdout.on("data", (d) => (log += d));
   host.stderr.on("data", (d) => (log += d));
   try {
-    await until(
+    await waitFor(
       "xfn host to establish the XRD",
       () => established(hosted!),
       60_000,
