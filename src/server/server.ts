@@ -4,6 +4,7 @@
 import { Metadata, Server, ServerCredentials, type status as Code, type ServerReadableStream, type ServiceDefinition } from "@grpc/grpc-js";
 import type { EventEmitter } from "node:events";
 import type { ServerHttp2Session } from "node:http2";
+import type { TLSSocket } from "node:tls";
 import type { Logger } from "pino";
 import type { RunFunction } from "../function.js";
 import { FunctionRunnerService } from "../gen/fn/v1/run_function_pb.js";
@@ -17,7 +18,7 @@ import { watchDescriptors } from "./fds.js";
 import { refusals, REFUSED_REPORT_MS, type Refusals } from "./log.js";
 import { openPool, type Pool, type PoolOptions } from "./pool.js";
 import { Shares } from "./shares.js";
-import { expiryNote, loadServerCredentials } from "./tls.js";
+import { expiryNote, loadServerCredentials, type ClientCheck } from "./tls.js";
 
 /** ServeOptions configure a function server. Defaults follow Crossplane's function spec. */
 export interface ServeOptions {
@@ -139,7 +140,12 @@ export function rawService(typeName: string, admitFirst = false): ServiceDefinit
 }
 
 /** credentialsFor picks plaintext or mTLS, refusing to guess when neither is chosen. */
-export function credentialsFor(opts: ServeOptions): { creds: ServerCredentials; mtls: boolean; notAfter?: Date } {
+export function credentialsFor(opts: ServeOptions): {
+  creds: ServerCredentials;
+  mtls: boolean;
+  notAfter?: Date;
+  checkClient?: ClientCheck;
+} {
   if (opts.insecure) return { creds: ServerCredentials.createInsecure(), mtls: false };
   if (!opts.tlsCertsDir) {
     throw new Error(
@@ -156,7 +162,7 @@ export function credentialsFor(opts: ServeOptions): { creds: ServerCredentials; 
  */
 export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Logger): Promise<RunningServer> {
   if (!opts.workers && typeof fn !== "function") throw new Error(`cannot serve ${typeof fn}: a function is required`);
-  const { creds, mtls, notAfter } = credentialsFor(opts);
+  const { creds, mtls, notAfter, checkClient } = credentialsFor(opts);
   const maxRecvMB = checkedRecvMB(opts);
   const address = opts.address ?? DEFAULT_ADDRESS;
 
@@ -224,7 +230,15 @@ export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Log
     await pool?.close();
     throw err;
   });
-  const handshakes = listening(server, { address, port, mtls, maxRecvMB, notAfter }, log);
+  let handshakes: Refusals | undefined;
+  try {
+    handshakes = listening(server, { address, port, maxRecvMB, notAfter, checkClient }, log);
+  } catch (err) {
+    server.forceShutdown();
+    clearInterval(descriptors);
+    await pool?.close();
+    throw err;
+  }
 
   return runningServer(
     { server, port, mtls, notAfter, pool, handler, health, descriptors, shares, live, flush: [busy, badRequests, handshakes] },
@@ -279,26 +293,30 @@ function answererFor(fn: RunFunction | null, opts: ServeOptions, log: Logger) {
 }
 
 /**
- * listening widens the bound server's HTTP/2 windows, logs refused TLS
- * handshakes (with mTLS), says where it serves, and warns of a serving
- * certificate that has expired or soon will (said at start, and by /readyz).
+ * listening widens the bound server's HTTP/2 windows, checks each client
+ * certificate and logs refused TLS handshakes (with mTLS), says where it
+ * serves, and warns of a serving certificate that has expired or soon will
+ * (said at start, and by /readyz). With mTLS it throws, and nothing may be
+ * served, if it cannot reach the HTTP/2 servers to check certificates on.
  */
 function listening(
   server: Server,
-  at: { address: string; port: number; mtls: boolean; maxRecvMB: number; notAfter: Date | undefined },
+  at: { address: string; port: number; maxRecvMB: number; notAfter: Date | undefined; checkClient: ClientCheck | undefined },
   log: Logger,
 ): Refusals | undefined {
   const h2 = http2ServersOf(server);
   if (!h2) log.warn("cannot reach grpc-js's HTTP/2 servers with this grpc-js version: flow-control windows stay at 64 KiB");
   else widenWindows(h2);
   let handshakes: Refusals | undefined;
-  if (at.mtls) {
-    if (h2) handshakes = logRefusedHandshakes(h2, log);
-    else log.warn("cannot log refused TLS handshakes with this grpc-js version");
+  const mtls = at.checkClient !== undefined;
+  if (at.checkClient) {
+    if (!h2)
+      throw new Error("refusing to serve mTLS: this grpc-js version keeps its HTTP/2 servers where xfn cannot check client certificates");
+    handshakes = checkHandshakes(h2, at.checkClient, log);
   }
   log.info(
-    { address: at.address, port: at.port, mtls: at.mtls, maxRecvMessageSizeMB: at.maxRecvMB },
-    at.mtls ? "serving mTLS gRPC" : "serving insecure gRPC (local development only)",
+    { address: at.address, port: at.port, mtls, maxRecvMessageSizeMB: at.maxRecvMB },
+    mtls ? "serving mTLS gRPC" : "serving insecure gRPC (local development only)",
   );
   const expiry = at.notAfter ? expiryNote(at.notAfter) : undefined;
   if (expiry)
@@ -425,31 +443,45 @@ function widenWindows(servers: EventEmitter[]): void {
 }
 
 /**
- * logRefusedHandshakes logs the TLS handshakes the server refuses (no client
+ * checkHandshakes admits a TLS connection to gRPC only once check accepts its
+ * client certificate, and logs the handshakes the server refuses (no client
  * certificate, one from another CA, plaintext), naming the peer and the
- * reason: grpc-js drops them silently. Anyone who can reach the port can make
- * them, as fast as they can: the first is logged, and those after it counted
- * (refusals), as refused calls are.
+ * reason: grpc-js drops them silently. A refused connection is closed before
+ * the HTTP/2 server sees it (its 'secureConnection' event is not passed on).
+ * Anyone who can reach the port can make them, as fast as they can: the
+ * first is logged, and those after it counted (refusals), as refused calls
+ * are.
  */
-function logRefusedHandshakes(servers: EventEmitter[], log: Logger): Refusals {
+function checkHandshakes(servers: EventEmitter[], check: ClientCheck, log: Logger): Refusals {
   const refused = refusals(log, REFUSED_REPORT_MS, { noun: "TLS handshake", fields: {} });
   // A socket the client has already reset no longer knows its peer: each
   // connection's is kept from when it was accepted, by its raw socket.
   const peers = new WeakMap<object, string>();
+  const peerOfSocket = (socket: Peer & { _parent?: object }) =>
+    (socket.remoteAddress !== undefined ? peerOf(socket) : undefined) ?? (socket._parent && peers.get(socket._parent)) ?? "?";
   for (const s of servers) {
     s.on("connection", (raw: Peer) => peers.set(raw, peerOf(raw)));
-    s.on("tlsClientError", (err: Error & { code?: string }, socket: Peer & { _parent?: object; authorizationError?: unknown }) => {
-      const known = socket.remoteAddress !== undefined ? peerOf(socket) : undefined;
-      const peer = known ?? (socket._parent && peers.get(socket._parent)) ?? "?";
-      // A client certificate the CA did not sign fails after the handshake, and
-      // Node closes the socket without an error: what is reported is the
-      // client's reset that follows. The certificate's fault is the reason.
-      const unauthorized = typeof socket.authorizationError === "string" ? socket.authorizationError : undefined;
-      const reason = unauthorized ?? err.code ?? err.message;
-      refused.refused(
-        { peer, reason },
-        `refused a TLS handshake from ${peer}: ${reason}${refusalHint(reason, unauthorized !== undefined)}`,
-      );
+    const emit = s.emit.bind(s);
+    s.emit = (event: string | symbol, ...args: unknown[]): boolean => {
+      if (event !== "secureConnection") return emit(event, ...args);
+      const socket = args[0] as TLSSocket & { _parent?: object };
+      let reason: string | undefined;
+      try {
+        reason = check(socket);
+      } catch (err) {
+        reason = `the client certificate could not be checked: ${err instanceof Error ? err.message : String(err)}`;
+      }
+      if (reason === undefined) return emit(event, ...args);
+      const peer = peerOfSocket(socket);
+      socket.destroy();
+      const certificate = reason !== "ERR_SSL_PEER_DID_NOT_RETURN_A_CERTIFICATE";
+      refused.refused({ peer, reason }, `refused a TLS handshake from ${peer}: ${reason}${refusalHint(reason, certificate)}`);
+      return false;
+    };
+    s.on("tlsClientError", (err: Error & { code?: string }, socket: Peer & { _parent?: object }) => {
+      const peer = peerOfSocket(socket);
+      const reason = err.code ?? err.message;
+      refused.refused({ peer, reason }, `refused a TLS handshake from ${peer}: ${reason}${refusalHint(reason, false)}`);
     });
   }
   return refused;
@@ -483,7 +515,7 @@ const CERTIFICATE_REFUSALS: Record<string, string> = {
 };
 
 interface Peer {
-  remoteAddress?: string;
-  remotePort?: number;
+  remoteAddress?: string | undefined;
+  remotePort?: number | undefined;
 }
 const peerOf = (s: Peer): string => `${s.remoteAddress ?? "?"}:${s.remotePort ?? "?"}`;

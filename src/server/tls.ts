@@ -4,7 +4,7 @@
 import { createPrivateKey, X509Certificate } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { createSecureContext } from "node:tls";
+import { createSecureContext, type TLSSocket } from "node:tls";
 import { ServerCredentials } from "@grpc/grpc-js";
 
 /** TLS_FILES are the files expected in the certificates directory. */
@@ -67,27 +67,87 @@ export function loadTlsFiles(dir: string, what = "TLS certificates"): TlsFiles {
 export const TLS_HANDSHAKE_TIMEOUT_MS = 10_000;
 
 /**
- * loadServerCredentials returns credentials that require and verify a client
- * certificate signed by ca.crt, with the serving certificate's expiry. Errors
- * name the directory and the file.
+ * ClientCheck decides on a connection's client certificate once its TLS
+ * handshake is done: undefined accepts it; otherwise it is the reason the
+ * connection is refused (an OpenSSL verification code, as Node names them).
+ */
+export type ClientCheck = (socket: TLSSocket) => string | undefined;
+
+/**
+ * loadServerCredentials returns credentials that ask for a client certificate,
+ * the check that the server runs on each handshake's certificate before the
+ * connection serves (checkClientCertificate), and the serving certificate's
+ * expiry. Errors name the directory and the file.
  */
 export function loadServerCredentials(
   dir: string,
   handshakeTimeoutMs = TLS_HANDSHAKE_TIMEOUT_MS,
-): { creds: ServerCredentials; notAfter: Date } {
+): { creds: ServerCredentials; notAfter: Date; checkClient: ClientCheck } {
   const { cert, key, ca } = loadTlsFiles(dir);
   let creds: ServerCredentials;
   try {
-    // The third argument makes grpc-js require and verify the client certificate.
+    // The third argument makes grpc-js ask for a client certificate.
     creds = ServerCredentials.createSsl(ca, [{ cert_chain: cert, private_key: key }], true);
   } catch (err) {
     const why = err instanceof Error ? err.message : String(err);
     throw new Error(`cannot load TLS certificates from ${dir}: ${why}`, { cause: err });
   }
-  // grpc-js builds its TLS server from these options; the handshake timeout is a tls.Server one.
+  // grpc-js builds its TLS server from these options; the handshake timeout is
+  // a tls.Server one. OpenSSL still verifies every client certificate, but
+  // its verdict is read by checkClientCertificate instead of ending the
+  // handshake at once: the server refuses the connection unless the check
+  // accepts it (server.ts), and refuses to serve if it cannot run the check.
   const options = creds._getConstructorOptions.bind(creds);
-  creds._getConstructorOptions = () => ({ ...options(), handshakeTimeout: handshakeTimeoutMs });
-  return { creds, notAfter: new Date(new X509Certificate(cert).validTo) };
+  creds._getConstructorOptions = () => ({ ...options(), handshakeTimeout: handshakeTimeoutMs, rejectUnauthorized: false });
+  return { creds, notAfter: new Date(new X509Certificate(cert).validTo), checkClient: checkClientCertificate(ca) };
+}
+
+/** OIDs of the extended key usages that allow a certificate to authenticate a TLS client. */
+const CLIENT_AUTH = "1.3.6.1.5.5.7.3.2";
+const ANY_EXTENDED_KEY_USAGE = "2.5.29.37.0";
+
+/** certificates parses every certificate in a PEM bundle. */
+function certificates(pem: Buffer): X509Certificate[] {
+  return [...pem.toString("latin1").matchAll(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g)].map(
+    (m) => new X509Certificate(m[0]),
+  );
+}
+
+/**
+ * checkClientCertificate accepts what OpenSSL accepts, and one thing more:
+ * Crossplane's own client certificate. Crossplane signs every certificate it
+ * makes, its CA's included, with one subject name (C=Earth, ST=Earth,
+ * L=Earth, O=Crossplane, CN=Crossplane: crossplane v2.4.0
+ * internal/initializer/cert_generator.go pkixName), and Go's x509 writes no
+ * authority key identifier when a certificate's issuer name is its subject
+ * name. OpenSSL takes such a certificate for a self-signed one, looks for it
+ * among the trusted certificates, and refuses it
+ * (DEPTH_ZERO_SELF_SIGNED_CERT); Go, which checks signatures while it builds
+ * a chain, accepts it. So when OpenSSL's only objection is that one, the
+ * certificate is checked here as a chain of two: a certificate of ca.crt,
+ * with that name, that may sign certificates (checkIssued), whose key made
+ * the signature (verify), both within their validity, and the client's
+ * certificate for client authentication where it lists its uses.
+ */
+export function checkClientCertificate(caPem: Buffer, now: () => number = Date.now): ClientCheck {
+  const cas = certificates(caPem);
+  return (socket) => {
+    if (socket.authorized) return undefined;
+    const leaf = socket.getPeerX509Certificate();
+    if (!leaf) return "ERR_SSL_PEER_DID_NOT_RETURN_A_CERTIFICATE";
+    const code = String(socket.authorizationError ?? "UNABLE_TO_VERIFY_LEAF_SIGNATURE");
+    if (code !== "DEPTH_ZERO_SELF_SIGNED_CERT") return code;
+    const issuer = cas.find((ca) => ca.ca && ca.subject === leaf.issuer && leaf.checkIssued(ca) && leaf.verify(ca.publicKey));
+    if (!issuer) return code;
+    const t = now();
+    for (const c of [leaf, issuer]) {
+      if (t < Date.parse(c.validFrom)) return "CERT_NOT_YET_VALID";
+      if (t > Date.parse(c.validTo)) return "CERT_HAS_EXPIRED";
+    }
+    const uses = leaf.keyUsage;
+    if (uses && !uses.includes(CLIENT_AUTH) && !uses.includes(ANY_EXTENDED_KEY_USAGE)) return "INVALID_PURPOSE";
+    return undefined;
+  };
 }
 
 /** EXPIRY_WARNING_MS is how long before its expiry a serving certificate is warned of. */

@@ -1,5 +1,6 @@
 // The function server over real loopback sockets: both API versions, health,
 // mTLS, bad input, limits, deadlines and shutdown.
+import { X509Certificate } from "node:crypto";
 import { connect } from "node:http2";
 import { connect as tlsConnect } from "node:tls";
 import { toBinary } from "@bufbuild/protobuf";
@@ -639,6 +640,23 @@ Tls("a client with a certificate from the CA, verifying <function>.<namespace>, 
   }
 });
 
+// Crossplane's own client certificate has its CA's subject name and no authority key identifier, which OpenSSL
+// alone takes for a self-signed certificate (DEPTH_ZERO_SELF_SIGNED_CERT): the server checks it against ca.crt itself.
+Tls("a client certificate made as Crossplane makes it (its CA's name, no authority key id) is served", async () => {
+  const leaf = new X509Certificate(pki.crossplane.cert);
+  assert.is(leaf.subject, leaf.issuer);
+  assert.is(leaf.subject, new X509Certificate(pki.ca).subject);
+  const srv = await startTls();
+  const client = rawClient(srv.port, mtlsCredentials(pki, "crossplane"));
+  try {
+    assert.is((await client.run(request())).meta?.tag, "tag-1");
+    assert.is(tlsLog.lines().filter((l) => String(l.msg).startsWith("refused")).length, 0);
+  } finally {
+    client.close();
+    await srv.stop(1000);
+  }
+});
+
 const refused: Record<string, { creds: () => ReturnType<typeof mtlsCredentials>; name?: string; reason?: string; hint?: string }> = {
   NoClientCertificate: {
     creds: () => mtlsCredentials(pki, "none"),
@@ -656,6 +674,21 @@ const refused: Record<string, { creds: () => ReturnType<typeof mtlsCredentials>;
     creds: () => mtlsCredentials(pki, "expiredClient"),
     reason: "CERT_HAS_EXPIRED",
     hint: " (the client's certificate has expired: renew it)",
+  },
+  SelfSignedWithCrossplanesName: {
+    creds: () => mtlsCredentials(pki, "crossplaneSelfSigned"),
+    reason: "DEPTH_ZERO_SELF_SIGNED_CERT",
+    hint: " (the client's certificate is not signed by this server's ca.crt)",
+  },
+  ExpiredCertificateShapedAsCrossplanes: {
+    creds: () => mtlsCredentials(pki, "crossplaneExpired"),
+    reason: "CERT_HAS_EXPIRED",
+    hint: " (the client's certificate has expired: renew it)",
+  },
+  ServerOnlyCertificateShapedAsCrossplanes: {
+    creds: () => mtlsCredentials(pki, "crossplaneServerOnly"),
+    reason: "INVALID_PURPOSE",
+    hint: " (the client's certificate is not for client authentication (extKeyUsage clientAuth))",
   },
   PlaintextClient: { creds: () => credentials.createInsecure(), reason: "ERR_SSL_WRONG_VERSION_NUMBER", hint: "" },
   WrongServerName: { creds: () => mtlsCredentials(pki), name: "function-other.crossplane-system" },

@@ -23,6 +23,17 @@ export interface TestPki {
   strangerClient: Pem;
   /** A client certificate from the server's CA that expired a day ago. */
   expiredClient: Pem;
+  /**
+   * Client certificates shaped as Crossplane makes its own: the subject is the
+   * CA's (CROSSPLANE_NAME), with no authority key identifier. crossplane is
+   * Crossplane's client certificate; crossplaneExpired the same, expired;
+   * crossplaneServerOnly one for server authentication only; and
+   * crossplaneSelfSigned one with that name, signed by its own key.
+   */
+  crossplane: Pem;
+  crossplaneExpired: Pem;
+  crossplaneServerOnly: Pem;
+  crossplaneSelfSigned: Pem;
   cleanup(): void;
 }
 
@@ -34,8 +45,27 @@ const DAY_MS = 86_400_000;
 type Extension = NonNullable<Parameters<typeof selfsigned.generate>[1]>["extensions"] extends (infer E)[] | undefined ? E : never;
 
 /** certificate makes an RSA 2048 key and a SHA-256 certificate for it, self-signed or signed by ca. */
-async function certificate(cn: string, days: number, extensions: Extension[], ca?: Pem, expired = false): Promise<Pem> {
-  const attrs = [{ name: "commonName", value: cn }, ...(ca ? [{ name: "organizationName", value: "Crossplane" }] : [])];
+/**
+ * CROSSPLANE_NAME is the one subject name Crossplane gives every certificate
+ * it makes, its CA's included (crossplane v2.4.0,
+ * internal/initializer/cert_generator.go pkixName). The test CA has it too, as
+ * Crossplane's does: so a certificate shaped as Crossplane's (issuer name =
+ * subject name, no authority key identifier) can be made from it.
+ */
+export const CROSSPLANE_NAME = "C=Earth, ST=Earth, L=Earth, O=Crossplane, CN=Crossplane";
+const CROSSPLANE_ATTRS = [
+  { name: "countryName", value: "Earth" },
+  { name: "ST", value: "Earth" },
+  { name: "localityName", value: "Earth" },
+  { name: "organizationName", value: "Crossplane" },
+  { name: "commonName", value: "Crossplane" },
+];
+
+async function certificate(cn: string | null, days: number, extensions: Extension[], ca?: Pem, expired = false): Promise<Pem> {
+  const attrs =
+    cn === null
+      ? CROSSPLANE_ATTRS
+      : [{ name: "commonName", value: cn }, ...(ca ? [{ name: "organizationName", value: "Crossplane" }] : [])];
   const now = Date.now();
   const pems = await selfsigned.generate(attrs, {
     keySize: 2048,
@@ -63,8 +93,13 @@ const clientExtensions: Extension[] = [
 /** makePki writes a fresh PKI into a temporary directory; the server's certificate lasts serverDays (30). */
 export async function makePki(opts: { serverDays?: number } = {}): Promise<TestPki> {
   const [fn, ns] = FUNCTION_HOST.split(".");
-  const [ca, otherCa] = await Promise.all([certificate("ca", 30, caExtensions), certificate("other-ca", 30, caExtensions)]);
-  const [server, client, stranger, expired] = await Promise.all([
+  const [ca, otherCa] = await Promise.all([certificate(null, 30, caExtensions), certificate("other-ca", 30, caExtensions)]);
+  const crossplaneClient: Extension[] = [
+    { name: "basicConstraints", cA: false, critical: true },
+    { name: "keyUsage", digitalSignature: true, keyEncipherment: true, dataEncipherment: true },
+    { name: "subjectAltName", altNames: [{ type: 2, value: "crossplane.crossplane-system" }] },
+  ];
+  const [server, client, stranger, expired, crossplane, crossplaneExpired, crossplaneServerOnly, crossplaneSelfSigned] = await Promise.all([
     certificate(
       "server",
       opts.serverDays ?? 30,
@@ -78,6 +113,10 @@ export async function makePki(opts: { serverDays?: number } = {}): Promise<TestP
     certificate("client", 30, clientExtensions, ca),
     certificate("stranger", 30, clientExtensions, otherCa),
     certificate("expired", 30, clientExtensions, ca, true),
+    certificate(null, 30, [...crossplaneClient, { name: "extKeyUsage", clientAuth: true }], ca),
+    certificate(null, 30, [...crossplaneClient, { name: "extKeyUsage", clientAuth: true }], ca, true),
+    certificate(null, 30, [...crossplaneClient, { name: "extKeyUsage", serverAuth: true }], ca),
+    certificate(null, 30, [...crossplaneClient, { name: "extKeyUsage", clientAuth: true }]),
   ]);
   const dir = mkdtempSync(join(tmpdir(), "xfn-pki-"));
   const write = (name: string, data: Buffer) => writeFileSync(join(dir, name), data, { mode: 0o600 });
@@ -98,6 +137,10 @@ export async function makePki(opts: { serverDays?: number } = {}): Promise<TestP
     otherCa: otherCa.cert,
     strangerClient: stranger,
     expiredClient: expired,
+    crossplane,
+    crossplaneExpired,
+    crossplaneServerOnly,
+    crossplaneSelfSigned,
     cleanup: () => rmSync(dir, { recursive: true, force: true }),
   };
 }

@@ -22,7 +22,15 @@ export interface RawClient {
 /** mtlsCredentials builds client credentials from the test PKI. */
 export function mtlsCredentials(
   pki: TestPki,
-  which: "client" | "strangerClient" | "expiredClient" | "none" = "client",
+  which:
+    | "client"
+    | "strangerClient"
+    | "expiredClient"
+    | "crossplane"
+    | "crossplaneExpired"
+    | "crossplaneServerOnly"
+    | "crossplaneSelfSigned"
+    | "none" = "client",
 ): ChannelCredentials {
   if (which === "none") return credentials.createSsl(pki.ca);
   const c = pki[which];
