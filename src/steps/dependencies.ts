@@ -290,8 +290,15 @@ export function dependencies(opts: DependenciesOptions): Step {
       if (!Number.isNaN(began)) longest = Math.max(longest, ctx.now.getTime() - began);
     }
 
-    response.setDesiredCompositeField(ctx.rsp, WAITING_FIELD, waiting);
+    // When nothing waits the field is left out, not written empty: Crossplane
+    // (and xfn host) write an XR's status by server-side apply, which removes
+    // a field its writer no longer sets, but turns a map whose entries it set
+    // before into null when they are applied as {}, and the API server refuses
+    // the whole status ("status.waiting: Invalid value: null"; kube-apiserver
+    // v1.36.3, seen under real Crossplane v2.4.0: the XR stuck in
+    // ReconcileError once its last dependency became ready).
     if (Object.keys(waiting).length > 0) {
+      response.setDesiredCompositeField(ctx.rsp, WAITING_FIELD, waiting);
       ctx.requeueAfter(Math.min(MAX_TTL_S, Math.max(MIN_TTL_S, Math.round(longest / 2000))));
     }
   });

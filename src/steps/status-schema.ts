@@ -5,7 +5,9 @@
 // The step asks for the schema of the XR's own kind (a schema requirement:
 // Crossplane v2.2 and later answer it from the XR's CRD; xfn render --xrd and
 // xfn test from the XRD given), and once it has it, checks every status field
-// the desired XR holds at that point. Each one the schema would drop is a
+// the desired XR holds at that point, and each field named in the options'
+// suggest (the fields the pipeline's steps write, such as status.waiting,
+// which a run with nothing waiting leaves out). Each one the schema would drop is a
 // Warning that names the field and gives the schema to add. Without an answer
 // (older Crossplane, no XRD given) it does nothing.
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
@@ -14,7 +16,7 @@ import * as request from "../sdk/request.js";
 import * as response from "../sdk/response.js";
 import { prune } from "../sdk/schema.js";
 import { Capability } from "../gen/fn/v1/run_function_pb.js";
-import { isObject } from "../sdk/fieldpath.js";
+import { getValue, isObject, setValue } from "../sdk/fieldpath.js";
 
 /** STATUS_SCHEMA_REQUIREMENT is the name the step's schema requirement goes by. */
 export const STATUS_SCHEMA_REQUIREMENT = "xfn.statusSchema";
@@ -42,10 +44,17 @@ export function statusSchema(opts: StatusSchemaOptions = {}): Step {
     const schema = request.getRequiredSchema(ctx.req, STATUS_SCHEMA_REQUIREMENT);
     if (!schema) return;
     const status = ctx.rsp.desired?.composite?.resource?.["status"];
-    if (!isObject(status)) return;
-    const probe: JsonObject = { status: structuredClone(status) };
+    const probe: JsonObject = { status: isObject(status) ? structuredClone(status) : {} };
     delete (probe["status"] as JsonObject)["conditions"];
-    for (const path of prune(probe, schema)) {
+    // A field the steps write only some of the time is checked every time, with an empty object in its place.
+    for (const path of Object.keys(opts.suggest ?? {})) if (getValue(probe, path) === undefined) setValue(probe, path, {});
+    // Reported in the order of suggest (the pipeline's steps), then as the status holds them.
+    const order = Object.keys(opts.suggest ?? {});
+    const rank = (p: string) => (order.includes(p) ? order.indexOf(p) : order.length);
+    for (const path of prune(probe, schema)
+      .map((p, i) => ({ p, i }))
+      .sort((a, b) => rank(a.p) - rank(b.p) || a.i - b.i)
+      .map((x) => x.p)) {
       const field = path.split(".").slice(1).join(".");
       const suggested = opts.suggest?.[path] ?? { type: "object", "x-kubernetes-preserve-unknown-fields": true };
       const where = field.includes(".") ? "the status schema" : "spec.versions[].schema.openAPIV3Schema.properties.status.properties";

@@ -48,6 +48,30 @@ S("a field the schema would drop is a Warning naming it and the schema to add; d
   assert.ok(rsp.requirements?.schemas[STATUS_SCHEMA_REQUIREMENT]);
 });
 
+S("a suggested field this run leaves out is checked all the same, first, in the order suggested", () => {
+  const answered = req({
+    requiredSchemas: {
+      [STATUS_SCHEMA_REQUIREMENT]: { openapiV3: schema({ externalNames: { type: "object", additionalProperties: { type: "string" } } }) },
+    },
+  });
+  const waiting = { type: "object", additionalProperties: { type: "object" } };
+  const rsp = runSteps(
+    [writes, statusSchema({ suggest: { "status.waiting": waiting, "status.externalNames": { type: "object" } } })],
+    answered,
+    NOW,
+  );
+  // writes sets externalNames (declared) and ready (not); nothing sets waiting (not declared either).
+  assert.equal(
+    rsp.results.map((r) => r.message.split(" ")[0]),
+    ["status.waiting", "status.ready"],
+  );
+  // With it declared, nothing is said about it.
+  const declared = req({
+    requiredSchemas: { [STATUS_SCHEMA_REQUIREMENT]: { openapiV3: schema({ waiting: waiting, ready: { type: "integer" } }) } },
+  });
+  assert.equal(runSteps([statusSchema({ suggest: { "status.waiting": waiting } })], declared, NOW).results, []);
+});
+
 S("a status that preserves unknown fields, or a kind not found, warns about nothing", () => {
   const open = req({
     requiredSchemas: {
