@@ -20,6 +20,8 @@ import { freePort, tail, type ControlPlane } from "./controlplane.js";
 export interface Crossplane {
   /** The folder of the Crossplane module the binary was built from (its cluster/crds). */
   source: string;
+  /** Crossplane's client certificates (tls.crt, tls.key, ca.crt), written from their Secret as the chart mounts them. */
+  clientCertsDir: string;
   logTail(lines?: number): string;
   stop(): Promise<void>;
 }
@@ -129,5 +131,5 @@ export async function startCrossplane(cp: ControlPlane, log = (s: string) => pro
     }
     await sleep(250);
   }
-  return { source, logTail: (lines) => tail(startLog, lines), stop };
+  return { source, clientCertsDir: join(dir, "tls/client"), logTail: (lines) => tail(startLog, lines), stop };
 }
