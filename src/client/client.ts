@@ -1,12 +1,13 @@
 // A RunFunction client, as Crossplane dials a function: v1 first, falling back
 // to v1beta1 when the server answers UNIMPLEMENTED (a function built for
 // Crossplane 1.14-1.16).
+import type { TLSSocket } from "node:tls";
 import { Client, credentials, status as Code, type ChannelCredentials, type Metadata, type ServiceError } from "@grpc/grpc-js";
 import { FunctionRunnerService, type RunFunctionRequest, type RunFunctionResponse } from "../gen/fn/v1/run_function_pb.js";
 import { FunctionRunnerService as BetaFunctionRunnerService } from "../gen/fn/v1beta1/zz_generated_run_function_pb.js";
 import { setOwn } from "../own.js";
 import { installFrameDecoder } from "../server/frames.js";
-import { loadTlsFiles } from "../server/tls.js";
+import { checkServerCertificate, loadTlsFiles } from "../server/tls.js";
 import { decodeResponse, encodeRequest } from "../wire/codec.js";
 
 /** ClientOptions say how to reach a function. */
@@ -36,11 +37,62 @@ export interface FunctionClient {
   close(): void;
 }
 
-function clientCredentials(opts: ClientOptions): ChannelCredentials {
+/** Refusals keeps why the latest connection's server certificate was refused, for the errors that follow. */
+interface Refusals {
+  latest?: string;
+}
+
+function clientCredentials(opts: ClientOptions, refusals: Refusals): ChannelCredentials {
   if (opts.insecure) return credentials.createInsecure();
   if (!opts.tlsCertsDir) throw new Error("cannot dial a function without TLS: give a client certificates directory, or insecure");
   const { ca, key, cert } = loadTlsFiles(opts.tlsCertsDir, "client TLS certificates");
-  return credentials.createSsl(ca, key, cert);
+  return (
+    checkingServers(credentials.createSsl(ca, key, cert, { rejectUnauthorized: false }), ca, refusals) ??
+    credentials.createSsl(ca, key, cert)
+  );
+}
+
+/** What checkingServers reaches inside grpc-js (1.10 and later): each subchannel's connector, and its TLS options. */
+interface Connecting {
+  _createSecureConnector?: (...args: unknown[]) => {
+    connectionOptions?: { servername?: unknown };
+    connect(socket: unknown): Promise<{ socket: unknown; secure: boolean }>;
+  };
+}
+
+/**
+ * checkingServers makes creds (built with rejectUnauthorized false, so that
+ * OpenSSL's verdict does not end the handshake) check each connection's
+ * server certificate with checkServerCertificate before it carries calls:
+ * OpenSSL alone refuses the certificates Crossplane's package runtime makes
+ * for functions (server/tls.ts). It returns undefined, and the caller falls
+ * back to OpenSSL's own verification, where this grpc-js keeps its connector
+ * elsewhere; a connection whose server name cannot be read is refused.
+ */
+function checkingServers(creds: ChannelCredentials, ca: Buffer, refusals: Refusals): ChannelCredentials | undefined {
+  const c = creds as unknown as Connecting;
+  const create = c._createSecureConnector?.bind(creds);
+  if (!create) return undefined;
+  const check = checkServerCertificate(ca);
+  c._createSecureConnector = (...args) => {
+    const connector = create(...args);
+    const serverName = connector.connectionOptions?.servername;
+    const connect = connector.connect.bind(connector);
+    connector.connect = async (socket) => {
+      const r = await connect(socket);
+      const tls = r.socket as TLSSocket;
+      const why = typeof serverName === "string" ? check(tls, serverName) : "cannot read the server name to check its certificate against";
+      if (why === undefined) {
+        delete refusals.latest;
+        return r;
+      }
+      tls.destroy();
+      refusals.latest = `refused the function's certificate: ${why}`;
+      throw new Error(refusals.latest);
+    };
+    return connector;
+  };
+  return creds;
 }
 
 const path = (typeName: string) => `/${typeName}/RunFunction`;
@@ -77,7 +129,8 @@ function textHeaders(md: Metadata): Record<string, string> {
 export function dial(address: string, opts: ClientOptions = {}): FunctionClient {
   // Responses are framed without keeping their chunks, as the server does (server/frames.ts).
   installFrameDecoder();
-  const client = new Client(address, clientCredentials(opts), {
+  const refusals: Refusals = {};
+  const client = new Client(address, clientCredentials(opts, refusals), {
     "grpc.max_receive_message_length": opts.maxRecvBytes ?? 4 * 1024 * 1024,
     ...(opts.serverName ? { "grpc.ssl_target_name_override": opts.serverName, "grpc.default_authority": opts.serverName } : {}),
   });
@@ -116,7 +169,11 @@ export function dial(address: string, opts: ClientOptions = {}): FunctionClient 
           if (!err) return resolve();
           const secs = Math.round(waitMs / 100) / 10;
           reject(
-            new Error(`cannot reach a function at ${address} within ${secs} s (is it serving, with the same TLS setting?)`, { cause: err }),
+            new Error(
+              `cannot reach a function at ${address} within ${secs} s ` +
+                (refusals.latest ? `(${refusals.latest})` : "(is it serving, with the same TLS setting?)"),
+              { cause: err },
+            ),
           );
         });
       }),

@@ -4,6 +4,7 @@
 import { createPrivateKey, X509Certificate } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
+import { isIP } from "node:net";
 import { createSecureContext, type TLSSocket } from "node:tls";
 import { ServerCredentials } from "@grpc/grpc-js";
 
@@ -102,8 +103,9 @@ export function loadServerCredentials(
   return { creds, notAfter: new Date(new X509Certificate(cert).validTo), checkClient: checkClientCertificate(ca) };
 }
 
-/** OIDs of the extended key usages that allow a certificate to authenticate a TLS client. */
+/** OIDs of the extended key usages that allow a certificate to authenticate a TLS client or server. */
 const CLIENT_AUTH = "1.3.6.1.5.5.7.3.2";
+const SERVER_AUTH = "1.3.6.1.5.5.7.3.1";
 const ANY_EXTENDED_KEY_USAGE = "2.5.29.37.0";
 
 /** certificates parses every certificate in a PEM bundle. */
@@ -114,20 +116,43 @@ function certificates(pem: Buffer): X509Certificate[] {
 }
 
 /**
+ * issuedByName checks a peer's certificate that OpenSSL refused only as
+ * self-signed (DEPTH_ZERO_SELF_SIGNED_CERT) as a chain of two, and returns
+ * undefined if it holds, else OpenSSL's code for what fails.
+ *
+ * Crossplane signs every certificate it makes, its CA's included, with one
+ * subject name (C=Earth, ST=Earth, L=Earth, O=Crossplane, CN=Crossplane:
+ * crossplane v2.4.0 internal/initializer/cert_generator.go pkixName), and
+ * Go's x509 writes no authority key identifier when a certificate's issuer
+ * name is its subject name. OpenSSL takes such a certificate for a
+ * self-signed one, looks for it among the trusted certificates, and refuses
+ * it; Go, which checks signatures while it builds a chain, accepts it. So
+ * Crossplane's client certificate, and the server certificates its package
+ * runtime makes for functions, fail OpenSSL alone. What is checked here: a
+ * certificate of ca.crt with that name that may sign certificates
+ * (checkIssued), whose key made the signature (verify); both within their
+ * validity; and the peer's certificate for the use (client or server
+ * authentication) where it lists its uses.
+ */
+function issuedByName(leaf: X509Certificate, cas: X509Certificate[], usage: string, t: number): string | undefined {
+  const issuer = cas.find((ca) => ca.ca && ca.subject === leaf.issuer && leaf.checkIssued(ca) && leaf.verify(ca.publicKey));
+  if (!issuer) return "DEPTH_ZERO_SELF_SIGNED_CERT";
+  for (const c of [leaf, issuer]) {
+    if (t < Date.parse(c.validFrom)) return "CERT_NOT_YET_VALID";
+    if (t > Date.parse(c.validTo)) return "CERT_HAS_EXPIRED";
+  }
+  const uses = leaf.keyUsage as string[] | undefined;
+  if (uses && !uses.includes(usage) && !uses.includes(ANY_EXTENDED_KEY_USAGE)) return "INVALID_PURPOSE";
+  return undefined;
+}
+
+/** OpenSSL's verdict on a TLS socket's peer certificate, as Node names it. */
+const verdict = (socket: TLSSocket) => String(socket.authorizationError ?? "UNABLE_TO_VERIFY_LEAF_SIGNATURE");
+
+/**
  * checkClientCertificate accepts what OpenSSL accepts, and one thing more:
- * Crossplane's own client certificate. Crossplane signs every certificate it
- * makes, its CA's included, with one subject name (C=Earth, ST=Earth,
- * L=Earth, O=Crossplane, CN=Crossplane: crossplane v2.4.0
- * internal/initializer/cert_generator.go pkixName), and Go's x509 writes no
- * authority key identifier when a certificate's issuer name is its subject
- * name. OpenSSL takes such a certificate for a self-signed one, looks for it
- * among the trusted certificates, and refuses it
- * (DEPTH_ZERO_SELF_SIGNED_CERT); Go, which checks signatures while it builds
- * a chain, accepts it. So when OpenSSL's only objection is that one, the
- * certificate is checked here as a chain of two: a certificate of ca.crt,
- * with that name, that may sign certificates (checkIssued), whose key made
- * the signature (verify), both within their validity, and the client's
- * certificate for client authentication where it lists its uses.
+ * Crossplane's own client certificate, which OpenSSL alone refuses as
+ * self-signed (see issuedByName).
  */
 export function checkClientCertificate(caPem: Buffer, now: () => number = Date.now): ClientCheck {
   const cas = certificates(caPem);
@@ -135,18 +160,34 @@ export function checkClientCertificate(caPem: Buffer, now: () => number = Date.n
     if (socket.authorized) return undefined;
     const leaf = socket.getPeerX509Certificate();
     if (!leaf) return "ERR_SSL_PEER_DID_NOT_RETURN_A_CERTIFICATE";
-    const code = String(socket.authorizationError ?? "UNABLE_TO_VERIFY_LEAF_SIGNATURE");
+    const code = verdict(socket);
+    return code === "DEPTH_ZERO_SELF_SIGNED_CERT" ? issuedByName(leaf, cas, CLIENT_AUTH, now()) : code;
+  };
+}
+
+/**
+ * checkServerCertificate is the client's side of checkClientCertificate: it
+ * accepts a server whose certificate OpenSSL accepted for serverName, or one
+ * OpenSSL refused only as self-signed that holds as a chain of two from
+ * ca.crt (a function's certificate made by Crossplane's package runtime) and
+ * names serverName (X509Certificate checkHost or checkIP, OpenSSL's own name check). It returns undefined, or why
+ * the server is refused.
+ */
+export function checkServerCertificate(
+  caPem: Buffer,
+  now: () => number = Date.now,
+): (socket: TLSSocket, serverName: string) => string | undefined {
+  const cas = certificates(caPem);
+  return (socket, serverName) => {
+    if (socket.authorized) return undefined;
+    const leaf = socket.getPeerX509Certificate();
+    if (!leaf) return "the server sent no certificate";
+    const code = verdict(socket);
     if (code !== "DEPTH_ZERO_SELF_SIGNED_CERT") return code;
-    const issuer = cas.find((ca) => ca.ca && ca.subject === leaf.issuer && leaf.checkIssued(ca) && leaf.verify(ca.publicKey));
-    if (!issuer) return code;
-    const t = now();
-    for (const c of [leaf, issuer]) {
-      if (t < Date.parse(c.validFrom)) return "CERT_NOT_YET_VALID";
-      if (t > Date.parse(c.validTo)) return "CERT_HAS_EXPIRED";
-    }
-    const uses = leaf.keyUsage;
-    if (uses && !uses.includes(CLIENT_AUTH) && !uses.includes(ANY_EXTENDED_KEY_USAGE)) return "INVALID_PURPOSE";
-    return undefined;
+    const why = issuedByName(leaf, cas, SERVER_AUTH, now());
+    if (why) return why;
+    const named = isIP(serverName) ? leaf.checkIP(serverName) : leaf.checkHost(serverName, { wildcards: true, partialWildcards: false });
+    return named === undefined ? `ERR_TLS_CERT_ALTNAME_INVALID (the certificate does not name ${serverName})` : undefined;
   };
 }
 

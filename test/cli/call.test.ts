@@ -132,6 +132,40 @@ Call("mTLS with a client certificates directory and the server name Crossplane v
   }
 });
 
+// Crossplane's certificates, both ends: its client certificate and the function's server certificate its package runtime
+// makes carry its CA's subject name and no authority key id, which OpenSSL alone refuses (src/server/tls.ts issuedByName).
+Call("mTLS with Crossplane's own certificates at both ends: served; a wrong server name or a self-signed server refused", async () => {
+  const clientDir = join(scratch, "crossplane-client");
+  mkdirSync(clientDir, { recursive: true });
+  writeFileSync(join(clientDir, "tls.crt"), pki.crossplane.cert);
+  writeFileSync(join(clientDir, "tls.key"), pki.crossplane.key);
+  writeFileSync(join(clientDir, "ca.crt"), pki.ca);
+  const call = (port: number, name: string) =>
+    run(["call", `127.0.0.1:${port}`, example, "--tls-certs-dir", clientDir, "--server-name", name, "--wait", "2"]);
+  const ok = await serve(hello, { address: "127.0.0.1:0", tlsCertsDir: pki.crossplaneServerDir }, memoryLog().log);
+  try {
+    const r = await call(ok.port, FUNCTION_HOST);
+    assert.is(r.code, 0, r.stderr);
+    assert.is(JSON.parse(r.stdout).meta.tag, "example-1");
+    const wrong = await call(ok.port, "function-other.crossplane-system");
+    assert.is.not(wrong.code, 0, wrong.stdout);
+    assert.match(
+      wrong.stderr,
+      /cannot reach a function at .* \(refused the function's certificate: ERR_TLS_CERT_ALTNAME_INVALID \(the certificate does not name function-other\.crossplane-system\)\)/,
+    );
+  } finally {
+    await ok.stop(1000);
+  }
+  const impostor = await serve(hello, { address: "127.0.0.1:0", tlsCertsDir: pki.crossplaneSelfSignedServerDir }, memoryLog().log);
+  try {
+    const r = await call(impostor.port, FUNCTION_HOST);
+    assert.is.not(r.code, 0, r.stdout);
+    assert.match(r.stderr, /\(refused the function's certificate: DEPTH_ZERO_SELF_SIGNED_CERT\)/);
+  } finally {
+    await impostor.stop(1000);
+  }
+});
+
 Call("falls back to v1beta1 when a server answers UNIMPLEMENTED for v1, as Crossplane does", async () => {
   // A server for Crossplane 1.14-1.16: v1beta1 only.
   const server = new Server();

@@ -34,6 +34,14 @@ export interface TestPki {
   crossplaneExpired: Pem;
   crossplaneServerOnly: Pem;
   crossplaneSelfSigned: Pem;
+  /**
+   * Server Secret folders (tls.crt, tls.key, ca.crt) with a function's
+   * certificate shaped as Crossplane's package runtime makes it (names of
+   * FUNCTION_HOST, Crossplane's subject name, no authority key identifier),
+   * from the CA, and the same signed by its own key.
+   */
+  crossplaneServerDir: string;
+  crossplaneSelfSignedServerDir: string;
   cleanup(): void;
 }
 
@@ -99,7 +107,23 @@ export async function makePki(opts: { serverDays?: number } = {}): Promise<TestP
     { name: "keyUsage", digitalSignature: true, keyEncipherment: true, dataEncipherment: true },
     { name: "subjectAltName", altNames: [{ type: 2, value: "crossplane.crossplane-system" }] },
   ];
-  const [server, client, stranger, expired, crossplane, crossplaneExpired, crossplaneServerOnly, crossplaneSelfSigned] = await Promise.all([
+  const crossplaneServer: Extension[] = [
+    ...crossplaneClient.slice(0, 2),
+    { name: "subjectAltName", altNames: [`${fn}`, `${fn}.${ns}`, `${fn}.${ns}.svc`].map((value) => ({ type: 2, value })) },
+    { name: "extKeyUsage", serverAuth: true },
+  ];
+  const [
+    server,
+    client,
+    stranger,
+    expired,
+    crossplane,
+    crossplaneExpired,
+    crossplaneServerOnly,
+    crossplaneSelfSigned,
+    xpServer,
+    xpSelfServer,
+  ] = await Promise.all([
     certificate(
       "server",
       opts.serverDays ?? 30,
@@ -117,6 +141,8 @@ export async function makePki(opts: { serverDays?: number } = {}): Promise<TestP
     certificate(null, 30, [...crossplaneClient, { name: "extKeyUsage", clientAuth: true }], ca, true),
     certificate(null, 30, [...crossplaneClient, { name: "extKeyUsage", serverAuth: true }], ca),
     certificate(null, 30, [...crossplaneClient, { name: "extKeyUsage", clientAuth: true }]),
+    certificate(null, 30, crossplaneServer, ca),
+    certificate(null, 30, crossplaneServer),
   ]);
   const dir = mkdtempSync(join(tmpdir(), "xfn-pki-"));
   const write = (name: string, data: Buffer) => writeFileSync(join(dir, name), data, { mode: 0o600 });
@@ -129,6 +155,14 @@ export async function makePki(opts: { serverDays?: number } = {}): Promise<TestP
   writeFileSync(join(serverDir, "tls.crt"), server.cert);
   writeFileSync(join(serverDir, "tls.key"), server.key);
   writeFileSync(join(serverDir, "ca.crt"), ca.cert);
+  const secretDir = (name: string, pem: Pem) => {
+    const d = join(dir, name);
+    mkdirSync(d);
+    writeFileSync(join(d, "tls.crt"), pem.cert);
+    writeFileSync(join(d, "tls.key"), pem.key);
+    writeFileSync(join(d, "ca.crt"), ca.cert);
+    return d;
+  };
   return {
     dir,
     serverDir,
@@ -141,6 +175,8 @@ export async function makePki(opts: { serverDays?: number } = {}): Promise<TestP
     crossplaneExpired,
     crossplaneServerOnly,
     crossplaneSelfSigned,
+    crossplaneServerDir: secretDir("crossplane-server-dir", xpServer),
+    crossplaneSelfSignedServerDir: secretDir("crossplane-self-signed-server-dir", xpSelfServer),
     cleanup: () => rmSync(dir, { recursive: true, force: true }),
   };
 }
