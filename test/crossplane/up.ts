@@ -1,30 +1,78 @@
 // npm run crossplane:up: the real control plane of the real-Crossplane tier,
-// kept running for a user's own experiments. When it is ready it prints
-// `KUBECONFIG=<path>`; SIGTERM or Ctrl-C stops every process it started.
-// (The example functions join it as issue 58 goes on; today: etcd,
-// kube-apiserver, kube-controller-manager and Crossplane core.)
+// kept running for a user's own experiments: etcd, kube-apiserver,
+// kube-controller-manager, Crossplane core, a local registry, and the example
+// functions (functions/hello, functions/lifecycle) installed from their .xpkg
+// as the tier installs them (test/crossplane/functions.ts). When it is ready
+// it prints `KUBECONFIG=<path>`; SIGTERM or Ctrl-C stops every process and
+// container it started. Without podman the functions are left out, and it
+// says so (podman runs their images).
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { TOOLS } from "../support/needs.js";
 import { startControlPlane } from "./controlplane.js";
-import { startCrossplane } from "./crossplane.js";
+import { startCrossplane, type Crossplane } from "./crossplane.js";
+import { buildXpkg, installFunction, startRegistry, type InstalledFunction, type Registry } from "./functions.js";
 
-const cp = await startControlPlane({ log: (s) => process.stderr.write(`${s}\n`) });
-const xp = await startCrossplane(cp).catch(async (err: Error) => {
-  await cp.stop();
-  process.stderr.write(`${err.message}\n`);
-  process.exit(1);
-});
-process.stdout.write(`KUBECONFIG=${cp.kubeconfig}\n`);
-process.stderr.write(`kube-apiserver at ${cp.url}; kubectl at ${cp.kubectl}; logs in ${cp.dir}. Ctrl-C stops it.\n`);
+const say = (s: string) => process.stderr.write(`${s}\n`);
+const cp = await startControlPlane({ log: say });
+const work = mkdtempSync(join(tmpdir(), "xfn-crossplane-up-"));
+let xp: Crossplane | undefined;
+let registry: Registry | undefined;
+const functions: InstalledFunction[] = [];
 let stopping = false;
-const stop = async (signal: string) => {
-  if (stopping) return;
-  stopping = true;
-  process.stderr.write(`${signal} received: stopping the control plane\n`);
-  await xp.stop();
+const stopAll = async () => {
+  for (const f of functions) await f.stop().catch(() => {});
+  await registry?.stop().catch(() => {});
+  await xp?.stop().catch(() => {});
   await cp.stop();
-  process.exit(0);
+  rmSync(work, { recursive: true, force: true });
+};
+const fail = async (err: Error) => {
+  say(err.message);
+  stopping = true;
+  await stopAll();
+  process.exit(1);
 };
 // Installed after the control plane's own handlers, which would end its processes with SIGKILL.
 process.removeAllListeners("SIGINT");
 process.removeAllListeners("SIGTERM");
-process.on("SIGINT", () => void stop("SIGINT"));
-process.on("SIGTERM", () => void stop("SIGTERM"));
+for (const signal of ["SIGINT", "SIGTERM"] as const)
+  process.on(signal, () => {
+    if (stopping) return;
+    stopping = true;
+    say(`${signal} received: stopping the control plane`);
+    void stopAll().then(() => process.exit(0));
+  });
+
+xp = await startCrossplane(cp, say).catch(fail);
+const podmanMissing = TOOLS.podman.missing();
+if (podmanMissing) {
+  say(`the example functions are not installed: ${podmanMissing} (Debian: apt-get install ${TOOLS.podman.packages})`);
+} else {
+  try {
+    registry = await startRegistry(join(work, "registry"), say);
+    for (const name of ["hello", "lifecycle"]) {
+      if (stopping) break;
+      say(`building and installing function-${name} from its .xpkg`);
+      const xpkg = await buildXpkg(name, work);
+      functions.push(
+        await installFunction(cp, registry, `function-${name}`, xpkg, {
+          work,
+          clientCertsDir: xp.clientCertsDir,
+          crossplaneLog: () => xp?.logTail() ?? "",
+        }),
+      );
+    }
+  } catch (err) {
+    await fail(err as Error);
+  }
+}
+if (!stopping) {
+  process.stdout.write(`KUBECONFIG=${cp.kubeconfig}\n`);
+  say(`kube-apiserver at ${cp.url}; kubectl at ${cp.kubectl}; logs in ${cp.dir}.`);
+  if (registry) say(`registry at ${registry.host}; functions installed: ${functions.map((f) => f.name).join(", ")}.`);
+  say(
+    "Try: kubectl apply -f examples/host/crds.yaml -f examples/host/xrd.yaml, then examples/composition.yaml and examples/xr.yaml. Ctrl-C stops it.",
+  );
+}
