@@ -17,14 +17,15 @@ import { buildXpkg, installFunction, startRegistry, type InstalledFunction, type
 const say = (s: string) => process.stderr.write(`${s}\n`);
 const cp = await startControlPlane({ log: say });
 const work = mkdtempSync(join(tmpdir(), "xfn-crossplane-up-"));
-let xp: Crossplane | undefined;
+// Set once Crossplane is up; a signal may come before, while it starts.
+const started: { xp?: Crossplane } = {};
 let registry: Registry | undefined;
 const functions: InstalledFunction[] = [];
 let stopping = false;
 const stopAll = async () => {
   for (const f of functions) await f.stop().catch(() => {});
   await registry?.stop().catch(() => {});
-  await xp?.stop().catch(() => {});
+  await started.xp?.stop().catch(() => {});
   await cp.stop();
   rmSync(work, { recursive: true, force: true });
 };
@@ -45,7 +46,8 @@ for (const signal of ["SIGINT", "SIGTERM"] as const)
     void stopAll().then(() => process.exit(0));
   });
 
-xp = await startCrossplane(cp, say).catch(fail);
+const xp = await startCrossplane(cp, say).catch(fail);
+if (xp) started.xp = xp;
 const podmanMissing = TOOLS.podman.missing();
 if (podmanMissing) {
   say(`the example functions are not installed: ${podmanMissing} (Debian: apt-get install ${TOOLS.podman.packages})`);
@@ -60,7 +62,7 @@ if (podmanMissing) {
         await installFunction(cp, registry, `function-${name}`, xpkg, {
           work,
           clientCertsDir: xp.clientCertsDir,
-          crossplaneLog: () => xp?.logTail() ?? "",
+          crossplaneLog: () => xp.logTail(),
         }),
       );
     }
