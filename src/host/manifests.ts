@@ -1,6 +1,7 @@
 // Applies the manifests given to `xfn host --manifests` (and used by tests to
 // set up a cluster): server-side apply, CRDs and XRDs before what they serve.
 import { PatchStrategy, type KubeConfig } from "@kubernetes/client-node";
+import type { JsonObject } from "@bufbuild/protobuf";
 import type { Logger } from "pino";
 import type { Doc } from "../engine/docs.js";
 import { objectClient } from "./client.js";
@@ -9,7 +10,32 @@ import { messageOf } from "../sdk/errors.js";
 
 const ORDER = ["CustomResourceDefinition", "Namespace", "CompositeResourceDefinition", "Composition"];
 
-/** applyManifests server-side applies every document under dir, CRDs and XRDs first. */
+/**
+ * NOT_SERVED_YET is how @kubernetes/client-node says it found no resource for
+ * an object's apiVersion and kind in discovery: the kind of an XR whose XRD was
+ * just applied, until the host has made its CRD and the API server serves it
+ * (a second or more on a real cluster; at once on the embedded one).
+ */
+const NOT_SERVED_YET = /^(Failed to fetch resource metadata for|Unrecognized API version and kind)/;
+
+/**
+ * applicable is obj without what the API server gives an object and a server-side
+ * apply may not name: a uid (kube-apiserver refuses an apply that names a uid
+ * no object has, 409 "uid mismatch"; xfn render's example XRs carry one) and
+ * a resourceVersion.
+ */
+function applicable(obj: JsonObject): JsonObject {
+  const meta = obj["metadata"];
+  if (typeof meta !== "object" || meta === null || Array.isArray(meta)) return obj;
+  const { uid: _uid, resourceVersion: _rv, ...rest } = meta;
+  return { ...obj, metadata: rest };
+}
+
+/**
+ * applyManifests server-side applies every document under dir, CRDs and XRDs
+ * first. An object whose kind is not served yet is applied again, backing off,
+ * until it is or timeoutMs has passed.
+ */
 export async function applyManifests(kc: KubeConfig, docs: Doc[], log: Logger, timeoutMs = 60_000): Promise<void> {
   const api = objectClient(kc, timeoutMs);
   const rank = (d: Doc) => {
@@ -17,13 +43,27 @@ export async function applyManifests(kc: KubeConfig, docs: Doc[], log: Logger, t
     return i < 0 ? ORDER.length : i;
   };
   for (const d of [...docs].sort((a, b) => rank(a) - rank(b))) {
-    try {
-      await api.patch(kubeObject(d.obj), undefined, undefined, "xfn-host-manifests", true, PatchStrategy.ServerSideApply);
-      log.info({ kind: d.obj["kind"], name: (d.obj["metadata"] as { name?: string } | undefined)?.name }, "applied manifest");
-      // A new CRD is served at once here, but give discovery a moment on a real cluster.
-      if (d.obj["kind"] === "CustomResourceDefinition") await new Promise((r) => setTimeout(r, 50));
-    } catch (err) {
-      throw new Error(`cannot apply ${d.source}: ${(err as { body?: { message?: string } }).body?.message ?? messageOf(err)}`);
+    const kind = `${String(d.obj["apiVersion"])} ${String(d.obj["kind"])}`;
+    const name = (d.obj["metadata"] as { name?: string } | undefined)?.name;
+    const started = Date.now();
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await api.patch(kubeObject(applicable(d.obj)), undefined, undefined, "xfn-host-manifests", true, PatchStrategy.ServerSideApply);
+        log.info({ kind: d.obj["kind"], name }, "applied manifest");
+        break;
+      } catch (err) {
+        const why = (err as { body?: { message?: string } }).body?.message ?? messageOf(err);
+        const waited = Date.now() - started;
+        if (!NOT_SERVED_YET.test(messageOf(err)) || waited >= timeoutMs)
+          throw new Error(
+            `cannot apply ${d.source}: ${why}` +
+              (waited >= timeoutMs
+                ? ` (${kind} was still not served after ${Math.round(waited / 1000)} s: is its CRD or XRD among the manifests?)`
+                : ""),
+          );
+        if (attempt === 0) log.info({ kind: d.obj["kind"], name }, `${kind} is not served yet: applying it again once it is`);
+        await new Promise((r) => setTimeout(r, Math.min(2_000, 50 * 2 ** attempt, Math.max(1, timeoutMs - waited))));
+      }
     }
   }
 }

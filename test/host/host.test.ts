@@ -130,6 +130,44 @@ H(
   },
 );
 
+// On a real cluster an XR's kind is served a second or more after its XRD is applied (the host makes the CRD, the API server
+// establishes it): found when `xfn host --manifests` ran against kube-apiserver v1.36.3 and exited on the XR's 404.
+H("--manifests: an object whose kind is not served yet is applied once it is; one never served fails, naming the kind", async () => {
+  const c = await startDevCluster();
+  const kc = kubeconfigFor(c);
+  const mem = memoryLog();
+  try {
+    const widgets = crd("example.org", "Widget", "widgets", "Cluster", [
+      {
+        name: "v1",
+        served: true,
+        storage: true,
+        schema: { openAPIV3Schema: { type: "object", "x-kubernetes-preserve-unknown-fields": true } },
+      },
+    ]);
+    const widget = { obj: { apiVersion: "example.org/v1", kind: "Widget", metadata: { name: "w" } }, source: "widget.yaml" };
+    // The CRD arrives 700 ms later, from elsewhere (as the host's own XRD controller makes an XR's).
+    const later = sleep(700).then(() => applyManifests(kc, [{ obj: widgets, source: "crd" }], mem.log));
+    await applyManifests(kc, [widget], mem.log, 10_000);
+    await later;
+    assert.is(((await (await fetch(`${c.url}/apis/example.org/v1/widgets/w`)).json()) as any).metadata.name, "w");
+    assert.ok(mem.text().includes("example.org/v1 Widget is not served yet: applying it again once it is"));
+    // A kind nothing serves: refused after the wait, saying what to check.
+    const gadget = { obj: { apiVersion: "example.org/v1", kind: "Gadget", metadata: { name: "g" } }, source: "gadget.yaml" };
+    try {
+      await applyManifests(kc, [gadget], mem.log, 600);
+      assert.unreachable("applied a kind nothing serves");
+    } catch (err) {
+      assert.match(
+        (err as Error).message,
+        /^cannot apply gadget\.yaml: .*\(example\.org\/v1 Gadget was still not served after \d+ s: is its CRD or XRD among the manifests\?\)$/s,
+      );
+    }
+  } finally {
+    await c.stop();
+  }
+});
+
 H("stopped while it is still starting, the host leaves no watch and no timer running (found by a lane that would not exit)", async () => {
   const { c, host } = await bareHost();
   try {
@@ -450,11 +488,7 @@ H("failure mode 5: three nested levels converge, without a restart, once the dee
       10_000,
     );
     await until("the cluster to be created", async () => (await list(kind("xclusters"))).length === 1, 10_000);
-    await until(
-      "the platform to stop waiting",
-      async () => (await list(kind("xplatforms")))[0].status.waiting === undefined,
-      10_000,
-    );
+    await until("the platform to stop waiting", async () => (await list(kind("xplatforms")))[0].status.waiting === undefined, 10_000);
     assert.not.ok(mem.text().includes("not found"), "no 'field not found' failure on the way");
   } finally {
     await host.stop();
