@@ -6,6 +6,7 @@
 // and called by Crossplane over its mTLS: examples/composition.yaml's pipeline
 // (functions/hello, then functions/lifecycle) composes an XR's buckets in
 // dependency order.
+import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -14,7 +15,7 @@ import * as assert from "uvu/assert";
 import { parse as parseYaml, parseAllDocuments } from "yaml";
 import { until } from "../support/cluster.js";
 import { needs } from "../support/needs.js";
-import { ROOT } from "../support/spawn.js";
+import { ROOT, XFN } from "../support/spawn.js";
 import { startControlPlane, type ControlPlane } from "./controlplane.js";
 import { startCrossplane, type Crossplane } from "./crossplane.js";
 import { buildXpkg, installFunction, kubectl, kubectlApply, startRegistry, type InstalledFunction, type Registry } from "./functions.js";
@@ -23,17 +24,21 @@ const X = suite("xfn's functions under real Crossplane: installed from their .xp
 const G = needs(X, "go1.26", "podman");
 let work: string;
 let cp: ControlPlane | undefined;
+/** A second real control plane, where xfn host runs the same composition (issue 58, item 7). */
+let hosted: ControlPlane | undefined;
 let xp: Crossplane | undefined;
 let registry: Registry | undefined;
 const installed: InstalledFunction[] = [];
 
 G.before(async () => {
   work = mkdtempSync(join(tmpdir(), "xfn-crossplane-fn-"));
-  const [plane, xpkgs] = await Promise.all([
+  const [plane, other, xpkgs] = await Promise.all([
+    startControlPlane(),
     startControlPlane(),
     (async () => ({ hello: await buildXpkg("hello", work), lifecycle: await buildXpkg("lifecycle", work) }))(),
   ]);
   cp = plane;
+  hosted = other;
   xp = await startCrossplane(cp);
   registry = await startRegistry(join(work, "registry"));
   for (const [name, xpkg] of Object.entries(xpkgs))
@@ -49,7 +54,7 @@ G.after(async () => {
   for (const f of installed) await f.stop();
   await registry?.stop();
   await xp?.stop();
-  await cp?.stop();
+  await Promise.all([cp?.stop(), hosted?.stop()]);
   if (work) rmSync(work, { recursive: true, force: true });
 });
 
@@ -64,7 +69,9 @@ interface Obj {
   spec?: Record<string, unknown>;
   status?: Record<string, unknown> & { conditions?: Condition[] };
 }
-const getJson = async <T = Obj>(...args: string[]): Promise<T> => JSON.parse(await kubectl(cp!, "get", ...args, "-o", "json")) as T;
+const getOn = async <T = Obj>(plane: ControlPlane, ...args: string[]): Promise<T> =>
+  JSON.parse(await kubectl(plane, "get", ...args, "-o", "json")) as T;
+const getJson = <T = Obj>(...args: string[]): Promise<T> => getOn<T>(cp!, ...args);
 const isTrue = (o: Obj, type: string) => (o.status?.conditions ?? []).some((c) => c.type === type && c.status === "True");
 const wait = (what: string, check: () => Promise<boolean>, ms = 90_000) =>
   until(what, () => check().catch(() => false), ms).catch((err: Error) => {
@@ -106,77 +113,158 @@ G(
 );
 
 /** The example manifests, as a user applies them: the Bucket CRD, the XRD, the Composition and the XR (its uid is the API server's to give). */
-async function applyExample(file: string): Promise<void> {
+async function applyExample(plane: ControlPlane, file: string): Promise<void> {
   for (const doc of parseAllDocuments(readFileSync(join(ROOT, file), "utf8"))) {
     const o = doc.toJS() as Obj & { metadata: { uid?: string } };
     delete o.metadata.uid;
-    await kubectlApply(cp!, o);
+    await kubectlApply(plane, o);
   }
 }
 
 /** buckets are the XR's composed Buckets, by their composition-resource-name. */
-async function buckets(): Promise<Map<string, Obj>> {
-  const list = await getJson<{ items: Obj[] }>("buckets.s3.aws.upbound.io");
+async function buckets(plane: ControlPlane = cp!): Promise<Map<string, Obj>> {
+  const list = await getOn<{ items: Obj[] }>(plane, "buckets.s3.aws.upbound.io");
   return new Map(list.items.map((b) => [b.metadata.annotations?.["crossplane.io/composition-resource-name"] ?? "?", b]));
 }
 
-G("real Crossplane runs hello then lifecycle over mTLS: the XR's buckets are composed in dependency order", async () => {
-  await applyExample("examples/host/crds.yaml");
-  await applyExample("examples/host/xrd.yaml");
-  await wait("the XRD established", async () => isTrue(await getJson("xrd", "xbuckets.example.xfn.dev"), "Established"));
-  await applyExample("examples/composition.yaml");
-  await applyExample("examples/xr.yaml");
-
-  // hello asked for both buckets; lifecycle holds back assets until logs is ready, and says so in the XR's status.
-  await wait("the XR synced, with bucket-logs composed", async () => {
-    const xr = await getJson("xbuckets", "team-a");
-    return isTrue(xr, "Synced") && (await buckets()).has("bucket-logs");
-  });
-  const xr = await getJson("xbuckets", "team-a");
-  assert.is(xr.status?.["bucketCount"], 2);
-  assert.equal((xr.status?.["waiting"] as Record<string, { for: string[] }>)["bucket-assets"]?.for, ["bucket-logs to be ready"]);
-  const ready = (xr.status?.conditions ?? []).find((c) => c.type === "Ready");
-  assert.is(ready?.status, "False");
-  assert.ok(![...(await buckets()).keys()].includes("bucket-assets"), "bucket-assets composed before bucket-logs was ready");
-  const logs = (await buckets()).get("bucket-logs")!;
-  assert.is(logs.metadata.labels?.["crossplane.io/composite"], "team-a");
-  assert.is(logs.metadata.labels?.["hello.xfn.dev/bucket"], "logs");
-  assert.equal(logs.spec, { forProvider: { region: "eu-west-1" } });
-  assert.equal(
-    (logs.metadata.ownerReferences as { kind: string; name: string; controller: boolean }[]).map((o) => [o.kind, o.name, o.controller]),
-    [["XBuckets", "team-a", true]],
-  );
-
-  // A provider would now say bucket-logs is ready: Crossplane sees it (its watch on composed resources), calls the pipeline again, and assets follows.
+/** markReady says, as a provider would, that a composed Bucket is ready. */
+async function markReady(plane: ControlPlane, name: string): Promise<void> {
+  const at = new Date().toISOString().replace(/\.\d+Z$/, "Z");
   await kubectl(
-    cp!,
+    plane,
     "patch",
     "buckets.s3.aws.upbound.io",
-    logs.metadata.name,
+    name,
     "--subresource=status",
     "--type=merge",
     "-p",
-    JSON.stringify({
-      status: {
-        conditions: [
-          { type: "Ready", status: "True", reason: "Available", lastTransitionTime: new Date().toISOString().replace(/\.\d+Z$/, "Z") },
-        ],
-      },
-    }),
+    JSON.stringify({ status: { conditions: [{ type: "Ready", status: "True", reason: "Available", lastTransitionTime: at }] } }),
   );
-  await wait("bucket-assets composed once bucket-logs is ready", async () => (await buckets()).has("bucket-assets"));
-  assert.equal((await buckets()).get("bucket-assets")!.spec, { forProvider: { region: "us-east-1" } });
-  await wait("the XR's waiting list emptied", async () => {
-    const w = (await getJson("xbuckets", "team-a")).status?.["waiting"] as Record<string, unknown> | undefined;
-    return !w || !("bucket-assets" in w);
-  });
+}
 
-  // Both functions were called by Crossplane, and answered: their own metrics count the calls.
-  for (const f of installed) {
-    const text = await (await fetch(`http://127.0.0.1:${f.container.metricsPort}/metrics`)).text();
-    const ok = [...text.matchAll(/^xfn_function_requests_total\{[^}]*code="OK"[^}]*\} (\d+)/gm)].reduce((n, m) => n + Number(m[1]), 0);
-    assert.ok(ok >= 2, `${f.name} answered ${ok} calls:\n${text.slice(0, 2000)}`);
-  }
-});
+/**
+ * view is what xfn host must write as Crossplane does, of the composed
+ * Buckets and of the XR: what differs by run (uids, names made from
+ * generateName, times, resourceVersions, managed fields) is left out, and so
+ * is what docs/host.md lists as not done by the host: CompositionRevisions
+ * (spec.crossplane.compositionRevisionRef, compositionUpdatePolicy) and the
+ * Responsive condition of Crossplane's watch circuit breaker. Conditions are
+ * compared by type, whatever their order in the list.
+ */
+function view(bs: Map<string, Obj>, xr: Obj): unknown {
+  const names = new Map([...bs].map(([k, b]) => [b.metadata.name, k]));
+  const meta = (o: Obj) => {
+    const m = o.metadata as Obj["metadata"] & { generateName?: string; finalizers?: string[] };
+    return {
+      generateName: m.generateName,
+      name: m.generateName && new RegExp(`^${m.generateName}[a-z0-9]+$`).test(m.name) ? `${m.generateName}<random>` : m.name,
+      labels: m.labels,
+      annotations: Object.fromEntries(
+        Object.entries(m.annotations ?? {}).filter(([k]) => k !== "kubectl.kubernetes.io/last-applied-configuration"),
+      ),
+      ownerReferences: (m.ownerReferences as Record<string, unknown>[] | undefined)?.map((r) => ({ ...r, uid: "<uid>" })),
+      finalizers: m.finalizers,
+    };
+  };
+  const { conditions = [], ...rest } = xr.status ?? {};
+  const waiting = structuredClone(rest["waiting"]) as Record<string, { since?: string }> | undefined;
+  if (waiting) for (const w of Object.values(waiting)) w.since = "<time>";
+  const crossplane = (xr.spec?.["crossplane"] ?? {}) as { compositionRef?: unknown; resourceRefs?: { name: string }[] };
+  return {
+    buckets: Object.fromEntries(
+      [...bs].sort(([a], [b]) => a.localeCompare(b)).map(([k, b]) => [k, { ...meta(b), spec: b.spec, status: b.status }]),
+    ),
+    xr: {
+      ...meta(xr),
+      compositionRef: crossplane.compositionRef,
+      resourceRefs: (crossplane.resourceRefs ?? []).map((r) => ({ ...r, name: names.get(r.name) ?? r.name })),
+      status: { ...rest, ...(waiting ? { waiting } : {}) },
+      conditions: Object.fromEntries(
+        conditions
+          .filter((c) => c.type !== "Responsive")
+          .map((c) => [c.type, { status: c.status, reason: c.reason, message: c.message }])
+          .sort(([a], [b]) => String(a).localeCompare(String(b))),
+      ),
+    },
+  };
+}
+
+G(
+  "real Crossplane runs hello then lifecycle over mTLS: the XR's buckets are composed in dependency order; xfn host writes what Crossplane writes",
+  async () => {
+    const examples = ["examples/host/crds.yaml", "examples/host/xrd.yaml", "examples/composition.yaml", "examples/xr.yaml"];
+    await applyExample(cp!, "examples/host/crds.yaml");
+    await applyExample(cp!, "examples/host/xrd.yaml");
+    await wait("the XRD established", async () => isTrue(await getJson("xrd", "xbuckets.example.xfn.dev"), "Established"));
+    await applyExample(cp!, "examples/composition.yaml");
+    await applyExample(cp!, "examples/xr.yaml");
+
+    // The same under xfn host, on the second control plane: the functions run from their source (examples/functions.yaml).
+    const host = spawn(
+      process.execPath,
+      [
+        XFN,
+        "host",
+        "--kubeconfig",
+        hosted!.kubeconfig,
+        "--functions",
+        join(ROOT, "examples/functions.yaml"),
+        ...examples.flatMap((f) => ["--manifests", join(ROOT, f)]),
+      ],
+      { stdio: ["ignore", "pipe", "pipe"] },
+    );
+    let hostLog = "";
+    host.stdout!.on("data", (d) => (hostLog += d));
+    host.stderr!.on("data", (d) => (hostLog += d));
+    const both = (what: string, check: (plane: ControlPlane) => Promise<boolean>) =>
+      Promise.all([
+        wait(what, () => check(cp!)),
+        until(`${what} (xfn host)`, () => check(hosted!).catch(() => false), 90_000).catch((err: Error) => {
+          throw new Error(`${err.message}\nxfn host's log ends:\n${hostLog.slice(-3000)}`);
+        }),
+      ]);
+    try {
+      // hello asked for both buckets; lifecycle holds back assets until logs is ready, and says so in the XR's status.
+      await both("the XR synced, with bucket-logs composed", async (plane) => {
+        const xr = await getOn(plane, "xbuckets", "team-a");
+        return isTrue(xr, "Synced") && (await buckets(plane)).has("bucket-logs") && xr.status?.["waiting"] !== undefined;
+      });
+      const xr = await getJson("xbuckets", "team-a");
+      assert.is(xr.status?.["bucketCount"], 2);
+      assert.equal((xr.status?.["waiting"] as Record<string, { for: string[] }>)["bucket-assets"]?.for, ["bucket-logs to be ready"]);
+      assert.is((xr.status?.conditions ?? []).find((c) => c.type === "Ready")?.status, "False");
+      assert.ok(![...(await buckets()).keys()].includes("bucket-assets"), "bucket-assets composed before bucket-logs was ready");
+      const logs = (await buckets()).get("bucket-logs")!;
+      assert.is(logs.metadata.labels?.["crossplane.io/composite"], "team-a");
+      assert.is(logs.metadata.labels?.["hello.xfn.dev/bucket"], "logs");
+      assert.equal(logs.spec, { forProvider: { region: "eu-west-1" } });
+      // Real Crossplane's answer, read in this run, is the expected one.
+      assert.equal(view(await buckets(hosted!), await getOn(hosted!, "xbuckets", "team-a")), view(await buckets(), xr));
+
+      // A provider would now say bucket-logs is ready: Crossplane sees it (its watch on composed resources), calls the pipeline again, and assets follows.
+      await markReady(cp!, logs.metadata.name);
+      await markReady(hosted!, (await buckets(hosted!)).get("bucket-logs")!.metadata.name);
+      await both("bucket-assets composed and the XR's waiting list gone", async (plane) => {
+        const xr = await getOn(plane, "xbuckets", "team-a");
+        return (await buckets(plane)).has("bucket-assets") && xr.status?.["waiting"] === undefined;
+      });
+      assert.equal((await buckets()).get("bucket-assets")!.spec, { forProvider: { region: "us-east-1" } });
+      assert.equal(
+        view(await buckets(hosted!), await getOn(hosted!, "xbuckets", "team-a")),
+        view(await buckets(), await getJson("xbuckets", "team-a")),
+      );
+    } finally {
+      host.kill("SIGTERM");
+      await new Promise((r) => host.once("exit", r));
+    }
+
+    // Both functions were called by Crossplane, and answered: their own metrics count the calls.
+    for (const f of installed) {
+      const text = await (await fetch(`http://127.0.0.1:${f.container.metricsPort}/metrics`)).text();
+      const ok = [...text.matchAll(/^xfn_function_requests_total\{[^}]*code="OK"[^}]*\} (\d+)/gm)].reduce((n, m) => n + Number(m[1]), 0);
+      assert.ok(ok >= 2, `${f.name} answered ${ok} calls:\n${text.slice(0, 2000)}`);
+    }
+  },
+);
 
 X.run();
