@@ -27,19 +27,12 @@ import { connect as http2Connect } from "node:http2";
 import selfsigned from "selfsigned";
 // @ts-expect-error -- a plain .mjs script without types
 import { build } from "../../scripts/anchors.mjs";
+import { CROSSPLANE_ATTRS } from "../support/certs.js";
 import { baseImage, podman, runAsCrossplane, type Running } from "../support/podman.js";
 import { ROOT, run } from "../support/spawn.js";
 import { freePort, tail, type ControlPlane } from "./controlplane.js";
 
 const NAMESPACE = "crossplane-system";
-/** The one subject name Crossplane gives the certificates it makes (crossplane v2.4.0 internal/initializer/cert_generator.go). */
-const CROSSPLANE_ATTRS = [
-  { name: "countryName", value: "Earth" },
-  { name: "ST", value: "Earth" },
-  { name: "localityName", value: "Earth" },
-  { name: "organizationName", value: "Crossplane" },
-  { name: "commonName", value: "Crossplane" },
-];
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export interface Registry {

@@ -61,7 +61,8 @@ type Extension = NonNullable<Parameters<typeof selfsigned.generate>[1]>["extensi
  * subject name, no authority key identifier) can be made from it.
  */
 export const CROSSPLANE_NAME = "C=Earth, ST=Earth, L=Earth, O=Crossplane, CN=Crossplane";
-const CROSSPLANE_ATTRS = [
+/** CROSSPLANE_NAME as the attributes the selfsigned package takes. */
+export const CROSSPLANE_ATTRS = [
   { name: "countryName", value: "Earth" },
   { name: "ST", value: "Earth" },
   { name: "localityName", value: "Earth" },
