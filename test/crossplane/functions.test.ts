@@ -151,6 +151,10 @@ async function markReady(plane: ControlPlane, name: string): Promise<void> {
  * Responsive condition of Crossplane's watch circuit breaker. Conditions are
  * compared by type, whatever their order in the list.
  */
+/** untimed is a status with its conditions' transition times left out (the test writes the Buckets' own, on each plane). */
+const untimed = (status: Obj["status"]) =>
+  status && { ...status, conditions: status.conditions?.map((c) => ({ ...c, lastTransitionTime: "<time>" })) };
+
 function view(bs: Map<string, Obj>, xr: Obj): unknown {
   const names = new Map([...bs].map(([k, b]) => [b.metadata.name, k]));
   const meta = (o: Obj) => {
@@ -172,12 +176,15 @@ function view(bs: Map<string, Obj>, xr: Obj): unknown {
   const crossplane = (xr.spec?.["crossplane"] ?? {}) as { compositionRef?: unknown; resourceRefs?: { name: string }[] };
   return {
     buckets: Object.fromEntries(
-      [...bs].sort(([a], [b]) => a.localeCompare(b)).map(([k, b]) => [k, { ...meta(b), spec: b.spec, status: b.status }]),
+      [...bs].sort(([a], [b]) => a.localeCompare(b)).map(([k, b]) => [k, { ...meta(b), spec: b.spec, status: untimed(b.status) }]),
     ),
     xr: {
       ...meta(xr),
       compositionRef: crossplane.compositionRef,
-      resourceRefs: (crossplane.resourceRefs ?? []).map((r) => ({ ...r, name: names.get(r.name) ?? r.name })),
+      // Both sort their references by apiVersion, kind and name, and the names are random: compared as sets.
+      resourceRefs: (crossplane.resourceRefs ?? [])
+        .map((r) => ({ ...r, name: names.get(r.name) ?? r.name }))
+        .sort((a, b) => a.name.localeCompare(b.name)),
       status: { ...rest, ...(waiting ? { waiting } : {}) },
       conditions: Object.fromEntries(
         conditions
