@@ -324,6 +324,8 @@ export async function installFunction(
   const stop = async () => {
     await container.stop(10).catch(() => {});
     await container.remove();
+    // The image pulled from the registry (the registry's port, so its name, is new each run): not left behind.
+    await podman(["rmi", "--force", ref]).catch(() => {});
   };
   try {
     await answering(container.grpcPort, opts.clientCertsDir, deadline);
