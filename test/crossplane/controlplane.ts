@@ -74,8 +74,8 @@ export function tail(file: string, lines = 30): string {
   }
 }
 
-/** startProcess runs bin with args in a process group of its own, its output to dir/name.log. */
-function startProcess(dir: string, name: string, bin: string, args: string[]): { child: ChildProcess; log: string } {
+/** startProcess runs bin with args, its output to dir/name.log; it is killed when the test process ends. */
+export function startProcess(dir: string, name: string, bin: string, args: string[]): { child: ChildProcess; log: string } {
   const log = join(dir, `${name}.log`);
   const fd = openSync(log, "a");
   const child = spawn(bin, args, { stdio: ["ignore", fd, fd] });
@@ -85,8 +85,23 @@ function startProcess(dir: string, name: string, bin: string, args: string[]): {
   return { child, log };
 }
 
+/** stopProcess ends a process started by startProcess: SIGTERM, then SIGKILL after 5 s. */
+export function stopProcess(p: { child: ChildProcess }): Promise<void> {
+  return new Promise<void>((resolve) => {
+    if (p.child.exitCode !== null || p.child.signalCode !== null) return resolve();
+    const t = setTimeout(() => end(p.child, "SIGKILL"), 5_000);
+    p.child.once("exit", () => (clearTimeout(t), resolve()));
+    end(p.child, "SIGTERM");
+  });
+}
+
 /** waitFor polls ready until it is true, failing with the process's log tail if it ends first or the wait passes. */
-async function waitFor(name: string, p: { child: ChildProcess; log: string }, ready: () => Promise<boolean>, ms: number): Promise<void> {
+export async function waitFor(
+  name: string,
+  p: { child: ChildProcess; log: string },
+  ready: () => Promise<boolean>,
+  ms: number,
+): Promise<void> {
   const until = Date.now() + ms;
   for (;;) {
     if (p.child.exitCode !== null || p.child.signalCode !== null)
@@ -153,19 +168,7 @@ export async function startControlPlane(opts: { dir?: string; log?: (s: string) 
   const dir = opts.dir ?? mkdtempSync(join(tmpdir(), "xfn-controlplane-"));
   mkdirSync(join(dir, "etcd"), { recursive: true });
   const procs: { child: ChildProcess; log: string }[] = [];
-  const stop = async () => {
-    for (const p of procs.reverse()) end(p.child, "SIGTERM");
-    await Promise.all(
-      procs.map(
-        (p) =>
-          new Promise<void>((resolve) => {
-            if (p.child.exitCode !== null || p.child.signalCode !== null) return resolve();
-            const t = setTimeout(() => end(p.child, "SIGKILL"), 5_000);
-            p.child.once("exit", () => (clearTimeout(t), resolve()));
-          }),
-      ),
-    );
-  };
+  const stop = () => Promise.all(procs.reverse().map(stopProcess));
   try {
     // etcd, retried on other ports if one was taken meanwhile.
     let etcdURL = "";

@@ -18,8 +18,8 @@
 // container's published port. Crossplane's function runner reads that
 // endpoint and calls the function with its client certificate over mTLS,
 // verifying the server's name (an IP endpoint: an IP SAN).
-import { execFile, spawn, type ChildProcess } from "node:child_process";
-import { closeSync, cpSync, chmodSync, mkdirSync, openSync, readFileSync, writeFileSync } from "node:fs";
+import { execFile, spawn } from "node:child_process";
+import { cpSync, chmodSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { createPrivateKey } from "node:crypto";
@@ -30,7 +30,7 @@ import { build } from "../../scripts/anchors.mjs";
 import { CROSSPLANE_ATTRS } from "../support/certs.js";
 import { baseImage, podman, runAsCrossplane, type Running } from "../support/podman.js";
 import { ROOT, run } from "../support/spawn.js";
-import { freePort, tail, type ControlPlane } from "./controlplane.js";
+import { freePort, startProcess, stopProcess, tail, waitFor, type ControlPlane } from "./controlplane.js";
 
 const NAMESPACE = "crossplane-system";
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -47,43 +47,21 @@ function crane(log: (s: string) => void): string {
   return (build("containerregistry", log) as { crane: string }).crane;
 }
 
-/** startRegistry serves a registry on a free loopback port, its blobs under dir. */
+/** startRegistry serves a registry on a free loopback port (another if the port was taken meanwhile), its blobs under dir. */
 export async function startRegistry(dir: string, log = (s: string) => process.stderr.write(`${s}\n`)): Promise<Registry> {
   const bin = crane(log);
   mkdirSync(join(dir, "blobs"), { recursive: true });
   for (let attempt = 0; ; attempt++) {
     const port = await freePort();
-    const logFile = join(dir, "registry.log");
-    const fd = openSync(logFile, "a");
-    const child: ChildProcess = spawn(bin, ["registry", "serve", "--address", `127.0.0.1:${port}`, "--disk", join(dir, "blobs")], {
-      stdio: ["ignore", fd, fd],
-    });
-    closeSync(fd);
-    const kill = () => child.kill("SIGKILL");
-    process.on("exit", kill);
-    const stop = async () => {
-      process.off("exit", kill);
-      if (child.exitCode !== null || child.signalCode !== null) return;
-      await new Promise<void>((resolve) => {
-        child.once("exit", () => resolve());
-        child.kill("SIGTERM");
-      });
-    };
-    for (const until = Date.now() + 30_000; ;) {
-      if (child.exitCode !== null || child.signalCode !== null) break;
-      const ok = await fetch(`http://127.0.0.1:${port}/v2/`).then(
-        (r) => r.ok,
-        () => false,
-      );
-      if (ok) return { host: `127.0.0.1:${port}`, logTail: (n) => tail(logFile, n), stop };
-      if (Date.now() > until) {
-        await stop();
-        throw new Error(`crane registry serve was not ready within 30 s; its log ends:\n${tail(logFile)}`);
-      }
-      await sleep(100);
+    const p = startProcess(dir, "registry", bin, ["registry", "serve", "--address", `127.0.0.1:${port}`, "--disk", join(dir, "blobs")]);
+    try {
+      await waitFor("crane registry serve", p, async () => (await fetch(`http://127.0.0.1:${port}/v2/`)).ok, 30_000);
+      return { host: `127.0.0.1:${port}`, logTail: (n) => tail(p.log, n), stop: () => stopProcess(p) };
+    } catch (err) {
+      await stopProcess(p);
+      if (attempt < 2 && /address already in use/.test(tail(p.log))) continue;
+      throw err;
     }
-    if (attempt < 2 && /address already in use/.test(tail(logFile))) continue;
-    throw new Error(`crane registry serve ended while starting; its log ends:\n${tail(logFile)}`);
   }
 }
 
