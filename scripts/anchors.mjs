@@ -15,7 +15,8 @@
 // The cache is $XFN_ANCHORS_CACHE, else ~/.cache/xfn-anchors. Go is taken from
 // /usr/local/go/bin before the PATH (Debian's golang-go is older).
 import { execFileSync, spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { createHash } from "node:crypto";
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -82,7 +83,33 @@ export const MODULES = {
     version: VERSIONS.containerregistry,
     tools: { crane: "github.com/google/go-containerregistry/cmd/crane" },
   },
+  // The tier's test provider: our own Go source (test/crossplane/provider) on crossplane-runtime's
+  // managed reconciler. Its cache key carries a hash of that source, so an edit rebuilds it.
+  provider: {
+    module: "github.com/crossplane/crossplane-runtime/v2",
+    version: VERSIONS.crossplaneRuntime,
+    source: "test/crossplane/provider",
+    tools: { provider: "." },
+  },
 };
+
+/** sourceFiles are the .go files of a module built from our own source, by name. */
+function sourceFiles(m) {
+  const dir = join(ROOT, m.source);
+  return readdirSync(dir)
+    .filter((f) => f.endsWith(".go"))
+    .sort()
+    .map((f) => [f, readFileSync(join(dir, f), "utf8")]);
+}
+
+/** key is a module's cache key: its version, and for our own source a hash of that source. */
+function key(name) {
+  const m = MODULES[name];
+  if (!m.source) return `${name}@${m.version}`;
+  const h = createHash("sha256");
+  for (const [f, text] of sourceFiles(m)) h.update(`${f}\0${text}\0`);
+  return `${name}@${m.version}-${h.digest("hex").slice(0, 12)}`;
+}
 
 /** stagingReplaces turns a Kubernetes go.mod's `k8s.io/x => ./staging/src/k8s.io/x` lines into replaces at the matching v0 version. */
 export function stagingReplaces(goMod, version) {
@@ -126,12 +153,12 @@ function go(args, cwd, what) {
 const goVersion = () => go(["env", "GOVERSION"], ROOT, "the Go version").trim();
 
 /** binDir is where a module's binaries go: keyed by its name, version and the Go that built them. */
-export const binDir = (name, gover = goVersion()) => join(CACHE, "bin", `${name}@${MODULES[name].version}-${gover}`);
+export const binDir = (name, gover = goVersion()) => join(CACHE, "bin", `${key(name)}-${gover}`);
 
 /** wrapper writes the wrapper module for name and resolves its dependencies; answers its folder. */
 function wrapper(name) {
   const m = MODULES[name];
-  const dir = join(CACHE, "modules", `${name}@${m.version}`);
+  const dir = join(CACHE, "modules", key(name));
   if (existsSync(join(dir, "go.sum"))) return dir;
   mkdirSync(dir, { recursive: true });
   let replaces = [];
@@ -144,7 +171,8 @@ function wrapper(name) {
     join(dir, "go.mod"),
     `// Written by scripts/anchors.mjs: builds ${m.module} ${m.version}.\nmodule xfn.dev/anchors/${name}\n\ngo 1.26\n\nrequire ${m.module} ${m.version}\n\n${replaces.join("\n")}\n`,
   );
-  if (m.main) writeFileSync(join(dir, "main.go"), m.main);
+  if (m.source) for (const [f, text] of sourceFiles(m)) writeFileSync(join(dir, f), text);
+  else if (m.main) writeFileSync(join(dir, "main.go"), m.main);
   else
     writeFileSync(
       join(dir, "tools.go"),

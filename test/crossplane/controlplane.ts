@@ -75,10 +75,16 @@ export function tail(file: string, lines = 30): string {
 }
 
 /** startProcess runs bin with args, its output to dir/name.log; it is killed when the test process ends. */
-export function startProcess(dir: string, name: string, bin: string, args: string[]): { child: ChildProcess; log: string } {
+export function startProcess(
+  dir: string,
+  name: string,
+  bin: string,
+  args: string[],
+  env?: NodeJS.ProcessEnv,
+): { child: ChildProcess; log: string } {
   const log = join(dir, `${name}.log`);
   const fd = openSync(log, "a");
-  const child = spawn(bin, args, { stdio: ["ignore", fd, fd] });
+  const child = spawn(bin, args, { stdio: ["ignore", fd, fd], ...(env ? { env } : {}) });
   closeSync(fd);
   running.add(child);
   child.once("exit", () => running.delete(child));
