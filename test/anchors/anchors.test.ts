@@ -1,10 +1,14 @@
 // scripts/anchors.mjs, the builder of the real anchors (issue 58): what it pins
 // and the wrapper modules it would write, checked without Go. The builds
 // themselves run in the real-Crossplane tier.
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, relative } from "node:path";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 // @ts-expect-error -- a plain .mjs script without types
 import { binDir, build, MODULES, siblingReplaces, stagingReplaces, VERSIONS } from "../../scripts/anchors.mjs";
+import { ROOT } from "../support/spawn.js";
 
 const A = suite("anchors: the real control plane's versions and wrapper modules");
 
@@ -23,6 +27,7 @@ A("every tool issue 58 names is built, from the module it names, at a pinned ver
     crossplane: "github.com/crossplane/crossplane/v2",
     "crossplane-cli": "github.com/crossplane/cli/v2",
     crane: "github.com/google/go-containerregistry",
+    provider: "github.com/crossplane/crossplane-runtime/v2",
   });
   // The version string Crossplane checks packages' spec.crossplane.version against is set as its own build sets it.
   assert.ok((MODULES.crossplane.ldflags as string).includes(`crossplane-runtime/v2/pkg/version.version=${VERSIONS.crossplane}`));
@@ -65,6 +70,26 @@ A("a module of the same repository that the module's own build takes from its fo
 A("binaries are kept in a folder keyed by the module, its version and the Go that built them", () => {
   assert.match(binDir("etcd", "go1.26.8"), new RegExp(`/bin/etcd@${VERSIONS.etcd.replace(/\./g, "\\.")}-go1\\.26\\.8$`));
   assert.is.not(binDir("etcd", "go1.26.8"), binDir("etcd", "go1.27.0"));
+});
+
+A("the test provider, built from our own source, is keyed by a hash of that source too: an edit rebuilds it", () => {
+  const m = MODULES.provider as { source: string };
+  const saved = m.source;
+  const dir = mkdtempSync(join(tmpdir(), "xfn-anchors-src-"));
+  try {
+    m.source = relative(ROOT, dir);
+    writeFileSync(join(dir, "main.go"), "package main\n\nfunc main() {}\n");
+    writeFileSync(join(dir, "notes.txt"), "not Go: not part of the key\n");
+    const first = binDir("provider", "go1.26.8");
+    assert.match(first, new RegExp(`/bin/provider@${VERSIONS.crossplaneRuntime.replace(/\./g, "\\.")}-[0-9a-f]{12}-go1\\.26\\.8$`));
+    writeFileSync(join(dir, "notes.txt"), "changed\n");
+    assert.is(binDir("provider", "go1.26.8"), first);
+    writeFileSync(join(dir, "main.go"), "package main\n\nfunc main() { println() }\n");
+    assert.is.not(binDir("provider", "go1.26.8"), first);
+  } finally {
+    m.source = saved;
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 A("a tool it does not know is refused, naming the ones it builds", () => {
