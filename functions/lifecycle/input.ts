@@ -115,11 +115,21 @@ export function parseInput(raw: JsonObject): Options {
   const out: Options = {};
 
   // externalNames is on unless switched off.
-  const en = top["externalNames"] === undefined ? {} : object(top["externalNames"], "input.externalNames", ["statusField", "enabled"]);
+  const en =
+    top["externalNames"] === undefined ? {} : object(top["externalNames"], "input.externalNames", ["statusField", "fromFields", "enabled"]);
   if (en["enabled"] !== undefined && typeof en["enabled"] !== "boolean") fail("input.externalNames.enabled", "must be true or false");
-  if (en["enabled"] !== false)
-    out.externalNames =
-      en["statusField"] === undefined ? {} : { statusField: string(en["statusField"], "input.externalNames.statusField") };
+  if (en["enabled"] !== false) {
+    out.externalNames = {};
+    if (en["statusField"] !== undefined) out.externalNames.statusField = string(en["statusField"], "input.externalNames.statusField");
+    if (en["fromFields"] !== undefined)
+      // fromEntries makes own keys of every name, "__proto__" too; the step checks each path parses.
+      out.externalNames.fromFields = Object.fromEntries(
+        Object.entries(record(en["fromFields"], "input.externalNames.fromFields")).map(([name, path]) => [
+          name,
+          string(path, `input.externalNames.fromFields.${name}`),
+        ]),
+      );
+  }
 
   if (top["lateInit"] !== undefined) {
     const li = object(top["lateInit"], "input.lateInit", ["fields"]);

@@ -62,6 +62,18 @@ const invalid: Record<string, { input: Record<string, unknown>; want: string }> 
     input: { externalNames: { statusField: "spec.names" } },
     want: 'externalName statusField must be under status, got "spec.names"',
   },
+  FromFieldsNotAMap: {
+    input: { externalNames: { fromFields: ["status.atProvider.id"] } },
+    want: 'input.externalNames.fromFields: must be a map of resource names, got ["status.atProvider.id"]',
+  },
+  FromFieldNotAString: {
+    input: { externalNames: { fromFields: { db: 3 } } },
+    want: "input.externalNames.fromFields.db: must be a non-empty string, got 3",
+  },
+  FromFieldBadPath: {
+    input: { externalNames: { fromFields: { db: "status.atProvider[" } } },
+    want: 'externalName fromFields.db: field path "status.atProvider[": unterminated "[" at position 17',
+  },
   LateInitOutsideSpec: { input: { lateInit: { fields: ["status.id"] } }, want: 'lateInit field "status.id" must be under spec' },
 };
 for (const [name, tc] of Object.entries(invalid)) {

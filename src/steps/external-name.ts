@@ -7,6 +7,15 @@
 // back, so the provider observes the existing cloud resource instead of
 // creating a second one. This does not depend on any management policy.
 //
+// A provider that learns a cloud-assigned ID after its create returns may keep
+// it only in its status (crossplane-runtime persists such a name only through
+// late-init, so never under a management policy without LateInitialize: the
+// story of failure mode 4, replayed under real Crossplane by the tier's test
+// provider). fromFields names, per composed resource, the status field that
+// holds its external name; while the annotation is absent the name is read
+// there, recorded, and put on the desired resource, so Crossplane writes it to
+// the object before a provider restart can lose it.
+//
 // It never invents a name; an earlier step's explicit annotation is kept; when
 // the recorded and observed names differ, the observed one wins and a Warning
 // names both. A create that started (external-create-pending) and has no
@@ -17,7 +26,7 @@
 import type { JsonObject } from "@bufbuild/protobuf";
 import { getOwn, setOwn } from "../own.js";
 import { step, type Step, type StepContext } from "../pipeline.js";
-import { getValue } from "../sdk/fieldpath.js";
+import { getValue, parsePath } from "../sdk/fieldpath.js";
 import { annotationReader, getAnnotation, isDeleting, setAnnotation } from "../sdk/object.js";
 import * as request from "../sdk/request.js";
 import * as response from "../sdk/response.js";
@@ -27,6 +36,12 @@ import { CREATE_FAILED, CREATE_PENDING, CREATE_SUCCEEDED, EXTERNAL_NAME, observe
 export interface ExternalNameOptions {
   /** Where in the XR's status the names are recorded. Default status.externalNames. */
   statusField?: string;
+  /**
+   * Per composed resource name, a field of the observed resource that holds its
+   * external name while the annotation is absent, e.g. status.atProvider.id for
+   * a provider that learns a cloud-assigned ID late. Default none.
+   */
+  fromFields?: Readonly<Record<string, string>>;
 }
 
 export const DEFAULT_EXTERNAL_NAMES_FIELD = "status.externalNames";
@@ -70,6 +85,17 @@ function notBefore(v: string | undefined, pending: string): boolean {
 export function externalName(opts: ExternalNameOptions = {}): Step {
   const field = opts.statusField ?? DEFAULT_EXTERNAL_NAMES_FIELD;
   if (!/^status(\.|\[|$)/.test(field)) throw new Error(`externalName statusField must be under status, got ${JSON.stringify(field)}`);
+  const fromFields: Record<string, string> = {};
+  for (const [key, path] of Object.entries(opts.fromFields ?? {})) {
+    if (typeof path !== "string" || path === "")
+      throw new Error(`externalName fromFields.${key} must be a field path, got ${JSON.stringify(path)}`);
+    try {
+      parsePath(path);
+    } catch (err) {
+      throw new Error(`externalName fromFields.${key}: ${(err as Error).message}`, { cause: err });
+    }
+    setOwn(fromFields, key, path);
+  }
 
   return step("externalName", (ctx) => {
     const recorded = recordedNames(ctx, field);
@@ -85,7 +111,17 @@ export function externalName(opts: ExternalNameOptions = {}): Step {
     for (const key of sortedKeys(observed)) {
       const obj = observed[key]!.resource ?? {};
       const annotations = annotationReader(obj);
-      const seen = annotations(EXTERNAL_NAME);
+      let seen = annotations(EXTERNAL_NAME);
+      const from = getOwn(fromFields, key);
+      if (!seen && from) {
+        const v = getValue(obj, from);
+        if (typeof v === "string" && v !== "") {
+          seen = v;
+          response
+            .normal(ctx.rsp, `${key}: external name ${JSON.stringify(v)} read from ${from}; writing it to the resource`)
+            .withReason("ExternalNameFromField");
+        }
+      }
       const rec = getOwn(recorded, key);
       if (seen) {
         seenNames.set(key, seen);
