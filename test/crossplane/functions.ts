@@ -66,19 +66,21 @@ export async function startRegistry(dir: string, log = (s: string) => process.st
 }
 
 /**
- * buildXpkg builds functions/<name>'s runtime image and writes its .xpkg in
- * work: `xfn package` (the bundle), podman build on the local base, podman
- * save, `xfn package --xpkg` on that image.
+ * buildXpkg builds a function's runtime image and writes its .xpkg in work:
+ * `xfn package` (the bundle), podman build on the local base with the
+ * function's Dockerfile, podman save, `xfn package --xpkg` on that image. The
+ * function is functions/<name> unless dir names another folder of the
+ * repository (a fixture of the tier).
  */
-export async function buildXpkg(name: string, work: string): Promise<string> {
+export async function buildXpkg(name: string, work: string, dir = `functions/${name}`): Promise<string> {
   const context = join(work, `context-${name}`);
   const out = join(context, "dist/functions", name);
-  const r = await run(["package", `functions/${name}`, "--out", out], { timeoutMs: 180_000 });
-  if (r.code !== 0) throw new Error(`xfn package functions/${name}: ${r.stderr}`);
+  const r = await run(["package", dir, "--out", out], { timeoutMs: 180_000 });
+  if (r.code !== 0) throw new Error(`xfn package ${dir}: ${r.stderr}`);
   cpSync(join(ROOT, ".dockerignore"), join(context, ".dockerignore"));
   const tag = `localhost/xfn-crossplane-${name}:${process.pid}`;
   const base = await baseImage();
-  await podman(["build", "--file", join(ROOT, `functions/${name}/Dockerfile`), "--build-arg", `BASE_IMAGE=${base}`, "--tag", tag, context]);
+  await podman(["build", "--file", join(ROOT, dir, "Dockerfile"), "--build-arg", `BASE_IMAGE=${base}`, "--tag", tag, context]);
   const runtime = join(work, `${name}-runtime.tar`);
   try {
     await podman(["save", "--format", "docker-archive", "--output", runtime, tag]);
@@ -86,13 +88,10 @@ export async function buildXpkg(name: string, work: string): Promise<string> {
     await podman(["rmi", "--force", tag]).catch(() => {});
   }
   const xpkg = join(work, `function-${name}.xpkg`);
-  const p = await run(
-    ["package", `functions/${name}`, "--out", join(work, `dist-${name}`), "--xpkg", xpkg, "--embed-runtime-image-tarball", runtime],
-    {
-      timeoutMs: 180_000,
-    },
-  );
-  if (p.code !== 0) throw new Error(`xfn package --xpkg functions/${name}: ${p.stderr}`);
+  const p = await run(["package", dir, "--out", join(work, `dist-${name}`), "--xpkg", xpkg, "--embed-runtime-image-tarball", runtime], {
+    timeoutMs: 180_000,
+  });
+  if (p.code !== 0) throw new Error(`xfn package --xpkg ${dir}: ${p.stderr}`);
   return xpkg;
 }
 

@@ -1,0 +1,220 @@
+// The failure modes of ../shared/docs/design.md under real Crossplane (issue
+// 58, item 5), with the tier's test provider (crossplane-runtime v2.4.0's
+// managed reconciler) reconciling what Crossplane composes, and xfn's
+// functions installed from their .xpkg: test/crossplane/fixtures/compose
+// composes what a scenario asks for, functions/lifecycle follows it.
+//
+// Failure mode 4, the external name lost on a provider restart: an Instance
+// whose cloud ID the provider learns after its create returns, under a policy
+// without LateInitialize. Two XRs, the same pipeline but for one setting:
+// without externalNames.fromFields the ID is only ever in the Instance's
+// status, and a restarted provider creates a second cloud resource (what
+// Crossplane and crossplane-runtime do on their own); with it, lifecycle reads
+// the ID there and Crossplane writes it to the Instance, and the restart
+// creates nothing.
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { suite } from "uvu";
+import * as assert from "uvu/assert";
+import { needs } from "../support/needs.js";
+import { startControlPlane, type ControlPlane } from "./controlplane.js";
+import { startCrossplane, type Crossplane } from "./crossplane.js";
+import { buildXpkg, installFunction, kubectl, kubectlApply, startRegistry, type InstalledFunction, type Registry } from "./functions.js";
+import { INSTANCES, installProviderCrds, startProvider, type Provider } from "./provider.js";
+
+const F = suite("the failure modes under real Crossplane, with the test provider and xfn's functions");
+const G = needs(F, "go1.26", "podman");
+let work: string;
+let cp: ControlPlane | undefined;
+let xp: Crossplane | undefined;
+let registry: Registry | undefined;
+let provider: Provider | undefined;
+const installed: InstalledFunction[] = [];
+
+G.before(async () => {
+  work = mkdtempSync(join(tmpdir(), "xfn-crossplane-failures-"));
+  const [plane, xpkgs] = await Promise.all([
+    startControlPlane(),
+    (async () => ({
+      compose: await buildXpkg("compose", work, "test/crossplane/fixtures/compose"),
+      lifecycle: await buildXpkg("lifecycle", work),
+    }))(),
+  ]);
+  cp = plane;
+  xp = await startCrossplane(cp);
+  registry = await startRegistry(join(work, "registry"));
+  for (const [name, xpkg] of Object.entries(xpkgs))
+    installed.push(
+      await installFunction(cp, registry, `function-${name}`, xpkg, {
+        work,
+        clientCertsDir: xp.clientCertsDir,
+        crossplaneLog: () => xp!.logTail(),
+      }),
+    );
+  await installProviderCrds(cp);
+  provider = await startProvider(cp, { poll: "1s", readyAfter: "2s", creationGracePeriod: "1s" });
+});
+G.after(async () => {
+  await provider?.stop();
+  for (const f of installed) await f.stop();
+  await registry?.stop();
+  await xp?.stop();
+  await cp?.stop();
+  if (work) rmSync(work, { recursive: true, force: true });
+});
+
+interface Obj {
+  metadata: { name: string; uid: string; annotations?: Record<string, string> };
+  spec?: Record<string, unknown>;
+  status?: Record<string, unknown> & { atProvider?: { id?: string }; conditions?: { type: string; status: string; message?: string }[] };
+}
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const getJson = async <T = Obj>(...args: string[]): Promise<T> => JSON.parse(await kubectl(cp!, "get", ...args, "-o", "json")) as T;
+
+/** eventually polls check (wall clock) until it answers something truthy, failing with Crossplane's and the provider's log tails. */
+async function eventually<T>(what: string, check: () => Promise<T | undefined | false>, ms = 90_000): Promise<T> {
+  const until = Date.now() + ms;
+  let last: unknown;
+  for (;;) {
+    try {
+      const v = await check();
+      if (v) return v;
+    } catch (err) {
+      last = err;
+    }
+    if (Date.now() > until)
+      throw new Error(
+        `not within ${ms / 1000} s: ${what}${last ? ` (last: ${(last as Error).message})` : ""}\n` +
+          `Crossplane's log ends:\n${xp!.logTail(20)}\nthe provider's log ends:\n${provider!.logTail(20)}`,
+      );
+    await sleep(500);
+  }
+}
+
+const XRD = {
+  apiVersion: "apiextensions.crossplane.io/v2",
+  kind: "CompositeResourceDefinition",
+  metadata: { name: "xdatabases.example.xfn.dev" },
+  spec: {
+    group: "example.xfn.dev",
+    names: { kind: "XDatabase", plural: "xdatabases" },
+    scope: "Cluster",
+    versions: [
+      {
+        name: "v1alpha1",
+        served: true,
+        referenceable: true,
+        schema: {
+          openAPIV3Schema: {
+            type: "object",
+            properties: {
+              spec: { type: "object", properties: { size: { type: "string" } } },
+              // What functions/lifecycle records: without it, the API server drops it.
+              status: { type: "object", properties: { externalNames: { type: "object", additionalProperties: { type: "string" } } } },
+            },
+          },
+        },
+      },
+    ],
+  },
+};
+
+/** composition composes one Instance under a policy without LateInitialize, then runs lifecycle with its input. */
+const composition = (name: string, lifecycle: Record<string, unknown>) => ({
+  apiVersion: "apiextensions.crossplane.io/v1",
+  kind: "Composition",
+  metadata: { name },
+  spec: {
+    compositeTypeRef: { apiVersion: "example.xfn.dev/v1alpha1", kind: "XDatabase" },
+    mode: "Pipeline",
+    pipeline: [
+      {
+        step: "compose",
+        functionRef: { name: "function-compose" },
+        input: {
+          apiVersion: "compose.xfn.dev/v1alpha1",
+          kind: "Input",
+          resources: {
+            instance: {
+              apiVersion: "rds.aws.upbound.io/v1beta1",
+              kind: "Instance",
+              spec: {
+                managementPolicies: ["Observe", "Create", "Update", "Delete"],
+                forProvider: { region: "eu-west-1", instanceClass: "db.t3.micro" },
+              },
+            },
+          },
+        },
+      },
+      {
+        step: "lifecycle",
+        functionRef: { name: "function-lifecycle" },
+        input: { apiVersion: "lifecycle.xfn.dev/v1alpha1", kind: "Lifecycle", ...lifecycle },
+      },
+    ],
+  },
+});
+
+const xr = (name: string, compositionName: string) => ({
+  apiVersion: "example.xfn.dev/v1alpha1",
+  kind: "XDatabase",
+  metadata: { name },
+  spec: { size: "small", crossplane: { compositionRef: { name: compositionName } } },
+});
+
+/** instanceOf is the Instance Crossplane composed for an XR. */
+async function instanceOf(xrName: string): Promise<Obj | undefined> {
+  const list = await getJson<{ items: Obj[] }>(INSTANCES, "-l", `crossplane.io/composite=${xrName}`);
+  return list.items[0];
+}
+
+G(
+  "failure mode 4: a cloud ID learned late survives a provider restart only with lifecycle's externalNames.fromFields; without it the restart creates a second",
+  async () => {
+    await kubectlApply(cp!, XRD);
+    await kubectl(cp!, "wait", "--for=condition=Established", "--timeout=90s", `xrd/${XRD.metadata.name}`);
+    await kubectlApply(cp!, composition("db-plain", {}));
+    await kubectlApply(cp!, composition("db-kept", { externalNames: { fromFields: { instance: "status.atProvider.id" } } }));
+    await eventually("the XDatabase kind served", async () => (await kubectl(cp!, "get", "xdatabases")) !== undefined);
+    const started = Date.now();
+    await kubectlApply(cp!, xr("plain", "db-plain"));
+    await kubectlApply(cp!, xr("kept", "db-kept"));
+
+    // Both created once, both ready, the ID in the Instance's status.
+    const plain = await eventually("the plain XR's Instance ready with its cloud ID in status", async () => {
+      const i = await instanceOf("plain");
+      return i?.status?.atProvider?.id && i.status.conditions?.some((c) => c.type === "Ready" && c.status === "True") ? i : undefined;
+    });
+    // With fromFields, Crossplane writes the ID to the Instance, and the XR records it.
+    const kept = await eventually("the kept XR's Instance named by its cloud ID, and the name recorded in the XR", async () => {
+      const i = await instanceOf("kept");
+      const id = i?.status?.atProvider?.id;
+      if (!id || i.metadata.annotations?.["crossplane.io/external-name"] !== id) return undefined;
+      const x = await getJson("xdatabases", "kept");
+      return (x.status?.["externalNames"] as Record<string, string> | undefined)?.["instance"] === id ? i : undefined;
+    });
+    const persistedIn = (Date.now() - started) / 1000;
+    // Without it, nothing ever writes the ID to the Instance.
+    assert.is((await instanceOf("plain"))?.metadata.annotations?.["crossplane.io/external-name"], undefined);
+    const creates = (uid: string) => provider!.ops().filter((o) => o.op === "create" && o.token === uid).length;
+    assert.is(creates(plain.metadata.uid), 1);
+    assert.is(creates(kept.metadata.uid), 1);
+
+    // The provider restarts (a crash, an upgrade, an evicted pod): its memory of the IDs is gone.
+    await provider!.kill();
+    await provider!.start();
+    await eventually(
+      "the restarted provider creating a second cloud resource for the plain XR's Instance",
+      async () => creates(plain.metadata.uid) === 2,
+    );
+    await sleep(5_000); // five polls of the kept one
+    assert.is(creates(kept.metadata.uid), 1, "the restarted provider created the kept XR's Instance again");
+    assert.is(provider!.objects("Instance").filter((o) => o.token === kept.metadata.uid).length, 1);
+    const after = await instanceOf("kept");
+    assert.is(after?.metadata.annotations?.["crossplane.io/external-name"], kept.status!.atProvider!.id);
+    process.stderr.write(`failure mode 4: the cloud ID reached the Instance ${persistedIn.toFixed(1)} s after the XRs were applied\n`);
+  },
+);
+
+F.run();
