@@ -54,6 +54,9 @@ G.before(async () => {
     );
   await installProviderCrds(cp);
   provider = await startProvider(cp, { poll: "1s", readyAfter: "2s", creationGracePeriod: "1s" });
+  await kubectlApply(cp, LATE_XRD);
+  await kubectl(cp, "wait", "--for=condition=Established", "--timeout=90s", `xrd/${LATE_XRD.metadata.name}`);
+  lateXrdEstablishedAt = Date.now();
 });
 G.after(async () => {
   await provider?.stop();
@@ -92,13 +95,14 @@ async function eventually<T>(what: string, check: () => Promise<T | undefined | 
   }
 }
 
-const XRD = {
+/** xrd is a cluster-scoped XRD of example.xfn.dev declaring what functions/lifecycle records (without it, the API server drops it). */
+const xrd = (kind: string, plural: string) => ({
   apiVersion: "apiextensions.crossplane.io/v2",
   kind: "CompositeResourceDefinition",
-  metadata: { name: "xdatabases.example.xfn.dev" },
+  metadata: { name: `${plural}.example.xfn.dev` },
   spec: {
     group: "example.xfn.dev",
-    names: { kind: "XDatabase", plural: "xdatabases" },
+    names: { kind, plural },
     scope: "Cluster",
     versions: [
       {
@@ -110,7 +114,6 @@ const XRD = {
             type: "object",
             properties: {
               spec: { type: "object", properties: { size: { type: "string" } } },
-              // What functions/lifecycle records: without it, the API server drops it.
               status: { type: "object", properties: { externalNames: { type: "object", additionalProperties: { type: "string" } } } },
             },
           },
@@ -118,15 +121,39 @@ const XRD = {
       },
     ],
   },
+});
+const XRD = xrd("XDatabase", "xdatabases");
+/** The XRD of failure mode 3: established in before(), its first XR created more than 60 s later. */
+const LATE_XRD = xrd("XCache", "xcaches");
+let lateXrdEstablishedAt = 0;
+
+/** A Bucket: its name is its external name (crossplane-runtime's NameAsExternalName), the default policy. */
+const BUCKET = { bucket: { apiVersion: "s3.aws.upbound.io/v1beta1", kind: "Bucket", spec: { forProvider: { region: "eu-west-1" } } } };
+
+/** An Instance under a policy without LateInitialize: the cloud names it, and the name arrives late. */
+const INSTANCE = {
+  instance: {
+    apiVersion: "rds.aws.upbound.io/v1beta1",
+    kind: "Instance",
+    spec: {
+      managementPolicies: ["Observe", "Create", "Update", "Delete"],
+      forProvider: { region: "eu-west-1", instanceClass: "db.t3.micro" },
+    },
+  },
 };
 
-/** composition composes one Instance under a policy without LateInitialize, then runs lifecycle with its input. */
-const composition = (name: string, lifecycle: Record<string, unknown>) => ({
+/** composition composes resources (by default one late-named Instance) for kind, then runs lifecycle with its input. */
+const composition = (
+  name: string,
+  lifecycle: Record<string, unknown>,
+  resources: Record<string, object> = INSTANCE,
+  kind = "XDatabase",
+) => ({
   apiVersion: "apiextensions.crossplane.io/v1",
   kind: "Composition",
   metadata: { name },
   spec: {
-    compositeTypeRef: { apiVersion: "example.xfn.dev/v1alpha1", kind: "XDatabase" },
+    compositeTypeRef: { apiVersion: "example.xfn.dev/v1alpha1", kind },
     mode: "Pipeline",
     pipeline: [
       {
@@ -135,16 +162,7 @@ const composition = (name: string, lifecycle: Record<string, unknown>) => ({
         input: {
           apiVersion: "compose.xfn.dev/v1alpha1",
           kind: "Input",
-          resources: {
-            instance: {
-              apiVersion: "rds.aws.upbound.io/v1beta1",
-              kind: "Instance",
-              spec: {
-                managementPolicies: ["Observe", "Create", "Update", "Delete"],
-                forProvider: { region: "eu-west-1", instanceClass: "db.t3.micro" },
-              },
-            },
-          },
+          resources,
         },
       },
       {
@@ -156,9 +174,9 @@ const composition = (name: string, lifecycle: Record<string, unknown>) => ({
   },
 });
 
-const xr = (name: string, compositionName: string) => ({
+const xr = (name: string, compositionName: string, kind = "XDatabase") => ({
   apiVersion: "example.xfn.dev/v1alpha1",
-  kind: "XDatabase",
+  kind,
   metadata: { name },
   spec: { size: "small", crossplane: { compositionRef: { name: compositionName } } },
 });
@@ -216,5 +234,55 @@ G(
     process.stderr.write(`failure mode 4: the cloud ID reached the Instance ${persistedIn.toFixed(1)} s after the XRs were applied\n`);
   },
 );
+
+G(
+  "failure mode 4, a provider killed between the cloud's create and its record: one cloud resource, the Bucket refuses to guess, and the XR carries lifecycle's warning",
+  async () => {
+    await kubectlApply(cp!, composition("db-bucket", {}, BUCKET));
+    provider!.set("crash-after-create", "");
+    await kubectlApply(cp!, xr("crashed", "db-bucket"));
+    assert.is(await provider!.exited(90_000), 3);
+    await provider!.start();
+    const bucketOf = async () =>
+      (await getJson<{ items: Obj[] }>("buckets.s3.aws.upbound.io", "-l", "crossplane.io/composite=crashed")).items[0];
+    const bucket = await eventually("the Bucket refusing to go on", async () => {
+      const b = await bucketOf();
+      return /cannot determine creation result/.test(b?.status?.conditions?.find((c) => c.type === "Synced")?.message ?? "")
+        ? b
+        : undefined;
+    });
+    // Crossplane turns lifecycle's Warning result into an event on the XR, with the result's reason.
+    const warning = await eventually("lifecycle's warning on the XR", async () => {
+      const events = await getJson<{ items: { reason: string; type: string; message: string; involvedObject: { kind: string } }[] }>(
+        "events",
+        "-A",
+        "--field-selector",
+        "involvedObject.name=crashed",
+      );
+      return events.items.find((e) => e.involvedObject.kind === "XDatabase" && e.reason === "ExternalCreateIncomplete");
+    });
+    assert.is(warning.type, "Warning");
+    assert.match(warning.message, /bucket: the provider began creating it at \S+ and recorded no result; check the cloud/);
+    await sleep(3_000);
+    assert.is(provider!.ops().filter((o) => o.op === "create" && o.token === bucket.metadata.uid).length, 1);
+  },
+);
+
+G("failure mode 3: the first XR of an XRD established more than 60 s earlier is reconciled, composed and ready", async () => {
+  await kubectlApply(cp!, composition("cache", {}, BUCKET, "XCache"));
+  const wait = lateXrdEstablishedAt + 65_000 - Date.now();
+  if (wait > 0) await sleep(wait);
+  const started = Date.now();
+  await kubectlApply(cp!, xr("late", "cache", "XCache"));
+  await eventually("the late XR synced and ready", async () => {
+    const x = await getJson("xcaches", "late");
+    const is = (t: string) => x.status?.conditions?.some((c) => c.type === t && c.status === "True");
+    return is("Synced") && is("Ready");
+  });
+  assert.ok(Date.now() - lateXrdEstablishedAt > 60_000);
+  process.stderr.write(
+    `failure mode 3: an XR created ${((started - lateXrdEstablishedAt) / 1000).toFixed(0)} s after its XRD was ready ${((Date.now() - started) / 1000).toFixed(1)} s later\n`,
+  );
+});
 
 F.run();
