@@ -285,4 +285,29 @@ G("failure mode 3: the first XR of an XRD established more than 60 s earlier is 
   );
 });
 
+G(
+  "failure mode 1: the provider's CRDs deleted, then the XRD: the XRD and its XRs go, and Crossplane stops its watches without an error",
+  async () => {
+    const before = xp!.logTail(1_000_000).split("\n").length;
+    // The crash test's Bucket still refuses to go on; an operator who checked the cloud lets it (else it could not be deleted).
+    await kubectl(cp!, "annotate", "buckets.s3.aws.upbound.io", "--all", "crossplane.io/external-create-pending-");
+    // The provider is uninstalled: its CRDs go, each managed resource deleted (and its cloud resource with it) first.
+    await kubectl(cp!, "delete", "crd", INSTANCES, "buckets.s3.aws.upbound.io", "--wait=true", "--timeout=120s");
+    // Then the XRD, while XRs of it still exist whose composed kinds are gone.
+    const started = Date.now();
+    await kubectl(cp!, "delete", "xrd", XRD.metadata.name, "--wait=false");
+    await eventually(
+      "the XRD and its XR kind gone",
+      async () => {
+        const left = await kubectl(cp!, "get", "xrd,crd", "-o", "name");
+        return !left.includes(XRD.metadata.name) && !left.includes("crd/xdatabases.example.xfn.dev");
+      },
+      180_000,
+    );
+    const log = xp!.logTail(1_000_000).split("\n").slice(before).join("\n");
+    assert.not.match(log, /cannot stop watch|failed waiting for Informer to sync|Timeout: failed waiting/i);
+    process.stderr.write(`failure mode 1: the XRD was gone ${((Date.now() - started) / 1000).toFixed(1)} s after its deletion\n`);
+  },
+);
+
 F.run();
