@@ -1,8 +1,10 @@
 // npm run crossplane:up: the real control plane of the real-Crossplane tier,
 // kept running for a user's own experiments: etcd, kube-apiserver,
-// kube-controller-manager, Crossplane core, a local registry, and the example
-// functions (functions/hello, functions/lifecycle) installed from their .xpkg
-// as the tier installs them (test/crossplane/functions.ts). When it is ready
+// kube-controller-manager, Crossplane core, the tier's test provider (Buckets
+// and Instances over a fake cloud, test/crossplane/provider.ts), a local
+// registry, and the example functions (functions/hello, functions/lifecycle)
+// installed from their .xpkg as the tier installs them
+// (test/crossplane/functions.ts). When it is ready
 // it prints `KUBECONFIG=<path>`; SIGTERM or Ctrl-C stops every process and
 // container it started. Without podman the functions are left out, and it
 // says so (podman runs their images).
@@ -13,6 +15,7 @@ import { TOOLS } from "../support/needs.js";
 import { startControlPlane } from "./controlplane.js";
 import { startCrossplane, type Crossplane } from "./crossplane.js";
 import { buildXpkg, installFunction, startRegistry, type InstalledFunction, type Registry } from "./functions.js";
+import { installProviderCrds, startProvider, type Provider } from "./provider.js";
 
 const say = (s: string) => process.stderr.write(`${s}\n`);
 const cp = await startControlPlane({ log: say });
@@ -20,11 +23,13 @@ const work = mkdtempSync(join(tmpdir(), "xfn-crossplane-up-"));
 // Set once Crossplane is up; a signal may come before, while it starts.
 const started: { xp?: Crossplane } = {};
 let registry: Registry | undefined;
+let provider: Provider | undefined;
 const functions: InstalledFunction[] = [];
 let stopping = false;
 const stopAll = async () => {
   for (const f of functions) await f.stop().catch(() => {});
   await registry?.stop().catch(() => {});
+  await provider?.stop().catch(() => {});
   await started.xp?.stop().catch(() => {});
   await cp.stop();
   rmSync(work, { recursive: true, force: true });
@@ -48,6 +53,14 @@ for (const signal of ["SIGINT", "SIGTERM"] as const)
 
 const xp = await startCrossplane(cp, say).catch(fail);
 if (xp) started.xp = xp;
+try {
+  if (!stopping) {
+    await installProviderCrds(cp);
+    provider = await startProvider(cp, { poll: "5s", readyAfter: "3s", log: say });
+  }
+} catch (err) {
+  await fail(err as Error);
+}
 const podmanMissing = TOOLS.podman.missing();
 if (podmanMissing) {
   say(`the example functions are not installed: ${podmanMissing} (Debian: apt-get install ${TOOLS.podman.packages})`);
@@ -73,8 +86,9 @@ if (podmanMissing) {
 if (!stopping) {
   process.stdout.write(`KUBECONFIG=${cp.kubeconfig}\n`);
   say(`kube-apiserver at ${cp.url}; kubectl at ${cp.kubectl}; logs in ${cp.dir}.`);
+  if (provider) say(`the test provider reconciles Buckets and Instances; its fake cloud is ${provider.state}.`);
   if (registry) say(`registry at ${registry.host}; functions installed: ${functions.map((f) => f.name).join(", ")}.`);
   say(
-    "Try: kubectl apply -f examples/host/crds.yaml -f examples/host/xrd.yaml, then examples/composition.yaml and examples/xr.yaml. Ctrl-C stops it.",
+    "Try: kubectl apply -f examples/host/xrd.yaml, then examples/composition.yaml and examples/xr.yaml (the Bucket CRD is the provider's). Ctrl-C stops it.",
   );
 }
