@@ -96,7 +96,7 @@ async function eventually<T>(what: string, check: () => Promise<T | undefined | 
 }
 
 /** xrd is a cluster-scoped XRD of example.xfn.dev declaring what functions/lifecycle records (without it, the API server drops it). */
-const xrd = (kind: string, plural: string) => ({
+const xrd = (kind: string, plural: string, status: Record<string, object> = {}) => ({
   apiVersion: "apiextensions.crossplane.io/v2",
   kind: "CompositeResourceDefinition",
   metadata: { name: `${plural}.example.xfn.dev` },
@@ -114,7 +114,10 @@ const xrd = (kind: string, plural: string) => ({
             type: "object",
             properties: {
               spec: { type: "object", properties: { size: { type: "string" } } },
-              status: { type: "object", properties: { externalNames: { type: "object", additionalProperties: { type: "string" } } } },
+              status: {
+                type: "object",
+                properties: { externalNames: { type: "object", additionalProperties: { type: "string" } }, ...status },
+              },
             },
           },
         },
@@ -267,6 +270,104 @@ G(
     assert.is(provider!.ops().filter((o) => o.op === "create" && o.token === bucket.metadata.uid).length, 1);
   },
 );
+
+/** Failure mode 5's XRDs: an inner XR publishing its Instance's cloud ID, and an outer XR composing it and a Bucket that waits for that ID. */
+const INNER_XRD = xrd("XNetwork", "xnetworks", { networkId: { type: "string" } });
+// Both fields lifecycle writes with dependencies configured: status.deletion's order is written on every run, and an
+// undeclared field fails Crossplane's server-side apply of the whole status ("field not declared in schema").
+const OUTER_XRD = xrd("XPlatform", "xplatforms", {
+  deletion: {
+    type: "object",
+    properties: {
+      remaining: { type: "integer" },
+      deleted: { type: "integer" },
+      total: { type: "integer" },
+      since: { type: "string", format: "date-time" },
+      order: { type: "array", items: { type: "array", items: { type: "string" } } },
+    },
+  },
+  waiting: {
+    type: "object",
+    additionalProperties: {
+      type: "object",
+      properties: { for: { type: "array", items: { type: "string" } }, since: { type: "string", format: "date-time" } },
+    },
+  },
+});
+
+G("failure mode 5: a nested XR's status reaches its parent with no restart: the dependent waits, says so, then is composed", async () => {
+  for (const x of [INNER_XRD, OUTER_XRD]) {
+    await kubectlApply(cp!, x);
+    await kubectl(cp!, "wait", "--for=condition=Established", "--timeout=90s", `xrd/${x.metadata.name}`);
+  }
+  // The inner XR publishes its Instance's cloud ID as status.networkId once the provider has it.
+  const network = composition(
+    "network",
+    {},
+    { instance: { ...INSTANCE.instance, spec: { forProvider: INSTANCE.instance.spec.forProvider } } },
+    "XNetwork",
+  );
+  (network.spec.pipeline[0]!.input as Record<string, unknown>)["status"] = {
+    networkId: { from: "instance", fieldPath: "status.atProvider.id" },
+  };
+  await kubectlApply(cp!, network);
+  await kubectlApply(
+    cp!,
+    composition(
+      "platform",
+      { dependencies: { bucket: { waitFor: ["network.status.networkId"] } } },
+      {
+        network: {
+          apiVersion: "example.xfn.dev/v1alpha1",
+          kind: "XNetwork",
+          spec: { size: "small", crossplane: { compositionRef: { name: "network" } } },
+        },
+        ...BUCKET,
+      },
+      "XPlatform",
+    ),
+  );
+  await eventually("the XPlatform kind served", async () => (await kubectl(cp!, "get", "xplatforms")) !== undefined);
+  const started = Date.now();
+  await kubectlApply(cp!, xr("top", "platform", "XPlatform"));
+
+  // The dependent waits, and the XR says what for (lifecycle's Normal result, an event on the XR).
+  const waited = await eventually("the outer XR saying the bucket waits for the nested XR's status", async () => {
+    const events = await getJson<{ items: { reason: string; message: string; involvedObject: { kind: string } }[] }>(
+      "events",
+      "-A",
+      "--field-selector",
+      "involvedObject.name=top",
+    );
+    const found = events.items.find(
+      (e) => e.involvedObject.kind === "XPlatform" && /bucket: waiting for network\.status\.networkId/.test(e.message),
+    );
+    if (!found)
+      throw new Error(`the XR's events: ${JSON.stringify(events.items.map((e) => [e.involvedObject.kind, e.reason, e.message]))}`);
+    return found;
+  });
+  assert.is(waited.reason, "Waiting");
+  // Then, with no restart of anything, the nested XR's status arrives and the bucket is composed; everything ready.
+  const top = await eventually(
+    "the outer XR ready with its bucket composed",
+    async () => {
+      const x = await getJson("xplatforms", "top");
+      const ready = x.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True");
+      const buckets = await getJson<{ items: Obj[] }>("buckets.s3.aws.upbound.io", "-l", "crossplane.io/composite=top");
+      return ready && buckets.items.length === 1 ? x : undefined;
+    },
+    120_000,
+  );
+  assert.is(top.status?.["waiting"], undefined);
+  const inner = (await getJson<{ items: Obj[] }>("xnetworks", "-l", "crossplane.io/composite=top")).items[0]!;
+  // Crossplane labels what a nested XR composes with its root XR's name.
+  const instance = (await getJson<{ items: Obj[] }>(INSTANCES, "-l", "crossplane.io/composite=top")).items[0]!;
+  assert.ok(instance.status?.atProvider?.id);
+  assert.is(inner.status?.["networkId"], instance.status!.atProvider!.id);
+  process.stderr.write(
+    `failure mode 5: the nested XR's status reached its parent; ready ${((Date.now() - started) / 1000).toFixed(1)} s after the XR was applied\n`,
+  );
+});
 
 G("failure mode 3: the first XR of an XRD established more than 60 s earlier is reconciled, composed and ready", async () => {
   await kubectlApply(cp!, composition("cache", {}, BUCKET, "XCache"));
