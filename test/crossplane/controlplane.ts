@@ -118,6 +118,33 @@ export async function waitFor(
   }
 }
 
+/**
+ * eventually polls check by the wall clock (not the CPU-aware budget of the
+ * default tier's until(): a tier's waits are on other processes) until it
+ * answers something truthy, and answers that; past ms it fails naming what,
+ * the last error check threw, and what logs() gives (log tails).
+ */
+export async function eventually<T>(
+  what: string,
+  check: () => Promise<T | undefined | false | null | "" | 0>,
+  ms: number,
+  logs: () => string,
+): Promise<T> {
+  const until = Date.now() + ms;
+  let last: unknown;
+  for (;;) {
+    try {
+      const v = await check();
+      if (v) return v;
+    } catch (err) {
+      last = err;
+    }
+    if (Date.now() > until)
+      throw new Error(`not within ${ms / 1000} s: ${what}${last ? ` (last: ${(last as Error).message})` : ""}\n${logs()}`);
+    await sleep(250);
+  }
+}
+
 /** get answers a GET's status and body from the API server. */
 export function get(url: string, ca: Buffer, token?: string): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {

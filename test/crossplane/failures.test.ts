@@ -18,7 +18,7 @@ import { join } from "node:path";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { needs } from "../support/needs.js";
-import { startControlPlane, type ControlPlane } from "./controlplane.js";
+import { eventually as eventuallyOn, startControlPlane, type ControlPlane } from "./controlplane.js";
 import { startCrossplane, type Crossplane } from "./crossplane.js";
 import { buildXpkg, installFunction, kubectl, kubectlApply, startRegistry, type InstalledFunction, type Registry } from "./functions.js";
 import { INSTANCES, installProviderCrds, startProvider, type Provider } from "./provider.js";
@@ -75,25 +75,9 @@ interface Obj {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const getJson = async <T = Obj>(...args: string[]): Promise<T> => JSON.parse(await kubectl(cp!, "get", ...args, "-o", "json")) as T;
 
-/** eventually polls check (wall clock) until it answers something truthy, failing with Crossplane's and the provider's log tails. */
-async function eventually<T>(what: string, check: () => Promise<T | undefined | false>, ms = 90_000): Promise<T> {
-  const until = Date.now() + ms;
-  let last: unknown;
-  for (;;) {
-    try {
-      const v = await check();
-      if (v) return v;
-    } catch (err) {
-      last = err;
-    }
-    if (Date.now() > until)
-      throw new Error(
-        `not within ${ms / 1000} s: ${what}${last ? ` (last: ${(last as Error).message})` : ""}\n` +
-          `Crossplane's log ends:\n${xp!.logTail(20)}\nthe provider's log ends:\n${provider!.logTail(20)}`,
-      );
-    await sleep(500);
-  }
-}
+/** eventually is controlplane's eventually with this suite's logs. */
+const eventually = <T>(what: string, check: () => Promise<T | undefined | false | null | "" | 0>, ms = 90_000) =>
+  eventuallyOn(what, check, ms, () => `Crossplane's log ends:\n${xp!.logTail(20)}\nthe provider's log ends:\n${provider!.logTail(20)}`);
 
 /** xrd is a cluster-scoped XRD of example.xfn.dev declaring what functions/lifecycle records (without it, the API server drops it). */
 const xrd = (kind: string, plural: string, status: Record<string, object> = {}) => ({

@@ -7,12 +7,14 @@
 // create-succeeded annotations, late-init persisted only under a policy with
 // LateInitialize, the refusal to go on after a create with no recorded result.
 import { spawnSync } from "node:child_process";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 // @ts-expect-error -- a plain .mjs script without types
 import { build } from "../../scripts/anchors.mjs";
 import { needs } from "../support/needs.js";
-import { startControlPlane, type ControlPlane } from "./controlplane.js";
+import { eventually as eventuallyOn, startControlPlane, type ControlPlane } from "./controlplane.js";
 import { kubectl, kubectlApply } from "./functions.js";
 import { BUCKETS, INSTANCES, installProviderCrds, startProvider, type Provider } from "./provider.js";
 
@@ -54,24 +56,9 @@ const get = async (kind: string, name: string): Promise<Managed> =>
 const condition = (o: Managed, type: string) => o.status?.conditions?.find((c) => c.type === type);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** eventually polls check (wall clock) until it answers something truthy, failing with the provider's log tail. */
-async function eventually<T>(what: string, check: () => Promise<T | undefined | false>, ms = 60_000): Promise<T> {
-  const until = Date.now() + ms;
-  let last: unknown;
-  for (;;) {
-    try {
-      const v = await check();
-      if (v) return v;
-    } catch (err) {
-      last = err;
-    }
-    if (Date.now() > until)
-      throw new Error(
-        `not within ${ms / 1000} s: ${what}${last ? ` (last: ${(last as Error).message})` : ""}\nthe provider's log ends:\n${provider!.logTail(40)}`,
-      );
-    await sleep(250);
-  }
-}
+/** eventually is controlplane's eventually with this suite's logs. */
+const eventually = <T>(what: string, check: () => Promise<T | undefined | false | null | "" | 0>, ms = 60_000) =>
+  eventuallyOn(what, check, ms, () => `the provider's log ends:\n${provider!.logTail(40)}`);
 
 const bucket = (name: string, forProvider: Record<string, unknown>, managementPolicies?: string[]) => ({
   apiVersion: "s3.aws.upbound.io/v1beta1",
@@ -207,7 +194,7 @@ G(
 );
 
 G(
-  "a failing cloud: the Bucket says why and recovers once the cloud does; the provider without its --state refuses to start, naming it",
+  "a failing cloud: the Bucket says why and recovers once the cloud does; the provider without its --state, or with a cloud folder it cannot make, refuses to start, naming why",
   async () => {
     provider!.set("fail-create", "quota exceeded for buckets in eu-west-1");
     await kubectlApply(cp!, bucket("refused", { region: "eu-west-1" }));
@@ -225,6 +212,13 @@ G(
     const r = spawnSync(bin, [`--kubeconfig=${cp!.kubeconfig}`], { encoding: "utf8", timeout: 30_000 });
     assert.is(r.status, 2);
     assert.match(r.stderr, /--state is required/);
+    // A cloud folder it cannot make: the start fails with the provider's own words from its log.
+    writeFileSync(join(cp!.dir, "cloud-blocked"), "a file where the folder would be");
+    const err = await startProvider(cp!, { name: "blocked" }).then(
+      () => undefined,
+      (e: Error) => e.message,
+    );
+    assert.match(err ?? "started", /blocked ended \(1\) while starting; its log ends:[\s\S]*cannot make the cloud's folder/);
   },
 );
 
