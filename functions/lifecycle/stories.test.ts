@@ -26,6 +26,7 @@ const S = suite("lifecycle stories");
 
 S("every failure-mode story is present", () => {
   assert.equal(files, [
+    "external-name-learned-late.yaml",
     "external-name-provider-restart.yaml",
     "foreground-deletion.yaml",
     "nested-status.yaml",
