@@ -10,7 +10,7 @@ import { alive } from "../support/procs.js";
 import { ROOT } from "../support/spawn.js";
 import { until } from "../support/cluster.js";
 import { needs } from "../support/needs.js";
-import { startControlPlane, type ControlPlane } from "./controlplane.js";
+import { kubectl as kubectlOn, kubectlApply, startControlPlane, type ControlPlane } from "./controlplane.js";
 
 const C = suite("the real control plane: etcd, kube-apiserver, kube-controller-manager from Go modules");
 const G = needs(C, "go1.26");
@@ -24,33 +24,36 @@ G.after(async () => {
 });
 
 /** kubectl runs the real kubectl against the control plane, answering its output. */
-const kubectl = (...args: string[]) =>
-  execFileSync(cp!.kubectl, ["--kubeconfig", cp!.kubeconfig, ...args], { encoding: "utf8", stdio: ["pipe", "pipe", "pipe"] });
+const kubectl = (...args: string[]) => kubectlOn(cp!, ...args);
 
-G("kubectl reads it: its version, namespaces, and a ConfigMap written and read back", () => {
-  const version = JSON.parse(kubectl("version", "-o", "json")) as { serverVersion: { gitVersion: string } };
+G("kubectl reads it: its version, namespaces, and a ConfigMap written and read back", async () => {
+  const version = JSON.parse(await kubectl("version", "-o", "json")) as { serverVersion: { gitVersion: string } };
   assert.match(version.serverVersion.gitVersion, /^v1\.\d+\.\d+$/);
-  assert.match(kubectl("get", "namespaces", "-o", "name"), /namespace\/default/);
-  kubectl("create", "configmap", "hello", "--from-literal=a=b");
-  assert.is(kubectl("get", "configmap", "hello", "-o", "jsonpath={.data.a}"), "b");
+  assert.match(await kubectl("get", "namespaces", "-o", "name"), /namespace\/default/);
+  await kubectl("create", "configmap", "hello", "--from-literal=a=b");
+  assert.is(await kubectl("get", "configmap", "hello", "-o", "jsonpath={.data.a}"), "b");
 });
 
 G("its garbage collector deletes a dependent whose owner is gone; its namespace controller empties a deleted namespace", async () => {
-  kubectl("create", "configmap", "owner");
-  const uid = kubectl("get", "configmap", "owner", "-o", "jsonpath={.metadata.uid}");
+  await kubectl("create", "configmap", "owner");
+  const uid = await kubectl("get", "configmap", "owner", "-o", "jsonpath={.metadata.uid}");
   const dependent = {
     apiVersion: "v1",
     kind: "ConfigMap",
     metadata: { name: "dependent", ownerReferences: [{ apiVersion: "v1", kind: "ConfigMap", name: "owner", uid }] },
   };
-  execFileSync(cp!.kubectl, ["--kubeconfig", cp!.kubeconfig, "apply", "-f", "-"], { input: JSON.stringify(dependent) });
-  kubectl("delete", "configmap", "owner", "--wait=true");
-  await until("the dependent collected", () => !kubectl("get", "configmaps", "-o", "name").includes("configmap/dependent"), 60_000);
+  await kubectlApply(cp!, dependent);
+  await kubectl("delete", "configmap", "owner", "--wait=true");
+  await until(
+    "the dependent collected",
+    async () => !(await kubectl("get", "configmaps", "-o", "name")).includes("configmap/dependent"),
+    60_000,
+  );
 
-  kubectl("create", "namespace", "doomed");
-  kubectl("-n", "doomed", "create", "configmap", "inside");
-  kubectl("delete", "namespace", "doomed", "--wait=false");
-  await until("the namespace gone", () => !kubectl("get", "namespaces", "-o", "name").includes("namespace/doomed"), 60_000);
+  await kubectl("create", "namespace", "doomed");
+  await kubectl("-n", "doomed", "create", "configmap", "inside");
+  await kubectl("delete", "namespace", "doomed", "--wait=false");
+  await until("the namespace gone", async () => !(await kubectl("get", "namespaces", "-o", "name")).includes("namespace/doomed"), 60_000);
 });
 
 G("npm run crossplane:up prints its KUBECONFIG when ready, and Ctrl-C stops every process it started", async () => {

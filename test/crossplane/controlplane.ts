@@ -10,13 +10,14 @@
 // the test runner's end of a lane (a signal to its group) and Ctrl-C end them
 // too; stop() ends them, and so does the test process's exit or a SIGTERM or
 // SIGINT to it alone.
-import { spawn, type ChildProcess } from "node:child_process";
+import { execFile, spawn, type ChildProcess } from "node:child_process";
 import { generateKeyPairSync, randomBytes } from "node:crypto";
 import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { request } from "node:https";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { promisify } from "node:util";
 import selfsigned from "selfsigned";
 // @ts-expect-error -- a plain .mjs script without types
 import { build } from "../../scripts/anchors.mjs";
@@ -143,6 +144,27 @@ export async function eventually<T>(
       throw new Error(`not within ${ms / 1000} s: ${what}${last ? ` (last: ${(last as Error).message})` : ""}\n${logs()}`);
     await sleep(250);
   }
+}
+
+/** kubectl runs the control plane's kubectl and returns its output. */
+export async function kubectl(cp: ControlPlane, ...args: string[]): Promise<string> {
+  const r = await promisify(execFile)(cp.kubectl, ["--kubeconfig", cp.kubeconfig, ...args], {
+    encoding: "utf8",
+    maxBuffer: 64 << 20,
+  }).catch((err: Error & { stderr?: string }) => {
+    throw new Error(`kubectl ${args.join(" ")}: ${err.stderr ?? err.message}`, { cause: err });
+  });
+  return r.stdout;
+}
+
+/** kubectlApply applies one object given as JSON. */
+export async function kubectlApply(cp: ControlPlane, obj: object): Promise<void> {
+  const p = spawn(cp.kubectl, ["--kubeconfig", cp.kubeconfig, "apply", "-f", "-"], { stdio: ["pipe", "pipe", "pipe"] });
+  let err = "";
+  p.stderr.on("data", (d) => (err += d));
+  p.stdin.end(JSON.stringify(obj));
+  const code = await new Promise<number | null>((resolve) => p.once("exit", resolve));
+  if (code !== 0) throw new Error(`kubectl apply: ${err}`);
 }
 
 /** get answers a GET's status and body from the API server. */

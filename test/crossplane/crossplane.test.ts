@@ -2,7 +2,7 @@
 // (issue 58), and the first answer taken from it as the oracle: the status
 // real Crossplane writes on an XRD is the status `xfn host` writes on the same
 // XRD, on a second real control plane, in the same run.
-import { execFileSync, spawn } from "node:child_process";
+import { spawn } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { suite } from "uvu";
@@ -10,7 +10,7 @@ import * as assert from "uvu/assert";
 import { until } from "../support/cluster.js";
 import { needs } from "../support/needs.js";
 import { XFN } from "../support/spawn.js";
-import { startControlPlane, type ControlPlane } from "./controlplane.js";
+import { kubectl, startControlPlane, type ControlPlane } from "./controlplane.js";
 import { startCrossplane, type Crossplane } from "./crossplane.js";
 
 const X = suite("Crossplane core from its Go module, under the real control plane");
@@ -28,11 +28,8 @@ G.after(async () => {
   await Promise.all([real?.stop(), hosted?.stop()]);
 });
 
-const kubectl = (cp: ControlPlane, ...args: string[]) =>
-  execFileSync(cp.kubectl, ["--kubeconfig", cp.kubeconfig, ...args], { encoding: "utf8", stdio: ["pipe", "pipe", "pipe"] });
-
 /** waitFor is the support until(), with what tail() gives (a log) in its error. */
-const waitFor = (what: string, check: () => boolean, ms: number, tail: () => string) =>
+const waitFor = (what: string, check: () => Promise<boolean>, ms: number, tail: () => string) =>
   until(what, check, ms).catch((err: Error) => {
     throw new Error(`${err.message}\n${tail()}`);
   });
@@ -59,33 +56,33 @@ const XRD = {
 };
 
 /** status is an XRD's status with what differs by run (transition times) left out. */
-function status(cp: ControlPlane): unknown {
-  const o = JSON.parse(kubectl(cp, "get", "xrd", XRD.metadata.name, "-o", "json")) as { status?: { conditions?: object[] } };
+async function status(cp: ControlPlane): Promise<unknown> {
+  const o = JSON.parse(await kubectl(cp, "get", "xrd", XRD.metadata.name, "-o", "json")) as { status?: { conditions?: object[] } };
   const s = o.status ?? {};
   return { ...s, conditions: (s.conditions ?? []).map((c) => ({ ...c, lastTransitionTime: "<time>" })) };
 }
 /** established is whether the XRD's status says Established=True (false while it cannot be read). */
-const established = (cp: ControlPlane) => {
+const established = async (cp: ControlPlane) => {
   try {
-    const { conditions } = status(cp) as { conditions: { type: string; status: string }[] };
+    const { conditions } = (await status(cp)) as { conditions: { type: string; status: string }[] };
     return conditions.some((c) => c.type === "Established" && c.status === "True");
   } catch {
     return false;
   }
 };
 
-G("core init installs Crossplane's CRDs and core start serves: its XRD kind is established", () => {
-  const crd = JSON.parse(kubectl(real!, "get", "crd", "compositeresourcedefinitions.apiextensions.crossplane.io", "-o", "json")) as {
+G("core init installs Crossplane's CRDs and core start serves: its XRD kind is established", async () => {
+  const crd = JSON.parse(await kubectl(real!, "get", "crd", "compositeresourcedefinitions.apiextensions.crossplane.io", "-o", "json")) as {
     status: { conditions: { type: string; status: string }[] };
   };
   assert.ok(crd.status.conditions.some((c) => c.type === "Established" && c.status === "True"));
-  assert.match(kubectl(real!, "-n", "crossplane-system", "get", "secrets", "-o", "name"), /secret\/crossplane-tls-client/);
+  assert.match(await kubectl(real!, "-n", "crossplane-system", "get", "secrets", "-o", "name"), /secret\/crossplane-tls-client/);
 });
 
 G("an XRD's status: what real Crossplane writes is what xfn host writes", async () => {
   const file = join(hosted!.dir, "xrd.json");
   writeFileSync(file, JSON.stringify(XRD));
-  execFileSync(real!.kubectl, ["--kubeconfig", real!.kubeconfig, "apply", "-f", file]);
+  await kubectl(real!, "apply", "-f", file);
   await waitFor(
     "real Crossplane to establish the XRD",
     () => established(real!),
@@ -106,7 +103,7 @@ G("an XRD's status: what real Crossplane writes is what xfn host writes", async 
       () => log.slice(-3000),
     );
     // Real Crossplane's answer, read in this run, is the expected one.
-    assert.equal(status(hosted!), status(real!));
+    assert.equal(await status(hosted!), await status(real!));
   } finally {
     host.kill("SIGTERM");
     await new Promise((r) => host.once("exit", r));

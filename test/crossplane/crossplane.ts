@@ -15,7 +15,7 @@ import { closeSync, mkdirSync, openSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 // @ts-expect-error -- a plain .mjs script without types
 import { build, MODULES } from "../../scripts/anchors.mjs";
-import { freePort, tail, type ControlPlane } from "./controlplane.js";
+import { freePort, kubectl, tail, type ControlPlane } from "./controlplane.js";
 
 export interface Crossplane {
   /** The folder of the Crossplane module the binary was built from (its cluster/crds). */
@@ -46,12 +46,7 @@ export async function startCrossplane(cp: ControlPlane, log = (s: string) => pro
   const source = moduleDir();
   const dir = join(cp.dir, "crossplane");
   for (const d of ["tls/client", "cache/xpkg", "cache/xfn"]) mkdirSync(join(dir, d), { recursive: true });
-  const kubectl = (...args: string[]) => {
-    const r = spawnSync(cp.kubectl, ["--kubeconfig", cp.kubeconfig, ...args], { encoding: "utf8" });
-    if (r.status !== 0) throw new Error(`kubectl ${args.join(" ")}: ${r.stderr}`);
-    return r.stdout;
-  };
-  kubectl("create", "namespace", NAMESPACE);
+  await kubectl(cp, "create", "namespace", NAMESPACE);
   const env = {
     ...process.env,
     KUBECONFIG: cp.kubeconfig,
@@ -83,7 +78,7 @@ export async function startCrossplane(cp: ControlPlane, log = (s: string) => pro
   }
 
   // The client certificates, as the chart mounts its Secret: tls.crt, tls.key, ca.crt.
-  const secret = JSON.parse(kubectl("-n", NAMESPACE, "get", "secret", "crossplane-tls-client", "-o", "json")) as {
+  const secret = JSON.parse(await kubectl(cp, "-n", NAMESPACE, "get", "secret", "crossplane-tls-client", "-o", "json")) as {
     data: Record<string, string>;
   };
   for (const k of ["tls.crt", "tls.key", "ca.crt"])

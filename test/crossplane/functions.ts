@@ -30,7 +30,9 @@ import { build } from "../../scripts/anchors.mjs";
 import { CROSSPLANE_ATTRS } from "../support/certs.js";
 import { baseImage, podman, runAsCrossplane, type Running } from "../support/podman.js";
 import { ROOT, run } from "../support/spawn.js";
-import { freePort, startProcess, stopProcess, tail, waitFor, type ControlPlane } from "./controlplane.js";
+import { freePort, kubectl, kubectlApply, startProcess, stopProcess, tail, waitFor, type ControlPlane } from "./controlplane.js";
+
+export { kubectl, kubectlApply };
 
 const NAMESPACE = "crossplane-system";
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -109,27 +111,6 @@ export interface InstalledFunction {
   revision: string;
   container: Running;
   stop(): Promise<void>;
-}
-
-/** kubectl runs the control plane's kubectl and returns its output. */
-export async function kubectl(cp: ControlPlane, ...args: string[]): Promise<string> {
-  const r = await promisify(execFile)(cp.kubectl, ["--kubeconfig", cp.kubeconfig, ...args], {
-    encoding: "utf8",
-    maxBuffer: 64 << 20,
-  }).catch((err: Error & { stderr?: string }) => {
-    throw new Error(`kubectl ${args.join(" ")}: ${err.stderr ?? err.message}`, { cause: err });
-  });
-  return r.stdout;
-}
-
-/** kubectlApply applies one object given as JSON. */
-export async function kubectlApply(cp: ControlPlane, obj: object): Promise<void> {
-  const p = spawn(cp.kubectl, ["--kubeconfig", cp.kubeconfig, "apply", "-f", "-"], { stdio: ["pipe", "pipe", "pipe"] });
-  let err = "";
-  p.stderr.on("data", (d) => (err += d));
-  p.stdin.end(JSON.stringify(obj));
-  const code = await new Promise<number | null>((resolve) => p.once("exit", resolve));
-  if (code !== 0) throw new Error(`kubectl apply: ${err}`);
 }
 
 /** serverCertificates writes a function's server Secret as the runtime would mount it, signed by Crossplane's root CA. */
