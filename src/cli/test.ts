@@ -1,16 +1,27 @@
 // `xfn test [dir]`: run every recorded case under dir.
 import { relative, resolve } from "node:path";
 import { Command, Option } from "commander";
-import { discoverCases, runCase, type Found } from "../testing/cases.js";
+import { discoverCases, resolveFunctions, runCase, type Found } from "../testing/cases.js";
 import { refuseExit } from "../module/exit.js";
 import { messageOf } from "../sdk/errors.js";
 import { printable } from "../terminal.js";
 
-/** runTests runs the cases and prints one line each; it returns the exit code. */
-export async function runTests(dir: string, update: boolean, out: NodeJS.WritableStream): Promise<number> {
+/**
+ * runTests runs the cases and prints one line each; it returns the exit code.
+ * functions are `--function NAME=MODULE` values: the module that replays the
+ * steps `xfn inspect` recorded of the Function NAME.
+ */
+export async function runTests(
+  dir: string,
+  update: boolean,
+  out: NodeJS.WritableStream,
+  functions: readonly string[] = [],
+): Promise<number> {
   const root = resolve(dir);
   let found: Found;
+  let modules: Map<string, string>;
   try {
+    modules = resolveFunctions(functions);
     found = discoverCases(root);
   } catch (err) {
     out.write(`xfn test: ${messageOf(err)}\n`);
@@ -29,7 +40,7 @@ export async function runTests(dir: string, update: boolean, out: NodeJS.Writabl
   let passed = 0;
   let failed = unreadable.length;
   for (const c of cases) {
-    const r = await runCase(c, root, update);
+    const r = await runCase(c, root, update, modules);
     if (r.status === "failed") {
       failed++;
       out.write(`FAIL     ${printable(r.name)}\n${printable(r.detail ?? "", { lines: true })}\n`);
@@ -54,8 +65,17 @@ export function testCommand(): Command {
           "an empty one gets the whole result",
       ).default(false),
     )
-    .action(async (dir: string, flags: { update: boolean }) => {
+    .addOption(
+      new Option(
+        "--function <name=module>",
+        "replay the steps xfn inspect recorded of the Function NAME (their inspected.yaml) with MODULE, " +
+          "unless their case.yaml names one; repeatable",
+      )
+        .default([])
+        .argParser((v: string, prev: string[]) => [...prev, v]),
+    )
+    .action(async (dir: string, flags: { update: boolean; function: string[] }) => {
       refuseExit(); // a function calling process.exit fails its case, not the run
-      process.exitCode = await runTests(dir, flags.update, process.stdout);
+      process.exitCode = await runTests(dir, flags.update, process.stdout, flags.function);
     });
 }

@@ -3,8 +3,10 @@
 // A case is a folder with an expected.yaml and either
 //   - request.yaml: one RunFunctionRequest (protobuf JSON form) for one function.
 //     The function is case.yaml's `function:` (a path relative to the case), or
-//     else the nearest enclosing folder that is a function module. case.yaml's
-//     `now:` fixes the clock the function sees.
+//     else, for a step `xfn inspect` wrote, the module `xfn test --function`
+//     maps its inspected.yaml's function to, else the nearest enclosing folder
+//     that is a function module. case.yaml's `now:` fixes the clock the
+//     function sees.
 //   - xr.yaml + composition.yaml: a whole pipeline, rendered as `xfn render`
 //     does, with functions.yaml and, if present, observed, required and
 //     credentials (files or folders) beside them, and an xrd.yaml (as
@@ -158,8 +160,42 @@ function readConfig(dir: string): CaseConfig {
   return c as CaseConfig;
 }
 
-/** findModule resolves the function for a request case. */
-function findModule(dir: string, cfg: CaseConfig): string {
+/**
+ * inspectedFunction is the Function an inspected step was a call to (its
+ * inspected.yaml, written by `xfn inspect`), or undefined for any other case.
+ */
+function inspectedFunction(dir: string): string | undefined {
+  const p = join(dir, "inspected.yaml");
+  if (!existsSync(p)) return undefined;
+  const v = parseDoc(readFileSync(p, "utf8"), p);
+  const f = isObject(v) ? v["function"] : undefined;
+  return typeof f === "string" && f !== "" ? f : undefined;
+}
+
+/**
+ * resolveFunctions reads `--function NAME=MODULE` values into a map from a
+ * Function's name to its module file, resolved from cwd; a value of another
+ * shape, a name given twice or a module that cannot be found is an error
+ * naming it.
+ */
+export function resolveFunctions(values: readonly string[], cwd = process.cwd()): Map<string, string> {
+  const out = new Map<string, string>();
+  for (const v of values) {
+    const i = v.indexOf("=");
+    if (i <= 0 || i === v.length - 1) throw new InputError(`--function ${JSON.stringify(v)}: expected NAME=MODULE`);
+    const name = v.slice(0, i);
+    if (out.has(name)) throw new InputError(`--function ${name} is given twice`);
+    try {
+      out.set(name, resolveModule(v.slice(i + 1), cwd));
+    } catch (err) {
+      throw new InputError(`--function ${name}: ${messageOf(err)}`);
+    }
+  }
+  return out;
+}
+
+/** findModule resolves the function for a request case; functions maps an inspected step's Function to a module. */
+function findModule(dir: string, cfg: CaseConfig, functions: ReadonlyMap<string, string>): string {
   if (cfg.project !== undefined) return findInProject(dir, cfg);
   if (cfg.function) {
     if (isAbsolute(cfg.function)) return resolveModule(cfg.function);
@@ -171,6 +207,9 @@ function findModule(dir: string, cfg: CaseConfig): string {
     }
     throw new InputError(`${dir}: case.yaml's function ${cfg.function} is not found from the case's folder or any folder above it`);
   }
+  const inspected = functions.size ? inspectedFunction(dir) : undefined;
+  const mapped = inspected === undefined ? undefined : functions.get(inspected);
+  if (mapped !== undefined) return mapped;
   for (let d = dirname(dir); ; d = dirname(d)) {
     try {
       return resolveModule(d);
@@ -179,8 +218,10 @@ function findModule(dir: string, cfg: CaseConfig): string {
     }
     if (dirname(d) === d) break;
   }
+  const inspectedName = inspectedFunction(dir);
   throw new InputError(
-    `${dir}: no function for this request: set function: in case.yaml, or put the case inside a function module's folder`,
+    `${dir}: no function for this request: set function: in case.yaml, or put the case inside a function module's folder` +
+      (inspectedName ? `, or run xfn test with --function ${inspectedName}=<module> (the Function this step called)` : ""),
   );
 }
 
@@ -215,8 +256,8 @@ function findInProject(dir: string, cfg: CaseConfig): string {
 const loaded = new Map<string, Promise<RunFunction>>();
 
 /** runRequestCase runs the case's request through its function. */
-async function runRequestCase(dir: string, cfg: CaseConfig): Promise<RunFunctionResponse> {
-  const file = findModule(dir, cfg);
+async function runRequestCase(dir: string, cfg: CaseConfig, functions: ReadonlyMap<string, string>): Promise<RunFunctionResponse> {
+  const file = findModule(dir, cfg, functions);
   let fn = loaded.get(file);
   if (!fn) {
     loaded.set(file, (fn = loadFunction(file)));
@@ -391,8 +432,15 @@ async function validationProblems(resources: JsonObject[], schemas: Schemas): Pr
 /**
  * runCase runs one case. With update, a failing case's expected.yaml is
  * rewritten in its own shape (see updated), and a passing one left as written.
+ * functions maps the Function an inspected step called to the module file
+ * that replays it (`xfn test --function`; resolved, see resolveFunctions).
  */
-export async function runCase(dir: string, root: string, update = false): Promise<CaseResult> {
+export async function runCase(
+  dir: string,
+  root: string,
+  update = false,
+  functions: ReadonlyMap<string, string> = new Map(),
+): Promise<CaseResult> {
   const name = relative(root, dir) || ".";
   const expectedPath = join(dir, "expected.yaml");
   try {
@@ -413,7 +461,7 @@ export async function runCase(dir: string, root: string, update = false): Promis
     let got: string;
     const schemas = cfg.validate ? await caseSchemas(dir, cfg.validate) : undefined;
     if (isRequest) {
-      const rsp = await runRequestCase(dir, cfg);
+      const rsp = await runRequestCase(dir, cfg, functions);
       if (schemas) {
         const desired = Object.entries(rsp.desired?.resources ?? {}).map(([n, r]) => named(r.resource ?? {}, n));
         const refused = await validationProblems(desired, schemas);

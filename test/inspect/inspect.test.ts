@@ -250,6 +250,70 @@ I("a step Crossplane emits is an xfn test case that replays against the local mo
   }
 });
 
+I("a sidecar in a cluster knows no local paths: xfn test --function NAME=MODULE replays each step by the Function it called", async () => {
+  // No --function on the sidecar, as in a Crossplane pod: the cases name no module.
+  const s = await inspector();
+  const cp = await crossplane(s.socket);
+  try {
+    const req = { meta: { tag: "t1" }, observed: { composite: { resource: { ...XR, spec: { buckets: [{ name: "logs" }] } } } } };
+    const rsp = await hello(req);
+    for (const [i, fn] of [
+      [0, "function-hello"],
+      [1, "function-greet"],
+    ] as const) {
+      const m = meta({ stepIndex: i, stepName: `s${i}`, functionName: fn });
+      assert.is(await cp.request(m, req), Code.OK);
+      assert.is(await cp.response(m, rsp), Code.OK);
+    }
+    await s.i.flush();
+    const trace = "XBuckets._.team-a/20261127T100000000Z-trace-00";
+    assert.equal(parse(readFileSync(join(s.dir, trace, "00-s0/case.yaml"), "utf8")), { now: "2026-11-27T10:00:00.000Z" });
+
+    // Without a module, each step fails naming the flag and the Function it needs.
+    const bare = await run(["test", s.dir]);
+    assert.is(bare.code, 1);
+    assert.match(bare.stdout, "0 passed, 2 failed");
+    assert.match(bare.stdout, "or run xfn test with --function function-greet=<module> (the Function this step called)");
+
+    // Each Function mapped: both replay; a module that answers otherwise fails the steps of that Function only.
+    const helloDir = join(ROOT, "functions/hello");
+    const both = await run(["test", s.dir, "--function", `function-hello=${helloDir}`, "--function", `function-greet=${helloDir}`]);
+    assert.is(both.code, 0, both.stdout + both.stderr);
+    assert.match(both.stdout, "2 passed, 0 failed");
+    const other = join(scratch, "greet-other.mjs");
+    writeFileSync(other, "export default () => { throw new Error('the greet module ran'); };\n");
+    const mixed = await run(["test", s.dir, "--function", `function-hello=${helloDir}`, "--function", `function-greet=${other}`]);
+    assert.is(mixed.code, 1);
+    assert.match(mixed.stdout, "1 passed, 1 failed");
+    assert.match(mixed.stdout, /FAIL {5}\S*01-s1\n[^]*the greet module ran/);
+
+    // What case.yaml names wins over the flag.
+    writeFileSync(join(s.dir, trace, "01-s1/case.yaml"), `function: ${join(helloDir, "index.ts")}\n`);
+    const named = await run(["test", s.dir, "--function", `function-hello=${helloDir}`, "--function", `function-greet=${other}`]);
+    assert.match(named.stdout, "2 passed, 0 failed");
+
+    // Bad values: each refused before any case runs, naming it.
+    for (const [flag, why] of [
+      ["function-hello", '--function "function-hello": expected NAME=MODULE'],
+      ["=x", '--function "=x": expected NAME=MODULE'],
+      [
+        "function-hello=/nowhere/at/all",
+        "--function function-hello: cannot load function module /nowhere/at/all: no such file or directory",
+      ],
+    ]) {
+      const bad = await run(["test", s.dir, "--function", flag!]);
+      assert.is(bad.code, 1, flag);
+      assert.match(bad.stdout, `xfn test: ${why}`);
+      assert.not.match(bad.stdout, "passed");
+    }
+    const twice = await run(["test", s.dir, "--function", `a=${helloDir}`, "--function", `a=${helloDir}`]);
+    assert.match(twice.stdout, "xfn test: --function a is given twice");
+  } finally {
+    cp.close();
+    await s.i.stop();
+  }
+});
+
 I("secrets are redacted again on arrival: credentials, connection details, Secrets' data and stringData, nested ones too", async () => {
   const s = await inspector();
   const cp = await crossplane(s.socket);
