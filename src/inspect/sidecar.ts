@@ -16,7 +16,7 @@
 //     <NN>-<step>/request.yaml, expected.yaml, case.yaml, inspected.yaml   one step: an `xfn test` case
 //     pipeline/xr.yaml, observed.yaml, required.yaml                      the reconcile's inputs
 // Operations' steps go under operation.<name>/ the same way.
-import { lstatSync, rmSync } from "node:fs";
+import { chmodSync, lstatSync, rmSync } from "node:fs";
 import { mkdir, realpath } from "node:fs/promises";
 import { extname } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -26,6 +26,7 @@ import type { Logger } from "pino";
 import { PipelineInspectorService } from "../gen/crossplane/pipeline/v1alpha1/pipeline_inspector_pb.js";
 import { collectGarbage } from "../gc.js";
 import { LARGE_CALL_BYTES, type Job, type Outcome } from "./writer.js";
+import { messageOf } from "../sdk/errors.js";
 
 /** The most bytes a call may carry by default, as Crossplane's reference sidecar is run with (8 MiB). */
 export const DEFAULT_MAX_RECV_BYTES = 8 * 1024 * 1024;
@@ -192,6 +193,14 @@ export async function startInspector(opts: InspectorOptions): Promise<Inspector>
     stopping = true;
     await writer!.terminate();
     throw err;
+  }
+  // Crossplane runs as a user of its own (65532 in its chart) and a sidecar often as another: connecting to a Unix
+  // socket takes write permission on it, which the usual umask gives only its owner. Every user may connect; the
+  // socket's folder (the pod's shared emptyDir) bounds who can reach it.
+  try {
+    chmodSync(opts.socket, 0o666);
+  } catch (err) {
+    log.warn({ socket: opts.socket, err: messageOf(err) }, "cannot open the socket to other users; Crossplane must run as this user");
   }
   log.info({ socket: opts.socket, dir: root }, "pipeline inspector listening");
 

@@ -6,8 +6,20 @@
 // dropped and logged, never answered with an error; names from the cluster
 // cannot lead a write outside the folder. And `xfn host --inspector-socket`
 // emits the same way, so a host run records the same cases.
-import { spawn } from "node:child_process";
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { spawn, spawnSync } from "node:child_process";
+import {
+  chmodSync,
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { create, isFieldSet, toBinary, type JsonObject } from "@bufbuild/protobuf";
@@ -313,6 +325,32 @@ I("a sidecar in a cluster knows no local paths: xfn test --function NAME=MODULE 
     await s.i.stop();
   }
 });
+
+I(
+  "Crossplane reaches the socket whatever user each runs as (65532 in Crossplane's chart, the sidecar another): it is open to all",
+  async () => {
+    const s = await inspector();
+    try {
+      assert.is(statSync(s.socket).mode & 0o777, 0o666);
+      // As root, the real thing: a process of Crossplane's user connects to a socket root made (it was refused with EACCES).
+      if (process.getuid?.() === 0) {
+        chmodSync(scratch, 0o755);
+        chmodSync(join(s.socket, ".."), 0o777);
+        const probe = spawnSync(
+          process.execPath,
+          [
+            "-e",
+            `require("node:net").connect(${JSON.stringify(s.socket)}).on("connect", () => process.exit(0)).on("error", (e) => { console.log(e.code); process.exit(1); })`,
+          ],
+          { uid: 65532, gid: 65532, encoding: "utf8", timeout: 10_000 },
+        );
+        assert.is(probe.status, 0, probe.stdout + probe.stderr);
+      }
+    } finally {
+      await s.i.stop();
+    }
+  },
+);
 
 I("secrets are redacted again on arrival: credentials, connection details, Secrets' data and stringData, nested ones too", async () => {
   const s = await inspector();
