@@ -94,6 +94,20 @@ function typeScriptWorker(script: URL, workerData: unknown): Worker {
   });
 }
 
+/**
+ * openToAll lets every user connect to socket. Crossplane runs as a user of its
+ * own (65532 in its chart) and a sidecar often as another; connecting to a Unix
+ * socket takes write permission on it, which the usual umask gives only its
+ * owner. The socket's folder (the pod's shared emptyDir) bounds who can reach it.
+ */
+function openToAll(socket: string, log: Logger): void {
+  try {
+    chmodSync(socket, 0o666);
+  } catch (err) {
+    log.warn({ socket, err: messageOf(err) }, "cannot open the socket to other users; Crossplane must run as this user");
+  }
+}
+
 /** startInspector listens on opts.socket and writes what it is sent under opts.dir. */
 export async function startInspector(opts: InspectorOptions): Promise<Inspector> {
   const { log } = opts;
@@ -194,14 +208,7 @@ export async function startInspector(opts: InspectorOptions): Promise<Inspector>
     await writer!.terminate();
     throw err;
   }
-  // Crossplane runs as a user of its own (65532 in its chart) and a sidecar often as another: connecting to a Unix
-  // socket takes write permission on it, which the usual umask gives only its owner. Every user may connect; the
-  // socket's folder (the pod's shared emptyDir) bounds who can reach it.
-  try {
-    chmodSync(opts.socket, 0o666);
-  } catch (err) {
-    log.warn({ socket: opts.socket, err: messageOf(err) }, "cannot open the socket to other users; Crossplane must run as this user");
-  }
+  openToAll(opts.socket, log);
   log.info({ socket: opts.socket, dir: root }, "pipeline inspector listening");
 
   const flush = () => new Promise<void>((resolve) => (inFlight === 0 ? resolve() : idle.push(resolve)));
