@@ -54,12 +54,19 @@ function redactState(s: State | undefined): void {
   }
 }
 
-/** redactRequest returns a copy of req with credentials, connection details and Secrets' data redacted. */
+/**
+ * redactRequest returns a copy of req with credentials, connection details and
+ * Secrets' data (in its state, input, context and required resources) redacted.
+ */
 export function redactRequest(req: RunFunctionRequest): RunFunctionRequest {
   const out = copyMessage(req);
   for (const c of Object.values(out.credentials)) if (c.source.case === "credentialData") redactMap(c.source.value.data);
   redactState(out.observed);
   redactState(out.desired);
+  // A Secret written in the step's input (a template of provider-kubernetes' Object, a base of patch-and-transform) or
+  // carried in the context is as secret there.
+  redactSecrets(out.input);
+  redactSecrets(out.context);
   for (const rs of [...Object.values(out.requiredResources), ...Object.values(out.extraResources)])
     for (const r of rs.items) {
       redactMap(r.connectionDetails);
@@ -72,5 +79,6 @@ export function redactRequest(req: RunFunctionRequest): RunFunctionRequest {
 export function redactResponse(rsp: RunFunctionResponse): RunFunctionResponse {
   const out = copyMessage(rsp);
   redactState(out.desired);
+  redactSecrets(out.context);
   return out;
 }

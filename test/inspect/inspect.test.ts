@@ -352,7 +352,7 @@ I(
   },
 );
 
-I("secrets are redacted again on arrival: credentials, connection details, Secrets' data and stringData, nested ones too", async () => {
+I("secrets are redacted again on arrival: credentials, connection details, Secrets (nested too, in input and context)", async () => {
   const s = await inspector();
   const cp = await crossplane(s.socket);
   try {
@@ -366,30 +366,39 @@ I("secrets are redacted again on arrival: credentials, connection details, Secre
     const b64 = (v: string) => Buffer.from(v).toString("base64");
     const req = {
       observed: {
-        composite: { resource: XR, connectionDetails: { url: b64("sekrit-1") } },
-        resources: { db: { resource: secret("sekrit-2"), connectionDetails: { pw: b64("sekrit-3") } } },
+        composite: { resource: XR, connectionDetails: { url: b64("sekrit-01") } },
+        resources: { db: { resource: secret("sekrit-02"), connectionDetails: { pw: b64("sekrit-03") } } },
       },
-      credentials: { aws: { credentialData: { data: { key: b64("sekrit-4") } } } },
-      requiredResources: { s: { items: [{ resource: secret("sekrit-5") }] } },
+      credentials: { aws: { credentialData: { data: { key: b64("sekrit-04") } } } },
+      requiredResources: { s: { items: [{ resource: secret("sekrit-05") }] } },
     };
     // Wrapped: a provider-kubernetes Object's manifest, a List's items, a template in the XR's spec.
     const wrapped = {
       apiVersion: "kubernetes.crossplane.io/v1alpha2",
       kind: "Object",
       metadata: { name: "o" },
-      spec: { forProvider: { manifest: secret("sekrit-8") } },
+      spec: { forProvider: { manifest: secret("sekrit-08") } },
     };
-    const list = { apiVersion: "v1", kind: "List", items: [{ apiVersion: "v1", kind: "ConfigMap" }, secret("sekrit-9")] };
+    const list = { apiVersion: "v1", kind: "List", items: [{ apiVersion: "v1", kind: "ConfigMap" }, secret("sekrit-09")] };
     (req.observed.resources as Record<string, unknown>)["wrapped"] = { resource: wrapped };
     (req.observed.resources as Record<string, unknown>)["list"] = { resource: list };
     (req.observed.composite as Record<string, unknown>)["resource"] = {
       ...XR,
       spec: { templates: [{ deep: { deeper: secret("sekrit-10") } }] },
     };
+    // A template in the step's input (found by the real tier: Crossplane sends the input as the Composition holds it),
+    // and a Secret carried in the context, both ways.
+    (req as Record<string, unknown>)["input"] = {
+      apiVersion: "x.io/v1",
+      kind: "Input",
+      resources: { token: { ...wrapped, spec: { forProvider: { manifest: secret("sekrit-12") } } } },
+    };
+    (req as Record<string, unknown>)["context"] = { "apiextensions.crossplane.io/environment": { secret: secret("sekrit-13") } };
     const rsp = {
+      context: { carried: [secret("sekrit-14")] },
       desired: {
         resources: {
-          out: { resource: secret("sekrit-6"), connectionDetails: { k: b64("sekrit-7") } },
+          out: { resource: secret("sekrit-06"), connectionDetails: { k: b64("sekrit-07") } },
           object: { resource: { ...wrapped, spec: { forProvider: { manifest: secret("sekrit-11") } } } },
         },
       },
@@ -399,7 +408,7 @@ I("secrets are redacted again on arrival: credentials, connection details, Secre
     await s.i.flush();
     const all = files(s.dir).map((f) => readFileSync(join(s.dir, f), "utf8"));
     const text = all.join("\n");
-    for (const v of Array.from({ length: 11 }, (_, i) => `sekrit-${i + 1}`)) {
+    for (const v of Array.from({ length: 14 }, (_, i) => `sekrit-${String(i + 1).padStart(2, "0")}`)) {
       assert.not.ok(text.includes(v), `${v} is written`);
       assert.not.ok(text.includes(b64(v)), `${v} (base64) is written`);
     }
