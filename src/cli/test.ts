@@ -1,27 +1,33 @@
 // `xfn test [dir]`: run every recorded case under dir.
 import { relative, resolve } from "node:path";
 import { Command, Option } from "commander";
-import { discoverCases, resolveFunctions, runCase, type Found } from "../testing/cases.js";
+import { discoverCases, resolveFunctions, runCase, type CaseOptions, type Found } from "../testing/cases.js";
+import { loadDocs } from "../engine/docs.js";
 import { refuseExit } from "../module/exit.js";
 import { messageOf } from "../sdk/errors.js";
 import { printable } from "../terminal.js";
 
-/**
- * runTests runs the cases and prints one line each; it returns the exit code.
- * functions are `--function NAME=MODULE` values: the module that replays the
- * steps `xfn inspect` recorded of the Function NAME.
- */
-export async function runTests(
-  dir: string,
-  update: boolean,
-  out: NodeJS.WritableStream,
-  functions: readonly string[] = [],
-): Promise<number> {
+/** What `xfn test` gives every case beside the folder: its --function, --required-resources and --required-schemas values. */
+export interface TestFlags {
+  /** NAME=MODULE: the module that replays the steps `xfn inspect` recorded of the Function NAME. */
+  function?: string[];
+  /** Files or folders of resources that answer a request case's resource requirements. */
+  requiredResources?: string[];
+  /** Files or folders of CRDs, XRDs or OpenAPI v3 documents that answer its schema requirements. */
+  requiredSchemas?: string[];
+}
+
+/** runTests runs the cases and prints one line each; it returns the exit code. */
+export async function runTests(dir: string, update: boolean, out: NodeJS.WritableStream, flags: TestFlags = {}): Promise<number> {
   const root = resolve(dir);
   let found: Found;
-  let modules: Map<string, string>;
+  let opts: CaseOptions;
   try {
-    modules = resolveFunctions(functions);
+    opts = {
+      functions: resolveFunctions(flags.function ?? []),
+      required: (flags.requiredResources ?? []).flatMap((p) => loadDocs(p)),
+      schemas: (flags.requiredSchemas ?? []).flatMap((p) => loadDocs(p)),
+    };
     found = discoverCases(root);
   } catch (err) {
     out.write(`xfn test: ${messageOf(err)}\n`);
@@ -40,7 +46,7 @@ export async function runTests(
   let passed = 0;
   let failed = unreadable.length;
   for (const c of cases) {
-    const r = await runCase(c, root, update, modules);
+    const r = await runCase(c, root, update, opts);
     if (r.status === "failed") {
       failed++;
       out.write(`FAIL     ${printable(r.name)}\n${printable(r.detail ?? "", { lines: true })}\n`);
@@ -74,8 +80,24 @@ export function testCommand(): Command {
         .default([])
         .argParser((v: string, prev: string[]) => [...prev, v]),
     )
-    .action(async (dir: string, flags: { update: boolean; function: string[] }) => {
+    .addOption(
+      new Option(
+        "--required-resources <path>",
+        "YAML file or directory with resources that answer the functions' resource requirements in request cases; repeatable",
+      )
+        .default([])
+        .argParser((v: string, prev: string[]) => [...prev, v]),
+    )
+    .addOption(
+      new Option(
+        "--required-schemas <path>",
+        "CRDs, XRDs or OpenAPI v3 documents that answer the functions' schema requirements in request cases; repeatable",
+      )
+        .default([])
+        .argParser((v: string, prev: string[]) => [...prev, v]),
+    )
+    .action(async (dir: string, flags: TestFlags & { update: boolean }) => {
       refuseExit(); // a function calling process.exit fails its case, not the run
-      process.exitCode = await runTests(dir, flags.update, process.stdout, flags.function);
+      process.exitCode = await runTests(dir, flags.update, process.stdout, flags);
     });
 }

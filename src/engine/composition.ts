@@ -217,7 +217,7 @@ export class RequirementsError extends Error {
  *   it saw everything it needs: one call, no second;
  * - at most 1 + 5 calls; then "requirements didn't stabilize".
  */
-async function runWithRequirements(
+export async function runWithRequirements(
   run: (req: RunFunctionRequest) => Promise<RunFunctionResponse>,
   req: RunFunctionRequest,
   fetch: Fetch,

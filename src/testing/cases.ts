@@ -26,12 +26,14 @@ import type { Schemas } from "../validate/validate.js";
 import { parseAllDocuments, stringify } from "yaml";
 import { loadFunction, resolveModule } from "../module/load.js";
 import type { RunFunction } from "../function.js";
-import { RunFunctionResponseSchema, type RunFunctionResponse } from "../gen/fn/v1/run_function_pb.js";
+import { RunFunctionResponseSchema, type RunFunctionRequest, type RunFunctionResponse } from "../gen/fn/v1/run_function_pb.js";
 import { InputError, loadDocs, loadOne, parseDoc, parseDocs, type Doc } from "../engine/docs.js";
 import { COMPOSITION_RESOURCE_NAME } from "../engine/composed.js";
-import { FIXED_TIME, render } from "../render/render.js";
+import { FIXED_TIME, render, select } from "../render/render.js";
+import { schemaSource } from "../render/schema.js";
 import { toYamlStream } from "../render/output.js";
 import { createRunner } from "../engine/runner.js";
+import { runWithRequirements } from "../engine/composition.js";
 import { messageToJson } from "../wire/protojson.js";
 import { isObject } from "../json.js";
 import { getOwn, setOwn } from "../own.js";
@@ -255,9 +257,48 @@ function findInProject(dir: string, cfg: CaseConfig): string {
 
 const loaded = new Map<string, Promise<RunFunction>>();
 
-/** runRequestCase runs the case's request through its function. */
-async function runRequestCase(dir: string, cfg: CaseConfig, functions: ReadonlyMap<string, string>): Promise<RunFunctionResponse> {
-  const file = findModule(dir, cfg, functions);
+/**
+ * CaseOptions are what `xfn test` gives every case: the module of each
+ * Function inspected steps called (--function), and resources and schemas
+ * that answer a request case's requirements (--required-resources,
+ * --required-schemas), beside the case's own.
+ */
+export interface CaseOptions {
+  functions?: ReadonlyMap<string, string>;
+  required?: Doc[];
+  schemas?: Doc[];
+}
+
+/**
+ * unmetRequirements lists what rsp asks for that req was not given: the
+ * resources and schemas a recording lacks (Crossplane's Pipeline Inspector
+ * emits a step's request before its requirements are fetched).
+ */
+function unmetRequirements(req: RunFunctionRequest, rsp: RunFunctionResponse): string[] {
+  const r = rsp.requirements;
+  if (!r) return [];
+  return [
+    ...Object.entries(r.resources)
+      .filter(([n]) => !Object.hasOwn(req.requiredResources, n))
+      .map(([n, sel]) => `resources ${n} (${sel.apiVersion} ${sel.kind})`),
+    ...Object.entries(r.extraResources)
+      .filter(([n]) => !Object.hasOwn(req.extraResources, n))
+      .map(([n, sel]) => `resources ${n} (${sel.apiVersion} ${sel.kind})`),
+    ...Object.entries(r.schemas)
+      .filter(([n]) => !Object.hasOwn(req.requiredSchemas, n))
+      .map(([n, sel]) => `the schema ${n} (${sel.apiVersion} ${sel.kind})`),
+  ];
+}
+
+/**
+ * runRequestCase runs the case's request through its function. Given
+ * required resources or schemas (the case's `required` and `schemas`, or
+ * opts'), it answers the function's requirements from them and calls it
+ * again, as Crossplane does, until they settle; else it calls once, and says
+ * what the function asked for that the request lacks.
+ */
+async function runRequestCase(dir: string, cfg: CaseConfig, opts: CaseOptions): Promise<{ rsp: RunFunctionResponse; unmet: string[] }> {
+  const file = findModule(dir, cfg, opts.functions ?? new Map());
   let fn = loaded.get(file);
   if (!fn) {
     loaded.set(file, (fn = loadFunction(file)));
@@ -271,7 +312,22 @@ async function runRequestCase(dir: string, cfg: CaseConfig, functions: ReadonlyM
   } catch (err) {
     throw new InputError(messageOf(err));
   }
-  return callFunction(await fn, req, { now: new Date(cfg.now ?? DEFAULT_CASE_NOW) });
+  const required = [...optionalDocs(dir, "required"), ...(opts.required ?? [])];
+  const schemaDocs = [...optionalDocs(dir, "schemas"), ...(opts.schemas ?? [])];
+  const call = async (r: RunFunctionRequest) => callFunction(await fn, r, { now: new Date(cfg.now ?? DEFAULT_CASE_NOW) });
+  if (required.length === 0 && schemaDocs.length === 0) {
+    const rsp = await call(req);
+    return { rsp, unmet: unmetRequirements(req, rsp) };
+  }
+  const schemas = schemaDocs.length ? schemaSource(schemaDocs) : undefined;
+  const objects = required.map((d) => d.obj);
+  const rsp = await runWithRequirements(
+    call,
+    req,
+    (sel) => select(objects, sel),
+    schemas ? (apiVersion, kind) => schemas.find(apiVersion, kind) : undefined,
+  );
+  return { rsp, unmet: [] };
 }
 
 const REDACTED_TEXT = Buffer.from(REDACTED).toString("base64");
@@ -432,15 +488,9 @@ async function validationProblems(resources: JsonObject[], schemas: Schemas): Pr
 /**
  * runCase runs one case. With update, a failing case's expected.yaml is
  * rewritten in its own shape (see updated), and a passing one left as written.
- * functions maps the Function an inspected step called to the module file
- * that replays it (`xfn test --function`; resolved, see resolveFunctions).
+ * opts are what `xfn test` gives every case (CaseOptions).
  */
-export async function runCase(
-  dir: string,
-  root: string,
-  update = false,
-  functions: ReadonlyMap<string, string> = new Map(),
-): Promise<CaseResult> {
+export async function runCase(dir: string, root: string, update = false, opts: CaseOptions = {}): Promise<CaseResult> {
   const name = relative(root, dir) || ".";
   const expectedPath = join(dir, "expected.yaml");
   try {
@@ -457,11 +507,18 @@ export async function runCase(
       }
     };
     let problems: string[];
+    /** For a request case whose function asked for what the request lacks: what, and how to give it. */
+    let hint = "";
     let want: string;
     let got: string;
     const schemas = cfg.validate ? await caseSchemas(dir, cfg.validate) : undefined;
     if (isRequest) {
-      const rsp = await runRequestCase(dir, cfg, functions);
+      const { rsp, unmet } = await runRequestCase(dir, cfg, opts);
+      hint = unmet.length
+        ? `  the function asked for ${unmet.join(", ")}, which this case's request does not hold (Crossplane's Pipeline Inspector ` +
+          "records a step's request before they are fetched): give them as required and schemas beside request.yaml, or with " +
+          "xfn test --required-resources and --required-schemas"
+        : "";
       if (schemas) {
         const desired = Object.entries(rsp.desired?.resources ?? {}).map(([n, r]) => named(r.resource ?? {}, n));
         const refused = await validationProblems(desired, schemas);
@@ -519,7 +576,7 @@ export async function runCase(
       .slice(1)
       .map((l) => l.replace(/\t$/, ""))
       .join("\n");
-    return { name, status: "failed", detail: `${problems.map((p) => `  ${p}`).join("\n")}\n${diff}` };
+    return { name, status: "failed", detail: `${problems.map((p) => `  ${p}`).join("\n")}\n${hint ? `${hint}\n` : ""}${diff}` };
   } catch (err) {
     return { name, status: "failed", detail: `  ${messageOf(err)}` };
   }

@@ -644,4 +644,91 @@ for (const mode of [["--workers", "1"], []]) {
   });
 }
 
+T(
+  "a request case whose function asks for resources and a schema: answered from the case's required and schemas, or the flags",
+  async () => {
+    const dir = join(scratch, "requirements");
+    const kase = join(dir, "cases/step");
+    mkdirSync(kase, { recursive: true });
+    writeFileSync(
+      join(dir, "index.ts"),
+      `import { defineFunction, request, response } from ${JSON.stringify(join(ROOT, "src/index.ts"))};\n` +
+        `export default defineFunction((req) => {\n` +
+        `  const rsp = response.to(req);\n` +
+        `  response.requireSchema(rsp, "bucket", { apiVersion: "s3.aws.upbound.io/v1beta1", kind: "Bucket" });\n` +
+        `  response.requireResources(rsp, "config", { apiVersion: "v1", kind: "ConfigMap", matchName: "settings" });\n` +
+        `  const schema = request.getRequiredSchema(req, "bucket") as any;\n` +
+        `  const config = request.getRequiredResources(req, "config");\n` +
+        `  response.setDesiredCompositeStatus(rsp, {\n` +
+        `    schema: schema === undefined ? "unanswered" : schema === null ? "not found" : Object.keys(schema.properties ?? {}).sort().join(","),\n` +
+        `    region: config === undefined ? "unanswered" : String((config[0] as any)?.data?.region ?? "none"),\n` +
+        `  });\n` +
+        `  return rsp;\n});\n`,
+    );
+    writeFileSync(join(kase, "case.yaml"), `function: ${join(dir, "index.ts")}\n`);
+    writeFileSync(
+      join(kase, "request.yaml"),
+      stringify({ observed: { composite: { resource: { apiVersion: "x.io/v1", kind: "X", metadata: { name: "x" } } } } }),
+    );
+    // As Crossplane answered it in the cluster: the response after the requirements were fetched.
+    writeFileSync(
+      join(kase, "expected.yaml"),
+      stringify({ desired: { composite: { resource: { status: { schema: "spec,status", region: "eu-west-1" } } } } }),
+    );
+    const settings = { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "settings" }, data: { region: "eu-west-1" } };
+    writeFileSync(join(dir, "required.yaml"), stringify(settings));
+    const crds = join(dir, "crds.yaml");
+    writeFileSync(
+      crds,
+      stringify({
+        apiVersion: "apiextensions.k8s.io/v1",
+        kind: "CustomResourceDefinition",
+        metadata: { name: "buckets.s3.aws.upbound.io" },
+        spec: {
+          group: "s3.aws.upbound.io",
+          names: { kind: "Bucket", plural: "buckets" },
+          scope: "Cluster",
+          versions: [
+            {
+              name: "v1beta1",
+              served: true,
+              storage: true,
+              schema: { openAPIV3Schema: { type: "object", properties: { spec: { type: "object" }, status: { type: "object" } } } },
+            },
+          ],
+        },
+      }),
+    );
+
+    // Nothing to answer with: one call, compared as it is, and the failure says what the request lacks and how to give it.
+    const bare = await xfnTest(join(dir, "cases"));
+    assert.is(bare.code, 1);
+    assert.match(
+      bare.out,
+      "the function asked for resources config (v1 ConfigMap), the schema bucket (s3.aws.upbound.io/v1beta1 Bucket), which this case's request does not hold",
+      bare.out,
+    );
+    assert.match(bare.out, "xfn test --required-resources and --required-schemas");
+    // Given by the flags: called again with the answers, as Crossplane does, and the final answer compared.
+    const out = sink();
+    const flagged = await runTests(join(dir, "cases"), false, out.stream, {
+      requiredResources: [join(dir, "required.yaml")],
+      requiredSchemas: [crds],
+    });
+    assert.is(flagged, 0, out.text());
+    // Only one of the two: the other is answered "not found", as Crossplane answers, and the case fails on it.
+    const half = sink();
+    assert.is(await runTests(join(dir, "cases"), false, half.stream, { requiredSchemas: [crds] }), 1);
+    assert.match(half.text(), "region: none");
+    // Beside request.yaml, as a pipeline case holds them.
+    cpSync(join(dir, "required.yaml"), join(kase, "required.yaml"));
+    cpSync(crds, join(kase, "schemas.yaml"));
+    const beside = await xfnTest(join(dir, "cases"));
+    assert.is(beside.code, 0, beside.out);
+    // A path that is not there is refused before any case runs.
+    const missing = sink();
+    assert.is(await runTests(join(dir, "cases"), false, missing.stream, { requiredSchemas: [join(dir, "nope.yaml")] }), 1);
+    assert.match(missing.text(), /^xfn test: .*nope\.yaml/);
+  },
+);
 T.run();
