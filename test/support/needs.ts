@@ -137,6 +137,30 @@ function recordSkip(tools: Tool[], test: string): void {
 }
 
 /**
+ * loudHooks makes test's before and after hooks print what they throw: uvu
+ * returns from a `finally` around them, which discards the error, so a
+ * suite whose set-up failed showed only "(0 / N)" and no word why.
+ */
+function loudHooks<T>(test: Test<T>): Test<T> {
+  type Hook = Parameters<Test<T>["before"]>[0];
+  const loud =
+    (which: string, fn: Hook): Hook =>
+    async (ctx) => {
+      try {
+        await fn(ctx);
+      } catch (err) {
+        process.stderr.write(`\n  the suite's ${which} hook failed: ${(err as Error).stack ?? String(err)}\n`);
+        throw err;
+      }
+    };
+  const before = test.before;
+  const after = test.after;
+  test.before = Object.assign((fn: Hook) => before(loud("before", fn)), { each: before.each });
+  test.after = Object.assign((fn: Hook) => after(loud("after", fn)), { each: after.each });
+  return test;
+}
+
+/**
  * needs returns a suite that registers its tests in test only where every
  * named tool is usable. Where one is missing, each test is skipped and
  * recorded (or, under XFN_TEST_REQUIRE_TOOLS=1, fails naming what is missing)
@@ -144,7 +168,7 @@ function recordSkip(tools: Tool[], test: string): void {
  */
 export function needs<T>(test: Test<T>, ...tools: Tool[]): Test<T> {
   const missing = tools.filter((t) => whyMissing(t) !== undefined);
-  if (missing.length === 0) return test;
+  if (missing.length === 0) return loudHooks(test);
   const why = missing.map((t) => `${t} (${whyMissing(t)})`).join(", ");
   const gated = ((name: string) => {
     if (REQUIRE_TOOLS) {
