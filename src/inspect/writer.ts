@@ -131,7 +131,7 @@ export class CaseWriter {
     const p = this.forget(meta.spanId);
     if (!p) return { written: false, drop: { why: "response without its request", fields: { span: meta.spanId, step: meta.stepName } } };
     const req = decodeRequest(p.req);
-    await this.writeStep(p.meta, req, rsp, error, p.at);
+    await this.writeStep(p.meta, req, rsp, error, p.at, job.at);
     return { written: true, lines: this.follow ? followLines(p.meta, req, rsp, error) : [] };
   }
 
@@ -198,6 +198,7 @@ export class CaseWriter {
     rsp: RunFunctionResponse | undefined,
     error: string,
     at: number,
+    answeredAt: number,
   ): Promise<void> {
     const iteration = meta.iteration ? `-i${meta.iteration}` : "";
     const dir = join(this.traceDir(meta), `${String(meta.stepIndex).padStart(2, "0")}-${safe(meta.stepName)}${iteration}`);
@@ -205,7 +206,13 @@ export class CaseWriter {
     const when = meta.timestamp ? timestampDate(meta.timestamp).toISOString() : new Date(at).toISOString();
     const files: Record<string, string> = {
       "request.yaml": yaml(messageToJson(RunFunctionRequestSchema, req)),
-      "case.yaml": yaml({ ...(module ? functionRef(module) : {}), now: when }),
+      // The function read its clock after now and before until (when its response came): xfn test matches a time it
+      // wrote in that window with the replay's (cases.ts clockWindow).
+      "case.yaml": yaml({
+        ...(module ? functionRef(module) : {}),
+        now: when,
+        ...(rsp && answeredAt >= Date.parse(when) ? { until: new Date(answeredAt).toISOString() } : {}),
+      }),
       "inspected.yaml": yaml({
         function: meta.functionName,
         step: meta.stepName,

@@ -37,7 +37,7 @@ import { runWithRequirements } from "../engine/composition.js";
 import { messageToJson } from "../wire/protojson.js";
 import { isObject } from "../json.js";
 import { getOwn, setOwn } from "../own.js";
-import { mismatches, project } from "./expect.js";
+import { mismatches, project, type Same } from "./expect.js";
 import { rewriteKeepingStyle } from "./keep-style.js";
 import { REDACTED, redactResponse } from "../wire/redact.js";
 import { packageName } from "./record.js";
@@ -133,13 +133,19 @@ interface CaseConfig {
   project?: string;
   projectPath?: string;
   now?: string;
+  /**
+   * When the step's response came (written by xfn inspect): the function read
+   * its clock between now and until, so a time it wrote matches the one the
+   * replay writes at now (clockWindow).
+   */
+  until?: string;
   context?: Record<string, JsonValue>;
   output?: "legacy" | "current";
   /** CRDs, XRDs or OpenAPI v3 documents (files or folders, from the case's folder) the desired composed resources must pass. */
   validate?: string | string[];
 }
 
-const CASE_KEYS = ["function", "project", "projectPath", "now", "context", "output", "validate"];
+const CASE_KEYS = ["function", "project", "projectPath", "now", "until", "context", "output", "validate"];
 
 function readConfig(dir: string): CaseConfig {
   const p = join(dir, "case.yaml");
@@ -157,8 +163,11 @@ function readConfig(dir: string): CaseConfig {
     throw new InputError(`${p}: output ${JSON.stringify(c["output"])} must be legacy or current`);
   for (const k of ["function", "project", "projectPath"])
     if (c[k] !== undefined && (typeof c[k] !== "string" || c[k] === "")) throw new InputError(`${p}: ${k} must be a non-empty string`);
-  if (c["now"] !== undefined && Number.isNaN(new Date(String(c["now"])).getTime()))
-    throw new InputError(`${p}: now ${JSON.stringify(c["now"])} is not an RFC 3339 time`);
+  for (const k of ["now", "until"])
+    if (c[k] !== undefined && Number.isNaN(new Date(String(c[k])).getTime()))
+      throw new InputError(`${p}: ${k} ${JSON.stringify(c[k])} is not an RFC 3339 time`);
+  if (c["until"] !== undefined && (c["now"] === undefined || Date.parse(String(c["until"])) < Date.parse(String(c["now"]))))
+    throw new InputError(`${p}: until goes with now, and is not before it`);
   return c as CaseConfig;
 }
 
@@ -485,6 +494,33 @@ async function validationProblems(resources: JsonObject[], schemas: Schemas): Pr
   return [...found.report, ...found.refusals.map((l) => `a cluster's server-side apply would refuse: ${l}`)].map((l) => `validate: ${l}`);
 }
 
+const RFC3339 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/;
+
+/** precisionMs is the step of a time as written: 1 ms with a fraction of a second (to the ms), else 1 s. */
+const precisionMs = (t: string) => (/\.\d+/.test(t) ? 1 : 1000);
+
+/**
+ * clockWindow matches a time the function wrote in the cluster with the one
+ * it writes replayed. Crossplane's Pipeline Inspector stamps a step when it
+ * sends the request; the function reads its clock later (after the call's
+ * latency, and after Crossplane fetched what it required), before the
+ * response came at until. Replayed, its clock reads now. So an actual time
+ * that is now (at the precision it is written in) matches an expected one
+ * from now to until: the time it was read in the cluster, as well as it can
+ * be known.
+ */
+function clockWindow(now: Date, until: Date): Same {
+  const at = now.getTime();
+  return (actual, expected) => {
+    if (typeof actual !== "string" || typeof expected !== "string" || !RFC3339.test(actual) || !RFC3339.test(expected)) return false;
+    const a = Date.parse(actual);
+    const e = Date.parse(expected);
+    const pa = precisionMs(actual);
+    const pe = precisionMs(expected);
+    return a === Math.floor(at / pa) * pa && e >= Math.floor(at / pe) * pe && e <= until.getTime();
+  };
+}
+
 /**
  * runCase runs one case. With update, a failing case's expected.yaml is
  * rewritten in its own shape (see updated), and a passing one left as written.
@@ -526,7 +562,7 @@ export async function runCase(dir: string, root: string, update = false, opts: C
       }
       const expected = parsed(() => parseDoc(expectedText, expectedPath), null);
       const actual = maskRedacted(messageToJson(RunFunctionResponseSchema, rsp), expected);
-      problems = mismatches(actual, expected);
+      problems = mismatches(actual, expected, "$", cfg.until ? clockWindow(new Date(cfg.now!), new Date(cfg.until)) : undefined);
       if (update) {
         if (problems.length === 0) return { name, status: "passed" };
         // Connection details redacted, as a recording writes them: no secret lands in a case folder.

@@ -7,7 +7,8 @@
 //   expected and actual element is an object with a "name" (or else "type")
 //   field, elements are paired by it instead of by position, as conditions are.
 // - The string "$absent" matches only a missing value.
-// - Anything else must be equal.
+// - Anything else must be equal, or be what the caller's `same` accepts (a
+//   time the function read from its clock: see clockWindow in cases.ts).
 
 import { isObject } from "../json.js";
 import { getOwn, setOwn } from "../own.js";
@@ -31,8 +32,11 @@ function listKey(actual: unknown[], expected: unknown[]): string | undefined {
 
 const sub = (path: string, k: string) => (/^[A-Za-z_][A-Za-z0-9_]*$/.test(k) ? `${path}.${k}` : `${path}[${JSON.stringify(k)}]`);
 
+/** Same says whether two leaf values that are not equal match all the same. */
+export type Same = (actual: unknown, expected: unknown) => boolean;
+
 /** mismatches lists, by JSON path, where actual fails the partial expectation. */
-export function mismatches(actual: unknown, expected: unknown, path = "$"): string[] {
+export function mismatches(actual: unknown, expected: unknown, path = "$", same?: Same): string[] {
   if (expected === ABSENT) return actual === undefined ? [] : [`${path}: expected it absent, got ${show(actual)}`];
   if (Array.isArray(expected)) {
     if (!Array.isArray(actual)) return [`${path}: expected a list, got ${show(actual)}`];
@@ -44,20 +48,21 @@ export function mismatches(actual: unknown, expected: unknown, path = "$"): stri
         const a = (actual as Obj[]).find((x) => x[key] === e[key]);
         const p = `${path}[${key}=${JSON.stringify(e[key])}]`;
         if (a === undefined) out.push(`${p}: missing`);
-        else out.push(...mismatches(a, e, p));
+        else out.push(...mismatches(a, e, p, same));
       }
       return out;
     }
-    for (let i = 0; i < Math.min(actual.length, expected.length); i++) out.push(...mismatches(actual[i], expected[i], `${path}[${i}]`));
+    for (let i = 0; i < Math.min(actual.length, expected.length); i++)
+      out.push(...mismatches(actual[i], expected[i], `${path}[${i}]`, same));
     return out;
   }
   if (isObj(expected)) {
     if (!isObj(actual)) return [`${path}: expected an object, got ${show(actual)}`];
     const out: string[] = [];
-    for (const [k, v] of Object.entries(expected)) out.push(...mismatches(getOwn(actual, k), v, sub(path, k)));
+    for (const [k, v] of Object.entries(expected)) out.push(...mismatches(getOwn(actual, k), v, sub(path, k), same));
     return out;
   }
-  return Object.is(actual, expected) ? [] : [`${path}: expected ${show(expected)}, got ${show(actual)}`];
+  return Object.is(actual, expected) || same?.(actual, expected) ? [] : [`${path}: expected ${show(expected)}, got ${show(actual)}`];
 }
 
 /**

@@ -276,7 +276,7 @@ const broken: Record<string, { files: Record<string, string>; want: RegExp }> = 
   },
   UnknownCaseKey: {
     files: { "request.yaml": "{}\n", "expected.yaml": "{}\n", "case.yaml": "fn: x\n" },
-    want: /case\.yaml: unknown key "fn"; allowed: function, project, projectPath, now, context/,
+    want: /case\.yaml: unknown key "fn"; allowed: function, project, projectPath, now, until, context/,
   },
   BadNow: {
     files: { "request.yaml": "{}\n", "expected.yaml": "{}\n", "case.yaml": "now: yesterday\n" },
@@ -729,6 +729,49 @@ T(
     const missing = sink();
     assert.is(await runTests(join(dir, "cases"), false, missing.stream, { requiredSchemas: [join(dir, "nope.yaml")] }), 1);
     assert.match(missing.text(), /^xfn test: .*nope\.yaml/);
+  },
+);
+
+T(
+  "an inspected step's clock: a time the function wrote between case.yaml's now and until matches the replay's, and only then",
+  async () => {
+    const dir = join(scratch, "clock");
+    mkdirSync(join(dir, "cases/step"), { recursive: true });
+    writeFileSync(
+      join(dir, "index.ts"),
+      `import { defineFunction, response } from ${JSON.stringify(join(ROOT, "src/index.ts"))};\n` +
+        `export default defineFunction((req, ctx) => {\n` +
+        `  const rsp = response.to(req);\n` +
+        `  const t = ctx.now().toISOString();\n` +
+        `  response.setDesiredCompositeStatus(rsp, { at: t, second: t.replace(/\\.\\d+Z$/, "Z"), label: "fixed" });\n` +
+        `  return rsp;\n});\n`,
+    );
+    const kase = join(dir, "cases/step");
+    writeFileSync(join(kase, "request.yaml"), "{}\n");
+    const check = async (caseYaml: object, status: object) => {
+      writeFileSync(join(kase, "case.yaml"), stringify({ function: join(dir, "index.ts"), ...caseYaml }));
+      writeFileSync(join(kase, "expected.yaml"), stringify({ desired: { composite: { resource: { status } } } }));
+      return xfnTest(join(dir, "cases"));
+    };
+    const window = { now: "2026-11-27T10:00:00.900Z", until: "2026-11-27T10:00:01.100Z" };
+    // Read 62 ms after the step began, in the cluster: matches. So does a time written to the second, at 10:00:01.
+    assert.is((await check(window, { at: "2026-11-27T10:00:00.962Z", second: "2026-11-27T10:00:01Z" })).code, 0);
+    // Outside the window, either side: a failure naming the field.
+    for (const at of ["2026-11-27T10:00:01.101Z", "2026-11-27T10:00:00.899Z"]) {
+      const r = await check(window, { at });
+      assert.is(r.code, 1, at);
+      assert.match(r.out, `$.desired.composite.resource.status.at: expected "${at}", got "2026-11-27T10:00:00.900Z"`);
+    }
+    // Only times: another value is compared as it is.
+    assert.is((await check(window, { label: "2026-11-27T10:00:00.950Z" })).code, 1);
+    // Without until (a case written by hand, or by --record-dir, whose clock is exact): no window.
+    assert.is((await check({ now: window.now }, { at: "2026-11-27T10:00:00.962Z" })).code, 1);
+    // Bad windows are refused, naming the key.
+    const noNow = await check({ until: window.until }, {});
+    assert.match(noNow.out, "until goes with now, and is not before it");
+    const backwards = await check({ now: window.until, until: window.now }, {});
+    assert.match(backwards.out, "until goes with now, and is not before it");
+    assert.match((await check({ now: window.now, until: "soon" }, {})).out, 'until "soon" is not an RFC 3339 time');
   },
 );
 T.run();

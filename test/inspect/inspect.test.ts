@@ -232,11 +232,16 @@ I("a step Crossplane emits is an xfn test case that replays against the local mo
     assert.equal(s.i.stats().dropped, {});
     // The case names its module by project, not by a path from where it was written: copied into another
     // project with a module at the same path, it runs its own module, or, with nowhere to find it, fails naming it.
-    assert.equal(parse(readFileSync(join(s.dir, step, "case.yaml"), "utf8")), {
+    const written = parse(readFileSync(join(s.dir, step, "case.yaml"), "utf8")) as Record<string, string>;
+    // until: when the response came, here (the step's stamp is a fixed day before): the window of its clock.
+    const until = written["until"]!;
+    assert.ok(Date.parse(until) > Date.parse("2026-11-28T00:00:00Z") && Date.parse(until) <= Date.now(), until);
+    assert.equal(written, {
       function: "functions/hello/index.ts",
       project: "xfn-runtime",
       projectPath: ROOT,
       now: "2026-11-27T10:00:00.000Z",
+      until,
     });
     const other = join(scratch, "other-project");
     mkdirSync(join(other, "functions/hello"), { recursive: true });
@@ -279,7 +284,7 @@ I("a sidecar in a cluster knows no local paths: xfn test --function NAME=MODULE 
     }
     await s.i.flush();
     const trace = "XBuckets._.team-a/20261127T100000000Z-trace-00";
-    assert.equal(parse(readFileSync(join(s.dir, trace, "00-s0/case.yaml"), "utf8")), { now: "2026-11-27T10:00:00.000Z" });
+    assert.equal(Object.keys(parse(readFileSync(join(s.dir, trace, "00-s0/case.yaml"), "utf8"))), ["now", "until"]);
 
     // Without a module, each step fails naming the flag and the Function it needs.
     const bare = await run(["test", s.dir]);
