@@ -40,8 +40,17 @@ function moduleDir(): string {
   return (JSON.parse(r.stdout) as { Dir: string }).Dir;
 }
 
-/** startCrossplane runs `core init` until it succeeds, then `core start`, and resolves once Crossplane is ready. */
-export async function startCrossplane(cp: ControlPlane, log = (s: string) => process.stderr.write(`${s}\n`)): Promise<Crossplane> {
+/**
+ * startCrossplane runs `core init` until it succeeds, then `core start`, and
+ * resolves once Crossplane is ready. With inspectorSocket, Crossplane emits
+ * every step it runs to a Pipeline Inspector there (the alpha flags
+ * --enable-pipeline-inspector and --pipeline-inspector-socket).
+ */
+export async function startCrossplane(
+  cp: ControlPlane,
+  log = (s: string) => process.stderr.write(`${s}\n`),
+  opts: { inspectorSocket?: string } = {},
+): Promise<Crossplane> {
   const bin = (build("crossplane", log) as { crossplane: string }).crossplane;
   const source = moduleDir();
   const dir = join(cp.dir, "crossplane");
@@ -87,7 +96,8 @@ export async function startCrossplane(cp: ControlPlane, log = (s: string) => pro
   const health = await freePort();
   const startLog = join(dir, "core-start.log");
   const fd = openSync(startLog, "a");
-  const child: ChildProcess = spawn(bin, ["core", "start", "--package-runtime=External"], {
+  const inspector = opts.inspectorSocket ? ["--enable-pipeline-inspector", `--pipeline-inspector-socket=${opts.inspectorSocket}`] : [];
+  const child: ChildProcess = spawn(bin, ["core", "start", "--package-runtime=External", ...inspector], {
     env: {
       ...env,
       LEADER_ELECTION: "false",

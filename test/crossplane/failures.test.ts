@@ -12,12 +12,25 @@
 // Crossplane and crossplane-runtime do on their own); with it, lifecycle reads
 // the ID there and Crossplane writes it to the Instance, and the restart
 // creates nothing.
-import { mkdtempSync, rmSync } from "node:fs";
+//
+// Issue 58, item 6: Crossplane runs with its Pipeline Inspector on, emitting
+// every step to `xfn inspect` in the lifecycle function's own image, run by
+// podman as docs/inspect.md runs the sidecar (user 2000, read-only, the socket
+// and the cases in folders shared as a pod's emptyDirs). The last test checks
+// that every scenario's steps were written, that `xfn test --function`
+// replays all of them green, and that no secret of the secrets scenario (a
+// step's credentials, a managed resource's connection details, a Secret
+// inside a composed provider-kubernetes Object) is in any file written.
+import { randomBytes } from "node:crypto";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { stringify } from "yaml";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { needs } from "../support/needs.js";
+import { runAsSidecar, type Container } from "../support/podman.js";
+import { ROOT, run } from "../support/spawn.js";
 import { eventually as eventuallyOn, startControlPlane, type ControlPlane } from "./controlplane.js";
 import { startCrossplane, type Crossplane } from "./crossplane.js";
 import { buildXpkg, installFunction, kubectl, kubectlApply, startRegistry, type InstalledFunction, type Registry } from "./functions.js";
@@ -31,6 +44,9 @@ let xp: Crossplane | undefined;
 let registry: Registry | undefined;
 let provider: Provider | undefined;
 const installed: InstalledFunction[] = [];
+let sidecar: Container | undefined;
+/** The Pipeline Inspector's folders, shared with its container as a pod's emptyDirs (world-writable, as those are). */
+let inspector: { socketDir: string; cases: string };
 
 G.before(async () => {
   work = mkdtempSync(join(tmpdir(), "xfn-crossplane-failures-"));
@@ -42,7 +58,12 @@ G.before(async () => {
     }))(),
   ]);
   cp = plane;
-  xp = await startCrossplane(cp);
+  inspector = { socketDir: join(work, "inspector/socket"), cases: join(work, "inspector/cases") };
+  for (const d of Object.values(inspector)) {
+    mkdirSync(d, { recursive: true });
+    chmodSync(d, 0o777); // past the umask
+  }
+  xp = await startCrossplane(cp, undefined, { inspectorSocket: join(inspector.socketDir, "socket") });
   registry = await startRegistry(join(work, "registry"));
   for (const [name, xpkg] of Object.entries(xpkgs))
     installed.push(
@@ -52,6 +73,14 @@ G.before(async () => {
         crossplaneLog: () => xp!.logTail(),
       }),
     );
+  // The sidecar, from the image Crossplane already pulled for function-lifecycle, as docs/inspect.md runs it.
+  sidecar = await runAsSidecar(
+    installed.find((f) => f.name === "function-lifecycle")!.ref,
+    ["node", "/function/inspect.mjs", "--socket=/var/run/pipeline-inspector/socket", "--dir=/inspected"],
+    { [inspector.socketDir]: "/var/run/pipeline-inspector", [inspector.cases]: "/inspected" },
+  );
+  for (const until = Date.now() + 30_000; !existsSync(join(inspector.socketDir, "socket")); await sleep(200))
+    if (Date.now() > until) throw new Error(`the Pipeline Inspector sidecar did not listen within 30 s; its log:\n${await sidecar.logs()}`);
   await installProviderCrds(cp);
   provider = await startProvider(cp, { poll: "1s", readyAfter: "2s", creationGracePeriod: "1s" });
   await kubectlApply(cp, LATE_XRD);
@@ -60,6 +89,9 @@ G.before(async () => {
 });
 G.after(async () => {
   await provider?.stop();
+  // Before the functions: their stop removes the image the sidecar runs.
+  await sidecar?.stop(5).catch(() => {});
+  await sidecar?.remove();
   for (const f of installed) await f.stop();
   await registry?.stop();
   await xp?.stop();
@@ -412,9 +444,104 @@ G("failure mode 3: the first XR of an XRD established more than 60 s earlier is 
   );
 });
 
+/** The secrets of the secrets scenario, each of which must never reach a file the Pipeline Inspector writes. */
+const SECRETS = { credential: `cred-${randomBytes(8).toString("hex")}`, token: `token-${randomBytes(8).toString("hex")}`, password: "" };
+
+/** provider-kubernetes' cluster-scoped Object, its manifest free-form: only its CRD, no provider (nothing reconciles it). */
+const OBJECT_CRD = {
+  apiVersion: "apiextensions.k8s.io/v1",
+  kind: "CustomResourceDefinition",
+  metadata: { name: "objects.kubernetes.crossplane.io" },
+  spec: {
+    group: "kubernetes.crossplane.io",
+    names: { kind: "Object", plural: "objects", listKind: "ObjectList", singular: "object", categories: ["crossplane", "managed"] },
+    scope: "Cluster",
+    versions: [
+      {
+        name: "v1alpha2",
+        served: true,
+        storage: true,
+        subresources: { status: {} },
+        schema: {
+          openAPIV3Schema: {
+            type: "object",
+            properties: {
+              spec: { type: "object", "x-kubernetes-preserve-unknown-fields": true },
+              status: { type: "object", "x-kubernetes-preserve-unknown-fields": true },
+            },
+          },
+        },
+      },
+    ],
+  },
+};
+
+G(
+  "secrets in a pipeline: a step's credentials, an Instance's connection details and a Secret inside a composed Object reach the functions",
+  async () => {
+    await kubectlApply(cp!, OBJECT_CRD);
+    await kubectl(cp!, "wait", "--for=condition=Established", "--timeout=60s", `crd/${OBJECT_CRD.metadata.name}`);
+    await kubectlApply(cp!, {
+      apiVersion: "v1",
+      kind: "Secret",
+      metadata: { name: "db-credentials", namespace: "crossplane-system" },
+      stringData: { password: SECRETS.credential },
+    });
+    const vault = composition(
+      "db-secrets",
+      {},
+      {
+        instance: {
+          ...INSTANCE.instance,
+          spec: { ...INSTANCE.instance.spec, writeConnectionSecretToRef: { namespace: "crossplane-system", name: "vault-instance" } },
+        },
+        token: {
+          apiVersion: "kubernetes.crossplane.io/v1alpha2",
+          kind: "Object",
+          spec: {
+            forProvider: {
+              manifest: {
+                apiVersion: "v1",
+                kind: "Secret",
+                metadata: { name: "app-token", namespace: "default" },
+                stringData: { token: SECRETS.token },
+              },
+            },
+          },
+        },
+      },
+    );
+    (vault.spec.pipeline[0] as Record<string, unknown>)["credentials"] = [
+      { name: "db", source: "Secret", secretRef: { namespace: "crossplane-system", name: "db-credentials" } },
+    ];
+    await kubectlApply(cp!, vault);
+    await kubectlApply(cp!, xr("vault", "db-secrets"));
+    // The provider publishes the Instance's password; Crossplane reads it into the next request as a connection detail.
+    const published = await eventually("the Instance's connection details published", async () => {
+      const secret = await getJson<{ data?: Record<string, string> }>("secret", "-n", "crossplane-system", "vault-instance").catch(
+        () => undefined,
+      );
+      if (secret?.data?.["password"]) return secret.data["password"];
+      const x = await getJson("xdatabases", "vault").catch((e: Error) => e.message);
+      const i = await instanceOf("vault").catch((e: Error) => e.message);
+      throw new Error(`no connection Secret yet; the XR: ${JSON.stringify(x)}\nits Instance: ${JSON.stringify(i)}`);
+    });
+    SECRETS.password = Buffer.from(published, "base64").toString();
+    assert.ok(provider!.objects("Instance").some((o) => o.password === SECRETS.password));
+    // A step the inspector wrote with that connection detail's key: the next reconcile saw it.
+    await eventually("a step written whose request has the Instance's password among its connection details", async () =>
+      stepsOf("XDatabase._.vault").some((d) => /connectionDetails:\n\s+endpoint: .*\n\s+password:/.test(read(d, "request.yaml"))),
+    );
+  },
+);
+
 G(
   "failure mode 1: the provider's CRDs deleted, then the XRD: the XRD and its XRs go, and Crossplane stops its watches without an error",
   async () => {
+    // What replaying the inspected steps needs (the last test), taken before this test deletes it: the kinds' schemas as
+    // the cluster serves them, which Crossplane answered functions/lifecycle's schema requirement from.
+    const crds = JSON.parse(await kubectl(cp!, "get", "crd", "-o", "json")) as { items: object[] };
+    writeFileSync(join(work, "inspector/schemas.yaml"), crds.items.map((c) => stringify(c)).join("---\n"));
     const before = xp!.logTail(1_000_000).split("\n").length;
     // The crash test's Bucket still refuses to go on; an operator who checked the cloud lets it (else it could not be deleted).
     await kubectl(cp!, "annotate", "buckets.s3.aws.upbound.io", "--all", "crossplane.io/external-create-pending-");
@@ -434,6 +561,91 @@ G(
     const log = xp!.logTail(1_000_000).split("\n").slice(before).join("\n");
     assert.not.match(log, /cannot stop watch|failed waiting for Informer to sync|Timeout: failed waiting/i);
     process.stderr.write(`failure mode 1: the XRD was gone ${((Date.now() - started) / 1000).toFixed(1)} s after its deletion\n`);
+  },
+);
+
+/** read is a file of a step folder, or "" when there is none. */
+const read = (dir: string, file: string) => (existsSync(join(dir, file)) ? readFileSync(join(dir, file), "utf8") : "");
+
+/** stepsOf lists the step folders the inspector wrote for an XR folder (<Kind>.<namespace or _>.<name>), every reconcile. */
+function stepsOf(xrFolder: string): string[] {
+  const at = join(inspector.cases, xrFolder);
+  if (!existsSync(at)) return [];
+  return readdirSync(at)
+    .flatMap((reconcile) => readdirSync(join(at, reconcile)).map((step) => join(at, reconcile, step)))
+    .filter((d) => existsSync(join(d, "inspected.yaml")));
+}
+
+G(
+  "the Pipeline Inspector for real: every scenario's steps written by the sidecar, replayed green by xfn test, and no secret in any of it",
+  async () => {
+    const folders = readdirSync(inspector.cases);
+    const nested = folders.filter((f) => f.startsWith("XNetwork._.top-"));
+    assert.is(nested.length, 1, folders.join(" "));
+    const xrs = ["XDatabase._.plain", "XDatabase._.kept", "XDatabase._.crashed", "XDatabase._.vault", "XPlatform._.top", nested[0]!];
+    xrs.push("XStore._.held", "XCache._.late");
+    let steps = 0;
+    let replayable = 0;
+    for (const x of xrs) {
+      const found = stepsOf(x);
+      const names = new Set(found.map((d) => d.split("/").pop()));
+      assert.equal([...names].sort(), ["00-compose", "01-lifecycle"], `${x}: ${[...names].join(" ")}`);
+      for (const d of found) {
+        const meta = read(d, "inspected.yaml");
+        assert.match(meta, d.endsWith("00-compose") ? "function: function-compose" : "function: function-lifecycle");
+        if (existsSync(join(d, "expected.yaml"))) replayable++;
+      }
+      steps += found.length;
+    }
+    const all = readdirSync(inspector.cases, { recursive: true, withFileTypes: true }).filter((e) => e.isFile());
+    // Nothing the sidecar dropped: each step it was sent is a folder (a call that failed has no expected.yaml, and none failed).
+    assert.is(replayable, steps);
+    assert.not.match(await sidecar!.logs(), "dropped a call");
+
+    // Replayed where they lie, each Function's steps by its local module.
+    const replay = await run(
+      [
+        "test",
+        inspector.cases,
+        "--function",
+        `function-compose=${join(ROOT, "test/crossplane/fixtures/compose")}`,
+        "--function",
+        `function-lifecycle=${join(ROOT, "functions/lifecycle")}`,
+        // functions/lifecycle asks for the XR kind's schema; Crossplane's answer is not in what was recorded.
+        "--required-schemas",
+        join(work, "inspector/schemas.yaml"),
+      ],
+      { timeoutMs: 600_000 },
+    );
+    const total = all.filter((e) => e.name === "expected.yaml").length;
+    assert.is(
+      replay.code,
+      0,
+      replay.stdout
+        .split("\n")
+        .filter((l) => !l.startsWith("ok"))
+        .join("\n") + replay.stderr,
+    );
+    assert.match(replay.stdout, `${total} passed, 0 failed`);
+
+    // No secret anywhere in what was written: raw, or base64 as a Secret's data and a connection detail carry it.
+    const text = all.map((e) => readFileSync(join(e.parentPath, e.name), "utf8")).join("\n");
+    for (const [what, value] of Object.entries(SECRETS)) {
+      assert.ok(value, what);
+      for (const form of [value, Buffer.from(value).toString("base64")])
+        assert.not.ok(text.includes(form), `the ${what} is in a written file`);
+    }
+    // Each was there, and kept its key: what the function saw is a redaction, not a gap.
+    const vault = stepsOf("XDatabase._.vault").filter((d) => d.endsWith("00-compose"));
+    const request = vault.map((d) => read(d, "request.yaml")).join("\n");
+    const redacted = Buffer.from("[REDACTED]").toString("base64");
+    assert.match(
+      request,
+      new RegExp(`credentials:\\n\\s+db:\\n\\s+credentialData:\\n\\s+data:\\n\\s+password: ${redacted.replace(/[+/=]/g, "\\$&")}`),
+    );
+    assert.match(request, new RegExp(`password: ${redacted.replace(/[+/=]/g, "\\$&")}`));
+    assert.match(request, /stringData:\n\s+token: "?\[REDACTED\]"?/);
+    process.stderr.write(`pipeline inspector: ${steps} steps of ${xrs.length} XRs written; ${total} cases replayed green\n`);
   },
 );
 

@@ -30,6 +30,8 @@ export interface CloudObject {
   token: string;
   params: Record<string, unknown>;
   createdAt: string;
+  /** An Instance's password, published with its endpoint as its connection details. */
+  password?: string;
 }
 
 /** The switches of the fake cloud (see main.go): present while set. */

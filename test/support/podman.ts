@@ -89,15 +89,59 @@ export async function baseImage(): Promise<string> {
   }
 }
 
-/** RunAsCrossplane is how Crossplane's package runtime runs a function's container (see runAsCrossplane). */
-export interface Running {
+/** Container is a container started detached. */
+export interface Container {
   id: string;
-  grpcPort: number;
-  metricsPort: number;
   logs(): Promise<string>;
   /** stop sends SIGTERM (podman stop, then SIGKILL after graceSeconds) and resolves with the exit code and how long it took. */
   stop(graceSeconds?: number): Promise<{ code: number; ms: number }>;
   remove(): Promise<void>;
+}
+
+/** RESTRICTED are the flags of a container as Crossplane's chart and runtime run theirs: a user of its own, nothing to gain. */
+const RESTRICTED = ["--read-only", "--cap-drop", "ALL", "--security-opt", "no-new-privileges"];
+
+/** detached runs `podman run --detach` with args and returns the container. */
+async function detached(args: string[]): Promise<Container> {
+  const id = (await podman(["run", "--detach", ...args])).trim();
+  return {
+    id,
+    logs: () => podman(["logs", id]),
+    async stop(graceSeconds = 30) {
+      const started = performance.now();
+      await podman(["stop", "--time", String(graceSeconds), id]);
+      const ms = Math.round(performance.now() - started);
+      return { code: Number((await podman(["inspect", "--format", "{{.State.ExitCode}}", id])).trim()), ms };
+    },
+    async remove() {
+      await podman(["rm", "--force", id]).catch(() => {});
+    },
+  };
+}
+
+/**
+ * runAsSidecar runs command in image as a sidecar of Crossplane's pod is run
+ * (the securityContext docs/inspect.md gives it: user 2000, read-only root,
+ * no privilege escalation), with volumes (host folder to container path)
+ * mounted as the pod's emptyDirs.
+ */
+export function runAsSidecar(image: string, command: string[], volumes: Record<string, string>, user = "2000:2000"): Promise<Container> {
+  return detached([
+    "--user",
+    user,
+    ...RESTRICTED,
+    ...Object.entries(volumes).flatMap(([from, to]) => ["--volume", `${from}:${to}`]),
+    "--entrypoint",
+    command[0]!,
+    image,
+    ...command.slice(1),
+  ]);
+}
+
+/** RunAsCrossplane is how Crossplane's package runtime runs a function's container (see runAsCrossplane). */
+export interface Running extends Container {
+  grpcPort: number;
+  metricsPort: number;
 }
 
 /**
@@ -111,41 +155,19 @@ export interface Running {
  * and metrics on 8080, published on loopback ports.
  */
 export async function runAsCrossplane(image: string, serverCerts: string, grpcPort: number, metricsPort: number): Promise<Running> {
-  const id = (
-    await podman([
-      "run",
-      "--detach",
-      "--user",
-      "2000:2000",
-      "--read-only",
-      "--cap-drop",
-      "ALL",
-      "--security-opt",
-      "no-new-privileges",
-      "--volume",
-      `${serverCerts}:/tls/server:ro`,
-      "--env",
-      "TLS_SERVER_CERTS_DIR=/tls/server",
-      "--publish",
-      `127.0.0.1:${grpcPort}:9443`,
-      "--publish",
-      `127.0.0.1:${metricsPort}:8080`,
-      image,
-    ])
-  ).trim();
-  return {
-    id,
-    grpcPort,
-    metricsPort,
-    logs: () => podman(["logs", id]),
-    async stop(graceSeconds = 30) {
-      const started = performance.now();
-      await podman(["stop", "--time", String(graceSeconds), id]);
-      const ms = Math.round(performance.now() - started);
-      return { code: Number((await podman(["inspect", "--format", "{{.State.ExitCode}}", id])).trim()), ms };
-    },
-    async remove() {
-      await podman(["rm", "--force", id]).catch(() => {});
-    },
-  };
+  const c = await detached([
+    "--user",
+    "2000:2000",
+    ...RESTRICTED,
+    "--volume",
+    `${serverCerts}:/tls/server:ro`,
+    "--env",
+    "TLS_SERVER_CERTS_DIR=/tls/server",
+    "--publish",
+    `127.0.0.1:${grpcPort}:9443`,
+    "--publish",
+    `127.0.0.1:${metricsPort}:8080`,
+    image,
+  ]);
+  return { ...c, grpcPort, metricsPort };
 }

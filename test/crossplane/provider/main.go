@@ -14,7 +14,8 @@
 //
 // The fake cloud is the folder given by --state:
 //
-//	objects/<Kind>/<id>.json    one cloud resource: id, token (the MR's uid), params, createdAt
+//	objects/<Kind>/<id>.json    one cloud resource: id, token (the MR's uid), params, createdAt,
+//	                            and an Instance's password (its connection details: endpoint, password)
 //	ops.log                     one line per cloud call: "<op> <Kind> <id> <token>"
 //	fail-<op>                   while present, every <op> (observe, create, update, delete) fails with its text
 //	slow                        while present, every cloud call first sleeps its text's seconds
@@ -52,6 +53,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -165,6 +167,9 @@ type cloudObject struct {
 	Token     string         `json:"token"`
 	Params    map[string]any `json:"params"`
 	CreatedAt time.Time      `json:"createdAt"`
+	// Password is an Instance's, made by the cloud at create: a connection
+	// detail, published to spec.writeConnectionSecretToRef's Secret.
+	Password string `json:"password,omitempty"`
 }
 
 // cloud is the fake external API: a folder whose state outlives the provider.
@@ -317,7 +322,14 @@ func (e *external) Observe(_ context.Context, mg resource.Managed) (managed.Exte
 	} else {
 		r.SetConditions(xpv2.Creating())
 	}
-	return managed.ExternalObservation{ResourceExists: true, ResourceUpToDate: upToDate, ResourceLateInitialized: lateInit}, nil
+	obs := managed.ExternalObservation{ResourceExists: true, ResourceUpToDate: upToDate, ResourceLateInitialized: lateInit}
+	if o.Password != "" {
+		obs.ConnectionDetails = managed.ConnectionDetails{
+			"endpoint": []byte(o.ID + ".rds.cloud.test:5432"),
+			"password": []byte(o.Password),
+		}
+	}
+	return obs, nil
 }
 
 func (e *external) Create(_ context.Context, mg resource.Managed) (managed.ExternalCreation, error) {
@@ -338,7 +350,13 @@ func (e *external) Create(_ context.Context, mg resource.Managed) (managed.Exter
 	for k, v := range r.Spec.ForProvider {
 		params[k] = v
 	}
-	if err := e.cloud.put(e.kind, &cloudObject{ID: id, Token: string(mg.GetUID()), Params: params, CreatedAt: time.Now()}); err != nil {
+	o := &cloudObject{ID: id, Token: string(mg.GetUID()), Params: params, CreatedAt: time.Now()}
+	if e.cloudNamed {
+		p := make([]byte, 12)
+		_, _ = rand.Read(p)
+		o.Password = hex.EncodeToString(p)
+	}
+	if err := e.cloud.put(e.kind, o); err != nil {
 		return managed.ExternalCreation{}, err
 	}
 	e.cloud.log("create", e.kind, id, string(mg.GetUID()))
@@ -412,7 +430,11 @@ func run(state string, poll, readyAfter, grace time.Duration, debug bool) error 
 	ctrl.SetLogger(zl)
 	log := logging.NewLogrLogger(zl.WithName("provider"))
 
+	// Kubernetes' own kinds (a Secret: where connection details are published), then this provider's.
 	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return fmt.Errorf("cannot register Kubernetes' kinds: %w", err)
+	}
 	for gvk, obj := range map[schema.GroupVersionKind][2]runtime.Object{
 		bucketKind:   {&Bucket{}, &BucketList{}},
 		instanceKind: {&Instance{}, &InstanceList{}},
