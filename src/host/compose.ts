@@ -351,6 +351,10 @@ export class Composer {
       if (!r.deleting && chosen.recorded !== name) {
         const ref = { compositionRef: { name } };
         await this.patchXR(r.t, r.xr, r.t.legacy ? { spec: ref } : { spec: { crossplane: ref } });
+        // As Crossplane's XR reconciler says when it first sets the reference (reconciler.go, v2.4.0).
+        await this.d.events.record(r.xr, [
+          { type: "Normal", reason: "SelectComposition", message: `Successfully selected composition: ${name}` },
+        ]);
         throw new Stop({ requeueAfterMs: 0 });
       }
       return chosen.obj;
@@ -549,6 +553,10 @@ export class Composer {
     }
     const status = result.desired.composite?.resource?.["status"];
     for (const p of r.problems) r.events.push({ type: "Warning", reason: "ComposeResources", message: p });
+    // Crossplane's XR reconciler names each composed resource not ready yet in an event of its own, every reconcile.
+    if (!r.deleting)
+      for (const rn of applied.unready)
+        r.events.push({ type: "Normal", reason: "ComposeResources", message: `Composed resource ${JSON.stringify(rn)} is not yet ready` });
     const written = await this.report(r, isObject(status) ? status : {}, conds, [...resultEvents(result.results), ...r.events]);
     r.tally.status = written.status;
     r.tally.events = written.events;

@@ -196,6 +196,85 @@ function view(bs: Map<string, Obj>, xr: Obj): unknown {
   };
 }
 
+/**
+ * CROSSPLANE_OWN_EVENTS are the events of Crossplane's XR reconciler
+ * (crossplane v2.4.0, internal/controller/apiextensions/composite/
+ * reconciler.go) that xfn host does not write: the CompositionRevision chosen
+ * (the host has none, docs/host.md). The rest it writes as Crossplane does:
+ * the Composition selected, each composed resource not ready yet, and the
+ * pipeline's results.
+ */
+const CROSSPLANE_OWN_EVENTS = /^Normal SelectComposition: Selected composition revision: /;
+
+/** xrEvents are the events on the XR team-a: "type reason: message", sorted, each once. */
+async function xrEvents(plane: ControlPlane): Promise<string[]> {
+  const list = await getOn<{ items: { type: string; reason: string; message: string; involvedObject: { kind: string; name: string } }[] }>(
+    plane,
+    "events",
+    "-A",
+  );
+  const mine = list.items.filter((e) => e.involvedObject.kind === "XBuckets" && e.involvedObject.name === "team-a");
+  return [...new Set(mine.map((e) => `${e.type} ${e.reason}: ${e.message}`))].sort();
+}
+
+/** within resolves as p does, or fails with why() after ms; its timer never outlives it. */
+async function within<T>(p: Promise<T>, ms: number, why: () => string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([p, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(why())), ms)))]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
+ * deletionOrder deletes the XR team-a and answers, for each composed Bucket,
+ * how many ms after the delete the API server said it was gone (a watch's
+ * DELETED event: their order exactly, however close), in that order.
+ */
+async function deletionOrder(plane: ControlPlane): Promise<Record<string, number>> {
+  const names = new Map([...(await buckets(plane))].map(([k, b]) => [b.metadata.name, k]));
+  const watch = spawn(
+    plane.kubectl,
+    ["--kubeconfig", plane.kubeconfig, "get", "buckets.s3.aws.upbound.io", "--watch", "--output-watch-events", "-o", "json"],
+    { stdio: ["ignore", "pipe", "pipe"] },
+  );
+  const gone: Record<string, number> = {};
+  let started = 0;
+  let out = "";
+  let resolveAll: () => void;
+  const all = new Promise<void>((r) => (resolveAll = r));
+  // The watch begins with an ADDED event for each object there: once every Bucket's is in, it is watching.
+  const listed = new Set<string>();
+  let resolveListed: () => void;
+  const watching = new Promise<void>((r) => (resolveListed = r));
+  watch.stdout!.setEncoding("utf8");
+  watch.stdout!.on("data", (d: string) => {
+    out += d;
+    // kubectl prints one event per line, as compact JSON.
+    for (let end = out.indexOf("\n"); end >= 0; end = out.indexOf("\n")) {
+      const e = JSON.parse(out.slice(0, end)) as { type: string; object: Obj };
+      out = out.slice(end + 1);
+      const key = names.get(e.object.metadata.name);
+      if (e.type === "ADDED" && key) listed.add(key);
+      if (listed.size === names.size) resolveListed();
+      if (e.type === "DELETED" && key && gone[key] === undefined) gone[key] = Date.now() - started;
+      if (Object.keys(gone).length === names.size) resolveAll();
+    }
+  });
+  try {
+    let errText = "";
+    watch.stderr!.on("data", (d) => (errText += d));
+    await within(watching, 30_000, () => `the watch of Buckets did not list them within 30 s: ${errText}`);
+    started = Date.now();
+    await kubectl(plane, "delete", "xbuckets", "team-a", "--wait=false");
+    await within(all, 90_000, () => `not every Bucket was deleted within 90 s; gone: ${JSON.stringify(gone)}`);
+    return gone;
+  } finally {
+    watch.kill();
+  }
+}
+
 G(
   "real Crossplane runs hello then lifecycle over mTLS: the XR's buckets are composed in dependency order; xfn host writes what Crossplane writes",
   async () => {
@@ -260,6 +339,25 @@ G(
         view(await buckets(hosted!), await getOn(hosted!, "xbuckets", "team-a")),
         view(await buckets(), await getJson("xbuckets", "team-a")),
       );
+
+      // Events on the XR: the functions' results, as each wrote them.
+      const [real, ours] = await Promise.all([xrEvents(cp!), xrEvents(hosted!)]);
+      process.stderr.write(`the XR's events under Crossplane:\n  ${real.join("\n  ")}\nunder xfn host:\n  ${ours.join("\n  ")}\n`);
+      assert.equal(
+        ours,
+        real.filter((e) => !CROSSPLANE_OWN_EVENTS.test(e)),
+      );
+
+      // Deleted: when each composed Bucket goes. Crossplane does not call the pipeline for an XR being deleted, so the
+      // garbage collector takes both at once; xfn host runs lifecycle's deletion step, which deletes bucket-assets (it
+      // depends on bucket-logs) first and bucket-logs only once it is gone.
+      const [underCrossplane, underHost] = await Promise.all([deletionOrder(cp!), deletionOrder(hosted!)]);
+      process.stderr.write(
+        `deletion order: Crossplane ${JSON.stringify(underCrossplane)}; xfn host ${JSON.stringify(underHost)} (ms after the delete)\n`,
+      );
+      assert.equal(Object.keys(underHost), ["bucket-assets", "bucket-logs"]);
+      assert.ok(underHost["bucket-logs"]! > underHost["bucket-assets"]!, JSON.stringify(underHost));
+      assert.equal(Object.keys(underCrossplane).sort(), ["bucket-assets", "bucket-logs"]);
     } finally {
       host.kill("SIGTERM");
       await new Promise((r) => host.once("exit", r));

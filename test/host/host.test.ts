@@ -7,7 +7,7 @@ import { PatchStrategy, setHeaderOptions } from "@kubernetes/client-node";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { applyManifests } from "../../src/host/manifests.js";
-import { startDevCluster, type DevCluster } from "../../src/apiserver/server.js";
+import { REAL_APISERVER, startCluster, type TestCluster } from "../support/apiserver.js";
 import { Host } from "../../src/host/host.js";
 import { loadDocs } from "../../src/engine/docs.js";
 import { createRunner } from "../../src/engine/runner.js";
@@ -22,7 +22,7 @@ const XBUCKETS = { group: "example.xfn.dev", version: "v1alpha1", plural: "xbuck
 const merge = setHeaderOptions("Content-Type", PatchStrategy.MergePatch);
 
 async function setup(opts: { watchGcIntervalMs?: number; withXR?: boolean; dataFile?: string } = {}) {
-  const c = await startDevCluster(opts.dataFile ? { dataFile: opts.dataFile } : {});
+  const c = await startCluster(opts.dataFile ? { dataFile: opts.dataFile } : {});
   const kc = kubeconfigFor(c);
   const mem = memoryLog();
   const runner = await createRunner(loadDocs(join(EX, "functions.yaml")), join(EX, "functions.yaml"), () => new Date());
@@ -56,7 +56,7 @@ async function setupWithEvents() {
 
 /** bareHost starts a cluster and a (not yet started) host with no functions. */
 async function bareHost() {
-  const c = await startDevCluster();
+  const c = await startCluster();
   const kc = kubeconfigFor(c);
   const mem = memoryLog();
   const host = new Host({ kc, runner: await createRunner([], "(none)", () => new Date()), log: mem.log });
@@ -66,7 +66,7 @@ async function bareHost() {
 /** fixtureHost starts a cluster and a (not yet started) host running the functions of test/fixtures/<name>. */
 const fixtureHost = (name: string) => hostFor(join(ROOT, "test/fixtures", name));
 
-async function teardown(host: Host, c: DevCluster) {
+async function teardown(host: Host, c: TestCluster) {
   await host.stop();
   await c.stop();
 }
@@ -133,7 +133,7 @@ H(
 // On a real cluster an XR's kind is served a second or more after its XRD is applied (the host makes the CRD, the API server
 // establishes it): found when `xfn host --manifests` ran against kube-apiserver v1.36.3 and exited on the XR's 404.
 H("--manifests: an object whose kind is not served yet is applied once it is; one never served fails, naming the kind", async () => {
-  const c = await startDevCluster();
+  const c = await startCluster();
   const kc = kubeconfigFor(c);
   const mem = memoryLog();
   try {
@@ -309,6 +309,25 @@ H("reconciles an XR: composes with owner references, records refs and status; pr
   }
 });
 
+H("the events Crossplane's XR reconciler writes of its own: the Composition selected, each composed resource not ready yet", async () => {
+  const { c, host, objects, events } = await setupWithEvents();
+  try {
+    await until("a bucket", async () => (await listBuckets(objects)).length === 1, 10_000);
+    const seen = async () => (await events("team-a")).map((e: any) => `${e.type} ${e.reason}: ${e.message}`);
+    await until("the events", async () => (await seen()).some((e) => e.includes("is not yet ready")), 10_000);
+    // Worded as crossplane v2.4.0's internal/controller/apiextensions/composite/reconciler.go words them; the real tier
+    // (test/crossplane/functions.test.ts) compares the whole list with real Crossplane's.
+    const all = await seen();
+    assert.ok(all.includes("Normal SelectComposition: Successfully selected composition: xbuckets"), all.join("\n"));
+    assert.ok(all.includes('Normal ComposeResources: Composed resource "bucket-logs" is not yet ready'), all.join("\n"));
+    assert.not.ok(
+      all.some((e) => e.includes('"bucket-assets" is not yet ready')),
+      "bucket-assets is not composed yet",
+    );
+  } finally {
+    await teardown(host, c);
+  }
+});
 H(
   "kubectl delete --cascade=foreground: the XR says Kubernetes deletes its composed resources at once, and how to keep the order",
   async () => {
@@ -384,7 +403,8 @@ H("failure mode 2: deleting the XR says Deleting and names the blocker at once; 
   }
 });
 
-for (const durable of [false, true]) {
+// Durable is the embedded server's --data-dir; kube-apiserver's etcd always is.
+for (const durable of REAL_APISERVER ? [false] : [false, true]) {
   H(
     `the composed kind's CRD deleted under a live XR${durable ? " (a durable dev-cluster, --data-dir)" : ""}: the XR turns Synced=False within seconds, naming the kind`,
     async () => {
