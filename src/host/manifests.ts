@@ -6,6 +6,7 @@ import type { Logger } from "pino";
 import type { Doc } from "../engine/docs.js";
 import { objectClient } from "./client.js";
 import { kubeObject } from "./host.js";
+import { apiMessage, errorCode } from "./kube.js";
 import { messageOf } from "../sdk/errors.js";
 
 const ORDER = ["CustomResourceDefinition", "Namespace", "CompositeResourceDefinition", "Composition"];
@@ -33,8 +34,9 @@ function applicable(obj: JsonObject): JsonObject {
 
 /**
  * applyManifests server-side applies every document under dir, CRDs and XRDs
- * first. An object whose kind is not served yet is applied again, backing off,
- * until it is or timeoutMs has passed.
+ * first. An object whose kind is not served yet, or that the API server asks
+ * to send again (429), is applied again, backing off, until it is or
+ * timeoutMs has passed.
  */
 export async function applyManifests(kc: KubeConfig, docs: Doc[], log: Logger, timeoutMs = 60_000): Promise<void> {
   const api = objectClient(kc, timeoutMs);
@@ -52,16 +54,25 @@ export async function applyManifests(kc: KubeConfig, docs: Doc[], log: Logger, t
         log.info({ kind: d.obj["kind"], name }, "applied manifest");
         break;
       } catch (err) {
-        const why = (err as { body?: { message?: string } }).body?.message ?? messageOf(err);
+        const why = apiMessage(err);
         const waited = Date.now() - started;
-        if (!NOT_SERVED_YET.test(messageOf(err)) || waited >= timeoutMs)
+        // 429: kube-apiserver refuses the objects of a CRD it has just established for a moment ("storage is
+        // (re)initializing", Retry-After 1), found running the host's tests on it; the embedded server never does.
+        const again = NOT_SERVED_YET.test(messageOf(err)) || errorCode(err) === 429;
+        if (!again || waited >= timeoutMs)
           throw new Error(
             `cannot apply ${d.source}: ${why}` +
               (waited >= timeoutMs
                 ? ` (${kind} was still not served after ${Math.round(waited / 1000)} s: is its CRD or XRD among the manifests?)`
                 : ""),
           );
-        if (attempt === 0) log.info({ kind: d.obj["kind"], name }, `${kind} is not served yet: applying it again once it is`);
+        if (attempt === 0)
+          log.info(
+            { kind: d.obj["kind"], name },
+            errorCode(err) === 429
+              ? `${kind}: the API server asks to come back (${why}): applying it again`
+              : `${kind} is not served yet: applying it again once it is`,
+          );
         await new Promise((r) => setTimeout(r, Math.min(2_000, 50 * 2 ** attempt, Math.max(1, timeoutMs - waited))));
       }
     }

@@ -1,6 +1,7 @@
 // The host loop end to end on the embedded API server: real HTTP, real
 // client-node informers, the examples' functions run in-process.
 import { mkdtempSync, rmSync } from "node:fs";
+import { createServer, request as httpRequest } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { PatchStrategy, setHeaderOptions } from "@kubernetes/client-node";
@@ -167,6 +168,70 @@ H("--manifests: an object whose kind is not served yet is applied once it is; on
     await c.stop();
   }
 });
+
+H(
+  "--manifests: an apply the API server asks to send again (429, as kube-apiserver answers for a CRD just established) is sent again",
+  async () => {
+    const c = await startCluster();
+    const mem = memoryLog();
+    // In front of the API server: the first two applies of the widget get kube-apiserver's answer while its storage starts.
+    let refused = 0;
+    const target = new URL(c.url);
+    const front = createServer((req, res) => {
+      if (req.method === "PATCH" && req.url?.startsWith("/apis/example.org/v1/widgets/w") && refused < 2) {
+        refused++;
+        req.resume();
+        res.writeHead(429, { "content-type": "application/json", "retry-after": "1" });
+        res.end(
+          JSON.stringify({
+            kind: "Status",
+            apiVersion: "v1",
+            status: "Failure",
+            message: "storage is (re)initializing",
+            reason: "TooManyRequests",
+            details: { retryAfterSeconds: 1 },
+            code: 429,
+          }),
+        );
+        return;
+      }
+      const up = httpRequest(
+        { host: target.hostname, port: target.port, path: req.url, method: req.method, headers: { ...req.headers, host: target.host } },
+        (answer) => {
+          res.writeHead(answer.statusCode ?? 502, answer.headers);
+          answer.pipe(res);
+        },
+      );
+      req.pipe(up);
+    });
+    await new Promise<void>((r) => front.listen(0, "127.0.0.1", r));
+    const kc = kubeconfigFor(c, (front.address() as { port: number }).port);
+    try {
+      const widgets = crd("example.org", "Widget", "widgets", "Cluster", [
+        {
+          name: "v1",
+          served: true,
+          storage: true,
+          schema: { openAPIV3Schema: { type: "object", "x-kubernetes-preserve-unknown-fields": true } },
+        },
+      ]);
+      await applyManifests(kc, [{ obj: widgets, source: "crd" }], mem.log);
+      await applyManifests(
+        kc,
+        [{ obj: { apiVersion: "example.org/v1", kind: "Widget", metadata: { name: "w" } }, source: "w.yaml" }],
+        mem.log,
+        10_000,
+      );
+      assert.is(refused, 2);
+      assert.is(((await (await fetch(`${c.url}/apis/example.org/v1/widgets/w`)).json()) as any).metadata.name, "w");
+      assert.match(mem.text(), "example.org/v1 Widget: the API server asks to come back (storage is (re)initializing): applying it again");
+    } finally {
+      front.closeAllConnections();
+      await new Promise((r) => front.close(r));
+      await c.stop();
+    }
+  },
+);
 
 H("stopped while it is still starting, the host leaves no watch and no timer running (found by a lane that would not exit)", async () => {
   const { c, host } = await bareHost();
