@@ -3,7 +3,8 @@
 // references before it applies and finds its resources again by them, so
 // nothing is composed twice, nothing is orphaned, and no external name changes
 // (composition_functions.go, crossplane/crossplane 2d040d2). The API server
-// (embedded, in this process) outlives the host, as a cluster does.
+// (embedded, in this process; in the real-Crossplane tier, kube-apiserver:
+// test/support/apiserver.ts) outlives the host, as a cluster does.
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -11,7 +12,7 @@ import { join } from "node:path";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { loadDocs } from "../../src/engine/docs.js";
-import { startDevCluster } from "../../src/apiserver/server.js";
+import { startCluster } from "../support/apiserver.js";
 import { applyManifests } from "../../src/host/manifests.js";
 import { kubeconfigFor, sleep, until } from "../support/cluster.js";
 import { memoryLog } from "../support/log.js";
@@ -24,7 +25,7 @@ const EX = join(ROOT, "examples");
 const EXTERNAL_NAME = "crossplane.io/external-name";
 
 K(`SIGKILL while reconciling ${N} XRs: after a restart, no bucket composed twice, none orphaned, no external name changed`, async () => {
-  const c = await startDevCluster();
+  const c = await startCluster();
   const dir = mkdtempSync(join(tmpdir(), "xfn-crash-"));
   const kubeconfig = join(dir, "kubeconfig");
   writeFileSync(kubeconfig, c.kubeconfig());

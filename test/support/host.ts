@@ -2,7 +2,7 @@
 // running the functions of a folder's functions.yaml, and the nested fixture
 // (three levels of XRs) brought up to its deepest composed resource.
 import { join } from "node:path";
-import { startDevCluster } from "../../src/apiserver/server.js";
+import { startCluster } from "./apiserver.js";
 import { loadDocs } from "../../src/engine/docs.js";
 import { createRunner } from "../../src/engine/runner.js";
 import { Host, type HostOptions } from "../../src/host/host.js";
@@ -13,7 +13,7 @@ import { ROOT } from "./spawn.js";
 
 /** hostFor starts an embedded API server and makes a host running dir's functions.yaml (start it yourself). */
 export async function hostFor(dir: string, opts: Partial<HostOptions> = {}) {
-  const c = await startDevCluster();
+  const c = await startCluster();
   const kc = kubeconfigFor(c);
   const mem = memoryLog();
   const runner = await createRunner(loadDocs(join(dir, "functions.yaml")), join(dir, "functions.yaml"), () => new Date());
