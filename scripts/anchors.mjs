@@ -205,8 +205,20 @@ export function build(name, log = (s) => process.stderr.write(`${s}\n`)) {
       renameSync(tmp, out[tool]); // whole or absent: an interrupted build leaves no binary to be taken as built
     }
     log(`anchors: built ${name} in ${Math.round((Date.now() - started) / 1000)} s`);
+    // A build of our own source is keyed by its hash: each edit made another (42 MB for the provider); only this one is kept.
+    if (m.source) prune(name, key(name));
     return out;
   });
+}
+
+/** prune removes name's other builds and wrapper modules than keep's (a key: name@version[-hash]) from cache. */
+export function prune(name, keep, cache = CACHE) {
+  for (const sub of ["bin", "modules"]) {
+    const d = join(cache, sub);
+    if (!existsSync(d)) continue;
+    for (const e of readdirSync(d))
+      if (e.startsWith(`${name}@`) && e !== keep && !e.startsWith(`${keep}-`)) rmSync(join(d, e), { recursive: true, force: true });
+  }
 }
 
 /**

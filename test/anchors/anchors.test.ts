@@ -1,13 +1,13 @@
 // scripts/anchors.mjs, the builder of the real anchors (issue 58): what it pins
 // and the wrapper modules it would write, checked without Go. The builds
 // themselves run in the real-Crossplane tier.
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 // @ts-expect-error -- a plain .mjs script without types
-import { binDir, build, MODULES, siblingReplaces, stagingReplaces, VERSIONS } from "../../scripts/anchors.mjs";
+import { binDir, build, MODULES, prune, siblingReplaces, stagingReplaces, VERSIONS } from "../../scripts/anchors.mjs";
 import { ROOT } from "../support/spawn.js";
 
 const A = suite("anchors: the real control plane's versions and wrapper modules");
@@ -89,6 +89,31 @@ A("the test provider, built from our own source, is keyed by a hash of that sour
   } finally {
     m.source = saved;
     rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+A("a new build of our own source removes the older ones (each was 42 MB), and nothing of another module", () => {
+  const cache = mkdtempSync(join(tmpdir(), "xfn-anchors-cache-"));
+  try {
+    const made = [
+      "bin/provider@v2.4.0-aaaaaaaaaaaa-go1.26.8",
+      "bin/provider@v2.4.0-bbbbbbbbbbbb-go1.26.8",
+      "bin/provider@v2.4.0-bbbbbbbbbbbb-go1.27.0",
+      "bin/etcd@v3.6.16-go1.26.8",
+      "modules/provider@v2.4.0-aaaaaaaaaaaa",
+      "modules/provider@v2.4.0-bbbbbbbbbbbb",
+      "modules/etcd@v3.6.16",
+    ];
+    for (const d of made) mkdirSync(join(cache, d), { recursive: true });
+    prune("provider", "provider@v2.4.0-bbbbbbbbbbbb", cache);
+    assert.equal(readdirSync(join(cache, "bin")).sort(), [
+      "etcd@v3.6.16-go1.26.8",
+      "provider@v2.4.0-bbbbbbbbbbbb-go1.26.8",
+      "provider@v2.4.0-bbbbbbbbbbbb-go1.27.0",
+    ]);
+    assert.equal(readdirSync(join(cache, "modules")).sort(), ["etcd@v3.6.16", "provider@v2.4.0-bbbbbbbbbbbb"]);
+  } finally {
+    rmSync(cache, { recursive: true, force: true });
   }
 });
 
