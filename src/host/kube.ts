@@ -19,7 +19,11 @@ export const now = () => kubeTimestamp(new Date());
 export const errorCode = (err: unknown): number | undefined =>
   (err as { code?: number }).code ?? (err as { statusCode?: number }).statusCode;
 
-/** apiMessage is what the API server said about a failed request (its Status message), or the error's own message. */
+/**
+ * apiMessage is what the API server said about a failed request: its Status
+ * message; or a body of plain text (kube-apiserver's "404 page not found" for a
+ * kind it does not serve) with the HTTP status; or the error's own message.
+ */
 export function apiMessage(err: unknown): string {
   const body = (err as { body?: unknown }).body;
   if (typeof body === "string") {
@@ -27,7 +31,9 @@ export function apiMessage(err: unknown): string {
       const parsed = JSON.parse(body) as { message?: string };
       if (parsed.message) return parsed.message;
     } catch {
-      // not JSON: the error's own message says more
+      const code = errorCode(err);
+      const text = body.trim();
+      if (code !== undefined && text !== "" && text.length <= 500 && !text.includes("\n")) return `${text} (HTTP ${code})`;
     }
   } else if (isObject(body) && typeof body["message"] === "string") return body["message"];
   return messageOf(err);

@@ -48,6 +48,7 @@ export async function applyManifests(kc: KubeConfig, docs: Doc[], log: Logger, t
     const kind = `${String(d.obj["apiVersion"])} ${String(d.obj["kind"])}`;
     const name = (d.obj["metadata"] as { name?: string } | undefined)?.name;
     const started = Date.now();
+    let lastReason = "";
     for (let attempt = 0; ; attempt++) {
       try {
         await api.patch(kubeObject(applicable(d.obj)), undefined, undefined, "xfn-host-manifests", true, PatchStrategy.ServerSideApply);
@@ -66,13 +67,16 @@ export async function applyManifests(kc: KubeConfig, docs: Doc[], log: Logger, t
                 ? ` (${kind} was still not served after ${Math.round(waited / 1000)} s: is its CRD or XRD among the manifests?)`
                 : ""),
           );
-        if (attempt === 0)
+        // Said once for each reason to wait (a kind not served yet, then a 429 while its storage starts, is two).
+        const reason = errorCode(err) === 429 ? "again" : "unserved";
+        if (reason !== lastReason)
           log.info(
             { kind: d.obj["kind"], name },
             errorCode(err) === 429
               ? `${kind}: the API server asks to come back (${why}): applying it again`
               : `${kind} is not served yet: applying it again once it is`,
           );
+        lastReason = reason;
         await new Promise((r) => setTimeout(r, Math.min(2_000, 50 * 2 ** attempt, Math.max(1, timeoutMs - waited))));
       }
     }

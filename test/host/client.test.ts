@@ -6,6 +6,7 @@ import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { startDevCluster } from "../../src/apiserver/server.js";
 import { apiClient, BoundedWatch, objectClient, TimeoutError } from "../../src/host/client.js";
+import { apiMessage } from "../../src/host/kube.js";
 import { kubeconfigFor } from "../support/cluster.js";
 import { startProxy } from "../support/proxy.js";
 
@@ -248,5 +249,22 @@ C("once the server has sent a bookmark, a watch of that kind silent for the idle
     await s.close();
   }
 });
+
+C(
+  "apiMessage: the API server's Status message, its plain-text answer with the status (kube-apiserver's for a kind not served), else the error",
+  () => {
+    const err = (code: number, body: unknown) =>
+      Object.assign(new Error(`HTTP-Code: ${code}\nMessage: Unknown API Status Code!\nBody: ${JSON.stringify(body)}\nHeaders: {}`), {
+        code,
+        body,
+      });
+    assert.is(apiMessage(err(404, JSON.stringify({ kind: "Status", message: 'buckets "b" not found' }))), 'buckets "b" not found');
+    assert.is(apiMessage(err(404, { message: "parsed already" })), "parsed already");
+    assert.is(apiMessage(err(404, "404 page not found\n")), "404 page not found (HTTP 404)");
+    // Not one short line: the whole error, as before.
+    assert.match(apiMessage(err(502, "<html>\n<body>bad gateway</body>\n</html>")), /^HTTP-Code: 502/);
+    assert.match(apiMessage(err(500, "")), /^HTTP-Code: 500/);
+  },
+);
 
 C.run();
