@@ -23,6 +23,7 @@ import { decodeResponse, encodeRequest } from "../../src/wire/codec.js";
 import { messageFromJson } from "../../src/wire/protojson.js";
 import { rawClient } from "../support/client.js";
 import { nest, request } from "../support/requests.js";
+import { crd } from "../support/cluster.js";
 import { sink } from "../support/sink.js";
 import { ROOT, run, startServe } from "../support/spawn.js";
 
@@ -680,24 +681,16 @@ T(
     const crds = join(dir, "crds.yaml");
     writeFileSync(
       crds,
-      stringify({
-        apiVersion: "apiextensions.k8s.io/v1",
-        kind: "CustomResourceDefinition",
-        metadata: { name: "buckets.s3.aws.upbound.io" },
-        spec: {
-          group: "s3.aws.upbound.io",
-          names: { kind: "Bucket", plural: "buckets" },
-          scope: "Cluster",
-          versions: [
-            {
-              name: "v1beta1",
-              served: true,
-              storage: true,
-              schema: { openAPIV3Schema: { type: "object", properties: { spec: { type: "object" }, status: { type: "object" } } } },
-            },
-          ],
-        },
-      }),
+      stringify(
+        crd("s3.aws.upbound.io", "Bucket", "buckets", "Cluster", [
+          {
+            name: "v1beta1",
+            served: true,
+            storage: true,
+            schema: { openAPIV3Schema: { type: "object", properties: { spec: { type: "object" }, status: { type: "object" } } } },
+          },
+        ]),
+      ),
     );
 
     // Nothing to answer with: one call, compared as it is, and the failure says what the request lacks and how to give it.

@@ -22,6 +22,8 @@ export interface Crossplane {
   source: string;
   /** Crossplane's client certificates (tls.crt, tls.key, ca.crt), written from their Secret as the chart mounts them. */
   clientCertsDir: string;
+  /** Crossplane's Prometheus metrics, on 127.0.0.1 (function_run_function_request_total and the rest). */
+  metricsPort: number;
   logTail(lines?: number): string;
   stop(): Promise<void>;
 }
@@ -94,6 +96,7 @@ export async function startCrossplane(
     writeFileSync(join(dir, "tls/client", k), Buffer.from(secret.data[k] ?? "", "base64"), { mode: 0o600 });
 
   const health = await freePort();
+  const metricsPort = await freePort();
   const startLog = join(dir, "core-start.log");
   const fd = openSync(startLog, "a");
   const inspector = opts.inspectorSocket ? ["--enable-pipeline-inspector", `--pipeline-inspector-socket=${opts.inspectorSocket}`] : [];
@@ -102,7 +105,7 @@ export async function startCrossplane(
       ...env,
       LEADER_ELECTION: "false",
       TLS_CLIENT_CERTS_DIR: join(dir, "tls/client"),
-      METRICS_PORT: String(await freePort()),
+      METRICS_PORT: String(metricsPort),
       HEALTH_PROBE_PORT: String(health),
       CACHE_DIR: join(dir, "cache/xpkg"),
       XFN_CACHE_DIR: join(dir, "cache/xfn"),
@@ -136,5 +139,5 @@ export async function startCrossplane(
     }
     await sleep(250);
   }
-  return { source, clientCertsDir: join(dir, "tls/client"), logTail: (lines) => tail(startLog, lines), stop };
+  return { source, clientCertsDir: join(dir, "tls/client"), metricsPort, logTail: (lines) => tail(startLog, lines), stop };
 }

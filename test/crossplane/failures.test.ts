@@ -28,6 +28,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
+import { crd } from "../support/cluster.js";
 import { needs } from "../support/needs.js";
 import { runAsSidecar, type Container } from "../support/podman.js";
 import { ROOT, run } from "../support/spawn.js";
@@ -110,6 +111,33 @@ const getJson = async <T = Obj>(...args: string[]): Promise<T> => JSON.parse(awa
 /** eventually is controlplane's eventually with this suite's logs. */
 const eventually = <T>(what: string, check: () => Promise<T | undefined | false | null | "" | 0>, ms = 90_000) =>
   eventuallyOn(what, check, ms, () => `Crossplane's log ends:\n${xp!.logTail(20)}\nthe provider's log ends:\n${provider!.logTail(20)}`);
+
+/** sum adds up a Prometheus counter's samples whose labels include every one of want. */
+function sum(text: string, metric: string, want: Record<string, string>): number {
+  let n = 0;
+  for (const m of text.matchAll(new RegExp(`^${metric}\\{([^}]*)\\} (\\S+)$`, "gm"))) {
+    const labels = Object.fromEntries([...m[1]!.matchAll(/(\w+)="([^"]*)"/g)].map((l) => [l[1], l[2]]));
+    if (Object.entries(want).every(([k, v]) => labels[k] === v)) n += Number(m[2]);
+  }
+  return n;
+}
+
+/**
+ * calls counts function-lifecycle's calls both ways: the requests Crossplane
+ * sent it (its function_run_function_request_total) and those the function
+ * answered (xfn's xfn_function_requests_total, from its container's metrics).
+ */
+async function calls(): Promise<{ sent: number; answered: number }> {
+  const lifecycle = installed.find((f) => f.name === "function-lifecycle")!;
+  const [xpText, fnText] = await Promise.all([
+    fetch(`http://127.0.0.1:${xp!.metricsPort}/metrics`).then((r) => r.text()),
+    fetch(`http://127.0.0.1:${lifecycle.container.metricsPort}/metrics`).then((r) => r.text()),
+  ]);
+  return {
+    sent: sum(xpText, "function_run_function_request_total", { function_name: "function-lifecycle" }),
+    answered: sum(fnText, "xfn_function_requests_total", {}),
+  };
+}
 
 /** xrd is a cluster-scoped XRD of example.xfn.dev declaring what functions/lifecycle records (without it, the API server drops it). */
 const xrd = (kind: string, plural: string, status: Record<string, object> = {}) => ({
@@ -232,6 +260,18 @@ G(
       return (x.status?.["externalNames"] as Record<string, string> | undefined)?.["instance"] === id ? i : undefined;
     });
     const persistedIn = (Date.now() - started) / 1000;
+    // No endless reconcile once both are settled: over 10 s, Crossplane calls the pipeline only when something changes.
+    // (A late-init that rewrote the spec on every poll, or a status that never settled, would call it on each poll.)
+    await sleep(2_000);
+    const settled = await calls();
+    await sleep(10_000);
+    const after10s = await calls();
+    const idle = after10s.sent - settled.sent;
+    process.stderr.write(
+      `failure mode 4: ${settled.sent} pipeline calls to converge both XRs (the function answered ${settled.answered}); ${idle} in the next 10 s\n`,
+    );
+    assert.ok(idle <= 2, `${idle} calls of function-lifecycle in 10 s with nothing changing`);
+    assert.is(after10s.answered, after10s.sent, "Crossplane's count of calls sent and the function's of calls answered differ");
     // Without it, nothing ever writes the ID to the Instance.
     assert.is((await instanceOf("plain"))?.metadata.annotations?.["crossplane.io/external-name"], undefined);
     const creates = (uid: string) => provider!.ops().filter((o) => o.op === "create" && o.token === uid).length;
@@ -448,33 +488,15 @@ G("failure mode 3: the first XR of an XRD established more than 60 s earlier is 
 const SECRETS = { credential: `cred-${randomBytes(8).toString("hex")}`, token: `token-${randomBytes(8).toString("hex")}`, password: "" };
 
 /** provider-kubernetes' cluster-scoped Object, its manifest free-form: only its CRD, no provider (nothing reconciles it). */
-const OBJECT_CRD = {
-  apiVersion: "apiextensions.k8s.io/v1",
-  kind: "CustomResourceDefinition",
-  metadata: { name: "objects.kubernetes.crossplane.io" },
-  spec: {
-    group: "kubernetes.crossplane.io",
-    names: { kind: "Object", plural: "objects", listKind: "ObjectList", singular: "object", categories: ["crossplane", "managed"] },
-    scope: "Cluster",
-    versions: [
-      {
-        name: "v1alpha2",
-        served: true,
-        storage: true,
-        subresources: { status: {} },
-        schema: {
-          openAPIV3Schema: {
-            type: "object",
-            properties: {
-              spec: { type: "object", "x-kubernetes-preserve-unknown-fields": true },
-              status: { type: "object", "x-kubernetes-preserve-unknown-fields": true },
-            },
-          },
-        },
-      },
-    ],
+const OBJECT_CRD = crd("kubernetes.crossplane.io", "Object", "objects", "Cluster", [
+  {
+    name: "v1alpha2",
+    served: true,
+    storage: true,
+    subresources: { status: {} },
+    schema: { openAPIV3Schema: { type: "object", "x-kubernetes-preserve-unknown-fields": true } },
   },
-};
+]);
 
 G(
   "secrets in a pipeline: a step's credentials, an Instance's connection details and a Secret inside a composed Object reach the functions",
@@ -531,6 +553,13 @@ G(
     // A step the inspector wrote with that connection detail's key: the next reconcile saw it.
     await eventually("a step written whose request has the Instance's password among its connection details", async () =>
       stepsOf("XDatabase._.vault").some((d) => /connectionDetails:\n\s+endpoint: .*\n\s+password:/.test(read(d, "request.yaml"))),
+    );
+    // Gone again: failure mode 1 deletes its XRD with only what it is about in it.
+    const deleting = Date.now();
+    await kubectl(cp!, "delete", "xdatabases", "vault", "--wait=true", "--timeout=150s");
+    await eventually("the vault XR's composed resources gone", async () => !(await instanceOf("vault")));
+    process.stderr.write(
+      `secrets: the XR and what it composed were gone ${((Date.now() - deleting) / 1000).toFixed(1)} s after its deletion\n`,
     );
   },
 );
