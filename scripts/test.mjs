@@ -84,7 +84,10 @@ try {
 } catch {
   // no record: every file weighs the same
 }
-const known = Object.values(durations).filter((v) => typeof v === "number");
+// A file not in the record weighs as the average one of its own tier (the real-Crossplane tier's take minutes).
+const known = Object.entries(durations)
+  .filter(([f, v]) => typeof v === "number" && tierOf(f) === tier)
+  .map(([, v]) => v);
 const average = known.length ? known.reduce((a, b) => a + b, 0) / known.length : 1;
 const weight = (f) => (typeof durations[f] === "number" ? durations[f] : average);
 
