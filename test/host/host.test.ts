@@ -81,6 +81,16 @@ const cond = (o: any, type: string) => (o?.status?.conditions ?? []).find((c: an
 const listBuckets = async (objects: ReturnType<typeof apis>["objects"]) =>
   ((await objects.listClusterCustomObject(BUCKETS)) as { items: any[] }).items;
 
+/** WIDGETS is a CRD of any fields, for the tests of --manifests. */
+const WIDGETS = crd("example.org", "Widget", "widgets", "Cluster", [
+  {
+    name: "v1",
+    served: true,
+    storage: true,
+    schema: { openAPIV3Schema: { type: "object", "x-kubernetes-preserve-unknown-fields": true } },
+  },
+]);
+
 const H = suite("host loop");
 
 H(
@@ -141,14 +151,7 @@ H("--manifests: an object whose kind is not served yet is applied once it is; on
   const kc = kubeconfigFor(c);
   const mem = memoryLog();
   try {
-    const widgets = crd("example.org", "Widget", "widgets", "Cluster", [
-      {
-        name: "v1",
-        served: true,
-        storage: true,
-        schema: { openAPIV3Schema: { type: "object", "x-kubernetes-preserve-unknown-fields": true } },
-      },
-    ]);
+    const widgets = WIDGETS;
     const widget = { obj: { apiVersion: "example.org/v1", kind: "Widget", metadata: { name: "w" } }, source: "widget.yaml" };
     // The CRD arrives 700 ms later, from elsewhere (as the host's own XRD controller makes an XR's).
     const later = sleep(700).then(() => applyManifests(kc, [{ obj: widgets, source: "crd" }], mem.log));
@@ -210,14 +213,7 @@ H(
     await new Promise<void>((r) => front.listen(0, "127.0.0.1", r));
     const kc = kubeconfigFor(c, (front.address() as { port: number }).port);
     try {
-      const widgets = crd("example.org", "Widget", "widgets", "Cluster", [
-        {
-          name: "v1",
-          served: true,
-          storage: true,
-          schema: { openAPIV3Schema: { type: "object", "x-kubernetes-preserve-unknown-fields": true } },
-        },
-      ]);
+      const widgets = WIDGETS;
       await applyManifests(kc, [{ obj: widgets, source: "crd" }], mem.log);
       await applyManifests(
         kc,
