@@ -41,7 +41,8 @@ interface RenderFlags {
 /** DEFAULT_NOW is the clock in-process functions see unless --now says otherwise: fixed, so output is reproducible. */
 export const DEFAULT_NOW = FIXED_TIME;
 
-const collect = (v: string, prev: string[]) => [...prev, v];
+/** collect gathers a repeatable option's values. */
+export const collect = (v: string, prev: string[]) => [...prev, v];
 
 function keyValue(flag: string, entry: string): [string, string] {
   const i = entry.indexOf("=");

@@ -6,6 +6,7 @@ import { loadDocs } from "../engine/docs.js";
 import { refuseExit } from "../module/exit.js";
 import { messageOf } from "../sdk/errors.js";
 import { printable } from "../terminal.js";
+import { collect } from "./render.js";
 
 /** What `xfn test` gives every case beside the folder: its --function, --required-resources and --required-schemas values. */
 export interface TestFlags {
@@ -78,7 +79,7 @@ export function testCommand(): Command {
           "unless their case.yaml names one; repeatable",
       )
         .default([])
-        .argParser((v: string, prev: string[]) => [...prev, v]),
+        .argParser(collect),
     )
     .addOption(
       new Option(
@@ -86,7 +87,7 @@ export function testCommand(): Command {
         "YAML file or directory with resources that answer the functions' resource requirements in request cases; repeatable",
       )
         .default([])
-        .argParser((v: string, prev: string[]) => [...prev, v]),
+        .argParser(collect),
     )
     .addOption(
       new Option(
@@ -94,7 +95,7 @@ export function testCommand(): Command {
         "CRDs, XRDs or OpenAPI v3 documents that answer the functions' schema requirements in request cases; repeatable",
       )
         .default([])
-        .argParser((v: string, prev: string[]) => [...prev, v]),
+        .argParser(collect),
     )
     .action(async (dir: string, flags: TestFlags & { update: boolean }) => {
       refuseExit(); // a function calling process.exit fails its case, not the run

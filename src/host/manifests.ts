@@ -48,7 +48,7 @@ export async function applyManifests(kc: KubeConfig, docs: Doc[], log: Logger, t
     const kind = `${String(d.obj["apiVersion"])} ${String(d.obj["kind"])}`;
     const name = (d.obj["metadata"] as { name?: string } | undefined)?.name;
     const started = Date.now();
-    let lastReason = "";
+    let lastBusy: boolean | undefined;
     for (let attempt = 0; ; attempt++) {
       try {
         await api.patch(kubeObject(applicable(d.obj)), undefined, undefined, "xfn-host-manifests", true, PatchStrategy.ServerSideApply);
@@ -59,8 +59,8 @@ export async function applyManifests(kc: KubeConfig, docs: Doc[], log: Logger, t
         const waited = Date.now() - started;
         // 429: kube-apiserver refuses the objects of a CRD it has just established for a moment ("storage is
         // (re)initializing", Retry-After 1), found running the host's tests on it; the embedded server never does.
-        const again = NOT_SERVED_YET.test(messageOf(err)) || errorCode(err) === 429;
-        if (!again || waited >= timeoutMs)
+        const busy = errorCode(err) === 429;
+        if (!(busy || NOT_SERVED_YET.test(messageOf(err))) || waited >= timeoutMs)
           throw new Error(
             `cannot apply ${d.source}: ${why}` +
               (waited >= timeoutMs
@@ -68,15 +68,14 @@ export async function applyManifests(kc: KubeConfig, docs: Doc[], log: Logger, t
                 : ""),
           );
         // Said once for each reason to wait (a kind not served yet, then a 429 while its storage starts, is two).
-        const reason = errorCode(err) === 429 ? "again" : "unserved";
-        if (reason !== lastReason)
+        if (busy !== lastBusy)
           log.info(
             { kind: d.obj["kind"], name },
-            errorCode(err) === 429
+            busy
               ? `${kind}: the API server asks to come back (${why}): applying it again`
               : `${kind} is not served yet: applying it again once it is`,
           );
-        lastReason = reason;
+        lastBusy = busy;
         await new Promise((r) => setTimeout(r, Math.min(2_000, 50 * 2 ** attempt, Math.max(1, timeoutMs - waited))));
       }
     }
