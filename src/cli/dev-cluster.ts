@@ -1,5 +1,6 @@
 // `xfn dev-cluster`: run the embedded API server on loopback until SIGTERM/SIGINT (shutdown.ts).
 import { randomBytes } from "node:crypto";
+import { rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { Command, InvalidArgumentError, Option } from "commander";
@@ -18,7 +19,10 @@ export function devClusterCommand(): Command {
       }),
     )
     .addOption(
-      new Option("--kubeconfig <file>", "write a kubeconfig for this server here (default: a file in the temp directory, printed)"),
+      new Option(
+        "--kubeconfig <file>",
+        "write a kubeconfig for this server here and keep it (default: a file in the temp directory, printed, removed when it stops)",
+      ),
     )
     .addOption(
       new Option(
@@ -56,6 +60,10 @@ export function devClusterCommand(): Command {
         return;
       }
       log.info({ url: cluster.url, port: cluster.port, kubeconfig }, "dev-cluster serving");
-      shutdown.ready(cluster.stop);
+      shutdown.ready(async () => {
+        await cluster.stop();
+        // A kubeconfig of its own choosing goes with the server; one the user named is theirs to keep.
+        if (!flags.kubeconfig) rmSync(kubeconfig, { force: true });
+      });
     });
 }

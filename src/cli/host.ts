@@ -1,6 +1,6 @@
 // `xfn host`: run compositions without Crossplane, against a Kubernetes API
 // (a kubeconfig, or an embedded API server), until SIGTERM/SIGINT (shutdown.ts).
-import { existsSync } from "node:fs";
+import { existsSync, rmSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import { hostname, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -50,7 +50,8 @@ function addHostFlags(cmd: Command): Command {
     .addOption(
       new Option(
         "--embedded-kubeconfig <file>",
-        "with --embedded: write the embedded API server's kubeconfig here (default: xfn-host-<port>.kubeconfig in the temp folder)",
+        "with --embedded: write the embedded API server's kubeconfig here and keep it " +
+          "(default: xfn-host-<port>.kubeconfig in the temp folder, removed when the host stops)",
       ),
     )
     .addOption(new Option("--data <file>", "with --embedded: persist the API server's state here"))
@@ -216,7 +217,11 @@ async function connect(flags: HostFlags, mods: HostModules, log: Logger) {
     writeFilePrivate(file, cluster.kubeconfig(), "kubeconfig");
     kc.loadFromString(cluster.kubeconfig());
     log.info({ url: cluster.url, kubeconfig: file }, "embedded API server serving");
-    stopCluster = () => cluster.stop();
+    stopCluster = async () => {
+      await cluster.stop();
+      // A kubeconfig of its own choosing goes with the server; one the user named is theirs to keep.
+      if (!flags.embeddedKubeconfig) rmSync(file, { force: true });
+    };
   } else if (flags.kubeconfig) {
     if (!existsSync(flags.kubeconfig)) throw new Error(`cannot read kubeconfig ${flags.kubeconfig}: no such file`);
     kc.loadFromFile(flags.kubeconfig);

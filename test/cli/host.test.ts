@@ -1,8 +1,8 @@
 // xfn host and xfn dev-cluster as a user runs them.
 import { spawn } from "node:child_process";
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { once } from "node:events";
 import { createServer } from "node:net";
 import type { AddressInfo } from "node:net";
@@ -70,6 +70,10 @@ C("the README demo: xfn host --embedded composes the example buckets and reports
     child.kill("SIGTERM");
   }
   assert.is(await exited, 0);
+  // The kubeconfig it wrote in the temporary folder (a token of a server now gone) goes with it.
+  const kubeconfig = /"kubeconfig":"([^"]+)"/.exec(out)![1]!;
+  assert.match(kubeconfig, /\/xfn-host-\d+\.kubeconfig$/);
+  assert.not.ok(existsSync(kubeconfig), `${kubeconfig} was left behind`);
 });
 
 C("bad input: a missing kubeconfig or functions file is a clear error, exit 1", async () => {
@@ -127,6 +131,33 @@ function startHost(args: string[], env: NodeJS.ProcessEnv = {}) {
   const exited = new Promise<number | null>((r) => child.on("exit", (code) => r(code)));
   return { output: () => out, exited, stop: () => (child.kill("SIGTERM"), exited) };
 }
+
+C("xfn dev-cluster removes the kubeconfig it wrote in the temporary folder when it stops, and keeps one the user named", async () => {
+  const named = join(mkdtempSync(join(tmpdir(), "xfn-dev-cluster-named-")), "kubeconfig");
+  const own = spawn(process.execPath, [XFN, "dev-cluster"], { cwd: ROOT });
+  const theirs = spawn(process.execPath, [XFN, "dev-cluster", "--kubeconfig", named], { cwd: ROOT });
+  const outs = [own, theirs].map((c) => {
+    const o = { text: "", exited: new Promise<number | null>((r) => c.on("exit", (code) => r(code))) };
+    c.stdout.on("data", (d) => (o.text += d));
+    c.stderr.on("data", (d) => (o.text += d));
+    return o;
+  });
+  try {
+    await until("both serving", () => outs.every((o) => /"msg":"dev-cluster serving"/.test(o.text)), 20_000);
+    const written = outs.map((o) => /"kubeconfig":"([^"]+)"/.exec(o.text)![1]!);
+    assert.match(written[0]!, /\/xfn-dev-cluster-\d+\.kubeconfig$/);
+    assert.is(written[1], named);
+    for (const f of written) assert.ok(existsSync(f), f);
+  } finally {
+    own.kill("SIGTERM");
+    theirs.kill("SIGTERM");
+  }
+  assert.equal(await Promise.all(outs.map((o) => o.exited)), [0, 0]);
+  const written = outs.map((o) => /"kubeconfig":"([^"]+)"/.exec(o.text)![1]!);
+  assert.not.ok(existsSync(written[0]!), `${written[0]} was left behind`);
+  assert.ok(existsSync(named), "the kubeconfig the user named was removed");
+  rmSync(dirname(named), { recursive: true, force: true });
+});
 
 C("--leader-election holds a Lease and --metrics-address serves /metrics, leader gauge included", async () => {
   const h = startHost(["--embedded", "--leader-election", "--leader-election-id", "cli-host", "--metrics-address", "127.0.0.1:0"]);
