@@ -12,8 +12,9 @@
 //   node scripts/anchors.mjs [tool ...]     build (default: every tool); prints where each binary is
 //   node scripts/anchors.mjs --where TOOL   the path TOOL's binary has (built or not)
 //
-// The cache is $XFN_ANCHORS_CACHE, else ~/.cache/xfn-anchors. Go is taken from
-// /usr/local/go/bin before the PATH (Debian's golang-go is older).
+// The cache is $XFN_ANCHORS_CACHE, else ~/.cache/xfn-anchors. Go is
+// $XFN_ANCHORS_GO, else taken from /usr/local/go/bin before the PATH
+// (Debian's golang-go is older); one older than 1.26 is refused by name.
 import { execFileSync, spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
@@ -138,11 +139,15 @@ export function siblingReplaces(goMod, version) {
   return out;
 }
 
-/** go runs the go command (Go 1.26 from /usr/local/go first), throwing its output's tail on failure. */
+/** The go command: $XFN_ANCHORS_GO, else `go` with /usr/local/go/bin first on the PATH. */
+const GO = process.env.XFN_ANCHORS_GO || "go";
+const INSTALL_GO = "install Go 1.26 or newer at /usr/local/go (Debian's golang-go is older)";
+
+/** go runs the go command, throwing its output's tail on failure. */
 function go(args, cwd, what) {
   const env = { ...process.env, PATH: `/usr/local/go/bin:${process.env.PATH ?? ""}`, GOFLAGS: "-mod=mod", CGO_ENABLED: "0" };
-  const r = spawnSync("go", args, { cwd, env, encoding: "utf8", maxBuffer: 64 << 20 });
-  if (r.error) throw new Error(`${what}: cannot run go (${r.error.message}); install Go 1.26 at /usr/local/go`);
+  const r = spawnSync(GO, args, { cwd, env, encoding: "utf8", maxBuffer: 64 << 20 });
+  if (r.error) throw new Error(`${what}: cannot run ${GO} (${r.error.code ?? r.error.message}); ${INSTALL_GO}`);
   if (r.status !== 0) {
     const tail = `${r.stdout}${r.stderr}`.trim().split("\n").slice(-30).join("\n");
     throw new Error(`${what}: go ${args.join(" ")} failed (exit ${r.status}):\n${tail}`);
@@ -150,7 +155,21 @@ function go(args, cwd, what) {
   return r.stdout;
 }
 
-const goVersion = () => go(["env", "GOVERSION"], ROOT, "the Go version").trim();
+/** goVersion is the go command's version (go1.26.8), refused when older than 1.26: the wrapper modules say `go 1.26`. */
+function goVersion(what = "the Go version") {
+  const v = go(["env", "GOVERSION"], ROOT, what).trim();
+  const m = /^go(\d+)\.(\d+)/.exec(v);
+  if (!m || Number(m[1]) < 1 || (Number(m[1]) === 1 && Number(m[2]) < 26))
+    throw new Error(`${what}: the anchors need Go 1.26 or newer and ${GO} is ${v || "of no version"}; ${INSTALL_GO}`);
+  return v;
+}
+
+/** moduleSource is the folder where the go command keeps a pinned anchor's module source (Crossplane's cluster/crds). */
+export function moduleSource(name) {
+  const m = MODULES[name];
+  if (!m) throw new Error(`no anchor named ${name}; the anchors are ${Object.keys(MODULES).join(", ")}`);
+  return JSON.parse(go(["mod", "download", "-json", `${m.module}@${m.version}`], ROOT, `${name}'s source`)).Dir;
+}
 
 /** binDir is where a module's binaries go: keyed by its name, version and the Go that built them. */
 export const binDir = (name, gover = goVersion()) => join(CACHE, "bin", `${key(name)}-${gover}`);
@@ -188,7 +207,7 @@ function wrapper(name) {
 export function build(name, log = (s) => process.stderr.write(`${s}\n`)) {
   const m = MODULES[name];
   if (!m) throw new Error(`no anchor named ${name}; the anchors are ${Object.keys(MODULES).join(", ")}`);
-  const gover = goVersion();
+  const gover = goVersion(`building ${name}`);
   const bin = binDir(name, gover);
   const out = Object.fromEntries(Object.keys(m.tools).map((t) => [t, join(bin, t)]));
   if (Object.values(out).every((p) => existsSync(p))) return out;

@@ -1,13 +1,15 @@
 // scripts/anchors.mjs, the builder of the real anchors (issue 58): what it pins
 // and the wrapper modules it would write, checked without Go. The builds
 // themselves run in the real-Crossplane tier.
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { spawnSync } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 // @ts-expect-error -- a plain .mjs script without types
 import { binDir, build, MODULES, prune, siblingReplaces, stagingReplaces, VERSIONS } from "../../scripts/anchors.mjs";
+import { needs } from "../support/needs.js";
 import { ROOT } from "../support/spawn.js";
 
 const A = suite("anchors: the real control plane's versions and wrapper modules");
@@ -117,8 +119,80 @@ A("a new build of our own source removes the older ones (each was 42 MB), and no
   }
 });
 
+/** child runs node with args (scripts/anchors.mjs, up.ts) and env, answering its exit code and output. */
+function child(args: string[], env: NodeJS.ProcessEnv): { code: number | null; out: string; err: string } {
+  const r = spawnSync(process.execPath, args, { cwd: ROOT, env: { ...process.env, ...env }, encoding: "utf8", timeout: 120_000 });
+  return { code: r.status, out: r.stdout, err: r.stderr };
+}
+
+/** noStack says err has no line of a JavaScript stack: a user meets one line naming the cause. */
+const noStack = (err: string) => assert.not.match(err, /^\s+at /m, `a stack trace:\n${err}`);
+
+A("without Go, building an anchor fails in one line naming the go command it tried and what to install", () => {
+  const cache = mkdtempSync(join(tmpdir(), "xfn-anchors-cache-"));
+  try {
+    const r = child(["scripts/anchors.mjs", "etcd"], { XFN_ANCHORS_GO: "/nonexistent/go", XFN_ANCHORS_CACHE: cache });
+    assert.is(r.code, 1);
+    assert.is(
+      r.err.trim(),
+      "anchors: building etcd: cannot run /nonexistent/go (ENOENT); install Go 1.26 or newer at /usr/local/go (Debian's golang-go is older)",
+    );
+    noStack(r.err);
+  } finally {
+    rmSync(cache, { recursive: true, force: true });
+  }
+});
+
+A("a Go older than 1.26 (Debian's golang-go) is refused by its version before anything is written", () => {
+  const cache = mkdtempSync(join(tmpdir(), "xfn-anchors-cache-"));
+  const old = join(cache, "old-go");
+  writeFileSync(old, "#!/bin/sh\necho go1.22.2\n", { mode: 0o755 });
+  try {
+    const r = child(["scripts/anchors.mjs", "kubernetes"], { XFN_ANCHORS_GO: old, XFN_ANCHORS_CACHE: cache });
+    assert.is(r.code, 1);
+    assert.match(r.err, `anchors: building kubernetes: the anchors need Go 1.26 or newer and ${old} is go1.22.2; install Go 1.26`);
+    noStack(r.err);
+    assert.equal(readdirSync(cache), ["old-go"]);
+  } finally {
+    rmSync(cache, { recursive: true, force: true });
+  }
+});
+
+A("npm run crossplane:up without Go ends with exit 1 and a line saying why, printing no KUBECONFIG", () => {
+  const cache = mkdtempSync(join(tmpdir(), "xfn-anchors-cache-"));
+  try {
+    const r = child(["--import", "tsx", "test/crossplane/up.ts"], { XFN_ANCHORS_GO: "/nonexistent/go", XFN_ANCHORS_CACHE: cache });
+    assert.is(r.code, 1);
+    assert.is(r.out, "");
+    assert.match(r.err, /^crossplane:up: cannot start the control plane: building etcd: cannot run \/nonexistent\/go \(ENOENT\)/m);
+    noStack(r.err);
+  } finally {
+    rmSync(cache, { recursive: true, force: true });
+  }
+});
+
+const B = needs(suite("anchors: a build that fails"), "go1.26");
+
+B("a module version the proxy does not serve fails naming the anchor, the go command and go's own words", () => {
+  const cache = mkdtempSync(join(tmpdir(), "xfn-anchors-cache-"));
+  try {
+    const script = `import { build, MODULES } from "./scripts/anchors.mjs";
+MODULES.etcd.version = "v3.99.98";
+try { build("etcd", () => {}); } catch (err) { process.stderr.write(err.message); process.exit(1); }`;
+    const r = child(["--input-type=module", "-e", script], { XFN_ANCHORS_CACHE: cache });
+    assert.is(r.code, 1);
+    assert.match(r.err, /^etcd: resolving its modules: go mod tidy failed \(exit 1\):\n/);
+    assert.match(r.err, /go\.etcd\.io\/etcd\/server\/v3@v3\.99\.98/);
+    // Nothing built is left to be taken as built.
+    assert.not.ok(existsSync(join(cache, "bin")), readdirSync(cache).join(" "));
+  } finally {
+    rmSync(cache, { recursive: true, force: true });
+  }
+});
+
 A("a tool it does not know is refused, naming the ones it builds", () => {
   assert.throws(() => build("kube-nope"), /no anchor named kube-nope; the anchors are kubernetes, etcd, crossplane/);
 });
 
 A.run();
+B.run();

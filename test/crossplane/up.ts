@@ -18,7 +18,12 @@ import { buildXpkg, installFunction, startRegistry, type InstalledFunction, type
 import { installProviderCrds, startProvider, type Provider } from "./provider.js";
 
 const say = (s: string) => process.stderr.write(`${s}\n`);
-const cp = await startControlPlane({ log: say });
+// A control plane that cannot be built or started (no Go, a failed build, a process that ended) is said in a
+// line naming which and why (its log's tail), not a stack; what had started is stopped by startControlPlane.
+const cp = await startControlPlane({ log: say }).catch((err: Error) => {
+  say(`crossplane:up: cannot start the control plane: ${err.message}`);
+  process.exit(1);
+});
 const work = mkdtempSync(join(tmpdir(), "xfn-crossplane-up-"));
 // Set once Crossplane is up; a signal may come before, while it starts.
 const started: { xp?: Crossplane } = {};
@@ -35,7 +40,7 @@ const stopAll = async () => {
   rmSync(work, { recursive: true, force: true });
 };
 const fail = async (err: Error) => {
-  say(err.message);
+  say(`crossplane:up: ${err.message}`);
   stopping = true;
   await stopAll();
   process.exit(1);
