@@ -2,24 +2,41 @@
 // modules at the versions of test/anchors/versions.json: it starts, the real
 // kubectl reads it, its garbage collector and namespace controller work, and
 // stopping it leaves nothing running.
-import { execFileSync, spawn } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { execFileSync, spawn, spawnSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { createServer, type AddressInfo, type Server } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { alive } from "../support/procs.js";
 import { ROOT } from "../support/spawn.js";
 import { until } from "../support/cluster.js";
 import { needs } from "../support/needs.js";
-import { kubectl as kubectlOn, kubectlApply, startControlPlane, type ControlPlane } from "./controlplane.js";
+import { freePort, kubectl as kubectlOn, kubectlApply, startControlPlane, type ControlPlane } from "./controlplane.js";
 
 const C = suite("the real control plane: etcd, kube-apiserver, kube-controller-manager from Go modules");
 const G = needs(C, "go1.26");
 let cp: ControlPlane | undefined;
 
+/** A port held by this process while the control plane starts: each process is given it first, as if another took it meanwhile. */
+let taken: Server | undefined;
+const givenTaken = new Set<string>();
+
 G.before(async () => {
-  cp = await startControlPlane();
+  taken = createServer();
+  await new Promise<void>((r) => taken!.listen(0, "127.0.0.1", r));
+  const port = (taken.address() as AddressInfo).port;
+  cp = await startControlPlane({
+    port: async (who) => {
+      if (who === "etcd peer" || givenTaken.has(who)) return freePort();
+      givenTaken.add(who);
+      return port;
+    },
+  });
 });
 G.after(async () => {
+  taken?.close();
   await cp?.stop();
 });
 
@@ -101,6 +118,31 @@ G("npm run crossplane:up prints its KUBECONFIG when ready, and Ctrl-C stops ever
     } catch {
       // ended already
     }
+  }
+});
+
+G("a port taken between its choice and the process's listen is retried on another, for each process", () => {
+  assert.equal([...givenTaken].sort(), ["etcd client", "kube-apiserver", "kube-controller-manager"]);
+  for (const name of ["etcd", "kube-apiserver", "kube-controller-manager"]) {
+    const log = cp!.logTail(name, 100_000);
+    assert.match(log, "address already in use", `${name} was not given the taken port`);
+  }
+});
+
+G("a process that ends while starting fails the start naming it, with its log's tail, and what had started is stopped", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "xfn-controlplane-bad-"));
+  try {
+    const err = await startControlPlane({ dir, log: () => {}, args: { "kube-apiserver": ["--no-such-flag=1"] } }).then(
+      () => undefined,
+      (e: Error) => e,
+    );
+    assert.ok(err, "it started");
+    assert.match(err.message, /^kube-apiserver ended \(1\) while starting; its log ends:\n/);
+    assert.match(err.message, "unknown flag: --no-such-flag");
+    const left = spawnSync("pgrep", ["-f", dir], { encoding: "utf8" }).stdout.trim();
+    assert.is(left, "", `processes of the failed start still run: ${left}`);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
   }
 });
 

@@ -12,7 +12,7 @@
 // SIGINT to it alone.
 import { execFile, spawn, type ChildProcess } from "node:child_process";
 import { generateKeyPairSync, randomBytes } from "node:crypto";
-import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { closeSync, fstatSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { request } from "node:https";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
@@ -37,16 +37,18 @@ export interface ControlPlane {
   stop(): Promise<void>;
 }
 
-/** Processes of every control plane this test process started: killed when it exits, whatever the path. */
+/**
+ * Processes of every control plane this test process started: killed when it
+ * exits, whatever the path; and the folders it made for them (etcd's data,
+ * logs, keys), removed.
+ */
 const running = new Set<ChildProcess>();
+const folders = new Set<string>();
 process.on("exit", () => {
   for (const p of running) end(p, "SIGKILL");
+  for (const d of folders) rmSync(d, { recursive: true, force: true, maxRetries: 3 });
 });
-for (const signal of ["SIGINT", "SIGTERM"] as const)
-  process.once(signal, () => {
-    for (const p of running) end(p, "SIGKILL");
-    process.exit(128 + (signal === "SIGINT" ? 2 : 15));
-  });
+for (const signal of ["SIGINT", "SIGTERM"] as const) process.once(signal, () => process.exit(128 + (signal === "SIGINT" ? 2 : 15)));
 
 function end(p: ChildProcess, signal: NodeJS.Signals): void {
   if (p.exitCode === null && p.signalCode === null) p.kill(signal);
@@ -75,21 +77,50 @@ export function tail(file: string, lines = 30): string {
   }
 }
 
+/** A process startProcess started: log is its log file, where its own output begins at byte from. */
+export interface Proc {
+  child: ChildProcess;
+  log: string;
+  from: number;
+}
+
 /** startProcess runs bin with args, its output to dir/name.log; it is killed when the test process ends. */
-export function startProcess(
-  dir: string,
-  name: string,
-  bin: string,
-  args: string[],
-  env?: NodeJS.ProcessEnv,
-): { child: ChildProcess; log: string } {
+export function startProcess(dir: string, name: string, bin: string, args: string[], env?: NodeJS.ProcessEnv): Proc {
   const log = join(dir, `${name}.log`);
   const fd = openSync(log, "a");
+  const from = fstatSync(fd).size;
   const child = spawn(bin, args, { stdio: ["ignore", fd, fd], ...(env ? { env } : {}) });
   closeSync(fd);
   running.add(child);
   child.once("exit", () => running.delete(child));
-  return { child, log };
+  return { child, log, from };
+}
+
+/**
+ * listening starts a process on ports start picks and waits until it is
+ * ready (ms at most); one that ends saying a port was taken meanwhile (a
+ * race with another process on the machine) is started again on other ports,
+ * three tries in all. Each process started is pushed to procs, to be stopped.
+ */
+export async function listening<T>(
+  name: string,
+  start: () => Promise<{ p: Proc; ready: () => Promise<boolean>; value: T }>,
+  ms: number,
+  procs: Proc[] = [],
+): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    const { p, ready, value } = await start();
+    procs.push(p);
+    try {
+      await waitFor(name, p, ready, ms);
+      return value;
+    } catch (err) {
+      await stopProcess(p);
+      const own = readFileSync(p.log).subarray(p.from).toString("utf8");
+      if (attempt < 3 && /address already in use/.test(own)) continue;
+      throw err;
+    }
+  }
 }
 
 /** stopProcess ends a process started by startProcess: SIGTERM, then SIGKILL after 5 s. */
@@ -103,17 +134,18 @@ export function stopProcess(p: { child: ChildProcess }): Promise<void> {
 }
 
 /** waitFor polls ready until it is true, failing with the process's log tail if it ends first or the wait passes. */
-export async function waitFor(
-  name: string,
-  p: { child: ChildProcess; log: string },
-  ready: () => Promise<boolean>,
-  ms: number,
-): Promise<void> {
+export async function waitFor(name: string, p: Pick<Proc, "child" | "log">, ready: () => Promise<boolean>, ms: number): Promise<void> {
   const until = Date.now() + ms;
   for (;;) {
     if (p.child.exitCode !== null || p.child.signalCode !== null)
       throw new Error(`${name} ended (${p.child.exitCode ?? p.child.signalCode}) while starting; its log ends:\n${tail(p.log)}`);
-    if (await ready().catch(() => false)) return;
+    // One check may hang (a port another process holds and never answers on): each has 5 s at most.
+    let timer: NodeJS.Timeout | undefined;
+    const answered = await Promise.race([
+      ready().catch(() => false),
+      new Promise<false>((r) => (timer = setTimeout(() => r(false), 5_000))),
+    ]).finally(() => clearTimeout(timer));
+    if (answered) return;
     if (Date.now() > until) throw new Error(`${name} was not ready within ${ms / 1000} s; its log ends:\n${tail(p.log)}`);
     await sleep(200);
   }
@@ -215,39 +247,54 @@ async function certificates(): Promise<{ ca: { cert: string; key: string }; serv
   return { ca: { cert: ca.cert, key: ca.private }, server: { cert: server.cert, key: server.private } };
 }
 
-/** startControlPlane builds (or finds) the binaries and starts etcd, kube-apiserver and kube-controller-manager. */
-export async function startControlPlane(opts: { dir?: string; log?: (s: string) => void } = {}): Promise<ControlPlane> {
+type Component = "etcd" | "kube-apiserver" | "kube-controller-manager";
+
+/**
+ * startControlPlane builds (or finds) the binaries and starts etcd,
+ * kube-apiserver and kube-controller-manager. A test may pass more flags for
+ * a process (args), and the ports each listens on (port, asked once per port;
+ * freePort by default).
+ */
+export async function startControlPlane(
+  opts: {
+    dir?: string;
+    log?: (s: string) => void;
+    args?: Partial<Record<Component, string[]>>;
+    port?: (who: "etcd client" | "etcd peer" | Component) => Promise<number>;
+  } = {},
+): Promise<ControlPlane> {
   const log = opts.log ?? ((s: string) => process.stderr.write(`${s}\n`));
+  const port = opts.port ?? (() => freePort());
+  const more = (c: Component) => opts.args?.[c] ?? [];
   const etcdBin = (build("etcd", log) as { etcd: string }).etcd;
   const kube = build("kubernetes", log) as Record<"kube-apiserver" | "kube-controller-manager" | "kubectl", string>;
   const dir = opts.dir ?? mkdtempSync(join(tmpdir(), "xfn-controlplane-"));
+  if (!opts.dir) folders.add(dir);
   mkdirSync(join(dir, "etcd"), { recursive: true });
-  const procs: { child: ChildProcess; log: string }[] = [];
+  const procs: Proc[] = [];
   const stop = () => Promise.all(procs.reverse().map(stopProcess));
   try {
     // etcd, retried on other ports if one was taken meanwhile.
-    let etcdURL = "";
-    for (let attempt = 0; ; attempt++) {
-      const [client, peer] = [await freePort(), await freePort()];
-      etcdURL = `http://127.0.0.1:${client}`;
-      const p = startProcess(dir, "etcd", etcdBin, [
-        `--data-dir=${join(dir, "etcd")}`,
-        `--listen-client-urls=${etcdURL}`,
-        `--advertise-client-urls=${etcdURL}`,
-        `--listen-peer-urls=http://127.0.0.1:${peer}`,
-        `--initial-advertise-peer-urls=http://127.0.0.1:${peer}`,
-        `--initial-cluster=default=http://127.0.0.1:${peer}`,
-        "--unsafe-no-fsync=true",
-      ]);
-      procs.push(p);
-      try {
-        await waitFor("etcd", p, async () => (await fetch(`${etcdURL}/health`)).ok, 60_000);
-        break;
-      } catch (err) {
-        if (attempt < 2 && /address already in use/.test(tail(p.log))) continue;
-        throw err;
-      }
-    }
+    const etcdURL = await listening(
+      "etcd",
+      async () => {
+        const [client, peer] = [await port("etcd client"), await port("etcd peer")];
+        const url = `http://127.0.0.1:${client}`;
+        const p = startProcess(dir, "etcd", etcdBin, [
+          `--data-dir=${join(dir, "etcd")}`,
+          `--listen-client-urls=${url}`,
+          `--advertise-client-urls=${url}`,
+          `--listen-peer-urls=http://127.0.0.1:${peer}`,
+          `--initial-advertise-peer-urls=http://127.0.0.1:${peer}`,
+          `--initial-cluster=default=http://127.0.0.1:${peer}`,
+          "--unsafe-no-fsync=true",
+          ...more("etcd"),
+        ]);
+        return { p, value: url, ready: async () => (await fetch(`${url}/health`)).ok };
+      },
+      60_000,
+      procs,
+    );
 
     const certs = await certificates();
     const sa = generateKeyPairSync("rsa", { modulusLength: 2048 });
@@ -265,41 +312,34 @@ export async function startControlPlane(opts: { dir?: string; log?: (s: string) 
     writeFileSync(files.sa, sa.privateKey.export({ type: "pkcs1", format: "pem" }), { mode: 0o600 });
     writeFileSync(files.tokens, `${token},xfn-admin,xfn-admin,"system:masters"\n`, { mode: 0o600 });
 
-    let url = "";
-    for (let attempt = 0; ; attempt++) {
-      const port = await freePort();
-      url = `https://127.0.0.1:${port}`;
-      const p = startProcess(dir, "kube-apiserver", kube["kube-apiserver"], [
-        `--etcd-servers=${etcdURL}`,
-        "--advertise-address=127.0.0.1",
-        "--bind-address=127.0.0.1",
-        `--secure-port=${port}`,
-        `--tls-cert-file=${files.cert}`,
-        `--tls-private-key-file=${files.key}`,
-        `--token-auth-file=${files.tokens}`,
-        "--authorization-mode=RBAC",
-        `--service-account-issuer=${url}/`,
-        `--service-account-key-file=${files.sa}`,
-        `--service-account-signing-key-file=${files.sa}`,
-        "--service-cluster-ip-range=10.0.0.0/24",
-        "--allow-privileged=true",
-        // envtest's choice: without the token controller no default ServiceAccount exists to admit pods with.
-        "--disable-admission-plugins=ServiceAccount",
-      ]);
-      procs.push(p);
-      try {
-        await waitFor(
-          "kube-apiserver",
-          p,
-          async () => (await get(`${url}/readyz`, Buffer.from(certs.ca.cert), token)).status === 200,
-          120_000,
-        );
-        break;
-      } catch (err) {
-        if (attempt < 2 && /address already in use/.test(tail(p.log))) continue;
-        throw err;
-      }
-    }
+    const url = await listening(
+      "kube-apiserver",
+      async () => {
+        const secure = await port("kube-apiserver");
+        const url = `https://127.0.0.1:${secure}`;
+        const p = startProcess(dir, "kube-apiserver", kube["kube-apiserver"], [
+          `--etcd-servers=${etcdURL}`,
+          "--advertise-address=127.0.0.1",
+          "--bind-address=127.0.0.1",
+          `--secure-port=${secure}`,
+          `--tls-cert-file=${files.cert}`,
+          `--tls-private-key-file=${files.key}`,
+          `--token-auth-file=${files.tokens}`,
+          "--authorization-mode=RBAC",
+          `--service-account-issuer=${url}/`,
+          `--service-account-key-file=${files.sa}`,
+          `--service-account-signing-key-file=${files.sa}`,
+          "--service-cluster-ip-range=10.0.0.0/24",
+          "--allow-privileged=true",
+          // envtest's choice: without the token controller no default ServiceAccount exists to admit pods with.
+          "--disable-admission-plugins=ServiceAccount",
+          ...more("kube-apiserver"),
+        ]);
+        return { p, value: url, ready: async () => (await get(`${url}/readyz`, Buffer.from(certs.ca.cert), token)).status === 200 };
+      },
+      120_000,
+      procs,
+    );
 
     const kubeconfig = join(dir, "kubeconfig");
     writeFileSync(
@@ -317,22 +357,29 @@ export async function startControlPlane(opts: { dir?: string; log?: (s: string) 
       { mode: 0o600 },
     );
 
-    const kcm = startProcess(dir, "kube-controller-manager", kube["kube-controller-manager"], [
-      `--kubeconfig=${kubeconfig}`,
-      `--authentication-kubeconfig=${kubeconfig}`,
-      `--authorization-kubeconfig=${kubeconfig}`,
-      "--controllers=garbage-collector-controller,namespace-controller",
-      "--leader-elect=false",
-      "--bind-address=127.0.0.1",
-      `--secure-port=${await freePort()}`,
-    ]);
-    procs.push(kcm);
     // Ready once both controllers have started (their own log lines: garbagecollector.go, namespace_controller.go).
-    const started = () => {
-      const text = tail(kcm.log, 1000);
-      return text.includes('"Starting controller" controller="garbagecollector"') && text.includes("Starting namespace controller");
-    };
-    await waitFor("kube-controller-manager", kcm, async () => started(), 60_000);
+    await listening(
+      "kube-controller-manager",
+      async () => {
+        const p = startProcess(dir, "kube-controller-manager", kube["kube-controller-manager"], [
+          `--kubeconfig=${kubeconfig}`,
+          `--authentication-kubeconfig=${kubeconfig}`,
+          `--authorization-kubeconfig=${kubeconfig}`,
+          "--controllers=garbage-collector-controller,namespace-controller",
+          "--leader-elect=false",
+          "--bind-address=127.0.0.1",
+          `--secure-port=${await port("kube-controller-manager")}`,
+          ...more("kube-controller-manager"),
+        ]);
+        const ready = async () => {
+          const text = readFileSync(p.log).subarray(p.from).toString("utf8");
+          return text.includes('"Starting controller" controller="garbagecollector"') && text.includes("Starting namespace controller");
+        };
+        return { p, ready, value: undefined };
+      },
+      60_000,
+      procs,
+    );
 
     return {
       url,
@@ -345,6 +392,7 @@ export async function startControlPlane(opts: { dir?: string; log?: (s: string) 
       async stop() {
         await stop();
         if (!opts.dir) rmSync(dir, { recursive: true, force: true });
+        folders.delete(dir);
       },
     };
   } catch (err) {

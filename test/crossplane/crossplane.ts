@@ -10,12 +10,12 @@
 // has not; Usages need them, issue 61); the client certificates are written
 // from their Secret to a folder, as the chart mounts them; functions run
 // outside (--package-runtime=External), for now.
-import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import { closeSync, mkdirSync, openSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 // @ts-expect-error -- a plain .mjs script without types
-import { build, MODULES } from "../../scripts/anchors.mjs";
-import { freePort, kubectl, tail, type ControlPlane } from "./controlplane.js";
+import { build, moduleSource } from "../../scripts/anchors.mjs";
+import { freePort, kubectl, listening, startProcess, stopProcess, tail, type ControlPlane, type Proc } from "./controlplane.js";
 
 export interface Crossplane {
   /** The folder of the Crossplane module the binary was built from (its cluster/crds). */
@@ -31,30 +31,20 @@ export interface Crossplane {
 const NAMESPACE = "crossplane-system";
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** moduleDir is where the go command keeps the pinned Crossplane module's source. */
-function moduleDir(): string {
-  const m = MODULES.crossplane as { module: string; version: string };
-  const r = spawnSync("go", ["mod", "download", "-json", `${m.module}@${m.version}`], {
-    encoding: "utf8",
-    env: { ...process.env, PATH: `/usr/local/go/bin:${process.env["PATH"] ?? ""}` },
-  });
-  if (r.status !== 0) throw new Error(`cannot find Crossplane ${m.version}'s source: ${r.stderr}`);
-  return (JSON.parse(r.stdout) as { Dir: string }).Dir;
-}
-
 /**
  * startCrossplane runs `core init` until it succeeds, then `core start`, and
  * resolves once Crossplane is ready. With inspectorSocket, Crossplane emits
  * every step it runs to a Pipeline Inspector there (the alpha flags
- * --enable-pipeline-inspector and --pipeline-inspector-socket).
+ * --enable-pipeline-inspector and --pipeline-inspector-socket). args are more
+ * flags of core start (--debug).
  */
 export async function startCrossplane(
   cp: ControlPlane,
   log = (s: string) => process.stderr.write(`${s}\n`),
-  opts: { inspectorSocket?: string } = {},
+  opts: { inspectorSocket?: string; args?: string[] } = {},
 ): Promise<Crossplane> {
   const bin = (build("crossplane", log) as { crossplane: string }).crossplane;
-  const source = moduleDir();
+  const source = moduleSource("crossplane") as string;
   const dir = join(cp.dir, "crossplane");
   for (const d of ["tls/client", "cache/xpkg", "cache/xfn"]) mkdirSync(join(dir, d), { recursive: true });
   await kubectl(cp, "create", "namespace", NAMESPACE);
@@ -95,49 +85,27 @@ export async function startCrossplane(
   for (const k of ["tls.crt", "tls.key", "ca.crt"])
     writeFileSync(join(dir, "tls/client", k), Buffer.from(secret.data[k] ?? "", "base64"), { mode: 0o600 });
 
-  const health = await freePort();
-  const metricsPort = await freePort();
-  const startLog = join(dir, "core-start.log");
-  const fd = openSync(startLog, "a");
   const inspector = opts.inspectorSocket ? ["--enable-pipeline-inspector", `--pipeline-inspector-socket=${opts.inspectorSocket}`] : [];
-  const child: ChildProcess = spawn(bin, ["core", "start", "--package-runtime=External", ...inspector], {
-    env: {
-      ...env,
-      LEADER_ELECTION: "false",
-      TLS_CLIENT_CERTS_DIR: join(dir, "tls/client"),
-      METRICS_PORT: String(metricsPort),
-      HEALTH_PROBE_PORT: String(health),
-      CACHE_DIR: join(dir, "cache/xpkg"),
-      XFN_CACHE_DIR: join(dir, "cache/xfn"),
+  const procs: Proc[] = [];
+  const metricsPort = await listening(
+    "crossplane core start",
+    async () => {
+      const [health, metrics] = [await freePort(), await freePort()];
+      const p = startProcess(dir, "core-start", bin, ["core", "start", "--package-runtime=External", ...inspector, ...(opts.args ?? [])], {
+        ...env,
+        LEADER_ELECTION: "false",
+        TLS_CLIENT_CERTS_DIR: join(dir, "tls/client"),
+        METRICS_PORT: String(metrics),
+        HEALTH_PROBE_PORT: String(health),
+        CACHE_DIR: join(dir, "cache/xpkg"),
+        XFN_CACHE_DIR: join(dir, "cache/xfn"),
+      });
+      return { p, value: metrics, ready: async () => (await fetch(`http://127.0.0.1:${health}/readyz`)).ok };
     },
-    stdio: ["ignore", fd, fd],
-  });
-  closeSync(fd);
-  const killOnExit = () => child.kill("SIGKILL");
-  process.on("exit", killOnExit);
-  const stop = async () => {
-    process.off("exit", killOnExit);
-    if (child.exitCode !== null || child.signalCode !== null) return;
-    const t = setTimeout(() => child.kill("SIGKILL"), 5_000);
-    await new Promise<void>((resolve) => {
-      child.once("exit", () => resolve());
-      child.kill("SIGTERM");
-    });
-    clearTimeout(t);
-  };
-  for (const until = Date.now() + 120_000; ;) {
-    if (child.exitCode !== null || child.signalCode !== null)
-      throw new Error(`crossplane core start ended (${child.exitCode ?? child.signalCode}); its log ends:\n${tail(startLog)}`);
-    const ok = await fetch(`http://127.0.0.1:${health}/readyz`).then(
-      (r) => r.ok,
-      () => false,
-    );
-    if (ok) break;
-    if (Date.now() > until) {
-      await stop();
-      throw new Error(`crossplane core start was not ready within 120 s; its log ends:\n${tail(startLog)}`);
-    }
-    await sleep(250);
-  }
+    120_000,
+    procs,
+  );
+  const startLog = join(dir, "core-start.log");
+  const stop = () => Promise.all(procs.map(stopProcess)).then(() => undefined);
   return { source, clientCertsDir: join(dir, "tls/client"), metricsPort, logTail: (lines) => tail(startLog, lines), stop };
 }

@@ -30,7 +30,17 @@ import { build } from "../../scripts/anchors.mjs";
 import { CROSSPLANE_ATTRS } from "../support/certs.js";
 import { baseImage, podman, runAsCrossplane, type Running } from "../support/podman.js";
 import { ROOT, run } from "../support/spawn.js";
-import { freePort, kubectl, kubectlApply, startProcess, stopProcess, tail, waitFor, type ControlPlane } from "./controlplane.js";
+import {
+  freePort,
+  kubectl,
+  kubectlApply,
+  listening,
+  startProcess,
+  stopProcess,
+  tail,
+  type ControlPlane,
+  type Proc,
+} from "./controlplane.js";
 
 export { kubectl, kubectlApply };
 
@@ -53,18 +63,18 @@ function crane(log: (s: string) => void): string {
 export async function startRegistry(dir: string, log = (s: string) => process.stderr.write(`${s}\n`)): Promise<Registry> {
   const bin = crane(log);
   mkdirSync(join(dir, "blobs"), { recursive: true });
-  for (let attempt = 0; ; attempt++) {
-    const port = await freePort();
-    const p = startProcess(dir, "registry", bin, ["registry", "serve", "--address", `127.0.0.1:${port}`, "--disk", join(dir, "blobs")]);
-    try {
-      await waitFor("crane registry serve", p, async () => (await fetch(`http://127.0.0.1:${port}/v2/`)).ok, 30_000);
-      return { host: `127.0.0.1:${port}`, logTail: (n) => tail(p.log, n), stop: () => stopProcess(p) };
-    } catch (err) {
-      await stopProcess(p);
-      if (attempt < 2 && /address already in use/.test(tail(p.log))) continue;
-      throw err;
-    }
-  }
+  const procs: Proc[] = [];
+  const host = await listening(
+    "crane registry serve",
+    async () => {
+      const port = await freePort();
+      const p = startProcess(dir, "registry", bin, ["registry", "serve", "--address", `127.0.0.1:${port}`, "--disk", join(dir, "blobs")]);
+      return { p, value: `127.0.0.1:${port}`, ready: async () => (await fetch(`http://127.0.0.1:${port}/v2/`)).ok };
+    },
+    30_000,
+    procs,
+  );
+  return { host, logTail: (n) => tail(join(dir, "registry.log"), n), stop: () => stopProcess(procs.at(-1)!) };
 }
 
 /**
