@@ -5,7 +5,7 @@
 // with Crossplane's Go client, and stopped with SIGTERM; then its .xpkg,
 // written by `xfn package --xpkg` on that image, checked with skopeo and umoci,
 // loaded with `podman load` and run the same way.
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { chmodSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -280,6 +280,32 @@ K("xfn package --xpkg on the image: skopeo and umoci see its layers, labels and 
   } finally {
     await c.remove();
     await podman(["rmi", "--force", id!]).catch(() => {});
+  }
+});
+
+const P = needs(S, "podman");
+
+P("a test process interrupted (SIGTERM, as the runner ends a lane) removes the containers it started detached", async () => {
+  await baseImage();
+  const script = `import { baseImage, runAsSidecar } from "./test/support/podman.ts";
+const c = await runAsSidecar(await baseImage(), ["/usr/bin/node", "-e", "setInterval(() => {}, 1000)"], {});
+process.stdout.write("container " + c.id + "\\n");
+setInterval(() => {}, 1000);`;
+  const child = spawn(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], { cwd: ROOT });
+  let out = "";
+  child.stdout.on("data", (d) => (out += d));
+  child.stderr.on("data", (d) => (out += d));
+  const exited = new Promise<number | null>((r) => child.once("exit", (code) => r(code)));
+  try {
+    await until("the container started", () => /^container [0-9a-f]{64}$/m.test(out), 60_000);
+    const id = /^container ([0-9a-f]{64})$/m.exec(out)![1]!;
+    assert.is((await podman(["inspect", "--format", "{{.State.Status}}", id])).trim(), "running");
+    child.kill("SIGTERM");
+    assert.is(await exited, 143, out);
+    const left = (await podman(["ps", "--all", "--quiet", "--no-trunc", "--filter", `label=xfn.test.owner=${child.pid}`])).trim();
+    assert.is(left, "", `left behind: ${left}`);
+  } finally {
+    if (child.exitCode === null) child.kill("SIGKILL");
   }
 });
 

@@ -3,7 +3,7 @@
 // a containers.conf with no default ulimits, the cgroupfs manager and runc,
 // named by CONTAINERS_CONF. No registry is reachable, so the base image is
 // made here, from this machine's own Node and the libraries it links.
-import { execFile, execFileSync } from "node:child_process";
+import { execFile, execFileSync, spawnSync } from "node:child_process";
 import { copyFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -19,6 +19,32 @@ runtime = "runc"
 `;
 
 let conf: string | undefined;
+/** OWNER labels every container this process starts detached, so that its exit removes them, whatever the path. */
+const OWNER = `xfn.test.owner=${process.pid}`;
+let detachedAny = false;
+let cleanupSet = false;
+
+/**
+ * atExit removes, when the process exits (a test run interrupted by a signal
+ * included), the containers it started detached, those whose `podman run` was
+ * cut short before it answered an id too (left "Created"), and then the
+ * containers.conf it wrote.
+ */
+function atExit(): void {
+  if (cleanupSet) return;
+  cleanupSet = true;
+  // A signal ends the process without its exit event unless someone handles it: handled here, the exit runs.
+  for (const [signal, code] of [
+    ["SIGINT", 130],
+    ["SIGTERM", 143],
+  ] as const)
+    process.once(signal, () => process.exit(code));
+  process.once("exit", () => {
+    if (detachedAny)
+      spawnSync("podman", ["rm", "--force", "--time", "0", "--filter", `label=${OWNER}`], { env: podmanEnv(), stdio: "ignore" });
+    if (conf) rmSync(dirname(conf), { recursive: true, force: true });
+  });
+}
 
 /** podmanEnv is the environment podman runs in: CONTAINERS_CONF as given, else one written with CONTAINERS_CONF_TEXT. */
 export function podmanEnv(): NodeJS.ProcessEnv {
@@ -27,7 +53,7 @@ export function podmanEnv(): NodeJS.ProcessEnv {
     const dir = mkdtempSync(join(tmpdir(), "xfn-containers-"));
     conf = join(dir, "containers.conf");
     writeFileSync(conf, CONTAINERS_CONF_TEXT);
-    process.once("exit", () => rmSync(dir, { recursive: true, force: true }));
+    atExit();
   }
   return { ...process.env, CONTAINERS_CONF: conf };
 }
@@ -103,7 +129,9 @@ const RESTRICTED = ["--read-only", "--cap-drop", "ALL", "--security-opt", "no-ne
 
 /** detached runs `podman run --detach` with args and returns the container. */
 async function detached(args: string[]): Promise<Container> {
-  const id = (await podman(["run", "--detach", ...args])).trim();
+  detachedAny = true;
+  atExit();
+  const id = (await podman(["run", "--detach", "--label", OWNER, ...args])).trim();
   return {
     id,
     logs: () => podman(["logs", id]),
