@@ -7,7 +7,7 @@
 // (functions/hello, then functions/lifecycle) composes an XR's buckets in
 // dependency order.
 import { spawn } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { suite } from "uvu";
@@ -50,6 +50,44 @@ G.before(async () => {
       }),
     );
 });
+G("bad input: a file that is no image is refused at the push, naming the file and the reference", async () => {
+  const junk = join(work, "junk.xpkg");
+  writeFileSync(junk, "not a tarball\n");
+  const err = await installFunction(cp!, registry!, "function-junk", junk, {
+    work,
+    clientCertsDir: xp!.clientCertsDir,
+    crossplaneLog: () => xp!.logTail(),
+  }).then(
+    () => undefined,
+    (e: Error) => e,
+  );
+  assert.ok(err, "it was installed");
+  assert.match(err.message, `crane push ${junk} ${registry!.host}/xfn/function-junk:v0.1.0: `);
+  assert.match(err.message, /tar|archive|header|EOF/i);
+});
+
+G(
+  "bad input: an image that is no package (a function's runtime image) is not installed, and the failure names Crossplane's reason",
+  async () => {
+    const err = await installFunction(cp!, registry!, "function-nopackage", join(work, "hello-runtime.tar"), {
+      work,
+      clientCertsDir: xp!.clientCertsDir,
+      crossplaneLog: () => xp!.logTail(),
+      timeoutMs: 60_000,
+    }).then(
+      (f) => (installed.push(f), undefined),
+      (e: Error) => e,
+    );
+    assert.ok(err, "it was installed");
+    assert.match(
+      err.message,
+      /^Crossplane cannot install 127\.0\.0\.1:\d+\/xfn\/function-nopackage:v0\.1\.0 as the Function function-nopackage/,
+    );
+    assert.match(err.message, /\n {2}Installed=False \(UnpackingPackage\): cannot unpack package: .*package\.yaml not found in package/);
+    await kubectl(cp!, "delete", "function", "function-nopackage", "--wait=false");
+  },
+);
+
 G.after(async () => {
   for (const f of installed) await f.stop();
   await registry?.stop();

@@ -174,6 +174,11 @@ interface Condition {
   message?: string;
 }
 const conditions = (o: { status?: { conditions?: Condition[] } }) => o.status?.conditions ?? [];
+/** said is conditions as `kubectl describe` would list them: one line each, type=status (reason): message. */
+const said = (cs: Condition[]) =>
+  cs.length === 0
+    ? "none"
+    : cs.map((c) => `\n  ${c.type}=${c.status}${c.reason ? ` (${c.reason})` : ""}${c.message ? `: ${c.message}` : ""}`).join("");
 
 /**
  * answering waits until the function on 127.0.0.1:port admits an HTTP/2
@@ -263,16 +268,22 @@ export async function installFunction(
     new Error(`${what} within ${(opts.timeoutMs ?? 120_000) / 1000} s; ${detail}\nCrossplane's log ends:\n${opts.crossplaneLog()}`);
 
   let revision = "";
+  // Crossplane retries an unpack that failed; one failing the same way for 10 s (no package.yaml, an image it cannot
+  // pull) is not waited out to the deadline.
+  let failing: { message: string; since: number } | undefined;
   for (;;) {
     const list = JSON.parse(await kubectl(cp, "get", "functionrevisions", "-l", `pkg.crossplane.io/package=${name}`, "-o", "json")) as {
       items: { metadata: { name: string }; spec: { desiredState: string } }[];
     };
     revision = list.items.find((i) => i.spec.desiredState === "Active")?.metadata.name ?? "";
     if (revision) break;
-    if (Date.now() > deadline) {
-      const fn = await kubectl(cp, "get", "function", name, "-o", "yaml").catch((e: Error) => e.message);
-      throw late(`Crossplane made no active FunctionRevision for ${ref}`, `the Function:\n${fn}`);
-    }
+    const fn = JSON.parse(await kubectl(cp, "get", "function", name, "-o", "json")) as { status?: { conditions?: Condition[] } };
+    const unpack = conditions(fn).find((c) => c.type === "Installed" && c.status === "False" && /^cannot /.test(c.message ?? ""));
+    if (!unpack || unpack.message !== failing?.message) failing = unpack && { message: unpack.message!, since: Date.now() };
+    else if (failing && Date.now() - failing.since > 10_000)
+      throw new Error(`Crossplane cannot install ${ref} as the Function ${name}; its conditions: ${said(conditions(fn))}`);
+    if (Date.now() > deadline)
+      throw late(`Crossplane made no active FunctionRevision for ${ref}`, `the Function's conditions: ${said(conditions(fn))}`);
     await sleep(500);
   }
 
@@ -302,11 +313,16 @@ export async function installFunction(
       const fn = JSON.parse(await kubectl(cp, "get", "function", name, "-o", "json")) as { status?: { conditions?: Condition[] } };
       const ok = (t: string) => conditions(fn).some((c) => c.type === t && c.status === "True");
       if (ok("Installed") && ok("Healthy")) break;
-      if (Date.now() > deadline)
+      if (Date.now() > deadline) {
+        const rev = JSON.parse(await kubectl(cp, "get", "functionrevision", revision, "-o", "json")) as {
+          status?: { conditions?: Condition[] };
+        };
         throw late(
           `the Function ${name} was not installed and healthy`,
-          `its conditions: ${JSON.stringify(conditions(fn))}\nits container's log:\n${await container.logs()}`,
+          `its conditions: ${said(conditions(fn))}\nits revision ${revision}'s: ${said(conditions(rev))}\n` +
+            `its container's log:\n${await container.logs()}`,
         );
+      }
       await sleep(500);
     }
   } catch (err) {
