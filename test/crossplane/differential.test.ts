@@ -1,0 +1,79 @@
+// The embedded API server beside the real kube-apiserver (issue 59, item 1):
+// every sequence of test/crossplane/differential/ sent to both, the real
+// server's answer taken as the expected one, in the same run. Each difference
+// must be in differential/known.json with its reason (docs/dev-cluster.md
+// lists them for users); a new one fails the test, and so does a known one
+// that no longer happens (fixed: take it out of the list).
+import { readFileSync, writeFileSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { suite } from "uvu";
+import * as assert from "uvu/assert";
+import { startDevCluster, type DevCluster } from "../../src/apiserver/server.js";
+import { kubeFetch } from "../support/kubefetch.js";
+import { needs } from "../support/needs.js";
+import { startControlPlane, type ControlPlane } from "./controlplane.js";
+import { key, KINDS, run, type Difference, type Fetch, type Sequence } from "./differential.js";
+import { SEQUENCES as CEL } from "./differential/cel.js";
+import { SEQUENCES as KUBECTL } from "./differential/kubectl.js";
+
+const D = suite("the embedded API server beside kube-apiserver: the same requests, the answers compared");
+const G = needs(D, "go1.26");
+let cp: ControlPlane | undefined;
+let dev: DevCluster | undefined;
+let work: string;
+let real: Fetch;
+let ours: Fetch;
+
+const KNOWN_FILE = join(import.meta.dirname, "differential/known.json");
+/** Known differences: key (place, kind, path) to the reason it is kept, or "open" while not yet looked at. */
+const KNOWN = JSON.parse(readFileSync(KNOWN_FILE, "utf8")) as Record<string, string>;
+
+G.before(async () => {
+  work = mkdtempSync(join(tmpdir(), "xfn-differential-"));
+  [cp, dev] = await Promise.all([startControlPlane(), startDevCluster({ token: "differential" })]);
+  writeFileSync(join(work, "dev.kubeconfig"), dev.kubeconfig());
+  real = kubeFetch(cp.kubeconfig);
+  ours = kubeFetch(join(work, "dev.kubeconfig"));
+});
+G.after(async () => {
+  await Promise.all([cp?.stop(), dev?.stop()]);
+  if (work) rmSync(work, { recursive: true, force: true });
+});
+
+const seen: Difference[] = [];
+
+/** check runs a source's sequences and fails on a difference not known, naming each. */
+async function check(source: string, sequences: Sequence[]): Promise<void> {
+  const found: Difference[] = [];
+  for (const seq of sequences) found.push(...(await run(seq, real, ours)));
+  seen.push(...found);
+  const counts = KINDS.map((k) => `${found.filter((d) => d.kind === k).length} ${k}`).join(", ");
+  process.stderr.write(`differential ${source}: ${sequences.length} sequences; ${counts}\n`);
+  const unknown = found.filter((d) => KNOWN[key(d)] === undefined);
+  assert.equal(
+    unknown.map((d) => `${key(d)}\n    real: ${JSON.stringify(d.real)}\n    ours: ${JSON.stringify(d.ours)}`),
+    [],
+    "differences not in differential/known.json",
+  );
+}
+
+G("CRD validation rules: accepted, refused and evaluated alike", async () => {
+  await check("cel", CEL);
+});
+
+G("the requests of the kubectl commands users run: answered alike", async () => {
+  await check("kubectl", KUBECTL);
+});
+
+G("every known difference still happens (one fixed comes out of known.json)", () => {
+  const now = new Set(seen.map(key));
+  if (process.env["XFN_DIFFERENTIAL_WRITE"])
+    writeFileSync(KNOWN_FILE, `${JSON.stringify(Object.fromEntries([...now].sort().map((k) => [k, KNOWN[k] ?? "open"])), null, 2)}\n`);
+  assert.equal(
+    Object.keys(KNOWN).filter((k) => !now.has(k)),
+    [],
+  );
+});
+
+D.run();

@@ -1,0 +1,300 @@
+// Sequences of the requests the kubectl commands users run send (kubectl
+// v1.36.3, read with -v=8): create, get, label, patch of each kind, server-side
+// apply and its conflicts, dry runs, finalizers, errors, Tables, a CRD's
+// defaults, pruning, status subresource and discovery, and a namespace's
+// deletion. Each sequence works in a namespace of its own.
+import type { Sequence, Step } from "../differential.js";
+
+const TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
+const CM = (ns: string) => `/api/v1/namespaces/${ns}/configmaps`;
+const namespace = (ns: string): Step => ({
+  name: `kubectl create namespace ${ns}`,
+  method: "POST",
+  path: "/api/v1/namespaces?fieldManager=kubectl-create&fieldValidation=Strict",
+  body: { apiVersion: "v1", kind: "Namespace", metadata: { name: ns } },
+});
+
+const configmaps: Sequence = {
+  id: "kubectl/configmap",
+  source: "kubectl create configmap, get, label, patch (strategic, merge, json), replace, delete",
+  steps: [
+    namespace("diff-cm"),
+    {
+      name: "kubectl create configmap web --from-literal=k=v",
+      method: "POST",
+      path: `${CM("diff-cm")}?fieldManager=kubectl-create&fieldValidation=Strict`,
+      body: { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "web", labels: { app: "web" } }, data: { k: "v" } },
+    },
+    { name: "kubectl get configmap web -o yaml", path: `${CM("diff-cm")}/web` },
+    { name: "kubectl get configmaps -l app=web -o yaml", path: `${CM("diff-cm")}?labelSelector=app%3Dweb` },
+    { name: "kubectl get configmaps -l app!=web -o yaml", path: `${CM("diff-cm")}?labelSelector=app%21%3Dweb` },
+    { name: "kubectl get configmap web (a Table)", path: `${CM("diff-cm")}/web`, accept: TABLE },
+    {
+      name: "kubectl label configmap web tier=front",
+      method: "PATCH",
+      path: `${CM("diff-cm")}/web?fieldManager=kubectl-label`,
+      type: "merge",
+      body: { metadata: { labels: { tier: "front" } } },
+    },
+    {
+      name: "kubectl patch configmap web -p (strategic)",
+      method: "PATCH",
+      path: `${CM("diff-cm")}/web?fieldManager=kubectl-patch`,
+      type: "strategic",
+      body: { data: { k2: "v2" } },
+    },
+    {
+      name: "kubectl patch configmap web --type=json (remove k)",
+      method: "PATCH",
+      path: `${CM("diff-cm")}/web?fieldManager=kubectl-patch`,
+      type: "json-patch",
+      body: [{ op: "remove", path: "/data/k" }],
+    },
+    {
+      name: "kubectl patch --type=json on a path that is not there",
+      method: "PATCH",
+      path: `${CM("diff-cm")}/web?fieldManager=kubectl-patch`,
+      type: "json-patch",
+      body: [{ op: "remove", path: "/data/nothing" }],
+    },
+    {
+      name: "kubectl replace with a stale resourceVersion",
+      method: "PUT",
+      path: `${CM("diff-cm")}/web?fieldManager=kubectl-replace`,
+      body: { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "web", resourceVersion: "1" }, data: { k: "v" } },
+    },
+    {
+      name: "kubectl create configmap web again",
+      method: "POST",
+      path: `${CM("diff-cm")}?fieldManager=kubectl-create`,
+      body: { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "web" } },
+    },
+    {
+      name: "kubectl create configmap Bad_Name",
+      method: "POST",
+      path: `${CM("diff-cm")}?fieldManager=kubectl-create`,
+      body: { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "Bad_Name" } },
+    },
+    {
+      name: "kubectl create -f with an unknown field (--validate=strict)",
+      method: "POST",
+      path: `${CM("diff-cm")}?fieldManager=kubectl-create&fieldValidation=Strict`,
+      body: { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "strict" }, bogus: 1 },
+    },
+    { name: "kubectl get configmap nothing", path: `${CM("diff-cm")}/nothing` },
+    { name: "kubectl delete configmap web", method: "DELETE", path: `${CM("diff-cm")}/web` },
+    { name: "kubectl get configmap web after its delete", path: `${CM("diff-cm")}/web` },
+  ],
+};
+
+const apply: Sequence = {
+  id: "kubectl/apply",
+  source: "kubectl apply --server-side (and --dry-run=server, diff, --force-conflicts)",
+  steps: [
+    namespace("diff-apply"),
+    {
+      name: "kubectl apply --server-side",
+      method: "PATCH",
+      path: `${CM("diff-apply")}/cfg?fieldManager=kubectl&fieldValidation=Strict&force=false`,
+      type: "apply",
+      body: { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "cfg", labels: { a: "1" } }, data: { k: "v", j: "w" } },
+    },
+    {
+      name: "kubectl diff (a server-side dry-run apply)",
+      method: "PATCH",
+      path: `${CM("diff-apply")}/cfg?fieldManager=kubectl&fieldValidation=Strict&force=false&dryRun=All`,
+      type: "apply",
+      body: { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "cfg" }, data: { k: "changed" } },
+    },
+    {
+      name: "another manager applies k to another value: a conflict",
+      method: "PATCH",
+      path: `${CM("diff-apply")}/cfg?fieldManager=other&force=false`,
+      type: "apply",
+      body: { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "cfg" }, data: { k: "theirs" } },
+    },
+    {
+      name: "kubectl apply --server-side --force-conflicts by the other manager",
+      method: "PATCH",
+      path: `${CM("diff-apply")}/cfg?fieldManager=other&force=true`,
+      type: "apply",
+      body: { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "cfg" }, data: { k: "theirs" } },
+    },
+    {
+      name: "kubectl apply --server-side leaving out j (removed: kubectl owned it alone)",
+      method: "PATCH",
+      path: `${CM("diff-apply")}/cfg?fieldManager=kubectl&force=false`,
+      type: "apply",
+      body: { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "cfg", labels: { a: "1" } }, data: {} },
+    },
+    {
+      name: "kubectl create --dry-run=server",
+      method: "POST",
+      path: `${CM("diff-apply")}?fieldManager=kubectl-create&dryRun=All`,
+      body: { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "dry" }, data: { k: "v" } },
+    },
+    { name: "kubectl get configmap dry (never written)", path: `${CM("diff-apply")}/dry` },
+    {
+      name: "an apply without a fieldManager",
+      method: "PATCH",
+      path: `${CM("diff-apply")}/cfg`,
+      type: "apply",
+      body: { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "cfg" } },
+    },
+  ],
+};
+
+const finalizers: Sequence = {
+  id: "kubectl/finalizers",
+  source: "kubectl patch (a finalizer), delete --wait=false, get, patch (the finalizer removed)",
+  steps: [
+    namespace("diff-fin"),
+    {
+      name: "kubectl create configmap held with a finalizer",
+      method: "POST",
+      path: `${CM("diff-fin")}?fieldManager=kubectl-create`,
+      body: { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "held", finalizers: ["example.com/hold"] } },
+    },
+    { name: "kubectl delete configmap held --wait=false", method: "DELETE", path: `${CM("diff-fin")}/held` },
+    { name: "kubectl get configmap held (being deleted)", path: `${CM("diff-fin")}/held` },
+    {
+      name: "kubectl label a configmap being deleted",
+      method: "PATCH",
+      path: `${CM("diff-fin")}/held?fieldManager=kubectl-label`,
+      type: "merge",
+      body: { metadata: { labels: { late: "yes" } } },
+    },
+    {
+      name: "kubectl patch: a new finalizer on a configmap being deleted",
+      method: "PATCH",
+      path: `${CM("diff-fin")}/held?fieldManager=kubectl-patch`,
+      type: "merge",
+      body: { metadata: { finalizers: ["example.com/hold", "example.com/another"] } },
+    },
+    {
+      name: "kubectl patch: the finalizers removed",
+      method: "PATCH",
+      path: `${CM("diff-fin")}/held?fieldManager=kubectl-patch`,
+      type: "merge",
+      body: { metadata: { finalizers: null } },
+    },
+    { name: "kubectl get configmap held (gone)", path: `${CM("diff-fin")}/held` },
+  ],
+};
+
+const WIDGETS = "/apis/diff.xfn.dev/v1/namespaces/diff-crd/widgets";
+const crd: Sequence = {
+  id: "kubectl/crd",
+  source: "kubectl apply -f crd.yaml, create -f widget.yaml, get, patch --subresource=status, api-resources",
+  steps: [
+    namespace("diff-crd"),
+    {
+      name: "kubectl create -f crd.yaml (defaults, an enum, a status subresource, a printer column)",
+      method: "POST",
+      path: "/apis/apiextensions.k8s.io/v1/customresourcedefinitions?fieldManager=kubectl-create",
+      body: {
+        apiVersion: "apiextensions.k8s.io/v1",
+        kind: "CustomResourceDefinition",
+        metadata: { name: "widgets.diff.xfn.dev" },
+        spec: {
+          group: "diff.xfn.dev",
+          names: { kind: "Widget", plural: "widgets", singular: "widget", listKind: "WidgetList", shortNames: ["wd"] },
+          scope: "Namespaced",
+          versions: [
+            {
+              name: "v1",
+              served: true,
+              storage: true,
+              subresources: { status: {} },
+              additionalPrinterColumns: [{ name: "Size", type: "string", jsonPath: ".spec.size" }],
+              schema: {
+                openAPIV3Schema: {
+                  type: "object",
+                  properties: {
+                    spec: {
+                      type: "object",
+                      properties: {
+                        size: { type: "string", enum: ["small", "large"], default: "small" },
+                        replicas: { type: "integer", minimum: 1, default: 1 },
+                        tags: { type: "array", items: { type: "string" }, maxItems: 3 },
+                      },
+                    },
+                    status: { type: "object", properties: { phase: { type: "string" } } },
+                  },
+                },
+              },
+            },
+          ],
+        },
+      },
+      served: WIDGETS,
+    },
+    { name: "kubectl api-resources (the group's discovery)", path: "/apis/diff.xfn.dev/v1" },
+    {
+      name: "kubectl create -f widget.yaml (defaults applied, an unknown field pruned)",
+      method: "POST",
+      path: `${WIDGETS}?fieldManager=kubectl-create`,
+      body: { apiVersion: "diff.xfn.dev/v1", kind: "Widget", metadata: { name: "w" }, spec: { unknown: 1 }, status: { phase: "ignored" } },
+    },
+    {
+      name: "kubectl create -f with an enum value not allowed and too many tags",
+      method: "POST",
+      path: `${WIDGETS}?fieldManager=kubectl-create`,
+      body: {
+        apiVersion: "diff.xfn.dev/v1",
+        kind: "Widget",
+        metadata: { name: "bad" },
+        spec: { size: "huge", replicas: 0, tags: ["a", "b", "c", "d"] },
+      },
+    },
+    { name: "kubectl get widgets (a Table with the printer column)", path: WIDGETS, accept: TABLE },
+    {
+      name: "kubectl patch widget w --subresource=status",
+      method: "PATCH",
+      path: `${WIDGETS}/w/status?fieldManager=kubectl-patch`,
+      type: "merge",
+      body: { status: { phase: "Ready" }, spec: { size: "large" } },
+    },
+    { name: "kubectl get widget w", path: `${WIDGETS}/w` },
+    {
+      name: "kubectl get wd (a short name is kubectl's; the server knows the plural)",
+      path: "/apis/diff.xfn.dev/v1/namespaces/diff-crd/wd",
+    },
+    {
+      name: "kubectl delete crd widgets.diff.xfn.dev",
+      method: "DELETE",
+      path: "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.diff.xfn.dev",
+    },
+  ],
+};
+
+const namespaces: Sequence = {
+  id: "kubectl/namespace",
+  source: "kubectl delete namespace, then create in it",
+  steps: [
+    namespace("diff-ns"),
+    {
+      // Its finalizer keeps the namespace terminating (no one removes it), so what follows does not race the namespace
+      // controller of the real control plane.
+      name: "kubectl create configmap in it, with a finalizer",
+      method: "POST",
+      path: `${CM("diff-ns")}?fieldManager=kubectl-create`,
+      body: { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "inside", finalizers: ["example.com/hold"] } },
+    },
+    { name: "kubectl delete namespace diff-ns --wait=false", method: "DELETE", path: "/api/v1/namespaces/diff-ns" },
+    {
+      name: "kubectl create configmap in a namespace being deleted",
+      method: "POST",
+      path: `${CM("diff-ns")}?fieldManager=kubectl-create`,
+      body: { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "late" } },
+    },
+    {
+      name: "kubectl create configmap in a namespace that does not exist",
+      method: "POST",
+      path: `${CM("diff-nowhere")}?fieldManager=kubectl-create`,
+      body: { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "lost" } },
+    },
+  ],
+};
+
+export const SEQUENCES: Sequence[] = [configmaps, apply, finalizers, crd, namespaces];
