@@ -74,13 +74,20 @@ I.after(async () => {
 
 /** callAsCrossplane calls the running container with Crossplane's Go client and checks the answer equals xfn serve's. */
 async function answersAsServed(c: Running): Promise<void> {
-  await until("the function to listen", async () => (await go.call(c.grpcPort, ["-health"]))[0]?.code === "OK", 30_000).catch(
-    async (err) => {
-      throw new Error(`${(err as Error).message}\n${await c.logs()}`);
+  // Listening, it says NOT_SERVING until its workers are ready (as a readiness probe sees it); then SERVING. Beside
+  // two other lanes in CI the first answer came before the workers were (79 ms after the start).
+  let last = "";
+  await until(
+    "the function to listen and say SERVING",
+    async () => {
+      const [health] = await go.call(c.grpcPort, ["-health"]);
+      last = JSON.stringify(health);
+      return health?.code === "OK" && health.health === "SERVING";
     },
-  );
-  const [health] = await go.call(c.grpcPort, ["-health"]);
-  assert.is(health!.health, "SERVING", JSON.stringify(health));
+    30_000,
+  ).catch(async (err) => {
+    throw new Error(`${(err as Error).message} (last: ${last})\n${await c.logs()}`);
+  });
   const [r] = await go.call(c.grpcPort, [go.requestFile(req as JsonObject)]);
   assert.is(r!.code, "OK", `${r!.message}\n${await c.logs()}`);
   assert.equal(r!.response, served, "the image answers as xfn serve does");
