@@ -26,6 +26,27 @@ const strings = (v: JsonValue | undefined): string[] => (Array.isArray(v) ? v.fi
 const obj = (v: JsonValue | undefined): JsonObject => (isObject(v) ? v : {});
 
 /**
+ * defaultCRD gives a CRD read from a request the defaults kube-apiserver's
+ * decoding gives it (apiextensions-apiserver v0.36.3 apis/apiextensions/v1
+ * defaults.go), before its writer is recorded as their owner: names.singular
+ * (the kind, lower case), names.listKind (kind + "List"), conversion
+ * (strategy None) and a conversion webhook service's port (443).
+ */
+export function defaultCRD(crd: JsonObject): void {
+  if (!isObject(crd["spec"])) return;
+  const spec = crd["spec"];
+  if (isObject(spec["names"])) {
+    const names = spec["names"];
+    const kind = str(names["kind"]);
+    if (!str(names["singular"])) names["singular"] = kind.toLowerCase();
+    if (!str(names["listKind"]) && kind) names["listKind"] = `${kind}List`;
+  }
+  if (spec["conversion"] === undefined || spec["conversion"] === null) spec["conversion"] = { strategy: "None" };
+  const service = obj(obj(obj(spec["conversion"])["webhook"])["clientConfig"])["service"];
+  if (isObject(service) && service["port"] === undefined) service["port"] = 443;
+}
+
+/**
  * prepareCRD is the strategy's part before validation: the storage version is
  * recorded in status.storedVersions (once; a new storage version is added).
  */

@@ -2,6 +2,7 @@
 // each group version's resources (APIResourceList), with their verbs, short
 // names, categories and status subresources, and the review kinds of
 // reviews.ts.
+import { createHash } from "node:crypto";
 import type { JsonObject } from "@bufbuild/protobuf";
 import type { Store } from "./store.js";
 import { REVIEW_GROUPS } from "./reviews.js";
@@ -16,9 +17,14 @@ export function discovery(store: Store, group: string, version: string): JsonObj
       singularName: t.singular,
       namespaced: t.namespaced,
       kind: t.kind,
-      verbs: ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"],
+      // A custom resource's verbs in the order apiextensions-apiserver lists them (v0.36.3,
+      // customresource_discovery_controller.go); every kind with the hash of its storage version.
+      verbs: t.crd
+        ? ["delete", "deletecollection", "get", "list", "patch", "create", "update", "watch"]
+        : ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"],
       ...(t.shortNames.length ? { shortNames: t.shortNames } : {}),
       ...(t.categories?.length ? { categories: t.categories } : {}),
+      storageVersionHash: storageVersionHash(t.group, t.storageVersion ?? t.versions[0]!, t.kind),
     });
     if (t.statusSubresource)
       resources.push({
@@ -46,4 +52,13 @@ export function groups(store: Store): JsonObject {
       return { name, versions, preferredVersion: versions[0]! };
     }),
   };
+}
+
+/**
+ * storageVersionHash is discovery's hash of a kind's storage version: the
+ * first 8 bytes of SHA-256 of group/version/kind, base64 (k8s.io/apiserver
+ * v0.36.3 endpoints/discovery/storageversionhash.go).
+ */
+export function storageVersionHash(group: string, version: string, kind: string): string {
+  return createHash("sha256").update(`${group}/${version}/${kind}`).digest().subarray(0, 8).toString("base64");
 }

@@ -9,6 +9,8 @@ export class ApiError extends Error {
   details?: JsonObject;
   /** The Status's metadata (a 410 for an expired continue token carries a token to go on with). */
   metadata?: JsonObject;
+  /** Sent as this plain text instead of a Status (kube-apiserver's "404 page not found" for a path it does not serve). */
+  text?: string;
   constructor(
     readonly code: number,
     readonly reason: string,

@@ -149,9 +149,13 @@ export function jsonPatch(doc: JsonObject, ops: JsonValue): JsonObject {
     for (const op of ops as JsonObject[]) out = applyOne(out, op, copied);
   } catch (err) {
     if (!(err instanceof PatchFailure)) throw err;
-    const e = new ApiError(422, "Invalid", "the server rejected our request due to an error in our request");
-    e.details = { causes: [{ reason: "UnexpectedServerResponse", message: err.message }] };
-    throw e;
+    // kube-apiserver says no more than this: which operation failed, and why, is not in its answer (k8s.io/apiserver
+    // v0.36.3 endpoints/handlers/patch.go: NewGenericServerResponse(422, ..., isUnexpectedResponse false) has no causes).
+    // What failed stays on the error as its cause, for this server's own log and tests; it is not sent.
+    throw Object.assign(new ApiError(422, "Invalid", "the server rejected our request due to an error in our request"), {
+      details: {},
+      cause: err,
+    });
   }
   if (!isObject(out)) throw new ApiError(400, "BadRequest", "json: cannot unmarshal array into Go value of type map[string]interface {}");
   return out;
@@ -304,6 +308,17 @@ class PathIndex {
   overlaps(p: Path): boolean {
     if (this.inner.has(enc(p))) return true;
     for (let i = 0; i <= p.length; i++) if (this.leaves.has(enc(p.slice(0, i)))) return true;
+    return false;
+  }
+  /**
+   * conflicts is whether a change at p in base takes a field of this set: p
+   * itself, one under it, or a value above it that is not an object. An
+   * object above (an empty map applied: structured-merge-diff's member of the
+   * map itself) is not taken by a change to one of its children.
+   */
+  conflicts(p: Path, base: JsonValue | undefined): boolean {
+    if (this.inner.has(enc(p)) || this.leaves.has(enc(p))) return true;
+    for (let i = 0; i < p.length; i++) if (this.leaves.has(enc(p.slice(0, i))) && !isObject(getAt(base, p.slice(0, i)))) return true;
     return false;
   }
 }
@@ -481,16 +496,20 @@ export function apply(
   const owned = new Map(managed.map((e) => [ownerKey(e), fromFieldsV1(e.fieldsV1)]));
   const self = ownerKey({ manager, operation: "Apply", subresource: subresource || undefined });
   const paths = leafPaths(applied).filter(scope);
-  const conflicts: string[] = [];
+  const conflicts: { with: string; field: string }[] = [];
   // Each owner's fields indexed, so that a conflict costs the path's length, not the owner's field count.
   let indexes = new Map([...owned].map(([k, ps]) => [k, new PathIndex(ps)]));
   const forced = new PathIndex([]);
   for (const p of paths) {
-    if (JSON.stringify(getAt(base, p)) === JSON.stringify(getAt(applied, p))) continue;
+    const was = getAt(base, p);
+    const now = getAt(applied, p);
+    if (JSON.stringify(was) === JSON.stringify(now)) continue;
+    // An empty object merged into an object changes nothing (its keys stay, whoever owns them).
+    if (isObject(now) && Object.keys(now).length === 0 && isObject(was)) continue;
     for (const [other, idx] of indexes) {
-      if (other === self || !idx.overlaps(p)) continue;
+      if (other === self || !idx.conflicts(p, base)) continue;
       if (force) forced.add(p);
-      else conflicts.push(`conflict with ${conflictWith(other, managed)}: .${p.join(".")}`);
+      else conflicts.push({ with: `conflict with ${conflictWith(other, managed)}`, field: `.${p.join(".")}` });
     }
   }
   if (force) {
@@ -502,12 +521,15 @@ export function apply(
         );
     indexes = new Map([...owned].map(([k, ps]) => [k, new PathIndex(ps)]));
   }
-  if (conflicts.length)
-    throw new ApiError(
-      409,
-      "Conflict",
-      `Apply failed with ${conflicts.length} conflict${conflicts.length > 1 ? "s" : ""}: ${[...new Set(conflicts)].join("; ")}`,
+  if (conflicts.length) {
+    // One cause per field and owner, as kube's field manager lists them (reason FieldManagerConflict).
+    const said = [...new Map(conflicts.map((c) => [`${c.with}: ${c.field}`, c])).values()];
+    const listed = said.map((c) => `${c.with}: ${c.field}`).join("; ");
+    throw Object.assign(
+      new ApiError(409, "Conflict", `Apply failed with ${conflicts.length} conflict${conflicts.length > 1 ? "s" : ""}: ${listed}`),
+      { details: { causes: said.map((c) => ({ reason: "FieldManagerConflict", message: c.with, field: c.field })) } },
     );
+  }
   const previous = (owned.get(self) ?? []).filter(scope);
   const kept = new Set(paths.map(enc));
   for (const p of previous) {

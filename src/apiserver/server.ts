@@ -22,7 +22,7 @@ import { isReview, review, reviewResources } from "./reviews.js";
 import { discovery, groups } from "./discovery.js";
 import { document as openapiDocument, root as openapiRoot } from "./openapi.js";
 import { ApiError } from "./errors.js";
-import { forbidden, notSupported, OMIT, refusal, type FieldError } from "./fielderr.js";
+import { forbidden, notSupported, OMIT, refusal, required, type FieldError } from "./fielderr.js";
 import { Store, typeKeyOf, type Writer } from "./store.js";
 import { closeMatcher, offThread } from "./offthread.js";
 import {
@@ -89,7 +89,15 @@ export interface DevCluster {
   readonly journal: Journal | undefined;
 }
 
+/** notServed is kube-apiserver's answer to a path no handler serves: a plain-text 404, no Status. */
+const notServed = (message: string) => Object.assign(new ApiError(404, "NotFound", message), { text: "404 page not found\n" });
+
 function status(res: ServerResponse, err: ApiError): void {
+  if (err.text !== undefined) {
+    res.writeHead(err.code, { "Content-Type": "text/plain; charset=utf-8", "X-Content-Type-Options": "nosniff" });
+    res.end(err.text);
+    return;
+  }
   const details = err.details;
   send(res, err.code, {
     kind: "Status",
@@ -124,12 +132,7 @@ function route(store: Store, path: string): Route | "discovery" | undefined {
     rest = rest.slice(2);
   }
   const type = store.findType(group, version, rest[0]!);
-  if (!type)
-    throw new ApiError(
-      404,
-      "NotFound",
-      `the server could not find the requested resource (${group ? `${group}/` : ""}${version} ${rest[0]})`,
-    );
+  if (!type) throw notServed(`the server could not find the requested resource (${group ? `${group}/` : ""}${version} ${rest[0]})`);
   if (type.namespaced === false && namespace !== undefined) throw new ApiError(404, "NotFound", `${type.plural} is not namespaced`);
   return {
     group,
@@ -271,6 +274,12 @@ function listMatch(q: URLSearchParams, rv: string | null, token: string | null):
   return match as "Exact" | "NotOlderThan";
 }
 
+/** typedItem is an item of a built-in kind's list: the object without its apiVersion and kind. */
+function typedItem(o: JsonObject): JsonObject {
+  const { apiVersion: _a, kind: _k, ...rest } = o;
+  return rest;
+}
+
 const VERBS: Record<Verb, (s: Served, c: Call) => Promise<void>> = {
   async list(s, c) {
     const { labels, fields } = selectors(c);
@@ -293,7 +302,9 @@ const VERBS: Record<Verb, (s: Served, c: Call) => Promise<void>> = {
       exact: labels.length === 0 && fields.length === 0,
       list: () => s.store.listKeyed(c.typeKey, r.namespace, labels, fields),
     });
-    const items = page.items.map((o) => asVersion(o, r));
+    // A built-in kind's list holds its items without apiVersion and kind, as kube-apiserver's typed lists do; a custom
+    // resource's items keep theirs.
+    const items = page.items.map((o) => (r.type.crd ? asVersion(o, r) : typedItem(asVersion(o, r))));
     const metadata = {
       resourceVersion: String(page.resourceVersion),
       ...(page.continue ? { continue: page.continue } : {}),
@@ -398,6 +409,23 @@ const VERBS: Record<Verb, (s: Served, c: Call) => Promise<void>> = {
     const last = s.store.delete(c.typeKey, c.r.namespace, c.r.name!, policy as "Foreground", typeof pre === "string" ? pre : undefined, {
       dryRun: dryRun(c, "DeleteOptions", opts),
     });
+    // Held by finalizers (or a namespace's termination): the object as it stays. Gone at once: a Status naming it, as
+    // kube-apiserver's store answers for every kind served here (k8s.io/apiserver v0.36.3, registry/generic/registry
+    // store.go finalizeDelete; none of these kinds sets ReturnDeletedObject).
+    const m = ensureMeta(last);
+    // A CRD is answered as it is: kube-apiserver holds it back (its customresourcecleanup finalizer) while its objects
+    // go, and answers with it; here it goes at once, with them.
+    if (
+      m["deletionTimestamp"] === undefined &&
+      !(c.r.type.group === "apiextensions.k8s.io" && c.r.type.plural === "customresourcedefinitions")
+    )
+      return s.reply(c.res, 200, {
+        kind: "Status",
+        apiVersion: "v1",
+        metadata: {},
+        status: "Success",
+        details: { name: c.r.name!, ...(c.r.type.group ? { group: c.r.type.group } : {}), kind: c.r.type.plural, uid: m["uid"] ?? "" },
+      });
     return s.reply(c.res, 200, asVersion(last, c.r));
   },
   /** deletecollection deletes every object a list with the same selectors would hold, and answers with them as a list. */
@@ -439,7 +467,7 @@ async function serverSideApply(s: Served, c: Call): Promise<void> {
   const { r, q } = c;
   const text = await readBody(c.req);
   const manager = q.get("fieldManager");
-  if (!manager) throw new ApiError(400, "BadRequest", "fieldManager is required for apply patch");
+  if (!manager) throw refusal("meta.k8s.io", "PatchOptions", "", [required("fieldManager", "is required for apply patch")]);
   const dry = dryRun(c, "PatchOptions");
   const first = checkKind(r, parseBody(text, true));
   const applied = first;

@@ -18,7 +18,7 @@ import { isObject } from "../json.js";
 import { BUILTIN } from "./builtin.js";
 import { Fanout } from "./fanout.js";
 import { Collector, FOREGROUND } from "./gc.js";
-import { refusal, type FieldError } from "./fielderr.js";
+import { forbidden, refusal, type FieldError } from "./fielderr.js";
 import { dataErrors, metaErrors } from "./meta.js";
 import { Schema } from "./schema.js";
 import { checkDeferred } from "./offthread.js";
@@ -365,8 +365,16 @@ export class Store {
     if (cm["deletionTimestamp"]) {
       const before = new Set(stringList(cm["finalizers"]));
       const added = stringList(nm["finalizers"]).filter((f) => !before.has(f));
-      if (added.length)
-        throw new ApiError(422, "Forbidden", `${t.kind} "${name}" is being deleted: finalizers ${added.join(", ")} cannot be added`);
+      if (added.length) {
+        // kube-apiserver v1.36.3's words; the error twice among the causes, as its generic update and the kind's
+        // strategy both validate the metadata (the differential tier's kubectl/finalizers).
+        const found = `[]string{${added.map((f) => JSON.stringify(f)).join(", ")}}`;
+        const err = forbidden(
+          "metadata.finalizers",
+          `no new finalizers can be added if the object is being deleted, found new finalizers ${found}`,
+        );
+        throw refusal(t.group, t.kind, name, [err, err]);
+      }
     }
     if (!opts.status && cm["generation"] !== undefined && JSON.stringify(current["spec"]) !== JSON.stringify(next["spec"]))
       nm["generation"] = Number(cm["generation"]) + 1;
@@ -563,6 +571,7 @@ export class Store {
       shortNames: stringList(names["shortNames"]),
       categories: stringList(names["categories"]),
       crd: String(ensureMeta(crd)["name"]),
+      ...storageOf(spec["versions"]),
       schemas: schemas ?? compiledOrNone(versions),
       openAPI: Object.fromEntries(
         versions.flatMap((v) => {
@@ -693,6 +702,12 @@ export class Store {
     // Watches cannot resume across a restart from history we no longer have.
     this.fanout.forgetHistory(this.rv);
   }
+}
+
+/** storageOf is a CRD's storage version, as a ResourceType field (none if no version says storage). */
+function storageOf(versions: JsonValue | undefined): { storageVersion?: string } {
+  const v = Array.isArray(versions) ? versions.find((x) => isObject(x) && x["storage"] === true) : undefined;
+  return isObject(v) ? { storageVersion: String(v["name"]) } : {};
 }
 
 /** compileSchemas compiles each version's openAPIV3Schema; a rule that does not parse is a 422 naming it. */

@@ -189,7 +189,10 @@ export function table(
             name: String(c["name"] ?? ""),
             type: String(c["type"] ?? "string"),
             format: String(c["format"] ?? ""),
-            description: String(c["description"] ?? ""),
+            // Without a description, apiextensions-apiserver's own (v0.36.3 tableconvertor.go) naming the path.
+            description: c["description"]
+              ? String(c["description"])
+              : `Custom resource definition column (in JSONPath format): ${String(c["jsonPath"] ?? "")}`,
             priority: Number(c["priority"] ?? 0),
           })),
         ],

@@ -20,6 +20,8 @@ export interface ResourceType {
   categories?: string[];
   /** The CRD that defines it, if any. */
   crd?: string;
+  /** A CRD's storage version (discovery's storageVersionHash is made from it). */
+  storageVersion?: string;
   /** Per served version, the CRD's compiled openAPIV3Schema (writes are defaulted, pruned and validated by it). */
   schemas?: Record<string, Schema>;
   /** Per served version, the CRD's openAPIV3Schema as written (published at /openapi/v3 for kubectl explain). */

@@ -156,4 +156,44 @@ MK("kubectl apply --server-side conflicts with what kubectl create wrote, as on 
   }
 });
 
+M(
+  "an apply of an empty map leaves the keys others own, conflicts with none of them, and removes the applier's own others dropped",
+  async () => {
+    // Found by the differential tier (kubectl/apply#5) against kube-apiserver v1.36.3, which answers 200: an empty map
+    // applied is a member of the map itself (structured-merge-diff v6.3.3 typed/tofieldset.go, visitMapItems), and
+    // merged into the live map it changes none of its keys, so none conflicts.
+    const c = await startDevCluster();
+    const call = writes(c);
+    const apply = "application/apply-patch+yaml";
+    try {
+      const cfg = (data: Record<string, string>) => ({ apiVersion: "v1", kind: "ConfigMap", metadata: { name: "cfg" }, data });
+      assert.is((await call("PATCH", `${CM}/cfg?fieldManager=kubectl`, cfg({ k: "v", j: "w" }), apply)).status, 201);
+      assert.is((await call("PATCH", `${CM}/cfg?fieldManager=other&force=true`, cfg({ k: "theirs" }), apply)).status, 200);
+      const emptied = await call("PATCH", `${CM}/cfg?fieldManager=kubectl`, cfg({}), apply);
+      assert.is(emptied.status, 200, JSON.stringify(emptied.body));
+      assert.equal(emptied.body.data, { k: "theirs" });
+      // Owning the map itself takes none of its keys: another manager's change to one is no conflict with kubectl.
+      const later = await call("PATCH", `${CM}/cfg?fieldManager=third`, cfg({ n: "1" }), apply);
+      assert.is(later.status, 200, JSON.stringify(later.body));
+      // A value where kubectl owns a scalar still conflicts.
+      const scalar = await call(
+        "PATCH",
+        `${CM}/cfg?fieldManager=kubectl`,
+        { ...cfg({}), metadata: { name: "cfg", labels: { a: "1" } } },
+        apply,
+      );
+      assert.is(scalar.status, 200);
+      const taken = await call(
+        "PATCH",
+        `${CM}/cfg?fieldManager=fourth`,
+        { ...cfg({}), metadata: { name: "cfg", labels: { a: "2" } } },
+        apply,
+      );
+      assert.is(taken.status, 409);
+    } finally {
+      await c.stop();
+    }
+  },
+);
+
 M.run();

@@ -76,11 +76,13 @@ interface Answer {
 }
 
 const UUID = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/g;
+const AGE = /^(?=\d)(\d+y)?(\d+d)?(\d+h)?(\d+m)?(\d+s)?$/;
 const TIME = /\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})/g;
 
 /** normalise is a body with what differs between any two servers replaced by placeholders. */
 export function normalise(v: unknown, path: string[] = []): unknown {
-  if (typeof v === "string") return v.replace(UUID, "<uid>").replace(TIME, "<time>");
+  // An age (a Table's Age cell: "0s", "1s", "5m3s") depends on when each server was asked.
+  if (typeof v === "string") return AGE.test(v) ? "<age>" : v.replace(UUID, "<uid>").replace(TIME, "<time>");
   if (Array.isArray(v)) return v.map((x, i) => normalise(x, [...path, String(i)]));
   if (v === null || typeof v !== "object") return v;
   const out: Record<string, unknown> = {};

@@ -6,6 +6,8 @@
 // (validation_test.go, compilation_test.go) and apiserver v0.36.3
 // pkg/cel/library (its *_test.go), each named in its case. Each case is a CRD
 // of its own, so that one refused rule hides no other.
+import type { JsonObject } from "@bufbuild/protobuf";
+import { crd } from "../../support/cluster.js";
 import type { Sequence, Step } from "../differential.js";
 
 interface Case {
@@ -15,36 +17,22 @@ interface Case {
   /** The schema of spec. */
   spec: Record<string, unknown>;
   rule: string;
-  /** Objects' specs to create after the CRD; each step compared. */
-  objects: Record<string, unknown>[];
+  /** Objects' specs to create after the CRD; each step compared. A string is the spec's JSON as sent (an int64 past 2^53). */
+  objects: (Record<string, unknown> | string)[];
 }
 
 /** crdFor is a namespaced CRD of group <id>.cel.diff.xfn.dev whose spec carries the case's rule. */
-function crdFor(c: Case): Record<string, unknown> {
-  return {
-    apiVersion: "apiextensions.k8s.io/v1",
-    kind: "CustomResourceDefinition",
-    metadata: { name: `things.${c.id}.cel.diff.xfn.dev` },
-    spec: {
-      group: `${c.id}.cel.diff.xfn.dev`,
-      names: { kind: "Thing", plural: "things", singular: "thing", listKind: "ThingList" },
-      scope: "Namespaced",
-      versions: [
-        {
-          name: "v1",
-          served: true,
-          storage: true,
-          schema: {
-            openAPIV3Schema: {
-              type: "object",
-              properties: { spec: { ...c.spec, "x-kubernetes-validations": [{ rule: c.rule }] } },
-            },
-          },
-        },
-      ],
+const crdFor = (c: Case) =>
+  crd(`${c.id}.cel.diff.xfn.dev`, "Thing", "things", "Namespaced", [
+    {
+      name: "v1",
+      served: true,
+      storage: true,
+      schema: {
+        openAPIV3Schema: { type: "object", properties: { spec: { ...c.spec, "x-kubernetes-validations": [{ rule: c.rule }] } } },
+      },
     },
-  };
-}
+  ] as JsonObject[]);
 
 function sequence(c: Case): Sequence {
   const group = `${c.id}.cel.diff.xfn.dev`;
@@ -62,10 +50,10 @@ function sequence(c: Case): Sequence {
       },
       // Objects only where both created the CRD (a CRD one refused is the difference already).
       ...c.objects.map((spec, i): Step => ({
-        name: `create an object whose spec is ${JSON.stringify(spec)}`,
+        name: `create an object whose spec is ${typeof spec === "string" ? spec : JSON.stringify(spec)}`,
         method: "POST",
         path: things,
-        body: { apiVersion: `${group}/v1`, kind: "Thing", metadata: { name: `t${i}` }, spec },
+        body: `{"apiVersion":"${group}/v1","kind":"Thing","metadata":{"name":"t${i}"},"spec":${typeof spec === "string" ? spec : JSON.stringify(spec)}}`,
         ifBothOk: 0,
       })),
       {
@@ -119,7 +107,7 @@ export const CASES: Case[] = [
     source: ISSUE,
     spec: { type: "object", properties: { n: { type: "integer" } } },
     rule: "self.n == 9007199254740993",
-    objects: [{ n: 9007199254740993 }, { n: 9007199254740992 }],
+    objects: ['{"n":9007199254740993}', '{"n":9007199254740992}'],
   },
   {
     id: "format",

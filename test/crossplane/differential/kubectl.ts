@@ -3,6 +3,8 @@
 // apply and its conflicts, dry runs, finalizers, errors, Tables, a CRD's
 // defaults, pruning, status subresource and discovery, and a namespace's
 // deletion. Each sequence works in a namespace of its own.
+import type { JsonObject } from "@bufbuild/protobuf";
+import { crd as crdOf } from "../../support/cluster.js";
 import type { Sequence, Step } from "../differential.js";
 
 const TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
@@ -183,6 +185,32 @@ const finalizers: Sequence = {
 };
 
 const WIDGETS = "/apis/diff.xfn.dev/v1/namespaces/diff-crd/widgets";
+const WIDGET_CRD = crdOf("diff.xfn.dev", "Widget", "widgets", "Namespaced", [
+  {
+    name: "v1",
+    served: true,
+    storage: true,
+    subresources: { status: {} },
+    additionalPrinterColumns: [{ name: "Size", type: "string", jsonPath: ".spec.size" }],
+    schema: {
+      openAPIV3Schema: {
+        type: "object",
+        properties: {
+          spec: {
+            type: "object",
+            properties: {
+              size: { type: "string", enum: ["small", "large"], default: "small" },
+              replicas: { type: "integer", minimum: 1, default: 1 },
+              tags: { type: "array", items: { type: "string" }, maxItems: 3 },
+            },
+          },
+          status: { type: "object", properties: { phase: { type: "string" } } },
+        },
+      },
+    },
+  },
+] as JsonObject[]);
+(WIDGET_CRD.spec.names as Record<string, unknown>)["shortNames"] = ["wd"];
 const crd: Sequence = {
   id: "kubectl/crd",
   source: "kubectl apply -f crd.yaml, create -f widget.yaml, get, patch --subresource=status, api-resources",
@@ -192,41 +220,7 @@ const crd: Sequence = {
       name: "kubectl create -f crd.yaml (defaults, an enum, a status subresource, a printer column)",
       method: "POST",
       path: "/apis/apiextensions.k8s.io/v1/customresourcedefinitions?fieldManager=kubectl-create",
-      body: {
-        apiVersion: "apiextensions.k8s.io/v1",
-        kind: "CustomResourceDefinition",
-        metadata: { name: "widgets.diff.xfn.dev" },
-        spec: {
-          group: "diff.xfn.dev",
-          names: { kind: "Widget", plural: "widgets", singular: "widget", listKind: "WidgetList", shortNames: ["wd"] },
-          scope: "Namespaced",
-          versions: [
-            {
-              name: "v1",
-              served: true,
-              storage: true,
-              subresources: { status: {} },
-              additionalPrinterColumns: [{ name: "Size", type: "string", jsonPath: ".spec.size" }],
-              schema: {
-                openAPIV3Schema: {
-                  type: "object",
-                  properties: {
-                    spec: {
-                      type: "object",
-                      properties: {
-                        size: { type: "string", enum: ["small", "large"], default: "small" },
-                        replicas: { type: "integer", minimum: 1, default: 1 },
-                        tags: { type: "array", items: { type: "string" }, maxItems: 3 },
-                      },
-                    },
-                    status: { type: "object", properties: { phase: { type: "string" } } },
-                  },
-                },
-              },
-            },
-          ],
-        },
-      },
+      body: WIDGET_CRD,
       served: WIDGETS,
     },
     { name: "kubectl api-resources (the group's discovery)", path: "/apis/diff.xfn.dev/v1" },
