@@ -100,11 +100,16 @@ L("a leader whose Lease another takes stops reconciling and is told (xfn host ex
   try {
     await h.start();
     await until("leading", () => h.isLeader());
-    // Someone else writes the Lease as theirs, for a long time (a split brain, an operator's edit).
-    const lease = (await (await fetch(url)).json()) as any;
-    lease.spec = { ...lease.spec, holderIdentity: "intruder", leaseDurationSeconds: 3600, renewTime: new Date().toISOString() };
-    const put = await fetch(url, { method: "PUT", headers: { "content-type": "application/json" }, body: JSON.stringify(lease) });
-    assert.is(put.status, 200);
+    // Someone else writes the Lease as theirs, for a long time (a split brain, an operator's edit). The leader renews
+    // every 100 ms, so the intruder's write may meet a newer version (409): it reads and writes again, as a client does.
+    let put: Response | undefined;
+    for (let attempt = 0; attempt < 20 && put?.status !== 200; attempt++) {
+      const lease = (await (await fetch(url)).json()) as any;
+      lease.spec = { ...lease.spec, holderIdentity: "intruder", leaseDurationSeconds: 3600, renewTime: new Date().toISOString() };
+      put = await fetch(url, { method: "PUT", headers: { "content-type": "application/json" }, body: JSON.stringify(lease) });
+      if (put.status !== 200 && put.status !== 409) break;
+    }
+    assert.is(put!.status, 200);
     await until("leadership lost and reported", () => !h.isLeader() && lost === 1, 5000);
     assert.ok(mem.lines().some((l) => l["msg"] === "stopped leading"));
   } finally {
