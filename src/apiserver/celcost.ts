@@ -56,6 +56,9 @@ import {
   type Range,
 } from "./celsize.js";
 
+/** Kubernetes' library types whose equality kube's estimate charges 1. */
+const O1_EQUAL = new Set(["quantity", "ip", "cidr", "semver"]);
+
 /** The per-rule limit (StaticEstimatedCostLimit) and the whole schema's (StaticEstimatedCRDCostLimit). */
 export const RULE_COST_LIMIT = 10_000_000;
 export const SCHEMA_COST_LIMIT = 100_000_000;
@@ -90,7 +93,7 @@ interface Arg {
 const ACCU = "@result";
 const MACROS = new Set(["all", "exists", "exists_one", "existsOne", "map", "filter"]);
 /** Names before a dot that make a global function's name (or cel.bind), not a variable's field. */
-const NAMESPACES = new Set(["cel", "sets", "strings", "optional", "math"]);
+const NAMESPACES = new Set(["cel", "sets", "strings", "optional", "math", "ip"]);
 const node = (op: string, args: unknown): N => ({ op, args });
 const accu = () => node("id", ACCU);
 
@@ -297,6 +300,11 @@ class Coster {
       case "==":
       case "!=":
         this.types.set(e, BOOL);
+        // Two values of one of Kubernetes' library types compare in O(1) (k8s.io/apiserver v0.36.3
+        // pkg/cel/library/cost.go, EstimateCallCost "_==_"): quantities, IPs, CIDRs, semvers. (A URL's cost
+        // there grows with its size; it is left to compare().)
+        if (lt.kind === "opaque" && rt.kind === "opaque" && lt.name && lt.name === rt.name && O1_EQUAL.has(lt.name))
+          return sum(fixed(1), args);
         return compare();
       case "<":
       case "<=":
@@ -528,14 +536,17 @@ class Coster {
         const s = est(target);
         return { cost: times(factor(sum(s, fixed(1)), TRAVERSAL), factor(est(args[0]!), REGEX_FACTOR)), size: { min: 0, max: s.max } };
       }
+      // Parsing a string (global functions: its argument is args[0], as in kube's len(args) >= 1).
       case "cidr":
       case "isIP":
       case "isCIDR":
       case "quantity":
       case "isQuantity":
-        return target && args[0] ? { cost: factor(est(args[0]), TRAVERSAL) } : undefined;
+      case "ip.isCanonical":
+        return args[0] ? { cost: factor(est(args[0]), TRAVERSAL) } : undefined;
       case "ip":
-        if (target && args.length >= 1) return { cost: factor(est(args[0]!), TRAVERSAL) };
+        if (args.length >= 1) return { cost: factor(est(args[0]!), TRAVERSAL) };
+        // A CIDR's ip(): a field read.
         return target ? { cost: fixed(1) } : undefined;
       case "masked":
       case "prefixLength":

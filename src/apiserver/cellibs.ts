@@ -218,8 +218,10 @@ const NAMED_FORMATS: Record<string, KubeFormat> = {
 /** SetsLibrary is what a rule's `sets` names (sets.contains(...)); StringsLibrary its `strings` (strings.quote(...)). */
 export class SetsLibrary {}
 export class StringsLibrary {}
+/** IPLibrary is what a rule's `ip` names in ip.isCanonical(...) (ip(...) itself is a function). */
+export class IPLibrary {}
 /** NAMESPACES are the values that stand for the libraries' namespaces in every rule. */
-export const NAMESPACES = { format: FORMAT_LIBRARY, sets: new SetsLibrary(), strings: new StringsLibrary() };
+export const NAMESPACES = { format: FORMAT_LIBRARY, sets: new SetsLibrary(), strings: new StringsLibrary(), ip: new IPLibrary() };
 
 /** includes is setsContains: every element of sub is in list, by CEL equality. */
 function includes(list: Iterable<unknown>, sub: Iterable<unknown>): boolean {
@@ -341,12 +343,84 @@ function bitsOf(ip: KubeIP): [bigint, number] {
   return [groups.reduce((a, g) => (a << 16n) | BigInt(parseInt(g, 16)), 0n), 128];
 }
 
+/** ipOf is the IP of an address's bits, written as Go's netip writes it (IPv6 lower case, its longest zero run as ::). */
+function ipOf(bits: bigint, width: number): KubeIP {
+  if (width === 32) return new KubeIP([24n, 16n, 8n, 0n].map((sh) => String((bits >> sh) & 255n)).join("."));
+  const groups = Array.from({ length: 8 }, (_, i) => Number((bits >> BigInt(112 - 16 * i)) & 0xffffn));
+  let best = { at: -1, len: 0 };
+  for (let i = 0; i < 8;) {
+    let j = i;
+    while (j < 8 && groups[j] === 0) j++;
+    if (j - i > best.len && j - i >= 2) best = { at: i, len: j - i };
+    i = j === i ? i + 1 : j;
+  }
+  const hex = (g: number[]) => g.map((x) => x.toString(16)).join(":");
+  return new KubeIP(best.at < 0 ? hex(groups) : `${hex(groups.slice(0, best.at))}::${hex(groups.slice(best.at + best.len))}`);
+}
+
+/** masked is a CIDR with its address's host bits cleared (netip.Prefix.Masked). */
+function masked(c: KubeCIDR): KubeCIDR {
+  const [bits, width] = bitsOf(c.ip);
+  const host = (1n << BigInt(width - c.prefix)) - 1n;
+  return new KubeCIDR(ipOf(bits & ~host, width), c.prefix);
+}
+
+/** canonicalIP is an address as netip.Addr.String() writes it. */
+const canonicalIP = (ip: KubeIP) => ipOf(...bitsOf(ip)).text;
+
+/** sameIP is whether two IPs are one address of one family (netip.Addr's ==). */
+function sameIP(a: KubeIP, b: KubeIP): boolean {
+  const [x, w] = bitsOf(a);
+  const [y, v] = bitsOf(b);
+  return w === v && x === y;
+}
+
 function contains(c: KubeCIDR, ip: KubeIP): boolean {
   if (c.ip.family !== ip.family) return false;
   const [a, w] = bitsOf(c.ip);
   const [b] = bitsOf(ip);
   const shift = BigInt(w - c.prefix);
   return a >> shift === b >> shift;
+}
+
+/** withNetLibrary registers kube's IP and CIDR library (ip.go, cidr.go) on env. */
+function withNetLibrary(env: Environment): void {
+  env
+    .registerType("net.IP", KubeIP)
+    .registerType("net.CIDR", KubeCIDR)
+    .registerOperator("net.IP == net.IP", (a: KubeIP, b: KubeIP) => sameIP(a, b))
+    // An address as Go's netip.Addr.String() writes it; ip.isCanonical: whether a string is already so written
+    // (k8s.io/apiserver v0.36.3 pkg/cel/library/ip.go).
+    .registerFunction("string(net.IP): string", (ip: KubeIP) => canonicalIP(ip))
+    .registerFunction("string(net.CIDR): string", (c: KubeCIDR) => `${canonicalIP(c.ip)}/${c.prefix}`)
+    .registerType("kubernetes.IPLibrary", IPLibrary)
+    .registerFunction("kubernetes.IPLibrary.isCanonical(string): bool", (_: IPLibrary, s: string) => {
+      const ip = parseIP(s) ?? fail(`IP Address "${s}" parse error during conversion from string`);
+      return canonicalIP(ip) === s;
+    })
+    .registerOperator("net.CIDR == net.CIDR", (a: KubeCIDR, b: KubeCIDR) => a.prefix === b.prefix && sameIP(a.ip, b.ip))
+    .registerFunction(
+      "ip(string): net.IP",
+      (s: string) => parseIP(s) ?? fail(`IP Address "${s}" parse error during conversion from string`),
+    )
+    .registerFunction("isIP(string): bool", (s: string) => parseIP(s) !== undefined)
+    .registerFunction("net.IP.family(): int", (ip: KubeIP) => BigInt(ip.family))
+    .registerFunction("net.IP.isLoopback(): bool", (ip: KubeIP) => (ip.family === 4 ? ip.text.startsWith("127.") : bitsOf(ip)[0] === 1n))
+    .registerFunction("net.IP.isUnspecified(): bool", (ip: KubeIP) => bitsOf(ip)[0] === 0n)
+    .registerFunction(
+      "cidr(string): net.CIDR",
+      (s: string) => parseCIDR(s) ?? fail(`network address parse error during conversion from string: netip.ParsePrefix("${s}"): invalid`),
+    )
+    .registerFunction("isCIDR(string): bool", (s: string) => parseCIDR(s) !== undefined)
+    .registerFunction("net.CIDR.containsIP(net.IP): bool", (c: KubeCIDR, ip: KubeIP) => contains(c, ip))
+    .registerFunction("net.CIDR.containsIP(string): bool", (c: KubeCIDR, s: string) => {
+      const ip = parseIP(s);
+      return ip ? contains(c, ip) : fail(`IP Address "${s}" parse error during conversion from string`);
+    })
+    .registerFunction("net.CIDR.containsCIDR(net.CIDR): bool", (c: KubeCIDR, o: KubeCIDR) => o.prefix >= c.prefix && contains(c, o.ip))
+    .registerFunction("net.CIDR.prefixLength(): int", (c: KubeCIDR) => BigInt(c.prefix))
+    .registerFunction("net.CIDR.masked(): net.CIDR", (c: KubeCIDR) => masked(c))
+    .registerFunction("net.CIDR.ip(): net.IP", (c: KubeCIDR) => c.ip);
 }
 
 /** withKubernetesLibraries registers the libraries on env, which it returns. */
@@ -371,6 +445,9 @@ export function withKubernetesLibraries(env: Environment): Environment {
     .registerFunction("kubernetes.Quantity.isLessThan(kubernetes.Quantity): bool", (a: Quantity, b: Quantity) => a.cmp(b) < 0)
     .registerFunction("kubernetes.Quantity.isGreaterThan(kubernetes.Quantity): bool", (a: Quantity, b: Quantity) => a.cmp(b) > 0)
     .registerFunction("kubernetes.Quantity.compareTo(kubernetes.Quantity): int", (a: Quantity, b: Quantity) => BigInt(a.cmp(b)))
+    // Equality of the library's values, as kube's types define it (== and its !=): a quantity by its value (1Gi ==
+    // 1024Mi), an IP by its address, a CIDR by its address and prefix length, a semver by its precedence.
+    .registerOperator("kubernetes.Quantity == kubernetes.Quantity", (a: Quantity, b: Quantity) => a.cmp(b) === 0)
     .registerFunction(
       "kubernetes.Quantity.add(kubernetes.Quantity): kubernetes.Quantity",
       (a: Quantity, b: Quantity) => new Quantity(a.n * b.d + b.n * a.d, a.d * b.d),
@@ -410,6 +487,7 @@ export function withKubernetesLibraries(env: Environment): Environment {
     .registerFunction("kubernetes.Semver.isLessThan(kubernetes.Semver): bool", (a: KubeSemver, b: KubeSemver) => semverCmp(a, b) < 0)
     .registerFunction("kubernetes.Semver.isGreaterThan(kubernetes.Semver): bool", (a: KubeSemver, b: KubeSemver) => semverCmp(a, b) > 0)
     .registerFunction("kubernetes.Semver.compareTo(kubernetes.Semver): int", (a: KubeSemver, b: KubeSemver) => BigInt(semverCmp(a, b)))
+    .registerOperator("kubernetes.Semver == kubernetes.Semver", (a: KubeSemver, b: KubeSemver) => semverCmp(a, b) === 0)
     .registerType("kubernetes.NamedFormat", KubeFormat)
     .registerType("kubernetes.FormatLibrary", FormatLibrary)
     .registerFunction("kubernetes.FormatLibrary.named(string): optional<kubernetes.NamedFormat>", (_: FormatLibrary, name: string) =>
@@ -418,30 +496,8 @@ export function withKubernetesLibraries(env: Environment): Environment {
     .registerFunction("kubernetes.NamedFormat.validate(string): optional<list<string>>", (f: KubeFormat, s: string) => {
       const why = f.check(s);
       return why.length ? Optional.of(why) : Optional.none();
-    })
-    .registerType("net.IP", KubeIP)
-    .registerType("net.CIDR", KubeCIDR)
-    .registerFunction(
-      "ip(string): net.IP",
-      (s: string) => parseIP(s) ?? fail(`IP Address "${s}" parse error during conversion from string`),
-    )
-    .registerFunction("isIP(string): bool", (s: string) => parseIP(s) !== undefined)
-    .registerFunction("net.IP.family(): int", (ip: KubeIP) => BigInt(ip.family))
-    .registerFunction("net.IP.isLoopback(): bool", (ip: KubeIP) => (ip.family === 4 ? ip.text.startsWith("127.") : bitsOf(ip)[0] === 1n))
-    .registerFunction("net.IP.isUnspecified(): bool", (ip: KubeIP) => bitsOf(ip)[0] === 0n)
-    .registerFunction(
-      "cidr(string): net.CIDR",
-      (s: string) => parseCIDR(s) ?? fail(`network address parse error during conversion from string: netip.ParsePrefix("${s}"): invalid`),
-    )
-    .registerFunction("isCIDR(string): bool", (s: string) => parseCIDR(s) !== undefined)
-    .registerFunction("net.CIDR.containsIP(net.IP): bool", (c: KubeCIDR, ip: KubeIP) => contains(c, ip))
-    .registerFunction("net.CIDR.containsIP(string): bool", (c: KubeCIDR, s: string) => {
-      const ip = parseIP(s);
-      return ip ? contains(c, ip) : fail(`IP Address "${s}" parse error during conversion from string`);
-    })
-    .registerFunction("net.CIDR.containsCIDR(net.CIDR): bool", (c: KubeCIDR, o: KubeCIDR) => o.prefix >= c.prefix && contains(c, o.ip))
-    .registerFunction("net.CIDR.prefixLength(): int", (c: KubeCIDR) => BigInt(c.prefix))
-    .registerFunction("net.CIDR.ip(): net.IP", (c: KubeCIDR) => c.ip);
+    });
+  withNetLibrary(env);
   env
     .registerType("kubernetes.SetsLibrary", SetsLibrary)
     .registerType("kubernetes.StringsLibrary", StringsLibrary)

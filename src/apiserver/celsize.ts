@@ -63,6 +63,8 @@ export interface Decl {
   elem?: Decl;
   key?: Decl;
   fields?: Map<string, Decl>;
+  /** An opaque type's name: which of Kubernetes' library types it is (quantity, ip, cidr, url, semver). */
+  name?: string;
 }
 export const t = (kind: Kind, elem?: Decl, key?: Decl): Decl => ({ kind, max: 0, min: 0, ...(elem && { elem }), ...(key && { key }) });
 export const DYN = t("dyn");
@@ -239,13 +241,16 @@ export function resultType(name: string, target: Decl | undefined, args: Decl[])
     case "optional.ofNonZeroValue":
       return t("optional", args[0]);
     case "quantity":
+    case "add":
+    case "sub":
+      return { ...t("opaque"), name: "quantity" };
     case "url":
     case "ip":
     case "cidr":
-    case "add":
-    case "sub":
+    case "semver":
+      return { ...t("opaque"), name };
     case "masked":
-      return t("opaque");
+      return { ...t("opaque"), name: "cidr" };
     default:
       return DYN;
   }

@@ -336,6 +336,27 @@ C("Kubernetes' CEL libraries: quantity, url and ip/cidr, as kube's library/quant
   );
 });
 
+C("library values compare with ==, cost 1 each in the estimate; cidr().masked(), string() of an IP or CIDR and ip.isCanonical", () => {
+  // Found by the differential tier (cel/quantity, cel/cidrmasked, cel/ipcanonical): kube-apiserver v1.36.3 accepts these
+  // CRDs (k8s.io/apiserver v0.36.3 library/cost.go charges _==_ of two quantities, IPs, CIDRs or semvers 1) and evaluates
+  // them as its types do (ip_test.go, cidr_test.go: canonical forms as netip writes them).
+  const rules = [
+    "quantity(self.mem) == quantity('1Gi')",
+    "cidr(self.net).masked() == cidr('10.0.0.0/8')",
+    "ip.isCanonical(self.addr)",
+    "string(cidr('2001:db8:0:0:1::1/64').masked()) == '2001:db8::/64' && string(ip('2001:DB8::1')) == '2001:db8::1'",
+    "ip('::1') == ip('0:0::1') && ip('10.0.0.1') != ip('10.0.0.2') && semver('1.0.0') == semver('1.0.0')",
+  ];
+  const s = new Store();
+  const props = Object.fromEntries(["mem", "net", "addr"].map((k) => [k, { type: "string", maxLength: 64 }]));
+  s.create(CRD_KEY, undefined, base({ type: "object", properties: props, "x-kubernetes-validations": rules.map((rule) => ({ rule })) }));
+  const write = writer(s);
+  assert.is(write("ok", { mem: "1024Mi", net: "10.1.2.3/8", addr: "2001:db8::1" }), "stored");
+  const refused = write("no", { mem: "2Gi", net: "10.0.0.0/16", addr: "2001:DB8::1" });
+  for (const i of [0, 1, 2]) assert.ok(refused.includes(`failed rule: ${rules[i]}`), `${rules[i]}: ${refused}`);
+  for (const i of [3, 4]) assert.not.ok(refused.includes(`failed rule: ${rules[i]}`), `${rules[i]}: ${refused}`);
+});
+
 C("Kubernetes' CEL libraries: semver, format and url's getQuery, as kube's semverlib.go, format.go and urls.go answer", () => {
   // Each rule is true of the "ok" widget; cases from kube's semver_test.go, format_test.go and urls_test.go.
   const rules = [
