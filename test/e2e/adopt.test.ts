@@ -292,7 +292,11 @@ A(
       await until("the host's kubeconfig", () => existsSync(kubeconfig) && /server: /.test(readFileSync(kubeconfig, "utf8")), 60_000);
       // As its kubeconfig says: TLS with its CA, and its token.
       const api = kubeFetch(kubeconfig);
-      const get = async (path: string) => (await (await api(path)).json()) as any;
+      // Until the host serves a kind, its path is the plain-text "404 page not found" (as on kube-apiserver): not yet.
+      const get = async (path: string) => {
+        const r = await api(path);
+        return (r.status === 404 ? {} : await r.json()) as any;
+      };
       await until(
         "the XR Synced with two buckets",
         async () => {
