@@ -4,7 +4,7 @@
 // stopping it leaves nothing running.
 import { execFileSync, spawn, spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { createServer, type AddressInfo, type Server } from "node:net";
+import { createServer, type AddressInfo, type Server, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { suite } from "uvu";
@@ -23,8 +23,11 @@ let cp: ControlPlane | undefined;
 let taken: Server | undefined;
 const givenTaken = new Set<string>();
 
+/** The connections readiness checks made to the held port: it accepts and never answers (they hang until cut). */
+const held = new Set<Socket>();
+
 G.before(async () => {
-  taken = createServer();
+  taken = createServer((socket) => void held.add(socket));
   await new Promise<void>((r) => taken!.listen(0, "127.0.0.1", r));
   const port = (taken.address() as AddressInfo).port;
   cp = await startControlPlane({
@@ -36,6 +39,8 @@ G.before(async () => {
   });
 });
 G.after(async () => {
+  // Closed with what it accepted, or they would keep the test process from exiting.
+  for (const socket of held) socket.destroy();
   taken?.close();
   await cp?.stop();
 });

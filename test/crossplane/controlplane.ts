@@ -208,6 +208,8 @@ export function get(url: string, ca: Buffer, token?: string): Promise<{ status: 
       res.on("data", (d: string) => (body += d));
       res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
     });
+    // A server that accepts and never answers (a port another process holds) is given up on, not waited for.
+    req.setTimeout(5_000, () => req.destroy(new Error(`no answer from ${url} in 5 s`)));
     req.on("error", reject);
     req.end();
   });
@@ -290,7 +292,7 @@ export async function startControlPlane(
           "--unsafe-no-fsync=true",
           ...more("etcd"),
         ]);
-        return { p, value: url, ready: async () => (await fetch(`${url}/health`)).ok };
+        return { p, value: url, ready: async () => (await fetch(`${url}/health`, { signal: AbortSignal.timeout(5_000) })).ok };
       },
       60_000,
       procs,
