@@ -365,6 +365,9 @@ function masked(c: KubeCIDR): KubeCIDR {
   return new KubeCIDR(ipOf(bits & ~host, width), c.prefix);
 }
 
+/** ipOrFail is ip(s): the address, or kube's error for a string that is none. */
+const ipOrFail = (s: string): KubeIP => parseIP(s) ?? fail(`IP Address "${s}" parse error during conversion from string`);
+
 /** canonicalIP is an address as netip.Addr.String() writes it. */
 const canonicalIP = (ip: KubeIP) => ipOf(...bitsOf(ip)).text;
 
@@ -391,18 +394,14 @@ function withNetLibrary(env: Environment): void {
     .registerOperator("net.IP == net.IP", (a: KubeIP, b: KubeIP) => sameIP(a, b))
     // An address as Go's netip.Addr.String() writes it; ip.isCanonical: whether a string is already so written
     // (k8s.io/apiserver v0.36.3 pkg/cel/library/ip.go).
-    .registerFunction("string(net.IP): string", (ip: KubeIP) => canonicalIP(ip))
+    .registerFunction("string(net.IP): string", canonicalIP)
     .registerFunction("string(net.CIDR): string", (c: KubeCIDR) => `${canonicalIP(c.ip)}/${c.prefix}`)
     .registerType("kubernetes.IPLibrary", IPLibrary)
     .registerFunction("kubernetes.IPLibrary.isCanonical(string): bool", (_: IPLibrary, s: string) => {
-      const ip = parseIP(s) ?? fail(`IP Address "${s}" parse error during conversion from string`);
-      return canonicalIP(ip) === s;
+      return canonicalIP(ipOrFail(s)) === s;
     })
     .registerOperator("net.CIDR == net.CIDR", (a: KubeCIDR, b: KubeCIDR) => a.prefix === b.prefix && sameIP(a.ip, b.ip))
-    .registerFunction(
-      "ip(string): net.IP",
-      (s: string) => parseIP(s) ?? fail(`IP Address "${s}" parse error during conversion from string`),
-    )
+    .registerFunction("ip(string): net.IP", ipOrFail)
     .registerFunction("isIP(string): bool", (s: string) => parseIP(s) !== undefined)
     .registerFunction("net.IP.family(): int", (ip: KubeIP) => BigInt(ip.family))
     .registerFunction("net.IP.isLoopback(): bool", (ip: KubeIP) => (ip.family === 4 ? ip.text.startsWith("127.") : bitsOf(ip)[0] === 1n))
@@ -413,10 +412,7 @@ function withNetLibrary(env: Environment): void {
     )
     .registerFunction("isCIDR(string): bool", (s: string) => parseCIDR(s) !== undefined)
     .registerFunction("net.CIDR.containsIP(net.IP): bool", (c: KubeCIDR, ip: KubeIP) => contains(c, ip))
-    .registerFunction("net.CIDR.containsIP(string): bool", (c: KubeCIDR, s: string) => {
-      const ip = parseIP(s);
-      return ip ? contains(c, ip) : fail(`IP Address "${s}" parse error during conversion from string`);
-    })
+    .registerFunction("net.CIDR.containsIP(string): bool", (c: KubeCIDR, s: string) => contains(c, ipOrFail(s)))
     .registerFunction("net.CIDR.containsCIDR(net.CIDR): bool", (c: KubeCIDR, o: KubeCIDR) => o.prefix >= c.prefix && contains(c, o.ip))
     .registerFunction("net.CIDR.prefixLength(): int", (c: KubeCIDR) => BigInt(c.prefix))
     .registerFunction("net.CIDR.masked(): net.CIDR", (c: KubeCIDR) => masked(c))

@@ -6,6 +6,7 @@ import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { ApiError } from "./errors.js";
 import { checkMetaTypes, decodeData } from "./meta.js";
 import { defaultCRD } from "./crd.js";
+import { CRD_KEY } from "./store.js";
 import type { tableVersion } from "./table.js";
 import type { ResourceType } from "./types.js";
 import { isObject } from "../json.js";
@@ -50,7 +51,7 @@ export function decoded(c: Call, obj: JsonObject): JsonObject {
   const t = c.r.type;
   checkMetaTypes(t.kind, obj);
   if (t.group === "" && (t.kind === "ConfigMap" || t.kind === "Secret")) decodeData(t.kind, obj);
-  if (t.group === "apiextensions.k8s.io" && t.kind === "CustomResourceDefinition") defaultCRD(obj);
+  if (c.typeKey === CRD_KEY) defaultCRD(obj);
   const schema = t.schemas?.[c.r.version];
   if (schema) unknownFields(c, schema.decode(obj));
   return obj;

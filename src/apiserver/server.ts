@@ -23,7 +23,7 @@ import { discovery, groups } from "./discovery.js";
 import { document as openapiDocument, root as openapiRoot } from "./openapi.js";
 import { ApiError } from "./errors.js";
 import { forbidden, notSupported, OMIT, refusal, required, type FieldError } from "./fielderr.js";
-import { Store, typeKeyOf, type Writer } from "./store.js";
+import { CRD_KEY, Store, typeKeyOf, type Writer } from "./store.js";
 import { closeMatcher, offThread } from "./offthread.js";
 import {
   apiVersionOf,
@@ -415,10 +415,7 @@ const VERBS: Record<Verb, (s: Served, c: Call) => Promise<void>> = {
     const m = ensureMeta(last);
     // A CRD is answered as it is: kube-apiserver holds it back (its customresourcecleanup finalizer) while its objects
     // go, and answers with it; here it goes at once, with them.
-    if (
-      m["deletionTimestamp"] === undefined &&
-      !(c.r.type.group === "apiextensions.k8s.io" && c.r.type.plural === "customresourcedefinitions")
-    )
+    if (m["deletionTimestamp"] === undefined && c.typeKey !== CRD_KEY)
       return s.reply(c.res, 200, {
         kind: "Status",
         apiVersion: "v1",
