@@ -31,7 +31,9 @@ import { find } from "./offthread.js";
 import { isObject } from "../json.js";
 import { OMIT, forbidden, invalid, required, type FieldError } from "./fielderr.js";
 import { correlate, type Node, type Old, type Rule } from "./node.js";
-import { canonical, NAMESPACES, withKubernetesLibraries } from "./cellibs.js";
+import { canonical, NAMESPACE_TYPES, NAMESPACES, withKubernetesLibraries } from "./cellibs.js";
+import { withOptionalMaps, withTwoVarComprehensions } from "./celcomprehensions.js";
+import { durationText, format, timestampText } from "./celformat.js";
 import { messageOf } from "../sdk/errors.js";
 import { charge, CostExceeded, metered, REQUEST_BUDGET, withMeter } from "./celmeter.js";
 
@@ -45,57 +47,92 @@ const ruleMatches = (s: string, pattern: string): boolean => find(pattern, re2(p
 const HAS_FIELD = "xfnHasField";
 
 const cmp = (a: unknown, b: unknown) => ((a as number) < (b as number) ? -1 : (a as number) > (b as number) ? 1 : 0);
-const ENV = withKubernetesLibraries(
-  new Environment({ unlistedVariablesAreDyn: true, homogeneousAggregateLiterals: false, enableOptionalTypes: true }),
-)
-  // Kubernetes' CEL list library (k8s.io/apiserver/pkg/cel/library/lists.go).
-  .registerFunction("list.isSorted(): bool", (l: unknown[]) => l.every((x, i) => i === 0 || cmp(l[i - 1], x) <= 0))
-  .registerFunction("list.sum(): dyn", (l: unknown[]) =>
-    l.reduce(
-      (a: unknown, b) => (typeof a === "bigint" && typeof b === "bigint" ? a + b : Number(a) + Number(b)),
-      l.length && typeof l[0] === "number" ? 0 : 0n,
+const ENV = withOptionalMaps(
+  withTwoVarComprehensions(
+    withKubernetesLibraries(
+      new Environment({ unlistedVariablesAreDyn: true, homogeneousAggregateLiterals: false, enableOptionalTypes: true }),
     ),
   )
-  .registerFunction("list.min(): dyn", (l: unknown[]) => {
-    if (!l.length) throw new Error("min called on empty list");
-    return l.reduce((a, b) => (cmp(b, a) < 0 ? b : a));
-  })
-  .registerFunction("list.max(): dyn", (l: unknown[]) => {
-    if (!l.length) throw new Error("max called on empty list");
-    return l.reduce((a, b) => (cmp(b, a) > 0 ? b : a));
-  })
-  .registerFunction("list.indexOf(dyn): int", (l: unknown[], x: unknown) => BigInt(l.findIndex((y) => isDeepStrictEqual(x, y))))
-  .registerFunction("list.lastIndexOf(dyn): int", (l: unknown[], x: unknown) => BigInt(l.findLastIndex((y) => isDeepStrictEqual(x, y))))
-  // The strings extension functions cel-js lacks (cel-go ext/strings.go).
-  .registerFunction("string.charAt(int): string", (s: string, i: bigint) => [...s][Number(i)] ?? "")
-  .registerFunction("string.replace(string, string): string", (s: string, a: string, b: string) => replaced(s, a, b).join(b))
-  .registerFunction("string.replace(string, string, int): string", (s: string, a: string, b: string, n: bigint) => {
-    if (n < 0n) return replaced(s, a, b).join(b);
-    const parts = replaced(s, a, b);
-    return parts.slice(0, Number(n) + 1).join(b) + (parts.length > Number(n) + 1 ? a + parts.slice(Number(n) + 1).join(a) : "");
-  })
-  .registerFunction("string.reverse(): string", (s: string) => [...s].reverse().join(""))
-  // Kubernetes' regex library (library/regex.go), and matches(): on RE2, as cel-go's, in time linear in the string.
-  .registerFunction("string.find(string): string", (s: string, re: string) => {
-    const m = re2(re).matcher(s);
-    return m.find() ? (m.group() ?? "") : "";
-  })
-  .registerFunction("string.findAll(string): list<string>", (s: string, re: string) => {
-    const m = re2(re).matcher(s);
-    const out: string[] = [];
-    while (m.find()) out.push(m.group() ?? "");
-    return out;
-  })
-  .registerFunction(`${HAS_FIELD}(dyn, string): bool`, (o: unknown, k: string) =>
-    o instanceof Map ? o.has(k) : typeof o === "object" && o !== null && !Array.isArray(o) && Object.hasOwn(o, k),
-  )
-  // matches(): a long one, in a write, runs off the serving thread (offthread.ts).
-  .registerFunction(RE2_DECLARATIONS[0], ruleMatches)
-  .registerFunction(RE2_DECLARATIONS[1], ruleMatches);
+    // Kubernetes' CEL list library (k8s.io/apiserver/pkg/cel/library/lists.go).
+    .registerFunction("list.isSorted(): bool", (l: unknown[]) => l.every((x, i) => i === 0 || cmp(l[i - 1], x) <= 0))
+    .registerFunction("list.sum(): dyn", (l: unknown[]) =>
+      l.reduce(
+        (a: unknown, b) => (typeof a === "bigint" && typeof b === "bigint" ? a + b : Number(a) + Number(b)),
+        l.length && typeof l[0] === "number" ? 0 : 0n,
+      ),
+    )
+    .registerFunction("list.min(): dyn", (l: unknown[]) => {
+      if (!l.length) throw new Error("min called on empty list");
+      return l.reduce((a, b) => (cmp(b, a) < 0 ? b : a));
+    })
+    .registerFunction("list.max(): dyn", (l: unknown[]) => {
+      if (!l.length) throw new Error("max called on empty list");
+      return l.reduce((a, b) => (cmp(b, a) > 0 ? b : a));
+    })
+    .registerFunction("list.indexOf(dyn): int", (l: unknown[], x: unknown) => BigInt(l.findIndex((y) => isDeepStrictEqual(x, y))))
+    .registerFunction("list.lastIndexOf(dyn): int", (l: unknown[], x: unknown) => BigInt(l.findLastIndex((y) => isDeepStrictEqual(x, y))))
+    // The strings extension functions cel-js lacks (cel-go ext/strings.go).
+    .registerFunction("string.charAt(int): string", (s: string, i: bigint) => {
+      const runes = [...s];
+      if (i < 0n || i > BigInt(runes.length)) throw new Error(`index out of range: ${i}`);
+      return runes[Number(i)] ?? "";
+    })
+    .registerFunction("string.replace(string, string): string", (s: string, a: string, b: string) => replaced(s, a, b).join(b))
+    .registerFunction("string.replace(string, string, int): string", (s: string, a: string, b: string, n: bigint) => {
+      if (n < 0n) return replaced(s, a, b).join(b);
+      const parts = replaced(s, a, b);
+      return parts.slice(0, Number(n) + 1).join(b) + (parts.length > Number(n) + 1 ? a + parts.slice(Number(n) + 1).join(a) : "");
+    })
+    .registerFunction("string.reverse(): string", (s: string) => [...s].reverse().join(""))
+    // format(), as kube's strings library version has it (celformat.ts).
+    .registerFunction("string.format(list): string", (s: string, args: Iterable<unknown>) => format(s, args))
+    // Kubernetes' regex library (library/regex.go), and matches(): on RE2, as cel-go's, in time linear in the string.
+    .registerFunction("string.find(string): string", (s: string, re: string) => {
+      const m = re2(re).matcher(s);
+      return m.find() ? (m.group() ?? "") : "";
+    })
+    .registerFunction("string.findAll(string): list<string>", (s: string, re: string) => findAll(s, re, -1n))
+    .registerFunction("string.findAll(string, int): list<string>", (s: string, re: string, n: bigint) => findAll(s, re, n))
+    // Conversions cel-js lacks (cel-go common/types: int.go, timestamp.go, duration.go ConvertToType).
+    .registerFunction("int(uint): int", (u: { value: bigint }) => {
+      if (u.value > INT64_MAX) throw new Error("integer overflow");
+      return u.value;
+    })
+    .registerFunction("int(google.protobuf.Timestamp): int", (t: Date) => BigInt(Math.floor(t.getTime() / 1000)))
+    .registerFunction("string(google.protobuf.Timestamp): string", (t: Date) => timestampText(t))
+    .registerFunction("string(google.protobuf.Duration): string", (d: { seconds: bigint; nanos: number }) => durationText(d))
+    .registerFunction("duration(google.protobuf.Duration): google.protobuf.Duration", (d: unknown) => d)
+    .registerFunction("timestamp(google.protobuf.Timestamp): google.protobuf.Timestamp", (t: Date) => t)
+    // Bytes order byte by byte (cel-go common/types/bytes.go Compare).
+    .registerOperator("bytes < bytes", (a: Uint8Array, b: Uint8Array) => Buffer.compare(a, b) < 0)
+    .registerOperator("bytes <= bytes", (a: Uint8Array, b: Uint8Array) => Buffer.compare(a, b) <= 0)
+    .registerOperator("bytes > bytes", (a: Uint8Array, b: Uint8Array) => Buffer.compare(a, b) > 0)
+    .registerOperator("bytes >= bytes", (a: Uint8Array, b: Uint8Array) => Buffer.compare(a, b) >= 0)
+    .registerFunction(`${HAS_FIELD}(dyn, string): bool`, (o: unknown, k: string) =>
+      o instanceof Map ? o.has(k) : typeof o === "object" && o !== null && !Array.isArray(o) && Object.hasOwn(o, k),
+    )
+    // matches(): a long one, in a write, runs off the serving thread (offthread.ts).
+    .registerFunction(RE2_DECLARATIONS[0], ruleMatches)
+    .registerFunction(RE2_DECLARATIONS[1], ruleMatches),
+);
+
+const INT64_MAX = 2n ** 63n - 1n;
+
+/** The first parts of type names a rule may write as values (type(ip(x)) == net.IP). */
+const TYPE_NAMESPACES = new Set(["net", "kubernetes", "google"]);
+
+/** findAll is kube's regex library's findAll: the first n matches of re in s (all when n < 0). */
+function findAll(s: string, re: string, n: bigint): string[] {
+  const m = re2(re).matcher(s);
+  const out: string[] = [];
+  while ((n < 0n || BigInt(out.length) < n) && m.find()) out.push(m.group() ?? "");
+  return out;
+}
 
 /** replaced splits s on a, first charging for the string replacing every a with b would make. */
 function replaced(s: string, a: string, b: string): string[] {
-  const parts = s.split(a);
+  // An empty a matches before every rune and at the end, as Go's strings.Replace.
+  const parts = a === "" ? ["", ...s, ""] : s.split(a);
   charge(Math.ceil((s.length + (parts.length - 1) * (b.length - a.length)) / 10));
   return parts;
 }
@@ -188,6 +225,35 @@ export function compileRule(r: JsonValue, where: string): Rule {
   if (typeof r["reason"] === "string") rule.reason = r["reason"];
   if (typeof r["fieldPath"] === "string" && r["fieldPath"]) rule.fieldPath = normalizeFieldPath(r["fieldPath"]);
   return rule;
+}
+
+/** Refused is an expression a CRD could not carry as a rule: it does not parse, or does not type-check, as ruleTypeErrors decides. */
+export class Refused extends Error {}
+
+/**
+ * compileRuleExpression compiles one CEL expression as a rule's is compiled
+ * (the same environment, has() rewrite, RE2 matches and type check), with
+ * self, oldSelf and names declared dyn: how the CEL conformance test and
+ * bench/cel-engines.ts reach the engine without a schema. It throws Refused
+ * where a rule would refuse its CRD; the function it answers runs the
+ * expression with vars bound.
+ */
+export function compileRuleExpression(text: string, names: string[] = []): (vars: Record<string, unknown>) => unknown {
+  let parsed: ReturnType<typeof ENV.parse>;
+  try {
+    parsed = ENV.parse(hasAfterIndex(text));
+  } catch (err) {
+    throw new Refused(messageOf(err));
+  }
+  const env = declared(ENV);
+  for (const name of names) env.registerVariable(name, "dyn");
+  const checked = env.check(hasAfterIndex(text)) as { valid: boolean; error?: { message: string; node?: { pos?: number } } };
+  if (!checked.valid && checkerError(checked.error?.message ?? "", checked.error?.node, text)) throw new Refused(checked.error!.message);
+  const mixed = checked.valid ? mixedLiteral(ENV, hasAfterIndex(text)) : undefined;
+  if (mixed) throw new Refused(mixed.detail);
+  onRE2((parsed as unknown as { ast: unknown }).ast);
+  metered((parsed as unknown as { ast: object }).ast);
+  return (vars) => parsed({ ...NAMESPACES, ...vars });
 }
 
 /** normalizeFieldPath turns a rule's fieldPath (".spec.x", "['a.b']") into the field path it reports under. */
@@ -448,6 +514,10 @@ function runError(err: unknown, rule: Rule): string {
   const msg = (messageOf(err) ?? String(err)).split("\n")[0]!;
   if (/^found no matching overload|^no such overload/i.test(msg))
     return `'no such overload: ${msg.replace(/^found no matching overload for /i, "").replace(/^no such overload: /i, "")}': call arguments did not match a supported operator, function or macro signature for rule: ${errorString(rule)}`;
+  // cel-go's "index out of bounds: 5" (v0.26.0 interpreter/attributes.go),
+  // where cel-js says "No such key: index out of bounds, index 5 >= size 1".
+  const bounds = /^No such key: index out of bounds, index (\S+)/i.exec(msg);
+  if (bounds) return `index out of bounds: ${bounds[1]} evaluating rule: ${errorString(rule)}`;
   const m = /^No such key: (.*)$/i.exec(msg);
   return `${m ? `no such key: ${m[1]}` : msg} evaluating rule: ${errorString(rule)}`;
 }
@@ -573,7 +643,74 @@ function checkerError(message: string, node: unknown, text: string): { column: n
     const column = open >= 0 ? open + call[2]!.length + 1 : start + 1;
     return { column, detail: `found no matching overload for '${call[2]}' applied to '${applied}'` };
   }
+  // A name no rule has (kube declares only self, oldSelf and the libraries); a type's dotted name
+  // (net.IP, kubernetes.Quantity), which cel-js does not know as a value, is left to the rule's run.
+  const undeclared = /^Unknown variable: (\w+)$/.exec(first);
+  if (undeclared && !TYPE_NAMESPACES.has(undeclared[1]!))
+    return { column: (n?.pos ?? 0) + 1, detail: `undeclared reference to '${undeclared[1]}' (in container '')` };
+  // A list or map literal mixing types (kube's environment checks aggregate literals as homogeneous,
+  // cel-go checker/checker.go checkCreateList/checkCreateMap): placed at the element that differs.
+  const mixed = /^(?:List elements must have the same type|Map (?:key|value) uses wrong type), expected type '(.+)' but found '(.+)'$/.exec(
+    first,
+  );
+  if (mixed) {
+    const [want, got] = [goType(mixed[1]!), goType(mixed[2]!)];
+    if (want && got) return { column: (n?.pos ?? 0) + 1, detail: `expected type '${want}' but found '${got}'` };
+  }
   return undefined;
+}
+
+/**
+ * declared is a clone of env that knows only the names a rule may use: the
+ * libraries' namespaces (NAMESPACES), self and oldSelf (dyn, unless the caller
+ * declares them after), so that checking a rule that names anything else
+ * (authorizer, which only admission policies have) refuses it as kube does.
+ */
+function declared(env: Environment, self = true): Environment {
+  const out = env.clone({ unlistedVariablesAreDyn: false });
+  for (const [name, lib] of Object.entries(NAMESPACES)) out.registerVariable(name, NAMESPACE_TYPES.get(lib.constructor)!);
+  if (self) out.registerVariable("self", "dyn").registerVariable("oldSelf", "dyn");
+  return out;
+}
+
+/** FORMAT_EXEMPT: the functions whose list arguments may mix types (cel-go ext/strings.go exempts format's). */
+const FORMAT_EXEMPT = new Set(["format"]);
+
+/** exemptRanges are the [pos, end) spans of the arguments of calls FORMAT_EXEMPT names, in a cel-js parse tree. */
+function exemptRanges(node: unknown, out: [number, number][] = []): [number, number][] {
+  if (!node || typeof node !== "object") return out;
+  const n = node as { op?: string; args?: unknown; pos?: number; end?: number };
+  if (Array.isArray(node)) {
+    for (const x of node) exemptRanges(x, out);
+    return out;
+  }
+  if ((n.op === "rcall" || n.op === "call") && Array.isArray(n.args) && FORMAT_EXEMPT.has(n.args[0] as string)) {
+    const args = n.args.at(-1);
+    if (Array.isArray(args)) for (const a of args as { pos?: number; end?: number }[]) out.push([a.pos ?? 0, a.end ?? 0]);
+  }
+  if (Array.isArray(n.args)) exemptRanges(n.args, out);
+  else if (n.args && typeof n.args === "object") exemptRanges(n.args, out);
+  return out;
+}
+
+/**
+ * mixedLiteral is the refusal of a list or map literal that mixes types, which
+ * kube's environment checks as homogeneous (cel-go's homogeneous aggregate
+ * literal validator, with format()'s arguments exempt); env is the rule's
+ * environment (its variables declared), checked again with the check on.
+ */
+function mixedLiteral(env: Environment, text: string): { column: number; detail: string } | undefined {
+  const strict = env.clone({ homogeneousAggregateLiterals: true });
+  let result: { valid: boolean; error?: { message: string; node?: { pos?: number } } };
+  try {
+    result = strict.check(text) as typeof result;
+  } catch {
+    return undefined;
+  }
+  if (result.valid || !/^(List elements|Map (key|value))/.test(result.error?.message ?? "")) return undefined;
+  const at = result.error?.node?.pos ?? 0;
+  if (exemptRanges((strict.parse(text) as unknown as { ast: unknown }).ast).some(([a, b]) => at >= a && at < b)) return undefined;
+  return checkerError(result.error!.message, result.error!.node, text);
 }
 
 /** named is a type as a field may name it: an object type is registered under name. */
@@ -593,7 +730,7 @@ export function ruleTypeErrors(schema: JsonObject, at: string, root = true): Fie
   const errs: FieldError[] = [];
   const rules = Array.isArray(schema["x-kubernetes-validations"]) ? schema["x-kubernetes-validations"].filter(isObject) : [];
   if (rules.length) {
-    const env = ENV.clone();
+    const env = declared(ENV, false);
     const self = celType(schema, env, "Self", root);
     for (const v of ["self", "oldSelf"])
       if (typeof self === "string") env.registerVariable({ name: v, type: self });
@@ -612,11 +749,11 @@ export function ruleTypeErrors(schema: JsonObject, at: string, root = true): Fie
         } catch {
           continue; // does not parse: compileRule says so
         }
-        if (!result.valid) {
-          // Refused: a field the schema does not have, and an operator or core function given types it
-          // has no overload for. Another failure may be a function of Kubernetes' libraries cel-js lacks,
-          // which kube would take (the rule then fails when run).
-          const found = checkerError(result.error?.message ?? "", result.error?.node, text);
+        if (!result.valid || mixedLiteral(env, text)) {
+          // Refused: a field the schema does not have, an operator or core function given types it
+          // has no overload for, a literal mixing types. Another failure may be a function of Kubernetes'
+          // libraries cel-js lacks, which kube would take (the rule then fails when run).
+          const found = result.valid ? mixedLiteral(env, text) : checkerError(result.error?.message ?? "", result.error?.node, text);
           if (!found) continue;
           const prefix = field === "rule" ? "compilation failed" : "messageExpression compilation failed";
           errs.push(invalid(`${where}.${field}`, OMIT, `${prefix}: ERROR: <input>:1:${found.column}: ${found.detail}`));

@@ -9,7 +9,8 @@
 //
 // Read at google/cel-go 14f6746a (checker/cost.go: the estimator, the costs of
 // the standard functions and the sizes of the macros' comprehensions as
-// parser/macro.go expands them; ext/sets.go), kubernetes/kubernetes
+// parser/macro.go and, for two variables, v0.26.0 ext/comprehensions.go expand
+// them; ext/sets.go), kubernetes/kubernetes
 // staging/src/k8s.io/apiserver/pkg/cel (library/cost.go 00e63227: Kubernetes'
 // library functions; limits.go; common/schemas.go, as kro repeats it: the
 // sizes a schema allows), apiextensions-apiserver pkg/apiserver/schema/cel/
@@ -91,12 +92,23 @@ interface Arg {
   size: Range | undefined;
 }
 const ACCU = "@result";
-const MACROS = new Set(["all", "exists", "exists_one", "existsOne", "map", "filter"]);
+const MACROS = new Set(["all", "exists", "exists_one", "existsOne", "map", "filter", "transformList", "transformMap", "transformMapEntry"]);
+/** The comprehensions that only exist with two variables, with or without a filter. */
+const TRANSFORMS = new Set(["transformList", "transformMap", "transformMapEntry"]);
 /** Names before a dot that make a global function's name (or cel.bind), not a variable's field. */
 const NAMESPACES = new Set(["cel", "sets", "strings", "optional", "math", "ip"]);
 const node = (op: string, args: unknown): N => ({ op, args });
+/** transformSteps are a transform's init, condition and step: accu + [t], or cel.@mapInsert(accu, k, t) or (accu, t); filtered. */
+function transformSteps(name: string, v: string, body: N, args: N[]): [N, N, N] {
+  const list = name === "transformList";
+  const insert = name === "transformMap" ? [accu(), node("id", v), body] : [accu(), body];
+  const step = list ? node("+", [accu(), node("list", [body])]) : node("call", ["cel.@mapInsert", insert]);
+  return [node(list ? "list" : "map", []), node("value", true), args[3] ? node("?:", [args[2]!, step, accu()]) : step];
+}
+/** macroVars are the variables of a macro call: one for map(x, f) and the one-variable forms, two for the rest. */
+const macroVars = (name: string, args: N[]) =>
+  TRANSFORMS.has(name) || (args.length === 3 && name !== "map") ? args.slice(0, 2) : args.length <= 3 ? args.slice(0, 1) : [];
 const accu = () => node("id", ACCU);
-
 /** Coster is cel-go's coster over one rule, with kube's size estimator (the schema) and library estimates. */
 class Coster {
   private readonly paths = new Map<N, string[]>();
@@ -202,7 +214,7 @@ class Coster {
       if (target.args === "cel" && name === "bind" && args.length === 3 && args[0]!.op === "id") return this.bind(e, args);
       return this.call(node("call", [`${target.args as string}.${name}`, args]), e);
     }
-    const vars = args.length === 2 ? [args[0]] : args.length === 3 ? (name === "map" ? [args[0]] : [args[0], args[1]]) : [];
+    const vars = macroVars(name, args);
     if (target && MACROS.has(name) && vars.length && vars.every((x) => x!.op === "id")) return this.macro(e, name, target, args);
     if (!target && name === "dyn" && args.length === 1) {
       const c = this.cost(args[0]!);
@@ -339,13 +351,11 @@ class Coster {
   }
 
   /**
-   * macro is a comprehension as cel-go's parser expands all, exists,
-   * exists_one, map and filter (parser/macro.go), costed as costComprehension:
-   * the range, the accumulator's start and the result once, the loop's
-   * condition and step once per element of the range.
+   * macro is a comprehension as cel-go expands its macros, costed as costComprehension: the range, the
+   * accumulator's start and the result once, the loop's condition and step once per element of the range.
    */
   private macro(e: N, name: string, range: N, args: N[]): Range {
-    const twoVars = args.length === 3 && name !== "map";
+    const twoVars = TRANSFORMS.has(name) || (args.length === 3 && name !== "map");
     const v = (args[0]!.args as string) ?? "";
     const v2 = twoVars ? (args[1]!.args as string) : undefined;
     const body = args.at(-1)!;
@@ -370,6 +380,11 @@ class Coster {
         cond = node("value", true);
         step = node("?:", [body, node("+", [accu(), node("value", 1n)]), accu()]);
         result = node("==", [accu(), node("value", 1n)]);
+        break;
+      case "transformList":
+      case "transformMap":
+      case "transformMapEntry":
+        [init, cond, step] = transformSteps(name, v, body, args);
         break;
       default: {
         // map(x, f), map(x, p, f), filter(x, p)
@@ -407,7 +422,8 @@ class Coster {
     this.pop(ACCU);
     const count = this.sizeOrUnknown(range);
     c = sum(c, times(count, sum(stepCost, loop)));
-    this.types.set(e, init.op === "list" ? t("list", DYN) : name.startsWith("exists") || name === "all" ? BOOL : INT);
+    const made = init.op === "list" || init.op === "map" ? t(init.op, DYN) : undefined;
+    this.types.set(e, made ?? (name.startsWith("exists") || name === "all" ? BOOL : INT));
     if (init.op === "value") {
       const s = this.computeSize(init);
       if (s) this.sizes.set(e, s);
@@ -680,9 +696,8 @@ function exprSize(x: N): Range | undefined {
 }
 
 /**
- * ruleCost is a rule's (or messageExpression's) estimated worst-case cost
- * under the schema node it is on (cel-go's Max); 0 for one that does not parse,
- * as kube gives no cost to a rule it cannot compile.
+ * ruleCost is a rule's (or messageExpression's) estimated worst-case cost under the schema node it is on
+ * (cel-go's Max); 0 for one that does not parse, as kube gives no cost to a rule it cannot compile.
  */
 export function ruleCost(text: string, schema: JsonObject, root: boolean, optionalOldSelf = false): number {
   return costUnder(text, declOf(schema, root || schema["x-kubernetes-embedded-resource"] === true), optionalOldSelf);

@@ -222,6 +222,13 @@ export class StringsLibrary {}
 export class IPLibrary {}
 /** NAMESPACES are the values that stand for the libraries' namespaces in every rule. */
 export const NAMESPACES = { format: FORMAT_LIBRARY, sets: new SetsLibrary(), strings: new StringsLibrary(), ip: new IPLibrary() };
+/** NAMESPACE_TYPES are the CEL types the namespaces' values are registered as, by class. */
+export const NAMESPACE_TYPES = new Map<unknown, string>([
+  [FormatLibrary, "kubernetes.FormatLibrary"],
+  [SetsLibrary, "kubernetes.SetsLibrary"],
+  [StringsLibrary, "kubernetes.StringsLibrary"],
+  [IPLibrary, "kubernetes.IPLibrary"],
+]);
 
 /** includes is setsContains: every element of sub is in list, by CEL equality. */
 function includes(list: Iterable<unknown>, sub: Iterable<unknown>): boolean {
@@ -368,6 +375,22 @@ function masked(c: KubeCIDR): KubeCIDR {
 /** ipOrFail is ip(s): the address, or kube's error for a string that is none. */
 const ipOrFail = (s: string): KubeIP => parseIP(s) ?? fail(`IP Address "${s}" parse error during conversion from string`);
 
+/** cidrOrFail is cidr(s): the prefix, or kube's error for a string that is none. */
+const cidrOrFail = (s: string): KubeCIDR =>
+  parseCIDR(s) ?? fail(`network address parse error during conversion from string: netip.ParsePrefix("${s}"): invalid`);
+
+/**
+ * inNet is whether ip is in v4/v4bits (an IPv4 address) or v6/v6bits (an
+ * IPv6 one); mask6, when given, is the 16-bit mask of the first group to
+ * compare instead (link-local multicast is ff02::/16 whatever the flags nibble).
+ */
+function inNet(ip: KubeIP, v4: string, v4bits: number, v6: string, v6bits: number, mask6?: number): boolean {
+  const [bits, width] = bitsOf(ip);
+  if (width === 32) return contains(new KubeCIDR(new KubeIP(v4), v4bits), ip);
+  if (mask6 !== undefined) return (Number(bits >> 112n) & mask6) === parseInt(v6.split(":")[0]!, 16);
+  return contains(new KubeCIDR(new KubeIP(v6), v6bits), ip);
+}
+
 /** canonicalIP is an address as netip.Addr.String() writes it. */
 const canonicalIP = (ip: KubeIP) => ipOf(...bitsOf(ip)).text;
 
@@ -406,14 +429,25 @@ function withNetLibrary(env: Environment): void {
     .registerFunction("net.IP.family(): int", (ip: KubeIP) => BigInt(ip.family))
     .registerFunction("net.IP.isLoopback(): bool", (ip: KubeIP) => (ip.family === 4 ? ip.text.startsWith("127.") : bitsOf(ip)[0] === 1n))
     .registerFunction("net.IP.isUnspecified(): bool", (ip: KubeIP) => bitsOf(ip)[0] === 0n)
-    .registerFunction(
-      "cidr(string): net.CIDR",
-      (s: string) => parseCIDR(s) ?? fail(`network address parse error during conversion from string: netip.ParsePrefix("${s}"): invalid`),
-    )
+    // As Go's netip.Addr methods, which ip.go calls.
+    .registerFunction("net.IP.isLinkLocalMulticast(): bool", (ip: KubeIP) => inNet(ip, "224.0.0.0", 24, "ff02::", 16, 0xff0f))
+    .registerFunction("net.IP.isLinkLocalUnicast(): bool", (ip: KubeIP) => inNet(ip, "169.254.0.0", 16, "fe80::", 10))
+    .registerFunction("net.IP.isGlobalUnicast(): bool", (ip: KubeIP) => {
+      const [bits, width] = bitsOf(ip);
+      const broadcast = width === 32 && bits === 0xffffffffn;
+      const loopback = width === 32 ? bits >> 24n === 127n : bits === 1n;
+      const multicast = inNet(ip, "224.0.0.0", 4, "ff00::", 8);
+      return bits !== 0n && !broadcast && !loopback && !multicast && !inNet(ip, "169.254.0.0", 16, "fe80::", 10);
+    })
+    .registerFunction("cidr(string): net.CIDR", cidrOrFail)
     .registerFunction("isCIDR(string): bool", (s: string) => parseCIDR(s) !== undefined)
     .registerFunction("net.CIDR.containsIP(net.IP): bool", (c: KubeCIDR, ip: KubeIP) => contains(c, ip))
     .registerFunction("net.CIDR.containsIP(string): bool", (c: KubeCIDR, s: string) => contains(c, ipOrFail(s)))
     .registerFunction("net.CIDR.containsCIDR(net.CIDR): bool", (c: KubeCIDR, o: KubeCIDR) => o.prefix >= c.prefix && contains(c, o.ip))
+    .registerFunction("net.CIDR.containsCIDR(string): bool", (c: KubeCIDR, s: string) => {
+      const o = cidrOrFail(s);
+      return o.prefix >= c.prefix && contains(c, o.ip);
+    })
     .registerFunction("net.CIDR.prefixLength(): int", (c: KubeCIDR) => BigInt(c.prefix))
     .registerFunction("net.CIDR.masked(): net.CIDR", (c: KubeCIDR) => masked(c))
     .registerFunction("net.CIDR.ip(): net.IP", (c: KubeCIDR) => c.ip);
