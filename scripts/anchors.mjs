@@ -9,7 +9,7 @@
 // never in the repository; binaries land in a folder keyed by the module, its
 // version and the Go version, so a second run builds nothing.
 //
-//   node scripts/anchors.mjs [tool ...]     build (default: every tool); prints where each binary is
+//   node scripts/anchors.mjs [anchor ...]   build (default: every anchor the tests use); prints where each binary is
 //   node scripts/anchors.mjs --where TOOL   the path TOOL's binary has (built or not)
 //
 // The cache is $XFN_ANCHORS_CACHE, else ~/.cache/xfn-anchors. Go is
@@ -17,9 +17,9 @@
 // (Debian's golang-go is older); one older than 1.26 is refused by name.
 import { execFileSync, spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { homedir } from "node:os";
-import { dirname, join } from "node:path";
+import { basename, dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
@@ -92,6 +92,19 @@ export const MODULES = {
     source: "test/crossplane/provider",
     tools: { provider: "." },
   },
+  // Kubernetes' own CEL for CRD rules and its CRD validation (test/crossplane/kubecel, our
+  // source) compiled to WebAssembly, at the staging version of the pinned Kubernetes: the
+  // oracle of the rule engine's tests, and an engine bench/cel-engines.ts measures.
+  // wasm_exec.js, Go's loader for it, is copied beside.
+  kubecel: {
+    module: "k8s.io/apiextensions-apiserver",
+    version: VERSIONS.kubernetes.replace(/^v1\./, "v0."),
+    source: "test/crossplane/kubecel",
+    goenv: { GOOS: "js", GOARCH: "wasm" },
+    tools: { "kubecel.wasm": "." },
+    beside: ["lib/wasm/wasm_exec.js"],
+    onDemand: true, // built by the test or bench that loads it, not by a plain `npm run anchors`
+  },
 };
 
 /** sourceFiles are the .go files of a module built from our own source, by name. */
@@ -144,8 +157,8 @@ const GO = process.env.XFN_ANCHORS_GO || "go";
 const INSTALL_GO = "install Go 1.26 or newer at /usr/local/go (Debian's golang-go is older)";
 
 /** go runs the go command, throwing its output's tail on failure. */
-function go(args, cwd, what) {
-  const env = { ...process.env, PATH: `/usr/local/go/bin:${process.env.PATH ?? ""}`, GOFLAGS: "-mod=mod", CGO_ENABLED: "0" };
+function go(args, cwd, what, goenv = {}) {
+  const env = { ...process.env, PATH: `/usr/local/go/bin:${process.env.PATH ?? ""}`, GOFLAGS: "-mod=mod", CGO_ENABLED: "0", ...goenv };
   const r = spawnSync(GO, args, { cwd, env, encoding: "utf8", maxBuffer: 64 << 20 });
   if (r.error) throw new Error(`${what}: cannot run ${GO} (${r.error.code ?? r.error.message}); ${INSTALL_GO}`);
   if (r.status !== 0) {
@@ -169,6 +182,11 @@ export function moduleSource(name) {
   const m = MODULES[name];
   if (!m) throw new Error(`no anchor named ${name}; the anchors are ${Object.keys(MODULES).join(", ")}`);
   return JSON.parse(go(["mod", "download", "-json", `${m.module}@${m.version}`], ROOT, `${name}'s source`)).Dir;
+}
+
+/** goModuleDir is where the go command keeps module@version's source (downloaded first if need be): tests read kube's test tables there. */
+export function goModuleDir(module, version) {
+  return JSON.parse(go(["mod", "download", "-json", `${module}@${version}`], ROOT, `${module}'s source`)).Dir;
 }
 
 /** binDir is where a module's binaries go: keyed by its name, version and the Go that built them. */
@@ -220,9 +238,11 @@ export function build(name, log = (s) => process.stderr.write(`${s}\n`)) {
     mkdirSync(bin, { recursive: true });
     for (const [tool, pkg] of Object.entries(m.tools)) {
       const tmp = `${out[tool]}.tmp`;
-      go(["build", "-trimpath", "-ldflags", `-s -w ${m.ldflags ?? ""}`.trim(), "-o", tmp, pkg], dir, `${name}: building ${tool}`);
+      go(["build", "-trimpath", "-ldflags", `-s -w ${m.ldflags ?? ""}`.trim(), "-o", tmp, pkg], dir, `${name}: building ${tool}`, m.goenv);
       renameSync(tmp, out[tool]); // whole or absent: an interrupted build leaves no binary to be taken as built
     }
+    const goroot = m.beside ? go(["env", "GOROOT"], dir, `${name}: GOROOT`).trim() : "";
+    for (const f of m.beside ?? []) copyFileSync(join(goroot, f), join(bin, basename(f)));
     log(`anchors: built ${name} in ${Math.round((Date.now() - started) / 1000)} s`);
     // A build of our own source is keyed by its hash: each edit made another (42 MB for the provider); only this one is kept.
     if (m.source) prune(name, key(name));
@@ -289,7 +309,7 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
       if (!name) throw new Error(`no anchor tool named ${args[1]}`);
       process.stdout.write(`${join(binDir(name), args[1])}\n`);
     } else {
-      for (const name of args.length ? args : Object.keys(MODULES))
+      for (const name of args.length ? args : Object.keys(MODULES).filter((n) => !MODULES[n].onDemand))
         for (const [tool, path] of Object.entries(build(name)))
           process.stdout.write(`${tool}\t${path}\t${execFileSync("du", ["-h", path]).toString().split("\t")[0]}\n`);
     }

@@ -1,0 +1,130 @@
+// Kubernetes' own CEL as the oracle of the CRD rule engine (issue 59): every
+// case of test/support/celspec.ts (CEL's conformance cases in the suites kube's
+// environment has) and every expression of kube's CEL library tests
+// (k8s.io/apiserver at the pinned staging version, pkg/cel/library/*_test.go,
+// read from the module's source) is put to kube's CEL, built from its module to
+// WebAssembly (test/crossplane/kubecel), in this run. Its answers must be the
+// ones recorded in test/apiserver/kubecel-answers.json, which the default tier
+// holds our engine to on a machine with only Node; XFN_KUBECEL_RECORD=1
+// rewrites the recording from this run.
+import { readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { suite } from "uvu";
+import * as assert from "uvu/assert";
+// @ts-expect-error -- a plain .mjs script without types
+import { goModuleDir, VERSIONS } from "../../scripts/anchors.mjs";
+import { needs } from "../support/needs.js";
+import { answerClass, celCases, celLiteral, readRecording, RECORDING, type Recorded } from "../support/celspec.js";
+import { loadKubeCel, type KubeCel } from "./kubecel.js";
+
+const K = suite("Kubernetes' CEL, built from its module: the recorded answers are its answers");
+const G = needs(K, "go1.26");
+const STAGING = (VERSIONS.kubernetes as string).replace(/^v1\./, "v0.");
+let kube: KubeCel;
+type FieldError = { type: string; field: string; detail: string };
+
+G.before(async () => {
+  kube = await loadKubeCel();
+  process.stderr.write(
+    `kubecel: started in ${kube.startMs.toFixed(0)} ms, +${kube.rssMiB.toFixed(0)} MiB, ${(kube.bytes / 1048576).toFixed(0)} MiB\n`,
+  );
+});
+
+/** GO_STRING is a Go string literal: raw (backquoted) or interpreted. */
+const EXPR = /\bexpr:\s*(`[^`]*`|"(?:[^"\\]|\\.)*")/g;
+
+/** libraryCases are the expressions of kube's CEL library tests, keyed by file and text. */
+function libraryCases(): Record<string, Omit<Recorded, "kube">> {
+  const dir = join(goModuleDir("k8s.io/apiserver", STAGING), "pkg/cel/library");
+  const out: Record<string, Omit<Recorded, "kube">> = {};
+  for (const f of readdirSync(dir)
+    .filter((x) => x.endsWith("_test.go"))
+    .sort()) {
+    for (const m of readFileSync(join(dir, f), "utf8").matchAll(EXPR)) {
+      const lit = m[1]!;
+      const expr = lit.startsWith("`") ? lit.slice(1, -1) : (JSON.parse(lit) as string);
+      out[`library/${f}: ${expr}`] = { expr };
+    }
+  }
+  return out;
+}
+
+G("kube's answers to the conformance cases and its library tests' expressions are the recorded ones", () => {
+  const cases: Record<string, Omit<Recorded, "kube">> = {};
+  for (const c of celCases())
+    cases[`spec/${c.key}`] = {
+      expr: c.expr,
+      ...(Object.keys(c.bindings).length && {
+        bindings: Object.fromEntries(Object.entries(c.bindings).map(([k, v]) => [k, celLiteral(v)])),
+      }),
+    };
+  const library = libraryCases();
+  assert.ok(Object.keys(library).length > 150, `only ${Object.keys(library).length} library expressions read`);
+  Object.assign(cases, library);
+  const started = performance.now();
+  const now: Record<string, Recorded> = {};
+  for (const [key, c] of Object.entries(cases)) now[key] = { ...c, kube: answerClass(kube.evaluate(c.expr, c.bindings)) };
+  process.stderr.write(`kubecel: ${Object.keys(now).length} cases answered in ${(performance.now() - started).toFixed(0)} ms\n`);
+  if (process.env["XFN_KUBECEL_RECORD"] === "1")
+    writeFileSync(
+      RECORDING,
+      `${JSON.stringify(
+        {
+          $comment:
+            "Kubernetes' CEL answers (test/crossplane/kubecel.test.ts writes this with XFN_KUBECEL_RECORD=1 and checks it in the Go tier); " +
+            "test/apiserver/celconformance.test.ts holds the CRD rule engine to them.",
+          kubernetes: VERSIONS.kubernetes,
+          cases: now,
+        },
+        null,
+        1,
+      )}\n`,
+    );
+  const recorded = readRecording();
+  assert.is(recorded.kubernetes, VERSIONS.kubernetes, "recorded from another Kubernetes: run with XFN_KUBECEL_RECORD=1");
+  const stale = Object.entries(now)
+    .filter(([k, c]) => JSON.stringify(recorded.cases[k]) !== JSON.stringify(c))
+    .map(([k, c]) => `${k}\n    kube now: ${c.kube}\n    recorded: ${recorded.cases[k]?.kube}`);
+  const gone = Object.keys(recorded.cases).filter((k) => !(k in now));
+  assert.equal([...stale, ...gone], [], "the recording is not what kube answers now (XFN_KUBECEL_RECORD=1 rewrites it)");
+});
+
+G("a CRD kube refuses, and an object its rules refuse, are answered in kube's words", () => {
+  // The module's CRD validation and rule validator, tried once each so that a broken build is seen here.
+  const crd = {
+    apiVersion: "apiextensions.k8s.io/v1",
+    kind: "CustomResourceDefinition",
+    metadata: { name: "things.kubecel.xfn.dev" },
+    spec: {
+      group: "kubecel.xfn.dev",
+      scope: "Namespaced",
+      names: { plural: "things", kind: "Thing" },
+      versions: [
+        {
+          name: "v1",
+          served: true,
+          storage: true,
+          schema: {
+            openAPIV3Schema: {
+              type: "object",
+              properties: {
+                spec: { type: "object", "x-kubernetes-validations": [{ rule: "self.n < 10" }], properties: { n: { type: "integer" } } },
+              },
+            },
+          },
+        },
+      ],
+    },
+  };
+  assert.is(kube.compileCRD(JSON.stringify(crd)), "[]");
+  const bad = structuredClone(crd);
+  bad.spec.versions[0]!.schema.openAPIV3Schema.properties.spec["x-kubernetes-validations"] = [{ rule: "self.undeclared < 10" }];
+  assert.match(kube.compileCRD(JSON.stringify(bad)), "undefined field 'undeclared'");
+  const errs = JSON.parse(kube.validate("t", JSON.stringify(crd), "v1", JSON.stringify({ spec: { n: 12 } }))) as FieldError[];
+  assert.equal(
+    errs.map((e) => `${e.type} ${e.field}: ${e.detail}`),
+    ["FieldValueInvalid spec: failed rule: self.n < 10"],
+  );
+});
+
+K.run();
