@@ -16,6 +16,7 @@ import { startControlPlane, type ControlPlane } from "./controlplane.js";
 import { key, KINDS, run, type Difference, type Fetch, type Sequence } from "./differential.js";
 import { SEQUENCES as CEL } from "./differential/cel.js";
 import { SEQUENCES as KUBECTL } from "./differential/kubectl.js";
+import { SEQUENCES as VALIDATION } from "./differential/validation.js";
 
 const D = suite("the embedded API server beside kube-apiserver: the same requests, the answers compared");
 const G = needs(D, "go1.26");
@@ -60,6 +61,10 @@ async function check(source: string, sequences: Sequence[]): Promise<void> {
 
 G("CRD validation rules: accepted, refused and evaluated alike", async () => {
   await check("cel", CEL);
+});
+
+G("tables of kube's CEL validation test (validation_test.go): the same verdicts and words", async () => {
+  await check("validation", VALIDATION);
 });
 
 G("the requests of the kubectl commands users run: answered alike", async () => {

@@ -10,13 +10,14 @@ import type { JsonObject } from "@bufbuild/protobuf";
 import { crd } from "../../support/cluster.js";
 import type { Sequence, Step } from "../differential.js";
 
-interface Case {
+export interface Case {
   /** A short name, unique: the CRD's group and the sequence's id come from it. */
   id: string;
   source: string;
   /** The schema of spec. */
   spec: Record<string, unknown>;
-  rule: string;
+  /** The rule, or several (a table of kube's tests: all on one CRD, so one object's create answers for all). */
+  rule: string | string[];
   /** Objects' specs to create after the CRD; each step compared. A string is the spec's JSON as sent (an int64 past 2^53). */
   objects: (Record<string, unknown> | string)[];
 }
@@ -29,12 +30,15 @@ const crdFor = (c: Case) =>
       served: true,
       storage: true,
       schema: {
-        openAPIV3Schema: { type: "object", properties: { spec: { ...c.spec, "x-kubernetes-validations": [{ rule: c.rule }] } } },
+        openAPIV3Schema: {
+          type: "object",
+          properties: { spec: { ...c.spec, "x-kubernetes-validations": [c.rule].flat().map((rule) => ({ rule })) } },
+        },
       },
     },
   ] as JsonObject[]);
 
-function sequence(c: Case): Sequence {
+export function sequence(c: Case): Sequence {
   const group = `${c.id}.cel.diff.xfn.dev`;
   const things = `/apis/${group}/v1/namespaces/default/things`;
   return {
@@ -42,7 +46,8 @@ function sequence(c: Case): Sequence {
     source: c.source,
     steps: [
       {
-        name: `create a CRD with the rule ${JSON.stringify(c.rule)}`,
+        name:
+          typeof c.rule === "string" ? `create a CRD with the rule ${JSON.stringify(c.rule)}` : `create a CRD with ${c.rule.length} rules`,
         method: "POST",
         path: "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
         body: crdFor(c),
