@@ -269,6 +269,9 @@ class LazyLog {
 /** The calls running their function in this thread (one handler or several), for soleCall. */
 const running = new Set<LazyLog>();
 
+/** runningCalls are the log fields of every call running its function in this thread (tests wait for a quiet thread with it). */
+export const runningCalls = (): Record<string, unknown>[] => [...running].map((r) => r.fields());
+
 /**
  * soleCall returns the log fields of the call running its function in this
  * thread when exactly one is, else undefined: what the function prints with
