@@ -31,7 +31,7 @@ import { find } from "./offthread.js";
 import { isObject } from "../json.js";
 import { OMIT, forbidden, invalid, required, type FieldError } from "./fielderr.js";
 import { correlate, type Node, type Old, type Rule } from "./node.js";
-import { canonical, NAMESPACE_TYPES, NAMESPACES, withKubernetesLibraries } from "./cellibs.js";
+import { canonical, NAMESPACES, withKubernetesLibraries } from "./cellibs.js";
 import { withOptionalMaps, withTwoVarComprehensions } from "./celcomprehensions.js";
 import { durationText, format, timestampText } from "./celformat.js";
 import { messageOf } from "../sdk/errors.js";
@@ -47,7 +47,8 @@ const ruleMatches = (s: string, pattern: string): boolean => find(pattern, re2(p
 const HAS_FIELD = "xfnHasField";
 
 const cmp = (a: unknown, b: unknown) => ((a as number) < (b as number) ? -1 : (a as number) > (b as number) ? 1 : 0);
-const ENV = withOptionalMaps(
+/** RULE_ENV is the environment every CRD rule is compiled and run in (celcheck.ts checks rules against it). */
+export const RULE_ENV = withOptionalMaps(
   withTwoVarComprehensions(
     withKubernetesLibraries(
       new Environment({ unlistedVariablesAreDyn: true, homogeneousAggregateLiterals: false, enableOptionalTypes: true }),
@@ -117,9 +118,6 @@ const ENV = withOptionalMaps(
 );
 
 const INT64_MAX = 2n ** 63n - 1n;
-
-/** The first parts of type names a rule may write as values (type(ip(x)) == net.IP). */
-const TYPE_NAMESPACES = new Set(["net", "kubernetes", "google"]);
 
 /** findAll is kube's regex library's findAll: the first n matches of re in s (all when n < 0). */
 function findAll(s: string, re: string, n: bigint): string[] {
@@ -197,18 +195,36 @@ export class RuleError extends Error {
   }
 }
 
+/**
+ * ruleValue is an x-kubernetes-validations entry as kube shows it in a refusal: its internal
+ * ValidationRule (apiextensions-apiserver v0.36.3 pkg/apis/apiextensions/types_jsonschema.go),
+ * which the field error marshals to JSON with Go's field names.
+ */
+export function ruleValue(r: JsonObject): JsonValue {
+  const text = (k: string) => (typeof r[k] === "string" ? r[k] : "");
+  return {
+    Rule: text("rule"),
+    Message: text("message"),
+    MessageExpression: text("messageExpression"),
+    Reason: typeof r["reason"] === "string" ? r["reason"] : null,
+    FieldPath: text("fieldPath"),
+    OptionalOldSelf: typeof r["optionalOldSelf"] === "boolean" ? r["optionalOldSelf"] : null,
+  };
+}
+
 /** compileRule reads one x-kubernetes-validations entry; a rule that does not parse throws, naming where, as a CRD with it is refused. */
 export function compileRule(r: JsonValue, where: string): Rule {
   if (!isObject(r) || typeof r["rule"] !== "string" || r["rule"].trim() === "") throw new RuleError(required(`${where}.rule`));
   const text = r["rule"];
   const parse = (src: string, field: string) => {
     try {
-      const parsed = ENV.parse(hasAfterIndex(src));
+      const parsed = RULE_ENV.parse(hasAfterIndex(src));
       onRE2((parsed as unknown as { ast: unknown }).ast);
       metered((parsed as unknown as { ast: object }).ast);
       return parsed;
     } catch (err) {
-      throw new RuleError(invalid(`${where}.${field}`, src, `compilation failed: ${messageOf(err).split("\n")[0]}`));
+      const prefix = field === "rule" ? "compilation failed" : "messageExpression compilation failed";
+      throw new RuleError(invalid(`${where}.${field}`, ruleValue(r), `${prefix}: ${messageOf(err).split("\n")[0]}`));
     }
   };
   const rule: Rule = {
@@ -227,35 +243,6 @@ export function compileRule(r: JsonValue, where: string): Rule {
   return rule;
 }
 
-/** Refused is an expression a CRD could not carry as a rule: it does not parse, or does not type-check, as ruleTypeErrors decides. */
-export class Refused extends Error {}
-
-/**
- * compileRuleExpression compiles one CEL expression as a rule's is compiled
- * (the same environment, has() rewrite, RE2 matches and type check), with
- * self, oldSelf and names declared dyn: how the CEL conformance test and
- * bench/cel-engines.ts reach the engine without a schema. It throws Refused
- * where a rule would refuse its CRD; the function it answers runs the
- * expression with vars bound.
- */
-export function compileRuleExpression(text: string, names: string[] = []): (vars: Record<string, unknown>) => unknown {
-  let parsed: ReturnType<typeof ENV.parse>;
-  try {
-    parsed = ENV.parse(hasAfterIndex(text));
-  } catch (err) {
-    throw new Refused(messageOf(err));
-  }
-  const env = declared(ENV);
-  for (const name of names) env.registerVariable(name, "dyn");
-  const checked = env.check(hasAfterIndex(text)) as { valid: boolean; error?: { message: string; node?: { pos?: number } } };
-  if (!checked.valid && checkerError(checked.error?.message ?? "", checked.error?.node, text)) throw new Refused(checked.error!.message);
-  const mixed = checked.valid ? mixedLiteral(ENV, hasAfterIndex(text)) : undefined;
-  if (mixed) throw new Refused(mixed.detail);
-  onRE2((parsed as unknown as { ast: unknown }).ast);
-  metered((parsed as unknown as { ast: object }).ast);
-  return (vars) => parsed({ ...NAMESPACES, ...vars });
-}
-
 /** normalizeFieldPath turns a rule's fieldPath (".spec.x", "['a.b']") into the field path it reports under. */
 function normalizeFieldPath(p: string): string {
   const parts: string[] = [];
@@ -267,9 +254,9 @@ function normalizeFieldPath(p: string): string {
 
 /** How a string of a format is read into CEL, as kube's UnstructuredToVal reads it; a value that does not read stays a string. */
 const FORMATTED: Record<string, (v: string) => unknown> = {
-  "date-time": (v) => ENV.evaluate("timestamp(v)", { v }),
-  date: (v) => ENV.evaluate("timestamp(v)", { v: `${v}T00:00:00Z` }),
-  duration: (v) => ENV.evaluate("duration(v)", { v }),
+  "date-time": (v) => RULE_ENV.evaluate("timestamp(v)", { v }),
+  date: (v) => RULE_ENV.evaluate("timestamp(v)", { v: `${v}T00:00:00Z` }),
+  duration: (v) => RULE_ENV.evaluate("duration(v)", { v }),
   byte: (v) => new Uint8Array(Buffer.from(v, "base64")),
 };
 
@@ -520,258 +507,4 @@ function runError(err: unknown, rule: Rule): string {
   if (bounds) return `index out of bounds: ${bounds[1]} evaluating rule: ${errorString(rule)}`;
   const m = /^No such key: (.*)$/i.exec(msg);
   return `${m ? `no such key: ${m[1]}` : msg} evaluating rule: ${errorString(rule)}`;
-}
-
-/**
- * celType is the CEL type a rule's self has under a (raw) schema, as kube's
- * SchemaDeclType types it, declared into env (object types get names of their
- * own): objects with properties are types with those fields, maps of
- * additionalProperties map<string, T>, arrays list<T>, formats date-time and
- * date timestamps, duration durations, byte bytes. What the schema leaves
- * open (preserved unknown fields, int-or-string, embedded resources, no type)
- * is dyn, so that no rule kube takes is refused here.
- */
-function celType(s: JsonValue | undefined, env: Environment, name: string, root: boolean): string | Record<string, unknown> {
-  const o = isObject(s) ? s : {};
-  if (o["x-kubernetes-int-or-string"] === true || o["x-kubernetes-embedded-resource"] === true) return "dyn";
-  switch (o["type"]) {
-    case "integer":
-      return "int";
-    case "number":
-      return "double";
-    case "boolean":
-      return "bool";
-    case "string": {
-      const f = o["format"];
-      return f === "date-time" || f === "date"
-        ? "google.protobuf.Timestamp"
-        : f === "duration"
-          ? "google.protobuf.Duration"
-          : f === "byte"
-            ? "bytes"
-            : "string";
-    }
-    case "array": {
-      const item = celType(o["items"], env, `${name}_item`, false);
-      return `list<${named(item, env, `${name}_item`)}>`;
-    }
-    case "object": {
-      if (isObject(o["additionalProperties"])) {
-        const v = celType(o["additionalProperties"], env, `${name}_value`, false);
-        return `map<string, ${named(v, env, `${name}_value`)}>`;
-      }
-      if (o["x-kubernetes-preserve-unknown-fields"] === true || !isObject(o["properties"])) return "dyn";
-      const fields: Record<string, unknown> = {};
-      for (const [k, v] of Object.entries(o["properties"])) {
-        if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(k)) return "dyn"; // a name CEL escapes: left open
-        fields[k] =
-          root && k === "metadata"
-            ? { name: "string", generateName: "string" }
-            : named(celType(v, env, `${name}_${k}`, false), env, `${name}_${k}`);
-      }
-      // At the root, kube gives every rule apiVersion, kind and metadata's name and generateName (WithTypeAndObjectMeta).
-      if (root) {
-        for (const k of ["apiVersion", "kind"]) fields[k] ??= "string";
-        fields["metadata"] = { name: "string", generateName: "string" };
-      }
-      return fields;
-    }
-    default:
-      return "dyn";
-  }
-}
-
-/** cel-go's names of the operators cel-js reports, and the types whose mismatches both checkers see alike. */
-const OPERATORS: Record<string, string> = {
-  "+": "_+_",
-  "-": "_-_",
-  "*": "_*_",
-  "/": "_/_",
-  "%": "_%_",
-  "==": "_==_",
-  "!=": "_!=_",
-  "<": "_<_",
-  "<=": "_<=_",
-  ">": "_>_",
-  ">=": "_>=_",
-  in: "@in",
-};
-const CORE_FUNCTIONS = new Set(["size", "startsWith", "endsWith", "contains", "matches"]);
-const NUMERIC = new Set(["int", "uint", "double"]);
-/** goType is a cel-js type as cel-go prints it (list<string> is list(string)); undefined when it is open or a schema's object. */
-function goType(t: string): string | undefined {
-  const plain = /^(int|uint|double|string|bytes|bool|null|google\.protobuf\.(Timestamp|Duration))$/;
-  if (plain.test(t)) return t === "null" ? "null_type" : t;
-  const inner = /^(list|map)<(.+)>$/.exec(t);
-  if (!inner) return undefined;
-  const parts = inner[2]!.split(/,\s*/).map(goType);
-  return parts.every((p) => p !== undefined) ? `${inner[1]}(${parts.join(", ")})` : undefined;
-}
-
-/**
- * checkerError is cel-go's word for what cel-js's checker found, when both
- * checkers find it alike: a field the schema lacks (undefined field), an
- * operator or a core string function given types it has no overload for
- * (found no matching overload). Mixed numbers are left alone (kube compares
- * int with double); anything else, undefined.
- */
-function checkerError(message: string, node: unknown, text: string): { column: number; detail: string } | undefined {
-  const first = message.split("\n")[0]!;
-  const n = node as { pos?: number; args?: unknown } | undefined;
-  const key = /^No such key: (.*)$/.exec(first);
-  if (key) return { column: n?.pos ?? 1, detail: `undefined field '${key[1]}'` };
-  const op = /^no such overload: (.+) (==|!=|<=|>=|<|>|\+|-|\*|\/|%|in) (.+)$/.exec(first);
-  if (op) {
-    const [l, r] = [goType(op[1]!), goType(op[3]!)];
-    // Mixed numbers (kube compares int with double) and null (which cel-go may take where a value could be
-    // absent) are left to the rule's run.
-    if (!l || !r || (NUMERIC.has(l) && NUMERIC.has(r)) || l === "null_type" || r === "null_type") return undefined;
-    // cel-go places the error at the operator.
-    const [left] = Array.isArray(n?.args) ? (n.args as { end?: number }[]) : [];
-    const at = text.indexOf(op[2]!, left?.end ?? 0);
-    return { column: at + 1, detail: `found no matching overload for '${OPERATORS[op[2]!]}' applied to '(${l}, ${r})'` };
-  }
-  const call = /^found no matching overload for '(?:(\S+)\.)?(\w+)\((.*)\)'$/.exec(first);
-  if (call && CORE_FUNCTIONS.has(call[2]!)) {
-    const target = call[1] === undefined ? undefined : goType(call[1]);
-    const args = call[3] ? call[3].split(/,\s*/).map(goType) : [];
-    if ((call[1] !== undefined && !target) || args.some((a) => a === undefined)) return undefined;
-    const applied = `${target ? `${target}.` : ""}(${args.join(", ")})`;
-    // A member call is placed at its '(' (where cel-go's parser puts the call), a global one at its name.
-    const start = n?.pos ?? 0;
-    const open = target ? text.indexOf(`${call[2]}(`, start) : -1;
-    const column = open >= 0 ? open + call[2]!.length + 1 : start + 1;
-    return { column, detail: `found no matching overload for '${call[2]}' applied to '${applied}'` };
-  }
-  // A name no rule has (kube declares only self, oldSelf and the libraries); a type's dotted name
-  // (net.IP, kubernetes.Quantity), which cel-js does not know as a value, is left to the rule's run.
-  const undeclared = /^Unknown variable: (\w+)$/.exec(first);
-  if (undeclared && !TYPE_NAMESPACES.has(undeclared[1]!))
-    return { column: (n?.pos ?? 0) + 1, detail: `undeclared reference to '${undeclared[1]}' (in container '')` };
-  // A list or map literal mixing types (kube's environment checks aggregate literals as homogeneous,
-  // cel-go checker/checker.go checkCreateList/checkCreateMap): placed at the element that differs.
-  const mixed = /^(?:List elements must have the same type|Map (?:key|value) uses wrong type), expected type '(.+)' but found '(.+)'$/.exec(
-    first,
-  );
-  if (mixed) {
-    const [want, got] = [goType(mixed[1]!), goType(mixed[2]!)];
-    if (want && got) return { column: (n?.pos ?? 0) + 1, detail: `expected type '${want}' but found '${got}'` };
-  }
-  return undefined;
-}
-
-/**
- * declared is a clone of env that knows only the names a rule may use: the
- * libraries' namespaces (NAMESPACES), self and oldSelf (dyn, unless the caller
- * declares them after), so that checking a rule that names anything else
- * (authorizer, which only admission policies have) refuses it as kube does.
- */
-function declared(env: Environment, self = true): Environment {
-  const out = env.clone({ unlistedVariablesAreDyn: false });
-  for (const [name, lib] of Object.entries(NAMESPACES)) out.registerVariable(name, NAMESPACE_TYPES.get(lib.constructor)!);
-  if (self) out.registerVariable("self", "dyn").registerVariable("oldSelf", "dyn");
-  return out;
-}
-
-/** FORMAT_EXEMPT: the functions whose list arguments may mix types (cel-go ext/strings.go exempts format's). */
-const FORMAT_EXEMPT = new Set(["format"]);
-
-/** exemptRanges are the [pos, end) spans of the arguments of calls FORMAT_EXEMPT names, in a cel-js parse tree. */
-function exemptRanges(node: unknown, out: [number, number][] = []): [number, number][] {
-  if (!node || typeof node !== "object") return out;
-  const n = node as { op?: string; args?: unknown; pos?: number; end?: number };
-  if (Array.isArray(node)) {
-    for (const x of node) exemptRanges(x, out);
-    return out;
-  }
-  if ((n.op === "rcall" || n.op === "call") && Array.isArray(n.args) && FORMAT_EXEMPT.has(n.args[0] as string)) {
-    const args = n.args.at(-1);
-    if (Array.isArray(args)) for (const a of args as { pos?: number; end?: number }[]) out.push([a.pos ?? 0, a.end ?? 0]);
-  }
-  if (Array.isArray(n.args)) exemptRanges(n.args, out);
-  else if (n.args && typeof n.args === "object") exemptRanges(n.args, out);
-  return out;
-}
-
-/**
- * mixedLiteral is the refusal of a list or map literal that mixes types, which
- * kube's environment checks as homogeneous (cel-go's homogeneous aggregate
- * literal validator, with format()'s arguments exempt); env is the rule's
- * environment (its variables declared), checked again with the check on.
- */
-function mixedLiteral(env: Environment, text: string): { column: number; detail: string } | undefined {
-  const strict = env.clone({ homogeneousAggregateLiterals: true });
-  let result: { valid: boolean; error?: { message: string; node?: { pos?: number } } };
-  try {
-    result = strict.check(text) as typeof result;
-  } catch {
-    return undefined;
-  }
-  if (result.valid || !/^(List elements|Map (key|value))/.test(result.error?.message ?? "")) return undefined;
-  const at = result.error?.node?.pos ?? 0;
-  if (exemptRanges((strict.parse(text) as unknown as { ast: unknown }).ast).some(([a, b]) => at >= a && at < b)) return undefined;
-  return checkerError(result.error!.message, result.error!.node, text);
-}
-
-/** named is a type as a field may name it: an object type is registered under name. */
-function named(t: string | Record<string, unknown>, env: Environment, name: string): string {
-  if (typeof t === "string") return t;
-  env.registerType({ name, schema: t as never });
-  return name;
-}
-
-/**
- * ruleTypeErrors type-checks a schema's x-kubernetes-validations against the
- * schema, as kube compiles them when the CRD is written: a rule over a field
- * the schema does not have, one whose value is not a bool, a messageExpression
- * that is not a string, refuse the CRD, in cel-go's words.
- */
-export function ruleTypeErrors(schema: JsonObject, at: string, root = true): FieldError[] {
-  const errs: FieldError[] = [];
-  const rules = Array.isArray(schema["x-kubernetes-validations"]) ? schema["x-kubernetes-validations"].filter(isObject) : [];
-  if (rules.length) {
-    const env = declared(ENV, false);
-    const self = celType(schema, env, "Self", root);
-    for (const v of ["self", "oldSelf"])
-      if (typeof self === "string") env.registerVariable({ name: v, type: self });
-      else env.registerVariable({ name: v, schema: self as never });
-    rules.forEach((r, i) => {
-      const where = `${at}.x-kubernetes-validations[${i}]`;
-      for (const [field, want] of [
-        ["rule", "bool"],
-        ["messageExpression", "string"],
-      ] as const) {
-        const text = r[field];
-        if (typeof text !== "string" || !text.trim()) continue;
-        let result: { valid: boolean; type?: string; error?: { message: string; node?: { pos?: number } } };
-        try {
-          result = env.check(text) as typeof result;
-        } catch {
-          continue; // does not parse: compileRule says so
-        }
-        if (!result.valid || mixedLiteral(env, text)) {
-          // Refused: a field the schema does not have, an operator or core function given types it
-          // has no overload for, a literal mixing types. Another failure may be a function of Kubernetes'
-          // libraries cel-js lacks, which kube would take (the rule then fails when run).
-          const found = result.valid ? mixedLiteral(env, text) : checkerError(result.error?.message ?? "", result.error?.node, text);
-          if (!found) continue;
-          const prefix = field === "rule" ? "compilation failed" : "messageExpression compilation failed";
-          errs.push(invalid(`${where}.${field}`, OMIT, `${prefix}: ERROR: <input>:1:${found.column}: ${found.detail}`));
-        } else if (result.type !== want && result.type !== "dyn")
-          errs.push(
-            invalid(
-              `${where}.${field}`,
-              OMIT,
-              field === "rule" ? "cel expression must evaluate to a bool" : "messageExpression must evaluate to a string",
-            ),
-          );
-      }
-    });
-  }
-  const props = isObject(schema["properties"]) ? schema["properties"] : {};
-  for (const [k, v] of Object.entries(props)) if (isObject(v)) errs.push(...ruleTypeErrors(v, `${at}.properties[${k}]`, false));
-  if (isObject(schema["items"])) errs.push(...ruleTypeErrors(schema["items"], `${at}.items`, false));
-  if (isObject(schema["additionalProperties"]))
-    errs.push(...ruleTypeErrors(schema["additionalProperties"], `${at}.additionalProperties`, false));
-  return errs;
 }

@@ -75,7 +75,8 @@ export function goValue(v: JsonValue | undefined): string {
   if (typeof v === "number") return goFloat(v);
   if (typeof v === "boolean") return String(v);
   if (typeof v === "string") return JSON.stringify(v);
-  return JSON.stringify(v ?? null);
+  // Go's json.Marshal, which escapes HTML's characters and the JavaScript line separators.
+  return JSON.stringify(v ?? null).replace(/[<>&\u2028\u2029]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
 }
 
 /** body is the error without its field: "Invalid value: 3: must be ...". */

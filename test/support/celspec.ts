@@ -11,7 +11,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { tests } from "@bufbuild/cel-spec/testdata/conformance.js";
 import type { SerializedIncrementalTestSuite } from "@bufbuild/cel-spec/testdata/tests.js";
-import { compileRuleExpression } from "../../src/apiserver/cel.js";
+import { compileRuleExpression } from "../../src/apiserver/celcheck.js";
 
 /** The suites whose features Kubernetes' CEL environment has. */
 const KUBE_SUITES = new Set([
