@@ -34,6 +34,7 @@ import { correlate, type Node, type Old, type Rule } from "./node.js";
 import { canonical, NAMESPACES, withKubernetesLibraries } from "./cellibs.js";
 import { withOptionalMaps, withTwoVarComprehensions } from "./celcomprehensions.js";
 import { durationText, format, timestampText } from "./celformat.js";
+import { withListsLibrary } from "./cellists.js";
 import { messageOf } from "../sdk/errors.js";
 import { charge, CostExceeded, metered, REQUEST_BUDGET, withMeter } from "./celmeter.js";
 
@@ -48,73 +49,74 @@ const HAS_FIELD = "xfnHasField";
 
 const cmp = (a: unknown, b: unknown) => ((a as number) < (b as number) ? -1 : (a as number) > (b as number) ? 1 : 0);
 /** RULE_ENV is the environment every CRD rule is compiled and run in (celcheck.ts checks rules against it). */
-export const RULE_ENV = withOptionalMaps(
-  withTwoVarComprehensions(
-    withKubernetesLibraries(
-      new Environment({ unlistedVariablesAreDyn: true, homogeneousAggregateLiterals: false, enableOptionalTypes: true }),
-    ),
-  )
-    // Kubernetes' CEL list library (k8s.io/apiserver/pkg/cel/library/lists.go).
-    .registerFunction("list.isSorted(): bool", (l: unknown[]) => l.every((x, i) => i === 0 || cmp(l[i - 1], x) <= 0))
-    .registerFunction("list.sum(): dyn", (l: unknown[]) =>
-      l.reduce(
-        (a: unknown, b) => (typeof a === "bigint" && typeof b === "bigint" ? a + b : Number(a) + Number(b)),
-        l.length && typeof l[0] === "number" ? 0 : 0n,
+export const RULE_ENV = withListsLibrary(
+  withOptionalMaps(
+    withTwoVarComprehensions(
+      withKubernetesLibraries(
+        new Environment({ unlistedVariablesAreDyn: true, homogeneousAggregateLiterals: false, enableOptionalTypes: true }),
       ),
     )
-    .registerFunction("list.min(): dyn", (l: unknown[]) => {
-      if (!l.length) throw new Error("min called on empty list");
-      return l.reduce((a, b) => (cmp(b, a) < 0 ? b : a));
-    })
-    .registerFunction("list.max(): dyn", (l: unknown[]) => {
-      if (!l.length) throw new Error("max called on empty list");
-      return l.reduce((a, b) => (cmp(b, a) > 0 ? b : a));
-    })
-    .registerFunction("list.indexOf(dyn): int", (l: unknown[], x: unknown) => BigInt(l.findIndex((y) => isDeepStrictEqual(x, y))))
-    .registerFunction("list.lastIndexOf(dyn): int", (l: unknown[], x: unknown) => BigInt(l.findLastIndex((y) => isDeepStrictEqual(x, y))))
-    // The strings extension functions cel-js lacks (cel-go ext/strings.go).
-    .registerFunction("string.charAt(int): string", (s: string, i: bigint) => {
-      const runes = [...s];
-      if (i < 0n || i > BigInt(runes.length)) throw new Error(`index out of range: ${i}`);
-      return runes[Number(i)] ?? "";
-    })
-    .registerFunction("string.replace(string, string): string", (s: string, a: string, b: string) => replaced(s, a, b).join(b))
-    .registerFunction("string.replace(string, string, int): string", (s: string, a: string, b: string, n: bigint) => {
-      if (n < 0n) return replaced(s, a, b).join(b);
-      const parts = replaced(s, a, b);
-      return parts.slice(0, Number(n) + 1).join(b) + (parts.length > Number(n) + 1 ? a + parts.slice(Number(n) + 1).join(a) : "");
-    })
-    .registerFunction("string.reverse(): string", (s: string) => [...s].reverse().join(""))
-    // format(), as kube's strings library version has it (celformat.ts).
-    .registerFunction("string.format(list): string", (s: string, args: Iterable<unknown>) => format(s, args))
-    // Kubernetes' regex library (library/regex.go), and matches(): on RE2, as cel-go's, in time linear in the string.
-    .registerFunction("string.find(string): string", (s: string, re: string) => {
-      const m = re2(re).matcher(s);
-      return m.find() ? (m.group() ?? "") : "";
-    })
-    .registerFunction("string.findAll(string): list<string>", (s: string, re: string) => findAll(s, re, -1n))
-    .registerFunction("string.findAll(string, int): list<string>", (s: string, re: string, n: bigint) => findAll(s, re, n))
-    // Conversions cel-js lacks (cel-go common/types: int.go, timestamp.go, duration.go ConvertToType).
-    .registerFunction("int(uint): int", (u: { value: bigint }) => {
-      if (u.value > INT64_MAX) throw new Error("integer overflow");
-      return u.value;
-    })
-    .registerFunction("int(google.protobuf.Timestamp): int", (t: Date) => BigInt(Math.floor(t.getTime() / 1000)))
-    .registerFunction("string(google.protobuf.Timestamp): string", (t: Date) => timestampText(t))
-    .registerFunction("string(google.protobuf.Duration): string", (d: { seconds: bigint; nanos: number }) => durationText(d))
-    .registerFunction("duration(google.protobuf.Duration): google.protobuf.Duration", (d: unknown) => d)
-    .registerFunction("timestamp(google.protobuf.Timestamp): google.protobuf.Timestamp", (t: Date) => t)
-    // Bytes order byte by byte (cel-go common/types/bytes.go Compare).
-    .registerOperator("bytes < bytes", (a: Uint8Array, b: Uint8Array) => Buffer.compare(a, b) < 0)
-    .registerOperator("bytes <= bytes", (a: Uint8Array, b: Uint8Array) => Buffer.compare(a, b) <= 0)
-    .registerOperator("bytes > bytes", (a: Uint8Array, b: Uint8Array) => Buffer.compare(a, b) > 0)
-    .registerOperator("bytes >= bytes", (a: Uint8Array, b: Uint8Array) => Buffer.compare(a, b) >= 0)
-    .registerFunction(`${HAS_FIELD}(dyn, string): bool`, (o: unknown, k: string) =>
-      o instanceof Map ? o.has(k) : typeof o === "object" && o !== null && !Array.isArray(o) && Object.hasOwn(o, k),
-    )
-    // matches(): a long one, in a write, runs off the serving thread (offthread.ts).
-    .registerFunction(RE2_DECLARATIONS[0], ruleMatches)
-    .registerFunction(RE2_DECLARATIONS[1], ruleMatches),
+      // Kubernetes' CEL list library (k8s.io/apiserver/pkg/cel/library/lists.go).
+      .registerFunction("list.isSorted(): bool", (l: unknown[]) => l.every((x, i) => i === 0 || cmp(l[i - 1], x) <= 0))
+      .registerFunction("list<T>.sum(): T", (l: unknown[]) =>
+        l.reduce(
+          (a: unknown, b) => (typeof a === "bigint" && typeof b === "bigint" ? a + b : Number(a) + Number(b)),
+          l.length && typeof l[0] === "number" ? 0 : 0n,
+        ),
+      )
+      .registerFunction("list<T>.min(): T", (l: unknown[]) => {
+        if (!l.length) throw new Error("min called on empty list");
+        return l.reduce((a, b) => (cmp(b, a) < 0 ? b : a));
+      })
+      .registerFunction("list<T>.max(): T", (l: unknown[]) => {
+        if (!l.length) throw new Error("max called on empty list");
+        return l.reduce((a, b) => (cmp(b, a) > 0 ? b : a));
+      })
+      .registerFunction("list.indexOf(dyn): int", (l: unknown[], x: unknown) => BigInt(l.findIndex((y) => isDeepStrictEqual(x, y))))
+      .registerFunction("list.lastIndexOf(dyn): int", (l: unknown[], x: unknown) => BigInt(l.findLastIndex((y) => isDeepStrictEqual(x, y))))
+      // The strings extension functions cel-js lacks (cel-go ext/strings.go).
+      .registerFunction("string.charAt(int): string", (s: string, i: bigint) => {
+        const runes = [...s];
+        if (i < 0n || i > BigInt(runes.length)) throw new Error(`index out of range: ${i}`);
+        return runes[Number(i)] ?? "";
+      })
+      .registerFunction("string.replace(string, string): string", (s: string, a: string, b: string) => replaced(s, a, b).join(b))
+      .registerFunction("string.replace(string, string, int): string", (s: string, a: string, b: string, n: bigint) => {
+        if (n < 0n) return replaced(s, a, b).join(b);
+        const parts = replaced(s, a, b);
+        return parts.slice(0, Number(n) + 1).join(b) + (parts.length > Number(n) + 1 ? a + parts.slice(Number(n) + 1).join(a) : "");
+      })
+      // format(), as kube's strings library version has it (celformat.ts).
+      .registerFunction("string.format(list): string", (s: string, args: Iterable<unknown>) => format(s, args))
+      // Kubernetes' regex library (library/regex.go), and matches(): on RE2, as cel-go's, in time linear in the string.
+      .registerFunction("string.find(string): string", (s: string, re: string) => {
+        const m = re2(re).matcher(s);
+        return m.find() ? (m.group() ?? "") : "";
+      })
+      .registerFunction("string.findAll(string): list<string>", (s: string, re: string) => findAll(s, re, -1n))
+      .registerFunction("string.findAll(string, int): list<string>", (s: string, re: string, n: bigint) => findAll(s, re, n))
+      // Conversions cel-js lacks (cel-go common/types: int.go, timestamp.go, duration.go ConvertToType).
+      .registerFunction("int(uint): int", (u: { value: bigint }) => {
+        if (u.value > INT64_MAX) throw new Error("integer overflow");
+        return u.value;
+      })
+      .registerFunction("int(google.protobuf.Timestamp): int", (t: Date) => BigInt(Math.floor(t.getTime() / 1000)))
+      .registerFunction("string(google.protobuf.Timestamp): string", (t: Date) => timestampText(t))
+      .registerFunction("string(google.protobuf.Duration): string", (d: { seconds: bigint; nanos: number }) => durationText(d))
+      .registerFunction("duration(google.protobuf.Duration): google.protobuf.Duration", (d: unknown) => d)
+      .registerFunction("timestamp(google.protobuf.Timestamp): google.protobuf.Timestamp", (t: Date) => t)
+      // Bytes order byte by byte (cel-go common/types/bytes.go Compare).
+      .registerOperator("bytes < bytes", (a: Uint8Array, b: Uint8Array) => Buffer.compare(a, b) < 0)
+      .registerOperator("bytes <= bytes", (a: Uint8Array, b: Uint8Array) => Buffer.compare(a, b) <= 0)
+      .registerOperator("bytes > bytes", (a: Uint8Array, b: Uint8Array) => Buffer.compare(a, b) > 0)
+      .registerOperator("bytes >= bytes", (a: Uint8Array, b: Uint8Array) => Buffer.compare(a, b) >= 0)
+      .registerFunction(`${HAS_FIELD}(dyn, string): bool`, (o: unknown, k: string) =>
+        o instanceof Map ? o.has(k) : typeof o === "object" && o !== null && !Array.isArray(o) && Object.hasOwn(o, k),
+      )
+      // matches(): a long one, in a write, runs off the serving thread (offthread.ts).
+      .registerFunction(RE2_DECLARATIONS[0], ruleMatches)
+      .registerFunction(RE2_DECLARATIONS[1], ruleMatches),
+  ),
 );
 
 const INT64_MAX = 2n ** 63n - 1n;

@@ -135,7 +135,8 @@ const OPERATORS: Record<string, string> = {
   ">=": "_>=_",
   in: "@in",
 };
-const CORE_FUNCTIONS = new Set(["size", "startsWith", "endsWith", "contains", "matches"]);
+// reverse: kube has list.reverse() only (its strings library version has no string.reverse()), as here.
+const CORE_FUNCTIONS = new Set(["size", "startsWith", "endsWith", "contains", "matches", "reverse"]);
 const NUMERIC = new Set(["int", "uint", "double"]);
 /** goType is a cel-js type as cel-go prints it (list<string> is list(string)); undefined when it is open or a schema's object. */
 function goType(t: string): string | undefined {
@@ -151,8 +152,8 @@ function goType(t: string): string | undefined {
  * checkerError is cel-go's word for what cel-js's checker found, when both
  * checkers find it alike: a field the schema lacks (undefined field), an
  * operator or a core string function given types it has no overload for
- * (found no matching overload). Mixed numbers are left alone (kube compares
- * int with double); anything else, undefined.
+ * (found no matching overload). Numbers of mixed types ordered are left alone
+ * (kube orders int against double); anything else, undefined.
  */
 function checkerError(message: string, node: unknown, text: string): { column: number; detail: string } | undefined {
   const first = message.split("\n")[0]!;
@@ -168,9 +169,11 @@ function checkerError(message: string, node: unknown, text: string): { column: n
       (object(op[1]!) && goType(op[3]!)?.startsWith("map(")) || (object(op[3]!) && goType(op[1]!)?.startsWith("map("))
         ? [shown(op[1]!), shown(op[3]!)]
         : [goType(op[1]!), goType(op[3]!)];
-    // Mixed numbers (kube compares int with double) and null (which cel-go may take where a value could be
-    // absent) are left to the rule's run.
-    if (!l || !r || (NUMERIC.has(l) && NUMERIC.has(r)) || l === "null_type" || r === "null_type") return undefined;
+    // Mixed numbers are ordered across types (kube's CrossTypeNumericComparisons) but not compared for
+    // equality: 1.0 == 1 does not compile there. Null (which cel-go may take where a value could be
+    // absent) is left to the rule's run.
+    const ordering = ["<", "<=", ">", ">="].includes(op[2]!);
+    if (!l || !r || (NUMERIC.has(l) && NUMERIC.has(r) && ordering) || l === "null_type" || r === "null_type") return undefined;
     // cel-go places the error at the operator.
     const [left] = Array.isArray(n?.args) ? (n.args as { end?: number }[]) : [];
     const at = text.indexOf(op[2]!, left?.end ?? 0);

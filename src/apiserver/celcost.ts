@@ -20,10 +20,9 @@
 // per-rule limit for a version whose schema an update leaves unchanged). Its
 // table test ports compilation_test.go's TestCostEstimation.
 //
-// The estimate walks cel-js's parse tree, with types inferred from the schema
-// and the operators (cel-go works on its type-checked tree); where an operand's
-// type is open (dyn), the costs of the overloads it could take are joined, as
-// cel-go joins a call's candidate overloads.
+// The estimate walks cel-js's parse tree, with types inferred from the schema and the operators (cel-go
+// works on its type-checked tree); where an operand's type is open (dyn), the costs of the overloads it
+// could take are joined, as cel-go joins a call's candidate overloads.
 import type { JsonObject } from "@bufbuild/protobuf";
 import { Environment } from "@marcbachmann/cel-js";
 import { isObject } from "../json.js";
@@ -37,6 +36,8 @@ import {
   factor,
   fixed,
   INT,
+  LIST_EXTENSION,
+  listExtensionCost,
   literalType,
   MAX,
   MAX_REQUEST,
@@ -96,7 +97,7 @@ const MACROS = new Set(["all", "exists", "exists_one", "existsOne", "map", "filt
 /** The comprehensions that only exist with two variables, with or without a filter. */
 const TRANSFORMS = new Set(["transformList", "transformMap", "transformMapEntry"]);
 /** Names before a dot that make a global function's name (or cel.bind), not a variable's field. */
-const NAMESPACES = new Set(["cel", "sets", "strings", "optional", "math", "ip"]);
+const NAMESPACES = new Set(["cel", "sets", "strings", "optional", "math", "ip", "lists"]);
 const node = (op: string, args: unknown): N => ({ op, args });
 /** transformSteps are a transform's init, condition and step: accu + [t], or cel.@mapInsert(accu, k, t) or (accu, t); filtered. */
 function transformSteps(name: string, v: string, body: N, args: N[]): [N, N, N] {
@@ -485,6 +486,7 @@ class Coster {
     const est = (a: Arg) => a.size ?? this.estimateSize(a.path) ?? UNKNOWN;
     if (!target && (name === "sets.contains" || name === "sets.intersects" || name === "sets.equivalent") && args.length === 2)
       return { cost: sum(factor(times(est(args[0]!), est(args[1]!)), name === "sets.equivalent" ? 2 : 1), fixed(1)) };
+    if (target && args.length === 0 && LIST_EXTENSION.has(name)) return listExtensionCost(name, est(target), this.elementOf(target)?.type);
     switch (name) {
       case "isSorted":
       case "sum":
@@ -741,11 +743,10 @@ function extra(s: JsonObject): number | undefined {
 }
 
 /**
- * costErrors is what kube refuses in one version's schema for cost: each rule
- * whose cost times the times it can run is over RULE_COST_LIMIT (and each such
- * messageExpression, not multiplied), unless unchanged says the schema is the
- * stored one; and a schema whose total is over SCHEMA_COST_LIMIT, naming the
- * (at most four) rules that contributed the most.
+ * costErrors is what kube refuses in one version's schema for cost: each rule whose cost times the times
+ * it can run is over RULE_COST_LIMIT (and each such messageExpression, not multiplied), unless unchanged
+ * says the schema is the stored one; and a schema whose total is over SCHEMA_COST_LIMIT, naming the (at
+ * most four) rules that contributed the most.
  */
 export function costErrors(schema: JsonObject, at: string, unchanged = false): FieldError[] {
   const errs: FieldError[] = [];

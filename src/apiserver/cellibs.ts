@@ -79,12 +79,18 @@ function parseURL(s: string): KubeURL | undefined {
   } catch {
     return undefined;
   }
-  const hostname = u.hostname.startsWith("[") ? u.hostname.slice(1, -1) : u.hostname;
+  // The host as written, as Go's url.URL keeps it (WHATWG's parser drops a scheme's default port and
+  // lowercases): https://[::1]:443/x has the host [::1]:443, the hostname ::1 and the port 443.
+  const authority = /^[^:]+:\/\/([^/?#]*)/.exec(s)?.[1] ?? "";
+  const host = authority.slice(authority.lastIndexOf("@") + 1);
+  const close = host.startsWith("[") ? host.indexOf("]") : -1;
+  const colon = close >= 0 ? (host[close + 1] === ":" ? close + 1 : -1) : host.lastIndexOf(":");
+  const hostname = close >= 0 ? host.slice(1, close) : colon >= 0 ? host.slice(0, colon) : host;
   return new KubeURL(
     m[1]!,
-    u.host,
+    host,
     hostname,
-    u.port,
+    colon >= 0 ? host.slice(colon + 1) : "",
     u.pathname === "/" && !/^[^:]+:\/\/[^/]*\//.test(s) ? "" : u.pathname,
     u.search.slice(1),
   );
@@ -221,13 +227,23 @@ export class StringsLibrary {}
 /** IPLibrary is what a rule's `ip` names in ip.isCanonical(...) (ip(...) itself is a function). */
 export class IPLibrary {}
 /** NAMESPACES are the values that stand for the libraries' namespaces in every rule. */
-export const NAMESPACES = { format: FORMAT_LIBRARY, sets: new SetsLibrary(), strings: new StringsLibrary(), ip: new IPLibrary() };
+/** ListsLibrary is what a rule's `lists` names in lists.range(n) (cellists.ts). */
+export class ListsLibrary {}
+
+export const NAMESPACES = {
+  format: FORMAT_LIBRARY,
+  sets: new SetsLibrary(),
+  strings: new StringsLibrary(),
+  ip: new IPLibrary(),
+  lists: new ListsLibrary(),
+};
 /** NAMESPACE_TYPES are the CEL types the namespaces' values are registered as, by class. */
 export const NAMESPACE_TYPES = new Map<unknown, string>([
   [FormatLibrary, "kubernetes.FormatLibrary"],
   [SetsLibrary, "kubernetes.SetsLibrary"],
   [StringsLibrary, "kubernetes.StringsLibrary"],
   [IPLibrary, "kubernetes.IPLibrary"],
+  [ListsLibrary, "cel.ListsLibrary"],
 ]);
 
 /** includes is setsContains: every element of sub is in list, by CEL equality. */

@@ -255,3 +255,20 @@ export function resultType(name: string, target: Decl | undefined, args: Decl[])
       return DYN;
   }
 }
+
+/** The lists extension's calls on a list whose estimate listExtensionCost gives. */
+export const LIST_EXTENSION = new Set(["sort", "distinct", "reverse", "flatten"]);
+
+/**
+ * listExtensionCost is the estimate of a lists-extension call on a list of
+ * size n, elements of kind elem (cel-go v0.26.0 ext/lists.go): sort() and
+ * distinct() compare every element with every other, twice (plus a traversal
+ * for strings and bytes), reverse() and flatten() touch each once; each
+ * dispatches (1) and makes a list (10); the result is as long as the list.
+ */
+export function listExtensionCost(name: string, n: Range, elem: Decl | undefined): { cost: Range; size: Range } {
+  const quadratic = name === "sort" || name === "distinct";
+  const perItem = quadratic ? 2 + (name === "sort" && (elem?.kind === "string" || elem?.kind === "bytes") ? TRAVERSAL : 0) : 1;
+  const work = factor(quadratic ? times(n, n) : n, perItem);
+  return { cost: sum(work, fixed(11)), size: n };
+}
