@@ -36,6 +36,7 @@ import {
   factor,
   fixed,
   INT,
+  equalsInO1,
   LIST_EXTENSION,
   listExtensionCost,
   literalType,
@@ -57,9 +58,6 @@ import {
   type Kind,
   type Range,
 } from "./celsize.js";
-
-/** Kubernetes' library types whose equality kube's estimate charges 1. */
-const O1_EQUAL = new Set(["quantity", "ip", "cidr", "semver"]);
 
 /** The per-rule limit (StaticEstimatedCostLimit) and the whole schema's (StaticEstimatedCRDCostLimit). */
 export const RULE_COST_LIMIT = 10_000_000;
@@ -314,10 +312,9 @@ class Coster {
       case "!=":
         this.types.set(e, BOOL);
         // Two values of one of Kubernetes' library types compare in O(1) (k8s.io/apiserver v0.36.3
-        // pkg/cel/library/cost.go, EstimateCallCost "_==_"): quantities, IPs, CIDRs, semvers. (A URL's cost
-        // there grows with its size; it is left to compare().)
-        if (lt.kind === "opaque" && rt.kind === "opaque" && lt.name && lt.name === rt.name && O1_EQUAL.has(lt.name))
-          return sum(fixed(1), args);
+        // pkg/cel/library/cost.go, EstimateCallCost "_==_"): quantities, IPs, CIDRs, semvers; and types.
+        // (A URL's cost there grows with its size; it is left to compare().)
+        if (equalsInO1(lt, rt, l, r)) return sum(fixed(1), args);
         return compare();
       case "<":
       case "<=":

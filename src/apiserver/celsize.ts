@@ -272,3 +272,28 @@ export function listExtensionCost(name: string, n: Range, elem: Decl | undefined
   const work = factor(quadratic ? times(n, n) : n, perItem);
   return { cost: sum(work, fixed(11)), size: n };
 }
+
+/** The names a rule writes a type with: the plain ones, and the dotted ones' first part (google.protobuf.Duration, net.IP). */
+const TYPE_NAMES = new Set(["int", "uint", "double", "bool", "string", "bytes", "list", "map", "null_type", "type", "dyn"]);
+const TYPE_ROOTS = new Set(["google", "net", "kubernetes"]);
+
+/**
+ * isTypeValue is whether a cel-js tree node is a type: type(x), or a type's name. Types compare in O(1)
+ * (cel-go's estimate sizes them 1), where an operand of unknown size would be charged its whole size.
+ */
+function isTypeValue(n: { op: string; args: unknown }): boolean {
+  if (n.op === "call" && Array.isArray(n.args) && n.args[0] === "type") return true;
+  if (n.op === "id") return TYPE_NAMES.has(n.args as string);
+  let root = n;
+  while (root.op === "." && Array.isArray(root.args)) root = root.args[0] as { op: string; args: unknown };
+  return root !== n && root.op === "id" && TYPE_ROOTS.has(root.args as string);
+}
+
+/** Kubernetes' library types whose equality kube's estimate charges 1. */
+const O1_EQUAL = new Set(["quantity", "ip", "cidr", "semver"]);
+
+/** equalsInO1 is whether == of l (of type lt) and r (rt) is charged 1: two values of one such library type, or types. */
+export function equalsInO1(lt: Decl, rt: Decl, l: { op: string; args: unknown }, r: { op: string; args: unknown }): boolean {
+  if (lt.kind === "opaque" && rt.kind === "opaque" && lt.name && lt.name === rt.name && O1_EQUAL.has(lt.name)) return true;
+  return isTypeValue(l) || isTypeValue(r);
+}
