@@ -15,9 +15,11 @@ import { join } from "node:path";
 import { Environment, evaluate } from "@marcbachmann/cel-js";
 import * as buf from "@bufbuild/cel";
 import { strings } from "@bufbuild/cel/ext";
+import type { JsonObject } from "@bufbuild/protobuf";
 import { Schema } from "../src/apiserver/schema.js";
+import { specCRD } from "../test/support/cluster.js";
 import { loadKubeCel, type KubeCel } from "../test/crossplane/kubecel.js";
-import { canonicalCelJs, celCases, celInput, celLiteral, doubleText, ourAnswer, readRecording } from "../test/support/celspec.js";
+import { canonicalCelJs, canonicalScalar, celCases, celInput, celLiteral, ourAnswer, readRecording } from "../test/support/celspec.js";
 import { flag, writeSection } from "./results.js";
 
 const N = flag("--n", 20000);
@@ -26,12 +28,8 @@ const UnsignedInt = (evaluate("0u") as object).constructor as new (n: bigint) =>
 
 /** canonicalBuf is a value @bufbuild/cel answered, in test/support/celspec.ts's canonical form. */
 function canonicalBuf(x: unknown): string {
-  if (x === null) return "null";
-  if (typeof x === "boolean") return `bool(${x})`;
-  if (typeof x === "bigint") return `int(${x})`;
-  if (typeof x === "number") return `double(${doubleText(x)})`;
-  if (typeof x === "string") return `string(${JSON.stringify(x)})`;
-  if (x instanceof Uint8Array) return `bytes(${Buffer.from(x).toString("hex")})`;
+  const scalar = canonicalScalar(x);
+  if (scalar !== undefined) return scalar;
   if (buf.isCelUint(x)) return `uint(${x.value})`;
   if (buf.isCelList(x)) return `[${[...x].map(canonicalBuf).join(",")}]`;
   if (buf.isCelMap(x))
@@ -151,41 +149,22 @@ function compileUs(f: (r: string) => unknown): number {
 }
 
 /** A CRD whose spec has two rules (one a Kubernetes library call), validated as the server validates a write. */
-const CRD = {
-  apiVersion: "apiextensions.k8s.io/v1",
-  kind: "CustomResourceDefinition",
-  metadata: { name: "widgets.bench.example.org" },
-  spec: {
-    group: "bench.example.org",
-    scope: "Namespaced",
-    names: { plural: "widgets", kind: "Widget" },
-    versions: [
-      {
-        name: "v1",
-        served: true,
-        storage: true,
-        schema: {
-          openAPIV3Schema: {
-            type: "object",
-            properties: {
-              spec: {
-                type: "object",
-                "x-kubernetes-validations": [{ rule: "quantity(self.a) == quantity('1Gi')" }, { rule: "self.n < 10" }],
-                properties: { a: { type: "string", maxLength: 10 }, n: { type: "integer" } },
-              },
-            },
-          },
-        },
-      },
-    ],
+const CRD = specCRD(
+  "bench.example.org",
+  {
+    type: "object",
+    "x-kubernetes-validations": [{ rule: "quantity(self.a) == quantity('1Gi')" }, { rule: "self.n < 10" }],
+    properties: { a: { type: "string", maxLength: 10 }, n: { type: "integer" } },
   },
-};
+  "Widget",
+  "widgets",
+);
 const objectOf = (i: number) => ({ spec: { a: "1Gi", n: i % 20 } });
 const VALIDATIONS = 2000;
 
 /** validateUs is µs per CRD validation of objectOf(i) through xfn's Schema (JSON text in, as a write's body is). */
 function xfnValidateUs(): number {
-  const s = new Schema(CRD.spec.versions[0]!.schema.openAPIV3Schema);
+  const s = new Schema((CRD.spec.versions[0]!["schema"] as JsonObject)["openAPIV3Schema"] as JsonObject);
   const t = performance.now();
   for (let i = 0; i < VALIDATIONS; i++) s.validate(JSON.parse(JSON.stringify(objectOf(i))), undefined, false, []);
   return ((performance.now() - t) * 1000) / VALIDATIONS;

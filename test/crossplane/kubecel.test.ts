@@ -13,6 +13,7 @@ import { suite } from "uvu";
 import * as assert from "uvu/assert";
 // @ts-expect-error -- a plain .mjs script without types
 import { goModuleDir, VERSIONS } from "../../scripts/anchors.mjs";
+import { specCRD } from "../support/cluster.js";
 import { needs } from "../support/needs.js";
 import { answerClass, celCases, celLiteral, readRecording, RECORDING, type Recorded } from "../support/celspec.js";
 import fc from "fast-check";
@@ -153,34 +154,17 @@ G("generated expressions are answered as kube answers them (fast-check; XFN_CELG
 
 G("a CRD kube refuses, and an object its rules refuse, are answered in kube's words", () => {
   // The module's CRD validation and rule validator, tried once each so that a broken build is seen here.
-  const crd = {
-    apiVersion: "apiextensions.k8s.io/v1",
-    kind: "CustomResourceDefinition",
-    metadata: { name: "things.kubecel.xfn.dev" },
-    spec: {
-      group: "kubecel.xfn.dev",
-      scope: "Namespaced",
-      names: { plural: "things", kind: "Thing" },
-      versions: [
-        {
-          name: "v1",
-          served: true,
-          storage: true,
-          schema: {
-            openAPIV3Schema: {
-              type: "object",
-              properties: {
-                spec: { type: "object", "x-kubernetes-validations": [{ rule: "self.n < 10" }], properties: { n: { type: "integer" } } },
-              },
-            },
-          },
-        },
-      ],
-    },
-  };
+  const crd = specCRD("kubecel.xfn.dev", {
+    type: "object",
+    "x-kubernetes-validations": [{ rule: "self.n < 10" }],
+    properties: { n: { type: "integer" } },
+  });
   assert.is(kube.compileCRD(JSON.stringify(crd)), "[]");
-  const bad = structuredClone(crd);
-  bad.spec.versions[0]!.schema.openAPIV3Schema.properties.spec["x-kubernetes-validations"] = [{ rule: "self.undeclared < 10" }];
+  const bad = specCRD("kubecel.xfn.dev", {
+    type: "object",
+    "x-kubernetes-validations": [{ rule: "self.undeclared < 10" }],
+    properties: { n: { type: "integer" } },
+  });
   assert.match(kube.compileCRD(JSON.stringify(bad)), "undefined field 'undeclared'");
   const errs = JSON.parse(kube.validate("t", JSON.stringify(crd), "v1", JSON.stringify({ spec: { n: 12 } }))) as FieldError[];
   assert.equal(

@@ -129,6 +129,17 @@ export function celInput(v: Json, uint: (n: bigint) => unknown): unknown {
   throw new Error(`a binding this reader does not take: ${JSON.stringify(v)}`);
 }
 
+/** canonicalScalar is a null, bool, int (bigint), double, string or bytes as the canonical string; undefined for others. */
+export function canonicalScalar(x: unknown): string | undefined {
+  if (x === null) return "null";
+  if (typeof x === "boolean") return `bool(${x})`;
+  if (typeof x === "bigint") return `int(${x})`;
+  if (typeof x === "number") return `double(${doubleText(x)})`;
+  if (typeof x === "string") return `string(${JSON.stringify(x)})`;
+  if (x instanceof Uint8Array) return `bytes(${Buffer.from(x).toString("hex")})`;
+  return undefined;
+}
+
 /**
  * canonicalCelJs is a value cel-js answered, as the canonical string; typeName
  * names an instance of a library's class (an IP, a quantity), which is
@@ -136,12 +147,8 @@ export function celInput(v: Json, uint: (n: bigint) => unknown): unknown {
  */
 export function canonicalCelJs(x: unknown, typeName?: (x: object) => string): string {
   const canonicalCelJs_ = (y: unknown) => canonicalCelJs(y, typeName);
-  if (x === null) return "null";
-  if (typeof x === "boolean") return `bool(${x})`;
-  if (typeof x === "bigint") return `int(${x})`;
-  if (typeof x === "number") return `double(${doubleText(x)})`;
-  if (typeof x === "string") return `string(${JSON.stringify(x)})`;
-  if (x instanceof Uint8Array) return `bytes(${Buffer.from(x).toString("hex")})`;
+  const scalar = canonicalScalar(x);
+  if (scalar !== undefined) return scalar;
   if (Array.isArray(x)) return `[${x.map(canonicalCelJs_).join(",")}]`;
   if (x instanceof Map)
     return `{${[...x]
@@ -160,7 +167,7 @@ export function canonicalCelJs(x: unknown, typeName?: (x: object) => string): st
     case "Optional":
       return "optional";
   }
-  if (typeof x === "object" && typeName && Object.getPrototypeOf(x) !== Object.prototype && Object.getPrototypeOf(x) !== null)
+  if (typeof x === "object" && x !== null && typeName && Object.getPrototypeOf(x) !== Object.prototype && Object.getPrototypeOf(x) !== null)
     return `unknown(${typeName(x)})`;
   if (typeof x === "object") {
     const entries = Object.entries(x as Record<string, unknown>);

@@ -70,6 +70,12 @@ export function crd(
   };
 }
 
+/** specCRD is a namespaced CRD of one version whose objects' spec has the given schema (a rule's home in tests). */
+export const specCRD = (group: string, spec: JsonObject, kind = "Thing", plural = "things") =>
+  crd(group, kind, plural, "Namespaced", [
+    { name: "v1", served: true, storage: true, schema: { openAPIV3Schema: { type: "object", properties: { spec } } } },
+  ]);
+
 /**
  * typed is a CRD as @kubernetes/client-node's typed ApiextensionsV1Api wants
  * it: its models name the x-kubernetes-* schema fields x_kubernetes_*, and drop
