@@ -96,7 +96,7 @@ export function prepareUpdate(next: JsonObject, current: JsonObject, finalize: b
 }
 
 /** labelName sets the label naming the namespace (Canonicalize), over anything a client put there. */
-function labelName(ns: JsonObject): void {
+export function labelName(ns: JsonObject): void {
   const m = isObject(ns["metadata"]) ? ns["metadata"] : ((ns["metadata"] = {}), ns["metadata"] as JsonObject);
   if (typeof m["name"] !== "string" || m["name"] === "") return;
   m["labels"] = { ...(isObject(m["labels"]) ? m["labels"] : {}), [METADATA_NAME]: m["name"] };

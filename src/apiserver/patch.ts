@@ -420,12 +420,13 @@ export function recordUpdate(
   next: JsonObject,
   writer: { manager: string; subresource?: string },
   time: string,
+  nodes: (p: Path) => boolean = builtinNode,
 ): JsonValue {
   const before = entriesOf(current);
-  const owned = new Map(before.map((e) => [ownerKey(e), fromFieldsV1(e.fieldsV1)]));
+  const owned = new Map(before.map((e) => [ownerKey(e), fromFieldsV1(e.fieldsV1, [], current)]));
   const changed: Path[] = [];
   const removed: Path[] = [];
-  diffPaths(current, next, [], changed, removed);
+  diffPaths(current, next, [], changed, removed, nodes);
   const key = ownerKey({ manager: writer.manager, operation: "Update", subresource: writer.subresource });
   const taken = new PathIndex([...changed, ...removed]);
   for (const [k, ps] of owned)
@@ -437,17 +438,53 @@ export function recordUpdate(
   return entriesFrom(owned, before, key, String(next["apiVersion"] ?? ""), time) as unknown as JsonValue;
 }
 
-/** diffPaths lists the leaf paths next sets to a new value, and the paths it no longer has, against old. */
-function diffPaths(old: JsonValue | undefined, next: JsonValue, prefix: Path, changed: Path[], removed: Path[]): void {
+/**
+ * A map or object a write adds is owned as a node of its own besides its fields (fieldsV1's "."
+ * member), as structured-merge-diff records a value added where the old object had none: in a custom
+ * resource every object (customNode); in a built-in kind a map or a pointer to a struct, whose zero
+ * value is absent (builtinNode: labels and annotations, ConfigMap's and Secret's data maps, a CRD's
+ * spec.conversion; read from the Go types of k8s.io/api and apiextensions v0.36.3), while a struct
+ * held by value is there, empty, in the old object already.
+ */
+const metaMap = (p: Path) => p.length === 2 && p[0] === "metadata" && (p[1] === "labels" || p[1] === "annotations");
+const BUILTIN_NODES = new Set(["data", "binaryData", "stringData", "spec.conversion"]);
+export const builtinNode = (p: Path) => metaMap(p) || BUILTIN_NODES.has(p.join("."));
+export const customNode = (p: Path) => metaMap(p) || p[0] !== "metadata";
+
+/** addedPaths are the paths a value added at prefix owns: its leaves, and the nodes that are owned themselves. */
+function addedPaths(v: JsonValue, prefix: Path, nodes: (p: Path) => boolean): Path[] {
+  const out = leafPaths(v, prefix);
+  const walk = (x: JsonValue | undefined, p: Path) => {
+    if (!isObject(x) || Object.keys(x).length === 0) return;
+    if (p.length && nodes(p)) out.push([...p, "."]);
+    for (const [k, c] of Object.entries(x)) {
+      if (p.length === 0 && IDENTITY.has(k)) continue;
+      if (p.length === 1 && p[0] === "metadata" && !META_OWNED.has(k)) continue;
+      walk(c, [...p, k]);
+    }
+  };
+  walk(v, prefix);
+  return out;
+}
+
+/** diffPaths lists the paths next sets to a new value (addedPaths for what it adds), and the paths it no longer has, against old. */
+function diffPaths(
+  old: JsonValue | undefined,
+  next: JsonValue,
+  prefix: Path,
+  changed: Path[],
+  removed: Path[],
+  nodes: (p: Path) => boolean,
+): void {
   if (!isObject(next) || !isObject(old)) {
-    if (JSON.stringify(old) !== JSON.stringify(next)) changed.push(...leafPaths(next, prefix));
+    if (JSON.stringify(old) !== JSON.stringify(next)) changed.push(...addedPaths(next, prefix, nodes));
     return;
   }
   for (const [k, v] of Object.entries(next)) {
     if (prefix.length === 0 && IDENTITY.has(k)) continue;
     if (prefix.length === 1 && prefix[0] === "metadata" && !META_OWNED.has(k)) continue;
-    if (!Object.hasOwn(old, k)) changed.push(...leafPaths(v, [...prefix, k]));
-    else diffPaths(old[k], v, [...prefix, k], changed, removed);
+    if (!Object.hasOwn(old, k)) changed.push(...addedPaths(v, [...prefix, k], nodes));
+    else diffPaths(old[k], v, [...prefix, k], changed, removed, nodes);
   }
   for (const k of Object.keys(old)) {
     if (prefix.length === 0 && IDENTITY.has(k)) continue;
@@ -456,20 +493,39 @@ function diffPaths(old: JsonValue | undefined, next: JsonValue, prefix: Path, ch
   }
 }
 
+/**
+ * toFieldsV1 writes paths as fieldsV1: f:<name> for a field, "." for a node owned itself (a path
+ * ending in ".") beside fields of it; a node owned with none of its fields is written {} alone, as
+ * structured-merge-diff writes a member without children.
+ */
 function toFieldsV1(paths: Path[]): JsonObject {
   const root: JsonObject = {};
   for (const p of paths) {
     let cur = root;
-    for (const k of p) cur = (cur[`f:${k}`] ??= {}) as JsonObject;
+    for (const k of p) cur = (cur[k === "." ? "." : `f:${k}`] ??= {}) as JsonObject;
   }
+  const lone = (o: JsonObject): void => {
+    for (const [k, v] of Object.entries(o)) {
+      if (!isObject(v)) continue;
+      lone(v);
+      if (Object.keys(v).length === 1 && isObject(v["."]) && Object.keys(v["."]).length === 0) o[k] = {};
+    }
+  };
+  lone(root);
   return root;
 }
 
-function fromFieldsV1(f: JsonValue | undefined, prefix: Path = []): Path[] {
+/**
+ * fromFieldsV1 reads fieldsV1 back as paths. A member without fields ({}) that is a non-empty
+ * object in obj is the node owned itself (as "."): it owns none of the fields another writer sets
+ * in it.
+ */
+function fromFieldsV1(f: JsonValue | undefined, prefix: Path = [], obj?: JsonValue): Path[] {
   if (!isObject(f)) return [];
-  const keys = Object.keys(f).filter((k) => k.startsWith("f:"));
-  if (keys.length === 0) return prefix.length ? [prefix] : [];
-  return keys.flatMap((k) => fromFieldsV1(f[k], [...prefix, k.slice(2)]));
+  const keys = Object.keys(f).filter((k) => k.startsWith("f:") || k === ".");
+  if (keys.length === 0) return prefix.length ? [isObject(obj) && Object.keys(obj).length ? [...prefix, "."] : prefix] : [];
+  const at = (k: string) => (isObject(obj) ? obj[k] : undefined);
+  return keys.flatMap((k) => (k === "." ? [[...prefix, "."]] : fromFieldsV1(f[k], [...prefix, k.slice(2)], at(k.slice(2)))));
 }
 
 /**
@@ -493,7 +549,7 @@ export function apply(
     ? structuredClone(current)
     : { apiVersion: applied["apiVersion"]!, kind: applied["kind"]!, metadata: {} };
   const managed = entriesOf(base);
-  const owned = new Map(managed.map((e) => [ownerKey(e), fromFieldsV1(e.fieldsV1)]));
+  const owned = new Map(managed.map((e) => [ownerKey(e), fromFieldsV1(e.fieldsV1, [], current)]));
   const self = ownerKey({ manager, operation: "Apply", subresource: subresource || undefined });
   const paths = leafPaths(applied).filter(scope);
   const conflicts: { with: string; field: string }[] = [];

@@ -25,7 +25,7 @@ import { checkDeferred } from "./offthread.js";
 import { RuleError } from "./cel.js";
 import { ApiError } from "./errors.js";
 import { crdErrors, prepareCRD } from "./crd.js";
-import { recordUpdate } from "./patch.js";
+import { builtinNode, customNode, recordUpdate } from "./patch.js";
 
 /** Writer is who makes a write that is not an apply: its field manager, and the subresource it writes through. */
 export type Writer = { manager: string; subresource?: string };
@@ -34,6 +34,7 @@ import {
   admitCreate,
   NamespaceController,
   NAMESPACES_KEY,
+  labelName,
   prepareCreate,
   prepareUpdate,
   specErrors,
@@ -277,6 +278,11 @@ export class Store {
     const name = String(m["name"]);
     // A custom resource's status comes only through its status subresource, a CRD's from the server (PrepareForCreate).
     if ((t.crd && t.statusSubresource) || typeKey === CRD_KEY) delete obj["status"];
+    // What the writer sent owns its fields; what the strategy sets after (a namespace's spec.finalizers and
+    // status.phase) is no one's, as kube's field manager runs before PrepareForCreate.
+    // (Its kubernetes.io/metadata.name label is a default, set before: the writer owns it.)
+    if (typeKey === NAMESPACES_KEY) labelName(obj);
+    const written = typeKey === NAMESPACES_KEY && opts.manager ? structuredClone(obj) : obj;
     if (typeKey === NAMESPACES_KEY) prepareCreate(obj);
     this.admit(t, obj, undefined, false, opts.warnings);
     const map = this.objects.get(typeKey)!;
@@ -285,7 +291,8 @@ export class Store {
     if (namespace) m["namespace"] = namespace;
     m["uid"] = randomUUID();
     m["creationTimestamp"] = this.timestamp();
-    if (opts.manager) m["managedFields"] = recordUpdate(undefined, obj, opts.manager, m["creationTimestamp"]);
+    if (opts.manager)
+      m["managedFields"] = recordUpdate(undefined, written, opts.manager, m["creationTimestamp"], t.crd ? customNode : builtinNode);
     // Only kinds whose strategy keeps a generation have one: CRDs and custom resources, not core kinds.
     if (t.crd || typeKey === CRD_KEY) m["generation"] = 1;
     delete m["deletionTimestamp"];
@@ -383,7 +390,8 @@ export class Store {
     const nextText = volatileFree(next);
     if (this.textOf(current) === nextText) return structuredClone(current);
     // A write that is not an apply takes the fields it changed (kube's field manager, operation Update).
-    if (opts.manager && !opts.applied) nm["managedFields"] = recordUpdate(current, next, opts.manager, this.timestamp());
+    if (opts.manager && !opts.applied)
+      nm["managedFields"] = recordUpdate(current, next, opts.manager, this.timestamp(), t.crd ? customNode : builtinNode);
     this.admit(t, next, current, opts.status === true, opts.warnings);
     const crdSchemas = typeKey === CRD_KEY ? this.validateCRD(next, current) : undefined;
     checkSize(next, typeKey === CRD_KEY ? undefined : nextText);
