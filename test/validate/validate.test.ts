@@ -5,7 +5,7 @@
 // validate_integration_test.go TestRun, common/load's loader), ported; and
 // what xfn adds: OpenAPI v3 documents as schemas, `xfn render --validate`,
 // `validate:` in a test case.
-import { mkdirSync, mkdtempSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { JsonObject } from "@bufbuild/protobuf";
@@ -77,6 +77,15 @@ const unknownField = obj("test.org/v1alpha1", "Test", "extra", { replicas: 1, un
 const schemasOf = (...crds: JsonObject[]) => new Schemas().add(crds.map((c, i) => ({ obj: c, source: `crd ${i}` })));
 
 type Expect = { status: string; errors?: Array<[string, string?]> };
+/** temp makes a folder for one test; every one is removed when the file's tests end (they left 4 per run in /tmp). */
+const made: string[] = [];
+const temp = (prefix: string) => {
+  const d = mkdtempSync(join(tmpdir(), prefix));
+  made.push(d);
+  return d;
+};
+process.on("exit", () => made.forEach((d) => rmSync(d, { recursive: true, force: true })));
+
 const S = suite("xfn validate: SchemaValidate (crossplane TestSchemaValidate)");
 const CASES: Array<[string, JsonObject[], JsonObject[], [number, number, number, number], Expect[]]> = [
   ["Valid", [valid], [TEST], [1, 1, 0, 0], [{ status: "valid" }]],
@@ -499,7 +508,7 @@ R("stdin: render's output piped in with -; stdin for both is refused", () => {
 });
 R("bad input names its cause: a missing file, YAML that does not parse, a package not in the cache", () => {
   assert.match(run(at("nope.yaml"), at("valid.yaml")).err, `cannot read ${at("nope.yaml")}: no such file or directory`);
-  const dir = mkdtempSync(join(tmpdir(), "xfn-validate-"));
+  const dir = temp("xfn-validate-");
   writeFileSync(join(dir, "bad.yaml"), "a: [b\n");
   assert.match(run(at("schemas"), join(dir, "bad.yaml")).err, `cannot parse ${join(dir, "bad.yaml")}`);
   writeFileSync(
@@ -511,7 +520,7 @@ R("bad input names its cause: a missing file, YAML that does not parse, a packag
   assert.match(p.err, "cannot find the schemas of xpkg.crossplane.io/crossplane-contrib/provider-nop:v0.2.0 in the cache");
 });
 R("a package whose name leads out of the cache is refused, naming it; nothing outside is read", () => {
-  const dir = mkdtempSync(join(tmpdir(), "xfn-validate-"));
+  const dir = temp("xfn-validate-");
   mkdirSync(join(dir, "cache"));
   // What ../../secret would reach: YAML outside the cache, which must not become a schema.
   mkdirSync(join(dir, "secret"));
@@ -543,7 +552,7 @@ R("an OpenAPI document whose $refs expand exponentially is refused, naming the s
     "x-kubernetes-group-version-kind": [{ group: "x.io", version: "v1", kind: "Bomb" }],
     properties: { spec: { $ref: "#/components/schemas/io.x.S0" } },
   };
-  const dir = mkdtempSync(join(tmpdir(), "xfn-validate-"));
+  const dir = temp("xfn-validate-");
   writeFileSync(join(dir, "openapi.json"), JSON.stringify({ openapi: "3.0.0", components: { schemas } }));
   writeFileSync(join(dir, "bomb.yaml"), "apiVersion: x.io/v1\nkind: Bomb\nmetadata: {name: b}\nspec: {}\n");
   const started = Date.now();
@@ -553,7 +562,7 @@ R("an OpenAPI document whose $refs expand exponentially is refused, naming the s
   assert.match(r.err + r.out, /cannot inline the \$refs of schema io\.x\.v1\.Bomb: they expand past 1000000 nodes/);
 });
 R("a Provider's CRDs come from crossplane's cache layout (registry/repository@tag)", () => {
-  const dir = mkdtempSync(join(tmpdir(), "xfn-validate-"));
+  const dir = temp("xfn-validate-");
   const pkg = join(dir, "cache", "xpkg.crossplane.io/crossplane-contrib/provider-nop@v0.2.0");
   mkdirSync(pkg, { recursive: true });
   writeFileSync(join(pkg, "package.yaml"), readFileSync(join(F, "schemas/widgets.yaml")));
@@ -568,7 +577,7 @@ R.run();
 
 const L = suite("xfn validate: what it reads (crossplane's loader)");
 L("comma lists; folders walked for .yaml and .yml only; a link to a folder not followed; a Composition's step inputs first", () => {
-  const dir = mkdtempSync(join(tmpdir(), "xfn-validate-load-"));
+  const dir = temp("xfn-validate-load-");
   mkdirSync(join(dir, "a/b"), { recursive: true });
   writeFileSync(join(dir, "a/one.yaml"), "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: one}\n---\n---\n{}\n");
   writeFileSync(join(dir, "a/b/two.yml"), "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: two}\n");
@@ -592,7 +601,7 @@ const hello = join(ROOT, "examples");
 X(
   "render --validate: a composed field the provider's CRD does not declare fails the render, naming it; output is still written",
   async () => {
-    const dir = mkdtempSync(join(tmpdir(), "xfn-render-validate-"));
+    const dir = temp("xfn-render-validate-");
     const strict = (props: JsonObject) =>
       `apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: buckets.s3.aws.upbound.io}\nspec:\n  group: s3.aws.upbound.io\n  names: {kind: Bucket, plural: buckets}\n  scope: Cluster\n  versions:\n  - name: v1beta1\n    served: true\n    storage: true\n    schema:\n      openAPIV3Schema: ${JSON.stringify({ type: "object", properties: { spec: { type: "object", properties: { forProvider: { type: "object", properties: props } } } } })}\n`;
     writeFileSync(join(dir, "ok.yaml"), strict({ region: { type: "string" } }));
@@ -637,7 +646,7 @@ X(
   },
 );
 X("a case's validate: fails it when a desired composed resource is refused, or has no schema; passes when all pass", async () => {
-  const dir = mkdtempSync(join(tmpdir(), "xfn-case-validate-"));
+  const dir = temp("xfn-case-validate-");
   const kase = join(dir, "cases/one");
   mkdirSync(kase, { recursive: true });
   const request = {
