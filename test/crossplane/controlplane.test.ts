@@ -117,6 +117,8 @@ G("npm run crossplane:up prints its KUBECONFIG when ready, and Ctrl-C stops ever
     await exited;
     assert.match(err, /SIGINT received: stopping the control plane/);
     await until("its processes gone", () => pids.every((p) => !alive(p)), 15_000);
+    // And crossplane:up itself, which removes its work folder last (SIGKILL below would cut that short).
+    await until("crossplane:up ended", () => node.every((p) => !alive(p)), 30_000);
   } finally {
     try {
       process.kill(-child.pid!, "SIGKILL");

@@ -25,6 +25,8 @@ const cp = await startControlPlane({ log: say }).catch((err: Error) => {
   process.exit(1);
 });
 const work = mkdtempSync(join(tmpdir(), "xfn-crossplane-up-"));
+// Removed however the process ends: another module's signal handler (the containers' sweep) may exit first.
+process.on("exit", () => rmSync(work, { recursive: true, force: true }));
 // Set once Crossplane is up; a signal may come before, while it starts.
 const started: { xp?: Crossplane } = {};
 let registry: Registry | undefined;
