@@ -44,17 +44,18 @@ export class Refused extends Error {}
  * expression with vars bound.
  */
 export function compileRuleExpression(text: string, names: string[] = []): (vars: Record<string, unknown>) => unknown {
+  const src = hasAfterIndex(text);
   let parsed: ReturnType<typeof ENV.parse>;
   try {
-    parsed = ENV.parse(hasAfterIndex(text));
+    parsed = ENV.parse(src);
   } catch (err) {
     throw new Refused(messageOf(err));
   }
   const env = declared(ENV);
   for (const name of names) env.registerVariable(name, "dyn");
-  const checked = env.check(hasAfterIndex(text)) as { valid: boolean; error?: { message: string; node?: { pos?: number } } };
+  const checked = env.check(src) as { valid: boolean; error?: { message: string; node?: { pos?: number } } };
   if (!checked.valid && checkerError(checked.error?.message ?? "", checked.error?.node, text)) throw new Refused(checked.error!.message);
-  const refused = checked.valid ? (mixedLiteral(env, hasAfterIndex(text)) ?? staticError(env, text)) : undefined;
+  const refused = checked.valid ? (mixedLiteral(env, src) ?? staticError(env, text)) : undefined;
   if (refused) throw new Refused("detail" in refused ? refused.detail : refused.instantiation);
   onRE2((parsed as unknown as { ast: unknown }).ast);
   metered((parsed as unknown as { ast: object }).ast);
