@@ -269,6 +269,8 @@ const FORMATTED: Record<string, (v: string) => unknown> = {
  * as a set (equal to another whatever the order), everything else as is; at the root, only the metadata rules may read.
  */
 export function celValue(v: JsonValue | undefined, s: Node | undefined, root = false): unknown {
+  const bad = s ? misfit(v, s) : undefined;
+  if (bad) return invalidData(bad);
   if (typeof v === "string" && s?.format && Object.hasOwn(FORMATTED, s.format)) {
     try {
       return FORMATTED[s.format]!(v);
@@ -316,6 +318,80 @@ export function celValue(v: JsonValue | undefined, s: Node | undefined, root = f
     return out;
   }
   return v;
+}
+
+/** goType is the Go type kube's decoder gives a JSON value, as %T prints it. */
+const goType = (v: JsonValue): string =>
+  typeof v === "string"
+    ? "string"
+    : typeof v === "number"
+      ? Number.isInteger(v)
+        ? "int64"
+        : "float64"
+      : typeof v === "boolean"
+        ? "bool"
+        : Array.isArray(v)
+          ? "[]interface {}"
+          : "map[string]interface {}";
+
+/**
+ * misfit is why v cannot be read under s, in the words of kube's
+ * UnstructuredToVal (k8s.io/apiserver v0.36.3 pkg/cel/common/valuesunstructured.go),
+ * or undefined. Only an object the schema refused has one: `xfn validate`
+ * runs rules on it, as crossplane's validate does (kube-apiserver does not).
+ */
+function misfit(v: JsonValue | undefined, s: Node): string | undefined {
+  if (v === undefined) return undefined;
+  if (v === null) return s.nullable ? undefined : "invalid data, got null for schema with nullable=false";
+  if (s.intOrString)
+    return typeof v === "string" || Number.isInteger(v)
+      ? undefined
+      : "invalid data, expected XIntOrString value to be either a string or integer";
+  switch (s.types[0]) {
+    case "object":
+      return isObject(v) ? undefined : "invalid data, expected a map for the provided schema with type=object";
+    case "array":
+      return Array.isArray(v) ? undefined : "invalid data, expected an array for the provided schema with type=array";
+    case "string":
+      return typeof v === "string" ? undefined : `invalid data, expected string, got ${goType(v)}`;
+    case "number":
+      return typeof v === "number" ? undefined : `invalid data, expected float, got ${goType(v)}`;
+    case "integer":
+      return Number.isInteger(v) ? undefined : `invalid data, expected int, got ${goType(v)}`;
+    case "boolean":
+      return typeof v === "boolean" ? undefined : `invalid data, expected bool, got ${goType(v)}`;
+  }
+  return undefined;
+}
+
+/** The first invalid value a running rule touched (its misfit), or undefined. */
+let touched: string | undefined;
+
+/**
+ * invalidData stands for a value that cannot be read under its schema: cel-go
+ * holds an error value there, and a rule that reads it fails with that error.
+ * A read of this stand-in (a field, an index, its size) records the error,
+ * and the rule is then reported failed with it, whatever cel-js made of it.
+ */
+function invalidData(why: string): object {
+  const look =
+    <A extends unknown[], R>(f: (...a: A) => R) =>
+    (...a: A): R => {
+      // cel-js names a value's type for its messages and infers a list's or a map's type from its
+      // first element: those looks are not reads (cel-go reads an element only when a rule does).
+      if (touched === undefined && !/debugType|firstMapElement/.test(new Error().stack ?? "")) touched = why;
+      return f(...a);
+    };
+  return new Proxy(
+    {},
+    {
+      get: look(Reflect.get),
+      has: look(Reflect.has),
+      ownKeys: look(Reflect.ownKeys),
+      getPrototypeOf: look(Reflect.getPrototypeOf),
+      getOwnPropertyDescriptor: look(Reflect.getOwnPropertyDescriptor),
+    },
+  );
 }
 
 /**
@@ -439,6 +515,7 @@ function expressions(
     if (rule.usesOldSelf) vars["oldSelf"] = rule.optionalOldSelf ? (old ? Optional.of(oldSelf) : Optional.none()) : oldSelf;
     let result: unknown;
     const stop = (detail: string) => errs.push(invalid(here, type, detail));
+    touched = undefined;
     try {
       result = metering(
         () => rule.run(vars as Record<string, JsonValue>),
@@ -450,7 +527,11 @@ function expressions(
       );
     } catch (err) {
       if (err instanceof OutOfCost) throw err;
-      errs.push(invalid(here, type, runError(err, rule)));
+      errs.push(invalid(here, type, touched ? `${touched} evaluating rule: ${errorString(rule)}` : runError(err, rule)));
+      continue;
+    }
+    if (touched) {
+      errs.push(invalid(here, type, `${touched} evaluating rule: ${errorString(rule)}`));
       continue;
     }
     if (result === true) continue;

@@ -344,10 +344,10 @@ function named(t: string | Record<string, unknown>, env: Environment, name: stri
  * the schema does not have, one whose value is not a bool, a messageExpression
  * that is not a string, refuse the CRD, in cel-go's words.
  */
-export function ruleTypeErrors(schema: JsonObject, at: string, root = true): FieldError[] {
+export function ruleTypeErrors(schema: JsonObject, at: string, root = true, skip: (at: string) => boolean = () => false): FieldError[] {
   const errs: FieldError[] = [];
   const rules = Array.isArray(schema["x-kubernetes-validations"]) ? schema["x-kubernetes-validations"].filter(isObject) : [];
-  if (rules.length) {
+  if (rules.length && !skip(at)) {
     const env = declared(ENV, false);
     const self = celType(schema, env, "Self", root);
     for (const v of ["self", "oldSelf"])
@@ -385,9 +385,9 @@ export function ruleTypeErrors(schema: JsonObject, at: string, root = true): Fie
     });
   }
   const props = isObject(schema["properties"]) ? schema["properties"] : {};
-  for (const [k, v] of Object.entries(props)) if (isObject(v)) errs.push(...ruleTypeErrors(v, `${at}.properties[${k}]`, false));
-  if (isObject(schema["items"])) errs.push(...ruleTypeErrors(schema["items"], `${at}.items`, false));
+  for (const [k, v] of Object.entries(props)) if (isObject(v)) errs.push(...ruleTypeErrors(v, `${at}.properties[${k}]`, false, skip));
+  if (isObject(schema["items"])) errs.push(...ruleTypeErrors(schema["items"], `${at}.items`, false, skip));
   if (isObject(schema["additionalProperties"]))
-    errs.push(...ruleTypeErrors(schema["additionalProperties"], `${at}.additionalProperties`, false));
+    errs.push(...ruleTypeErrors(schema["additionalProperties"], `${at}.additionalProperties`, false, skip));
   return errs;
 }

@@ -745,7 +745,7 @@ function extra(s: JsonObject): number | undefined {
  * says the schema is the stored one; and a schema whose total is over SCHEMA_COST_LIMIT, naming the (at
  * most four) rules that contributed the most.
  */
-export function costErrors(schema: JsonObject, at: string, unchanged = false): FieldError[] {
+export function costErrors(schema: JsonObject, at: string, unchanged = false, skip: (at: string) => boolean = () => false): FieldError[] {
   const errs: FieldError[] = [];
   const top: { path: string; cost: number }[] = [];
   let total = 0;
@@ -757,7 +757,7 @@ export function costErrors(schema: JsonObject, at: string, unchanged = false): F
     top.length = Math.min(top.length, 4);
   };
   const walk = (s: JsonObject, where: string, root: boolean, cardinality: number | undefined) => {
-    const rules = Array.isArray(s["x-kubernetes-validations"]) ? s["x-kubernetes-validations"] : [];
+    const rules = Array.isArray(s["x-kubernetes-validations"]) && !skip(where) ? s["x-kubernetes-validations"] : [];
     // The node's type, once for all its rules.
     const decl = rules.length ? declOf(s, root || s["x-kubernetes-embedded-resource"] === true) : undefined;
     rules.forEach((r, i) => {

@@ -41,9 +41,63 @@ export function defaultCRD(crd: JsonObject): void {
     if (!str(names["singular"])) names["singular"] = kind.toLowerCase();
     if (!str(names["listKind"]) && kind) names["listKind"] = `${kind}List`;
   }
+  for (const v of Array.isArray(spec["versions"]) ? spec["versions"] : [])
+    if (isObject(v) && isObject(v["schema"]) && isObject(v["schema"]["openAPIV3Schema"])) omitEmpty(v["schema"]["openAPIV3Schema"]);
+  if (isObject(spec["validation"]) && isObject(spec["validation"]["openAPIV3Schema"])) omitEmpty(spec["validation"]["openAPIV3Schema"]);
   if (spec["conversion"] === undefined || spec["conversion"] === null) spec["conversion"] = { strategy: "None" };
   const service = obj(obj(obj(spec["conversion"])["webhook"])["clientConfig"])["service"];
   if (isObject(service) && service["port"] === undefined) service["port"] = 443;
+}
+
+/**
+ * internalVersions is spec.versions as kube's refusal shows them: its internal
+ * CustomResourceDefinitionVersion list as Go's JSON writes it. A per-version
+ * schema, subresources, columns or selectable fields the same in every
+ * version are hoisted out by the v1 conversion (null here); a list that would
+ * still hold one is not shown (OMIT): its internal form is not reproduced.
+ */
+function internalVersions(versions: JsonValue[]): JsonValue | typeof OMIT {
+  const vs = versions.map(obj);
+  const hoisted = (k: string) => vs.every((v) => isDeepStrictEqual(v[k], vs[0]?.[k]));
+  const parts = ["schema", "subresources", "additionalPrinterColumns", "selectableFields"];
+  if (parts.some((k) => !hoisted(k) && vs.some((v) => v[k] !== undefined))) return OMIT;
+  return vs.map((v) => ({
+    Name: str(v["name"]),
+    Served: v["served"] === true,
+    Storage: v["storage"] === true,
+    Deprecated: v["deprecated"] === true,
+    DeprecationWarning: typeof v["deprecationWarning"] === "string" ? v["deprecationWarning"] : null,
+    Schema: null,
+    Subresources: null,
+    AdditionalPrinterColumns: null,
+    SelectableFields: null,
+  }));
+}
+
+/** JSONSchemaProps' fields Go leaves out when empty (omitempty, not pointers): false, "", [] and {}. */
+const OMIT_FALSE = [
+  "exclusiveMaximum",
+  "exclusiveMinimum",
+  "uniqueItems",
+  "nullable",
+  "x-kubernetes-embedded-resource",
+  "x-kubernetes-int-or-string",
+];
+const OMIT_EMPTY_STRING = ["id", "$schema", "$ref", "description", "type", "format", "title", "pattern"];
+const OMIT_EMPTY_LIST = ["required", "enum", "allOf", "oneOf", "anyOf", "x-kubernetes-list-map-keys", "x-kubernetes-validations"];
+const OMIT_EMPTY_MAP = ["properties", "patternProperties", "definitions", "dependencies"];
+
+/** omitEmpty drops from a schema, at every level, what kube's decoding into JSONSchemaProps does not keep. */
+function omitEmpty(s: JsonObject): void {
+  for (const k of OMIT_FALSE) if (s[k] === false) delete s[k];
+  for (const k of OMIT_EMPTY_STRING) if (s[k] === "") delete s[k];
+  for (const k of OMIT_EMPTY_LIST) if (Array.isArray(s[k]) && (s[k] as JsonValue[]).length === 0) delete s[k];
+  for (const k of OMIT_EMPTY_MAP) if (isObject(s[k]) && Object.keys(s[k] as JsonObject).length === 0) delete s[k];
+  for (const k of ["properties", "patternProperties", "definitions"])
+    for (const v of Object.values(obj(s[k]))) if (isObject(v)) omitEmpty(v);
+  for (const k of ["items", "additionalProperties", "not"]) if (isObject(s[k])) omitEmpty(s[k] as JsonObject);
+  for (const k of ["allOf", "oneOf", "anyOf"])
+    for (const v of Array.isArray(s[k]) ? (s[k] as JsonValue[]) : []) if (isObject(v)) omitEmpty(v);
 }
 
 /**
@@ -98,12 +152,13 @@ export function crdErrors(crd: JsonObject, old?: JsonObject): FieldError[] {
     if (bad.length) errs.push(invalid(`spec.versions[${i}].name`, name, bad.join(",")));
     const where = `spec.versions[${i}].schema.openAPIV3Schema`;
     const schema = obj(v["schema"])["openAPIV3Schema"];
-    if (!isObject(schema)) errs.push(required(where, "schemas are required"));
+    if (!isObject(schema)) errs.push(required(where));
     else if (!shared) errs.push(...schemaErrors(schema, where, sameSchema(old, name, schema)));
     else if (i === 0) errs.push(...schemaErrors(schema, "spec.validation.openAPIV3Schema", sameSchema(old, name, schema)));
   });
-  if (!unique) errs.push(invalid("spec.versions", OMIT, "must contain unique version names"));
-  if (storage !== 1) errs.push(invalid("spec.versions", OMIT, "must have exactly one version marked as storage version"));
+  if (!unique) errs.push(invalid("spec.versions", internalVersions(versions), "must contain unique version names"));
+  if (storage !== 1)
+    errs.push(invalid("spec.versions", internalVersions(versions), "must have exactly one version marked as storage version"));
   errs.push(...storedVersionErrors(crd, versions));
   return errs;
 }
@@ -164,12 +219,22 @@ function sameSchema(old: JsonObject | undefined, name: string, schema: JsonObjec
  * own cost, though the schema's total still is).
  */
 export function schemaErrors(schema: JsonObject, where: string, unchanged = false): FieldError[] {
+  // As validateCustomResourceDefinitionValidation orders it: defaults are checked on a structural
+  // schema, rules type-checked and costed on one whose defaults hold too (kube skips them otherwise);
+  // and a node's rules only where neither it nor anything under it has another error
+  // (ValidateCustomResourceDefinitionOpenAPISchema compiles them "if len(allErrs.SchemaErrors) == 0").
   const errs: FieldError[] = [];
   structural(schema, "root", where, errs);
-  openAPI(schema, where, errs);
-  if (errs.length === 0) defaults(schema, where, errs);
-  // Rules are type-checked and costed against a schema that holds together, as kube skips them otherwise.
-  if (errs.length === 0) errs.push(...ruleTypeErrors(schema, where), ...costErrors(schema, where, unchanged));
+  const structuralOk = errs.length === 0;
+  const defaultErrs: FieldError[] = [];
+  if (structuralOk) defaults(schema, where, defaultErrs);
+  errs.push(...defaultErrs);
+  const openErrs: FieldError[] = [];
+  openAPI(schema, where, openErrs);
+  errs.push(...openErrs);
+  const skip = (at: string) => openErrs.some((e) => e.field === at || e.field.startsWith(`${at}.`) || e.field.startsWith(`${at}[`));
+  if (structuralOk && defaultErrs.length === 0)
+    errs.push(...ruleTypeErrors(schema, where, true, skip), ...costErrors(schema, where, unchanged, skip));
   return errs;
 }
 
@@ -284,6 +349,7 @@ function openAPI(s: JsonObject, at: string, errs: FieldError[]): void {
   const ap = s["additionalProperties"];
   if (ap !== undefined && ap !== true && Object.keys(obj(s["properties"])).length > 0)
     errs.push(forbidden(`${at}.additionalProperties`, "additionalProperties and properties are mutual exclusive"));
+  listAndMapTypeErrors(s, at, errs);
   const rules = Array.isArray(s["x-kubernetes-validations"]) ? s["x-kubernetes-validations"] : [];
   rules.forEach((raw, i) => ruleErrors(obj(raw), s, `${at}.x-kubernetes-validations[${i}]`, errs));
   for (const [k, v] of Object.entries(obj(s["properties"]))) openAPI(obj(v), `${at}.properties[${k}]`, errs);
@@ -294,16 +360,112 @@ function openAPI(s: JsonObject, at: string, errs: FieldError[]): void {
   if (isObject(s["not"])) openAPI(s["not"], `${at}.not`, errs);
 }
 
+/**
+ * listAndMapTypeErrors is what apiextensions refuses in a node's
+ * x-kubernetes-list-type, -list-map-keys and -map-type (apiextensions-apiserver
+ * v0.36.3 pkg/apis/apiextensions/validation/validation.go,
+ * ValidateCustomResourceDefinitionOpenAPISchema and validateMapListKeysMapSet,
+ * with the options of a CRD's create: a set's items atomic, a set's or a map
+ * list's items not nullable, a map list's keys required or defaulted).
+ */
+function listAndMapTypeErrors(s: JsonObject, at: string, errs: FieldError[]): void {
+  const type = str(s["type"]);
+  const typeErr = (want: string, why: string) =>
+    errs.push(type ? invalid(`${at}.type`, type, `must be ${want} if ${why}`) : required(`${at}.type`, `must be ${want} if ${why}`));
+  const mapType = s["x-kubernetes-map-type"];
+  if (mapType !== undefined && mapType !== null) {
+    if (type !== "object") typeErr("object", "x-kubernetes-map-type is specified");
+    if (mapType !== "atomic" && mapType !== "granular")
+      errs.push(notSupported(`${at}.x-kubernetes-map-type`, mapType, ["atomic", "granular"]));
+  }
+  const listType = s["x-kubernetes-list-type"];
+  const has = listType !== undefined && listType !== null;
+  const items = isObject(s["items"]) ? s["items"] : undefined;
+  if (has && type !== "array") typeErr("array", "x-kubernetes-list-type is specified");
+  else if (listType === "set" && items) {
+    if (items["type"] === "array" && items["x-kubernetes-list-type"] !== undefined && items["x-kubernetes-list-type"] !== "atomic")
+      errs.push(
+        invalid(
+          `${at}.items.x-kubernetes-list-type`,
+          items["x-kubernetes-list-type"],
+          "must be atomic as item of a list with x-kubernetes-list-type=set",
+        ),
+      );
+    if (items["type"] === "object" && items["x-kubernetes-map-type"] !== "atomic")
+      errs.push(
+        invalid(
+          `${at}.items.x-kubernetes-map-type`,
+          items["x-kubernetes-list-type"] ?? null,
+          "must be atomic as item of a list with x-kubernetes-list-type=set",
+        ),
+      );
+  }
+  if (has && listType !== "atomic" && listType !== "set" && listType !== "map")
+    errs.push(notSupported(`${at}.x-kubernetes-list-type`, listType, ["atomic", "set", "map"]));
+  const keys = strings(s["x-kubernetes-list-map-keys"]);
+  if (keys.length > 0) {
+    if (!has) errs.push(required(`${at}.x-kubernetes-list-type`, "must be map if x-kubernetes-list-map-keys is non-empty"));
+    else if (listType !== "map")
+      errs.push(invalid(`${at}.x-kubernetes-list-type`, listType, "must be map if x-kubernetes-list-map-keys is non-empty"));
+  }
+  if (listType === "map") {
+    if (keys.length === 0) errs.push(required(`${at}.x-kubernetes-list-map-keys`, "must not be empty if x-kubernetes-list-type is map"));
+    if (!items) errs.push(required(`${at}.items`, "must have a schema if x-kubernetes-list-type is map"));
+    else if (items["type"] !== "object")
+      errs.push(invalid(`${at}.items.type`, items["type"] ?? "", "must be object if parent array's x-kubernetes-list-type is map"));
+    else {
+      const props = obj(items["properties"]);
+      const seen = new Set<string>();
+      for (const k of keys) {
+        const p = props[k];
+        if (isObject(p)) {
+          if (p["type"] === "array" || p["type"] === "object")
+            errs.push(
+              invalid(
+                `${at}.items.properties[${k}].type`,
+                "object",
+                "must be a scalar type if parent array's x-kubernetes-list-type is map",
+              ),
+            );
+        } else errs.push(invalid(`${at}.x-kubernetes-list-map-keys`, keys, "entries must all be names of item properties"));
+        if (seen.has(k)) errs.push(invalid(`${at}.x-kubernetes-list-map-keys`, keys, "must not contain duplicate entries"));
+        seen.add(k);
+      }
+    }
+  }
+  if ((listType === "set" || listType === "map") && items) {
+    if (items["nullable"] === true)
+      errs.push(forbidden(`${at}.items.nullable`, `cannot be nullable when x-kubernetes-list-type is ${listType}`));
+    if (listType === "map") {
+      const req = strings(items["required"]);
+      const props = obj(items["properties"]);
+      for (const k of keys) {
+        const p = props[k];
+        if (!isObject(p)) continue;
+        if (!req.includes(k) && p["default"] === undefined)
+          errs.push(
+            required(
+              `${at}.items.properties[${k}].default`,
+              "this property is in x-kubernetes-list-map-keys, so it must have a default or be a required property",
+            ),
+          );
+        if (p["nullable"] === true)
+          errs.push(
+            forbidden(`${at}.items.properties[${k}].nullable`, "this property is in x-kubernetes-list-map-keys, so it cannot be nullable"),
+          );
+      }
+    }
+  }
+}
+
 /** ruleErrors checks one x-kubernetes-validations entry's fields (its rule's CEL is compiled in cel.ts). */
 function ruleErrors(rule: JsonObject, s: JsonObject, at: string, errs: FieldError[]): void {
   const text = str(rule["rule"]).trim();
   const message = str(rule["message"]);
+  // In kube-apiserver v1.36.3's words (apiextensions-apiserver v0.36.3 validation.go, the x-kubernetes-validations loop).
   if (!text) errs.push(required(`${at}.rule`, "rule is not specified"));
-  else if (message.length > 0 && message.trim() === "")
-    errs.push(invalid(`${at}.message`, message, "message must be non-empty if specified"));
-  else if (message.length > 2048)
-    errs.push(invalid(`${at}.message`, `${message.slice(0, 10)}...`, "message must have a maximum length of 2048 characters"));
-  else if (/[\n\r]/.test(message.trim())) errs.push(invalid(`${at}.message`, message, "message must not contain line breaks"));
+  else if (message.length > 0 && message.trim() === "") errs.push(invalid(`${at}.message`, message, "must be non-empty if specified"));
+  else if (/[\n\r]/.test(message.trim())) errs.push(invalid(`${at}.message`, message, "must not contain line breaks"));
   else if (/[\n\r]/.test(text) && message.trim() === "")
     errs.push(required(`${at}.message`, "message must be specified if rule contains line breaks"));
   const expr = str(rule["messageExpression"]);
@@ -313,12 +475,9 @@ function ruleErrors(rule: JsonObject, s: JsonObject, at: string, errs: FieldErro
     errs.push(notSupported(`${at}.reason`, rule["reason"], REASONS));
   const fp = rule["fieldPath"];
   if (typeof fp === "string" && fp.length > 0) {
-    if (fp.trim() === "") errs.push(invalid(`${at}.fieldPath`, fp, "fieldPath must be non-empty if specified"));
-    else if (/[\n\r]/.test(fp)) errs.push(invalid(`${at}.fieldPath`, fp, "fieldPath must not contain line breaks"));
-    else {
-      const why = fieldPathError(fp, s);
-      if (why) errs.push(invalid(`${at}.fieldPath`, fp, `fieldPath must be a valid path: ${why}`));
-    }
+    if (fp.trim() === "") errs.push(invalid(`${at}.fieldPath`, fp, "must be non-empty if specified"));
+    if (/[\n\r]/.test(fp)) errs.push(invalid(`${at}.fieldPath`, fp, "must not contain line breaks"));
+    if (fieldPathError(fp, s)) errs.push(invalid(`${at}.fieldPath`, fp, "must be a valid path"));
   }
 }
 
@@ -357,10 +516,10 @@ function defaults(s: JsonObject, at: string, errs: FieldError[]): void {
   if (s["default"] !== undefined && s["default"] !== null) {
     const node = compileNode({ ...s, default: undefined } as unknown as JsonObject, at, { rules: false });
     const where = `${at}.default`;
-    for (const e of validateValue(s["default"], node, "", where, undefined))
-      errs.push({ ...e, field: e.field === where ? where : e.field, detail: e.detail.replace(/^ in body /, `${where} in body `) });
+    // kube-openapi names the default's own path, which is empty: " in body should ...".
+    for (const e of validateValue(s["default"], node, "", where, undefined)) errs.push(e);
   }
+  // Not into additionalProperties: kube does not look there (defaulting/validation.go).
   for (const [k, v] of Object.entries(obj(s["properties"]))) defaults(obj(v), `${at}.properties[${k}]`, errs);
   if (isObject(s["items"])) defaults(s["items"], `${at}.items`, errs);
-  if (isObject(s["additionalProperties"])) defaults(s["additionalProperties"], `${at}.additionalProperties`, errs);
 }

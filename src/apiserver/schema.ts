@@ -78,7 +78,7 @@ export function compileNode(s: JsonValue | undefined, where: string, opts: { rul
     if (v !== undefined) node[k] = v;
   }
   if (typeof o["pattern"] === "string") node.pattern = compilePattern(o["pattern"], where);
-  const format = typeof o["format"] === "string" ? supportedFormat(o["format"], types[0]) : undefined;
+  const format = typeof o["format"] === "string" ? supportedFormat(o["format"], intOrString ? undefined : types[0]) : undefined;
   if (format) node.format = format;
   if (typeof o["x-kubernetes-list-type"] === "string") node.listType = o["x-kubernetes-list-type"];
   if (Array.isArray(o["x-kubernetes-list-map-keys"]))
@@ -293,6 +293,28 @@ function embeddedErrors(v: JsonObject, at: string): FieldError[] {
   return errs;
 }
 
+/**
+ * typeMismatch is kube-openapi's type check (pkg/validation/validate/type.go at
+ * 43fb72c5454a, Validate) of a value of JSON type t under s, as kube-apiserver
+ * decodes it (a whole number an int64, others float64): under a format (as
+ * supportedFormat leaves it), a
+ * scalar of another type is refused naming the format and the value's Go
+ * format (int64, float64, or none), and a string or a list is not checked
+ * at all unless the schema is numeric (a list where a string of a format is
+ * declared passes, as it does there); otherwise the types are compared.
+ */
+function typeMismatch(t: string, s: Node): { want: string; got: string } | undefined {
+  const intFloat = t === "integer" && s.types.includes("number");
+  const fits = s.types.includes(t) || intFloat;
+  const f = s.format;
+  if (f && t !== "string" && t !== "array") {
+    const format = t === "integer" ? "int64" : t === "number" ? "float64" : "";
+    if (!(fits || format === f)) return { want: f, got: format };
+  }
+  if (f && (t === "string" || t === "array") && !(s.types.includes("number") || s.types.includes("integer"))) return undefined;
+  return fits ? undefined : { want: s.types.join(","), got: t };
+}
+
 /** check appends to errs what validateValue reports (one array for the whole walk). */
 function check(v: JsonValue, s: Node, path: string, prefix: string, old: Old, errs: FieldError[]): void {
   const start = errs.length;
@@ -308,14 +330,14 @@ function check(v: JsonValue, s: Node, path: string, prefix: string, old: Old, er
     return;
   }
   const t = typeOf(v);
-  if (s.types.length && !(s.types.includes(t) || (t === "integer" && s.types.includes("number")))) {
+  const wrong = s.types.length ? typeMismatch(t, s) : undefined;
+  if (wrong)
     errs.push({
       type: "FieldValueTypeInvalid",
       field: fieldOf(path, prefix),
-      value: t,
-      detail: `${rel(path, `must be of type ${s.types.join(",")}`)}: "${t}"`,
+      value: wrong.got,
+      detail: `${rel(path, `must be of type ${wrong.want}`)}: "${wrong.got}"`,
     });
-  }
   if (s.anyOf.length || s.oneOf.length || s.allOf.length || s.not) errs.push(...composite(v, s, path, prefix));
   if (typeof v === "string") {
     if (s.maxLength !== undefined || s.minLength !== undefined) {
@@ -336,7 +358,13 @@ function check(v: JsonValue, s: Node, path: string, prefix: string, old: Old, er
         });
     }
   } else if (typeof v === "number") {
-    if (s.multipleOf !== undefined || s.minimum !== undefined || s.maximum !== undefined || s.format === "int32")
+    if (
+      s.multipleOf !== undefined ||
+      s.minimum !== undefined ||
+      s.maximum !== undefined ||
+      s.format ||
+      (s.types[0] === "integer" && !Number.isInteger(v))
+    )
       errs.push(...numberErrors(v, s, path, prefix));
   } else if (Array.isArray(v)) {
     if (s.items) {
@@ -412,8 +440,17 @@ function numberErrors(v: number, s: Node, path: string, prefix: string): FieldEr
   const errs: FieldError[] = [];
   const isInt = Number.isInteger(v);
   const show = (b: number) => (isInt ? String(Math.trunc(b)) : goNum(b));
-  if (s.types.length === 1 && s.types[0] === "integer" && s.format === "int32" && isInt && (v > 2147483647 || v < -2147483648))
-    errs.push(invalid(top, "", `Checked value must be of type integer with format int32 in ${path}`));
+  // kube-openapi's range check (validate/values.go IsValueValidAgainstRange): a value that is not an
+  // int64 (or an int32 under format int32) where an integer is declared, one past float32 under format float.
+  const only = s.types.length === 1 ? s.types[0] : undefined;
+  const outOfRange =
+    only === "integer"
+      ? !isInt || Math.abs(v) >= 2 ** 63 || (s.format === "int32" && (v > 2147483647 || v < -2147483648))
+      : only === "number" && s.format === "float" && Math.abs(v) > 3.4028234663852886e38;
+  if (outOfRange)
+    errs.push(
+      invalid(top, "", `Checked value must be of type ${only} ${s.format ? `with format ${s.format}` : "(default format)"} in ${path}`),
+    );
   if (s.multipleOf !== undefined) {
     const m = s.multipleOf;
     const ok = m <= 0 ? false : isInt && Number.isInteger(m) ? v % m === 0 : Number.isInteger(m < 1 ? (1 / m) * v : v / m);

@@ -243,7 +243,7 @@ L("a set list is checked for duplicates in linear time: 100,000 items, one repea
       names: { type: "array", items: { type: "string" }, "x-kubernetes-list-type": "set" },
       things: {
         type: "array",
-        items: { type: "object", properties: { a: { type: "integer" }, b: { type: "integer" } } },
+        items: { type: "object", "x-kubernetes-map-type": "atomic", properties: { a: { type: "integer" }, b: { type: "integer" } } },
         "x-kubernetes-list-type": "set",
       },
     },

@@ -14,6 +14,7 @@ import * as assert from "uvu/assert";
 // @ts-expect-error -- a plain .mjs script without types
 import { goModuleDir, VERSIONS } from "../../scripts/anchors.mjs";
 import { specCRD } from "../support/cluster.js";
+import { CRD_CASES } from "../support/crdcases.js";
 import { needs } from "../support/needs.js";
 import { answerClass, celCases, celLiteral, readRecording, RECORDING, type Recorded } from "../support/celspec.js";
 import fc from "fast-check";
@@ -150,6 +151,15 @@ G("generated expressions are answered as kube answers them (fast-check; XFN_CELG
       .map(([w, n]) => `${n} × ${w.slice(6, 60)}...`)
       .join("; ")}\n`,
   );
+});
+
+G("every refusal line test/support/crdcases.ts holds by hand is one kube's ValidateCustomResourceDefinition gives", () => {
+  const wrong: string[] = [];
+  for (const [name, { crd, want }] of Object.entries(CRD_CASES)) {
+    const lines = (JSON.parse(kube.compileCRD(JSON.stringify(crd))) as { error: string }[]).map((e) => e.error);
+    if (!lines.some((l) => l.includes(want))) wrong.push(`${name}: wanted ${want}\n    kube: ${lines.join("\n          ") || "accepted"}`);
+  }
+  assert.equal(wrong, []);
 });
 
 G("a CRD kube refuses, and an object its rules refuse, are answered in kube's words", () => {
