@@ -90,8 +90,16 @@ export function runValidate(
     if (extensions === "-" && resources === "-") throw new InputError("cannot use stdin for both extensions and resources");
     let stdin: string | undefined;
     const once = () => (stdin ??= readStdin());
-    const ext = loadSources(extensions, once);
-    const res = loadSources(resources, once);
+    // Which argument could not be read, as crossplane's validate says it (cmd/crossplane/validate/cmd.go).
+    const load = (what: string, sources: string) => {
+      try {
+        return loadSources(sources, once);
+      } catch (e) {
+        throw new InputError(`cannot load ${what} from ${JSON.stringify(sources)}: ${messageOf(e)}`);
+      }
+    };
+    const ext = load("extensions", extensions);
+    const res = load("resources", resources);
     const result = schemaValidate(
       res.map((d) => d.obj as JsonObject),
       schemasOf(ext, flags.cacheDir),

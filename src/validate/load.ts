@@ -22,8 +22,9 @@ export function loadSources(sources: string, readStdin: () => string): Doc[] {
       try {
         st = statSync(source);
       } catch (err) {
+        // crossplane's words (cmd/crossplane/common/load/loader.go: "cannot stat input source", Go's os.Stat error).
         const why = (err as NodeJS.ErrnoException).code === "ENOENT" ? "no such file or directory" : messageOf(err);
-        throw new InputError(`cannot read ${source}: ${why}`);
+        throw new InputError(`cannot stat input source: stat ${source}: ${why}`);
       }
       if (st.isDirectory()) for (const f of walk(source)) out.push(...stream(read(f), f));
       else out.push(...stream(read(source), source));

@@ -14,15 +14,15 @@
 // embedded API server knows of it (Namespace, ConfigMap, Secret, Event,
 // Lease, CustomResourceDefinition) or an OpenAPI v3 document given as a
 // schema (what `kubectl get --raw /openapi/v3/apis/apps/v1` prints), since
-// xfn has no Go types to decode strictly into; and CEL rules are not run on an
-// object the schema already refused (kube's rule: "some validation rules were
-// not checked ..." is said instead).
+// xfn has no Go types to decode strictly into. As there (and unlike
+// kube-apiserver), CEL rules run on an object the schema refused too; a rule
+// that reads a value of the wrong type fails with kube's "invalid data" error.
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { builtinSchema } from "../apiserver/openapi.js";
 import { runRules } from "../apiserver/cel.js";
 import { typedErrors, typedMessage } from "../apiserver/typed.js";
 import { invalid, OMIT, text, type FieldError } from "../apiserver/fielderr.js";
-import { applyDefaults, blocked, listErrors, prune, RULES_NOT_CHECKED, Schema, validateValue } from "../apiserver/schema.js";
+import { applyDefaults, listErrors, prune, Schema, validateValue } from "../apiserver/schema.js";
 import { forCompositeResource, forCompositeResourceClaim, XRDError } from "../engine/xcrd.js";
 import { isObject, metaOf } from "../json.js";
 import { flatten, parseApiVersion } from "../render/schema.js";
@@ -193,8 +193,7 @@ function validateResource(input: JsonObject, schemas: Schemas): ResourceValidati
     errors.push(converted(invalid(p, child, `unknown field: "${child}"`), "unknownField"));
   }
   if (schema.hasRules) {
-    if (blocked(schemaErrs)) errors.push(converted(RULES_NOT_CHECKED, "cel"));
-    else errors.push(...runRules(r, root, undefined, []).map((e) => converted(e, "cel")));
+    errors.push(...runRules(r, root, undefined, []).map((e) => converted(e, "cel")));
   }
   return { ...head, status: statusOf(errors), ...(errors.length ? { errors } : {}) };
 }

@@ -41,7 +41,10 @@ C("stdin: more than 256 MiB (yes piped in) is refused with a clear error, not re
   });
   assert.ok(Date.now() - started < 60_000, `took ${Date.now() - started} ms`);
   assert.is(r.code, 1);
-  assert.match(r.stderr, "xfn validate: cannot read standard input: it holds more than 256 MiB, the most read from it");
+  assert.match(
+    r.stderr,
+    `xfn validate: cannot load resources from "-": cannot read standard input: it holds more than 256 MiB, the most read from it`,
+  );
 });
 
 C("xfn --help lists validate", async () => {

@@ -507,7 +507,10 @@ R("stdin: render's output piped in with -; stdin for both is refused", () => {
   assert.is(both.err, "xfn validate: cannot use stdin for both extensions and resources\n");
 });
 R("bad input names its cause: a missing file, YAML that does not parse, a package not in the cache", () => {
-  assert.match(run(at("nope.yaml"), at("valid.yaml")).err, `cannot read ${at("nope.yaml")}: no such file or directory`);
+  assert.match(
+    run(at("nope.yaml"), at("valid.yaml")).err,
+    `cannot load extensions from ${JSON.stringify(at("nope.yaml"))}: cannot stat input source: stat ${at("nope.yaml")}: no such file or directory`,
+  );
   const dir = temp("xfn-validate-");
   writeFileSync(join(dir, "bad.yaml"), "a: [b\n");
   assert.match(run(at("schemas"), join(dir, "bad.yaml")).err, `cannot parse ${join(dir, "bad.yaml")}`);
