@@ -1,7 +1,7 @@
 // Issue 59, item 3: which CEL engine the CRD rules should run on, measured.
 // Three candidates, side by side in one run:
 //   - cel-js (@marcbachmann/cel-js), bare and as xfn runs it (with our Kubernetes
-//     libraries, src/apiserver/cel.ts);
+//     libraries, src/schema/cel.ts);
 //   - @bufbuild/cel, Buf's conformance-tested CEL on protobuf-es, with its strings extension;
 //   - cel-go with Kubernetes' own libraries compiled to WebAssembly (bench/celwasm,
 //     built by scripts/anchors.mjs; skipped, saying so, without Go 1.26).
@@ -16,7 +16,7 @@ import { Environment, evaluate } from "@marcbachmann/cel-js";
 import * as buf from "@bufbuild/cel";
 import { strings } from "@bufbuild/cel/ext";
 import type { JsonObject } from "@bufbuild/protobuf";
-import { Schema } from "../src/apiserver/schema.js";
+import { Schema } from "../src/schema/schema.js";
 import { specCRD } from "../test/support/cluster.js";
 import { loadKubeCel, type KubeCel } from "../test/crossplane/kubecel.js";
 import { canonicalCelJs, canonicalScalar, celCases, celInput, celLiteral, ourAnswer, readRecording } from "../test/support/celspec.js";
@@ -248,7 +248,7 @@ const section = [
   "",
   "| engine | start-up | first CRD compile | per write |",
   "|---|---|---|---|",
-  `| xfn (cel-js + our libraries, src/apiserver/schema.ts) | 0 (in the server's bundle) | - | ${xfnValidate.toFixed(1)} µs |`,
+  `| xfn (cel-js + our libraries, src/schema/schema.ts) | 0 (in the server's bundle) | - | ${xfnValidate.toFixed(1)} µs |`,
   w.row ?? `| cel-go, WebAssembly | ${w.note} | | |`,
   w.size ? `\nThe WebAssembly module is ${(w.size / 1048576).toFixed(0)} MiB (built with \`-s -w\`); it needs Go 1.26 to build.` : "",
   "",

@@ -7,7 +7,9 @@
 // default), the same function on @crossplane-org/function-sdk-typescript
 // (the peer), the same function in Go as function-sdk-go builds one (go:
 // grpc-go, generated types, structpb to and from maps; bench/go/main.go, built
-// from Debian's packages by bench/go.ts), a floor (bare grpc-js that moves the
+// from Debian's packages by bench/go.ts), the same function written with
+// function-sdk-go itself (go-sdk: bench/gosdk/main.go, built against the SDK at
+// its pinned version by scripts/anchors.mjs), a floor (bare grpc-js that moves the
 // bytes and echoes the tag),
 // and send-floor (bare grpc-js answering with xfn's response bytes, made ahead
 // of time: what moving the response alone costs). A seeded load generator
@@ -31,10 +33,12 @@ import { Ready, RunFunctionResponseSchema } from "../src/gen/fn/v1/run_function_
 import { installHint, whyMissing } from "../test/support/needs.js";
 import { freePort } from "../test/support/spawn.js";
 import { buildGoFunction, procUsage } from "./go.js";
+// @ts-expect-error -- a plain .mjs script without types
+import { build } from "../scripts/anchors.mjs";
 import { request } from "./workload.js";
 
-type Kind = "xfn" | "xfn-pool" | "peer" | "go" | "floor" | "send-floor";
-const ALL: Kind[] = ["xfn", "xfn-pool", "peer", "go", "floor", "send-floor"];
+type Kind = "xfn" | "xfn-pool" | "peer" | "go" | "go-sdk" | "floor" | "send-floor";
+const ALL: Kind[] = ["xfn", "xfn-pool", "peer", "go", "go-sdk", "floor", "send-floor"];
 const args = process.argv.slice(2);
 const quick = args.includes("--quick");
 const option = (name: string) => (args.includes(name) ? args[args.indexOf(name) + 1] : undefined);
@@ -45,7 +49,11 @@ for (const k of asked ?? [])
 // Go's row needs Go and Debian's grpc-go and protobuf sources; unless asked for by name, it is skipped without them.
 const goMissing = whyMissing("go");
 const goSkipped = goMissing && !asked?.includes("go") ? `skipped: needs go, ${goMissing} (${installHint(["go"])})` : undefined;
-const KINDS: Kind[] = (asked ?? ALL).filter((k) => k !== "go" || !goSkipped);
+// The SDK's row needs Go 1.26 (the SDK's module is built with it, scripts/anchors.mjs).
+const sdkMissing = whyMissing("go1.26");
+const sdkSkipped =
+  sdkMissing && !asked?.includes("go-sdk") ? `skipped: needs go1.26, ${sdkMissing} (${installHint(["go1.26"])})` : undefined;
+const KINDS: Kind[] = (asked ?? ALL).filter((k) => (k !== "go" || !goSkipped) && (k !== "go-sdk" || !sdkSkipped));
 const NS = option("--ns")?.split(",").map(Number) ?? [1, 10, 100, 1000];
 const CS = [1, 16];
 // At least 100 calls per cell even in quick mode: a p99 of fewer samples is just their maximum.
@@ -73,7 +81,7 @@ interface Row {
 
 function ask(r: Running): Promise<{ cpuMicros: number; maxRssKiB: number }> {
   // The Go server is not a Node process: its usage is read from /proc, as the kernel counts it.
-  if (r.kind === "go") return Promise.resolve(procUsage(r.child.pid!));
+  if (r.kind === "go" || r.kind === "go-sdk") return Promise.resolve(procUsage(r.child.pid!));
   const child = r.child;
   return new Promise((resolve) => {
     const on = (m: { cpuMicros?: number; maxRssKiB: number }) => {
@@ -89,6 +97,7 @@ function ask(r: Running): Promise<{ cpuMicros: number; maxRssKiB: number }> {
 async function start(kind: Kind): Promise<Running> {
   const port = await freePort();
   if (kind === "go") return startGo(port);
+  if (kind === "go-sdk") return startGo(port, "go-sdk");
   const child = fork(join(import.meta.dirname, "server.ts"), [kind, String(port)], {
     execArgv: ["--import", "tsx"],
     stdio: ["ignore", "ignore", "inherit", "ipc"],
@@ -106,15 +115,16 @@ const clientFor = (port: number) =>
     "grpc.max_send_message_length": 16 * 1024 * 1024,
   });
 
-async function startGo(port: number): Promise<Running> {
-  const child = spawn(buildGoFunction(), ["-address", `127.0.0.1:${port}`], { stdio: ["ignore", "pipe", "inherit"] });
+async function startGo(port: number, kind: "go" | "go-sdk" = "go"): Promise<Running> {
+  const bin = kind === "go" ? buildGoFunction() : (build("gosdkbench") as { gosdkbench: string }).gosdkbench;
+  const child = spawn(bin, ["-address", `127.0.0.1:${port}`], { stdio: ["ignore", "pipe", "inherit"] });
   await new Promise<void>((resolve, reject) => {
     child.stdout!.on("data", (d: Buffer) => {
       if (d.toString().includes("listening")) resolve();
     });
-    child.once("exit", (code) => reject(new Error(`go server exited with ${code}`)));
+    child.once("exit", (code) => reject(new Error(`${kind} server exited with ${code}`)));
   });
-  return { kind: "go", child, client: clientFor(port), port };
+  return { kind, child, client: clientFor(port), port };
 }
 
 function call(r: Running, bytes: Uint8Array): Promise<Buffer> {
@@ -255,8 +265,8 @@ async function main(): Promise<void> {
       `| ${r.n} | ${r.c} | ${r.server} | ${r.p50Ms} | ${r.p99Ms} | ${r.rps} | ${r.cpuMsPerReq} | ${r.peakRssMiB} | ${r.verified} |`,
     );
   const ratios: string[] = [
-    "| N | c | xfn/floor CPU | peer/xfn CPU | xfn p99 / peer p99 | xfn/send-floor CPU | xfn-pool/send-floor CPU | peer/xfn-pool CPU | go/xfn CPU | go/xfn-pool CPU | xfn p99 / go p99 |",
-    "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    "| N | c | xfn/floor CPU | peer/xfn CPU | xfn p99 / peer p99 | xfn/send-floor CPU | xfn-pool/send-floor CPU | peer/xfn-pool CPU | go/xfn CPU | go/xfn-pool CPU | xfn p99 / go p99 | go-sdk/xfn CPU | go-sdk/xfn-pool CPU | xfn p99 / go-sdk p99 |",
+    "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
   ];
   for (const n of NS) {
     for (const c of CS) {
@@ -266,15 +276,16 @@ async function main(): Promise<void> {
       const sf = get("send-floor", n, c);
       const xp = get("xfn-pool", n, c);
       const g = get("go", n, c);
+      const gs = get("go-sdk", n, c);
       // A server not run (skipped, or left out with --servers) leaves its ratios blank.
       const ratio = (a: number | undefined, b: number | undefined) => (a === undefined || b === undefined ? "-" : String(r2(a / b)));
       ratios.push(
-        `| ${n} | ${c} | ${ratio(x?.cpuMsPerReq, f?.cpuMsPerReq)} | ${ratio(p?.cpuMsPerReq, x?.cpuMsPerReq)} | ${ratio(x?.p99Ms, p?.p99Ms)} | ${ratio(x?.cpuMsPerReq, sf?.cpuMsPerReq)} | ${ratio(xp?.cpuMsPerReq, sf?.cpuMsPerReq)} | ${ratio(p?.cpuMsPerReq, xp?.cpuMsPerReq)} | ${ratio(g?.cpuMsPerReq, x?.cpuMsPerReq)} | ${ratio(g?.cpuMsPerReq, xp?.cpuMsPerReq)} | ${ratio(x?.p99Ms, g?.p99Ms)} |`,
+        `| ${n} | ${c} | ${ratio(x?.cpuMsPerReq, f?.cpuMsPerReq)} | ${ratio(p?.cpuMsPerReq, x?.cpuMsPerReq)} | ${ratio(x?.p99Ms, p?.p99Ms)} | ${ratio(x?.cpuMsPerReq, sf?.cpuMsPerReq)} | ${ratio(xp?.cpuMsPerReq, sf?.cpuMsPerReq)} | ${ratio(p?.cpuMsPerReq, xp?.cpuMsPerReq)} | ${ratio(g?.cpuMsPerReq, x?.cpuMsPerReq)} | ${ratio(g?.cpuMsPerReq, xp?.cpuMsPerReq)} | ${ratio(x?.p99Ms, g?.p99Ms)} | ${ratio(gs?.cpuMsPerReq, x?.cpuMsPerReq)} | ${ratio(gs?.cpuMsPerReq, xp?.cpuMsPerReq)} | ${ratio(x?.p99Ms, gs?.p99Ms)} |`,
       );
     }
   }
   const secs = Math.round((Date.now() - started) / 1000);
-  const skipped = goSkipped ? `\ngo: ${goSkipped}\n` : "";
+  const skipped = `${goSkipped ? `\ngo: ${goSkipped}\n` : ""}${sdkSkipped ? `\ngo-sdk: ${sdkSkipped}\n` : ""}`;
   const table = `${lines.join("\n")}\n${skipped}\nRatios (same run):\n\n${ratios.join("\n")}\n`;
   process.stdout.write(`\n${table}\nLarge request: ${large}\nTook ${secs} s (${quick ? "quick" : "full"}).\n`);
   // The JSON holds xfn, the two peers and the floor; send-floor and xfn-pool are explanation, in the tables only.
@@ -285,6 +296,7 @@ async function main(): Promise<void> {
     "Each server runs in its own process; the load generator runs in another and shares the 2 cores with them, so at c=16 latency includes queueing behind the generator.",
     "xfn runs the function in the server's own thread (`--workers 1`); xfn-pool as `xfn serve` does by default, on a pool of worker threads (one per core plus one), its CPU counted over all its threads.",
     "go is the bench function in Go as function-sdk-go builds one: grpc-go, types generated by protoc-gen-go and protoc-gen-go-grpc, resources to and from maps with structpb's AsMap and NewStruct (function-sdk-go's own helpers go through JSON, which costs more: this is the cheaper Go). Its CPU is read from /proc in clock ticks (1/100 s), summed over each cell's batches; its GC runs on every core, as Go's does by default.",
+    "go-sdk is the same function written with github.com/crossplane/function-sdk-go itself (bench/gosdk/main.go, the SDK at the version test/anchors/versions.json pins, built by scripts/anchors.mjs): request.GetObservedCompositeResource and GetObservedComposedResources, composed.New, response.SetDesiredComposedResources and SetDesiredCompositeResource, served by function.Serve (which also registers v1beta1 and a logging interceptor): what a Go function author writes. Its CPU is read as go's.",
     "send-floor is a bare grpc-js server that answers with the bytes of xfn's response to the same request (worked out once per N, before measuring): what moving this request in and this response out costs any server, before any work.",
     "CPU is the server process's user+system time over the measured batches divided by requests (warm-up excluded); peak RSS is the process's maximum resident set so far (the large request is sent after all cells, so it is not in these figures).",
     `Counts per cell: ${JSON.stringify(COUNT)}, in ${ROUNDS} alternating batches per server.`,

@@ -92,6 +92,15 @@ export const MODULES = {
     source: "test/crossplane/provider",
     tools: { provider: "." },
   },
+  // The bench's Go row: the bench function written with function-sdk-go (bench/gosdk, our
+  // source), as a function author builds one.
+  gosdkbench: {
+    module: "github.com/crossplane/function-sdk-go",
+    version: VERSIONS.functionSdkGo,
+    source: "bench/gosdk",
+    tools: { gosdkbench: "." },
+    onDemand: true, // built by the bench, not by a plain `npm run anchors`
+  },
   // Kubernetes' own CEL for CRD rules and its CRD validation (test/crossplane/kubecel, our
   // source) compiled to WebAssembly, at the staging version of the pinned Kubernetes: the
   // oracle of the rule engine's tests, and an engine bench/cel-engines.ts measures.

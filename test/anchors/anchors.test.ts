@@ -33,6 +33,7 @@ A("every tool issue 58 names is built, from the module it names, at a pinned ver
     crane: "github.com/google/go-containerregistry",
     provider: "github.com/crossplane/crossplane-runtime/v2",
     "kubecel.wasm": "k8s.io/apiextensions-apiserver",
+    gosdkbench: "github.com/crossplane/function-sdk-go",
   });
   // The version string Crossplane checks packages' spec.crossplane.version against is set as its own build sets it.
   assert.ok((MODULES.crossplane.ldflags as string).includes(`crossplane-runtime/v2/pkg/version.version=${VERSIONS.crossplane}`));

@@ -48,7 +48,8 @@ function bench(args: string[]) {
   const child = spawn(process.execPath, ["--import", "tsx", join(ROOT, "bench/run.ts"), "--quick", "--ns", "1", ...args], {
     cwd: ROOT,
     detached: true,
-    env: { ...process.env, PATH: bin },
+    // No Go at all: neither Debian's on PATH (the go row) nor Go 1.26 at /usr/local/go (the go-sdk row).
+    env: { ...process.env, PATH: bin, XFN_TEST_GO126: "/nonexistent/go" },
   });
   let out = "";
   child.stdout.on("data", (d) => (out += d));
@@ -59,24 +60,28 @@ function bench(args: string[]) {
   return { child, output: () => out, exited };
 }
 
-B("without Go: the go row is skipped naming the packages, the rest is measured, and no server is left running", async () => {
-  const b = bench([]);
-  const { code } = await b.exited;
-  assert.is(code, 0, b.output());
-  assert.match(
-    b.output(),
-    /^go: skipped: needs go, no go on PATH \(apt-get install golang-go golang-google-grpc-dev golang-google-protobuf-dev\)$/m,
-  );
-  assert.match(b.output(), /^\| 1 \| 1 \| xfn \| [\d.]+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \| true \|$/m);
-  assert.match(
-    b.output(),
-    /^\| 1 \| 1 \| [\d.]+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \| - \| - \| - \|$/m,
-    "go's ratios blank",
-  );
-  await until("every server gone", () => group(b.child.pid!).length === 0, 5_000).catch(() => {
-    throw new Error(`left running: ${group(b.child.pid!).join("; ")}`);
-  });
-});
+B(
+  "without Go: the go and go-sdk rows are skipped naming what brings them, the rest is measured, and no server is left running",
+  async () => {
+    const b = bench([]);
+    const { code } = await b.exited;
+    assert.is(code, 0, b.output());
+    assert.match(
+      b.output(),
+      /^go: skipped: needs go, no go on PATH \(apt-get install golang-go golang-google-grpc-dev golang-google-protobuf-dev\)$/m,
+    );
+    assert.match(b.output(), /^go-sdk: skipped: needs go1\.26, no Go at \/nonexistent\/go \(.*Go 1\.26 at \/usr\/local\/go.*\)$/m);
+    assert.match(b.output(), /^\| 1 \| 1 \| xfn \| [\d.]+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \| true \|$/m);
+    assert.match(
+      b.output(),
+      /^\| 1 \| 1 \| [\d.]+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \| - \| - \| - \| - \| - \| - \|$/m,
+      "go's and go-sdk's ratios blank",
+    );
+    await until("every server gone", () => group(b.child.pid!).length === 0, 5_000).catch(() => {
+      throw new Error(`left running: ${group(b.child.pid!).join("; ")}`);
+    });
+  },
+);
 
 B("stopped by a signal mid-way: every server it started ends with it", async () => {
   const b = bench(["--servers", "xfn,xfn-pool,peer,floor"]);
