@@ -13,11 +13,11 @@
 import { isDeepStrictEqual } from "node:util";
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { isObject } from "../json.js";
-import { forbidden, invalid, notSupported, OMIT, required, type FieldError } from "./fielderr.js";
+import { forbidden, invalid, notSupported, OMIT, required, type FieldError } from "../schema/fielderr.js";
 import { isDNS1035Label, isDNS1123Subdomain } from "./meta.js";
-import { compileNode, validateValue } from "./schema.js";
-import { ruleTypeErrors } from "./celcheck.js";
-import { costErrors } from "./celcost.js";
+import { compileNode, validateValue } from "../schema/schema.js";
+import { ruleTypeErrors } from "../schema/celcheck.js";
+import { costErrors } from "../schema/celcost.js";
 
 const REASONS = ["FieldValueDuplicate", "FieldValueForbidden", "FieldValueInvalid", "FieldValueRequired"];
 

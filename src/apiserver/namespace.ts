@@ -22,7 +22,7 @@
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { isObject, metaOf } from "../json.js";
 import { ApiError } from "./errors.js";
-import { invalid, type FieldError } from "./fielderr.js";
+import { invalid, type FieldError } from "../schema/fielderr.js";
 import { isQualifiedName } from "./meta.js";
 
 export const NAMESPACES_KEY = "/namespaces";

@@ -50,12 +50,7 @@ export function resourceVersionParam(q: URLSearchParams): string | null {
  */
 export const MAX_DEPTH = 1000;
 
-/**
- * MAX_REQUEST_BODY_BYTES is kube-apiserver's limit on a request body (its
- * MaxRequestBodyBytes, 3 MiB); the CEL cost estimate sizes what a request can
- * hold by it, and JSON patch copies are capped at it (JSONPatchMaxCopyBytes).
- */
-export const MAX_REQUEST_BODY_BYTES = 3 * 1024 * 1024;
+export { MAX_REQUEST_BODY_BYTES } from "../schema/celsize.js";
 
 /** checkDepth refuses (400) a value nested deeper than MAX_DEPTH, counting without recursion. */
 export function checkDepth(v: unknown, what = "the request body"): void {

@@ -8,7 +8,8 @@
 import type { JsonObject } from "@bufbuild/protobuf";
 import { isObject } from "../json.js";
 import { ApiError } from "./errors.js";
-import { invalid, refusal, required } from "./fielderr.js";
+import { invalid, required } from "../schema/fielderr.js";
+import { refusal } from "./refusal.js";
 
 export const USER = "xfn-dev";
 const GROUPS = ["system:masters", "system:authenticated"];

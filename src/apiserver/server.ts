@@ -22,9 +22,10 @@ import { isReview, review, reviewResources } from "./reviews.js";
 import { discovery, groups } from "./discovery.js";
 import { document as openapiDocument, root as openapiRoot } from "./openapi.js";
 import { ApiError } from "./errors.js";
-import { forbidden, notSupported, OMIT, refusal, required, type FieldError } from "./fielderr.js";
+import { forbidden, notSupported, OMIT, required, type FieldError } from "../schema/fielderr.js";
+import { refusal } from "./refusal.js";
 import { CRD_KEY, Store, typeKeyOf, type Writer } from "./store.js";
-import { closeMatcher, offThread } from "./offthread.js";
+import { closeMatcher, offThread } from "../schema/offthread.js";
 import {
   apiVersionOf,
   asVersion,

@@ -13,8 +13,8 @@
 // kubernetes/kubernetes#139253).
 import type { JsonValue } from "@bufbuild/protobuf";
 import { isObject } from "../json.js";
-import { goFloat } from "./fielderr.js";
-import type { Node } from "./node.js";
+import { goFloat } from "../schema/fielderr.js";
+import type { Node } from "../schema/node.js";
 
 const META = new Set(["apiVersion", "kind", "metadata"]);
 

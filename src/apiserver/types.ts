@@ -3,7 +3,7 @@
 import type { JsonObject } from "@bufbuild/protobuf";
 import { isObject } from "../json.js";
 import type { FieldRequirement, Requirement } from "./selector.js";
-import type { Schema } from "./schema.js";
+import type { Schema } from "../schema/schema.js";
 
 /** ResourceType is one kind the server serves. */
 export interface ResourceType {

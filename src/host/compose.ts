@@ -52,7 +52,7 @@ import {
   resultEvents,
   type Condition,
 } from "./status.js";
-import { prune as pruneToSchema } from "../sdk/schema.js";
+import { pruneToSchema } from "../schema/schema.js";
 import type { ResourceState } from "../graph/model.js";
 import { ComposedWatches } from "./composed-watches.js";
 import type { Kind, WatchManager } from "./watches.js";

@@ -1,10 +1,11 @@
 // Schemas offline: the XR schema an XRD makes (as Crossplane makes the XR's
-// CRD from it), defaulting and pruning an object the way the API server does on
-// write, and answering functions' schema requirements from CRDs, XRDs and
+// CRD from it), defaulting and pruning an object with the API server's own
+// defaulter and pruner (src/schema/), and answering functions' schema requirements from CRDs, XRDs and
 // OpenAPI v3 documents (what /openapi/v3/<group-version> returns).
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
-import { applyDefaults } from "../apiserver/defaults.js";
-import { PRESERVE, prune } from "../sdk/schema.js";
+import { applyDefaults } from "../schema/defaults.js";
+import { pruneToSchema as prune } from "../schema/schema.js";
+import { PRESERVE } from "../sdk/schema.js";
 import { scopeOf, xrSchemaOf } from "../engine/xcrd.js";
 import { InputError, type Doc } from "../engine/docs.js";
 import { isObject } from "../sdk/fieldpath.js";

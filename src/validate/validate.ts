@@ -1,7 +1,7 @@
 // Offline validation of manifests against CRDs and XRDs, as `crossplane
 // resource validate` does it (crossplane/cli 3d72f93: pkg/validate/validate.go,
 // unknown_fields.go, types.go; cmd/crossplane/validate/manager.go), with the
-// embedded API server's validator (src/apiserver/schema.ts, cel.ts) in place
+// validator the embedded API server uses (src/schema/: schema.ts, cel.ts) in place
 // of kube-apiserver's libraries. For each resource whose kind a schema covers:
 // its defaults are applied, then the schema is checked (types, required,
 // enums, formats, list types), then every field the schema does not declare
@@ -19,10 +19,10 @@
 // that reads a value of the wrong type fails with kube's "invalid data" error.
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { builtinSchema } from "../apiserver/openapi.js";
-import { runRules } from "../apiserver/cel.js";
+import { runRules } from "../schema/cel.js";
 import { typedErrors, typedMessage } from "../apiserver/typed.js";
-import { invalid, OMIT, text, type FieldError } from "../apiserver/fielderr.js";
-import { applyDefaults, listErrors, prune, Schema, validateValue } from "../apiserver/schema.js";
+import { invalid, OMIT, text, type FieldError } from "../schema/fielderr.js";
+import { applyDefaults, listErrors, prune, Schema, validateValue } from "../schema/schema.js";
 import { forCompositeResource, forCompositeResourceClaim, XRDError } from "../engine/xcrd.js";
 import { isObject, metaOf } from "../json.js";
 import { flatten, parseApiVersion } from "../render/schema.js";

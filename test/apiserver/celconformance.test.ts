@@ -1,4 +1,4 @@
-// The CRD rule engine (cel-js with our Kubernetes libraries, src/apiserver/cel.ts)
+// The CRD rule engine (cel-js with our Kubernetes libraries, src/schema/cel.ts)
 // held to Kubernetes' own CEL: every case of test/apiserver/kubecel-answers.json
 // (CEL's conformance cases in the suites kube's environment has, and the
 // expressions of kube's CEL library tests), whose answers were taken from kube's

@@ -8,8 +8,8 @@
 import type { JsonObject } from "@bufbuild/protobuf";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
-import { costErrors, ruleCost, RULE_COST_LIMIT } from "../../src/apiserver/celcost.js";
-import { escape } from "../../src/apiserver/celsize.js";
+import { costErrors, ruleCost, RULE_COST_LIMIT } from "../../src/schema/celcost.js";
+import { escape } from "../../src/schema/celsize.js";
 import { CRD_KEY, Store } from "../../src/apiserver/store.js";
 import { crdErrors } from "../../src/apiserver/crd.js";
 import { widgetCRD } from "../support/cluster.js";

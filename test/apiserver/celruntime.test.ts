@@ -10,10 +10,10 @@
 import type { JsonObject } from "@bufbuild/protobuf";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
-import { actualSize, withMeter } from "../../src/apiserver/celmeter.js";
-import { celValue, compileRule } from "../../src/apiserver/cel.js";
-import { canonical, NAMESPACES } from "../../src/apiserver/cellibs.js";
-import { compileNode } from "../../src/apiserver/schema.js";
+import { actualSize, withMeter } from "../../src/schema/celmeter.js";
+import { celValue, compileRule } from "../../src/schema/cel.js";
+import { canonical, NAMESPACES } from "../../src/schema/cellibs.js";
+import { compileNode } from "../../src/schema/schema.js";
 import { CRD_KEY, Store, typeKeyOf } from "../../src/apiserver/store.js";
 import { crd } from "../support/cluster.js";
 

@@ -10,7 +10,7 @@ import { CRD_KEY, Store } from "../../src/apiserver/store.js";
 import { startDevCluster } from "../../src/apiserver/server.js";
 import { caller, widgetCRD } from "../support/cluster.js";
 import { CRD_CASES as CASES } from "../support/crdcases.js";
-import { hasAfterIndex } from "../../src/apiserver/cel.js";
+import { hasAfterIndex } from "../../src/schema/cel.js";
 
 const C = suite("dev-cluster: CRDs as kube-apiserver validates them");
 

@@ -1,24 +1,30 @@
-// The embedded API server's modules import one another without a circle, and
-// its validator (schema compilation, defaulting, pruning, validation, CEL,
-// metadata checks) stands on its own: none of it reaches the store, the
-// watches, persistence or the HTTP server, so an offline validator of
-// manifests can use it as it is.
+// The embedded API server's modules and the schema's (src/schema: schema
+// compilation, defaulting, pruning, validation, CEL) import one another
+// without a circle; the schema's import nothing of the API server (xfn
+// validate, render and the host use them as they are), and the API server's
+// own validators (typed and metadata checks) reach neither the store, the
+// watches, persistence nor the HTTP server.
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { ROOT } from "../support/spawn.js";
 
-const L = suite("apiserver: module layers");
-const DIR = join(ROOT, "src/apiserver");
+const L = suite("apiserver and schema: module layers");
+const FOLDERS = ["src/apiserver", "src/schema"];
 
-/** imports maps each module of src/apiserver to the modules of src/apiserver it imports (types too). */
+/** imports maps each module of src/apiserver and src/schema ("apiserver/x.ts") to the modules of both it imports (types too). */
 function imports(): Map<string, string[]> {
   const out = new Map<string, string[]>();
-  for (const f of readdirSync(DIR).filter((f) => f.endsWith(".ts"))) {
-    const text = readFileSync(join(DIR, f), "utf8");
-    const deps = [...text.matchAll(/^(?:import|export)\b[^;]*?from "\.\/([\w-]+)\.js";/gms)].map((m) => `${m[1]}.ts`);
-    out.set(f, [...new Set(deps)]);
+  for (const folder of FOLDERS) {
+    const here = folder.split("/")[1]!;
+    for (const f of readdirSync(join(ROOT, folder)).filter((f) => f.endsWith(".ts"))) {
+      const text = readFileSync(join(ROOT, folder, f), "utf8");
+      const deps = [...text.matchAll(/^(?:import|export)\b[^;]*?from "\.\.?\/(?:(apiserver|schema)\/)?([\w-]+)\.js";/gms)]
+        .filter((m) => m[1] !== undefined || !m[0].includes('"../'))
+        .map((m) => `${m[1] ?? here}/${m[2]}.ts`);
+      out.set(`${here}/${f}`, [...new Set(deps)]);
+    }
   }
   return out;
 }
@@ -64,7 +70,17 @@ L("no two modules import each other, directly or around a circle (type imports i
   );
 });
 
-L("the validator's modules reach neither the store, the watches, persistence nor the HTTP server", () => {
+L("src/schema, the one home of schemas and CEL (the API server, validate and render use it), imports nothing of the API server", () => {
+  const graph = imports();
+  const schema = [...graph.keys()].filter((m) => m.startsWith("schema/"));
+  assert.ok(schema.length > 10, "the schema modules were read");
+  for (const m of schema) {
+    const server = (graph.get(m) ?? []).filter((d) => d.startsWith("apiserver/"));
+    assert.equal(server, [], `${m} imports ${server.join(", ")}`);
+  }
+});
+
+L("the API server's own validators reach neither the store, the watches, persistence nor the HTTP server", () => {
   const graph = imports();
   const reach = (from: string) => {
     const seen = new Set<string>();
@@ -76,10 +92,11 @@ L("the validator's modules reach neither the store, the watches, persistence nor
     go(from);
     return seen;
   };
-  const validator = ["schema.ts", "cel.ts", "defaults.ts", "typed.ts", "meta.ts", "fielderr.ts", "node.ts", "formats.ts"];
+  const validator = ["apiserver/typed.ts", "apiserver/meta.ts", "apiserver/refusal.ts", "schema/schema.ts", "schema/cel.ts"];
+  const server = ["store.ts", "server.ts", "fanout.ts", "persist.ts", "gc.ts", "types.ts"].map((f) => `apiserver/${f}`);
   for (const v of validator) {
     assert.ok(graph.has(v), `${v} exists`);
-    const reached = [...reach(v)].filter((m) => ["store.ts", "server.ts", "fanout.ts", "persist.ts", "gc.ts", "types.ts"].includes(m));
+    const reached = [...reach(v)].filter((m) => server.includes(m));
     assert.equal(reached, [], `${v} reaches ${reached.join(", ")}`);
   }
 });

@@ -1,5 +1,5 @@
 // A long regular-expression match in a write (a schema's pattern, a rule's
-// matches()) runs off the serving thread (src/apiserver/offthread.ts): other
+// matches()) runs off the serving thread (src/schema/offthread.ts): other
 // clients are answered meanwhile, the answer is the one the match gives, and
 // SIGTERM ends the CLI's server while the match runs. On one thread, the
 // pattern [ab]*a[ab]{500}$ over a 1.4 MB value held every client 9-28 s.

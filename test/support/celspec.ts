@@ -11,7 +11,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { tests } from "@bufbuild/cel-spec/testdata/conformance.js";
 import type { SerializedIncrementalTestSuite } from "@bufbuild/cel-spec/testdata/tests.js";
-import { compileRuleExpression } from "../../src/apiserver/celcheck.js";
+import { compileRuleExpression } from "../../src/schema/celcheck.js";
 
 /** The suites whose features Kubernetes' CEL environment has. */
 const KUBE_SUITES = new Set([
@@ -220,7 +220,7 @@ export const answerClass = (a: string) => a.replace(/^(refused|error): [\s\S]*$/
 
 const TYPE_OF = compileRuleExpression("type(x)", ["x"]);
 
-/** ourAnswer is what the CRD rule engine (src/apiserver/cel.ts) answers to expr, canonical; bindings are CEL literals. */
+/** ourAnswer is what the CRD rule engine (src/schema/cel.ts) answers to expr, canonical; bindings are CEL literals. */
 export function ourAnswer(expr: string, bindings: Record<string, string> = {}): string {
   let run: (vars: Record<string, unknown>) => unknown;
   try {

@@ -7,7 +7,13 @@
 // 14f6746a).
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { isObject } from "../json.js";
-import { MAX_REQUEST_BODY_BYTES } from "./query.js";
+/**
+ * MAX_REQUEST_BODY_BYTES is kube-apiserver's limit on a request body (3 MiB):
+ * the largest object a write can bring, which bounds a list's or a string's
+ * size in the cost estimate. The API server refuses a larger body with it.
+ */
+export const MAX_REQUEST_BODY_BYTES = 3 * 1024 * 1024;
+
 export const MAX_REQUEST = MAX_REQUEST_BODY_BYTES;
 /** uint64's largest value, where cel-go's sums and products saturate. */
 export const MAX = 2 ** 64;

@@ -120,6 +120,6 @@ class MatcherThread {
 function script(): URL {
   const here = fileURLToPath(import.meta.url);
   return extname(here) === ".ts"
-    ? pathToFileURL(resolve(dirname(here), "../../lib/apiserver/match-worker.js"))
+    ? pathToFileURL(resolve(dirname(here), "../../lib/schema/match-worker.js"))
     : new URL("./match-worker.js", import.meta.url);
 }

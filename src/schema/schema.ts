@@ -21,7 +21,7 @@ import { find } from "./offthread.js";
 import { compileRule, runRules, RuleError } from "./cel.js";
 import { invalid, notSupported, required, tooLong, tooMany, type FieldError } from "./fielderr.js";
 import { FORMATS } from "./formats.js";
-import { isDNS1035Label } from "./meta.js";
+import { isDNS1035Label } from "./names.js";
 import { canonical, correlate, type Node, type Old } from "./node.js";
 import { messageOf } from "../sdk/errors.js";
 
@@ -190,6 +190,20 @@ export function prune(obj: JsonObject, s: Node): string[] {
   const unknown: string[] = [];
   walk(obj, { ...s, embedded: true }, "", unknown);
   return unknown.sort();
+}
+
+/** Compiled schemas of pruneToSchema, by the schema object given (render and the host give the same one each time). */
+const compiled = new WeakMap<JsonObject, Node>();
+
+/**
+ * pruneToSchema is prune for a schema given as JSON (a CRD version's or an
+ * XRD's openAPIV3Schema): what xfn render and xfn host drop from an XR or a
+ * composed resource is what the API server would drop, with the same pruner.
+ */
+export function pruneToSchema(obj: JsonObject, openAPIV3Schema: JsonObject): string[] {
+  let node = compiled.get(openAPIV3Schema);
+  if (!node) compiled.set(openAPIV3Schema, (node = compileNode(openAPIV3Schema, "openAPIV3Schema", { rules: false })));
+  return prune(obj, node);
 }
 
 function walk(x: JsonValue | undefined, s: Node | undefined, path: string, unknown: string[]): void {

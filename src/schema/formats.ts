@@ -6,7 +6,7 @@
 // kubernetes-extensions.go) or, where strfmt calls govalidator or Go's net
 // package, what those accept.
 import { isIP } from "node:net";
-import { isDNS1123Label, isDNS1123Subdomain } from "./meta.js";
+import { isDNS1123Label, isDNS1123Subdomain } from "./names.js";
 
 function isDate(s: string): boolean {
   const m = /^(\d{4})-(\d{2})-(\d{2})$/.exec(s);

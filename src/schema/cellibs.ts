@@ -10,7 +10,7 @@ import { isIP } from "node:net";
 import { Optional, type Environment } from "@marcbachmann/cel-js";
 import { compare as compareSemver } from "semver";
 import { FORMATS } from "./formats.js";
-import { isDNS1035Label, isDNS1123Label, isDNS1123Subdomain, isLabelValue, isQualifiedName } from "./meta.js";
+import { isDNS1035Label, isDNS1123Label, isDNS1123Subdomain, isLabelValue, isQualifiedName } from "./names.js";
 
 // --- quantity --------------------------------------------------------------
 
