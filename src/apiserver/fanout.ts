@@ -127,5 +127,14 @@ function deliver(w: Watcher, e: StoreEvent): void {
   const before = inScope(w, e.previous);
   if (now && before) w.send("MODIFIED", e.object);
   else if (now) w.send("ADDED", e.object);
-  else if (before) w.send("DELETED", e.object);
+  // Out of scope now: DELETED with the object as it was when it last matched, at the event's
+  // resourceVersion (kube's cacheWatcher.convertToWatchEvent, apiserver v0.36.3 cache_watcher.go).
+  else if (before) w.send("DELETED", withVersionOf(e.previous!, e.object));
+}
+
+/** withVersionOf is prev with next's resourceVersion (a copy: prev is the stored previous version). */
+function withVersionOf(prev: JsonObject, next: JsonObject): JsonObject {
+  const out = structuredClone(prev);
+  metaOf(out)["resourceVersion"] = metaOf(next)["resourceVersion"] ?? metaOf(out)["resourceVersion"]!;
+  return out;
 }

@@ -18,6 +18,13 @@ const str = (description: string, extra: JsonObject = {}): JsonObject => ({ type
 const int = (description: string): JsonObject => ({ type: "integer", format: "int32", description });
 const bool = (description: string): JsonObject => ({ type: "boolean", description });
 const time = (description: string): JsonObject => ({ type: "string", format: "date-time", description });
+/** ref is a field of a shared schema, as kube's documents refer to one: allOf of its $ref. */
+const ref = (name: string, description: string, extra: JsonObject = {}): JsonObject => ({
+  description,
+  allOf: [{ $ref: `#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.${name}` }],
+  ...extra,
+});
+const LIST_META_REF = "io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta";
 const strings = (description: string): JsonObject => ({ type: "array", items: { type: "string", default: "" }, description });
 const stringMap = (description: string, format?: string): JsonObject => ({
   type: "object",
@@ -40,33 +47,71 @@ const SHARED: Record<string, JsonObject> = {
     uid: str("Unique in time and space; set by the server."),
     resourceVersion: str("The version of the object, for optimistic concurrency and watches; set by the server."),
     generation: { type: "integer", format: "int64", description: "A sequence number of the desired state's changes." },
-    creationTimestamp: time("When the object was created; set by the server."),
-    deletionTimestamp: time("When the object was asked to be deleted; set by the server."),
+    creationTimestamp: ref("Time", "When the object was created; set by the server."),
+    deletionGracePeriodSeconds: { type: "integer", format: "int64", description: "Seconds the object has to go once asked to be deleted." },
+    deletionTimestamp: ref("Time", "When the object was asked to be deleted; set by the server."),
     labels: stringMap("Keys and values to organise and select objects by."),
     annotations: stringMap("Keys and values tools keep on the object."),
-    finalizers: strings("What must happen before the object is removed."),
+    finalizers: {
+      ...strings("What must happen before the object is removed."),
+      "x-kubernetes-list-type": "set",
+      "x-kubernetes-patch-strategy": "merge",
+    },
     ownerReferences: {
       type: "array",
       description: "The objects this one depends on; it is collected when they are all gone.",
-      items: obj(
-        "A reference to an owner.",
-        {
-          apiVersion: str("The owner's API version."),
-          kind: str("The owner's kind."),
-          name: str("The owner's name."),
-          uid: str("The owner's uid."),
-          controller: bool("Whether the owner is the managing controller."),
-          blockOwnerDeletion: bool("Whether the owner's foreground deletion waits for this object."),
-        },
-        ["apiVersion", "kind", "name", "uid"],
-      ),
+      items: { default: {}, allOf: [{ $ref: "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.OwnerReference" }] },
+      "x-kubernetes-list-map-keys": ["uid"],
+      "x-kubernetes-list-type": "map",
+      "x-kubernetes-patch-merge-key": "uid",
+      "x-kubernetes-patch-strategy": "merge",
     },
     managedFields: {
       type: "array",
       description: "Which manager owns which fields; kept by the server.",
-      items: { type: "object", "x-kubernetes-preserve-unknown-fields": true },
+      items: { default: {}, allOf: [{ $ref: "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ManagedFieldsEntry" }] },
+      "x-kubernetes-list-type": "atomic",
     },
+    selfLink: str("Not set (deprecated)."),
   }),
+  "io.k8s.apimachinery.pkg.apis.meta.v1.OwnerReference": {
+    ...obj(
+      "A reference to an owner.",
+      {
+        apiVersion: str("The owner's API version.", { default: "" }),
+        blockOwnerDeletion: bool("Whether the owner's foreground deletion waits for this object."),
+        controller: bool("Whether the owner is the managing controller."),
+        kind: str("The owner's kind.", { default: "" }),
+        name: str("The owner's name.", { default: "" }),
+        uid: str("The owner's uid.", { default: "" }),
+      },
+      ["apiVersion", "kind", "name", "uid"],
+    ),
+    "x-kubernetes-map-type": "atomic",
+  },
+  "io.k8s.apimachinery.pkg.apis.meta.v1.ManagedFieldsEntry": obj("Which fields a manager owns, and how it last wrote them.", {
+    apiVersion: str("The API version the manager wrote in."),
+    fieldsType: str("How fieldsV1 is written: FieldsV1."),
+    fieldsV1: ref("FieldsV1", "The fields owned."),
+    manager: str("The manager's name."),
+    operation: str("Apply or Update."),
+    subresource: str("The subresource written, if any."),
+    time: ref("Time", "When the manager last changed them."),
+  }),
+  "io.k8s.apimachinery.pkg.apis.meta.v1.FieldsV1": { description: "A set of fields, as structured-merge-diff writes it.", type: "object" },
+  "io.k8s.apimachinery.pkg.apis.meta.v1.Time": { description: "A time, in RFC 3339.", type: "string", format: "date-time" },
+  [LIST_META_REF]: obj("Metadata of a list.", {
+    continue: str("Where the next page starts, when a limit was asked for."),
+    remainingItemCount: { type: "integer", format: "int64", description: "How many items the next pages hold, when known." },
+    resourceVersion: str("The version of the list, to watch from."),
+    selfLink: str("Not set (deprecated)."),
+    shardInfo: ref("ShardInfo", "Not set: the list is not sharded."),
+  }),
+  "io.k8s.apimachinery.pkg.apis.meta.v1.ShardInfo": obj(
+    "Which shard of a list this is.",
+    { selector: str("The shard's selector.", { default: "" }) },
+    ["selector"],
+  ),
 };
 
 const condition = obj("A condition.", {
@@ -205,9 +250,27 @@ function kindSchema(t: ResourceType, version: string): JsonObject {
   const raw = t.openAPI?.[version];
   const schema: JsonObject = isObject(raw) ? structuredClone(raw) : { type: "object", "x-kubernetes-preserve-unknown-fields": true };
   const props = isObject(schema["properties"]) ? schema["properties"] : {};
-  schema["properties"] = { ...head, ...props, metadata: head.metadata };
+  // A custom kind's metadata has no default in kube's document (a built-in's has {}).
+  const { default: _, ...metadata } = head.metadata;
+  schema["properties"] = { ...head, ...props, metadata };
   schema["x-kubernetes-group-version-kind"] = gvk;
   return schema;
+}
+
+/** listSchema is a kind's list: its items of the kind, list metadata. */
+function listSchema(t: ResourceType, version: string): JsonObject {
+  return {
+    description: `${t.listKind} is a list of ${t.kind}`,
+    type: "object",
+    required: ["items"],
+    properties: {
+      apiVersion: str("The version of the schema this object is in."),
+      items: { description: `The ${t.plural}.`, type: "array", items: { $ref: `#/components/schemas/${schemaName(t, version)}` } },
+      kind: str("The kind of the object."),
+      metadata: { description: "Standard list metadata.", allOf: [{ $ref: `#/components/schemas/${LIST_META_REF}` }] },
+    },
+    "x-kubernetes-group-version-kind": [{ group: t.group, kind: t.listKind, version }],
+  };
 }
 
 /** paths are a kind's paths, with the operations kubectl looks for: PATCH (and POST, PUT) taking fieldValidation. */
@@ -254,9 +317,15 @@ export function document(types: Iterable<ResourceType>, gv: string): JsonObject 
   let allPaths: JsonObject = {};
   for (const { t, version } of kinds) {
     schemas[schemaName(t, version)] = kindSchema(t, version);
+    // A custom kind's list, as kube-apiserver's CRD documents hold it.
+    if (t.openAPI) schemas[`${schemaName(t, version)}List`] = listSchema(t, version);
     allPaths = { ...allPaths, ...paths(t, version) };
   }
-  return { openapi: "3.0.0", info: { title: "Kubernetes", version: "v1.31.0" }, paths: allPaths, components: { schemas } };
+  // A CRD's group version is published by apiextensions' own builder, under its own title.
+  const info = kinds.some(({ t }) => t.openAPI)
+    ? { title: "Kubernetes CRD Swagger", version: "v0.1.0" }
+    : { title: "Kubernetes", version: "v1.31.0" };
+  return { openapi: "3.0.0", info, paths: allPaths, components: { schemas } };
 }
 
 /** root is /openapi/v3: each group version's document, by a URL whose hash changes with it. */

@@ -225,6 +225,21 @@ S("watches: replay from a version, selector transitions become ADDED/DELETED, 41
   assert.equal(fresh.events, [["ADDED", "b"]], "no version: the current objects first");
 });
 
+S("an object leaving a selector's scope is DELETED as it last matched, at the change's resourceVersion", () => {
+  // kube-apiserver v1.36.3 (the differential's kubectl/watch sequence; apiserver v0.36.3 cache_watcher.go
+  // convertToWatchEvent): the previous object's content, the event's version.
+  const s = store();
+  const a = s.create(W, "default", widget("a", { metadata: { labels: { app: "x" } } }));
+  const seen: JsonObject[] = [];
+  const w = { ...recorder(W, "app=x"), send: (_t: string, o: JsonObject) => seen.push(o) };
+  s.watch(w, String(s.rv));
+  const moved = s.update(W, "default", "a", { ...a, metadata: { ...(a["metadata"] as any), labels: { app: "y" } } }) as JsonObject;
+  assert.is(seen.length, 1);
+  assert.equal((seen[0]!["metadata"] as JsonObject)["labels"], { app: "x" }, "the labels it matched with");
+  assert.is((seen[0]!["metadata"] as JsonObject)["resourceVersion"], (moved["metadata"] as JsonObject)["resourceVersion"]);
+  assert.equal(((a["metadata"] as JsonObject)["labels"] as JsonObject)["app"], "x", "the stored previous version is not changed");
+});
+
 S("deleting a CRD deletes its objects, ends its watches and stops serving it", () => {
   const s = store();
   s.create(W, "default", widget("a"));

@@ -44,6 +44,18 @@ export interface Step {
   ifAnyOk?: number;
   /** false: sent, not compared (clean-up). */
   compare?: boolean;
+  /**
+   * A watch (kubectl get -w): path is watched from the resourceVersion of the
+   * object or list step watchFrom answered on each server (servers count
+   * their own), for timeoutSeconds (1 by default); the events it streamed are
+   * the answer, in order.
+   */
+  watchFrom?: number;
+  /** Keys left out of both answers, wherever they are (an OpenAPI document's descriptions, which are ours by rule). */
+  ignore?: string[];
+  /** A watch from this very resourceVersion instead (the same on both servers: "1", too old). */
+  watchAt?: string;
+  timeoutSeconds?: number;
 }
 
 export interface Sequence {
@@ -165,6 +177,30 @@ export function compare(where: string, real: Answer, ours: Answer): Difference[]
   return found.map((f) => ({ where, kind: "value" as const, ...f }));
 }
 
+/** resourceVersionOf is an answer's metadata.resourceVersion (an object's or a list's). */
+const resourceVersionOf = (a: Answer | undefined): string => {
+  const m = (a?.body as { metadata?: { resourceVersion?: unknown } } | undefined)?.metadata;
+  return typeof m?.resourceVersion === "string" ? m.resourceVersion : "";
+};
+
+/** watched is the events a watch step streamed, each parsed (a line that does not parse is kept as text). */
+async function watched(f: Fetch, step: Step, from: string): Promise<Answer> {
+  const sep = step.path.includes("?") ? "&" : "?";
+  const res = await f(`${step.path}${sep}watch=true&resourceVersion=${from}&timeoutSeconds=${step.timeoutSeconds ?? 1}`);
+  const text = await res.text();
+  const events = text
+    .split("\n")
+    .filter((l) => l.trim())
+    .map((l) => {
+      try {
+        return JSON.parse(l) as unknown;
+      } catch {
+        return l;
+      }
+    });
+  return { status: res.status, body: res.status < 300 ? { events } : events[0] };
+}
+
 async function answer(f: Fetch, step: Step): Promise<Answer> {
   const method = step.method ?? "GET";
   const type = step.type ?? (method === "PATCH" ? "merge" : "json");
@@ -195,20 +231,43 @@ async function served(f: Fetch, path: string): Promise<void> {
   }
 }
 
+/** without is v with the keys named left out at every level. */
+function without(v: unknown, keys: Set<string>): unknown {
+  if (Array.isArray(v)) return v.map((x) => without(x, keys));
+  if (typeof v !== "object" || v === null) return v;
+  return Object.fromEntries(
+    Object.entries(v)
+      .filter(([k]) => !keys.has(k))
+      .map(([k, x]) => [k, without(x, keys)]),
+  );
+}
+
 /** run sends a sequence's steps to both servers in turn, answering the differences. */
 export async function run(seq: Sequence, real: Fetch, ours: Fetch): Promise<Difference[]> {
   const out: Difference[] = [];
   const ok: [boolean, boolean][] = [];
+  const answers: [Answer | undefined, Answer | undefined][] = [];
   for (const [i, step] of seq.steps.entries()) {
     if (step.ifBothOk !== undefined && !(ok[step.ifBothOk]?.[0] && ok[step.ifBothOk]?.[1])) {
       ok.push([false, false]);
+      answers.push([undefined, undefined]);
       continue;
     }
     const send = step.ifAnyOk === undefined ? [true, true] : ok[step.ifAnyOk]!;
-    const a = send[0] ? await answer(real, step) : undefined;
-    const b = send[1] ? await answer(ours, step) : undefined;
+    const ask = (f: Fetch, side: 0 | 1) =>
+      step.watchAt !== undefined
+        ? watched(f, step, step.watchAt)
+        : step.watchFrom === undefined
+          ? answer(f, step)
+          : watched(f, step, resourceVersionOf(answers[step.watchFrom]?.[side]));
+    const a = send[0] ? await ask(real, 0) : undefined;
+    const b = send[1] ? await ask(ours, 1) : undefined;
     ok.push([!!a && a.status < 300, !!b && b.status < 300]);
-    if (a && b && step.compare !== false) out.push(...compare(`${seq.id}#${i} ${step.name}`, a, b));
+    answers.push([a, b]);
+    if (a && b && step.compare !== false) {
+      const drop = (x: Answer): Answer => (step.ignore ? { ...x, body: without(x.body, new Set(step.ignore)) } : x);
+      out.push(...compare(`${seq.id}#${i} ${step.name}`, drop(a), drop(b)));
+    }
     if (step.served) await Promise.all([ok[i]![0] && served(real, step.served), ok[i]![1] && served(ours, step.served)]);
   }
   return out;

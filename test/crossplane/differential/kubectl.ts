@@ -223,7 +223,10 @@ const crd: Sequence = {
       body: WIDGET_CRD,
       served: WIDGETS,
     },
-    { name: "kubectl api-resources (the group's discovery)", path: "/apis/diff.xfn.dev/v1" },
+    // kube-apiserver publishes a CRD's OpenAPI a moment after serving it: the next step waits for it.
+    { name: "kubectl api-resources (the group's discovery)", path: "/apis/diff.xfn.dev/v1", served: "/openapi/v3/apis/diff.xfn.dev/v1" },
+    // Descriptions are left out: the embedded server's are its own words (kube's are its API reference's prose).
+    { name: "kubectl explain widgets (the group version's OpenAPI v3)", path: "/openapi/v3/apis/diff.xfn.dev/v1", ignore: ["description"] },
     {
       name: "kubectl create -f widget.yaml (defaults applied, an unknown field pruned)",
       method: "POST",
@@ -291,4 +294,50 @@ const namespaces: Sequence = {
   ],
 };
 
-export const SEQUENCES: Sequence[] = [configmaps, apply, finalizers, crd, namespaces];
+const watches: Sequence = {
+  id: "kubectl/watch",
+  source: "kubectl get -w (a list, then a watch from its resourceVersion) over creates, updates, a label selector and deletes",
+  steps: [
+    namespace("diff-watch"),
+    { name: "kubectl get configmaps -w (the list it starts from)", path: CM("diff-watch") },
+    {
+      name: "kubectl create configmap a",
+      method: "POST",
+      path: `${CM("diff-watch")}?fieldManager=kubectl-create`,
+      body: { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "a", labels: { app: "x" } }, data: { k: "v" } },
+    },
+    {
+      name: "kubectl label configmap a app=y --overwrite",
+      method: "PATCH",
+      path: `${CM("diff-watch")}/a?fieldManager=kubectl-label`,
+      type: "merge",
+      body: { metadata: { labels: { app: "y" } } },
+    },
+    {
+      name: "kubectl create configmap b",
+      method: "POST",
+      path: `${CM("diff-watch")}?fieldManager=kubectl-create`,
+      body: { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "b", labels: { app: "x" } } },
+    },
+    { name: "kubectl delete configmap a", method: "DELETE", path: `${CM("diff-watch")}/a` },
+    { name: "the events since the list", path: CM("diff-watch"), watchFrom: 1 },
+    { name: "the events since the list, -l app=x", path: `${CM("diff-watch")}?labelSelector=app%3Dx`, watchFrom: 1 },
+    { name: "the events since b was created", path: CM("diff-watch"), watchFrom: 4 },
+    {
+      name: "a watch of one object (fieldSelector metadata.name=b)",
+      path: `${CM("diff-watch")}?fieldSelector=metadata.name%3Db`,
+      watchFrom: 1,
+    },
+    { name: "a watch from resourceVersion 1, older than either server keeps", path: CM("diff-watch"), watchAt: "1" },
+    { name: "a watch from a resourceVersion that is not a number", path: CM("diff-watch"), watchAt: "abc" },
+    {
+      name: "kubectl delete namespace diff-watch",
+      method: "DELETE",
+      path: "/api/v1/namespaces/diff-watch",
+      ifAnyOk: 0,
+      compare: false,
+    },
+  ],
+};
+
+export const SEQUENCES: Sequence[] = [configmaps, apply, finalizers, crd, namespaces, watches];
