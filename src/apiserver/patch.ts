@@ -307,6 +307,10 @@ class PathIndex {
   }
   overlaps(p: Path): boolean {
     if (this.inner.has(enc(p))) return true;
+    return this.above(p);
+  }
+  /** above is whether p itself or a path above it is in the set (not one below it). */
+  above(p: Path): boolean {
     for (let i = 0; i <= p.length; i++) if (this.leaves.has(enc(p.slice(0, i)))) return true;
     return false;
   }
@@ -397,7 +401,25 @@ function entriesFrom(owned: Map<string, Path[]>, before: ManagedEntry[], writer:
         fieldsV1: toFieldsV1(ps),
       };
     })
-    .map(({ subresource, ...e }) => ({ ...e, ...(subresource ? { subresource } : {}) }));
+    .map(({ subresource, ...e }) => ({ ...e, ...(subresource ? { subresource } : {}) }))
+    .sort(entryOrder);
+}
+
+/**
+ * entryOrder is the order kube-apiserver keeps managedFields in (apimachinery v0.36.3
+ * util/managedfields/internal/managedfields.go sortEncodedManagedFields): by operation
+ * (Apply first), time to the second, manager, subresource, then apiVersion.
+ */
+function entryOrder(p: ManagedEntry, q: ManagedEntry): number {
+  const seconds = (e: ManagedEntry) => (e.time ? Math.floor(Date.parse(e.time) / 1000) : 0);
+  const by = (a: string | number | undefined, b: string | number | undefined) => (a === b ? 0 : (a ?? "") < (b ?? "") ? -1 : 1);
+  return (
+    by(p.operation, q.operation) ||
+    by(seconds(p), seconds(q)) ||
+    by(p.manager, q.manager) ||
+    by(p.subresource ?? "", q.subresource ?? "") ||
+    by(p.apiVersion, q.apiVersion)
+  );
 }
 
 /** conflictWith names an owner in a conflict as kube does: an Update's manager with the version it wrote. */
@@ -429,10 +451,14 @@ export function recordUpdate(
   diffPaths(current, next, [], changed, removed, nodes);
   const key = ownerKey({ manager: writer.manager, operation: "Update", subresource: writer.subresource });
   const taken = new PathIndex([...changed, ...removed]);
+  // A node another writer owns (an object, or an empty map: fieldsV1's "." or a member without
+  // fields) is not taken by a change under it, only by one to it or above it, as
+  // structured-merge-diff keeps a map's owner when keys are added to the map.
+  const node = (q: Path) => q[q.length - 1] === "." || isObject(getAt(next, q));
   for (const [k, ps] of owned)
     owned.set(
       k,
-      ps.filter((q) => !taken.overlaps(q)),
+      ps.filter((q) => !(node(q) ? taken.above(q[q.length - 1] === "." ? q.slice(0, -1) : q) : taken.overlaps(q))),
     );
   owned.set(key, [...(owned.get(key) ?? []), ...changed]);
   return entriesFrom(owned, before, key, String(next["apiVersion"] ?? ""), time) as unknown as JsonValue;

@@ -293,7 +293,7 @@ export class Store {
     m["uid"] = randomUUID();
     m["creationTimestamp"] = this.timestamp();
     if (opts.manager)
-      m["managedFields"] = recordUpdate(undefined, written, opts.manager, m["creationTimestamp"], t.crd ? customNode : builtinNode);
+      setManaged(m, recordUpdate(undefined, written, opts.manager, m["creationTimestamp"], t.crd ? customNode : builtinNode));
     // Only kinds whose strategy keeps a generation have one: CRDs and custom resources, not core kinds.
     if (t.crd || typeKey === CRD_KEY) m["generation"] = 1;
     delete m["deletionTimestamp"];
@@ -392,7 +392,7 @@ export class Store {
     if (this.textOf(current) === nextText) return structuredClone(current);
     // A write that is not an apply takes the fields it changed (kube's field manager, operation Update).
     if (opts.manager && !opts.applied)
-      nm["managedFields"] = recordUpdate(current, next, opts.manager, this.timestamp(), t.crd ? customNode : builtinNode);
+      setManaged(nm, recordUpdate(current, next, opts.manager, this.timestamp(), t.crd ? customNode : builtinNode));
     this.admit(t, next, current, opts.status === true, opts.warnings);
     const crdSchemas = typeKey === CRD_KEY ? this.validateCRD(next, current) : undefined;
     checkSize(next, typeKey === CRD_KEY ? undefined : nextText);
@@ -778,4 +778,10 @@ function stringList(v: JsonValue | undefined): string[] {
 function volatileFree(o: JsonObject): string {
   const m = isObject(o["metadata"]) ? o["metadata"] : {};
   return JSON.stringify({ ...o, metadata: { ...m, resourceVersion: undefined, managedFields: undefined } });
+}
+
+/** setManaged records entries as metadata's managedFields; none is no managedFields at all, as kube leaves it (an object with no field owned). */
+function setManaged(meta: JsonObject, entries: JsonValue): void {
+  if (Array.isArray(entries) && entries.length === 0) delete meta["managedFields"];
+  else meta["managedFields"] = entries;
 }

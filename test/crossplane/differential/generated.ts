@@ -32,6 +32,16 @@ export function sequences(seed = SEED, count = COUNT): Sequence[] {
           served: things,
         },
         ...objects.map((o, j): Step => ({ name: `create object ${j}`, method: "POST", path: things, body: o, ifBothOk: 0 })),
+        // Updates where the first objects were made: each takes the next one's spec (an update ratchets
+        // what it leaves unchanged, defaults and prunes again, and moves managedFields).
+        ...[0, 1, 2].map((j): Step => ({
+          name: `update object ${j} to object ${j + 1}'s spec (merge patch)`,
+          method: "PATCH",
+          type: "merge",
+          path: `${things}/t${j}?fieldManager=generated-update`,
+          body: { spec: objects[j + 1]!["spec"] ?? null },
+          ifBothOk: 1 + j,
+        })),
         {
           name: "delete the CRD",
           method: "DELETE",
