@@ -780,7 +780,10 @@ function volatileFree(o: JsonObject): string {
   return JSON.stringify({ ...o, metadata: { ...m, resourceVersion: undefined, managedFields: undefined } });
 }
 
-/** setManaged records entries as metadata's managedFields; none is no managedFields at all, as kube leaves it (an object with no field owned). */
+/**
+ * setManaged records entries as metadata's managedFields; none is no managedFields at all, as kube
+ * leaves it (an object with no field owned).
+ */
 function setManaged(meta: JsonObject, entries: JsonValue): void {
   if (Array.isArray(entries) && entries.length === 0) delete meta["managedFields"];
   else meta["managedFields"] = entries;
