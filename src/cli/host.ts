@@ -146,7 +146,11 @@ async function runHost(flags: HostFlags): Promise<void> {
   try {
     const mods = await hostModules();
     const { kc, stopCluster } = await connect(flags, mods, log);
-    const runner = await functionRunner(flags, mods, log);
+    // A start-up that fails after the embedded server started stops it, and removes the kubeconfig it wrote.
+    const runner = await functionRunner(flags, mods, log).catch(async (err: unknown) => {
+      await stopCluster();
+      throw err;
+    });
     const inspector = flags.inspectorSocket
       ? (await import("../inspect/emitter.js")).connectInspector(resolve(flags.inspectorSocket), log)
       : undefined;

@@ -83,6 +83,11 @@ C("bad input: a missing kubeconfig or functions file is a clear error, exit 1", 
   const f = await run(["host", "--embedded", "--functions", "/nonexistent/functions.yaml"]);
   assert.is(f.code, 1);
   assert.match(f.stderr, /cannot read \/nonexistent\/functions\.yaml/);
+  // The embedded server had started and written its kubeconfig (its log says where): a failed start-up
+  // removes it (each such run left one in the temp folder).
+  const written = /"kubeconfig":"([^"]+)"/.exec(f.stdout + f.stderr)?.[1];
+  assert.ok(written, `the host logged its kubeconfig:\n${f.stdout}${f.stderr}`);
+  assert.not.ok(existsSync(written), `${written} is left`);
   const d = await run(["dev-cluster", "--port", "99999"]);
   assert.is(d.code, 1);
   assert.match(d.stderr, /--port must be 0-65535/);
