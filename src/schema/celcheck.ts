@@ -339,12 +339,36 @@ function named(t: string | Record<string, unknown>, env: Environment, name: stri
 }
 
 /**
+ * oldSelfErrors is what apiextensions-apiserver v0.36.3 (validation.go, the rule loop of
+ * ValidateCustomResourceDefinitionOpenAPISchema) refuses in how a rule uses oldSelf: a
+ * transition rule where old and new values cannot be matched, and optionalOldSelf on a
+ * rule that does not read oldSelf.
+ */
+function oldSelfErrors(r: JsonObject, where: string, uncorrelatable: string | undefined, errs: FieldError[]): void {
+  const text = typeof r["rule"] === "string" ? r["rule"] : "";
+  if (!text.trim()) return;
+  if (/\boldSelf\b/.test(text)) {
+    if (uncorrelatable !== undefined)
+      errs.push(
+        invalid(`${where}.rule`, text, `oldSelf cannot be used on the uncorrelatable portion of the schema within ${uncorrelatable}`),
+      );
+  } else if (typeof r["optionalOldSelf"] === "boolean")
+    errs.push(invalid(`${where}.optionalOldSelf`, r["optionalOldSelf"], "may not be set if oldSelf is not used in rule"));
+}
+
+/**
  * ruleTypeErrors type-checks a schema's x-kubernetes-validations against the
  * schema, as kube compiles them when the CRD is written: a rule over a field
  * the schema does not have, one whose value is not a bool, a messageExpression
  * that is not a string, refuse the CRD, in cel-go's words.
  */
-export function ruleTypeErrors(schema: JsonObject, at: string, root = true, skip: (at: string) => boolean = () => false): FieldError[] {
+export function ruleTypeErrors(
+  schema: JsonObject,
+  at: string,
+  root = true,
+  skip: (at: string) => boolean = () => false,
+  uncorrelatable?: string,
+): FieldError[] {
   const errs: FieldError[] = [];
   const rules = Array.isArray(schema["x-kubernetes-validations"]) ? schema["x-kubernetes-validations"].filter(isObject) : [];
   if (rules.length && !skip(at)) {
@@ -355,6 +379,8 @@ export function ruleTypeErrors(schema: JsonObject, at: string, root = true, skip
       else env.registerVariable({ name: v, schema: self as never });
     rules.forEach((r, i) => {
       const where = `${at}.x-kubernetes-validations[${i}]`;
+      // How a rule uses oldSelf is checked only of one that compiles, as kube checks it.
+      let compiled = false;
       for (const [field, want] of [
         ["rule", "bool"],
         ["messageExpression", "string"],
@@ -381,13 +407,20 @@ export function ruleTypeErrors(schema: JsonObject, at: string, root = true, skip
         else if (!result.valid) continue;
         else if (result.type !== want && result.type !== "dyn")
           refuse(field === "rule" ? "cel expression must evaluate to a bool" : "messageExpression must evaluate to a string");
+        else if (field === "rule") compiled = true;
       }
+      if (compiled) oldSelfErrors(r, where, uncorrelatable, errs);
     });
   }
   const props = isObject(schema["properties"]) ? schema["properties"] : {};
-  for (const [k, v] of Object.entries(props)) if (isObject(v)) errs.push(...ruleTypeErrors(v, `${at}.properties[${k}]`, false, skip));
-  if (isObject(schema["items"])) errs.push(...ruleTypeErrors(schema["items"], `${at}.items`, false, skip));
+  // Where an old value cannot be matched to a new one (the items of a list that is not a map list,
+  // the fields of an atomic map), a rule may not read oldSelf: the first such place is named.
+  const inAtomicMap = schema["x-kubernetes-map-type"] === "atomic" ? (uncorrelatable ?? at) : uncorrelatable;
+  const inItems = schema["x-kubernetes-list-type"] !== "map" ? (uncorrelatable ?? at) : uncorrelatable;
+  for (const [k, v] of Object.entries(props))
+    if (isObject(v)) errs.push(...ruleTypeErrors(v, `${at}.properties[${k}]`, false, skip, inAtomicMap));
+  if (isObject(schema["items"])) errs.push(...ruleTypeErrors(schema["items"], `${at}.items`, false, skip, inItems));
   if (isObject(schema["additionalProperties"]))
-    errs.push(...ruleTypeErrors(schema["additionalProperties"], `${at}.additionalProperties`, false, skip));
+    errs.push(...ruleTypeErrors(schema["additionalProperties"], `${at}.additionalProperties`, false, skip, uncorrelatable));
   return errs;
 }

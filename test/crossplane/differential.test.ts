@@ -18,6 +18,7 @@ import { SEQUENCES as CEL } from "./differential/cel.js";
 import { SEQUENCES as KUBECTL } from "./differential/kubectl.js";
 import { SEQUENCES as VALIDATION } from "./differential/validation.js";
 import { COUNT, SEED, sequences as generated } from "./differential/generated.js";
+import { sequences as expressions } from "./differential/expressions.js";
 
 const D = suite("the embedded API server beside kube-apiserver: the same requests, the answers compared");
 const G = needs(D, "go1.26");
@@ -66,6 +67,10 @@ G("CRD validation rules: accepted, refused and evaluated alike", async () => {
 
 G("tables of kube's CEL validation test (validation_test.go): the same verdicts and words", async () => {
   await check("validation", VALIDATION);
+});
+
+G("kube's integration test of CRD rules (crd_validation_expressions_test.go, its schemas read from the module)", async () => {
+  await check("expressions", expressions());
 });
 
 G("the requests of the kubectl commands users run: answered alike", async () => {

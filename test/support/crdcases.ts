@@ -129,6 +129,29 @@ export const CRD_CASES: Record<string, { crd: any; want: string }> = {
     }),
     want: `${ROOT}.properties[spec].properties[l].x-kubernetes-list-type: Invalid value: "set": must be map if x-kubernetes-list-map-keys is non-empty`,
   },
+  // How a rule uses oldSelf (the rule loop of ValidateCustomResourceDefinitionOpenAPISchema; found by
+  // kube's crd_validation_expressions_test.go schemas in the differential).
+  OldSelfInAtomicListItems: {
+    crd: base({
+      type: "object",
+      properties: {
+        list: {
+          type: "array",
+          maxItems: 5,
+          items: { type: "string", maxLength: 5, "x-kubernetes-validations": [{ rule: "self == oldSelf" }] },
+        },
+      },
+    }),
+    want: `${ROOT}.properties[spec].properties[list].items.x-kubernetes-validations[0].rule: Invalid value: "self == oldSelf": oldSelf cannot be used on the uncorrelatable portion of the schema within ${ROOT}.properties[spec].properties[list]`,
+  },
+  OptionalOldSelfWithoutOldSelf: {
+    crd: base({
+      type: "object",
+      "x-kubernetes-validations": [{ rule: "self.a == 'x'", optionalOldSelf: true }],
+      properties: { a: { type: "string", maxLength: 5 } },
+    }),
+    want: `${ROOT}.properties[spec].x-kubernetes-validations[0].optionalOldSelf: Invalid value: true: may not be set if oldSelf is not used in rule`,
+  },
   UnknownReason: {
     crd: base({ type: "object", "x-kubernetes-validations": [{ rule: "true", reason: "Bogus" }] }),
     want: `${ROOT}.properties[spec].x-kubernetes-validations[0].reason: Unsupported value: "Bogus": supported values: "FieldValueDuplicate", "FieldValueForbidden", "FieldValueInvalid", "FieldValueRequired"`,
