@@ -13,7 +13,6 @@
 // the XR's status and readiness, context, TTL), seed printed.
 import { spawnSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import fc from "fast-check";
@@ -24,15 +23,14 @@ import { parseAllDocuments, stringify } from "yaml";
 import { build } from "../../scripts/anchors.mjs";
 import { runRender } from "../../src/cli/render.js";
 import { needs } from "../support/needs.js";
-import { ROOT } from "../support/spawn.js";
-import { freePort, listening, startProcess, stopProcess, type Proc } from "./controlplane.js";
+import { ROOT, startServe, type Serving } from "../support/spawn.js";
 
 const R = suite("xfn render beside crossplane composition render (the real render engine): the same documents");
 const G = needs(R, "go1.26");
 let cli: string;
 let core: string;
 let work: string;
-const served: Proc[] = [];
+const served: Serving[] = [];
 /** The Development target of each function, by name. */
 const targets = new Map<string, string>();
 
@@ -48,41 +46,17 @@ G.before(async () => {
   work = mkdtempSync(join(tmpdir(), "xfn-render-differential-"));
   await Promise.all(
     Object.entries(FUNCTIONS).map(async ([name, module]) => {
-      const port = await listening(
-        name,
-        async () => {
-          const port = await freePort();
-          const p = startProcess(work, name, process.execPath, [
-            "--import",
-            "tsx",
-            join(ROOT, "src/cli/main.ts"),
-            "serve",
-            join(ROOT, module),
-            "--insecure",
-            "--address",
-            `127.0.0.1:${port}`,
-          ]);
-          return { p, ready: () => accepts(port), value: port };
-        },
-        60_000,
-        served,
-      );
-      targets.set(name, `127.0.0.1:${port}`);
+      // xfn serve on a port of its own choosing (127.0.0.1:0), as a user runs it for crossplane render.
+      const s = await startServe([join(ROOT, module), "--insecure"]);
+      served.push(s);
+      targets.set(name, `127.0.0.1:${s.port}`);
     }),
   );
 });
 G.after(async () => {
-  await Promise.all(served.map((p) => stopProcess(p)));
+  await Promise.all(served.map((s) => s.stop()));
   if (work) rmSync(work, { recursive: true, force: true });
 });
-
-/** accepts says whether a TCP connection to the port on 127.0.0.1 is taken. */
-const accepts = (port: number) =>
-  new Promise<boolean>((resolve) => {
-    const sock = connect(port, "127.0.0.1");
-    sock.once("connect", () => (sock.destroy(), resolve(true)));
-    sock.once("error", () => resolve(false));
-  });
 
 /** functionsFor writes the Functions twice: for crossplane (Development, at xfn serve) and for xfn (in-process). */
 function functionsFor(dir: string, names: string[]): { theirs: string; ours: string } {
