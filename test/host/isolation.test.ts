@@ -40,7 +40,6 @@ I(
       // Both workers up (the second loads while the first takes the stuck call), and that call under way.
       await until("both workers up", () => mem.text().includes('"msg":"function workers ready"'), 10_000);
       await new Promise((r) => setTimeout(r, 300));
-      const started = Date.now();
       await applyManifests(kc, [job("fine", "ok")], mem.log);
       await until(
         "the other XR reconciled while the first one's function spins",
@@ -49,7 +48,6 @@ I(
       ).catch((err: Error) => {
         throw new Error(`${err.message}; the host's log:\n${mem.text().split("\n").slice(-40).join("\n")}`);
       });
-      assert.ok(Date.now() - started < 10_000);
       await until(
         "the stuck XR's call ended at its deadline, naming it",
         async () =>
