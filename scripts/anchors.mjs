@@ -166,7 +166,7 @@ const GO = process.env.XFN_ANCHORS_GO || "go";
 const INSTALL_GO = "install Go 1.26 or newer at /usr/local/go (Debian's golang-go is older)";
 
 /** go runs the go command, throwing its output's tail on failure. */
-function go(args, cwd, what, goenv = {}) {
+export function go(args, cwd, what, goenv = {}) {
   const env = { ...process.env, PATH: `/usr/local/go/bin:${process.env.PATH ?? ""}`, GOFLAGS: "-mod=mod", CGO_ENABLED: "0", ...goenv };
   const r = spawnSync(GO, args, { cwd, env, encoding: "utf8", maxBuffer: 64 << 20 });
   if (r.error) throw new Error(`${what}: cannot run ${GO} (${r.error.code ?? r.error.message}); ${INSTALL_GO}`);

@@ -26,8 +26,14 @@ export interface Node {
   types: string[];
   nullable: boolean;
   props?: Map<string, Node>;
-  /** additionalProperties: a schema, or false (true is the same as absent). */
+  /** additionalProperties: a schema, or false (true is the same as absent to validation). */
   additional?: Node | false;
+  /**
+   * additionalProperties true or false, with no schema: kube's pruner keeps
+   * the keys properties do not declare and prunes their values as with no
+   * schema (an object's fields all go; a scalar stays).
+   */
+  additionalBare?: boolean;
   items?: Node;
   required: string[];
   enum?: JsonValue[];

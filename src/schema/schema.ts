@@ -59,6 +59,7 @@ export function compileNode(s: JsonValue | undefined, where: string, opts: { rul
   const ap = o["additionalProperties"];
   if (isObject(ap)) node.additional = sub(ap, "additionalProperties");
   else if (ap === false) node.additional = false;
+  if (typeof ap === "boolean") node.additionalBare = true;
   if (isObject(o["items"])) node.items = sub(o["items"], "items");
   if (Array.isArray(o["enum"])) node.enum = o["enum"];
   if (o["default"] !== undefined) node.default = o["default"];
@@ -187,8 +188,17 @@ function pruneEmbeddedMeta(x: JsonObject, path: string, unknown: string[]): void
  * fields' paths, sorted, as kube-apiserver reports them.
  */
 export function prune(obj: JsonObject, s: Node): string[] {
+  return pruneValue(obj, s, true);
+}
+
+/**
+ * pruneValue is prune for any JSON value (kube's PruneWithOptions): at a
+ * resource's root (isResourceRoot) apiVersion, kind and metadata are the
+ * resource's own, kept as an embedded resource's are.
+ */
+export function pruneValue(x: JsonValue, s: Node | undefined, isResourceRoot: boolean, opts: { objectMeta?: boolean } = {}): string[] {
   const unknown: string[] = [];
-  walk(obj, { ...s, embedded: true }, "", unknown);
+  walk(x, isResourceRoot ? { ...(s ?? compileNode({}, "")), embedded: true } : s, "", { unknown, meta: opts.objectMeta !== false });
   return unknown.sort();
 }
 
@@ -206,45 +216,62 @@ export function pruneToSchema(obj: JsonObject, openAPIV3Schema: JsonObject): str
   return prune(obj, node);
 }
 
-function walk(x: JsonValue | undefined, s: Node | undefined, path: string, unknown: string[]): void {
-  if (s?.preserve) return skip(x, s, path, unknown);
+/** What a prune walk carries: the unknown fields' paths, and whether an embedded resource's metadata is coerced to ObjectMeta. */
+interface Pruning {
+  unknown: string[];
+  /**
+   * Drop what an embedded resource's metadata has beside ObjectMeta's fields:
+   * kube-apiserver's decoding (objectmeta.Coerce) does it after the pruning
+   * algorithm, which keeps metadata whole; the two report their paths alike.
+   */
+  meta: boolean;
+}
+
+/** declared is the schema of an object's key k, or undefined: kept with no schema (a bare additionalProperties), or pruned. */
+function declared(s: Node, k: string): Node | undefined | null {
+  const p = s.props?.get(k) ?? (s.additional || undefined);
+  return p ?? (s.additionalBare ? undefined : null);
+}
+
+function walk(x: JsonValue | undefined, s: Node | undefined, path: string, w: Pruning): void {
+  if (s?.preserve) return skip(x, s, path, w);
   if (Array.isArray(x)) {
-    for (let i = 0; i < x.length; i++) if (typeof x[i] === "object" && x[i] !== null) walk(x[i], s?.items, `${path}[${i}]`, unknown);
+    for (let i = 0; i < x.length; i++) if (typeof x[i] === "object" && x[i] !== null) walk(x[i], s?.items, `${path}[${i}]`, w);
     return;
   }
   if (!isObject(x)) return;
-  if (s?.embedded && path !== "") pruneEmbeddedMeta(x, path, unknown);
+  if (s?.embedded && path !== "" && w.meta) pruneEmbeddedMeta(x, path, w.unknown);
   for (const k of Object.keys(x)) {
     if (s?.embedded && META.has(k)) continue;
-    const p = s?.props?.get(k) ?? (s?.additional || undefined);
+    const p = s ? declared(s, k) : null;
     const v = x[k];
-    if (s && p) {
+    if (p !== null) {
       // A null the schema neither allows nor defaults goes too (PruneNonNullableNullsWithoutDefaults).
       if (v === null) {
-        if (!p.nullable && p.default === undefined) delete x[k];
-      } else if (typeof v === "object") walk(v, p, path ? `${path}.${k}` : k, unknown);
+        if (p && !p.nullable && p.default === undefined) delete x[k];
+      } else if (typeof v === "object") walk(v, p, path ? `${path}.${k}` : k, w);
     } else {
-      if (!META.has(k) || path !== "") unknown.push(path ? `${path}.${k}` : k);
+      if (!META.has(k) || path !== "") w.unknown.push(path ? `${path}.${k}` : k);
       delete x[k];
     }
   }
 }
 
-function skip(x: JsonValue | undefined, s: Node, path: string, unknown: string[]): void {
+function skip(x: JsonValue | undefined, s: Node, path: string, w: Pruning): void {
   if (Array.isArray(x)) {
-    if (s.items) for (let i = 0; i < x.length; i++) skip(x[i], s.items, `${path}[${i}]`, unknown);
+    if (s.items) for (let i = 0; i < x.length; i++) skip(x[i], s.items, `${path}[${i}]`, w);
     return;
   }
   if (!isObject(x)) return;
-  if (s.embedded && path !== "") pruneEmbeddedMeta(x, path, unknown);
+  if (s.embedded && path !== "" && w.meta) pruneEmbeddedMeta(x, path, w.unknown);
   for (const k of Object.keys(x)) {
     if (s.embedded && META.has(k)) continue;
-    const p = s.props?.get(k) ?? (s.additional || undefined);
-    if (!p) continue;
+    const p = declared(s, k);
+    if (p === null) continue;
     const v = x[k];
     if (v === null) {
-      if (!p.nullable && p.default === undefined) delete x[k];
-    } else walk(v, p, path ? `${path}.${k}` : k, unknown);
+      if (p && !p.nullable && p.default === undefined) delete x[k];
+    } else walk(v, p, path ? `${path}.${k}` : k, w);
   }
 }
 
