@@ -30,7 +30,7 @@ import { builtinNode, customNode, recordUpdate } from "./patch.js";
 
 /** Writer is who makes a write that is not an apply: its field manager, and the subresource it writes through. */
 export type Writer = { manager: string; subresource?: string };
-import { ensureMeta, type ResourceType, type Snapshot, type StoreEvent, type Watcher } from "./types.js";
+import { ensureMeta, generationChanged, type ResourceType, type Snapshot, type StoreEvent, type Watcher } from "./types.js";
 import {
   admitCreate,
   NamespaceController,
@@ -384,12 +384,15 @@ export class Store {
         throw refusal(t.group, t.kind, name, [err, err]);
       }
     }
-    if (!opts.status && cm["generation"] !== undefined && JSON.stringify(current["spec"]) !== JSON.stringify(next["spec"]))
+    if (!opts.status && cm["generation"] !== undefined && generationChanged(t, current, next))
       nm["generation"] = Number(cm["generation"]) + 1;
-    // A write that changes nothing is a no-op: no new version. (Validating it
-    // would refuse nothing: with ratcheting, what did not change passes.)
+    // A write that changes nothing is a no-op: no new version, and validated (as kube validates
+    // before it finds so) only for transition rules: ratcheting passes all else that did not change.
     const nextText = volatileFree(next);
-    if (this.textOf(current) === nextText) return structuredClone(current);
+    if (this.textOf(current) === nextText) {
+      if (this.hasTransitionRules(t, next)) this.admit(t, next, current, opts.status === true, opts.warnings);
+      return structuredClone(current);
+    }
     // A write that is not an apply takes the fields it changed (kube's field manager, operation Update).
     if (opts.manager && !opts.applied)
       setManaged(nm, recordUpdate(current, next, opts.manager, this.timestamp(), t.crd ? customNode : builtinNode));
@@ -532,6 +535,12 @@ export class Store {
     else map.delete(key);
     this.gc.track(typeKey, key, previous, next);
     this.namespaces.track(typeKey, previous, next);
+  }
+
+  /** hasTransitionRules is whether obj's version of a custom resource kind has rules reading oldSelf. */
+  private hasTransitionRules(t: ResourceType, obj: JsonObject): boolean {
+    const version = typeof obj["apiVersion"] === "string" ? obj["apiVersion"].slice(obj["apiVersion"].indexOf("/") + 1) : "";
+    return t.schemas?.[version]?.hasTransitionRules === true;
   }
 
   /**

@@ -1,5 +1,6 @@
 // The shapes the store, its watches, persistence and the HTTP server share:
 // a served resource type, a change event and a watch's subscription.
+import { isDeepStrictEqual } from "node:util";
 import type { JsonObject } from "@bufbuild/protobuf";
 import { isObject } from "../json.js";
 import type { FieldRequirement, Requirement } from "./selector.js";
@@ -59,3 +60,18 @@ export interface Snapshot {
 /** ensureMeta is an object's metadata, added to it (empty) when it has none. */
 export const ensureMeta = (o: JsonObject): JsonObject =>
   isObject(o["metadata"]) ? o["metadata"] : ((o["metadata"] = {}), o["metadata"] as JsonObject);
+
+/**
+ * generationChanged is whether a write moves an object's generation: for a
+ * custom resource any change but to metadata (and to status, where the kind
+ * has a status subresource), as apiextensions' strategy compares; for other
+ * kinds a change of spec.
+ */
+export function generationChanged(t: ResourceType, current: JsonObject, next: JsonObject): boolean {
+  if (!t.crd) return JSON.stringify(current["spec"]) !== JSON.stringify(next["spec"]);
+  const content = (o: JsonObject) => {
+    const { metadata: _m, status, ...rest } = o;
+    return t.statusSubresource ? rest : { ...rest, status };
+  };
+  return !isDeepStrictEqual(content(current), content(next));
+}

@@ -30,13 +30,14 @@ import { onRE2, re2, RE2_DECLARATIONS } from "../re2.js";
 import { find } from "./offthread.js";
 import { isObject } from "../json.js";
 import { OMIT, forbidden, invalid, required, type FieldError } from "./fielderr.js";
-import { correlate, type Node, type Old, type Rule } from "./node.js";
+import { correlate, sameAsOld, type Node, type Old, type Rule } from "./node.js";
 import { canonical, NAMESPACES, withKubernetesLibraries } from "./cellibs.js";
 import { withOptionalMaps, withTwoVarComprehensions } from "./celcomprehensions.js";
 import { durationText, format, timestampText } from "./celformat.js";
 import { withListsLibrary } from "./cellists.js";
 import { messageOf } from "../sdk/errors.js";
 import { charge, CostExceeded, metered, REQUEST_BUDGET, withMeter } from "./celmeter.js";
+import { escape } from "./celsize.js";
 
 export { PER_CALL_LIMIT, REQUEST_BUDGET } from "./celmeter.js";
 
@@ -314,6 +315,11 @@ export function celValue(v: JsonValue | undefined, s: Node | undefined, root = f
       // A key named __proto__ is an own property, not the object's prototype.
       if (k === "__proto__") Object.defineProperty(out, k, { value: c, enumerable: true, writable: true, configurable: true });
       else out[k] = c;
+      // A declared field is read by its escaped name too (self.__namespace__, self.a__dash__b), as kube
+      // declares it; not enumerable, so that equality and iteration see the object's own keys.
+      const escaped = fields ? escape(k) : undefined;
+      if (escaped !== undefined && escaped !== k && !Object.hasOwn(v, escaped))
+        Object.defineProperty(out, escaped, { value: c, enumerable: false, writable: true, configurable: true });
     }
     return out;
   }
@@ -473,7 +479,7 @@ function walk(
   // its own) under an unchanged parent, reports its rules' errors as warnings.
   // Whether it changed is asked only when a rule fails.
   let memo: boolean | undefined;
-  const same = () => (memo ??= old ? isDeepStrictEqual(v, old.value) : false);
+  const same = () => (memo ??= old ? sameAsOld(v, old.value, s) : false);
   if (s.rules.length) expressions(v, s, path, old, old ? same : parentSame, root, errs, warnings);
   for (const a of s.allOf) walk(v, a, path, undefined, same, root, errs, warnings);
   if (Array.isArray(v)) {

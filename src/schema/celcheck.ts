@@ -15,6 +15,7 @@ import { NAMESPACE_TYPES, NAMESPACES } from "./cellibs.js";
 import { hasAfterIndex, RULE_ENV as ENV, ruleValue } from "./cel.js";
 import { messageOf } from "../sdk/errors.js";
 import { metered } from "./celmeter.js";
+import { escape } from "./celsize.js";
 
 /** The first parts of type names a rule may write as values (type(ip(x)) == net.IP). */
 const TYPE_NAMESPACES = new Set(["net", "kubernetes", "google"]);
@@ -103,11 +104,16 @@ function celType(s: JsonValue | undefined, env: Environment, name: string, root:
       if (o["x-kubernetes-preserve-unknown-fields"] === true || !isObject(o["properties"])) return "dyn";
       const fields: Record<string, unknown> = {};
       for (const [k, v] of Object.entries(o["properties"])) {
-        if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(k)) return "dyn"; // a name CEL escapes: left open
-        fields[k] =
+        // A property is a field by its escaped name (a name that cannot be escaped is no field);
+        // a reserved word is taken bare too, as kube's checker takes self.namespace.
+        const escaped = escape(k);
+        if (escaped === undefined) continue;
+        const field =
           root && k === "metadata"
             ? { name: "string", generateName: "string" }
             : named(celType(v, env, `${name}_${k}`, false), env, `${name}_${k}`);
+        fields[escaped] = field;
+        if (escaped !== k && /^[A-Za-z_][A-Za-z0-9_]*$/.test(k)) fields[k] = field;
       }
       // At the root, kube gives every rule apiVersion, kind and metadata's name and generateName (WithTypeAndObjectMeta).
       if (root) {
@@ -156,7 +162,7 @@ function goType(t: string): string | undefined {
  * (found no matching overload). Numbers of mixed types ordered are left alone
  * (kube orders int against double); anything else, undefined.
  */
-function checkerError(message: string, node: unknown, text: string): { column: number; detail: string } | undefined {
+function checkerError(message: string, node: unknown, text: string, env?: Environment): { column: number; detail: string } | undefined {
   const first = message.split("\n")[0]!;
   const n = node as { pos?: number; args?: unknown } | undefined;
   const key = /^No such key: (.*)$/.exec(first);
@@ -167,7 +173,7 @@ function checkerError(message: string, node: unknown, text: string): { column: n
     const object = (t: string) => /^\$?[Ss]elf/.test(t);
     const shown = (t: string) => (object(t) ? t : goType(t));
     const [l, r] =
-      (object(op[1]!) && goType(op[3]!)?.startsWith("map(")) || (object(op[3]!) && goType(op[1]!)?.startsWith("map("))
+      (object(op[1]!) && goType(op[3]!) !== undefined) || (object(op[3]!) && goType(op[1]!) !== undefined)
         ? [shown(op[1]!), shown(op[3]!)]
         : [goType(op[1]!), goType(op[3]!)];
     // Mixed numbers are ordered across types (kube's CrossTypeNumericComparisons) but not compared for
@@ -191,6 +197,13 @@ function checkerError(message: string, node: unknown, text: string): { column: n
     const open = target ? text.indexOf(`${call[2]}(`, start) : -1;
     const column = open >= 0 ? open + call[2]!.length + 1 : start + 1;
     return { column, detail: `found no matching overload for '${call[2]}' applied to '${applied}'` };
+  }
+  // A function no library has (neither kube's environment nor ours declares it): cel-go finds no such
+  // name, and places the error at the call's '('.
+  const unknownCall = /^found no matching overload for '(\w+)\(/.exec(first);
+  if (unknownCall && env && !functionNames(env).has(unknownCall[1]!)) {
+    const start = n?.pos ?? 0;
+    return { column: start + unknownCall[1]!.length + 1, detail: `undeclared reference to '${unknownCall[1]}' (in container '')` };
   }
   // A name no rule has (kube declares only self, oldSelf and the libraries); a type's dotted name
   // (net.IP, kubernetes.Quantity), which cel-js does not know as a value, is left to the rule's run.
@@ -331,6 +344,14 @@ function mixedLiteral(env: Environment, text: string): { column: number; detail:
   return checkerError(result.error!.message, result.error!.node, text);
 }
 
+/** The names of the functions an environment declares (global and member), by environment. */
+const FUNCTION_NAMES = new WeakMap<Environment, Set<string>>();
+function functionNames(env: Environment): Set<string> {
+  let names = FUNCTION_NAMES.get(env);
+  if (!names) FUNCTION_NAMES.set(env, (names = new Set(env.getDefinitions().functions.map((f) => f.name))));
+  return names;
+}
+
 /** named is a type as a field may name it: an object type is registered under name. */
 function named(t: string | Record<string, unknown>, env: Environment, name: string): string {
   if (typeof t === "string") return t;
@@ -399,7 +420,7 @@ export function ruleTypeErrors(
         // rule then fails when run).
         const found = result.valid
           ? (mixedLiteral(env, text) ?? staticError(env, text))
-          : checkerError(result.error?.message ?? "", result.error?.node, text);
+          : checkerError(result.error?.message ?? "", result.error?.node, text, env);
         const prefix = field === "rule" ? "compilation failed" : "messageExpression compilation failed";
         const refuse = (detail: string) => errs.push(invalid(`${where}.${field}`, ruleValue(r), detail));
         if (found && "instantiation" in found) refuse(`program instantiation failed: ${found.instantiation}`);

@@ -2,6 +2,7 @@
 // (schema.ts compiles it, cel.ts runs its rules), and how a list's items are
 // matched to the old list's for ratcheting and oldSelf. Its own module, so
 // that neither of those two needs the other to say what a node is.
+import { isDeepStrictEqual } from "node:util";
 import type { JsonValue } from "@bufbuild/protobuf";
 import type { ParseResult } from "@marcbachmann/cel-js";
 import type { RE2JS } from "re2js";
@@ -70,6 +71,8 @@ export interface Node {
   anyDefault: boolean;
   /** Whether a rule is declared here or below (rules are looked for only where there are some). */
   anyRule: boolean;
+  /** A transition rule (one reading oldSelf) here or below: not ratcheted, so a write changing nothing is still checked. */
+  anyTransition?: boolean;
   /** Whether a set or map list is declared here or below (duplicates are looked for only there). */
   anyList: boolean;
 }
@@ -112,4 +115,26 @@ export function correlate(items: JsonValue[], old: Old, s: Node): Old[] {
     const k = keyOf(x);
     return k !== undefined && byKey.has(k) ? { value: byKey.get(k)! } : undefined;
   });
+}
+
+/**
+ * sameAsOld is whether a value is unchanged from old, as ratcheting asks
+ * (k8s.io/apiserver pkg/cel/common/equality.go CachedDeepEqual): a map list
+ * is unchanged when each item equals the old item of its keys, whatever their
+ * order; any other value is compared whole, in order.
+ */
+export function sameAsOld(v: JsonValue, old: JsonValue, s: Node | undefined): boolean {
+  if (!s?.anyList) return isDeepStrictEqual(v, old);
+  if (Array.isArray(v)) {
+    if (!Array.isArray(old) || v.length !== old.length) return false;
+    if (s.listType !== "map") return isDeepStrictEqual(v, old);
+    const olds = correlate(v, { value: old }, s);
+    return v.every((x, i) => olds[i] !== undefined && sameAsOld(x, olds[i]!.value, s.items));
+  }
+  if (isObject(v) && isObject(old)) {
+    const keys = Object.keys(v);
+    if (keys.length !== Object.keys(old).length) return false;
+    return keys.every((k) => Object.hasOwn(old, k) && sameAsOld(v[k]!, old[k]!, s.props?.get(k) ?? (s.additional || undefined)));
+  }
+  return isDeepStrictEqual(v, old);
 }

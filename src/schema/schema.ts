@@ -22,7 +22,7 @@ import { compileRule, runRules, RuleError } from "./cel.js";
 import { invalid, notSupported, required, tooLong, tooMany, type FieldError } from "./fielderr.js";
 import { FORMATS } from "./formats.js";
 import { isDNS1035Label } from "./names.js";
-import { canonical, correlate, type Node, type Old } from "./node.js";
+import { canonical, correlate, sameAsOld, type Node, type Old } from "./node.js";
 import { messageOf } from "../sdk/errors.js";
 
 const num = (v: JsonValue | undefined): number | undefined => (typeof v === "number" ? v : undefined);
@@ -90,6 +90,8 @@ export function compileNode(s: JsonValue | undefined, where: string, opts: { rul
   const children = [...(node.props?.values() ?? []), ...(node.additional ? [node.additional] : []), ...(node.items ? [node.items] : [])];
   node.anyDefault = node.default !== undefined || children.some((c) => c.anyDefault);
   node.anyRule = node.rules.length > 0 || children.some((c) => c.anyRule) || node.allOf.some((c) => c.anyRule);
+  node.anyTransition =
+    node.rules.some((r) => r.usesOldSelf) || children.some((c) => c.anyTransition) || node.allOf.some((c) => c.anyTransition);
   node.anyList = node.listType === "set" || node.listType === "map" || children.some((c) => c.anyList);
   return node;
 }
@@ -447,7 +449,7 @@ function check(v: JsonValue, s: Node, path: string, prefix: string, old: Old, er
       }
     for (const k of s.required) if (!Object.hasOwn(v, k)) errs.push(required(fieldOf(`${path}.${k}`, prefix)));
   }
-  if (errs.length > start && old && isDeepStrictEqual(v, old.value)) errs.length = start;
+  if (errs.length > start && old && sameAsOld(v, old.value, s)) errs.length = start;
 }
 
 function patternCheck(v: string, s: Node, path: string, prefix: string, errs: FieldError[]): void {
@@ -617,9 +619,11 @@ export const RULES_NOT_CHECKED = invalid(
 export class Schema {
   readonly root: Node;
   readonly hasRules: boolean;
+  readonly hasTransitionRules: boolean;
   constructor(openAPIV3Schema: JsonObject, where = "openAPIV3Schema") {
     this.root = compileNode(openAPIV3Schema, where);
     this.hasRules = this.root.anyRule;
+    this.hasTransitionRules = this.root.anyTransition === true;
   }
 
   /**

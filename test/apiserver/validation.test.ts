@@ -354,6 +354,121 @@ V("decode: unknown fields are pruned and reported, defaults fill absent and disa
   });
 });
 
+// Found by the differential tier against kube-apiserver v1.36.3 (test/crossplane/differential/kubetables.ts:
+// apiextensions-apiserver v0.36.3 test/integration/ratcheting_test.go and schema/cel/compilation_test.go).
+V("ratcheting: a map list reordered but not changed keeps its old invalid length (kube's CachedDeepEqual correlates by keys)", () => {
+  const list = (maxItems?: number): JsonObject => ({
+    type: "array",
+    ...(maxItems ? { maxItems } : {}),
+    "x-kubernetes-list-type": "map",
+    "x-kubernetes-list-map-keys": ["name"],
+    items: { type: "object", required: ["name"], properties: { name: { type: "string" }, v: { type: "string" } } },
+  });
+  const schema = (maxItems?: number) => ({
+    type: "object",
+    properties: { spec: { type: "object", properties: { field: list(maxItems) } } },
+  });
+  const s = new Store({});
+  s.create(CRD_KEY, undefined, gadgets(schema()));
+  const items = [{ name: "a" }, { name: "b" }, { name: "c" }];
+  s.create(G, "default", decoded(s, gadget("g1", { field: items })));
+  const crd = structuredClone(s.get(CRD_KEY, undefined, "gadgets.example.org")) as JsonObject;
+  ((crd["spec"] as JsonObject)["versions"] as JsonObject[])[0]!["schema"] = { openAPIV3Schema: schema(2) };
+  s.update(CRD_KEY, undefined, "gadgets.example.org", crd);
+  const reordered = [items[2]!, items[0]!, items[1]!];
+  assert.ok(s.update(G, "default", "g1", decoded(s, gadget("g1", { field: reordered }))));
+  const changed = refused(() =>
+    s.update(G, "default", "g1", decoded(s, gadget("g1", { field: [...reordered.slice(0, 2), { name: "b", v: "x" }] }))),
+  );
+  assert.equal(
+    changed.causes.map((c) => c.field),
+    ["spec.field"],
+  );
+});
+
+V(
+  "a write that changes nothing is still checked by a transition rule (not ratcheted), and a custom resource's generation counts any change outside metadata and status",
+  () => {
+    const s = new Store({});
+    s.create(
+      CRD_KEY,
+      undefined,
+      gadgets({
+        type: "object",
+        properties: {
+          field: {
+            type: "string",
+            "x-kubernetes-validations": [{ rule: "!oldSelf.hasValue()", message: "oldSelf must be null", optionalOldSelf: true }],
+          },
+          other: { type: "string" },
+          status: { type: "object", properties: { n: { type: "integer" } } },
+        },
+      }),
+    );
+    const obj = (field: string, other?: string): JsonObject => ({
+      apiVersion: "example.org/v1",
+      kind: "Gadget",
+      metadata: { name: "g1" },
+      field,
+      ...(other ? { other } : {}),
+    });
+    s.create(G, "default", decoded(s, obj("value")));
+    const same = refused(() => s.update(G, "default", "g1", decoded(s, obj("value"))));
+    assert.match(same.message, /oldSelf must be null/);
+    const s2 = new Store({});
+    s2.create(CRD_KEY, undefined, gadgets({ type: "object", properties: { other: { type: "string" }, status: { type: "object" } } }));
+    s2.create(G, "default", decoded(s2, { apiVersion: "example.org/v1", kind: "Gadget", metadata: { name: "g1" }, other: "a" }));
+    const next = s2.update(
+      G,
+      "default",
+      "g1",
+      decoded(s2, { apiVersion: "example.org/v1", kind: "Gadget", metadata: { name: "g1" }, other: "b" }),
+    );
+    assert.is((next["metadata"] as JsonObject)["generation"], 2);
+  },
+);
+
+V(
+  "rules read a property by its escaped name (__namespace__, a__dash__b) and by a reserved word's bare name; a function no library has is refused",
+  () => {
+    const schema: JsonObject = {
+      type: "object",
+      properties: {
+        spec: {
+          type: "object",
+          properties: { namespace: { type: "integer" }, "a-b": { type: "integer" } },
+          "x-kubernetes-validations": [
+            { rule: "self.__namespace__ == 1", message: "escaped" },
+            { rule: "self.namespace == 1", message: "bare" },
+            { rule: "self.a__dash__b == 2", message: "dashed" },
+          ],
+        },
+      },
+    };
+    const s = new Store({});
+    s.create(CRD_KEY, undefined, gadgets(schema));
+    assert.ok(s.create(G, "default", decoded(s, gadget("g1", { namespace: 1, "a-b": 2 }))));
+    const bad = refused(() => s.create(G, "default", decoded(s, gadget("g2", { namespace: 2, "a-b": 3 }))));
+    assert.equal(
+      bad.causes.map((c) => c.message.replace(/^.*: /, "")),
+      ["escaped", "bare", "dashed"],
+    );
+    const unknown = structuredClone(schema);
+    (unknown["properties"] as JsonObject)["spec"] = {
+      type: "string",
+      "x-kubernetes-validations": [{ rule: "fakeFunction('abc') == 'ABC'" }],
+    };
+    const refusedCRD = refused(() => new Store({}).create(CRD_KEY, undefined, gadgets(unknown)));
+    assert.match(refusedCRD.message, /undeclared reference to 'fakeFunction' \(in container ''\)/);
+    const objectVsInt = structuredClone(schema);
+    ((objectVsInt["properties"] as JsonObject)["spec"] as JsonObject)["x-kubernetes-validations"] = [{ rule: "self == 10" }];
+    assert.match(
+      refused(() => new Store({}).create(CRD_KEY, undefined, gadgets(objectVsInt))).message,
+      /found no matching overload for '_==_'/,
+    );
+  },
+);
+
 V.run();
 
 const M = suite("metadata, ConfigMap and Secret checks (apimachinery ValidateObjectMeta, ValidateConfigMap, ValidateSecret)");

@@ -56,6 +56,25 @@ export interface Step {
   /** A watch from this very resourceVersion instead (the same on both servers: "1", too old). */
   watchAt?: string;
   timeoutSeconds?: number;
+  /**
+   * After the step (a CRD's schema changed), wait (untimed, not compared) on
+   * each server where it succeeded until the new schema is the one objects
+   * meet, as kube's ratcheting test waits: the schema holds a sentinel field
+   * whose enum is one value, uuid, and a write of another value to it is sent
+   * to path until the refusal names uuid. With status, the write is a status
+   * one (to path/status, the object created first).
+   */
+  settle?: Settle;
+}
+
+export interface Settle {
+  /** The object's path (a namespaced name); it is written with server-side apply. */
+  path: string;
+  apiVersion: string;
+  kind: string;
+  field: string;
+  uuid: string;
+  status: boolean;
 }
 
 export interface Sequence {
@@ -231,6 +250,40 @@ async function served(f: Fetch, path: string): Promise<void> {
   }
 }
 
+/** settled waits until a write of the sentinel field is refused naming its one allowed value (Step.settle). */
+async function settled(f: Fetch, w: Settle): Promise<void> {
+  const name = w.path.split("/").at(-1)!;
+  const namespace = /\/namespaces\/([^/]+)\//.exec(w.path)?.[1];
+  const meta = { name, ...(namespace ? { namespace } : {}) };
+  const apply = { "content-type": CONTENT_TYPES.apply };
+  for (let n = 1, until = Date.now() + 30_000; ; n++, await sleep(100)) {
+    const value = { [w.field]: `invalid-${n}` };
+    let res: KubeAnswer;
+    if (w.status) {
+      const collection = w.path.slice(0, w.path.lastIndexOf("/"));
+      const created = await f(collection, {
+        method: "POST",
+        headers: { "content-type": CONTENT_TYPES.json },
+        body: JSON.stringify({ apiVersion: w.apiVersion, kind: w.kind, metadata: meta }),
+      });
+      await created.text();
+      res = await f(`${w.path}/status?fieldManager=manager`, {
+        method: "PATCH",
+        headers: apply,
+        body: JSON.stringify({ apiVersion: w.apiVersion, kind: w.kind, metadata: meta, status: value }),
+      });
+    } else {
+      res = await f(`${w.path}?fieldManager=manager`, {
+        method: "PATCH",
+        headers: apply,
+        body: JSON.stringify({ apiVersion: w.apiVersion, kind: w.kind, metadata: meta, ...value }),
+      });
+    }
+    if ((await res.text()).includes(w.uuid)) return;
+    if (Date.now() > until) throw new Error(`the schema with sentinel ${w.uuid} did not take effect at ${w.path} within 30 s`);
+  }
+}
+
 /** without is v with the keys named left out at every level. */
 function without(v: unknown, keys: Set<string>): unknown {
   if (Array.isArray(v)) return v.map((x) => without(x, keys));
@@ -269,6 +322,7 @@ export async function run(seq: Sequence, real: Fetch, ours: Fetch): Promise<Diff
       out.push(...compare(`${seq.id}#${i} ${step.name}`, drop(a), drop(b)));
     }
     if (step.served) await Promise.all([ok[i]![0] && served(real, step.served), ok[i]![1] && served(ours, step.served)]);
+    if (step.settle) await Promise.all([ok[i]![0] && settled(real, step.settle), ok[i]![1] && settled(ours, step.settle)]);
   }
   return out;
 }
