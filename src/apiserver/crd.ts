@@ -87,8 +87,44 @@ const OMIT_EMPTY_STRING = ["id", "$schema", "$ref", "description", "type", "form
 const OMIT_EMPTY_LIST = ["required", "enum", "allOf", "oneOf", "anyOf", "x-kubernetes-list-map-keys", "x-kubernetes-validations"];
 const OMIT_EMPTY_MAP = ["properties", "patternProperties", "definitions", "dependencies"];
 
-/** omitEmpty drops from a schema, at every level, what kube's decoding into JSONSchemaProps does not keep. */
+/** JSONSchemaProps' fields (apiextensions v1, by their JSON names): kube's decoding drops any other key. */
+const SCHEMA_FIELDS = new Set([
+  ...OMIT_FALSE,
+  ...OMIT_EMPTY_STRING,
+  ...OMIT_EMPTY_LIST,
+  ...OMIT_EMPTY_MAP,
+  "default",
+  "maximum",
+  "minimum",
+  "maxLength",
+  "minLength",
+  "maxItems",
+  "minItems",
+  "multipleOf",
+  "maxProperties",
+  "minProperties",
+  "items",
+  "not",
+  "additionalProperties",
+  "additionalItems",
+  "externalDocs",
+  "example",
+  "x-kubernetes-preserve-unknown-fields",
+  "x-kubernetes-list-type",
+  "x-kubernetes-map-type",
+]);
+/** ValidationRule's fields. */
+const RULE_FIELDS = new Set(["rule", "message", "messageExpression", "reason", "fieldPath", "optionalOldSelf"]);
+
+/**
+ * omitEmpty drops from a schema, at every level, what kube's decoding into
+ * JSONSchemaProps does not keep: empty omitempty fields, and keys that are
+ * no field of it (or of a ValidationRule).
+ */
 function omitEmpty(s: JsonObject): void {
+  for (const k of Object.keys(s)) if (!SCHEMA_FIELDS.has(k)) delete s[k];
+  for (const r of Array.isArray(s["x-kubernetes-validations"]) ? s["x-kubernetes-validations"] : [])
+    if (isObject(r)) for (const k of Object.keys(r)) if (!RULE_FIELDS.has(k)) delete r[k];
   for (const k of OMIT_FALSE) if (s[k] === false) delete s[k];
   for (const k of OMIT_EMPTY_STRING) if (s[k] === "") delete s[k];
   for (const k of OMIT_EMPTY_LIST) if (Array.isArray(s[k]) && (s[k] as JsonValue[]).length === 0) delete s[k];
@@ -138,10 +174,7 @@ export function crdErrors(crd: JsonObject, old?: JsonObject): FieldError[] {
   let storage = 0;
   const seen = new Set<string>();
   let unique = true;
-  // Schemas the same in every version are checked once, as spec.validation: kube's conversion to its
-  // internal CRD moves them there (apiextensions-apiserver v0.36.3 pkg/apis/apiextensions/v1/conversion.go).
-  const schemas = versions.map((raw) => JSON.stringify(obj(obj(raw)["schema"])["openAPIV3Schema"] ?? null));
-  const shared = versions.length > 0 && schemas.every((x) => x === schemas[0]);
+  const shared = sharedSchema(versions);
   versions.forEach((raw, i) => {
     const v = obj(raw);
     const name = str(v["name"]);
@@ -162,6 +195,20 @@ export function crdErrors(crd: JsonObject, old?: JsonObject): FieldError[] {
   errs.push(...storedVersionErrors(crd, versions));
   return errs;
 }
+
+/**
+ * sharedSchema is whether every version has the same schema: kube's conversion
+ * to its internal CRD then moves it to spec.validation, where its errors are
+ * reported (apiextensions-apiserver v0.36.3 pkg/apis/apiextensions/v1/conversion.go).
+ */
+function sharedSchema(versions: JsonValue[]): boolean {
+  const schemas = versions.map((raw) => JSON.stringify(obj(obj(raw)["schema"])["openAPIV3Schema"] ?? null));
+  return versions.length > 0 && schemas.every((x) => x === schemas[0]);
+}
+
+/** schemaWhere is where errors of version i's schema are reported: spec.validation's when every version shares it. */
+export const schemaWhere = (versions: JsonValue[], i: number): string =>
+  sharedSchema(versions) ? "spec.validation.openAPIV3Schema" : `spec.versions[${i}].schema.openAPIV3Schema`;
 
 function namesErrors(names: JsonObject): FieldError[] {
   const errs: FieldError[] = [];

@@ -25,7 +25,7 @@ import { Schema } from "../schema/schema.js";
 import { checkDeferred } from "../schema/offthread.js";
 import { RuleError } from "../schema/cel.js";
 import { ApiError } from "./errors.js";
-import { crdErrors, prepareCRD } from "./crd.js";
+import { crdErrors, prepareCRD, schemaWhere } from "./crd.js";
 import { builtinNode, customNode, recordUpdate } from "./patch.js";
 
 /** Writer is who makes a write that is not an apply: its field manager, and the subresource it writes through. */
@@ -735,9 +735,8 @@ function compileSchemas(versions: JsonValue[], crdName: string): Record<string, 
     if (!isObject(v)) return;
     const schema = isObject(v["schema"]) ? v["schema"]["openAPIV3Schema"] : undefined;
     if (!isObject(schema)) return;
-    const where = `spec.versions[${i}].schema.openAPIV3Schema`;
     try {
-      out[String(v["name"])] = new Schema(schema, where);
+      out[String(v["name"])] = new Schema(schema, schemaWhere(versions, i));
     } catch (err) {
       if (err instanceof RuleError) throw refusal("apiextensions.k8s.io", "CustomResourceDefinition", crdName, [err.error]);
       throw err;

@@ -149,10 +149,11 @@ const NUMERIC = new Set(["int", "uint", "double"]);
 function goType(t: string): string | undefined {
   const plain = /^(int|uint|double|string|bytes|bool|null|google\.protobuf\.(Timestamp|Duration))$/;
   if (plain.test(t)) return t === "null" ? "null_type" : t;
-  const inner = /^(list|map)<(.+)>$/.exec(t);
+  const inner = /^(list|map|optional)<(.+)>$/.exec(t);
   if (!inner) return undefined;
   const parts = inner[2]!.split(/,\s*/).map(goType);
-  return parts.every((p) => p !== undefined) ? `${inner[1]}(${parts.join(", ")})` : undefined;
+  const kind = inner[1] === "optional" ? "optional_type" : inner[1];
+  return parts.every((p) => p !== undefined) ? `${kind}(${parts.join(", ")})` : undefined;
 }
 
 /**
@@ -197,6 +198,14 @@ function checkerError(message: string, node: unknown, text: string, env?: Enviro
     const open = target ? text.indexOf(`${call[2]}(`, start) : -1;
     const column = open >= 0 ? open + call[2]!.length + 1 : start + 1;
     return { column, detail: `found no matching overload for '${call[2]}' applied to '${applied}'` };
+  }
+  // orValue() given a value of another type than the optional's (cel-go: no overload, at its '(').
+  const orValue = /^optional\.orValue\(value\) argument must be compatible type, got '(.+)' and '(.+)'$/.exec(first);
+  if (orValue) {
+    const [held, given] = [goType(orValue[1]!), goType(orValue[2]!)];
+    const open = text.lastIndexOf("orValue(", n?.pos ?? text.length); // cel-js places it at the argument
+    if (held && given && open >= 0)
+      return { column: open + 8, detail: `found no matching overload for 'orValue' applied to 'optional_type(${held}).(${given})'` };
   }
   // A function no library has (neither kube's environment nor ours declares it): cel-go finds no such
   // name, and places the error at the call's '('.
@@ -398,10 +407,23 @@ export function ruleTypeErrors(
     for (const v of ["self", "oldSelf"])
       if (typeof self === "string") env.registerVariable({ name: v, type: self });
       else env.registerVariable({ name: v, schema: self as never });
+    // With optionalOldSelf, oldSelf is an optional of self's type (kube's optional_type(T)).
+    let optionalEnv: Environment | undefined;
+    const envOf = (r: JsonObject): Environment => {
+      if (r["optionalOldSelf"] !== true) return env;
+      if (!optionalEnv) {
+        optionalEnv = declared(ENV, false);
+        const t = named(celType(schema, optionalEnv, "Self", root), optionalEnv, "Self");
+        optionalEnv.registerVariable({ name: "self", type: t }).registerVariable({ name: "oldSelf", type: `optional<${t}>` });
+      }
+      return optionalEnv;
+    };
     rules.forEach((r, i) => {
       const where = `${at}.x-kubernetes-validations[${i}]`;
-      // How a rule uses oldSelf is checked only of one that compiles, as kube checks it.
+      // How a rule uses oldSelf is checked only of one that compiles, as kube checks it; one refused
+      // here reads no oldSelf to kube, so optionalOldSelf on it is refused too.
       let compiled = false;
+      let refusedRule = false;
       for (const [field, want] of [
         ["rule", "bool"],
         ["messageExpression", "string"],
@@ -409,8 +431,9 @@ export function ruleTypeErrors(
         const text = r[field];
         if (typeof text !== "string" || !text.trim()) continue;
         let result: { valid: boolean; type?: string; error?: { message: string; node?: { pos?: number } } };
+        const ruleEnv = field === "rule" ? envOf(r) : env;
         try {
-          result = env.check(text) as typeof result;
+          result = ruleEnv.check(text) as typeof result;
         } catch {
           continue; // does not parse: compileRule says so
         }
@@ -419,18 +442,22 @@ export function ruleTypeErrors(
         // failure may be a function of Kubernetes' libraries cel-js lacks, which kube would take (the
         // rule then fails when run).
         const found = result.valid
-          ? (mixedLiteral(env, text) ?? staticError(env, text))
-          : checkerError(result.error?.message ?? "", result.error?.node, text, env);
+          ? (mixedLiteral(ruleEnv, text) ?? staticError(ruleEnv, text))
+          : checkerError(result.error?.message ?? "", result.error?.node, text, ruleEnv);
         const prefix = field === "rule" ? "compilation failed" : "messageExpression compilation failed";
         const refuse = (detail: string) => errs.push(invalid(`${where}.${field}`, ruleValue(r), detail));
         if (found && "instantiation" in found) refuse(`program instantiation failed: ${found.instantiation}`);
-        else if (found) refuse(`${prefix}: ${issue(text, found.column, found.detail)}`);
-        else if (!result.valid) continue;
+        else if (found) {
+          refuse(`${prefix}: ${issue(text, found.column, found.detail)}`);
+          if (field === "rule") refusedRule = true;
+        } else if (!result.valid) continue;
         else if (result.type !== want && result.type !== "dyn")
           refuse(field === "rule" ? "cel expression must evaluate to a bool" : "messageExpression must evaluate to a string");
         else if (field === "rule") compiled = true;
       }
       if (compiled) oldSelfErrors(r, where, uncorrelatable, errs);
+      else if (refusedRule && typeof r["optionalOldSelf"] === "boolean")
+        errs.push(invalid(`${where}.optionalOldSelf`, r["optionalOldSelf"], "may not be set if oldSelf is not used in rule"));
     });
   }
   const props = isObject(schema["properties"]) ? schema["properties"] : {};

@@ -78,6 +78,22 @@ const LIB = (f: string) => `k8s.io/apiserver v0.36.3 pkg/cel/library/${f}`;
 const VALIDATION = "k8s.io/apiextensions-apiserver v0.36.3 pkg/apiserver/schema/cel/validation_test.go";
 
 export const CASES: Case[] = [
+  // Where a CRD's refusal names a rule that does not parse and a pattern RE2 does not take (the
+  // default tier's test/apiserver/validation.test.ts holds these fields by hand).
+  {
+    id: "parse",
+    source: "issue 59: the place of a parse error, test/apiserver/validation.test.ts",
+    spec: { type: "object", properties: { replicas: { type: "integer" } } },
+    rule: "self.replicas <=",
+    objects: [],
+  },
+  {
+    id: "lookahead",
+    source: "issue 59: the place of a pattern error, test/apiserver/validation.test.ts",
+    spec: { type: "object", properties: { name: { type: "string", pattern: "^(?=a)" } } },
+    rule: "true",
+    objects: [],
+  },
   // The false refusals issue 59 names.
   {
     id: "quantity",
