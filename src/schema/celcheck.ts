@@ -55,7 +55,8 @@ export function compileRuleExpression(text: string, names: string[] = []): (vars
   const env = declared(ENV);
   for (const name of names) env.registerVariable(name, "dyn");
   const checked = env.check(src) as { valid: boolean; error?: { message: string; node?: { pos?: number } } };
-  if (!checked.valid && checkerError(checked.error?.message ?? "", checked.error?.node, text)) throw new Refused(checked.error!.message);
+  const error = checked.valid ? undefined : checkerError(checked.error?.message ?? "", checked.error?.node, text, env);
+  if (error) throw new Refused(checked.error!.message);
   const refused = checked.valid ? (mixedLiteral(env, src) ?? staticError(env, text)) : undefined;
   if (refused) throw new Refused("detail" in refused ? refused.detail : refused.instantiation);
   onRE2((parsed as unknown as { ast: unknown }).ast);
@@ -143,7 +144,25 @@ const OPERATORS: Record<string, string> = {
   in: "@in",
 };
 // reverse: kube has list.reverse() only (its strings library version has no string.reverse()), as here.
-const CORE_FUNCTIONS = new Set(["size", "startsWith", "endsWith", "contains", "matches", "reverse"]);
+// With them, kube's strings library's functions: both environments declare the same overloads.
+const CORE_FUNCTIONS = new Set([
+  "size",
+  "startsWith",
+  "endsWith",
+  "contains",
+  "matches",
+  "reverse",
+  "charAt",
+  "indexOf",
+  "lastIndexOf",
+  "lowerAscii",
+  "upperAscii",
+  "replace",
+  "split",
+  "substring",
+  "trim",
+  "join",
+]);
 const NUMERIC = new Set(["int", "uint", "double"]);
 /** goType is a cel-js type as cel-go prints it (list<string> is list(string)); undefined when it is open or a schema's object. */
 function goType(t: string): string | undefined {
@@ -188,6 +207,11 @@ function checkerError(message: string, node: unknown, text: string, env?: Enviro
     return { column: at + 1, detail: `found no matching overload for '${OPERATORS[op[2]!]}' applied to '(${l}, ${r})'` };
   }
   const call = /^found no matching overload for '(?:(\S+)\.)?(\w+)\((.*)\)'$/.exec(first);
+  // A member function no library declares (100.least(42)): cel-go finds no such name, at its '('.
+  if (call && call[1] !== undefined && goType(call[1]) !== undefined && env && !functionNames(env).has(call[2]!)) {
+    const open = text.indexOf(`${call[2]}(`, n?.pos ?? 0);
+    if (open >= 0) return { column: open + call[2]!.length + 1, detail: `undeclared reference to '${call[2]}' (in container '')` };
+  }
   if (call && CORE_FUNCTIONS.has(call[2]!)) {
     const target = call[1] === undefined ? undefined : goType(call[1]);
     const args = call[3] ? call[3].split(/,\s*/).map(goType) : [];
@@ -275,6 +299,9 @@ const REGEX_CALLS = new Set(["matches", "find", "findAll"]);
  * words, which re2js shares).
  */
 function staticError(env: Environment, text: string): { column: number; detail: string } | { instantiation: string } | undefined {
+  // cel.bind() is cel-js's own; kube's environment has no bindings library, so "cel" is no name there.
+  const bind = /\bcel\s*\.\s*bind\s*\(/.exec(text.replace(/'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"/g, (q) => " ".repeat(q.length)));
+  if (bind) return { column: bind.index + 1, detail: "undeclared reference to 'cel' (in container '')" };
   let root: TreeNode;
   try {
     root = (env.parse(text) as unknown as { ast: TreeNode }).ast;

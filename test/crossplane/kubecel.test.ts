@@ -54,6 +54,30 @@ function libraryCases(): Record<string, Omit<Recorded, "kube">> {
   return out;
 }
 
+/** The cel-go ext test files whose expressions are put to kube's CEL (native and protos test Go types and messages no rule has). */
+const CELGO_EXT = ["bindings", "comprehensions", "encoders", "lists", "math", "regex", "sets", "strings"];
+
+/**
+ * celgoExtCases are the expressions of cel-go's extension tests (ext/*_test.go) at the
+ * version k8s.io/apiserver requires, keyed by file and text: kube's environment has some
+ * of those libraries (strings, lists, sets, two-variable comprehensions) and not others,
+ * and refuses what it has not, which is its answer too.
+ */
+function celgoExtCases(): Record<string, Omit<Recorded, "kube">> {
+  const goMod = readFileSync(join(goModuleDir("k8s.io/apiserver", STAGING), "go.mod"), "utf8");
+  const version = /^\s*github\.com\/google\/cel-go (v\S+)/m.exec(goMod)?.[1];
+  if (!version) throw new Error(`k8s.io/apiserver ${STAGING} go.mod names no cel-go version`);
+  const dir = join(goModuleDir("github.com/google/cel-go", version), "ext");
+  const out: Record<string, Omit<Recorded, "kube">> = {};
+  for (const name of CELGO_EXT)
+    for (const m of readFileSync(join(dir, `${name}_test.go`), "utf8").matchAll(EXPR)) {
+      const lit = m[1]!;
+      const expr = lit.startsWith("`") ? lit.slice(1, -1) : (JSON.parse(lit) as string);
+      out[`celgo/${name}_test.go: ${expr}`] = { expr };
+    }
+  return out;
+}
+
 G("kube's answers to the conformance cases and its library tests' expressions are the recorded ones", () => {
   const cases: Record<string, Omit<Recorded, "kube">> = {};
   for (const c of celCases())
@@ -66,6 +90,9 @@ G("kube's answers to the conformance cases and its library tests' expressions ar
   const library = libraryCases();
   assert.ok(Object.keys(library).length > 150, `only ${Object.keys(library).length} library expressions read`);
   Object.assign(cases, library);
+  const ext = celgoExtCases();
+  assert.ok(Object.keys(ext).length > 300, `only ${Object.keys(ext).length} cel-go ext expressions read`);
+  Object.assign(cases, ext);
   const started = performance.now();
   const now: Record<string, Recorded> = {};
   for (const [key, c] of Object.entries(cases)) now[key] = { ...c, kube: answerClass(kube.evaluate(c.expr, c.bindings)) };
