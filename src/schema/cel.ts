@@ -317,13 +317,22 @@ export function celValue(v: JsonValue | undefined, s: Node | undefined, root = f
       else out[k] = c;
       // A declared field is read by its escaped name too (self.__namespace__, self.a__dash__b), as kube
       // declares it; not enumerable, so that equality and iteration see the object's own keys.
-      const escaped = fields ? escape(k) : undefined;
+      const escaped = fields ? escapedName(k) : undefined;
       if (escaped !== undefined && escaped !== k && !Object.hasOwn(v, escaped))
         Object.defineProperty(out, escaped, { value: c, enumerable: false, writable: true, configurable: true });
     }
     return out;
   }
   return v;
+}
+
+/** Escaped names of declared properties, by name (the names a schema declares: few, read on every write). */
+const ESCAPED = new Map<string, string | undefined>();
+function escapedName(k: string): string | undefined {
+  if (ESCAPED.has(k)) return ESCAPED.get(k);
+  const e = escape(k);
+  if (ESCAPED.size < 10_000) ESCAPED.set(k, e);
+  return e;
 }
 
 /** goType is the Go type kube's decoder gives a JSON value, as %T prints it. */
