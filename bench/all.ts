@@ -12,6 +12,7 @@ const scripts: Array<[string, string[]]> = [
   ["pool.ts", []],
   ["memory.ts", []],
   ["host.ts", quick],
+  ["validate.ts", quick.length ? ["--sizes", "5000", "--runs", "1"] : []],
 ];
 for (const [script, flags] of scripts) {
   process.stdout.write(`\n== bench/${script} ${flags.join(" ")}\n`);

@@ -3,9 +3,9 @@
 import { readdirSync, readFileSync, readSync, statSync } from "node:fs";
 import { extname, join } from "node:path";
 import type { JsonObject } from "@bufbuild/protobuf";
-import { parseAllDocuments } from "yaml";
+import { yamlLib } from "../yamllib.js";
 import { InputError } from "../sdk/errors.js";
-import { MAX_JSON_FORM_DEPTH } from "../wire/protojson.js";
+import { MAX_JSON_FORM_DEPTH } from "../wire/depth.js";
 import { messageOf } from "../sdk/errors.js";
 
 // A problem with what the user gave (exit code 1) is the SDK's InputError: one class for input
@@ -60,7 +60,7 @@ function yamlReason(message: string): string {
  */
 export function parseDocs(text: string, file: string): unknown[] {
   const out: unknown[] = [];
-  for (const [i, doc] of parseAllDocuments(text).entries()) {
+  for (const [i, doc] of yamlLib().parseAllDocuments(text).entries()) {
     if (doc.errors.length > 0) throw new InputError(`cannot parse ${docName(file, i)}: ${yamlReason(doc.errors[0]!.message)}`);
     out.push(doc.toJS() as unknown);
   }

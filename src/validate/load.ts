@@ -5,18 +5,27 @@
 // document of every stream counts; empty ones are skipped. A Composition's
 // pipeline step inputs are validated too, each before its Composition, as
 // there (a function's input against the function's CRD).
-import { lstatSync, readdirSync, readFileSync, statSync } from "node:fs";
+import { lstatSync, readdirSync, statSync } from "node:fs";
 import { extname, join } from "node:path";
 import type { JsonObject } from "@bufbuild/protobuf";
-import { InputError, parseDocs, type Doc } from "../engine/docs.js";
+import { InputError, type Doc } from "../engine/docs.js";
+import { documents, fileDocuments } from "./yaml.js";
 import { isObject } from "../json.js";
 import { messageOf } from "../sdk/errors.js";
 
 /** loadSources reads sources (comma-separated); stdin is read with readStdin when a source is "-". */
 export function loadSources(sources: string, readStdin: () => string): Doc[] {
-  const out: Doc[] = [];
+  return [...eachSource(sources, readStdin)];
+}
+
+/**
+ * eachSource is loadSources one document at a time: a file's documents are
+ * read as they are asked for, so that a caller that drops each holds one
+ * (and the file's text) at a time.
+ */
+export function* eachSource(sources: string, readStdin: () => string): Generator<Doc> {
   for (const source of sources.split(",")) {
-    if (source === "-") out.push(...stream(readStdin(), "<stdin>"));
+    if (source === "-") yield* stream(documents(readStdin(), "<stdin>"), "<stdin>");
     else {
       let st;
       try {
@@ -26,17 +35,18 @@ export function loadSources(sources: string, readStdin: () => string): Doc[] {
         const why = (err as NodeJS.ErrnoException).code === "ENOENT" ? "no such file or directory" : messageOf(err);
         throw new InputError(`cannot stat input source: stat ${source}: ${why}`);
       }
-      if (st.isDirectory()) for (const f of walk(source)) out.push(...stream(read(f), f));
-      else out.push(...stream(read(source), source));
+      if (st.isDirectory()) for (const f of walk(source)) yield* stream(readFile(f), f);
+      else yield* stream(readFile(source), source);
     }
   }
-  return out;
 }
 
-function read(file: string): string {
+/** readFile is a file's documents, read as they are asked for; a file that cannot be read is said so. */
+function* readFile(file: string): Generator<unknown> {
   try {
-    return readFileSync(file, "utf8");
+    yield* fileDocuments(file);
   } catch (err) {
+    if (err instanceof InputError) throw err;
     throw new InputError(`cannot read ${file}: ${messageOf(err)}`);
   }
 }
@@ -63,9 +73,10 @@ function walk(dir: string): string[] {
   return out;
 }
 
-function stream(text: string, file: string): Doc[] {
-  const out: Doc[] = [];
-  for (const [i, v] of parseDocs(text, file).entries()) {
+function* stream(docs: Iterable<unknown>, file: string): Generator<Doc> {
+  let i = -1;
+  for (const v of docs) {
+    i++;
     if (v === null || v === undefined) continue;
     const where = `${file}${i > 0 ? ` (document ${i + 1})` : ""}`;
     if (!isObject(v as never))
@@ -75,9 +86,8 @@ function stream(text: string, file: string): Doc[] {
     if (obj["apiVersion"] === "apiextensions.crossplane.io/v1" && obj["kind"] === "Composition") {
       const spec = isObject(obj["spec"]) ? obj["spec"] : {};
       for (const [j, step] of (Array.isArray(spec["pipeline"]) ? spec["pipeline"] : []).entries())
-        if (isObject(step) && isObject(step["input"])) out.push({ obj: step["input"], source: `${where}: spec.pipeline[${j}].input` });
+        if (isObject(step) && isObject(step["input"])) yield { obj: step["input"], source: `${where}: spec.pipeline[${j}].input` };
     }
-    out.push({ obj, source: where });
+    yield { obj, source: where };
   }
-  return out;
 }

@@ -163,9 +163,39 @@ function builtin(apiVersion: string, kind: string): Schema | undefined {
 }
 
 /** schemaValidate checks each resource, in order, and sums up (SchemaValidate). Resources are not changed. */
-export function schemaValidate(resources: JsonObject[], schemas: Schemas): ValidationResult {
-  const out = resources.map((r) => validateResource(r, schemas));
+export function schemaValidate(resources: Iterable<JsonObject>, schemas: Schemas): ValidationResult {
+  const out: ResourceValidationResult[] = [];
+  for (const r of resources) out.push(validateResource(r, schemas));
   return { summary: summaryOf(out), resources: out };
+}
+
+/** Copies of the apiVersions and kinds results name, by text (few: one per kind). */
+const NAMES = new Map<string, string>();
+/**
+ * own is a copy of s that holds nothing else: a string cut from a parsed
+ * document's text keeps that text alive, and a result is kept until the
+ * summary (xfn validate reads resources one at a time and drops them).
+ */
+const own = (s: string): string => (s.length < 13 ? s : Buffer.from(s, "utf8").toString("utf8"));
+const shared = (s: string): string => {
+  let c = NAMES.get(s);
+  if (c === undefined) {
+    c = own(s);
+    if (NAMES.size < 10_000) NAMES.set(c, c);
+  }
+  return c;
+};
+
+/** result is a resource's result, one shape for all (namespace and errors set only when there are some). */
+function result(
+  head: { apiVersion: string; kind: string; name: string; namespace: string | undefined },
+  status: ResourceValidationResult["status"],
+  errors: FieldValidationError[],
+): ResourceValidationResult {
+  const r: ResourceValidationResult = { apiVersion: head.apiVersion, kind: head.kind, name: head.name, status };
+  if (head.namespace) r.namespace = head.namespace;
+  if (errors.length) r.errors = errors;
+  return r;
 }
 
 function validateResource(input: JsonObject, schemas: Schemas): ResourceValidationResult {
@@ -173,13 +203,18 @@ function validateResource(input: JsonObject, schemas: Schemas): ResourceValidati
   const kind = typeof input["kind"] === "string" ? input["kind"] : "";
   const m = metaOf(input);
   const namespace = typeof m["namespace"] === "string" && m["namespace"] !== "" ? m["namespace"] : undefined;
-  const head = { apiVersion: canonicalApiVersion(apiVersion), kind, name: nameOf(input), ...(namespace ? { namespace } : {}) };
+  const head = {
+    apiVersion: shared(canonicalApiVersion(apiVersion)),
+    kind: shared(kind),
+    name: own(nameOf(input)),
+    namespace: namespace === undefined ? undefined : shared(namespace),
+  };
   const schema = schemas.find(apiVersion, kind);
   if (!schema) {
     const b = builtin(apiVersion, kind);
-    if (!b) return { ...head, status: "missingSchema" };
+    if (!b) return result(head, "missingSchema", []);
     const errs = strictErrors(structuredClone(input), b);
-    return { ...head, status: statusOf(errs), ...(errs.length ? { errors: errs } : {}) };
+    return result(head, statusOf(errs), errs);
   }
   const r = structuredClone(input);
   const errors: FieldValidationError[] = [];
@@ -195,7 +230,7 @@ function validateResource(input: JsonObject, schemas: Schemas): ResourceValidati
   if (schema.hasRules) {
     errors.push(...runRules(r, root, undefined, []).map((e) => converted(e, "cel")));
   }
-  return { ...head, status: statusOf(errors), ...(errors.length ? { errors } : {}) };
+  return result(head, statusOf(errors), errors);
 }
 
 /**

@@ -14,25 +14,12 @@
 // server itself takes 5,000 levels of JSON over the wire, as Crossplane does.)
 import { fromJson, toJson, type DescMessage, type JsonValue, type MessageShape } from "@bufbuild/protobuf";
 import { setOwn } from "../own.js";
+import { depthOf, MAX_JSON_FORM_DEPTH } from "./depth.js";
+
+// The limit lives in depth.ts, which loads nothing: engine/docs.ts reads it without protobuf-es.
+export { depthOf, MAX_JSON_FORM_DEPTH };
 
 const PROTO = "__proto__";
-
-/** MAX_JSON_FORM_DEPTH is how many levels of objects and arrays a message in JSON form may nest. */
-export const MAX_JSON_FORM_DEPTH = 500;
-
-/** depthOf returns how many levels of objects and arrays v nests; once past limit it stops counting. */
-export function depthOf(v: unknown, limit = MAX_JSON_FORM_DEPTH): number {
-  let max = 0;
-  const stack: [unknown, number][] = [[v, 1]];
-  while (stack.length > 0) {
-    const [x, d] = stack.pop()!;
-    if (typeof x !== "object" || x === null || ArrayBuffer.isView(x)) continue;
-    if (d > max) max = d;
-    if (max > limit) break;
-    for (const k of Object.keys(x)) stack.push([(x as Record<string, unknown>)[k], d + 1]);
-  }
-  return max;
-}
 
 /** checkDepth throws when v nests deeper than JSON form may. */
 function checkDepth(v: unknown): void {

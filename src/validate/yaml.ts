@@ -1,0 +1,170 @@
+// Fast YAML for `xfn validate`: documents one at a time, read by js-yaml with
+// YAML 1.2's core schema, so that a file of 50,000 resources is neither held
+// parsed whole nor read at the pace of the `yaml` package (which took 70% of
+// validate's time). The `yaml` package (engine/docs.ts parseDocs) stays the
+// reference: a file whose documents this reader does not take as they are
+// (one that does not parse, holds an alias, a directive or a duplicate key)
+// is read by it instead, whole, with its words for the error; what they read
+// alike is checked by test/validate/yaml.test.ts.
+import { closeSync, openSync, readFileSync, readSync } from "node:fs";
+import { StringDecoder } from "node:string_decoder";
+import yaml from "js-yaml";
+import { parseDocs } from "../engine/docs.js";
+
+/**
+ * CORE is YAML 1.2's core schema as the `yaml` package resolves it (null,
+ * booleans, base 10, octal 0o and hex 0x ints, floats, .inf and .nan);
+ * js-yaml's own CORE_SCHEMA also takes 0b binary and signed hex ints, and
+ * not +.5.
+ */
+const CORE = yaml.FAILSAFE_SCHEMA.extend({
+  implicit: [
+    new yaml.Type("tag:yaml.org,2002:null", {
+      kind: "scalar",
+      resolve: (s: string) => /^(?:~|null|Null|NULL)?$/.test(s),
+      construct: () => null,
+      predicate: (v: unknown) => v === null,
+    }),
+    new yaml.Type("tag:yaml.org,2002:bool", {
+      kind: "scalar",
+      resolve: (s: string) => /^(?:true|True|TRUE|false|False|FALSE)$/.test(s),
+      construct: (s: string) => s === "true" || s === "True" || s === "TRUE",
+      predicate: (v: unknown) => typeof v === "boolean",
+    }),
+    new yaml.Type("tag:yaml.org,2002:int", {
+      kind: "scalar",
+      resolve: (s: string) => /^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$/.test(s),
+      construct: (s: string) => (s.startsWith("0o") ? parseInt(s.slice(2), 8) : s.startsWith("0x") ? parseInt(s.slice(2), 16) : Number(s)),
+      predicate: (v: unknown) => typeof v === "number" && Number.isInteger(v),
+    }),
+    new yaml.Type("tag:yaml.org,2002:float", {
+      kind: "scalar",
+      resolve: (s: string) =>
+        /^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.nan|\.NaN|\.NAN)$/.test(s),
+      construct: (s: string) => (/\.nan$/i.test(s) ? NaN : /\.inf$/i.test(s) ? (s.startsWith("-") ? -Infinity : Infinity) : Number(s)),
+      predicate: (v: unknown) => typeof v === "number",
+    }),
+  ],
+});
+
+/** A line that ends a document (`---`, `...`, alone or before a space): YAML forbids it inside any scalar. */
+const MARKER = /^(?:---|\.\.\.)(?:[ \t\r\n]|$)/;
+/** Only blank lines and comments. */
+const EMPTY = /^(?:[ \t]*(?:#.*)?(?:\r?\n|$))*$/;
+/**
+ * What this reader leaves to the `yaml` package: an alias or anchor (shared
+ * nodes a walk would expand without bound), a tag other than a core one.
+ */
+const NOT_PLAIN = /(?:^|[\s,[{])[*&][^\s,[\]{}]|(?:^|[\s,[{:-])!(?!!(?:str|int|float|bool|null|map|seq)\b)/;
+
+/** LEFT is a document this reader leaves to the `yaml` package (see NOT_PLAIN; a directive too). */
+const LEFT = Symbol("left to the yaml package");
+
+/**
+ * chunks cuts the lines of a YAML stream into its documents' texts, each with
+ * its own start marker, numbered as the `yaml` package numbers documents;
+ * LEFT in place of the rest from a document this reader does not take.
+ */
+function* chunks(lines: Iterable<string>): Generator<string | typeof LEFT> {
+  let doc = "";
+  let opened = false; // the current document began with a `---` line
+  let any = false; // a document was given
+  function* close(explicit: boolean): Generator<string | typeof LEFT> {
+    // Before the first marker, blank lines and comments are no document of their own.
+    if (explicit || opened || !EMPTY.test(doc) || (any && doc !== "")) {
+      any = true;
+      yield NOT_PLAIN.test(doc) ? LEFT : doc;
+    }
+  }
+  for (const line of lines) {
+    const c = line.charCodeAt(0);
+    if (c === 0x25 /* % */) return yield LEFT;
+    if ((c === 0x2d /* - */ || c === 0x2e) /* . */ && MARKER.test(line.slice(0, 4))) {
+      if (line.startsWith("---")) {
+        yield* close(false);
+        doc = line;
+        opened = true;
+      } else {
+        // `...` ends the document; what follows starts another only with content.
+        doc += line;
+        yield* close(true);
+        doc = "";
+        opened = false;
+      }
+    } else doc += line;
+  }
+  if (doc !== "" || opened) yield* close(false);
+}
+
+/** linesOf are text's lines, each with its line break. */
+function* linesOf(text: string): Generator<string> {
+  for (let at = 0; at < text.length;) {
+    const nl = text.indexOf("\n", at);
+    const end = nl < 0 ? text.length : nl + 1;
+    yield text.slice(at, end);
+    at = end;
+  }
+}
+
+/** fileLines are a file's lines, read a megabyte at a time. */
+function* fileLines(path: string): Generator<string> {
+  const fd = openSync(path, "r");
+  try {
+    const buf = Buffer.allocUnsafe(1 << 20);
+    const decoder = new StringDecoder("utf8");
+    let rest = "";
+    for (;;) {
+      const n = readSync(fd, buf, 0, buf.length, null);
+      if (n === 0) break;
+      rest += decoder.write(buf.subarray(0, n));
+      const last = rest.lastIndexOf("\n");
+      if (last < 0) continue;
+      yield* linesOf(rest.slice(0, last + 1));
+      rest = rest.slice(last + 1);
+    }
+    rest += decoder.end();
+    if (rest) yield rest;
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/**
+ * parsed are the documents of a stream's lines, one at a time (null for an
+ * empty one). From a document this reader does not take (LEFT, or one
+ * js-yaml refuses), whole() is read by parseDocs instead, which says why one
+ * does not parse, naming the file and document.
+ */
+function* parsed(lines: Iterable<string>, whole: () => string, file: string): Generator<unknown> {
+  let i = 0;
+  for (const chunk of chunks(lines)) {
+    let v: unknown;
+    try {
+      if (chunk === LEFT) throw new Error("left");
+      v = yaml.load(chunk, { schema: CORE });
+    } catch {
+      // From this document on, the ones before having been given already.
+      yield* parseDocs(whole(), file).slice(i);
+      return;
+    }
+    i++;
+    yield v === undefined ? null : v;
+  }
+}
+
+/**
+ * documents are the documents of text, read from file, one at a time (null
+ * for an empty one), numbered as the `yaml` package numbers them.
+ */
+export function documents(text: string, file: string): Generator<unknown> {
+  return parsed(linesOf(text), () => text, file);
+}
+
+/**
+ * fileDocuments are documents() of a file read a megabyte at a time: neither
+ * its documents nor its text are held whole (the file is read again whole
+ * only for a document this reader leaves to the `yaml` package).
+ */
+export function fileDocuments(path: string): Generator<unknown> {
+  return parsed(fileLines(path), () => readFileSync(path, "utf8"), path);
+}
