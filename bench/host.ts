@@ -14,6 +14,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parse } from "yaml";
 import { flag, writeSection } from "./results.js";
+import { parseRequestTotals } from "../src/apiserver/metrics.js";
 
 const ROOT = join(import.meta.dirname, "..");
 const QUICK = process.argv.includes("--quick");
@@ -70,6 +71,7 @@ function usage(pid: number): { cpu: number; rss: number; peak: number } {
 /** Api is the API server as a kubeconfig names it: TLS with its CA, and its bearer token (xfn dev-cluster and host --embedded ask for both). */
 interface Api {
   get(path: string, cb: (res: IncomingMessage) => void): ClientRequest;
+  text(path: string): Promise<string>;
   post(path: string, body: unknown): Promise<{ status: number; text: string }>;
 }
 
@@ -86,12 +88,22 @@ function apiOf(kubeconfig: string): Api {
     agent: base.protocol === "https:" ? httpsAgent : httpAgent,
   });
   const request = base.protocol === "https:" ? httpsRequest : httpRequest;
+  const get = (path: string, cb: (res: IncomingMessage) => void) => {
+    const req = request(new URL(path, base), options("GET"), cb);
+    req.end();
+    return req;
+  };
   return {
-    get: (path, cb) => {
-      const req = request(new URL(path, base), options("GET"), cb);
-      req.end();
-      return req;
-    },
+    get,
+    text: (path) =>
+      new Promise((resolve, reject) => {
+        get(path, (res) => {
+          let text = "";
+          res.setEncoding("utf8");
+          res.on("data", (d: string) => (text += d));
+          res.on("end", () => (res.statusCode === 200 ? resolve(text) : reject(new Error(`GET ${path}: ${res.statusCode} ${text}`))));
+        }).on("error", reject);
+      }),
     post: (path, body) =>
       new Promise((resolve, reject) => {
         const req = request(new URL(path, base), options("POST"), (res) => {
@@ -162,6 +174,21 @@ interface Run {
   done: number;
   host: { cpu: number; rss: number; peak: number };
   cluster: { cpu: number; rss: number; peak: number };
+  /** The host's API requests over the run, by verb and resource, as the API server counted them (GET /metrics). */
+  requests: Map<string, number>;
+  /** TCP connections the API server accepted over the run. */
+  connections: number;
+}
+
+/** totals reads the API server's request counts (by "VERB resource[/subresource]") and connections from its /metrics. */
+async function totals(api: Api): Promise<{ byKind: Map<string, number>; connections: number }> {
+  const text = await api.text("/metrics");
+  const byKind = new Map<string, number>();
+  for (const r of parseRequestTotals(text)) {
+    const k = `${r.verb} ${r.resource}${r.subresource ? `/${r.subresource}` : ""}`;
+    byKind.set(k, (byKind.get(k) ?? 0) + r.n);
+  }
+  return { byKind, connections: Number(/^xfn_apiserver_connections_total (\d+)$/m.exec(text)?.[1] ?? NaN) };
 }
 
 /** measure runs n XRs x k; embedded runs `xfn host --embedded` alone (one process holds both). */
@@ -186,6 +213,7 @@ async function measure(n: number, k: number, embedded = false): Promise<Run> {
   const api = apiOf(embedded ? /"kubeconfig":"([^"]+)","msg":"embedded API server serving"/.exec(host.out())![1]! : kubeconfig);
   const ready = watchReady(api, n);
   try {
+    const before = await totals(api);
     const started = performance.now();
     // Created 32 at a time, as a script applying a folder of XRs would.
     let next = 0;
@@ -215,7 +243,26 @@ async function measure(n: number, k: number, embedded = false): Promise<Run> {
     const seconds = (performance.now() - started) / 1000;
     const done = ready.count();
     const none = { cpu: 0, rss: 0, peak: 0 };
-    return { n, k, embedded, seconds, done, host: usage(host.child.pid!), cluster: cluster ? usage(cluster.child.pid!) : none };
+    const after = await totals(api);
+    // The host's: less the bench's own creates and its first /metrics read (its watch ends later).
+    const requests = new Map<string, number>();
+    for (const [key, total] of after.byKind) {
+      const own = (key === "POST xthings" ? n : 0) + (key === "GET " ? 1 : 0);
+      const d = total - (before.byKind.get(key) ?? 0) - own;
+      if (d > 0) requests.set(key, d);
+    }
+    const connections = after.connections - before.connections;
+    return {
+      n,
+      k,
+      embedded,
+      seconds,
+      done,
+      host: usage(host.child.pid!),
+      cluster: cluster ? usage(cluster.child.pid!) : none,
+      requests,
+      connections,
+    };
   } finally {
     ready.stop();
     const procs = cluster ? [host, cluster] : [host];
@@ -225,6 +272,14 @@ async function measure(n: number, k: number, embedded = false): Promise<Run> {
   }
 }
 
+/** requestsPerXr is the host's API requests over the run, per XR. */
+const requestsPerXr = (r: Run) => [...r.requests.values()].reduce((a, b) => a + b, 0) / r.n;
+/** breakdown is what those requests were, per XR, most first. */
+const breakdown = (r: Run) =>
+  [...r.requests]
+    .sort((a, b) => b[1] - a[1])
+    .map(([k, v]) => `${k} ${(v / r.n).toFixed(2)}`)
+    .join(", ");
 const f1 = (x: number) => x.toFixed(1);
 const f2 = (x: number) => x.toFixed(2);
 const runs: Run[] = [];
@@ -233,7 +288,8 @@ for (const n of SIZES) {
   runs.push(r);
   console.log(
     `${n} XRs x ${K}: ${r.done}/${n} Ready in ${f1(r.seconds)} s (${f2((r.seconds * 1000) / n)} ms/XR); ` +
-      `host ${f1(r.host.cpu)} s CPU, peak ${Math.round(r.host.peak)} MiB; dev-cluster ${f1(r.cluster.cpu)} s CPU, peak ${Math.round(r.cluster.peak)} MiB`,
+      `host ${f1(r.host.cpu)} s CPU, peak ${Math.round(r.host.peak)} MiB; dev-cluster ${f1(r.cluster.cpu)} s CPU, peak ${Math.round(r.cluster.peak)} MiB; ` +
+      `${f1(requestsPerXr(r))} API requests and ${f2(r.connections / r.n)} connections per XR (${breakdown(r)})`,
   );
 }
 const mems: Run[] = [];
@@ -252,16 +308,19 @@ const perXr = (r: Run) => (r.seconds * 1000) / r.n;
 const row = (r: Run) =>
   `| ${r.n} x ${r.k}${r.embedded ? " (--embedded: one process)" : ""} | ${r.done === r.n ? "all" : `${r.done} of ${r.n}`} | ${f1(r.seconds)} | ${f2(perXr(r))} | ${f2(perXr(r) / perXr(base))} | ` +
   `${f2((r.host.cpu * 1000) / r.n)} | ${Math.round(r.host.peak)} | ` +
-  (r.embedded ? "(in the host) | (in the host) |" : `${f2((r.cluster.cpu * 1000) / r.n)} | ${Math.round(r.cluster.peak)} |`);
+  (r.embedded ? "(in the host) | (in the host) |" : `${f2((r.cluster.cpu * 1000) / r.n)} | ${Math.round(r.cluster.peak)} |`) +
+  (r.embedded ? " (in the host) | (in the host) |" : ` ${f1(requestsPerXr(r))} | ${f2(r.connections / r.n)} |`);
 const section = `## Host
 
 \`node --import tsx bench/host.ts\`, ${new Date().toISOString().slice(0, 10)}: \`xfn dev-cluster\` and \`xfn host --kubeconfig\` in
 their own processes; N XRs created 32 at a time, each composing K Things (ready once they exist),
 timed from the first create until every XR is Ready=True (seen through a watch on the XRs). CPU is user + system
-time of each process over the whole run; memory is its peak resident set (VmHWM).
+time of each process over the whole run; memory is its peak resident set (VmHWM). API requests and
+connections are the host's over the run, as the API server counts them (its GET /metrics,
+apiserver_request_total as kube-apiserver names it), the bench's own creates left out.
 
-| XRs x resources | Ready | seconds | ms per XR | per XR / at ${base.n} | host CPU ms per XR | host peak MiB | dev-cluster CPU ms per XR | dev-cluster peak MiB |
-|---|---|---:|---:|---:|---:|---:|---:|---:|
+| XRs x resources | Ready | seconds | ms per XR | per XR / at ${base.n} | host CPU ms per XR | host peak MiB | dev-cluster CPU ms per XR | dev-cluster peak MiB | API requests per XR | connections per XR |
+|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|
 ${[...runs, ...mems].map(row).join("\n")}
 `;
 // A quick run only prints: RESULTS.md keeps full runs.

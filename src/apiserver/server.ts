@@ -4,6 +4,7 @@
 // merge/JSON/apply patches, delete with propagation), on loopback.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { createServer as createHttpsServer } from "node:https";
+import { RequestCounts } from "./metrics.js";
 import { authorized, PUBLIC, servingCertificate } from "./auth.js";
 import { parseBody, readBody } from "./body.js";
 import type { AddressInfo } from "node:net";
@@ -167,12 +168,18 @@ interface Served {
   pages: Pages;
   /** The bearer token requests must carry, if any (DevClusterOptions.token). */
   token?: Buffer;
+  /** Requests and connections, counted for GET /metrics. */
+  counts: RequestCounts;
 }
 
 const FIXED: Record<string, (s: Served, req: IncomingMessage, res: ServerResponse) => Promise<void>> = {
   "/healthz": async (_s, _req, res) => void res.end("ok"),
   "/readyz": async (_s, _req, res) => void res.end("ok"),
   "/livez": async (_s, _req, res) => void res.end("ok"),
+  "/metrics": async (s, _req, res) => {
+    res.writeHead(200, { "Content-Type": "text/plain; version=0.0.4" });
+    res.end(s.counts.text());
+  },
   "/version": (s, _req, res) => s.reply(res, 200, { major: "1", minor: "31", gitVersion: "v1.31.0-xfn-dev", platform: "linux/amd64" }),
   "/api": (s, req, res) =>
     s.reply(res, 200, {
@@ -686,11 +693,13 @@ export async function startDevCluster(opts: DevClusterOptions = {}): Promise<Dev
     streams: new Set<ServerResponse>(),
     pages: new Pages(),
     ...(opts.token ? { token: Buffer.from(opts.token) } : {}),
+    counts: new RequestCounts(),
   };
   const streams = served.streams;
 
   const tls = opts.token ? await servingCertificate() : undefined;
   const onRequest = (req: IncomingMessage, res: ServerResponse) => {
+    res.once("finish", () => served.counts.add(req, res.statusCode));
     handle(served, port, req, res).catch(async (err: unknown) => {
       if (res.headersSent) return void res.end();
       // A refused write may have changed nothing, or may have changed something (a
@@ -701,6 +710,7 @@ export async function startDevCluster(opts: DevClusterOptions = {}): Promise<Dev
     });
   };
   const server: Server = tls ? createHttpsServer({ key: tls.key, cert: tls.cert }, onRequest) : createServer(onRequest);
+  server.on(tls ? "secureConnection" : "connection", () => served.counts.connections++);
   await new Promise<void>((resolve, reject) => {
     server.once("error", (e) => reject(new Error(`cannot listen on 127.0.0.1:${opts.port ?? 0}: ${e.message}`)));
     server.listen(opts.port ?? 0, "127.0.0.1", () => resolve());
