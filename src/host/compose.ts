@@ -13,7 +13,6 @@ import {
   type KubernetesObjectApi,
 } from "@kubernetes/client-node";
 import type { Logger } from "pino";
-import { parseDuration } from "../steps/duration.js";
 import type { StepObserver } from "../engine/observer.js";
 import {
   COMPOSITE_LABEL,
@@ -38,6 +37,7 @@ import { setOwn } from "../own.js";
 import { XR_FINALIZER, type XRType } from "./crds.js";
 import type { EventRecorder, HostEvent } from "./events.js";
 import { apiMessage, errorCode, holds, isObject, keyOf, kubeObject, metaOf, plain, refOf, str, type Ref } from "./kube.js";
+import { requeueAfterMs } from "./requeue.js";
 import { selectComposition } from "./select.js";
 import { deletingMessage, deletionReport } from "../engine/deleting.js";
 import {
@@ -69,34 +69,8 @@ const hash = (v: unknown) =>
       ),
     )
     .digest("hex");
-/** Crossplane's defaults: --poll-interval 1m, --min-poll-interval 1s, and the annotation that sets one XR's. */
-export const POLL_INTERVAL_MS = 60_000;
-export const MIN_POLL_INTERVAL_MS = 1_000;
-export const ANNOTATION_POLL_INTERVAL = "crossplane.io/poll-interval";
-
-/**
- * requeueAfterMs is when a reconciled XR is looked at again, as Crossplane's
- * composite reconciler with realtime compositions has it (reconciler.go at
- * 2d040d2d): after the pipeline's TTL (its steps' shortest positive one)
- * when there is one, else after the XR's poll interval (its
- * crossplane.io/poll-interval annotation, no shorter than the minimum, else
- * the default), give or take a tenth (jitter), so XRs made together do not
- * all come back together.
- */
-export function requeueAfterMs(xr: JsonObject, ttlSeconds: number | undefined, random = Math.random): number {
-  let base = POLL_INTERVAL_MS;
-  const annotations = metaOf(xr)["annotations"];
-  const annotated = isObject(annotations) ? annotations[ANNOTATION_POLL_INTERVAL] : undefined;
-  if (typeof annotated === "string") {
-    try {
-      base = Math.max(parseDuration(annotated), MIN_POLL_INTERVAL_MS);
-    } catch {
-      // Not a duration: the default, as Crossplane's GetPollInterval gives none.
-    }
-  }
-  if (ttlSeconds !== undefined && ttlSeconds > 0) base = ttlSeconds * 1000;
-  return Math.round(base + (random() - 0.5) * 2 * base * 0.1);
-}
+/** How long a composed resource the host deleted is read from the API server, not the cache (which may not show it yet). */
+const DELETED_READ_MS = 30_000;
 
 /** How soon an XR is looked at again while it waits (a name held, a deletion without its pipeline). */
 const WAIT_MS = 2_000;
@@ -170,6 +144,8 @@ export class Composer {
   private readonly applied = new Map<string, string>();
   private readonly appliedBy = new Map<string, Set<string>>();
   private readonly statusWritten = new Map<string, string>();
+  /** Composed resources this host deleted (apiVersion/kind/namespace/name) and when: read from the API server for a while. */
+  private readonly deleted = new Map<string, number>();
   /** What each XR's last reconcile knew for its graph (/graph), by XR key. */
   private readonly pictures = new Map<string, { states: ResourceState[]; context: JsonObject }>();
   /** Status fields already warned of as undeclared, by XRD and path. */
@@ -260,12 +236,16 @@ export class Composer {
     const namespace = ns || undefined;
     let xr: JsonObject;
     try {
+      // The informer's copy when it has one as new as the host's own last write (watches.ts get),
+      // as Crossplane's cached client reads; only the API server says an XR is gone.
+      const cached = this.d.watches().get(t.kind, name, namespace);
       xr = plain(
-        await this.d.objects.read({
-          apiVersion: t.gvk.apiVersion,
-          kind: t.gvk.kind,
-          metadata: { name, ...(namespace ? { namespace } : {}) },
-        }),
+        cached ??
+          (await this.d.objects.read({
+            apiVersion: t.gvk.apiVersion,
+            kind: t.gvk.kind,
+            metadata: { name, ...(namespace ? { namespace } : {}) },
+          })),
       );
     } catch (err) {
       if (errorCode(err) !== 404) throw err;
@@ -311,14 +291,20 @@ export class Composer {
   private async observe(r: Reconciling): Promise<void> {
     for (const ref of resourceRefs(r.xr)) {
       try {
-        await this.watched.watch(r.key, ref.apiVersion, ref.kind);
+        const k = await this.watched.watch(r.key, ref.apiVersion, ref.kind);
         const ns = ref.namespace || r.namespace; // a namespaced XR's references carry no namespace: its resources are in its own
+        // From the watch's cache when it has it (as begin reads the XR); one not there is read, and only a 404 is gone.
+        const gone = `${ref.apiVersion}/${ref.kind}/${ns ?? ""}/${ref.name}`;
+        const at = this.deleted.get(gone);
+        if (at !== undefined && Date.now() - at > DELETED_READ_MS) this.deleted.delete(gone);
+        const cached = k && at === undefined ? this.d.watches().get(k, ref.name, ns) : undefined;
         const o = plain(
-          await this.d.objects.read({
-            apiVersion: ref.apiVersion,
-            kind: ref.kind,
-            metadata: { name: ref.name, ...(ns ? { namespace: ns } : {}) },
-          }),
+          cached ??
+            (await this.d.objects.read({
+              apiVersion: ref.apiVersion,
+              kind: ref.kind,
+              metadata: { name: ref.name, ...(ns ? { namespace: ns } : {}) },
+            })),
         );
         const rn = str((metaOf(o)["annotations"] as JsonObject | undefined)?.[COMPOSITION_RESOURCE_NAME]);
         if (!rn) continue;
@@ -497,7 +483,8 @@ export class Composer {
           r.tally.skipped++;
         } else {
           const manager = `xfn/${String(metaOf(r.xr)["uid"])}`;
-          await this.d.objects.patch(kubeObject(obj), undefined, undefined, manager, true, PatchStrategy.ServerSideApply);
+          const answer = await this.d.objects.patch(kubeObject(obj), undefined, undefined, manager, true, PatchStrategy.ServerSideApply);
+          if (k) this.d.watches().wrote(k, answer);
           this.applied.set(id, body);
           (this.appliedBy.get(r.key) ?? this.appliedBy.set(r.key, new Set()).get(r.key)!).add(id);
           this.d.metrics.writes.inc({ what: "apply" });
@@ -611,6 +598,9 @@ export class Composer {
   }
 
   private async deleteComposed(o: JsonObject, foreground: boolean): Promise<void> {
+    const m = metaOf(o);
+    if (this.deleted.size >= 100_000) this.deleted.clear();
+    this.deleted.set(`${String(o["apiVersion"])}/${String(o["kind"])}/${str(m["namespace"]) ?? ""}/${String(m["name"])}`, Date.now());
     await this.d.objects
       .delete(o as KubernetesObject, undefined, undefined, undefined, undefined, foreground ? "Foreground" : "Background")
       .catch((err) => {
@@ -677,9 +667,10 @@ export class Composer {
       };
       const opts = setHeaderOptions("Content-Type", PatchStrategy.ServerSideApply);
       const write = async (b: JsonObject) => {
-        if (m["namespace"])
-          await this.d.custom.patchNamespacedCustomObjectStatus({ ...base, body: b, namespace: String(m["namespace"]) }, opts);
-        else await this.d.custom.patchClusterCustomObjectStatus({ ...base, body: b }, opts);
+        const answer = m["namespace"]
+          ? await this.d.custom.patchNamespacedCustomObjectStatus({ ...base, body: b, namespace: String(m["namespace"]) }, opts)
+          : await this.d.custom.patchClusterCustomObjectStatus({ ...base, body: b }, opts);
+        this.d.watches().wrote(t.kind, answer as KubernetesObject);
       };
       try {
         await write(body);
@@ -721,8 +712,11 @@ export class Composer {
   private async patchXR(t: XRType, xr: JsonObject, patch: JsonObject): Promise<void> {
     const m = metaOf(xr);
     const base = { group: t.kind.group, version: t.kind.version, plural: t.kind.plural, name: String(m["name"]), body: patch };
-    if (m["namespace"]) await this.d.custom.patchNamespacedCustomObject({ ...base, namespace: String(m["namespace"]) }, merge);
-    else await this.d.custom.patchClusterCustomObject(base, merge);
+    const answer = m["namespace"]
+      ? await this.d.custom.patchNamespacedCustomObject({ ...base, namespace: String(m["namespace"]) }, merge)
+      : await this.d.custom.patchClusterCustomObject(base, merge);
+    // Until the watch brings this write, the XR is read from the API server (watches.ts get).
+    this.d.watches().wrote(t.kind, answer as KubernetesObject);
     this.d.metrics.writes.inc({ what: "xr" });
   }
 

@@ -75,6 +75,7 @@ export interface WatchOptions {
 }
 
 export const kindKey = (k: Kind) => `${k.group}/${k.version}/${k.plural}`;
+const objectKey = (k: Kind, name: string, namespace: string | undefined) => `${kindKey(k)}|${namespace ?? ""}/${name}`;
 
 interface Entry {
   kind: Kind;
@@ -87,10 +88,19 @@ interface Entry {
   lastError?: string;
   /** Set while an informer runs after a connect; when it fires, the watch counts as healthy again. */
   healthy?: NodeJS.Timeout;
+  /** The informer has listed since it last failed: its cache is a view of the kind, behind by a watch's delay. */
+  synced: boolean;
+  /** Failures so far (client-node's start() resolves after a failed list too, having said "error"). */
+  failures: number;
 }
+
+/** How long the host's own write of an object keeps get() from the informer's copy, at most (a watch that skipped it). */
+const WRITE_WAIT_MS = 30_000;
 
 export class WatchManager {
   private readonly entries = new Map<string, Entry>();
+  /** The resourceVersions of the host's own last writes, by kind and object, not yet seen by the informer. */
+  private readonly written = new Map<string, { rv: string; at: number }>();
   private nextId = 1;
   private readonly api: CustomObjectsApi;
   private readonly objects: KubernetesObjectApi;
@@ -151,6 +161,37 @@ export class WatchManager {
     await e.started;
   }
 
+  /**
+   * get is the informer's copy of an object, as controller-runtime's cached
+   * client reads, for the host not to ask the API server for what a watch
+   * already told it: undefined when the kind is not watched or not listed
+   * yet, when the object is not in the cache (only the API server says an
+   * object is gone), and while the host's own last write of it has not come
+   * back through the watch (a reconcile requeued at once after a write reads
+   * what it wrote). The copy is the cache's own: not to be changed.
+   */
+  get(kind: Kind, name: string, namespace?: string): KubernetesObject | undefined {
+    const e = this.entries.get(kindKey(kind));
+    if (!e?.synced) return undefined;
+    const o = e.informer.get(name, namespace);
+    if (!o) return undefined;
+    const key = objectKey(kind, name, namespace);
+    const w = this.written.get(key);
+    if (w) {
+      if (o.metadata?.resourceVersion !== w.rv && Date.now() - w.at < WRITE_WAIT_MS) return undefined;
+      this.written.delete(key);
+    }
+    return o;
+  }
+
+  /** wrote records the host's own write of an object (the API server's answer): get() leaves it out until the watch brings it. */
+  wrote(kind: Kind, o: KubernetesObject | undefined): void {
+    const rv = o?.metadata?.resourceVersion;
+    if (!rv || !o.metadata?.name || !this.entries.has(kindKey(kind))) return;
+    if (this.written.size >= 100_000) this.written.clear(); // bounded: reads go to the API server a moment longer
+    this.written.set(objectKey(kind, o.metadata.name, o.metadata.namespace), { rv, at: Date.now() });
+  }
+
   /** cached returns the informer's view of a kind (empty if not watched). */
   cached(kind: Kind): readonly KubernetesObject[] {
     return this.entries.get(kindKey(kind))?.informer.list() ?? [];
@@ -186,8 +227,22 @@ export class WatchManager {
       stopping: false,
       backoffMs: this.opts.initialBackoffMs ?? 200,
       started: Promise.resolve(),
+      synced: false,
+      failures: 0,
+    };
+    /** run starts the informer; it counts as listed only if that start said no error. */
+    const run = async () => {
+      const failures = e.failures;
+      await informer.start();
+      if (e.failures === failures && !e.stopping) e.synced = true;
     };
     const emit = (type: WatchEventType) => (object: KubernetesObject) => {
+      // The host's own write come back: reads take the cache again.
+      const m = object.metadata;
+      if (m?.name && this.written.size > 0) {
+        const key = objectKey(kind, m.name, m.namespace);
+        if (type === "delete" || this.written.get(key)?.rv === m.resourceVersion) this.written.delete(key);
+      }
       for (const h of [...e.handlers.values()]) {
         try {
           h.fn({ type, kind, object });
@@ -214,6 +269,8 @@ export class WatchManager {
       e.healthy.unref();
     });
     informer.on("error", (err: unknown) => {
+      e.synced = false;
+      e.failures++;
       if (e.stopping) return;
       clearTimeout(e.healthy);
       const message = err instanceof Error ? err.message : String(err);
@@ -226,10 +283,12 @@ export class WatchManager {
       this.opts.onRestart?.();
       clearTimeout(e.restart);
       e.restart = setTimeout(() => {
-        if (!e.stopping) informer.start().catch(() => {}); // a failure arrives as another "error"
+        // A failure arrives as another "error".
+        if (!e.stopping) run().catch(() => {});
       }, delay);
     });
-    e.started = informer.start().catch(() => {}); // errors are handled by the "error" listener
+    // Errors are handled by the "error" listener.
+    e.started = run().catch(() => {});
     return e;
   }
 

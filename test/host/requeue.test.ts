@@ -10,7 +10,7 @@ import { join } from "node:path";
 import type { JsonObject } from "@bufbuild/protobuf";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
-import { requeueAfterMs } from "../../src/host/compose.js";
+import { requeueAfterMs } from "../../src/host/requeue.js";
 import { applyManifests } from "../../src/host/manifests.js";
 import { until } from "../support/cluster.js";
 import { hostFor } from "../support/host.js";

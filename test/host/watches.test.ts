@@ -53,6 +53,40 @@ W("owners share one informer; the last release stops it; a late owner sees what 
   }
 });
 
+W(
+  "get reads the informer's copy once listed; not a kind not watched, an object not cached, nor one the host wrote until its watch brings that write",
+  async () => {
+    const { c, objects, w } = await setup();
+    try {
+      assert.is(w.get(BUCKETS, "one"), undefined, "a kind not watched");
+      await objects.createClusterCustomObject({ ...BUCKETS, body: bucket("one") });
+      const events: WatchEvent[] = [];
+      const h = w.ensure(BUCKETS, "xr", (e) => events.push(e));
+      await w.synced(BUCKETS);
+      assert.is(w.get(BUCKETS, "one")?.metadata?.name, "one");
+      assert.is(w.get(BUCKETS, "none"), undefined, "not in the cache: the API server says whether it is there");
+      // A write of the host's own: until the watch brings it, reads go to the API server.
+      const merge = (await import("@kubernetes/client-node")).setHeaderOptions("Content-Type", "application/merge-patch+json");
+      const answer = (await objects.patchClusterCustomObject({ ...BUCKETS, name: "one", body: { spec: { v: 1 } } }, merge)) as never as {
+        metadata: { resourceVersion: string };
+      };
+      const before = events.length;
+      w.wrote(BUCKETS, answer as never);
+      // Not yet brought (the event may have come already: then the copy is the written one).
+      const now = w.get(BUCKETS, "one");
+      if (events.length === before) assert.is(now, undefined);
+      else assert.is(now?.metadata?.resourceVersion, answer.metadata.resourceVersion);
+      await until("the watch brings the write", () => events.length > before);
+      assert.is(w.get(BUCKETS, "one")?.metadata?.resourceVersion, answer.metadata.resourceVersion);
+      await w.release(h);
+      assert.is(w.get(BUCKETS, "one"), undefined, "released: nothing cached");
+    } finally {
+      await w.stopAll();
+      await c.stop();
+    }
+  },
+);
+
 W("releasing a kind nobody watches creates nothing", async () => {
   const { c, w } = await setup();
   try {
