@@ -13,7 +13,7 @@ import { homedir } from "node:os";
 import { isAbsolute, join, relative, resolve } from "node:path";
 import type { JsonObject } from "@bufbuild/protobuf";
 import { Command, InvalidArgumentError, Option } from "commander";
-import { InputError, readStdinBounded, type Doc } from "../engine/docs.js";
+import { InputError, readStdinBounded, type Doc } from "../engine/input.js";
 import { isObject } from "../json.js";
 import { printable } from "../terminal.js";
 import { eachSource, loadSources } from "../validate/load.js";

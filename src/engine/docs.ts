@@ -1,22 +1,18 @@
 // Loading render inputs: YAML (or JSON) files, or directories of them, each
 // holding one or more documents. Every error names the file and the problem.
-import { readdirSync, readFileSync, readSync, statSync } from "node:fs";
+import { readdirSync, readFileSync, statSync } from "node:fs";
 import { extname, join } from "node:path";
 import type { JsonObject } from "@bufbuild/protobuf";
-import { yamlLib } from "../yamllib.js";
+import * as YAML from "yaml";
 import { InputError } from "../sdk/errors.js";
-import { MAX_JSON_FORM_DEPTH } from "../wire/depth.js";
+import { docName, parseDocsWith, type Doc } from "./input.js";
 import { messageOf } from "../sdk/errors.js";
 
 // A problem with what the user gave (exit code 1) is the SDK's InputError: one class for input
-// that does not parse or make sense, a function's or xfn's own.
+// that does not parse or make sense, a function's or xfn's own. What reads input without the
+// `yaml` package (input.ts) is re-exported from here too.
 export { InputError };
-
-/** Doc is one parsed document and where it came from. */
-export interface Doc {
-  obj: JsonObject;
-  source: string;
-}
+export { MAX_STDIN_BYTES, readStdinBounded, type Doc } from "./input.js";
 
 const YAML_FILES = new Set([".yaml", ".yml", ".json"]);
 
@@ -38,33 +34,13 @@ function files(path: string): string[] {
   return found;
 }
 
-/** docName names document i of file: the file alone for the first. */
-const docName = (file: string, i: number): string => `${file}${i > 0 ? ` (document ${i + 1})` : ""}`;
-
-/**
- * yamlReason is the first line of a YAML error. The parser recurses, and a
- * document nested too deeply overflows its stack: that is said as such.
- */
-function yamlReason(message: string): string {
-  // The parser ends the line with ":" before a snippet of the source.
-  const first = message.split("\n")[0]!.replace(/:$/, "");
-  const overflow = "Maximum call stack size exceeded";
-  if (!first.startsWith(overflow)) return first;
-  return `${first.replace(overflow, "nested too deeply for the YAML parser")} (xfn reads at most ${MAX_JSON_FORM_DEPTH} levels)`;
-}
-
 /**
  * parseDocs parses every YAML (or JSON) document in text, read from file. The
  * first document that does not parse throws an InputError naming the file,
  * the document and the problem: a malformed document is never read in part.
  */
 export function parseDocs(text: string, file: string): unknown[] {
-  const out: unknown[] = [];
-  for (const [i, doc] of yamlLib().parseAllDocuments(text).entries()) {
-    if (doc.errors.length > 0) throw new InputError(`cannot parse ${docName(file, i)}: ${yamlReason(doc.errors[0]!.message)}`);
-    out.push(doc.toJS() as unknown);
-  }
-  return out;
+  return parseDocsWith(YAML, text, file);
 }
 
 /** parseDoc parses text that holds at most one YAML document (null for none), naming file in errors. */
@@ -72,38 +48,6 @@ export function parseDoc(text: string, file: string): unknown {
   const docs = parseDocs(text, file);
   if (docs.length > 1) throw new InputError(`cannot parse ${file}: expected one YAML document, found ${docs.length}`);
   return docs[0] ?? null;
-}
-
-/** MAX_STDIN_BYTES bounds what a command reads from standard input (a file of documents of that size is already unusual). */
-export const MAX_STDIN_BYTES = 256 * 1024 * 1024;
-
-/**
- * readStdinBounded reads standard input to its end, refusing more than
- * limit bytes: `-` given /dev/zero or `yes` grew the process to 16.8 GB.
- */
-export function readStdinBounded(limit = MAX_STDIN_BYTES, fd = 0): string {
-  const chunks: Buffer[] = [];
-  let total = 0;
-  const chunk = Buffer.allocUnsafe(1 << 20);
-  for (;;) {
-    let n: number;
-    try {
-      n = readSync(fd, chunk, 0, chunk.length, null);
-    } catch (err) {
-      // A non-blocking stdin with nothing yet: wait for it, as readFileSync(0) would.
-      if ((err as NodeJS.ErrnoException).code === "EAGAIN") {
-        Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 10);
-        continue;
-      }
-      if ((err as NodeJS.ErrnoException).code === "EOF") break;
-      throw err;
-    }
-    if (n === 0) break;
-    total += n;
-    if (total > limit) throw new InputError(`cannot read standard input: it holds more than ${limit / 2 ** 20} MiB, the most read from it`);
-    chunks.push(Buffer.from(chunk.subarray(0, n)));
-  }
-  return Buffer.concat(chunks, total).toString("utf8");
 }
 
 /** loadDocs reads every document of a file, or of every YAML file in a directory. */

@@ -4,8 +4,9 @@
 // timestamp, "1.5") in double quotes, other strings that need quoting in single
 // quotes, no folding of long lines. So xfn render's output diffs cleanly
 // against crossplane render's.
-import type { Document, Scalar } from "yaml";
-import { yamlLib } from "../yamllib.js";
+import * as YAML from "yaml";
+import { Document, isScalar, parseDocument, visit, type Scalar } from "yaml";
+import { safeYamlWith, type YamlOptions } from "./yamlout.js";
 import { hasControl, safeYaml } from "../terminal.js";
 
 /** toYamlStream renders each object as a document, each preceded by "---". */
@@ -20,8 +21,8 @@ function readsAsNonString(s: string): boolean {
   if (s === "") return true;
   let v = readsAsOther.get(s);
   if (v === undefined) {
-    const d = yamlLib().parseDocument(s, { version: "1.1" });
-    v = d.errors.length === 0 && yamlLib().isScalar(d.contents) && typeof (d.contents as Scalar).value !== "string";
+    const d = parseDocument(s, { version: "1.1" });
+    v = d.errors.length === 0 && isScalar(d.contents) && typeof d.contents.value !== "string";
     if (readsAsOther.size > 10_000) readsAsOther.clear();
     readsAsOther.set(s, v);
   }
@@ -35,21 +36,12 @@ export function quoteAmbiguous(node: Scalar<unknown>): void {
 }
 
 function toYaml(o: unknown): string {
-  const { Document: Doc, visit } = yamlLib();
-  const doc = new Doc(o, { sortMapEntries: true });
+  const doc = new Document(o, { sortMapEntries: true });
   visit(doc, { Scalar: (_key, node) => quoteAmbiguous(node) });
   return safeYaml(doc.toString({ indentSeq: false, singleQuote: true, lineWidth: 0 }));
 }
 
 /** safeYamlOf is YAML of value (yaml's stringify, with options) with every string holding a control character written escaped. */
-export function safeYamlOf(value: unknown, options: Parameters<Document["toString"]>[0] & { sortMapEntries?: boolean } = {}): string {
-  const { sortMapEntries, ...toString } = options;
-  const { Document: Doc, visit } = yamlLib();
-  const doc = new Doc(value, sortMapEntries ? { sortMapEntries } : {});
-  visit(doc, {
-    Scalar: (_key, node) => {
-      if (typeof node.value === "string" && hasControl(node.value)) node.type = "QUOTE_DOUBLE";
-    },
-  });
-  return safeYaml(doc.toString(toString));
+export function safeYamlOf(value: unknown, options: YamlOptions = {}): string {
+  return safeYamlWith(YAML, value, options);
 }

@@ -7,7 +7,7 @@ import { applyDefaults } from "../schema/defaults.js";
 import { pruneToSchema as prune } from "../schema/schema.js";
 import { PRESERVE } from "../sdk/schema.js";
 import { scopeOf, xrSchemaOf } from "../engine/xcrd.js";
-import { InputError, type Doc } from "../engine/docs.js";
+import { InputError, type Doc } from "../engine/input.js";
 import { isObject } from "../sdk/fieldpath.js";
 
 export { applyDefaults, prune };

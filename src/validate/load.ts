@@ -8,7 +8,7 @@
 import { lstatSync, readdirSync, statSync } from "node:fs";
 import { extname, join } from "node:path";
 import type { JsonObject } from "@bufbuild/protobuf";
-import { InputError, type Doc } from "../engine/docs.js";
+import { InputError, type Doc } from "../engine/input.js";
 import { documents, fileDocuments } from "./yaml.js";
 import { isObject } from "../json.js";
 import { messageOf } from "../sdk/errors.js";

@@ -3,7 +3,8 @@
 // and [x] lines and a totals line; JSON as Go's encoding/json indents it (its
 // fields in struct order, <, > and & escaped); YAML as sigs.k8s.io/yaml writes
 // it (keys sorted, lists not indented under their key).
-import { safeYamlOf } from "../render/output.js";
+import { safeYamlWith } from "../render/yamlout.js";
+import { yamlLib } from "../yamllib.js";
 import { printable, safeJson } from "../terminal.js";
 import type { FieldValidationError, ValidationResult } from "./validate.js";
 
@@ -18,7 +19,7 @@ export interface RenderOptions {
 /** render writes result in format. */
 export function render(result: ValidationResult, format: Format, opts: RenderOptions = {}): string {
   if (format === "json") return `${goJSON(ordered(result))}\n`;
-  if (format === "yaml") return safeYamlOf(ordered(result), { sortMapEntries: true, indentSeq: false, lineWidth: 0 });
+  if (format === "yaml") return safeYamlWith(yamlLib(), ordered(result), { sortMapEntries: true, indentSeq: false, lineWidth: 0 });
   return text(result, opts);
 }
 

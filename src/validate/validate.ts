@@ -26,7 +26,7 @@ import { applyDefaults, listErrors, prune, Schema, validateValue } from "../sche
 import { forCompositeResource, forCompositeResourceClaim, XRDError } from "../engine/xcrd.js";
 import { isObject, metaOf } from "../json.js";
 import { flatten, parseApiVersion } from "../render/schema.js";
-import { InputError, type Doc } from "../engine/docs.js";
+import { InputError, type Doc } from "../engine/input.js";
 import { render } from "./output.js";
 
 export type ValidationStatus = "valid" | "invalid" | "missingSchema" | "defaultingFailed";

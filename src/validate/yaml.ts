@@ -9,7 +9,8 @@
 import { closeSync, openSync, readFileSync, readSync } from "node:fs";
 import { StringDecoder } from "node:string_decoder";
 import yaml from "js-yaml";
-import { parseDocs } from "../engine/docs.js";
+import { parseDocsWith } from "../engine/input.js";
+import { yamlLib } from "../yamllib.js";
 
 /**
  * CORE is YAML 1.2's core schema as the `yaml` package resolves it (null,
@@ -144,7 +145,7 @@ function* parsed(lines: Iterable<string>, whole: () => string, file: string): Ge
       v = yaml.load(chunk, { schema: CORE });
     } catch {
       // From this document on, the ones before having been given already.
-      yield* parseDocs(whole(), file).slice(i);
+      yield* parseDocsWith(yamlLib(), whole(), file).slice(i);
       return;
     }
     i++;
