@@ -8,6 +8,7 @@ import { PatchStrategy, setHeaderOptions } from "@kubernetes/client-node";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { applyManifests } from "../../src/host/manifests.js";
+import { parseRequestTotals } from "../../src/apiserver/metrics.js";
 import { REAL_APISERVER, startCluster, type TestCluster } from "../support/apiserver.js";
 import { Host } from "../../src/host/host.js";
 import { loadDocs } from "../../src/engine/docs.js";
@@ -372,6 +373,56 @@ H("reconciles an XR: composes with owner references, records refs and status; pr
     await teardown(host, c);
   }
 });
+
+H(
+  "XRs and composed resources are read from the watches' caches: a handful of XRs reconciled with almost no GETs, as the API server counts them",
+  async () => {
+    const { c, host, objects } = await setup();
+    /** gets is how many GETs of the XR kind and of Buckets the API server has answered (its /metrics, kube's or ours). */
+    const gets = async () =>
+      parseRequestTotals(await (await fetch(`${c.url}/metrics`)).text())
+        .filter((t) => t.verb === "GET" && (t.resource === "xbuckets" || t.resource === "buckets") && t.subresource === "")
+        .reduce((a, t) => a + t.n, 0);
+    try {
+      await until("team-a synced", async () => cond(await xrOf(objects), "Synced")?.status === "True", 30_000);
+      const before = await gets();
+      const names = Array.from({ length: 6 }, (_, i) => `team-${i}`);
+      for (const name of names)
+        await objects.createClusterCustomObject({
+          ...XBUCKETS,
+          body: {
+            apiVersion: "example.xfn.dev/v1alpha1",
+            kind: "XBuckets",
+            metadata: { name },
+            spec: { region: "eu-west-1", buckets: [{ name: "logs" }] },
+          },
+        });
+      // Waited on by listing (a LIST, not counted with the GETs).
+      await until(
+        "all synced",
+        async () => {
+          const items = ((await objects.listClusterCustomObject(XBUCKETS)) as { items: any[] }).items;
+          return names.every(
+            (n) =>
+              cond(
+                items.find((x) => x.metadata.name === n),
+                "Synced",
+              )?.status === "True",
+          );
+        },
+        30_000,
+      );
+      // Each XR takes three or more reconciles (finalizer, Composition, compose); reading fresh, each read the XR
+      // and its bucket: several GETs per XR (34 for these 6). From the caches only a read racing the host's own
+      // write goes out.
+      const n = (await gets()) - before;
+      process.stderr.write(`host reads: ${n} GETs of XRs and buckets for ${names.length} XRs\n`);
+      assert.ok(n / names.length <= 1, `${n} GETs of XRs and buckets for ${names.length} XRs`);
+    } finally {
+      await teardown(host, c);
+    }
+  },
+);
 
 H("the events Crossplane's XR reconciler writes of its own: the Composition selected, each composed resource not ready yet", async () => {
   const { c, host, objects, events } = await setupWithEvents();
