@@ -390,7 +390,7 @@ export class Store {
     // before it finds so) only for transition rules: ratcheting passes all else that did not change.
     const nextText = volatileFree(next);
     if (this.textOf(current) === nextText) {
-      if (this.hasTransitionRules(t, next)) this.admit(t, next, current, opts.status === true, opts.warnings);
+      if (this.schemaOf(t, next)?.hasTransitionRules) this.admit(t, next, current, opts.status === true, opts.warnings);
       return structuredClone(current);
     }
     // A write that is not an apply takes the fields it changed (kube's field manager, operation Update).
@@ -537,10 +537,10 @@ export class Store {
     this.namespaces.track(typeKey, previous, next);
   }
 
-  /** hasTransitionRules is whether obj's version of a custom resource kind has rules reading oldSelf. */
-  private hasTransitionRules(t: ResourceType, obj: JsonObject): boolean {
+  /** schemaOf is the compiled schema of obj's version of a custom resource kind, if it has one. */
+  private schemaOf(t: ResourceType, obj: JsonObject): Schema | undefined {
     const version = typeof obj["apiVersion"] === "string" ? obj["apiVersion"].slice(obj["apiVersion"].indexOf("/") + 1) : "";
-    return t.schemas?.[version]?.hasTransitionRules === true;
+    return t.schemas?.[version];
   }
 
   /**
@@ -552,8 +552,7 @@ export class Store {
     const errs: FieldError[] = metaErrors(obj, t.group === "" && t.plural === "namespaces");
     if (t.group === "" && t.plural === "namespaces") errs.push(...specErrors(obj));
     if (t.group === "" && (t.kind === "ConfigMap" || t.kind === "Secret")) errs.push(...dataErrors(t.kind, obj));
-    const version = typeof obj["apiVersion"] === "string" ? obj["apiVersion"].slice(obj["apiVersion"].indexOf("/") + 1) : "";
-    const schema = t.schemas?.[version];
+    const schema = this.schemaOf(t, obj);
     if (schema) errs.push(...schema.validate(obj, old, status, warnings));
     // A long match answered provisionally (offthread.ts): the write runs again once it is answered.
     checkDeferred();

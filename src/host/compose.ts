@@ -69,6 +69,10 @@ const hash = (v: unknown) =>
       ),
     )
     .digest("hex");
+/** objectId names an object by apiVersion, kind, namespace and name (what the host applied, what it deleted). */
+const objectId = (apiVersion: string, kind: string, namespace: string | undefined, name: string) =>
+  `${apiVersion}/${kind}/${keyOf(namespace, name)}`;
+
 /** How long a composed resource the host deleted is read from the API server, not the cache (which may not show it yet). */
 const DELETED_READ_MS = 30_000;
 
@@ -294,7 +298,7 @@ export class Composer {
         const k = await this.watched.watch(r.key, ref.apiVersion, ref.kind);
         const ns = ref.namespace || r.namespace; // a namespaced XR's references carry no namespace: its resources are in its own
         // From the watch's cache when it has it (as begin reads the XR); one not there is read, and only a 404 is gone.
-        const gone = `${ref.apiVersion}/${ref.kind}/${ns ?? ""}/${ref.name}`;
+        const gone = objectId(ref.apiVersion, ref.kind, ns, ref.name);
         const at = this.deleted.get(gone);
         if (at !== undefined && Date.now() - at > DELETED_READ_MS) this.deleted.delete(gone);
         const cached = k && at === undefined ? this.d.watches().get(k, ref.name, ns) : undefined;
@@ -464,7 +468,7 @@ export class Composer {
       const seen = r.observedObjects.get(rn);
       const obj = c.object;
       delete obj["status"]; // the API server ignores status on apply; the status subresource is the provider's
-      const id = `${String(obj["apiVersion"])}/${String(obj["kind"])}/${keyOf(str(metaOf(obj)["namespace"]), String(metaOf(obj)["name"]))}`;
+      const id = objectId(String(obj["apiVersion"]), String(obj["kind"]), str(metaOf(obj)["namespace"]), String(metaOf(obj)["name"]));
       try {
         const k = await this.watched.watch(r.key, String(obj["apiVersion"]), String(obj["kind"]));
         const holder = !seen && k ? await this.externalNameHolder(k, obj) : undefined;
@@ -600,7 +604,7 @@ export class Composer {
   private async deleteComposed(o: JsonObject, foreground: boolean): Promise<void> {
     const m = metaOf(o);
     if (this.deleted.size >= 100_000) this.deleted.clear();
-    this.deleted.set(`${String(o["apiVersion"])}/${String(o["kind"])}/${str(m["namespace"]) ?? ""}/${String(m["name"])}`, Date.now());
+    this.deleted.set(objectId(String(o["apiVersion"]), String(o["kind"]), str(m["namespace"]), String(m["name"])), Date.now());
     await this.d.objects
       .delete(o as KubernetesObject, undefined, undefined, undefined, undefined, foreground ? "Foreground" : "Background")
       .catch((err) => {
