@@ -124,25 +124,26 @@ export function kubeTables(): Record<TableName, unknown[]> {
 function dump(root: string, out: string): void {
   // The go command refuses an overlay of the module cache: the module is
   // copied out once and the wrapper module replaces it with the copy.
+  // Two runs at once each build in a folder of their own and the first to finish keeps its result.
   const mod = join(root, `module-${EXT_VERSION}`);
   const src = join(mod, "ext");
-  if (!existsSync(join(src, "go.mod"))) {
-    rmSync(mod, { recursive: true, force: true });
-    mkdirSync(mod, { recursive: true });
-    cpSync(goModuleDir(MODULE, EXT_VERSION) as string, src, { recursive: true });
-  }
-  const work = `${out}.part`;
-  rmSync(work, { recursive: true, force: true });
-  mkdirSync(join(work, "overlay"), { recursive: true });
   const pkgs = OVERLAYS.map((o) => `${MODULE}/${o.pkg}`);
   if (!existsSync(join(mod, "go.sum"))) {
+    const building = `${mod}.part-${process.pid}`;
+    rmSync(building, { recursive: true, force: true });
+    mkdirSync(building, { recursive: true });
+    cpSync(goModuleDir(MODULE, EXT_VERSION) as string, join(building, "ext"), { recursive: true });
     writeFileSync(
-      join(mod, "go.mod"),
+      join(building, "go.mod"),
       `module xfn.local/kubetables\n\ngo 1.26\n\nrequire ${MODULE} ${EXT_VERSION}\n\nreplace ${MODULE} => ./ext\n`,
     );
     // -t: the test dependencies of the packages whose tests run here.
-    go(["get", "-t", ...pkgs.map((p) => `${p}@${EXT_VERSION}`)], mod, "kube's test tables");
+    go(["get", "-t", ...pkgs.map((p) => `${p}@${EXT_VERSION}`)], building, "kube's test tables");
+    settle(building, mod, "go.sum");
   }
+  const work = `${out}.part-${process.pid}`;
+  rmSync(work, { recursive: true, force: true });
+  mkdirSync(join(work, "overlay"), { recursive: true });
   const replace: Record<string, string> = {};
   const common = readFileSync(join(HERE, "write.go.in"), "utf8");
   for (const [i, o] of OVERLAYS.entries()) {
@@ -171,6 +172,19 @@ function dump(root: string, out: string): void {
   });
   for (const t of TABLES) if (!existsSync(join(work, `${t}.json`))) throw new Error(`kube's test tables: the ${t} table was not written`);
   writeFileSync(join(work, "done"), "");
-  rmSync(out, { recursive: true, force: true });
-  renameSync(work, out);
+  settle(work, out, "done");
+}
+
+/** settle moves a finished folder into place, unless another run's finished one (holding marker) got there first. */
+function settle(from: string, to: string, marker: string): void {
+  if (!existsSync(join(to, marker))) {
+    rmSync(to, { recursive: true, force: true });
+    try {
+      renameSync(from, to);
+      return;
+    } catch (err) {
+      if (!existsSync(join(to, marker))) throw err;
+    }
+  }
+  rmSync(from, { recursive: true, force: true });
 }
