@@ -5,7 +5,11 @@
 // XR, the CPU and peak memory (the kernel's VmHWM) of both processes, and
 // writes the "Host" section of bench/RESULTS.md.
 //
-//   node --import tsx bench/host.ts [--sizes 100,500,1000,2000,10000] [--resources 3] [--memory 1000x10] [--quick]
+// With Go 1.26 (the anchors), one more run puts `xfn host` on the real
+// kube-apiserver (and etcd, over TLS, as test/crossplane/controlplane.ts starts
+// them): its ms and CPU per XR, and its requests as kube counts them.
+//
+//   node --import tsx bench/host.ts [--sizes 100,500,1000,2000,10000] [--resources 3] [--memory 1000x10] [--kube 1000] [--quick]
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { Agent as HttpAgent, request as httpRequest, type ClientRequest, type IncomingMessage } from "node:http";
@@ -15,6 +19,8 @@ import { join } from "node:path";
 import { parse } from "yaml";
 import { flag, writeSection } from "./results.js";
 import { parseRequestTotals } from "../src/apiserver/metrics.js";
+import { startControlPlane, type ControlPlane } from "../test/crossplane/controlplane.js";
+import { whyMissing } from "../test/support/needs.js";
 
 const ROOT = join(import.meta.dirname, "..");
 const QUICK = process.argv.includes("--quick");
@@ -26,6 +32,8 @@ const [MEM_N, MEM_K] = flag("--memory", QUICK ? "300x10" : "1000x10")
   .split("x")
   .map(Number) as [number, number];
 const LIMIT_S = flag("--limit", 900);
+/** XRs for the run on the real kube-apiserver: 0 (or no Go 1.26) runs none. */
+const KUBE_N = whyMissing("go1.26") ? 0 : flag("--kube", QUICK ? 0 : 1000);
 const XRS = "/apis/bench.example.org/v1/xthings";
 
 interface Proc {
@@ -166,17 +174,20 @@ function watchReady(api: Api, n: number): { all: Promise<void>; count(): number;
   };
 }
 
+/** Where the API server runs: xfn dev-cluster, in the host (--embedded), or the real kube-apiserver and etcd. */
+type Mode = "dev-cluster" | "embedded" | "kube";
+
 interface Run {
   n: number;
   k: number;
-  embedded: boolean;
+  mode: Mode;
   seconds: number;
   done: number;
   host: { cpu: number; rss: number; peak: number };
   cluster: { cpu: number; rss: number; peak: number };
   /** The host's API requests over the run, by verb and resource, as the API server counted them (GET /metrics). */
   requests: Map<string, number>;
-  /** TCP connections the API server accepted over the run. */
+  /** TCP connections the API server accepted over the run (kube-apiserver counts none: NaN). */
   connections: number;
 }
 
@@ -192,10 +203,16 @@ async function totals(api: Api): Promise<{ byKind: Map<string, number>; connecti
 }
 
 /** measure runs n XRs x k; embedded runs `xfn host --embedded` alone (one process holds both). */
-async function measure(n: number, k: number, embedded = false): Promise<Run> {
+async function measure(n: number, k: number, mode: Mode = "dev-cluster"): Promise<Run> {
+  const embedded = mode === "embedded";
   const dir = mkdtempSync(join(tmpdir(), "xfn-bench-host-"));
-  const kubeconfig = join(dir, "kubeconfig");
-  const cluster = embedded ? undefined : await start(["dev-cluster", "--kubeconfig", kubeconfig], /dev-cluster serving/);
+  let kubeconfig = join(dir, "kubeconfig");
+  const cluster = mode === "dev-cluster" ? await start(["dev-cluster", "--kubeconfig", kubeconfig], /dev-cluster serving/) : undefined;
+  let cp: ControlPlane | undefined;
+  if (mode === "kube") {
+    cp = await startControlPlane({ dir: join(dir, "cp"), log: (s) => process.stderr.write(`${s}\n`) });
+    kubeconfig = cp.kubeconfig;
+  }
   const host = await start(
     [
       "host",
@@ -243,6 +260,14 @@ async function measure(n: number, k: number, embedded = false): Promise<Run> {
     const seconds = (performance.now() - started) / 1000;
     const done = ready.count();
     const none = { cpu: 0, rss: 0, peak: 0 };
+    // kube's: kube-apiserver and etcd together (kube-controller-manager, running only the garbage collector here, left out).
+    const clusterUsage = cluster
+      ? usage(cluster.child.pid!)
+      : cp
+        ? [cp.pids()["kube-apiserver"], cp.pids().etcd]
+            .map(usage)
+            .reduce((a, b) => ({ cpu: a.cpu + b.cpu, rss: a.rss + b.rss, peak: a.peak + b.peak }))
+        : none;
     const after = await totals(api);
     // The host's: less the bench's own creates and its first /metrics read (its watch ends later).
     const requests = new Map<string, number>();
@@ -252,34 +277,26 @@ async function measure(n: number, k: number, embedded = false): Promise<Run> {
       if (d > 0) requests.set(key, d);
     }
     const connections = after.connections - before.connections;
-    return {
-      n,
-      k,
-      embedded,
-      seconds,
-      done,
-      host: usage(host.child.pid!),
-      cluster: cluster ? usage(cluster.child.pid!) : none,
-      requests,
-      connections,
-    };
+    return { n, k, mode, seconds, done, host: usage(host.child.pid!), cluster: clusterUsage, requests, connections };
   } finally {
     ready.stop();
     const procs = cluster ? [host, cluster] : [host];
     for (const p of procs) p.child.kill("SIGTERM");
     await Promise.all(procs.map((p) => new Promise((r) => (p.child.exitCode !== null ? r(null) : p.child.once("exit", r)))));
+    await cp?.stop();
     rmSync(dir, { recursive: true, force: true });
   }
 }
 
 /** requestsPerXr is the host's API requests over the run, per XR. */
 const requestsPerXr = (r: Run) => [...r.requests.values()].reduce((a, b) => a + b, 0) / r.n;
-/** breakdown is what those requests were, per XR, most first. */
-const breakdown = (r: Run) =>
-  [...r.requests]
-    .sort((a, b) => b[1] - a[1])
-    .map(([k, v]) => `${k} ${(v / r.n).toFixed(2)}`)
-    .join(", ");
+/** breakdown is what those requests were, per XR, most first (those under 0.01 per XR summed as "others"). */
+const breakdown = (r: Run) => {
+  const all = [...r.requests].sort((a, b) => b[1] - a[1]);
+  const big = all.filter(([, v]) => v / r.n >= 0.005);
+  const rest = all.slice(big.length).reduce((a, [, v]) => a + v, 0);
+  return [...big.map(([k, v]) => `${k} ${(v / r.n).toFixed(2)}`), ...(rest > 0 ? [`others ${(rest / r.n).toFixed(3)}`] : [])].join(", ");
+};
 const f1 = (x: number) => x.toFixed(1);
 const f2 = (x: number) => x.toFixed(2);
 const runs: Run[] = [];
@@ -293,23 +310,36 @@ for (const n of SIZES) {
   );
 }
 const mems: Run[] = [];
-for (const embedded of [false, true]) {
-  const m = await measure(MEM_N, MEM_K, embedded);
+for (const mode of ["dev-cluster", "embedded"] as const) {
+  const m = await measure(MEM_N, MEM_K, mode);
   mems.push(m);
   console.log(
-    `${MEM_N} XRs x ${MEM_K}${embedded ? " (--embedded)" : ""}: ${m.done}/${MEM_N} Ready in ${f1(m.seconds)} s; ` +
+    `${MEM_N} XRs x ${MEM_K}${mode === "embedded" ? " (--embedded)" : ""}: ${m.done}/${MEM_N} Ready in ${f1(m.seconds)} s; ` +
       `host peak ${Math.round(m.host.peak)} MiB (now ${Math.round(m.host.rss)})` +
-      (embedded ? "" : `, dev-cluster peak ${Math.round(m.cluster.peak)} MiB`),
+      (mode === "embedded" ? "" : `, dev-cluster peak ${Math.round(m.cluster.peak)} MiB`),
+  );
+}
+const kube: Run[] = [];
+if (KUBE_N > 0) {
+  const r = await measure(KUBE_N, K, "kube");
+  kube.push(r);
+  console.log(
+    `${KUBE_N} XRs x ${K} on kube-apiserver: ${r.done}/${KUBE_N} Ready in ${f1(r.seconds)} s (${f2((r.seconds * 1000) / KUBE_N)} ms/XR); ` +
+      `host ${f1(r.host.cpu)} s CPU, peak ${Math.round(r.host.peak)} MiB; kube-apiserver + etcd ${f1(r.cluster.cpu)} s CPU; ` +
+      `${f1(requestsPerXr(r))} API requests per XR (${breakdown(r)})`,
   );
 }
 
 const base = runs[0]!;
 const perXr = (r: Run) => (r.seconds * 1000) / r.n;
+const label = { "dev-cluster": "", embedded: " (--embedded: one process)", kube: " (real kube-apiserver and etcd, TLS)" };
 const row = (r: Run) =>
-  `| ${r.n} x ${r.k}${r.embedded ? " (--embedded: one process)" : ""} | ${r.done === r.n ? "all" : `${r.done} of ${r.n}`} | ${f1(r.seconds)} | ${f2(perXr(r))} | ${f2(perXr(r) / perXr(base))} | ` +
+  `| ${r.n} x ${r.k}${label[r.mode]} | ${r.done === r.n ? "all" : `${r.done} of ${r.n}`} | ${f1(r.seconds)} | ${f2(perXr(r))} | ${f2(perXr(r) / perXr(base))} | ` +
   `${f2((r.host.cpu * 1000) / r.n)} | ${Math.round(r.host.peak)} | ` +
-  (r.embedded ? "(in the host) | (in the host) |" : `${f2((r.cluster.cpu * 1000) / r.n)} | ${Math.round(r.cluster.peak)} |`) +
-  (r.embedded ? " (in the host) | (in the host) |" : ` ${f1(requestsPerXr(r))} | ${f2(r.connections / r.n)} |`);
+  (r.mode === "embedded" ? "(in the host) | (in the host) |" : `${f2((r.cluster.cpu * 1000) / r.n)} | ${Math.round(r.cluster.peak)} |`) +
+  (r.mode === "embedded"
+    ? " (in the host) | (in the host) |"
+    : ` ${f1(requestsPerXr(r))} | ${Number.isNaN(r.connections) ? "(not counted)" : f2(r.connections / r.n)} |`);
 const section = `## Host
 
 \`node --import tsx bench/host.ts\`, ${new Date().toISOString().slice(0, 10)}: \`xfn dev-cluster\` and \`xfn host --kubeconfig\` in
@@ -317,12 +347,15 @@ their own processes; N XRs created 32 at a time, each composing K Things (ready 
 timed from the first create until every XR is Ready=True (seen through a watch on the XRs). CPU is user + system
 time of each process over the whole run; memory is its peak resident set (VmHWM). API requests and
 connections are the host's over the run, as the API server counts them (its GET /metrics,
-apiserver_request_total as kube-apiserver names it), the bench's own creates left out.
+apiserver_request_total as kube-apiserver names it), the bench's own creates left out. On the real
+kube-apiserver (built from the anchors, with etcd, as the real-Crossplane tier starts them) the API server's
+columns are kube-apiserver's and etcd's together, and its requests include the few of kube-controller-manager's
+garbage collector; kube counts no connections.
 
-| XRs x resources | Ready | seconds | ms per XR | per XR / at ${base.n} | host CPU ms per XR | host peak MiB | dev-cluster CPU ms per XR | dev-cluster peak MiB | API requests per XR | connections per XR |
+| XRs x resources | Ready | seconds | ms per XR | per XR / at ${base.n} | host CPU ms per XR | host peak MiB | API server CPU ms per XR | API server peak MiB | API requests per XR | connections per XR |
 |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|
-${[...runs, ...mems].map(row).join("\n")}
-`;
+${[...runs, ...mems, ...kube].map(row).join("\n")}
+${kube.map((r) => `\nOn kube-apiserver, ${r.n} x ${r.k}, requests per XR: ${breakdown(r)}.\n`).join("")}`;
 // A quick run only prints: RESULTS.md keeps full runs.
 if (QUICK) process.stdout.write(`\n${section}`);
 else writeSection("Host", section);

@@ -22,14 +22,7 @@ import {
   resourceRefsOf,
   type Composed,
 } from "../engine/composed.js";
-import {
-  checkComposition,
-  FatalResultError,
-  runPipeline,
-  type Fetch,
-  type PipelineResult,
-  type StepResult,
-} from "../engine/composition.js";
+import { checkComposition, FatalResultError, runPipeline, type PipelineResult, type StepResult } from "../engine/composition.js";
 import type { Runner } from "../engine/runner.js";
 import { Ready, ResourceSchema, type Resource, type RunFunctionRequest } from "../gen/fn/v1/run_function_pb.js";
 import type { HostMetrics } from "../metrics.js";
@@ -53,10 +46,12 @@ import {
   type Condition,
 } from "./status.js";
 import { pruneToSchema } from "../schema/schema.js";
+import { mergePatch } from "../apiserver/patch.js";
 import type { ResourceState } from "../graph/model.js";
 import { ComposedWatches } from "./composed-watches.js";
 import type { Kind, WatchManager } from "./watches.js";
 import { messageOf } from "../sdk/errors.js";
+import { fetcher } from "./fetch.js";
 
 const EXTERNAL_NAME = "crossplane.io/external-name";
 const merge = setHeaderOptions("Content-Type", PatchStrategy.MergePatch);
@@ -125,6 +120,12 @@ interface Reconciling {
   /** The composed resources, by composition resource name: as the pipeline observes them, and as read. */
   observed: Record<string, Resource>;
   observedObjects: Map<string, JsonObject>;
+  /**
+   * What is to be written to the XR itself (finalizer, label, the chosen
+   * Composition, resource references), already set on xr in memory, and the
+   * Events that say so: one patch before the first composed write (flush).
+   */
+  pending: { patch: JsonObject; events: HostEvent[] } | undefined;
 }
 
 /** Applied is what the apply phase did: what keeps the XR from being ready. */
@@ -261,16 +262,7 @@ export class Composer {
     const deleting = Boolean(m["deletionTimestamp"]);
     const finalizers = Array.isArray(m["finalizers"]) ? (m["finalizers"] as string[]) : [];
     const labelled = str((m["labels"] as JsonObject | undefined)?.[COMPOSITE_LABEL]) !== undefined;
-    if (!deleting && (!finalizers.includes(XR_FINALIZER) || !labelled)) {
-      await this.patchXR(t, xr, {
-        metadata: {
-          ...(finalizers.includes(XR_FINALIZER) ? {} : { finalizers: [...finalizers, XR_FINALIZER] }),
-          ...(labelled ? {} : { labels: { [COMPOSITE_LABEL]: String(m["name"]) } }),
-        },
-      });
-      throw new Stop({ requeueAfterMs: 0 });
-    }
-    return {
+    const r: Reconciling = {
       t,
       key,
       namespace,
@@ -284,7 +276,16 @@ export class Composer {
       events: [],
       observed: {},
       observedObjects: new Map(),
+      pending: undefined,
     };
+    if (!deleting && (!finalizers.includes(XR_FINALIZER) || !labelled))
+      amend(r, {
+        metadata: {
+          ...(finalizers.includes(XR_FINALIZER) ? {} : { finalizers: [...finalizers, XR_FINALIZER] }),
+          ...(labelled ? {} : { labels: { [COMPOSITE_LABEL]: String(m["name"]) } }),
+        },
+      });
+    return r;
   }
 
   /**
@@ -338,18 +339,16 @@ export class Composer {
     try {
       const chosen = selectComposition(r.t.gvk, this.d.xrd(r.t.xrd), this.d.compositions(), r.xr);
       const name = String(metaOf(chosen.obj)["name"]);
-      if (!r.deleting && chosen.recorded !== name) {
-        const ref = { compositionRef: { name } };
-        await this.patchXR(r.t, r.xr, r.t.legacy ? { spec: ref } : { spec: { crossplane: ref } });
-        // As Crossplane's XR reconciler says when it first sets the reference (reconciler.go, v2.4.0).
-        await this.d.events.record(r.xr, [
-          { type: "Normal", reason: "SelectComposition", message: `Successfully selected composition: ${name}` },
-        ]);
-        throw new Stop({ requeueAfterMs: 0 });
-      }
+      if (!r.deleting && chosen.recorded !== name)
+        // Written with the XR's other changes (flush); the Event is the one Crossplane's
+        // XR reconciler records when it first sets the reference (reconciler.go, v2.4.0).
+        amend(r, r.t.legacy ? { spec: { compositionRef: { name } } } : { spec: { crossplane: { compositionRef: { name } } } }, {
+          type: "Normal",
+          reason: "SelectComposition",
+          message: `Successfully selected composition: ${name}`,
+        });
       return chosen.obj;
     } catch (err) {
-      if (err instanceof Stop) throw err;
       const message = `cannot select a Composition: ${messageOf(err)}`;
       await this.report(
         r,
@@ -382,7 +381,7 @@ export class Composer {
           observed: r.observed,
           context: undefined,
           credentials: [],
-          fetch: this.fetcher(),
+          fetch: fetcher(this.d.objects),
           seed: (step) => this.required.get(r.key)?.[step] ?? [],
           ...(this.d.inspector ? { observer: this.d.inspector, compositionName: String(metaOf(composition)["name"] ?? "") } : {}),
         },
@@ -451,9 +450,26 @@ export class Composer {
         return { apiVersion: x.apiVersion, kind: x.kind, metadata: { name: x.name, ...(x.namespace ? { namespace: x.namespace } : {}) } };
       }),
     );
-    if (JSON.stringify(refs) === JSON.stringify(resourceRefs(r.xr))) return;
-    const list = refs as unknown as JsonValue[];
-    await this.patchXR(r.t, r.xr, r.t.legacy ? { spec: { resourceRefs: list } } : { spec: { crossplane: { resourceRefs: list } } });
+    if (JSON.stringify(refs) !== JSON.stringify(resourceRefs(r.xr))) {
+      const list = refs as unknown as JsonValue[];
+      amend(r, r.t.legacy ? { spec: { resourceRefs: list } } : { spec: { crossplane: { resourceRefs: list } } });
+    }
+    await this.flush(r);
+  }
+
+  /**
+   * flush writes what the reconcile has to write to the XR itself in one
+   * patch (Crossplane's reconciler makes one update for its finalizer, one for
+   * its Composition and one apply for its references, each before anything is
+   * composed), then the Events that say so. It comes before the first composed
+   * resource is written, and before a failure is reported.
+   */
+  private async flush(r: Reconciling): Promise<void> {
+    const p = r.pending;
+    if (!p) return;
+    await this.patchXR(r.t, r.xr, p.patch);
+    r.pending = undefined;
+    if (p.events.length > 0) await this.d.events.record(r.xr, p.events);
   }
 
   /**
@@ -641,6 +657,7 @@ export class Composer {
     conds: Condition[],
     events: HostEvent[],
   ): Promise<{ status: boolean; events: number }> {
+    await this.flush(r);
     const { t, key, xr } = r;
     const m = metaOf(xr);
     const status = { ...desired, conditions: mergeConditions(xr, conds) };
@@ -745,37 +762,15 @@ export class Composer {
       close: () => runner.close(),
     };
   }
+}
 
-  private fetcher(): Fetch {
-    return async (s) => {
-      const sel =
-        s.match.case === "matchLabels"
-          ? Object.entries(s.match.value.labels)
-              .map(([k, v]) => `${k}=${v}`)
-              .join(",")
-          : undefined;
-      const list = await this.d.objects.list(
-        s.apiVersion,
-        s.kind,
-        s.namespace,
-        undefined,
-        undefined,
-        undefined,
-        s.match.case === "matchName" ? `metadata.name=${s.match.value}` : undefined,
-        sel,
-      );
-      // Sorted by namespace and name, as Crossplane's fetcher sorts them.
-      const key = (o: JsonObject) => Buffer.from(`${str(metaOf(o)["namespace"]) ?? ""}/${String(metaOf(o)["name"])}`);
-      let items = list.items.map((i) => plain(i)).sort((a, b) => Buffer.compare(key(a), key(b)));
-      // A name is got, not listed, there: with no namespace it is a cluster-scoped object's name, and a
-      // namespaced kind's objects of that name in any namespace are not it (Crossplane's Get finds none).
-      if (s.match.case === "matchName" && !s.namespace) items = items.filter((o) => !str(metaOf(o)["namespace"])).slice(0, 1);
-      return {
-        $typeName: "apiextensions.fn.proto.v1.Resources",
-        items: items.map((i) => create(ResourceSchema, { resource: i })),
-      };
-    };
-  }
+/** amend sets a change to the XR itself in memory, and keeps it (merged with others) for flush to write, with the Event that says so. */
+function amend(r: Reconciling, patch: JsonObject, event?: HostEvent): void {
+  r.xr = mergePatch(r.xr, patch) as JsonObject;
+  r.pending = {
+    patch: mergePatch(r.pending?.patch ?? {}, patch) as JsonObject,
+    events: [...(r.pending?.events ?? []), ...(event ? [event] : [])],
+  };
 }
 
 /** resourceRefs reads the XR's composed resource references (spec.crossplane.resourceRefs, or spec.resourceRefs of a legacy XR). */

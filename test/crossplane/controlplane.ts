@@ -34,6 +34,8 @@ export interface ControlPlane {
   kubectl: string;
   /** The tail of a process's log. */
   logTail(name: string, lines?: number): string;
+  /** The process ids of etcd, kube-apiserver and kube-controller-manager (a bench reads their CPU). */
+  pids(): Record<Component, number>;
   stop(): Promise<void>;
 }
 
@@ -391,6 +393,11 @@ export async function startControlPlane(
       dir,
       kubectl: kube.kubectl,
       logTail: (name, lines) => tail(join(dir, `${name}.log`), lines),
+      pids: () => {
+        // The last started of each name (one that found its port taken was started again).
+        const pid = (name: string) => procs.filter((p) => p.log === join(dir, `${name}.log`)).at(-1)?.child.pid ?? NaN;
+        return { etcd: pid("etcd"), "kube-apiserver": pid("kube-apiserver"), "kube-controller-manager": pid("kube-controller-manager") };
+      },
       async stop() {
         await stop();
         if (!opts.dir) rmSync(dir, { recursive: true, force: true });

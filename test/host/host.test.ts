@@ -378,14 +378,17 @@ H(
   "XRs and composed resources are read from the watches' caches: a handful of XRs reconciled with almost no GETs, as the API server counts them",
   async () => {
     const { c, host, objects } = await setup();
-    /** gets is how many GETs of the XR kind and of Buckets the API server has answered (its /metrics, kube's or ours). */
-    const gets = async () =>
+    /** count is how many requests of a verb on these kinds the API server has answered (its /metrics, kube's or ours). */
+    const count = async (verb: string, kinds: string[]) =>
       parseRequestTotals(await (await fetch(`${c.url}/metrics`)).text())
-        .filter((t) => t.verb === "GET" && (t.resource === "xbuckets" || t.resource === "buckets") && t.subresource === "")
+        .filter((t) => t.verb === verb && kinds.includes(t.resource) && t.subresource === "")
         .reduce((a, t) => a + t.n, 0);
+    const gets = () => count("GET", ["xbuckets", "buckets"]);
+    const patches = () => count("PATCH", ["xbuckets"]);
     try {
       await until("team-a synced", async () => cond(await xrOf(objects), "Synced")?.status === "True", 30_000);
       const before = await gets();
+      const patchesBefore = await patches();
       const names = Array.from({ length: 6 }, (_, i) => `team-${i}`);
       for (const name of names)
         await objects.createClusterCustomObject({
@@ -412,12 +415,16 @@ H(
         },
         30_000,
       );
-      // Each XR takes three or more reconciles (finalizer, Composition, compose); reading fresh, each read the XR
-      // and its bucket: several GETs per XR (34 for these 6). From the caches only a read racing the host's own
-      // write goes out.
+      // Each XR takes two or more reconciles (compose, then its own writes and its bucket's coming back); reading
+      // fresh, each read the XR and its bucket: several GETs per XR (31-34 for these 6). From the caches only a read
+      // racing the host's own write goes out.
       const n = (await gets()) - before;
       process.stderr.write(`host reads: ${n} GETs of XRs and buckets for ${names.length} XRs\n`);
       assert.ok(n / names.length <= 1, `${n} GETs of XRs and buckets for ${names.length} XRs`);
+      // What Crossplane writes to a new XR in three updates (finalizer and label, Composition, references) goes in one patch.
+      const p = (await patches()) - patchesBefore;
+      process.stderr.write(`host writes: ${p} PATCHes of XRs for ${names.length} XRs\n`);
+      assert.is(p, names.length, `${p} PATCHes of XRs for ${names.length} XRs`);
     } finally {
       await teardown(host, c);
     }
