@@ -8,7 +8,10 @@
 // (bench/go/main.go) and for the TypeScript SDK (bench/sdk-function.mjs).
 // Writes the "Start-up" section of bench/RESULTS.md.
 //
-//   node --import tsx bench/startup.ts [--base REV] [--runs N]
+//   node --import tsx bench/startup.ts [--base REV] [--runs N] [--only REGEX]
+//
+// --only REGEX times only the commands whose names match (and the peers' first
+// answers when they match too), and prints without writing RESULTS.md.
 //
 // --base REV adds a variant: the xfn of that git revision (checked out into
 // .tmp/, sharing this node_modules), to measure a change side by side.
@@ -28,6 +31,7 @@ import { request as benchRequest } from "./workload.js";
 const ROOT = join(import.meta.dirname, "..");
 const RUNS = flag("--runs", 7);
 const base = flag("--base", "") || undefined;
+const only = flag("--only", "") ? new RegExp(flag("--only", "")) : undefined;
 
 interface Variant {
   name: string;
@@ -82,6 +86,8 @@ const tasks: Task[] = [
 ];
 
 // First answers: each server started on a free port, called once it accepts connections.
+const BUNDLE_TASK = "the bundle (xfn package functions/hello), first answer";
+const SDK_TASK = "TypeScript SDK function, first answer";
 const helloRequest = encodeRequest(parseRequest(readFileSync(join(ROOT, "functions/hello/example/request.yaml"), "utf8"), "request.yaml"));
 tasks.push(
   {
@@ -90,7 +96,7 @@ tasks.push(
     answer: helloRequest,
   },
   {
-    name: "the bundle (xfn package functions/hello), first answer",
+    name: BUNDLE_TASK,
     bundled: true,
     args: ["--insecure", "--address", "127.0.0.1:PORT"],
     answer: helloRequest,
@@ -102,7 +108,7 @@ tasks.push(
     answer: benchRequest(1),
   },
   {
-    name: "TypeScript SDK function, first answer",
+    name: SDK_TASK,
     cmd: process.execPath,
     args: [join(ROOT, "bench/sdk-function.mjs"), "PORT"],
     answer: benchRequest(1),
@@ -121,7 +127,17 @@ function bundleOf(v: Variant): string {
   return join(out, "function.mjs");
 }
 
-async function timeAnswer(v: Variant, t: Task): Promise<number> {
+/** IDLE_MS: how long after its first answer a server's resident memory is read (every worker started by then). */
+const IDLE_MS = 3000;
+/** Resident memory (MiB) IDLE_MS after the first answer, by task and variant name. */
+const idle = new Map<string, number[]>();
+
+/** rssMiB is a process's resident set now (all its threads: xfn's workers are threads of it). */
+function rssMiB(pid: number): number {
+  return Number(/^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? NaN) / 1024;
+}
+
+async function timeAnswer(v: Variant, t: Task, warm = false): Promise<number> {
   const port = await freePort();
   const args = t.args.map((a) => a.replace("PORT", String(port)));
   const argv = t.cmd ? args : [t.bundled ? bundleOf(v) : v.bin, ...args];
@@ -134,7 +150,13 @@ async function timeAnswer(v: Variant, t: Task): Promise<number> {
   try {
     await accepting(port, () => ended);
     await firstAnswer(port, t.answer!);
-    return performance.now() - started;
+    const ms = performance.now() - started;
+    if (!warm) {
+      await new Promise((r) => setTimeout(r, IDLE_MS));
+      const key = `${t.name}\n${t.cmd ? "peer" : v.name}`;
+      idle.set(key, [...(idle.get(key) ?? []), rssMiB(child.pid!)]);
+    }
+    return ms;
   } catch (err) {
     throw new Error(`${t.name}: ${(err as Error).message}\n${out}`);
   } finally {
@@ -142,8 +164,8 @@ async function timeAnswer(v: Variant, t: Task): Promise<number> {
   }
 }
 
-function timeOnce(v: Variant, t: Task): Promise<number> {
-  if (t.answer) return timeAnswer(v, t);
+function timeOnce(v: Variant, t: Task, warm = false): Promise<number> {
+  if (t.answer) return timeAnswer(v, t, warm);
   const argv = t.args.length === 0 ? ["-e", ""] : [v.bin, ...t.args];
   return new Promise((resolve, reject) => {
     const started = performance.now();
@@ -178,21 +200,37 @@ const r0 = (x: number) => Math.round(x);
 const r2 = (x: number) => Math.round(x * 100) / 100;
 
 const rows: string[] = [];
+const medians = new Map<string, { ms: number; rss?: number }>();
 for (const t of tasks) {
+  if (only && !only.test(t.name)) continue;
   const times = new Map<string, number[]>(variants.map((v) => [v.name, []]));
   const runVariants = t.args.length === 0 || t.cmd ? variants.slice(0, 1) : variants;
-  for (const v of runVariants) await timeOnce(v, t); // warm-up: disk cache, tsx cache
+  for (const v of runVariants) await timeOnce(v, t, true); // warm-up: disk cache, tsx cache
   for (let i = 0; i < RUNS; i++) for (const v of runVariants) times.get(v.name)!.push(await timeOnce(v, t));
   const mine = median(times.get(variants[0]!.name)!);
   for (const v of runVariants) {
     const ts = times.get(v.name)!;
     const m = median(ts);
     const ratio = v === variants[0] ? "" : `${r2(m / mine)}`;
+    const rss = idle.get(`${t.name}\n${t.cmd ? "peer" : v.name}`);
     rows.push(
-      `| ${t.name} | ${t.args.length === 0 ? "node -e ''" : t.cmd ? "peer" : v.name} | ${r0(m)} | ${r0(Math.min(...ts))} | ${r0(Math.max(...ts))} | ${ratio} |`,
+      `| ${t.name} | ${t.args.length === 0 ? "node -e ''" : t.cmd ? "peer" : v.name} | ${r0(m)} | ${r0(Math.min(...ts))} | ${r0(Math.max(...ts))} | ${ratio} | ${rss ? r0(median(rss)) : ""} |`,
     );
+    medians.set(t.cmd ? t.name : `${t.name}\n${v.name}`, { ms: m, ...(rss ? { rss: median(rss) } : {}) });
   }
   process.stdout.write(`${t.name}: ${r0(mine)} ms\n`);
+}
+
+/** versusSdk compares this build's bundle with the TypeScript SDK function (issue 60: first answer within 1.2x, idle memory within 1.5x). */
+function versusSdk(): string[] {
+  const mine = medians.get(`${BUNDLE_TASK}\n${variants[0]!.name}`);
+  const sdk = medians.get(SDK_TASK);
+  if (!mine || !sdk) return [];
+  return [
+    `This build's bundle over the TypeScript SDK function: first answer ${r2(mine.ms / sdk.ms)}x, ` +
+      `idle RSS ${mine.rss && sdk.rss ? `${r2(mine.rss / sdk.rss)}x` : "(not read)"} (idle RSS: the whole process ${IDLE_MS / 1000} s after its first answer).`,
+    "",
+  ];
 }
 
 const section = [
@@ -200,13 +238,14 @@ const section = [
   "",
   `Run: \`node --import tsx bench/startup.ts${base ? ` --base ${base}` : ""}\` on ${new Date().toISOString().slice(0, 10)}; ${RUNS} runs per cell after one warm-up, variants alternating. Wall-clock ms of the whole process (serve: until it logs its port; first answer: from spawning the server until its first RunFunction answer, polling its port every 2 ms, default workers for xfn; the Go function and the TypeScript SDK answer the bench request at N = 1, xfn functions/hello's example).`,
   "",
-  "| command | variant | median ms | min | max | variant / this build |",
-  "|---|---|---:|---:|---:|---:|",
+  "| command | variant | median ms | min | max | variant / this build | idle RSS MiB |",
+  "|---|---|---:|---:|---:|---:|---:|",
   ...rows,
   "",
+  ...versusSdk(),
   `Machine: ${cpus().length} cores, Node ${process.version}; shared and noisy: compare within the table, not across runs.`,
   "",
 ].join("\n");
 process.stdout.write(`\n${section}`);
 
-writeSection("Start-up", section);
+if (!only) writeSection("Start-up", section);

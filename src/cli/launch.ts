@@ -1,10 +1,11 @@
 // The entry of a bundled function package (function.mjs): it starts the
 // first pool worker, then loads the server bundle (server.mjs) itself, so
 // that the two load side by side (server/early.ts says why). Every pool
-// worker runs this file too, and loads the server bundle from here: a worker
-// below normal CPU priority (pool.ts, BUSY_NICE) takes it before it parses
-// two megabytes, and so loads in the time the server and the first worker
-// leave over, instead of taking a core from the first answers.
+// worker runs this file too, and loads the worker bundle (worker.mjs: the
+// function without the server) from here: a worker below normal CPU priority
+// (pool.ts, BUSY_NICE) takes it before it parses anything, and so loads in
+// the time the server and the first worker leave over, instead of taking a
+// core from the first answers.
 import { workerData } from "node:worker_threads";
 import { startEarlyWorker, type EarlyWorker } from "../server/early.js";
 import { isWorker, lowerPriority } from "../server/thread.js";
@@ -15,13 +16,17 @@ export interface ServerBundle {
   start(argv: string[], script?: string, early?: EarlyWorker): Promise<void>;
 }
 
-/** launch serves with argv from the server bundle at server; self is this file, which workers run. */
-export async function launch(self: string, server: URL, argv: string[]): Promise<void> {
+/**
+ * launch serves with argv from the server bundle at server; self is this
+ * file, which workers run, and load the worker bundle at worker from (the
+ * function without the server: bundled-worker.ts).
+ */
+export async function launch(self: string, server: URL, worker: URL, argv: string[]): Promise<void> {
   if (isWorker()) {
     // workerMain sets it again, and logs why when it cannot.
     const nice = (workerData as { nice?: unknown }).nice;
     if (typeof nice === "number") lowerPriority(nice);
-    await import(server.href);
+    await import(worker.href);
     return;
   }
   const early = startEarlyWorker(new URL(self), argv);

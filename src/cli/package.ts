@@ -2,9 +2,10 @@
 // server.mjs, which runs on plain Node 20 with no node_modules and no
 // TypeScript loader, and write its entry, function.mjs, beside it and the
 // Crossplane package metadata (package/). A runtime image copies the folder
-// and runs `node function.mjs`, which starts the first worker on server.mjs
-// and then loads server.mjs itself, so that both load at once (launch.ts);
-// `node server.mjs` serves too, loading one after the other. inspect.mjs is
+// and runs `node function.mjs`, which starts the first worker and then loads
+// server.mjs itself, so that both load at once (launch.ts); its workers load
+// worker.mjs, the function without the server (bundled-worker.ts). `node
+// server.mjs` serves too, loading one after the other. inspect.mjs is
 // `xfn inspect`, so the same image runs the Pipeline Inspector sidecar.
 import { cpSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs";
 import { basename, dirname, extname, join, relative, resolve } from "node:path";
@@ -19,7 +20,7 @@ import { messageOf } from "../sdk/errors.js";
 export interface PackageOptions {
   /** dir is the function's folder (its module, and package/ if it has one). */
   dir: string;
-  /** out is the folder to write function.mjs, server.mjs, inspect.mjs and package/ to (emptied first). */
+  /** out is the folder to write function.mjs, server.mjs, worker.mjs, inspect.mjs and package/ to (emptied first). */
   out: string;
   /** name is the package's name; default: package/crossplane.yaml's, else function-<folder>. */
   name?: string;
@@ -36,6 +37,8 @@ export interface PackageResult {
 const here = dirname(fileURLToPath(import.meta.url));
 /** The server bundle's file, beside function.mjs. */
 export const SERVER_FILE = "server.mjs";
+/** What the launcher's pool workers load: the function without the server (bundled-worker.ts). */
+export const WORKER_FILE = "worker.mjs";
 /** The Pipeline Inspector sidecar's bundle, beside function.mjs (docs/inspect.md). */
 export const INSPECT_FILE = "inspect.mjs";
 // Run from src/ (this repository's tests) the sources are bundled; from lib/, the compiled code.
@@ -129,13 +132,34 @@ export async function packageFunction(opts: PackageOptions): Promise<PackageResu
     },
     legalComments: "linked",
   });
+  // What the launcher's workers load: the function and the worker's side of the pool, none of the server.
+  await build({
+    ...common,
+    stdin: {
+      contents: [
+        `import * as mod from ${JSON.stringify(module)};`,
+        `import { workerEntry } from ${source("bundled-worker")};`,
+        `workerEntry(mod, ${JSON.stringify(name)});`,
+      ].join("\n"),
+      resolveDir: dir,
+      loader: "js",
+      sourcefile: `${name}-worker.js`,
+    },
+    outfile: join(out, WORKER_FILE),
+    // pino's CommonJS calls require() for Node built-ins.
+    banner: {
+      js: "import { createRequire as __xfnCreateRequire } from 'node:module'; const require = __xfnCreateRequire(import.meta.url);",
+    },
+    legalComments: "linked",
+  });
   // The entry: a few kilobytes that start the first worker before the server loads.
+  const url = (file: string) => `new URL(${JSON.stringify(`./${file}`)}, import.meta.url)`;
   await build({
     ...common,
     stdin: {
       contents: [
         `import { launch } from ${source("launch")};`,
-        `await launch(import.meta.url, new URL(${JSON.stringify(`./${SERVER_FILE}`)}, import.meta.url), process.argv.slice(2));`,
+        `await launch(import.meta.url, ${url(SERVER_FILE)}, ${url(WORKER_FILE)}, process.argv.slice(2));`,
       ].join("\n"),
       resolveDir: dir,
       loader: "js",
@@ -187,7 +211,10 @@ export function packageCommand(): Command {
     )
     .argument("[dir]", "the function's folder", ".")
     .addOption(
-      new Option("-o, --out <dir>", "where to write function.mjs, server.mjs, inspect.mjs and package/ (emptied first)").default("dist"),
+      new Option(
+        "-o, --out <dir>",
+        "where to write function.mjs, server.mjs, worker.mjs, inspect.mjs and package/ (emptied first)",
+      ).default("dist"),
     )
     .addOption(new Option("--name <name>", "package name (default: package/crossplane.yaml's metadata.name, else function-<folder>)"))
     .addOption(

@@ -6,7 +6,7 @@
 // Crossplane shows the message on the XR. Transport failures (bytes that do not
 // decode, a full queue, a response too large to deliver, a passed deadline)
 // become a gRPC status. Either way the handler keeps serving.
-import { status as Code } from "@grpc/grpc-js";
+import { Code } from "./codes.js";
 import type { Logger } from "pino";
 import PQueue from "p-queue";
 import { RunFunctionResponseSchema, type RunFunctionRequest, type RunFunctionResponse } from "../gen/fn/v1/run_function_pb.js";

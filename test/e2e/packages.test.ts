@@ -152,6 +152,10 @@ for (const name of functions) {
       assert.not.match(out, /cannot install xfn's message framing/);
       const bundled = readFileSync(join(bundles, name, "server.mjs"), "utf8");
       assert.is(bundled.match(/^\/\/ .*@grpc\/grpc-js\/build\/src\/stream-decoder\.js$/gm)?.length, 1);
+      // What the workers load holds none of the server: no grpc-js (nor the protobufjs it requires), no commander.
+      const worker = readFileSync(join(bundles, name, "worker.mjs"), "utf8");
+      assert.not.match(worker, /^\/\/ node_modules\/(@grpc\/grpc-js|protobufjs|commander|prom-client)\//m);
+      assert.match(worker, /^\/\/ (lib|src)\/server\/worker\.(js|ts)$/m, "the worker's side of the pool is in it");
       const c = rawClient(port);
       try {
         const rsp = await c.run(request({ desired: { resources: { kept: { resource: { kind: "K" } } } } }));
