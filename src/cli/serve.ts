@@ -63,6 +63,7 @@ export interface ServeFlags {
   gracePeriod: number;
   recordDir?: string;
   workers: number;
+  warmWorkers: number;
   maxWorkerHeap?: number;
   memoryGuard?: number;
   timeout: number;
@@ -113,6 +114,15 @@ export function addServeFlags(cmd: Command, opts: { loopbackWhenInsecure?: boole
       new Option("--workers <n>", "worker threads running the function; 1 runs it in the server's own thread")
         .default(DEFAULT_WORKERS)
         .argParser(positiveInt("--workers")),
+    )
+    .addOption(
+      new Option(
+        "--warm-workers <n>",
+        "workers started with the server (at most --workers); the others start when calls first overlap, " +
+          "so an idle function holds one worker's memory",
+      )
+        .default(1)
+        .argParser(positiveInt("--warm-workers")),
     )
     .addOption(
       new Option(
@@ -305,6 +315,8 @@ async function startServer(at: Starting): Promise<{ srv: RunningServer; recorder
     );
   if (flags.memoryGuard !== undefined && flags.workers === 1)
     throw new Error("--memory-guard ends worker threads, and --workers 1 runs the function in the server's own thread");
+  if (flags.warmWorkers > flags.workers)
+    throw new Error(`--warm-workers ${flags.warmWorkers} starts more workers than --workers ${flags.workers} allows`);
   await endpoints.start(flags, log);
   const fn = pooled ? null : await source.load();
   const started = new Date();
@@ -359,6 +371,7 @@ async function poolOptions(at: Starting): Promise<NonNullable<ServeOptions["work
   };
   return {
     workers: flags.workers,
+    warmWorkers: flags.warmWorkers,
     // Compiled against the worker runtime, the workers start from it (compile.ts) instead of worker-entry.
     script: compiled?.script ? new URL(compiled.script) : source.worker.script,
     workerData,

@@ -92,6 +92,8 @@ async function isolated(name: string, path: string, log: Logger): Promise<Pool> 
     {
       // Two: while one is held by a call stuck on the CPU (until its deadline, and again on each retry), the other serves.
       workers: 2,
+      // Both from the start: the host's calls overlap as soon as it reconciles two XRs.
+      warmWorkers: 2,
       script: workerEntry(),
       workerData: { xfnWorker: true, module: path, label: name, debug: false, maxResponseBytes: DEFAULT_MAX_RESPONSE_BYTES },
       maxConcurrency: DEFAULT_MAX_CONCURRENCY,

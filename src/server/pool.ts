@@ -102,6 +102,13 @@ export interface PoolOptions {
    * taken as the first worker when started with this pool's heap limit, else ended.
    */
   early?: EarlyWorker;
+  /**
+   * Workers started with the pool, the first included (1 to workers; default
+   * 1). The others start, all at once, when calls overlap: a call comes while
+   * another is running, or a large call comes while only the worker kept for
+   * small calls is up. An idle function holds one worker's memory.
+   */
+  warmWorkers?: number;
 }
 
 /** notePickup records how long a call waited for its worker to pick it up. */
@@ -196,8 +203,10 @@ export interface Pool extends Handler {
    * UNAVAILABLE saying so).
    */
   readonly firstReady: Promise<void>;
-  /** Resolves once every worker of the start has loaded the function (or failed to, and is being retried). */
+  /** Resolves once the workers started with the pool (warmWorkers) have loaded the function (or failed to, and are being retried). */
   readonly allReady: Promise<void>;
+  /** Resolves once every worker has loaded the function: after calls overlapped, or at once when all are warm. */
+  readonly everyReady: Promise<void>;
 }
 
 /**
@@ -249,6 +258,13 @@ class WorkerPool implements Pool {
   private failed: string | undefined;
   /** Whether a worker has loaded the function (the first one is ready). */
   private loaded = false;
+  /** Whether the workers beyond the warm ones were started (calls overlapped), or there are none. */
+  private grown = false;
+  /** Workers started as the pool's own (the first, the warm, the grown), replacements not counted. */
+  private begun = 0;
+  /** Of those, how many are still loading the function: a call that would queue behind another waits for one (dispatch). */
+  private growing = 0;
+  private resolveEvery: () => void = () => {};
 
   constructor(
     private readonly opts: PoolOptions,
@@ -261,11 +277,12 @@ class WorkerPool implements Pool {
 
   /**
    * start brings the first worker up: calls wait for it (workerBefore), and
-   * once it has loaded the function the others start behind it (calls
-   * meanwhile go to the ones ready). If the first cannot load the function,
-   * firstReady rejects with why, the pool ends the others and answers every
-   * call, waiting or new, UNAVAILABLE with that reason. One of the others
-   * that cannot start is retried as a replacement is.
+   * once it has loaded the function the other warm ones start behind it, and
+   * the rest when calls overlap (grow; calls meanwhile go to the ones ready).
+   * If the first cannot load the function, firstReady rejects with why, the
+   * pool ends the others and answers every call, waiting or new, UNAVAILABLE
+   * with that reason. One of the others that cannot start is retried as a
+   * replacement is.
    */
   start(): void {
     const { opts } = this;
@@ -279,17 +296,39 @@ class WorkerPool implements Pool {
         throw err;
       },
     );
+    const warm = Math.min(opts.workers, Math.max(1, opts.warmWorkers ?? 1));
+    this.begun = 1;
+    this.grown = warm === opts.workers;
+    this.everyReady = new Promise((resolve) => (this.resolveEvery = resolve));
     this.allReady = this.firstReady.then(
-      () => this.startRest(),
+      async () => {
+        await this.startMore(warm - 1);
+        if (warm < opts.workers)
+          this.log.info({ workers: opts.workers, warm }, "function worker ready; the others start when calls overlap");
+      },
       () => undefined,
     );
     if (opts.memoryGuardMB) this.guard = guardMemory(opts.memoryGuardMB, opts.rss ?? process.memoryUsage.rss, this.slots, this.log);
   }
 
-  /** startRest starts the workers after the first, and logs once they are all up. */
-  private async startRest(): Promise<void> {
+  /**
+   * grow starts the workers not started yet, once: calls overlap (size is the
+   * new call's; running, the calls already running).
+   */
+  private grow(size: number, running: number): void {
+    if (this.grown || this.closing) return;
+    if (running === 0 && !(this.lanes && size >= SMALL_CALL_BYTES)) return;
+    this.grown = true;
+    void this.allReady.then(() => this.startMore(this.opts.workers - this.begun));
+  }
+
+  /** startMore starts n more workers, and logs once every worker is up. */
+  private async startMore(n: number): Promise<void> {
     const { opts } = this;
-    const rest = Array.from({ length: opts.workers - 1 }, () => this.spawn(false));
+    if (this.closing || this.failed !== undefined) return;
+    this.begun += n;
+    this.growing += n;
+    const rest = Array.from({ length: n }, () => this.spawn(false).finally(() => this.growing--));
     await Promise.allSettled(rest).then((results) => {
       if (this.closing) return;
       for (const r of results) {
@@ -297,6 +336,8 @@ class WorkerPool implements Pool {
         this.log.error({ err: messageOf(r.reason) }, "cannot start a worker; retrying");
         this.respawn(false, 1);
       }
+      if (this.begun < opts.workers) return;
+      this.resolveEvery();
       this.log.info(
         {
           workers: opts.workers,
@@ -312,6 +353,7 @@ class WorkerPool implements Pool {
 
   firstReady: Promise<void> = Promise.resolve();
   allReady: Promise<void> = Promise.resolve();
+  everyReady: Promise<void> = Promise.resolve();
 
   async handle(bytes: Uint8Array, call: CallInfo): Promise<HandlerResult> {
     const { opts, queue } = this;
@@ -320,6 +362,7 @@ class WorkerPool implements Pool {
       this.busy.refused({ code: "RESOURCE_EXHAUSTED" }, details);
       return { code: Code.RESOURCE_EXHAUSTED, details };
     }
+    this.grow(bytes.byteLength, queue.pending);
     const limit = Date.now() + opts.timeoutMs;
     const byTimeout = limit < call.deadline;
     const deadline = Math.min(limit, call.deadline);
@@ -463,6 +506,8 @@ class WorkerPool implements Pool {
         const p = slot.pending.get(m.id);
         if (!p) return; // already answered here (a deadline), or failed with the worker
         slot.pending.delete(m.id);
+        // A call waiting for a worker with nothing to do (dispatch, while the pool grows) may take this one now.
+        if (this.waiting.length > 0) for (const w of this.waiting.splice(0)) w();
         if (p.idle) notePickup(slot, m.waited, performance.now());
         if (m.type === "done") p.resolve({ ok: new Uint8Array(m.buf, m.off, m.len) });
         else if (m.code === Code.DEADLINE_EXCEEDED && p.byTimeout) p.resolve(expired(true, opts.timeoutMs));
@@ -498,11 +543,17 @@ class WorkerPool implements Pool {
     return pickWorker(live, size, now, this.opts.slowPickupMs, this.opts.pickupFreshMs);
   }
 
-  /** workerBefore resolves with a worker, waiting for a replacement if none is running, or undefined at the deadline. */
-  private async workerBefore(deadline: number, size: number): Promise<Slot | undefined> {
+  /**
+   * workerBefore resolves with a worker, waiting for a replacement if none is
+   * running, or undefined at the deadline. idle: while workers are starting,
+   * wait for one with no call (a worker starting, or a running call ending),
+   * rather than queue behind a call that may be stuck.
+   */
+  private async workerBefore(deadline: number, size: number, idle = false): Promise<Slot | undefined> {
     for (;;) {
       const slot = this.pick(size);
-      if (slot || this.failed !== undefined || Date.now() >= deadline) return slot;
+      const free = slot && (!idle || slot.pending.size === 0 || this.growing === 0);
+      if (free || this.failed !== undefined || Date.now() >= deadline) return slot;
       // Woken when a worker is ready, and now and then: a stalled worker may speak again.
       await new Promise<void>((resolve) => {
         const t = setTimeout(resolve, Math.min(STALLED_MS / 4, deadline - Date.now()));
@@ -515,7 +566,9 @@ class WorkerPool implements Pool {
   private async dispatch(bytes: Uint8Array, call: CallInfo, deadline: number, byTimeout: boolean): Promise<HandlerResult> {
     const { opts, log } = this;
     // Taken at once when a worker is running, so that the call counts on it before the next call is placed.
-    const slot = this.pick(bytes.byteLength) ?? (await this.workerBefore(deadline, bytes.byteLength));
+    let slot = this.pick(bytes.byteLength) ?? (await this.workerBefore(deadline, bytes.byteLength));
+    // While the pool grows, a call that would queue behind another waits for a worker with nothing to do.
+    if (slot && slot.pending.size > 0 && this.growing > 0) slot = await this.workerBefore(deadline, bytes.byteLength, true);
     if (!slot && this.failed !== undefined)
       return { code: Code.UNAVAILABLE, details: `the function could not be loaded, and the server is stopping: ${this.failed}` };
     if (!slot && !this.loaded)

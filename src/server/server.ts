@@ -55,7 +55,7 @@ export interface ServeOptions {
   /** Run the function on worker threads (see pool.ts) instead of in this thread. */
   workers?: Pick<
     PoolOptions,
-    "workers" | "script" | "workerData" | "maxHeapMB" | "memoryGuardMB" | "rss" | "slowPickupMs" | "pickupFreshMs" | "early"
+    "workers" | "warmWorkers" | "script" | "workerData" | "maxHeapMB" | "memoryGuardMB" | "rss" | "slowPickupMs" | "pickupFreshMs" | "early"
   >;
   /**
    * Headers sent with every answer from the function (not with refusals), such as

@@ -492,7 +492,7 @@ Cli(
     const xr = (mode: string) =>
       request({ observed: { composite: { resource: { apiVersion: "x.io/v1", kind: "X", metadata: { name: "x" }, spec: { mode } } } } });
     // Without the flag: the share of this machine's (or container's) memory, as the docs say.
-    const byDefault = await startServe([mod, "--insecure", "--workers", "2"]);
+    const byDefault = await startServe([mod, "--insecure", "--workers", "2", "--warm-workers", "2"]);
     try {
       const share = workerHeapMB({ workers: 2, maxConcurrency: 16, maxQueue: 128, maxRecvMB: 4, memoryMB: memoryMB().mb }).mb;
       const guard = Math.floor(GUARD_SHARE * memoryMB().mb);
@@ -506,7 +506,7 @@ Cli(
       ["1234", '"memoryGuardMB":1234,'],
       ["0", '"maxWorkerHeapMB":\\d+,"timeoutSeconds"'],
     ]) {
-      const g = await startServe([mod, "--insecure", "--workers", "2", "--memory-guard", guard!]);
+      const g = await startServe([mod, "--insecure", "--workers", "2", "--warm-workers", "2", "--memory-guard", guard!]);
       try {
         await until("every worker up", () => g.output().includes("function workers ready"));
         assert.match(g.output(), new RegExp(shown!), `--memory-guard ${guard}`);
@@ -647,7 +647,7 @@ Cli("--health-address: /healthz from the start; /readyz while loading, serving, 
       `};\n`,
   );
   const hp = `127.0.0.1:${await freePort()}`;
-  const starting = startServe([f, "--insecure", "--workers", "2", "--health-address", hp, "--grace-period", "10"]);
+  const starting = startServe([f, "--insecure", "--workers", "2", "--warm-workers", "2", "--health-address", hp, "--grace-period", "10"]);
   starting.catch(() => {}); // awaited below
   const xr = (mode: string) => request({ observed: { composite: { resource: { kind: "X", spec: { mode } } } } });
   await until("the probes listen", async () => (await probe(hp, "/healthz")) !== undefined, 10_000);

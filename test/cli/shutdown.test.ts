@@ -31,7 +31,7 @@ interface Command {
 const COMMANDS: Record<string, Command> = {
   serve: {
     args: () => ["serve", "functions/hello", "--insecure", "--address", "127.0.0.1:0"],
-    up: /"msg":"function workers ready"/,
+    up: /"msg":"function workers? ready/,
     stopped: /"msg":"stopped"/,
   },
   host: {

@@ -65,7 +65,7 @@ function start(s: URL, early?: EarlyWorker, maxHeapMB = early?.maxHeapMB, timeou
       address: "127.0.0.1:0",
       insecure: true,
       ...(timeoutMs ? { timeoutMs } : {}),
-      workers: { workers: 2, script: s, workerData, ...(maxHeapMB ? { maxHeapMB } : {}), ...(early ? { early } : {}) },
+      workers: { workers: 2, warmWorkers: 2, script: s, workerData, ...(maxHeapMB ? { maxHeapMB } : {}), ...(early ? { early } : {}) },
     },
     mem.log,
   );

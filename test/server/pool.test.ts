@@ -46,6 +46,8 @@ async function start(
         script: SCRIPT,
         workerData: { xfnWorker: true, module: MODULE, label: "misbehave", debug: false, maxResponseBytes: 4 << 20 },
         ...(maxHeapMB ? { maxHeapMB } : {}),
+        // These tests are about the pool at full strength: every worker started with it (by default the others wait for overlapping calls).
+        warmWorkers: workers,
         ...pool,
       },
     },
@@ -95,6 +97,7 @@ P("a response hook (--record-dir) that throws is logged; the call is answered al
 // A large call: spec.pad makes the request larger than SMALL_CALL_BYTES.
 const busy = (ms: number) =>
   request({ observed: { composite: { resource: { kind: "X", spec: { mode: "busy", ms, pad: "x".repeat(SMALL_CALL_BYTES) } } } } });
+const small = (ms: number) => request({ observed: { composite: { resource: { kind: "X", spec: { mode: "busy", ms } } } } });
 const threadOf = (rsp: { results: { message: string }[] }) => /in thread (\d+)/.exec(rsp.results[0]!.message)![1]!;
 const niceOf = (rsp: { results: { message: string }[] }) => Number(/at nice (-?\d+)/.exec(rsp.results[0]!.message)![1]);
 
@@ -284,6 +287,7 @@ P("calls placed in one tick spread over the workers: each counts on its worker b
       maxConcurrency: 16,
       maxQueue: 16,
       timeoutMs: 10_000,
+      warmWorkers: 3,
     },
     mem.log,
   );
@@ -305,6 +309,66 @@ P("calls placed in one tick spread over the workers: each counts on its worker b
       [...new Set(threads)].map((t) => threads.filter((x) => x === t).length),
       [2, 2],
     );
+  } finally {
+    await pool.close();
+  }
+});
+
+P("by default one worker starts with the pool; the others start, all at once, when calls first overlap", async () => {
+  const mem = memoryLog();
+  const pool = await startPool(
+    {
+      workers: 3,
+      script: SCRIPT,
+      workerData: { xfnWorker: true, module: MODULE, label: "misbehave", debug: false, maxResponseBytes: 4 << 20 },
+      maxConcurrency: 16,
+      maxQueue: 16,
+      timeoutMs: 10_000,
+    },
+    mem.log,
+  );
+  const send = (ms: number) => pool.handle(toBinary(RunFunctionRequestSchema, small(ms)), { version: "v1", deadline: Date.now() + 10_000 });
+  try {
+    await pool.allReady;
+    // One after another, calls never overlap: one worker answers them all, and no other starts.
+    for (let i = 0; i < 5; i++) assert.ok("ok" in (await send(0)));
+    await new Promise((r) => setTimeout(r, 300));
+    assert.is(pool.ready(), 1);
+    assert.ok(mem.lines().some((l) => l.msg === "function worker ready; the others start when calls overlap" && l["warm"] === 1));
+    assert.not.ok(mem.lines().some((l) => l.msg === "function workers ready"));
+    // Two at once: the rest start, and every call is answered meanwhile.
+    const both = await Promise.all([send(200), send(0)]);
+    for (const r of both) assert.ok("ok" in r, JSON.stringify(r));
+    await pool.everyReady;
+    assert.is(pool.ready(), 3);
+    assert.ok(mem.lines().some((l) => l.msg === "function workers ready" && l["workers"] === 3));
+  } finally {
+    await pool.close();
+  }
+});
+
+P("with lanes, a large call while only the worker kept for small calls is up starts the others", async () => {
+  const mem = memoryLog();
+  const pool = await startPool(
+    {
+      workers: 3,
+      script: SCRIPT,
+      workerData: { xfnWorker: true, module: MODULE, label: "misbehave", debug: false, maxResponseBytes: 4 << 20 },
+      maxConcurrency: 16,
+      maxQueue: 16,
+      timeoutMs: 10_000,
+    },
+    mem.log,
+  );
+  try {
+    await pool.allReady;
+    const first = await pool.handle(toBinary(RunFunctionRequestSchema, small(0)), { version: "v1", deadline: Date.now() + 10_000 });
+    assert.ok("ok" in first);
+    assert.is(pool.ready(), 1);
+    const large = await pool.handle(toBinary(RunFunctionRequestSchema, busy(0)), { version: "v1", deadline: Date.now() + 10_000 });
+    assert.ok("ok" in large, JSON.stringify(large));
+    await pool.everyReady;
+    assert.is(pool.ready(), 3);
   } finally {
     await pool.close();
   }
@@ -880,7 +944,7 @@ P("in process (no workers), the server's timeout also ends a call that never set
   }
 });
 
-P("the server answers once the first worker is up; the others start behind it", async () => {
+P("the server answers once the first worker is up; the other warm ones start behind it", async () => {
   const mem = memoryLog();
   const srv = await serve(
     null,
@@ -889,6 +953,7 @@ P("the server answers once the first worker is up; the others start behind it", 
       insecure: true,
       workers: {
         workers: 3,
+        warmWorkers: 3,
         script: SCRIPT,
         workerData: { xfnWorker: true, module: MODULE, label: "misbehave", debug: false, maxResponseBytes: 4 << 20 },
       },
