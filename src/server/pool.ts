@@ -297,12 +297,12 @@ class WorkerPool implements Pool {
       },
     );
     const warm = Math.min(opts.workers, Math.max(1, opts.warmWorkers ?? 1));
-    this.begun = 1;
+    this.begun = warm;
     this.grown = warm === opts.workers;
     this.everyReady = new Promise((resolve) => (this.resolveEvery = resolve));
     this.allReady = this.firstReady.then(
       async () => {
-        await this.startMore(warm - 1);
+        await this.startMore(warm - 1, false);
         if (warm < opts.workers)
           this.log.info({ workers: opts.workers, warm }, "function worker ready; the others start when calls overlap");
       },
@@ -319,16 +319,21 @@ class WorkerPool implements Pool {
     if (this.grown || this.closing) return;
     if (running === 0 && !(this.lanes && size >= SMALL_CALL_BYTES)) return;
     this.grown = true;
-    void this.allReady.then(() => this.startMore(this.opts.workers - this.begun));
-  }
-
-  /** startMore starts n more workers, and logs once every worker is up. */
-  private async startMore(n: number): Promise<void> {
-    const { opts } = this;
-    if (this.closing || this.failed !== undefined) return;
+    // Counted at once: the call that made the pool grow is placed before the workers start (dispatch).
+    const n = this.opts.workers - this.begun;
     this.begun += n;
     this.growing += n;
-    const rest = Array.from({ length: n }, () => this.spawn(false).finally(() => this.growing--));
+    void this.allReady.then(() => this.startMore(n, true));
+  }
+
+  /** startMore starts n more workers (grown: counted in growing until each is up), and logs once every worker is up. */
+  private async startMore(n: number, grown: boolean): Promise<void> {
+    const { opts } = this;
+    if (this.closing || this.failed !== undefined) {
+      if (grown) this.growing -= n;
+      return;
+    }
+    const rest = Array.from({ length: n }, () => this.spawn(false).finally(() => grown && this.growing--));
     await Promise.allSettled(rest).then((results) => {
       if (this.closing) return;
       for (const r of results) {

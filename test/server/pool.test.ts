@@ -336,9 +336,18 @@ P("by default one worker starts with the pool; the others start, all at once, wh
     assert.is(pool.ready(), 1);
     assert.ok(mem.lines().some((l) => l.msg === "function worker ready; the others start when calls overlap" && l["warm"] === 1));
     assert.not.ok(mem.lines().some((l) => l.msg === "function workers ready"));
-    // Two at once: the rest start, and every call is answered meanwhile.
-    const both = await Promise.all([send(200), send(0)]);
-    for (const r of both) assert.ok("ok" in r, JSON.stringify(r));
+    // Two at once: the rest start. The second call does not queue behind the first (which may be stuck):
+    // it waits for a worker with nothing to do, one of those starting, and is answered while the first still runs.
+    let longDone = false;
+    const long = send(3000).then((r) => ((longDone = true), r));
+    await new Promise((r) => setTimeout(r, 50));
+    const quick = await send(0);
+    assert.ok("ok" in quick, JSON.stringify(quick));
+    assert.not.ok(longDone, "the second call waited for the first");
+    const r = await long;
+    assert.ok("ok" in r, JSON.stringify(r));
+    const thread = (x: typeof r) => threadOf(fromBinary(RunFunctionResponseSchema, (x as { ok: Uint8Array }).ok));
+    assert.is.not(thread(quick), thread(r));
     await pool.everyReady;
     assert.is(pool.ready(), 3);
     assert.ok(mem.lines().some((l) => l.msg === "function workers ready" && l["workers"] === 3));
