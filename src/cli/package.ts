@@ -114,9 +114,10 @@ export async function packageFunction(opts: PackageOptions): Promise<PackageResu
     ...common,
     stdin: {
       contents: [
-        `import * as mod from ${JSON.stringify(module)};`,
+        // Imported where the function runs (bundled.ts): a pool's server thread never evaluates it.
+        `const load = () => import(${JSON.stringify(module)});`,
         `import { main, runsItself } from ${source("bundled")};`,
-        `export const start = (argv, script, early) => main(mod, ${JSON.stringify(name)}, argv, script ?? import.meta.url, early);`,
+        `export const start = (argv, script, early) => main(load, ${JSON.stringify(name)}, argv, script ?? import.meta.url, early);`,
         `if (runsItself(import.meta.url)) await start(process.argv.slice(2));`,
       ].join("\n"),
       resolveDir: dir,

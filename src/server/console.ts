@@ -16,7 +16,7 @@ import { Console } from "node:console";
 import { inspect } from "node:util";
 import type { Logger } from "pino";
 import { messageOf } from "../sdk/errors.js";
-import { soleCall } from "./handler.js";
+import { soleCall } from "./call.js";
 import { redactForDisplay } from "./log.js";
 
 /** CallFields names the call behind a line of output, when it is known (handler.ts, soleCall). */

@@ -5,7 +5,7 @@
 import type { Worker } from "node:worker_threads";
 import type { Logger } from "pino";
 import { messageOf } from "../sdk/errors.js";
-import { MEMORY_REPORT_MS } from "./worker.js";
+import { MEMORY_REPORT_MS } from "./protocol.js";
 
 /** How often the memory guard looks. */
 const GUARD_INTERVAL_MS = 50;

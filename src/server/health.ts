@@ -5,7 +5,6 @@
 // stretch each graceful shutdown to its full grace period and then cancel the
 // RunFunction calls still running. So shutdown() tells every watcher
 // NOT_SERVING and then ends its stream.
-import { create, fromBinary, toBinary, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
 import {
   status as Code,
   type MethodDefinition,
@@ -14,14 +13,6 @@ import {
   type ServerWritableStream,
   type sendUnaryData,
 } from "@grpc/grpc-js";
-import {
-  Health as HealthService,
-  HealthCheckRequestSchema,
-  HealthCheckResponseSchema,
-  HealthCheckResponse_ServingStatus as ServingStatus,
-  type HealthCheckRequest,
-  type HealthCheckResponse,
-} from "../gen/grpc/health/v1/health_pb.js";
 
 /** Health serves one status for the whole server and its named services. */
 export interface Health {
@@ -31,24 +22,50 @@ export interface Health {
   shutdown(): void;
 }
 
-function method<I extends DescMessage, O extends DescMessage>(
-  name: string,
-  input: I,
-  output: O,
-  responseStream: boolean,
-): MethodDefinition<MessageShape<I>, MessageShape<O>> {
-  return {
-    path: `/${HealthService.typeName}/${name}`,
-    requestStream: false,
-    responseStream,
-    requestSerialize: (m) => Buffer.from(toBinary(input, m)),
-    requestDeserialize: (b) => fromBinary(input, b),
-    responseSerialize: (m) => Buffer.from(toBinary(output, m)),
-    responseDeserialize: (b) => fromBinary(output, b),
-  };
+type State = "SERVING" | "NOT_SERVING" | "SERVICE_UNKNOWN";
+
+/**
+ * The messages' code (protobuf-es and the generated health types), loaded by
+ * the first health call: a server's thread otherwise needs none of
+ * protobuf-es, and loading it cost a bundle's start some 25 ms.
+ */
+type Messages = {
+  decode(b: Buffer): { service: string };
+  encode(state: State): Buffer;
+};
+let messages: Promise<Messages> | undefined;
+let loaded: Messages | undefined;
+function load(): Promise<Messages> {
+  return (messages ??= Promise.all([import("@bufbuild/protobuf"), import("../gen/grpc/health/v1/health_pb.js")]).then(([pb, health]) => {
+    loaded = {
+      decode: (b) => pb.fromBinary(health.HealthCheckRequestSchema, b),
+      encode: (state) =>
+        Buffer.from(
+          pb.toBinary(
+            health.HealthCheckResponseSchema,
+            pb.create(health.HealthCheckResponseSchema, { status: health.HealthCheckResponse_ServingStatus[state] }),
+          ),
+        ),
+    };
+    return loaded;
+  }));
 }
 
-const reply = (status: ServingStatus) => create(HealthCheckResponseSchema, { status });
+/** The service's full name (grpc.health.v1), as its generated descriptor has it (test/server/codes.test.ts). */
+export const HEALTH_SERVICE = "grpc.health.v1.Health";
+
+/** method is one of the service's methods, its messages as bytes: the handlers decode and encode them (load). */
+function method(name: string, responseStream: boolean): MethodDefinition<Buffer, Buffer> {
+  return {
+    path: `/${HEALTH_SERVICE}/${name}`,
+    requestStream: false,
+    responseStream,
+    requestSerialize: (m) => m,
+    requestDeserialize: (b) => b,
+    responseSerialize: (m) => m,
+    responseDeserialize: (b) => b,
+  };
+}
 
 /**
  * addHealth registers the health service for the named services ("" is the
@@ -57,51 +74,67 @@ const reply = (status: ServingStatus) => create(HealthCheckResponseSchema, { sta
  */
 export function addHealth(server: Server, services: readonly string[], opts: { starting?: boolean } = {}): Health {
   const known = new Set(["", ...services]);
-  let status = opts.starting ? ServingStatus.NOT_SERVING : ServingStatus.SERVING;
+  let status: State = opts.starting ? "NOT_SERVING" : "SERVING";
   let down = false;
-  const watchers = new Set<ServerWritableStream<HealthCheckRequest, HealthCheckResponse>>();
+  const watchers = new Set<ServerWritableStream<Buffer, Buffer>>();
 
   server.addService(
+    { Check: method("Check", false), Watch: method("Watch", true) },
     {
-      Check: method("Check", HealthCheckRequestSchema, HealthCheckResponseSchema, false),
-      Watch: method("Watch", HealthCheckRequestSchema, HealthCheckResponseSchema, true),
-    },
-    {
-      Check: (call: ServerUnaryCall<HealthCheckRequest, HealthCheckResponse>, callback: sendUnaryData<HealthCheckResponse>) => {
-        if (!known.has(call.request.service)) {
-          callback({ code: Code.NOT_FOUND, details: `health status unknown for service ${JSON.stringify(call.request.service)}` });
-          return;
-        }
-        callback(null, reply(status));
+      Check: (call: ServerUnaryCall<Buffer, Buffer>, callback: sendUnaryData<Buffer>) => {
+        load().then(
+          (m) => {
+            const { service } = m.decode(call.request);
+            if (!known.has(service))
+              callback({ code: Code.NOT_FOUND, details: `health status unknown for service ${JSON.stringify(service)}` });
+            else callback(null, m.encode(status));
+          },
+          (err: Error) => callback({ code: Code.INVALID_ARGUMENT, details: `cannot decode HealthCheckRequest: ${err.message}` }),
+        );
       },
-      Watch: (call: ServerWritableStream<HealthCheckRequest, HealthCheckResponse>) => {
-        if (!known.has(call.request.service)) {
-          call.write(reply(ServingStatus.SERVICE_UNKNOWN));
-          call.end();
-          return;
-        }
-        call.write(reply(status));
-        if (down) {
-          call.end();
-          return;
-        }
-        watchers.add(call);
-        call.on("cancelled", () => watchers.delete(call));
+      Watch: (call: ServerWritableStream<Buffer, Buffer>) => {
+        load().then(
+          (m) => {
+            let service: string;
+            try {
+              service = m.decode(call.request).service;
+            } catch (err) {
+              call.destroy(
+                Object.assign(new Error(`cannot decode HealthCheckRequest: ${(err as Error).message}`), { code: Code.INVALID_ARGUMENT }),
+              );
+              return;
+            }
+            if (!known.has(service)) {
+              call.write(m.encode("SERVICE_UNKNOWN"));
+              call.end();
+              return;
+            }
+            call.write(m.encode(status));
+            if (down) {
+              call.end();
+              return;
+            }
+            watchers.add(call);
+            call.on("cancelled", () => watchers.delete(call));
+          },
+          () => call.end(),
+        );
       },
     },
   );
 
   return {
     serving() {
-      if (down || status === ServingStatus.SERVING) return;
-      status = ServingStatus.SERVING;
-      for (const w of watchers) w.write(reply(status));
+      if (down || status === "SERVING") return;
+      status = "SERVING";
+      // A watcher is there only once its call has loaded the messages.
+      for (const w of watchers) w.write(loaded!.encode(status));
     },
     shutdown() {
       down = true;
-      status = ServingStatus.NOT_SERVING;
+      status = "NOT_SERVING";
       for (const w of watchers) {
-        w.write(reply(status));
+        w.write(loaded!.encode(status));
         w.end();
       }
       watchers.clear();

@@ -6,7 +6,7 @@
 // v1beta1.
 import { status as Code, type Metadata, type ServerReadableStream, type sendUnaryData } from "@grpc/grpc-js";
 import { whenTooLarge } from "./frames.js";
-import { Cancel, type CallInfo } from "./handler.js";
+import { Cancel, type CallInfo } from "./call.js";
 import type { Refusals } from "./log.js";
 import type { Shares, Ticket } from "./shares.js";
 

@@ -13,13 +13,15 @@ import { status as Code } from "@grpc/grpc-js";
 import type { Logger } from "pino";
 import PQueue from "p-queue";
 import { UNSETTLED_EXIT_CODE, unsettledMessage } from "../module/load.js";
-import { decodeRequest, decodeResponse } from "../wire/codec.js";
 import type { EarlyWorker } from "./early.js";
 import { guardMemory } from "./guard.js";
 import { v8HeapLimitMB } from "./memory.js";
 import { refusals, REFUSED_REPORT_MS } from "./log.js";
-import { deadlineDetails, runResponseHook, type CallInfo, type Handler, type HandlerOptions, type HandlerResult } from "./handler.js";
-import { exclusive, monotonicMs, type FromWorker, type ToWorker, type WorkerData } from "./worker.js";
+import { deadlineDetails, runResponseHook, type CallInfo, type HandlerResult } from "./call.js";
+import type { Handler, HandlerOptions } from "./handler.js";
+import type * as codec from "../wire/codec.js";
+type Codec = Pick<typeof codec, "decodeRequest" | "decodeResponse">;
+import { exclusive, monotonicMs, type FromWorker, type ToWorker, type WorkerData } from "./protocol.js";
 import { messageOf } from "../sdk/errors.js";
 
 /**
@@ -260,6 +262,13 @@ class WorkerPool implements Pool {
   private loaded = false;
   /** Whether the workers beyond the warm ones were started (calls overlapped), or there are none. */
   private grown = false;
+  /**
+   * The decoder recording needs (--record-dir: protobuf-es, the generated
+   * types), loaded as the pool starts only when calls are recorded: this
+   * thread needs it for nothing else. Loaded long before the first worker is.
+   */
+  private codec: Codec | undefined;
+  private codecLoading: Promise<Codec> | undefined;
   /** Workers started as the pool's own (the first, the warm, the grown), replacements not counted. */
   private begun = 0;
   /** Of those, how many are still loading the function: a call that would queue behind another waits for one (dispatch). */
@@ -286,6 +295,7 @@ class WorkerPool implements Pool {
    */
   start(): void {
     const { opts } = this;
+    if (opts.onResponse) this.codecLoading = import("../wire/codec.js").then((m) => (this.codec = m));
     this.firstReady = this.spawn(this.lanes, this.takeEarly()).then(
       () => void (this.loaded = true),
       async (err: Error) => {
@@ -601,7 +611,12 @@ class WorkerPool implements Pool {
         call.cancel?.onCancel(undefined);
         resolve(r);
         // Recording never holds up or fails the call it records.
-        if ("ok" in r && kept) runResponseHook(log, () => opts.onResponse!(decodeRequest(kept), decodeResponse(r.ok), new Date(at)));
+        if ("ok" in r && kept) {
+          const record = ({ decodeRequest, decodeResponse }: Codec) =>
+            runResponseHook(log, () => opts.onResponse!(decodeRequest(kept), decodeResponse(r.ok), new Date(at)));
+          if (this.codec) record(this.codec);
+          else void this.codecLoading?.then(record);
+        }
       };
       slot.pending.set(id, { resolve: settle, byTimeout, started: performance.now(), idle: slot.pending.size === 0 });
       call.cancel?.onCancel(() => slot.worker.postMessage({ type: "cancel", id } satisfies ToWorker));

@@ -7,9 +7,9 @@ import type { ServerHttp2Session } from "node:http2";
 import type { TLSSocket } from "node:tls";
 import type { Logger } from "pino";
 import type { RunFunction } from "../function.js";
-import { FunctionRunnerService } from "../gen/fn/v1/run_function_pb.js";
-import { FunctionRunnerService as BetaFunctionRunnerService } from "../gen/fn/v1beta1/zz_generated_run_function_pb.js";
-import { createHandler, DEFAULT_MAX_RESPONSE_BYTES, type Cancel, type HandlerOptions } from "./handler.js";
+import { RUN_FUNCTION_SERVICE, RUN_FUNCTION_SERVICE_V1BETA1 } from "./services.js";
+import { DEFAULT_MAX_RESPONSE_BYTES, type Cancel } from "./call.js";
+import type { HandlerOptions } from "./handler.js";
 import { installFrameDecoder } from "./frames.js";
 import { Intake } from "./intake.js";
 import { CONNECTION_WINDOW, DEFAULT_MAX_CONCURRENCY, DEFAULT_MAX_QUEUE, DEFAULT_MAX_RECV_MB, STREAM_WINDOW } from "./limits.js";
@@ -114,7 +114,7 @@ export interface RunningServer {
   stop(graceMs?: number): Promise<void>;
 }
 
-const FULL_SERVICE_NAMES = [FunctionRunnerService.typeName, BetaFunctionRunnerService.typeName];
+const FULL_SERVICE_NAMES = [RUN_FUNCTION_SERVICE, RUN_FUNCTION_SERVICE_V1BETA1];
 
 /**
  * rawService defines a RunFunction service whose requests and responses cross
@@ -168,7 +168,7 @@ export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Log
 
   const headers = opts.headers ? headerMetadata(opts.headers) : undefined;
 
-  const { common, timeoutMs, pool, handler } = answererFor(fn, opts, log);
+  const { common, timeoutMs, pool, handler } = await answererFor(fn, opts, log);
 
   // Calls in flight, cancelled on a forced stop so functions still running see their signal fire.
   const live = new Set<Cancel>();
@@ -218,8 +218,8 @@ export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Log
     // client waits for a free one. Each open stream's unread body is bounded by flow control.
     "grpc.max_concurrent_streams": opts.maxConcurrentStreams ?? DEFAULT_MAX_CONCURRENT_STREAMS,
   });
-  server.addService(rawService(FunctionRunnerService.typeName, true), { RunFunction: intake.handler("v1") });
-  server.addService(rawService(BetaFunctionRunnerService.typeName, true), { RunFunction: intake.handler("v1beta1") });
+  server.addService(rawService(RUN_FUNCTION_SERVICE, true), { RunFunction: intake.handler("v1") });
+  server.addService(rawService(RUN_FUNCTION_SERVICE_V1BETA1, true), { RunFunction: intake.handler("v1beta1") });
 
   const health = addHealth(server, FULL_SERVICE_NAMES, { starting: pool !== undefined });
 
@@ -269,7 +269,7 @@ function checkedRecvMB(opts: ServeOptions): number {
  * a worker has loaded the function (it rejects, the server having stopped
  * listening, if the first cannot).
  */
-function answererFor(fn: RunFunction | null, opts: ServeOptions, log: Logger) {
+async function answererFor(fn: RunFunction | null, opts: ServeOptions, log: Logger) {
   const common = {
     maxConcurrency: opts.maxConcurrency ?? DEFAULT_MAX_CONCURRENCY,
     maxQueue: opts.maxQueue ?? DEFAULT_MAX_QUEUE,
@@ -288,7 +288,14 @@ function answererFor(fn: RunFunction | null, opts: ServeOptions, log: Logger) {
         log,
       )
     : undefined;
-  const handler = pool ?? createHandler(fn!, { ...common, maxResponseBytes: opts.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES }, log);
+  // The handler (protobuf-es, the generated types) loads only where the function runs here: a pool's server thread never needs it.
+  const handler =
+    pool ??
+    (await import("./handler.js")).createHandler(
+      fn!,
+      { ...common, maxResponseBytes: opts.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES },
+      log,
+    );
   return { common, timeoutMs, pool, handler };
 }
 

@@ -339,7 +339,7 @@ P("by default one worker starts with the pool; the others start, all at once, wh
     // Two at once: the rest start. The second call does not queue behind the first (which may be stuck):
     // it waits for a worker with nothing to do, one of those starting, and is answered while the first still runs.
     let longDone = false;
-    const long = send(3000).then((r) => ((longDone = true), r));
+    const long = send(6000).then((r) => ((longDone = true), r));
     await new Promise((r) => setTimeout(r, 50));
     const quick = await send(0);
     assert.ok("ok" in quick, JSON.stringify(quick));
