@@ -89,12 +89,31 @@ export function runSteps(steps: readonly Step[], req: RunFunctionRequest, now: D
     heldFor: (resource) => held.get(resource),
     requeueAfter(seconds) {
       requeue = requeue === undefined ? seconds : Math.min(requeue, seconds);
+      stepRequeue = stepRequeue === undefined ? seconds : Math.min(stepRequeue, seconds);
     },
+  };
+  // Every TTL a step asks for (response.setTTL) is one ask among the steps': the shortest wins, so a later step's
+  // longer TTL never undoes an earlier one's (function-auto-ready #170, function-kcl #392); an override replaces
+  // what the steps before it asked, its own step's requeues kept. A TTL of 0 is no limit, as Crossplane reads it.
+  const defaultTTL = response.getTTLSeconds(rsp) ?? response.DEFAULT_TTL_SECONDS;
+  response.takeTTLAsks(rsp);
+  let asked: number | undefined;
+  let stepRequeue: number | undefined;
+  const noteTTL = () => {
+    for (const a of response.takeTTLAsks(rsp)) {
+      const t = a.seconds === 0 ? Infinity : a.seconds;
+      if (a.override) {
+        asked = t;
+        requeue = stepRequeue;
+      } else asked = Math.min(asked ?? Infinity, t);
+    }
   };
   for (const [i, s] of steps.entries()) {
     let out: unknown;
+    stepRequeue = undefined;
     try {
       out = s(ctx);
+      noteTTL();
     } catch (err) {
       response.fatal(rsp, `step ${nameOf(s, i)}: ${describeError(err)}`).withReason("StepFailed");
       return rsp;
@@ -109,10 +128,10 @@ export function runSteps(steps: readonly Step[], req: RunFunctionRequest, now: D
     }
   }
   finishHolds(req, rsp, held);
-  if (requeue !== undefined) {
-    const current = response.getTTLSeconds(rsp) ?? response.DEFAULT_TTL_SECONDS;
-    response.setTTL(rsp, Math.min(current, requeue));
-  }
+  // What the steps asked (the default when none did), shortened by their requeues; Infinity is 0, no limit.
+  const ttl = Math.min(asked ?? defaultTTL, requeue ?? Infinity);
+  response.setTTL(rsp, ttl === Infinity ? 0 : ttl);
+  response.takeTTLAsks(rsp);
   return rsp;
 }
 

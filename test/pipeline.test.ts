@@ -1,7 +1,7 @@
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { Ready, Severity } from "../src/gen/fn/v1/run_function_pb.js";
-import { freeze, pipeline, runSteps, step, type StepContext } from "../src/pipeline.js";
+import { freeze, pipeline, runSteps, step, type Step, type StepContext } from "../src/pipeline.js";
 import * as response from "../src/sdk/response.js";
 import { memoryLog } from "./support/log.js";
 import { request } from "./support/requests.js";
@@ -198,6 +198,36 @@ P("requeueAfter lowers the TTL to the smallest asked for, never raises it", () =
   );
   assert.is(response.getTTLSeconds(rsp), 10);
   assert.is(response.getTTLSeconds(runSteps([step("x", (ctx) => ctx.requeueAfter(300))], request(), now)), 60);
+});
+
+P("a step's own setTTL is one ask among the steps': the shortest wins, an override replaces what came before", () => {
+  const ttl = (...steps: Step[]) => response.getTTLSeconds(runSteps(steps, request(), now));
+  const set = (name: string, s: number, override = false) => step(name, (ctx) => response.setTTL(ctx.rsp, s, { override }));
+  const cases: [string, Step[], number][] = [
+    ["no step asks: the default", [step("none", () => {})], response.DEFAULT_TTL_SECONDS],
+    ["one step lengthens it", [set("slow", 300)], 300],
+    // function-auto-ready #170/#171, function-kcl #392: a later step's TTL reset an earlier one's.
+    ["a later, longer TTL does not undo a shorter one", [set("fast", 10), set("slow", 300)], 10],
+    [
+      "nor does the same step setting it twice",
+      [step("twice", (ctx) => (response.setTTL(ctx.rsp, 10), response.setTTL(ctx.rsp, 300)))],
+      10,
+    ],
+    ["an ask equal to the default still counts", [set("sixty", 60), set("slow", 300)], 60],
+    ["a requeue shortens a step's TTL", [set("slow", 300), step("wait", (ctx) => ctx.requeueAfter(5))], 5],
+    ["a requeue alone never lengthens the default", [step("wait", (ctx) => ctx.requeueAfter(300))], 60],
+    ["0 (no limit) is no ask beside a positive one", [set("none", 0), set("fast", 20)], 20],
+    ["0 alone: no limit", [set("none", 0)], 0],
+    ["an override replaces earlier asks", [set("fast", 10), step("wait", (ctx) => ctx.requeueAfter(5)), set("final", 120, true)], 120],
+    ["later asks still shorten an override", [set("final", 120, true), set("fast", 30)], 30],
+    ["but not lengthen it", [set("final", 120, true), set("slow", 600)], 120],
+    [
+      "an override keeps its own step's requeue",
+      [step("both", (ctx) => (ctx.requeueAfter(7), response.setTTL(ctx.rsp, 120, { override: true })))],
+      7,
+    ],
+  ];
+  for (const [what, steps, want] of cases) assert.is(ttl(...steps), want, what);
 });
 
 P("pipeline() serves through RunFunction with the context's clock, and rejects non-functions", async () => {

@@ -78,10 +78,30 @@ function seconds(s: number): Duration {
   return create(DurationSchema, { seconds: BigInt(whole), nanos: Math.round((s - whole) * 1e9) });
 }
 
-/** setTTL sets how long the response stays valid, in seconds. */
-export function setTTL(rsp: RunFunctionResponse, ttlSeconds: number): void {
+/** What was asked with setTTL, by response, until a pipeline reads it (takeTTLAsks). */
+const asks = new WeakMap<RunFunctionResponse, { seconds: number; override: boolean }[]>();
+
+/**
+ * setTTL sets how long the response stays valid, in seconds (0: no limit, as
+ * Crossplane reads it). In a pipeline (pipeline.ts) a step's TTL is one ask
+ * among the steps': the response keeps the shortest, so no step lengthens
+ * another's; override: true makes this one the pipeline's TTL, whatever
+ * earlier steps asked (later steps' asks still shorten it).
+ */
+export function setTTL(rsp: RunFunctionResponse, ttlSeconds: number, opts: { override?: boolean } = {}): void {
   rsp.meta ??= create(ResponseMetaSchema);
   rsp.meta.ttl = seconds(ttlSeconds);
+  const list = asks.get(rsp);
+  const ask = { seconds: ttlSeconds, override: opts.override === true };
+  if (list) list.push(ask);
+  else asks.set(rsp, [ask]);
+}
+
+/** takeTTLAsks returns (and forgets) what setTTL was asked on rsp since the last take, in order. */
+export function takeTTLAsks(rsp: RunFunctionResponse): readonly { seconds: number; override: boolean }[] {
+  const list = asks.get(rsp) ?? [];
+  asks.delete(rsp);
+  return list;
 }
 
 /** getTTLSeconds returns the response's TTL in seconds, or undefined when unset. */
