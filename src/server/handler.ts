@@ -17,6 +17,7 @@ import * as response from "../sdk/response.js";
 import { getString } from "../sdk/fieldpath.js";
 import { refusals, REFUSED_REPORT_MS } from "./log.js";
 import { deadlineDetails, running, runResponseHook, type CallInfo, type HandlerResult } from "./call.js";
+import { nearLimitText, partsText, WARN_SHARE } from "./budget.js";
 
 // What the server's thread needs of a call without loading the handler (call.ts), for those who import it from here.
 export { Cancel, DEFAULT_MAX_RESPONSE_BYTES, deadlineDetails, runningCalls, runResponseHook, soleCall } from "./call.js";
@@ -113,11 +114,23 @@ export function createHandler(fn: RunFunction, opts: HandlerOptions, log: Logger
         }),
       );
       const polluted = unpollute(prototypeKeys);
-      const { bytes: out, sent } = polluted ? encodeFatal(req, tag, pollutedMessage(polluted), rlog) : encode(req, tag, rsp, rlog);
-      if (out.length > opts.maxResponseBytes) {
-        const details = `response is ${out.length} bytes, larger than the ${opts.maxResponseBytes}-byte limit Crossplane accepts`;
+      const encoded = polluted ? encodeFatal(req, tag, pollutedMessage(polluted), rlog) : encode(req, tag, rsp, rlog);
+      const sent = encoded.sent;
+      let out = encoded.bytes;
+      const limit = opts.maxResponseBytes;
+      if (out.length > limit) {
+        const details = `response is ${out.length} bytes, larger than the ${limit}-byte limit Crossplane accepts${partsText(sent)}`;
         rlog.get().error({ code: "RESOURCE_EXHAUSTED", bytes: out.length }, details);
         return { code: Code.RESOURCE_EXHAUSTED, details };
+      }
+      if (out.length >= WARN_SHARE * limit) {
+        // Said where users look (a Warning result: an event on the XR) when it still fits with it, and logged.
+        const said = nearLimitText(out.length, limit, sent);
+        rlog.get().warn({ bytes: out.length, limit }, said);
+        response.warning(sent, said).withReason("ResponseNearLimit");
+        const again = encodeResponse(sent);
+        if (again.length <= limit) out = again;
+        else sent.results.pop();
       }
       const hook = opts.onResponse;
       if (hook) runResponseHook(rlog.get(), () => hook(req, sent, at));

@@ -309,6 +309,44 @@ Bad("a response larger than Crossplane accepts is refused with a message naming 
     const { code, details } = await codeOf(client.run(request()));
     assert.is(code, Code.RESOURCE_EXHAUSTED);
     assert.match(details, /response is \d+ bytes, larger than the 1024-byte limit/);
+    // The parts that make it large, largest first (crossplane #6392: which resource outgrew it?).
+    assert.match(details, /; largest: "big" 2\.\d KiB \(2\d{3} bytes\)$/);
+  } finally {
+    client.close();
+    await srv.stop(1000);
+  }
+});
+
+Bad("a response from 80% of the limit is answered with a Warning result naming its largest parts, and logged", async () => {
+  const { srv, client, mem } = await start(
+    (req) => {
+      const rsp = response.to(req);
+      response.setDesiredComposedResource(rsp, "big", { blob: "y".repeat(3000) });
+      response.setDesiredComposedResource(rsp, "small", { blob: "z".repeat(300) });
+      response.setDesiredCompositeStatus(rsp, { phase: "ok" });
+      return rsp;
+    },
+    { maxResponseBytes: 4096 },
+  );
+  try {
+    const rsp = await client.run(request());
+    const warn = rsp.results.find((r) => r.severity === Severity.WARNING);
+    assert.ok(warn, JSON.stringify(rsp.results));
+    assert.match(
+      warn.message,
+      /^response is 3\.\d KiB \(\d+ bytes\), (8\d|9\d)% of the 4096-byte limit Crossplane accepts; largest: "big" /,
+    );
+    assert.match(warn.message, /"big" [^,]+, "small" [^,]+, the composite resource [^:]+: a little more and the call fails$/);
+    assert.is(warn.reason, "ResponseNearLimit");
+    assert.ok(mem.lines().some((l) => l["level"] === "warn" && String(l.msg) === warn.message));
+    // Below 80%: nothing said.
+    const small = await start((req) => response.to(req), { maxResponseBytes: 4096 });
+    try {
+      assert.equal((await small.client.run(request())).results, []);
+    } finally {
+      small.client.close();
+      await small.srv.stop(1000);
+    }
   } finally {
     client.close();
     await srv.stop(1000);
