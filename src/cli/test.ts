@@ -55,6 +55,7 @@ export async function runTests(dir: string, update: boolean, out: NodeJS.Writabl
       passed++;
       out.write(`${r.status === "updated" ? "UPDATED" : "ok"}${r.status === "updated" ? "  " : "       "}${printable(r.name)}\n`);
     }
+    for (const w of r.warnings ?? []) out.write(`  warning: ${printable(w, { lines: true })}\n`);
   }
   out.write(`${passed} passed, ${failed} failed\n`);
   return failed > 0 ? 1 : 0;

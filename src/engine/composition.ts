@@ -30,7 +30,7 @@ import {
 } from "../gen/fn/v1/run_function_pb.js";
 import { setOwn } from "../own.js";
 import { cloneState, stateOf } from "../sdk/clone.js";
-import { encodeRequest } from "../wire/codec.js";
+import { encodeRequest, encodeResponse } from "../wire/codec.js";
 import type { ComposeEvent } from "./composed.js";
 import { identity, InputError, type Doc } from "./docs.js";
 import type { Runner } from "./runner.js";
@@ -364,6 +364,8 @@ export interface PipelineInputs {
   observer?: StepObserver;
   /** The Composition's name, for the observer. */
   compositionName?: string;
+  /** Told of each call's request and response size in encoded bytes (xfn render and xfn test warn near Crossplane's limit). */
+  sized?: (step: string, requestBytes: number, responseBytes: number, rsp: RunFunctionResponse) => void;
 }
 
 /** stepCredentials are the credentials a step names, read from the Secrets given (--function-credentials). */
@@ -482,7 +484,15 @@ export async function runPipeline(p: PipelineInputs, runner: Runner, deadline: n
     // As Crossplane's inspector wraps its whole function runner: the step's first request, its final response.
     const inspected = await p.observer?.begin(stepMeta(p, s, stepIndex, traceId), req);
     try {
-      rsp = await runWithRequirements((r) => runner.run(s.functionName, r, deadline), req, p.fetch, p.schemaOf);
+      const sized = p.sized;
+      const call = sized
+        ? async (r: RunFunctionRequest) => {
+            const answer = await runner.run(s.functionName, r, deadline);
+            sized(s.step, encodeRequest(r).length, encodeResponse(answer).length, answer);
+            return answer;
+          }
+        : (r: RunFunctionRequest) => runner.run(s.functionName, r, deadline);
+      rsp = await runWithRequirements(call, req, p.fetch, p.schemaOf);
     } catch (err) {
       await inspected?.(undefined, err as Error);
       if (err instanceof InputError) throw err;

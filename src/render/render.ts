@@ -12,7 +12,16 @@
 // crossplane/cli 3d72f9316e0703e8e9dbde50e5bc9114544c9199
 // (cmd/crossplane/render/xr): test/render/*.test.ts port their cases.
 import { create, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
-import { Ready, ResourceSchema, type Resource, type ResourceSelector, type Resources } from "../gen/fn/v1/run_function_pb.js";
+import {
+  Ready,
+  ResourceSchema,
+  type Resource,
+  type ResourceSelector,
+  type Resources,
+  type RunFunctionResponse,
+} from "../gen/fn/v1/run_function_pb.js";
+import { nearLimitText, partsText, sizeOf, WARN_SHARE } from "../server/budget.js";
+import { DEFAULT_MAX_RESPONSE_BYTES } from "../server/call.js";
 import {
   composeResources,
   COMPOSITE_LABEL,
@@ -81,6 +90,8 @@ export interface RenderOutputs {
   context: JsonObject;
   /** What the XRD's schema pruned from the rendered XR, and other things a user should hear. */
   warnings: string[];
+  /** Of those, the steps' requests and responses near (or over) the 4 MiB a cluster accepts (xfn test says these too). */
+  sizeWarnings: string[];
   /** The XR the pipeline saw: the input, defaulted from the XRD's schema when one was given. */
   input: JsonObject;
   /** Each desired composed resource: its name in the pipeline, kind, readiness, and whether it was observed (for --graph). */
@@ -373,8 +384,17 @@ export async function render(inputs: RenderInputs, runner: Runner, opts: RenderO
     ...inputs.required.map((d) => d.obj),
     ...inputs.credentials.map((d) => (str(d.obj["kind"]) === "" ? { ...d.obj, apiVersion: "v1", kind: "Secret" } : d.obj)),
   ]);
+  // Each step's largest request and response, warned of near the limits a cluster puts on them (budget.ts).
+  const sizes = new Map<string, { request: number; response: number; rsp: RunFunctionResponse }>();
   const r = await runPipeline(
     {
+      sized: (step, request, response, rsp) => {
+        const was = sizes.get(step);
+        sizes.set(step, {
+          request: Math.max(was?.request ?? 0, request),
+          ...(was && was.response >= response ? { response: was.response, rsp: was.rsp } : { response, rsp }),
+        });
+      },
       steps,
       xr: seen,
       observed,
@@ -423,14 +443,14 @@ export async function render(inputs: RenderInputs, runner: Runner, opts: RenderO
       events.push({ type: "Normal", reason: "ComposeResources", message: `Composed resource ${JSON.stringify(n)} is not yet ready` });
     results = events.map(resultDoc);
   }
-  const warnings = renderWarnings(
-    xr,
-    rendered,
-    opts.now ?? new Date(FIXED_TIME),
-    xrd && inputs.xrd ? { ...xrd, doc: inputs.xrd } : undefined,
-  );
+  const sizeNotes = [...sizes].flatMap(([step, z]) => sizeWarnings(step, z.request, z.response, z.rsp));
+  const warnings = [
+    ...renderWarnings(xr, rendered, opts.now ?? new Date(FIXED_TIME), xrd && inputs.xrd ? { ...xrd, doc: inputs.xrd } : undefined),
+    ...sizeNotes,
+  ];
   return {
     warnings,
+    sizeWarnings: sizeNotes,
     input: xr,
     xr: rendered,
     states: composed.map((c) => ({
@@ -489,6 +509,31 @@ function renderWarnings(
       );
   }
   return warnings;
+}
+
+/**
+ * sizeWarnings warns of a step's request or response at WARN_SHARE of the
+ * 4 MiB a cluster accepts or more: Crossplane's client refuses a larger
+ * response, and a function's server (function-sdk-go's, xfn serve's by
+ * default) a larger request.
+ */
+export function sizeWarnings(step: string, request: number, response: number, rsp: RunFunctionResponse): string[] {
+  const limit = DEFAULT_MAX_RESPONSE_BYTES;
+  const out: string[] = [];
+  const at = `step ${JSON.stringify(step)}: `;
+  if (response > limit)
+    out.push(
+      `${at}response is ${sizeOf(response)}, larger than the ${limit}-byte limit Crossplane accepts` +
+        `${partsText(rsp)}: Crossplane would fail this call`,
+    );
+  else if (response >= WARN_SHARE * limit) out.push(`${at}${nearLimitText(response, limit, rsp)}`);
+  if (request >= WARN_SHARE * limit)
+    out.push(
+      `${at}request is ${sizeOf(request)}, ${Math.floor((request / limit) * 100)}% of the ${limit}-byte limit a function ` +
+        "accepts by default (function-sdk-go's, and xfn serve's --max-recv-message-size): the observed and desired state it carries " +
+        "grows with the XR",
+    );
+  return out;
 }
 
 const crossplaneField = (xr: JsonObject, k: string): JsonValue | undefined => {

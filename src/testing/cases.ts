@@ -29,7 +29,8 @@ import type { RunFunction } from "../function.js";
 import { RunFunctionResponseSchema, type RunFunctionRequest, type RunFunctionResponse } from "../gen/fn/v1/run_function_pb.js";
 import { InputError, loadDocs, loadOne, parseDoc, parseDocs, type Doc } from "../engine/docs.js";
 import { COMPOSITION_RESOURCE_NAME } from "../engine/composed.js";
-import { FIXED_TIME, render, select } from "../render/render.js";
+import { FIXED_TIME, render, select, sizeWarnings } from "../render/render.js";
+import { encodeRequest, encodeResponse } from "../wire/codec.js";
 import { schemaSource } from "../render/schema.js";
 import { toYamlStream } from "../render/output.js";
 import { createRunner } from "../engine/runner.js";
@@ -52,6 +53,8 @@ export interface CaseResult {
   status: "passed" | "failed" | "updated";
   /** For a failure: the mismatches and a unified diff, or the error. */
   detail?: string;
+  /** What the run should be told whatever its outcome: a request or response near the 4 MiB a cluster accepts. */
+  warnings?: string[];
 }
 
 const SKIP = new Set(["node_modules", ".git"]);
@@ -306,7 +309,11 @@ function unmetRequirements(req: RunFunctionRequest, rsp: RunFunctionResponse): s
  * again, as Crossplane does, until they settle; else it calls once, and says
  * what the function asked for that the request lacks.
  */
-async function runRequestCase(dir: string, cfg: CaseConfig, opts: CaseOptions): Promise<{ rsp: RunFunctionResponse; unmet: string[] }> {
+async function runRequestCase(
+  dir: string,
+  cfg: CaseConfig,
+  opts: CaseOptions,
+): Promise<{ rsp: RunFunctionResponse; unmet: string[]; requestBytes: number }> {
   const file = findModule(dir, cfg, opts.functions ?? new Map());
   let fn = loaded.get(file);
   if (!fn) {
@@ -323,10 +330,14 @@ async function runRequestCase(dir: string, cfg: CaseConfig, opts: CaseOptions): 
   }
   const required = [...optionalDocs(dir, "required"), ...(opts.required ?? [])];
   const schemaDocs = [...optionalDocs(dir, "schemas"), ...(opts.schemas ?? [])];
-  const call = async (r: RunFunctionRequest) => callFunction(await fn, r, { now: new Date(cfg.now ?? DEFAULT_CASE_NOW) });
+  let requestBytes = 0;
+  const call = async (r: RunFunctionRequest) => {
+    requestBytes = Math.max(requestBytes, encodeRequest(r).length);
+    return callFunction(await fn, r, { now: new Date(cfg.now ?? DEFAULT_CASE_NOW) });
+  };
   if (required.length === 0 && schemaDocs.length === 0) {
     const rsp = await call(req);
-    return { rsp, unmet: unmetRequirements(req, rsp) };
+    return { rsp, unmet: unmetRequirements(req, rsp), requestBytes };
   }
   const schemas = schemaDocs.length ? schemaSource(schemaDocs) : undefined;
   const objects = required.map((d) => d.obj);
@@ -336,7 +347,7 @@ async function runRequestCase(dir: string, cfg: CaseConfig, opts: CaseOptions): 
     (sel) => select(objects, sel),
     schemas ? (apiVersion, kind) => schemas.find(apiVersion, kind) : undefined,
   );
-  return { rsp, unmet: [] };
+  return { rsp, unmet: [], requestBytes };
 }
 
 const REDACTED_TEXT = Buffer.from(REDACTED).toString("base64");
@@ -382,7 +393,11 @@ function docKeys(docs: JsonObject[]): string[] {
   });
 }
 
-async function renderCase(dir: string, cfg: CaseConfig, expected: JsonObject[]): Promise<{ docs: JsonObject[]; composed: JsonObject[] }> {
+async function renderCase(
+  dir: string,
+  cfg: CaseConfig,
+  expected: JsonObject[],
+): Promise<{ docs: JsonObject[]; composed: JsonObject[]; warnings: string[] }> {
   const fnPath = join(dir, "functions.yaml");
   if (!existsSync(fnPath)) throw new InputError(`${dir}: a pipeline case needs functions.yaml beside xr.yaml`);
   const at = new Date(cfg.now ?? DEFAULT_CASE_NOW);
@@ -407,7 +422,7 @@ async function renderCase(dir: string, cfg: CaseConfig, expected: JsonObject[]):
     const docs: JsonObject[] = [o.xr, ...o.composed];
     if (keys.some((k) => k.startsWith("Result"))) docs.push(...o.results);
     if (keys.includes("Context")) docs.push(o.context);
-    return { docs, composed: o.composed };
+    return { docs, composed: o.composed, warnings: o.sizeWarnings };
   } finally {
     runner.close();
   }
@@ -543,13 +558,15 @@ export async function runCase(dir: string, root: string, update = false, opts: C
       }
     };
     let problems: string[];
+    const warnings: string[] = [];
     /** For a request case whose function asked for what the request lacks: what, and how to give it. */
     let hint = "";
     let want: string;
     let got: string;
     const schemas = cfg.validate ? await caseSchemas(dir, cfg.validate) : undefined;
     if (isRequest) {
-      const { rsp, unmet } = await runRequestCase(dir, cfg, opts);
+      const { rsp, unmet, requestBytes } = await runRequestCase(dir, cfg, opts);
+      warnings.push(...sizeWarnings("function", requestBytes, encodeResponse(rsp).length, rsp));
       hint = unmet.length
         ? `  the function asked for ${unmet.join(", ")}, which this case's request does not hold (Crossplane's Pipeline Inspector ` +
           "records a step's request before they are fetched): give them as required and schemas beside request.yaml, or with " +
@@ -558,18 +575,18 @@ export async function runCase(dir: string, root: string, update = false, opts: C
       if (schemas) {
         const desired = Object.entries(rsp.desired?.resources ?? {}).map(([n, r]) => named(r.resource ?? {}, n));
         const refused = await validationProblems(desired, schemas);
-        if (refused.length) return { name, status: "failed", detail: refused.map((x) => `  ${x}`).join("\n") };
+        if (refused.length) return { name, status: "failed", detail: refused.map((x) => `  ${x}`).join("\n"), warnings };
       }
       const expected = parsed(() => parseDoc(expectedText, expectedPath), null);
       const actual = maskRedacted(messageToJson(RunFunctionResponseSchema, rsp), expected);
       problems = mismatches(actual, expected, "$", cfg.until ? clockWindow(new Date(cfg.now!), new Date(cfg.until)) : undefined);
       if (update) {
-        if (problems.length === 0) return { name, status: "passed" };
+        if (problems.length === 0) return { name, status: "passed", warnings };
         // Connection details redacted, as a recording writes them: no secret lands in a case folder.
         const value = updated(messageToJson(RunFunctionResponseSchema, redactResponse(rsp)), expected);
         // An expectation that parsed keeps its comments and styles; one that did not is written afresh.
         writeFileSync(expectedPath, expected === null ? yamlOf(value) : rewriteKeepingStyle(expectedText, [{ from: 0, value }], true));
-        return { name, status: "updated" };
+        return { name, status: "updated", warnings };
       }
       want = yamlOf(expected);
       got = yamlOf(project(actual, expected));
@@ -578,15 +595,16 @@ export async function runCase(dir: string, root: string, update = false, opts: C
         () => parseDocs(expectedText, expectedPath).filter((d): d is JsonObject => typeof d === "object" && d !== null),
         [],
       );
-      const { docs: actual, composed } = await renderCase(dir, cfg, expected);
+      const { docs: actual, composed, warnings: w } = await renderCase(dir, cfg, expected);
+      warnings.push(...w);
       if (schemas) {
         const refused = await validationProblems(composed, schemas);
-        if (refused.length) return { name, status: "failed", detail: refused.map((x) => `  ${x}`).join("\n") };
+        if (refused.length) return { name, status: "failed", detail: refused.map((x) => `  ${x}`).join("\n"), warnings };
       }
       const c = compareDocs(actual, expected);
       problems = c.problems;
       if (update) {
-        if (problems.length === 0) return { name, status: "passed" };
+        if (problems.length === 0) return { name, status: "passed", warnings };
         // Documents paired by identity in expected's shape, those rendered but not expected whole, those gone dropped.
         writeFileSync(
           expectedPath,
@@ -599,12 +617,12 @@ export async function runCase(dir: string, root: string, update = false, opts: C
                 ),
               ),
         );
-        return { name, status: "updated" };
+        return { name, status: "updated", warnings };
       }
       want = toYamlStream(expected);
       got = toYamlStream(c.projected);
     }
-    if (problems.length === 0) return { name, status: "passed" };
+    if (problems.length === 0) return { name, status: "passed", warnings };
     const patch = createTwoFilesPatch(`${name}/expected.yaml`, `${name} (actual)`, want, got, "", "", { context: 3 });
     // Drop the "=====" banner and the trailing tabs of the empty file headers.
     const diff = patch
@@ -612,7 +630,7 @@ export async function runCase(dir: string, root: string, update = false, opts: C
       .slice(1)
       .map((l) => l.replace(/\t$/, ""))
       .join("\n");
-    return { name, status: "failed", detail: `${problems.map((p) => `  ${p}`).join("\n")}\n${hint ? `${hint}\n` : ""}${diff}` };
+    return { name, status: "failed", detail: `${problems.map((p) => `  ${p}`).join("\n")}\n${hint ? `${hint}\n` : ""}${diff}`, warnings };
   } catch (err) {
     return { name, status: "failed", detail: `  ${messageOf(err)}` };
   }

@@ -321,6 +321,36 @@ R("--xrd with every field declared: nothing pruned, no warning; an XRD for anoth
   assert.match(noVersion.err, /the XRD xbuckets\.example\.xfn\.dev has no version "v1alpha1" \(it has v2\)/);
 });
 
+R(
+  "a step's response near Crossplane's 4 MiB is warned of with its largest parts; over it, said to fail; small ones say nothing",
+  async () => {
+    const fnOf = (kib: number) =>
+      `import { defineFunction, response } from ${JSON.stringify(join(ROOT, "src/index.ts"))};\n` +
+      `export default defineFunction((req) => {\n` +
+      `  const rsp = response.to(req);\n` +
+      `  response.setDesiredComposedResource(rsp, "big", { apiVersion: "v1", kind: "ConfigMap", data: { d: "x".repeat(${kib} * 1024) } });\n` +
+      `  response.setDesiredComposedResource(rsp, "small", { apiVersion: "v1", kind: "ConfigMap", data: { d: "y" } });\n` +
+      `  return rsp;\n});\n`;
+    const near = oneStep("near", fnOf(3500));
+    const r = await render(join(EX, "xr.yaml"), near.comp, near.fns);
+    assert.is(r.code, 0, r.err);
+    assert.match(
+      r.err,
+      /warning: step "s": response is 3\.\d+ MiB \(\d+ bytes\), 8\d% of the 4194304-byte limit Crossplane accepts; largest: "big" 3\.\d+ MiB \(\d+ bytes\), "small" [^:]+: a little more and the call fails/,
+    );
+    const over = oneStep("over", fnOf(4200));
+    const o = await render(join(EX, "xr.yaml"), over.comp, over.fns);
+    // Over it, the call fails as it would under Crossplane, naming what made it large.
+    assert.is(o.code, 1);
+    assert.match(
+      o.err,
+      /RESOURCE_EXHAUSTED: response is \d+ bytes, larger than the 4194304-byte limit Crossplane accepts; largest: "big" 4\.\d+ MiB/,
+    );
+    const fine = oneStep("fine", fnOf(100));
+    assert.not.match((await render(join(EX, "xr.yaml"), fine.comp, fine.fns)).err, /limit/);
+  },
+);
+
 R("--required-schemas answers schema requirements from a CRD and from an OpenAPI v3 document; unknown kinds are not found", async () => {
   const { fns, comp } = oneStep(
     "schemas",

@@ -59,6 +59,27 @@ T("the committed cases of every function and the examples pass", async () => {
   assert.match(ex.out, /^2 passed, 0 failed$/m);
 });
 
+T("a request case whose response nears Crossplane's 4 MiB passes with a warning naming its size and largest parts", async () => {
+  const dir = join(scratch, "req-big");
+  mkdirSync(dir);
+  writeFileSync(
+    join(dir, "fn.ts"),
+    `import { defineFunction, response } from ${JSON.stringify(join(ROOT, "src/index.ts"))};\n` +
+      `export default defineFunction((req) => {\n  const rsp = response.to(req);\n` +
+      `  response.setDesiredComposedResource(rsp, "big", { kind: "K", data: "x".repeat(3600 * 1024) });\n  return rsp;\n});\n`,
+  );
+  writeFileSync(join(dir, "request.yaml"), "meta: {tag: t}\n");
+  writeFileSync(join(dir, "case.yaml"), `function: ${join(dir, "fn.ts")}\n`);
+  writeFileSync(join(dir, "expected.yaml"), "meta: {tag: t}\n");
+  const r = await xfnTest(dir);
+  assert.is(r.code, 0, r.out);
+  assert.match(r.out, /^ok {7}\.$/m);
+  assert.match(
+    r.out,
+    /^ {2}warning: step "function": response is 3\.\d+ MiB \(\d+ bytes\), 8\d% of the 4194304-byte limit Crossplane accepts; largest: "big" 3\.\d+ MiB/m,
+  );
+});
+
 T("a failing request case: FAIL line, the path, a unified diff, exit 1", async () => {
   const dir = join(scratch, "req-fail");
   mkdirSync(dir);
