@@ -87,6 +87,14 @@ const refusals: Record<string, { args: string[]; env?: NodeJS.ProcessEnv; want: 
     args: ["functions/hello", "--insecure", "--workers", "1", "--memory-guard", "900"],
     want: /--memory-guard ends worker threads, and --workers 1 runs the function in the server's own thread/,
   },
+  MoreWarmWorkersThanWorkers: {
+    args: ["functions/hello", "--insecure", "--workers", "2", "--warm-workers", "3"],
+    want: /--warm-workers 3 starts more workers than --workers 2 allows/,
+  },
+  NoWarmWorkers: {
+    args: ["functions/hello", "--insecure", "--warm-workers", "0"],
+    want: /--warm-workers must be a positive number, got "0"/,
+  },
   UnknownFlag: { args: ["functions/hello", "--insecur"], want: /unknown option '--insecur'/ },
   PortInUse: { args: ["functions/hello", "--insecure", "--address", "256.0.0.1:1"], want: /cannot listen on 256\.0\.0\.1:1/ },
 };
