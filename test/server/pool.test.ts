@@ -277,7 +277,8 @@ P("notePickup: the first measure, or one after a second without, is taken as it 
   assert.equal(slot, { pickupMs: 0.5, pickupAt: 2200 });
 });
 
-P("calls placed in one tick spread over the workers: each counts on its worker before the next is placed", async () => {
+/** threeWorkers starts a pool of three workers on the misbehave fixture (more options in extra) and resolves once the first is up. */
+async function threeWorkers(extra: Partial<PoolOptions> = {}) {
   const mem = memoryLog();
   const pool = await startPool(
     {
@@ -287,10 +288,15 @@ P("calls placed in one tick spread over the workers: each counts on its worker b
       maxConcurrency: 16,
       maxQueue: 16,
       timeoutMs: 10_000,
-      warmWorkers: 3,
+      ...extra,
     },
     mem.log,
   );
+  return { pool, mem };
+}
+
+P("calls placed in one tick spread over the workers: each counts on its worker before the next is placed", async () => {
+  const { pool } = await threeWorkers({ warmWorkers: 3 });
   await pool.allReady;
   try {
     // Four large calls at once (a burst of streams read from one socket read): two on each lower-priority worker.
@@ -315,18 +321,7 @@ P("calls placed in one tick spread over the workers: each counts on its worker b
 });
 
 P("by default one worker starts with the pool; the others start, all at once, when calls first overlap", async () => {
-  const mem = memoryLog();
-  const pool = await startPool(
-    {
-      workers: 3,
-      script: SCRIPT,
-      workerData: { xfnWorker: true, module: MODULE, label: "misbehave", debug: false, maxResponseBytes: 4 << 20 },
-      maxConcurrency: 16,
-      maxQueue: 16,
-      timeoutMs: 10_000,
-    },
-    mem.log,
-  );
+  const { pool, mem } = await threeWorkers();
   const send = (ms: number) => pool.handle(toBinary(RunFunctionRequestSchema, small(ms)), { version: "v1", deadline: Date.now() + 10_000 });
   try {
     await pool.allReady;
@@ -357,18 +352,7 @@ P("by default one worker starts with the pool; the others start, all at once, wh
 });
 
 P("with lanes, a large call while only the worker kept for small calls is up starts the others", async () => {
-  const mem = memoryLog();
-  const pool = await startPool(
-    {
-      workers: 3,
-      script: SCRIPT,
-      workerData: { xfnWorker: true, module: MODULE, label: "misbehave", debug: false, maxResponseBytes: 4 << 20 },
-      maxConcurrency: 16,
-      maxQueue: 16,
-      timeoutMs: 10_000,
-    },
-    mem.log,
-  );
+  const { pool } = await threeWorkers();
   try {
     await pool.allReady;
     const first = await pool.handle(toBinary(RunFunctionRequestSchema, small(0)), { version: "v1", deadline: Date.now() + 10_000 });
