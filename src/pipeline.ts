@@ -96,7 +96,6 @@ export function runSteps(steps: readonly Step[], req: RunFunctionRequest, now: D
   // longer TTL never undoes an earlier one's (function-auto-ready #170, function-kcl #392); an override replaces
   // what the steps before it asked, its own step's requeues kept. A TTL of 0 is no limit, as Crossplane reads it.
   const defaultTTL = response.getTTLSeconds(rsp) ?? response.DEFAULT_TTL_SECONDS;
-  response.takeTTLAsks(rsp);
   let asked: number | undefined;
   let stepRequeue: number | undefined;
   const noteTTL = () => {

@@ -20,9 +20,10 @@ import { refusals, REFUSED_REPORT_MS } from "./log.js";
 import { deadlineDetails, runResponseHook, type CallInfo, type HandlerResult } from "./call.js";
 import type { Handler, HandlerOptions } from "./handler.js";
 import type * as codec from "../wire/codec.js";
-type Codec = Pick<typeof codec, "decodeRequest" | "decodeResponse">;
 import { exclusive, monotonicMs, type FromWorker, type ToWorker, type WorkerData } from "./protocol.js";
 import { messageOf } from "../sdk/errors.js";
+
+type Codec = Pick<typeof codec, "decodeRequest" | "decodeResponse">;
 
 /**
  * SMALL_CALL_BYTES is the request size under which a call counts as small.
@@ -269,8 +270,8 @@ class WorkerPool implements Pool {
    */
   private codec: Codec | undefined;
   private codecLoading: Promise<Codec> | undefined;
-  /** Workers started as the pool's own (the first, the warm, the grown), replacements not counted. */
-  private begun = 0;
+  /** Workers started with the pool (warmWorkers, at least 1); the rest start when it grows. */
+  private warm = 1;
   /** Of those, how many are still loading the function: a call that would queue behind another waits for one (dispatch). */
   private growing = 0;
   private resolveEvery: () => void = () => {};
@@ -307,7 +308,7 @@ class WorkerPool implements Pool {
       },
     );
     const warm = Math.min(opts.workers, Math.max(1, opts.warmWorkers ?? 1));
-    this.begun = warm;
+    this.warm = warm;
     this.grown = warm === opts.workers;
     this.everyReady = new Promise((resolve) => (this.resolveEvery = resolve));
     this.allReady = this.firstReady.then(
@@ -330,8 +331,7 @@ class WorkerPool implements Pool {
     if (running === 0 && !(this.lanes && size >= SMALL_CALL_BYTES)) return;
     this.grown = true;
     // Counted at once: the call that made the pool grow is placed before the workers start (dispatch).
-    const n = this.opts.workers - this.begun;
-    this.begun += n;
+    const n = this.opts.workers - this.warm;
     this.growing += n;
     void this.allReady.then(() => this.startMore(n, true));
   }
@@ -351,7 +351,8 @@ class WorkerPool implements Pool {
         this.log.error({ err: messageOf(r.reason) }, "cannot start a worker; retrying");
         this.respawn(false, 1);
       }
-      if (this.begun < opts.workers) return;
+      // The warm ones are every worker only when all are warm; otherwise the growth's start completes the pool.
+      if (!grown && this.warm < opts.workers) return;
       this.resolveEvery();
       this.log.info(
         {
