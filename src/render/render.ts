@@ -20,8 +20,7 @@ import {
   type Resources,
   type RunFunctionResponse,
 } from "../gen/fn/v1/run_function_pb.js";
-import { nearLimitText, partsText, sizeOf, WARN_SHARE } from "../server/budget.js";
-import { DEFAULT_MAX_RESPONSE_BYTES } from "../server/call.js";
+import { sizeWarnings } from "../server/budget.js";
 import {
   composeResources,
   COMPOSITE_LABEL,
@@ -509,31 +508,6 @@ function renderWarnings(
       );
   }
   return warnings;
-}
-
-/**
- * sizeWarnings warns of a step's request or response at WARN_SHARE of the
- * 4 MiB a cluster accepts or more: Crossplane's client refuses a larger
- * response, and a function's server (function-sdk-go's, xfn serve's by
- * default) a larger request.
- */
-export function sizeWarnings(step: string, request: number, response: number, rsp: RunFunctionResponse): string[] {
-  const limit = DEFAULT_MAX_RESPONSE_BYTES;
-  const out: string[] = [];
-  const at = `step ${JSON.stringify(step)}: `;
-  if (response > limit)
-    out.push(
-      `${at}response is ${sizeOf(response)}, larger than the ${limit}-byte limit Crossplane accepts` +
-        `${partsText(rsp)}: Crossplane would fail this call`,
-    );
-  else if (response >= WARN_SHARE * limit) out.push(`${at}${nearLimitText(response, limit, rsp)}`);
-  if (request >= WARN_SHARE * limit)
-    out.push(
-      `${at}request is ${sizeOf(request)}, ${Math.floor((request / limit) * 100)}% of the ${limit}-byte limit a function ` +
-        "accepts by default (function-sdk-go's, and xfn serve's --max-recv-message-size): the observed and desired state it carries " +
-        "grows with the XR",
-    );
-  return out;
 }
 
 const crossplaneField = (xr: JsonObject, k: string): JsonValue | undefined => {

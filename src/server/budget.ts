@@ -6,6 +6,7 @@
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { RunFunctionResponseSchema, StateSchema, type RunFunctionResponse } from "../gen/fn/v1/run_function_pb.js";
 import { encodeResponse } from "../wire/codec.js";
+import { DEFAULT_MAX_RESPONSE_BYTES } from "./call.js";
 
 /** WARN_SHARE of the limit is where a response is warned of. */
 export const WARN_SHARE = 0.8;
@@ -50,4 +51,29 @@ export function nearLimitText(bytes: number, limit: number, rsp: RunFunctionResp
     `response is ${sizeOf(bytes)}, ${Math.floor((bytes / limit) * 100)}% of the ${limit}-byte limit ${whose} accepts` +
     `${partsText(rsp)}: a little more and the call fails`
   );
+}
+
+/**
+ * sizeWarnings warns of a step's request or response at WARN_SHARE of the
+ * 4 MiB a cluster accepts or more: Crossplane's client refuses a larger
+ * response, and a function's server (function-sdk-go's, xfn serve's by
+ * default) a larger request.
+ */
+export function sizeWarnings(step: string, request: number, response: number, rsp: RunFunctionResponse): string[] {
+  const limit = DEFAULT_MAX_RESPONSE_BYTES;
+  const out: string[] = [];
+  const at = `step ${JSON.stringify(step)}: `;
+  if (response > limit)
+    out.push(
+      `${at}response is ${sizeOf(response)}, larger than the ${limit}-byte limit Crossplane accepts` +
+        `${partsText(rsp)}: Crossplane would fail this call`,
+    );
+  else if (response >= WARN_SHARE * limit) out.push(`${at}${nearLimitText(response, limit, rsp)}`);
+  if (request >= WARN_SHARE * limit)
+    out.push(
+      `${at}request is ${sizeOf(request)}, ${Math.floor((request / limit) * 100)}% of the ${limit}-byte limit a function ` +
+        "accepts by default (function-sdk-go's, and xfn serve's --max-recv-message-size): the observed and desired state it carries " +
+        "grows with the XR",
+    );
+  return out;
 }
