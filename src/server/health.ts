@@ -54,6 +54,15 @@ function load(): Promise<Messages> {
 /** The service's full name (grpc.health.v1), as its generated descriptor has it (test/server/codes.test.ts). */
 export const HEALTH_SERVICE = "grpc.health.v1.Health";
 
+/** serviceOf is the service a HealthCheckRequest names, or an error naming why its bytes are not one. */
+function serviceOf(m: Messages, b: Buffer): string | Error {
+  try {
+    return m.decode(b).service;
+  } catch (err) {
+    return new Error(`cannot decode HealthCheckRequest: ${(err as Error).message}`);
+  }
+}
+
 /** method is one of the service's methods, its messages as bytes: the handlers decode and encode them (load). */
 function method(name: string, responseStream: boolean): MethodDefinition<Buffer, Buffer> {
   return {
@@ -84,24 +93,21 @@ export function addHealth(server: Server, services: readonly string[], opts: { s
       Check: (call: ServerUnaryCall<Buffer, Buffer>, callback: sendUnaryData<Buffer>) => {
         load().then(
           (m) => {
-            const { service } = m.decode(call.request);
-            if (!known.has(service))
+            const service = serviceOf(m, call.request);
+            if (service instanceof Error) callback({ code: Code.INVALID_ARGUMENT, details: service.message });
+            else if (!known.has(service))
               callback({ code: Code.NOT_FOUND, details: `health status unknown for service ${JSON.stringify(service)}` });
             else callback(null, m.encode(status));
           },
-          (err: Error) => callback({ code: Code.INVALID_ARGUMENT, details: `cannot decode HealthCheckRequest: ${err.message}` }),
+          (err: Error) => callback({ code: Code.INTERNAL, details: `cannot load the health messages: ${err.message}` }),
         );
       },
       Watch: (call: ServerWritableStream<Buffer, Buffer>) => {
         load().then(
           (m) => {
-            let service: string;
-            try {
-              service = m.decode(call.request).service;
-            } catch (err) {
-              call.destroy(
-                Object.assign(new Error(`cannot decode HealthCheckRequest: ${(err as Error).message}`), { code: Code.INVALID_ARGUMENT }),
-              );
+            const service = serviceOf(m, call.request);
+            if (service instanceof Error) {
+              call.destroy(Object.assign(service, { code: Code.INVALID_ARGUMENT }));
               return;
             }
             if (!known.has(service)) {

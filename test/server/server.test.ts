@@ -75,6 +75,11 @@ Serve("health: Check says SERVING; a Watch hears NOT_SERVING on stop and does no
     assert.equal([...(await check("apiextensions.fn.proto.v1beta1.FunctionRunnerService"))], [0x08, 0x01]);
     const { code } = await codeOf(check("unknown.Service"));
     assert.is(code, Code.NOT_FOUND);
+    // Bytes that are no HealthCheckRequest (a length past the end): refused naming why, and the server serves on.
+    const bad = await codeOf(client.call(Uint8Array.from([0x0a, 0x05, 0x61]), { path: "/grpc.health.v1.Health/Check" }));
+    assert.is(bad.code, Code.INVALID_ARGUMENT);
+    assert.match(bad.details, /^cannot decode HealthCheckRequest: /);
+    assert.equal([...(await check())], [0x08, 0x01]);
 
     const seen: number[][] = [];
     const stream = watch.makeServerStreamRequest(
