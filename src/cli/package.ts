@@ -99,6 +99,10 @@ export async function packageFunction(opts: PackageOptions): Promise<PackageResu
   rmSync(out, { recursive: true, force: true });
   mkdirSync(out, { recursive: true });
   const { build } = await import("esbuild");
+  // CommonJS dependencies bundled into an ES module (grpc-js, pino) call require() for Node built-ins.
+  const requireBanner = {
+    js: "import { createRequire as __xfnCreateRequire } from 'node:module'; const require = __xfnCreateRequire(import.meta.url);",
+  };
   const source = (file: string) => JSON.stringify(join(here, fromSource ? `${file}.ts` : `${file}.js`));
   const common = {
     bundle: true,
@@ -127,10 +131,7 @@ export async function packageFunction(opts: PackageOptions): Promise<PackageResu
     outfile: join(out, SERVER_FILE),
     // esbuild compiles a TypeScript module for `xfn serve <file>`; a bundle has its function built in and never does.
     external: ["esbuild"],
-    // CommonJS dependencies (grpc-js, pino) call require() for Node built-ins.
-    banner: {
-      js: "import { createRequire as __xfnCreateRequire } from 'node:module'; const require = __xfnCreateRequire(import.meta.url);",
-    },
+    banner: requireBanner,
     legalComments: "linked",
   });
   // What the launcher's workers load: the function and the worker's side of the pool, none of the server.
@@ -147,10 +148,7 @@ export async function packageFunction(opts: PackageOptions): Promise<PackageResu
       sourcefile: `${name}-worker.js`,
     },
     outfile: join(out, WORKER_FILE),
-    // pino's CommonJS calls require() for Node built-ins.
-    banner: {
-      js: "import { createRequire as __xfnCreateRequire } from 'node:module'; const require = __xfnCreateRequire(import.meta.url);",
-    },
+    banner: requireBanner,
     legalComments: "linked",
   });
   // The entry: a few kilobytes that start the first worker before the server loads.
@@ -181,9 +179,7 @@ export async function packageFunction(opts: PackageOptions): Promise<PackageResu
       sourcefile: `${name}-inspect.js`,
     },
     outfile: join(out, INSPECT_FILE),
-    banner: {
-      js: "import { createRequire as __xfnCreateRequire } from 'node:module'; const require = __xfnCreateRequire(import.meta.url);",
-    },
+    banner: requireBanner,
     legalComments: "linked",
   });
   // Links were checked before anything was written: they are followed (the package holds files).
