@@ -9,7 +9,7 @@ export type { TypedResource } from "./sdk/response.js";
 export { FieldPathError } from "./sdk/fieldpath.js";
 export { XfnError, UsageError, EncodingError, InputError } from "./sdk/errors.js";
 export { defineFunction, type RunContext, type RunFunction } from "./function.js";
-export { pipeline, runSteps, step, freeze, type Step, type StepContext } from "./pipeline.js";
+export { pipeline, runSteps, step, freeze, type Step, type StepContext, type StepRecord } from "./pipeline.js";
 export * as steps from "./steps/index.js";
 export {
   Capability,

@@ -16,7 +16,7 @@
 //   the TTL shortens so Crossplane asks again soon.
 import type { JsonObject } from "@bufbuild/protobuf";
 import type { RunContext, RunFunction } from "./function.js";
-import { Ready, type RunFunctionRequest, type RunFunctionResponse } from "./gen/fn/v1/run_function_pb.js";
+import { Ready, Severity, type RunFunctionRequest, type RunFunctionResponse } from "./gen/fn/v1/run_function_pb.js";
 import { getOwn } from "./own.js";
 import { describeError } from "./sdk/errors.js";
 import * as request from "./sdk/request.js";
@@ -37,13 +37,40 @@ export interface StepContext {
   heldFor(resource: string): readonly string[] | undefined;
   /** requeueAfter asks Crossplane to call again within this many seconds. */
   requeueAfter(seconds: number): void;
+  /**
+   * trail is what each earlier step did, kept only when a step of the pipeline
+   * asks for it (readsTrail: steps.summary); otherwise empty.
+   */
+  readonly trail: readonly StepRecord[];
+}
+
+/** StepRecord is what one step did to the response, as a step that reports on the others reads it. */
+export interface StepRecord {
+  readonly name: string;
+  /** ran: it returned; failed: it threw (error says what); skipped: an earlier step failed, so it did not run. */
+  readonly outcome: "ran" | "failed" | "skipped";
+  readonly error?: string;
+  /** Desired composed resources it added, changed (their object or readiness) and removed, by name. */
+  readonly added: readonly string[];
+  readonly changed: readonly string[];
+  readonly removed: readonly string[];
+  /** What it changed of the XR's desired state: its top-level fields and those under status ("status.waiting"), and "ready". */
+  readonly composite: readonly string[];
+  /** The resources it held back, each with what it waits for. */
+  readonly held: ReadonlyArray<{ readonly resource: string; readonly waitsFor: readonly string[] }>;
+  /** The Warning results it added. */
+  readonly warnings: number;
 }
 
 /**
  * Step is one stage of a pipeline. Give it a name with `step` so errors can
  * name it. What it returns is ignored, except a Promise: see Synchronous.
  */
-export type Step = ((ctx: StepContext) => void) & { readonly stepName?: string };
+export type Step = ((ctx: StepContext) => void) & {
+  readonly stepName?: string;
+  /** A step that reads ctx.trail: the pipeline keeps it, and runs this step even after an earlier one fails. */
+  readonly readsTrail?: boolean;
+};
 
 /**
  * Synchronous refuses, at compile time, a step function that returns a
@@ -77,14 +104,19 @@ export function runSteps(steps: readonly Step[], req: RunFunctionRequest, now: D
   const rsp = response.to(req);
   const held = new Map<string, string[]>();
   let requeue: number | undefined;
+  const trail: StepRecord[] = [];
+  const tracing = steps.some((s) => s.readsTrail === true);
+  let heldNow = new Map<string, string[]>();
   const ctx: StepContext = {
     req,
     rsp,
     now,
+    trail,
     hold(resource, waitingFor) {
       const list = held.get(resource) ?? [];
       if (!list.includes(waitingFor)) list.push(waitingFor);
       held.set(resource, list);
+      if (tracing) heldNow.set(resource, list);
     },
     heldFor: (resource) => held.get(resource),
     requeueAfter(seconds) {
@@ -110,19 +142,33 @@ export function runSteps(steps: readonly Step[], req: RunFunctionRequest, now: D
   for (const [i, s] of steps.entries()) {
     let out: unknown;
     stepRequeue = undefined;
+    const before = tracing ? snapshot(rsp) : undefined;
+    heldNow = new Map();
+    let failed: string | undefined;
     try {
       out = s(ctx);
       noteTTL();
     } catch (err) {
-      response.fatal(rsp, `step ${nameOf(s, i)}: ${describeError(err)}`).withReason("StepFailed");
-      return rsp;
+      failed = describeError(err);
     }
-    if (isThenable(out)) {
+    if (failed === undefined && isThenable(out)) {
       // Its rejection must not go unhandled: on a worker thread that ends the
       // worker, and every other call it holds with it. Promise.resolve calls a
       // thenable's then later, so a then that throws rejects here too.
       Promise.resolve(out).catch(() => {});
-      response.fatal(rsp, `step ${nameOf(s, i)}: ${ASYNC_STEP}`).withReason("StepFailed");
+      failed = ASYNC_STEP;
+    }
+    if (before) trail.push(record(nameOf(s, i), before, snapshot(rsp), heldNow, failed));
+    if (failed !== undefined) {
+      response.fatal(rsp, `step ${nameOf(s, i)}: ${failed}`).withReason("StepFailed");
+      if (!tracing) return rsp;
+      // The steps that report on the others still run, to say what failed and what did not run.
+      const none = snapshot(rsp);
+      for (const [j, r] of steps.entries()) {
+        if (j <= i) continue;
+        if (r.readsTrail) runReporter(r, j, ctx);
+        else trail.push({ ...record(nameOf(r, j), none, none, new Map(), undefined), outcome: "skipped" });
+      }
       return rsp;
     }
   }
@@ -132,6 +178,60 @@ export function runSteps(steps: readonly Step[], req: RunFunctionRequest, now: D
   response.setTTL(rsp, ttl === Infinity ? 0 : ttl);
   response.takeTTLAsks(rsp);
   return rsp;
+}
+
+/** runReporter runs a step that reports on a failed pipeline; its own failure is one more Fatal result. */
+function runReporter(s: Step, i: number, ctx: StepContext): void {
+  try {
+    s(ctx);
+  } catch (err) {
+    response.fatal(ctx.rsp, `step ${nameOf(s, i)}: ${describeError(err)}`).withReason("StepFailed");
+  }
+}
+
+/** Snapshot is the response's desired state, each part as JSON text, to tell what a step changed. */
+interface Snapshot {
+  resources: Map<string, string>;
+  composite: Map<string, string>;
+  warnings: number;
+}
+
+function snapshot(rsp: RunFunctionResponse): Snapshot {
+  const resources = new Map<string, string>();
+  for (const [name, r] of Object.entries(rsp.desired?.resources ?? {})) resources.set(name, JSON.stringify([r.resource, r.ready]));
+  const composite = new Map<string, string>();
+  const c = rsp.desired?.composite;
+  if (c) {
+    composite.set("ready", String(c.ready));
+    for (const [k, v] of Object.entries(c.resource ?? {})) {
+      if (k !== "status" || typeof v !== "object" || v === null || Array.isArray(v)) composite.set(k, JSON.stringify(v));
+      else for (const [f, fv] of Object.entries(v)) composite.set(`status.${f}`, JSON.stringify(fv));
+    }
+  }
+  return { resources, composite, warnings: rsp.results.filter((r) => r.severity === Severity.WARNING).length };
+}
+
+/** changedKeys are the keys whose text differs between two maps, present in either. */
+function changedKeys(a: Map<string, string>, b: Map<string, string>): string[] {
+  const out = [...b].filter(([k, v]) => a.get(k) !== v).map(([k]) => k);
+  for (const k of a.keys()) if (!b.has(k)) out.push(k);
+  return out;
+}
+
+function record(name: string, a: Snapshot, b: Snapshot, held: Map<string, string[]>, error: string | undefined): StepRecord {
+  const touched = changedKeys(a.resources, b.resources);
+  return {
+    name,
+    outcome: error === undefined ? "ran" : "failed",
+    ...(error !== undefined ? { error } : {}),
+    added: touched.filter((n) => !a.resources.has(n)),
+    changed: touched.filter((n) => a.resources.has(n) && b.resources.has(n)),
+    removed: touched.filter((n) => !b.resources.has(n)),
+    // A composite that only gained its readiness's default (UNSPECIFIED) changed nothing.
+    composite: changedKeys(a.composite, b.composite).filter((k) => k !== "ready" || b.composite.get(k) !== String(Ready.UNSPECIFIED)),
+    held: [...held].map(([resource, waits]) => ({ resource, waitsFor: [...waits] })),
+    warnings: b.warnings - a.warnings,
+  };
 }
 
 const ASYNC_STEP =

@@ -206,14 +206,5 @@ export function resourceRefsOf(xr: JsonObject, objects: JsonObject[]): ObjectRef
   return refs.sort((a, b) => Buffer.compare(Buffer.from(key(a)), Buffer.from(key(b))));
 }
 
-/**
- * firstNAndSomeMore names the first three of names (sorted) and counts the
- * rest, as crossplane-runtime's StableNAndSomeMore: "a, b, and c",
- * "a, b, c, and 2 more".
- */
-export function firstNAndSomeMore(names: string[], n = 3): string {
-  const sorted = [...names].sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b)));
-  if (sorted.length > n) return `${sorted.slice(0, n).join(", ")}, and ${sorted.length - n} more`;
-  if (sorted.length === n) return `${sorted.slice(0, n - 1).join(", ")}, and ${sorted[n - 1]}`;
-  return sorted.join(", ");
-}
+// Where engine code and its tests have long found it; the steps, which functions load, take it from words.ts.
+export { firstNAndSomeMore } from "../words.js";

@@ -11,6 +11,7 @@
 // internal/render/client.go, internal/controller/apiextensions/composite) and
 // crossplane/cli 3d72f9316e0703e8e9dbde50e5bc9114544c9199
 // (cmd/crossplane/render/xr): test/render/*.test.ts port their cases.
+import { SYSTEM_CONDITION_TYPES } from "../sdk/response.js";
 import { create, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
 import {
   Ready,
@@ -51,7 +52,7 @@ const CONDITION_TIME = FIXED_TIME;
 /** The resourceVersion crossplane render gives the XR it reconciles. */
 const RENDER_RESOURCE_VERSION = "999";
 /** Condition types Crossplane owns; a function's condition of one of these types is ignored. */
-const SYSTEM_CONDITIONS = new Set(["Ready", "Synced", "Healthy", "UpToDate", "Responsive"]);
+const SYSTEM_CONDITIONS = new Set(SYSTEM_CONDITION_TYPES);
 
 const str = (v: JsonValue | undefined): string => (typeof v === "string" ? v : "");
 const stringMap = (v: unknown): Record<string, string> =>

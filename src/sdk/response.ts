@@ -336,11 +336,13 @@ export interface ConditionBuilder {
 }
 
 /**
- * SYSTEM_CONDITION_TYPES are the condition types Crossplane keeps for itself:
- * a function's condition of one of these types is ignored by Crossplane (use
- * setCompositeReady for readiness). xfn host honours Ready from the pipeline.
+ * SYSTEM_CONDITION_TYPES are the condition types Crossplane keeps for itself
+ * (crossplane apis v2.3.4: core/v2 IsSystemConditionType, and apiextensions/v1
+ * adds Responsive): a function's condition of one of these types is ignored by
+ * Crossplane (use setCompositeReady for readiness). xfn host honours Ready
+ * from the pipeline while an XR is deleted in order.
  */
-export const SYSTEM_CONDITION_TYPES: readonly string[] = ["Ready", "Synced", "Healthy", "UpToDate"];
+export const SYSTEM_CONDITION_TYPES: readonly string[] = ["Ready", "Synced", "Healthy", "UpToDate", "Responsive"];
 
 function addCondition(rsp: RunFunctionResponse, type: string, status: Status, reason: string): ConditionBuilder {
   // Crossplane takes any type (database-ready, DatabaseReady) and any reason, an empty one included.

@@ -9,3 +9,5 @@ export { parseDuration, formatDuration } from "./duration.js";
 export { statusSchema, STATUS_SCHEMA_REQUIREMENT, type StatusSchemaOptions } from "./status-schema.js";
 export { includeWhen, type IncludeWhenOptions } from "./include-when.js";
 export { compile as compileExpression, evaluate as evaluateExpression, variables as expressionVariables } from "./cel.js";
+export { summary, describeStep, describeTrail, SUMMARY_TYPE, MAX_SUMMARY, type SummaryOptions } from "./summary.js";
+export { rollUp, whyUnhealthy, HEALTH_TYPE, NOT_SYNCED, type Health } from "./health.js";
