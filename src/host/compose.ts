@@ -41,6 +41,7 @@ import {
   keptStatus,
   mergeConditions,
   readyAndSynced,
+  withHealth,
   recordedOrder,
   resultEvents,
   type Condition,
@@ -660,7 +661,7 @@ export class Composer {
     await this.flush(r);
     const { t, key, xr } = r;
     const m = metaOf(xr);
-    const status = { ...desired, conditions: mergeConditions(xr, conds) };
+    const status = { ...desired, conditions: mergeConditions(xr, withHealth(conds, r.observedObjects)) };
     const body = {
       apiVersion: t.gvk.apiVersion,
       kind: t.gvk.kind,
@@ -704,7 +705,10 @@ export class Composer {
         const synced: Condition = { type: "Synced", status: "False", reason: "ReconcileError", message: clip(why) };
         await write({
           ...body,
-          status: { ...keptStatus(xr), conditions: mergeConditions(xr, [...conds.filter((c) => c.type !== "Synced"), synced]) },
+          status: {
+            ...keptStatus(xr),
+            conditions: mergeConditions(xr, withHealth([...conds.filter((c) => c.type !== "Synced"), synced], r.observedObjects)),
+          },
         });
         await this.d.events.record(xr, [...events, { type: "Warning", reason: "ComposeResources", message: why }]);
         throw new Error(why);

@@ -8,6 +8,8 @@ import { firstNAndSomeMore } from "../engine/composed.js";
 import { deletingMessage } from "../engine/deleting.js";
 import { resultEvent, type FatalResultError, type PipelineResult, type StepResult } from "../engine/composition.js";
 import { Ready } from "../gen/fn/v1/run_function_pb.js";
+import { SYSTEM_CONDITION_TYPES } from "../sdk/response.js";
+import { rollUp } from "../steps/health.js";
 import type { HostEvent } from "./events.js";
 import { conditionsOf, isObject, metaOf, now } from "./kube.js";
 
@@ -32,6 +34,19 @@ export function mergeConditions(xr: JsonObject, set: readonly Condition[]): Json
     else merged.push(n);
   }
   return merged;
+}
+
+/**
+ * withHealth adds Healthy to conditions that set Synced: crossplane #5643's
+ * roll-up of the XR's Synced and its composed resources' (steps/health.ts),
+ * which Crossplane reserves and v2.4.0 does not write yet. The host is the
+ * controller here, so it writes the reserved type (a function cannot).
+ */
+export function withHealth(conds: Condition[], composed: Map<string, JsonObject>): Condition[] {
+  const synced = conds.find((c) => c.type === "Synced");
+  if (!synced) return conds;
+  const h = rollUp(synced, composed);
+  return [...conds, { type: "Healthy", status: h.status, reason: h.reason, ...(h.message ? { message: h.message } : {}) }];
 }
 
 /** MAX_MESSAGE bounds a condition message (Kubernetes allows 32 KiB; kubectl shows a line). */
@@ -110,7 +125,7 @@ export function afterFatal(err: FatalResultError, xr: JsonObject): Condition[] {
 export const resultEvents = (results: StepResult[]): HostEvent[] => results.map(resultEvent);
 
 /** SYSTEM_CONDITIONS are the condition types Crossplane keeps for itself: a function's are ignored. */
-const SYSTEM_CONDITIONS = new Set(["Ready", "Synced", "Healthy", "UpToDate", "Responsive"]);
+const SYSTEM_CONDITIONS = new Set(SYSTEM_CONDITION_TYPES);
 
 /** functionCondition is a condition a function set, as the host writes it. */
 function functionCondition(fc: JsonObject): Condition {

@@ -78,6 +78,7 @@ async function teardown(host: Host, c: TestCluster) {
 
 const xrOf = async (objects: ReturnType<typeof apis>["objects"]) =>
   (await objects.getClusterCustomObject({ ...XBUCKETS, name: "team-a" })) as any;
+const pick = (c: any) => ({ status: c?.status, reason: c?.reason, message: c?.message });
 const cond = (o: any, type: string) => (o?.status?.conditions ?? []).find((c: any) => c.type === type);
 const listBuckets = async (objects: ReturnType<typeof apis>["objects"]) =>
   ((await objects.listClusterCustomObject(BUCKETS)) as { items: any[] }).items;
@@ -369,6 +370,37 @@ H("reconciles an XR: composes with owner references, records refs and status; pr
       (await listBuckets(objects)).map((b) => b.metadata.name).sort(),
       "both buckets are referenced",
     );
+    // Healthy (crossplane #5643, which the host as controller writes): a provider error on a composed bucket turns it
+    // False naming the bucket by its composition-resource-name; mended, True again.
+    assert.equal(pick(cond(ready, "Healthy")), { status: "True", reason: "ReconcileSuccess", message: undefined });
+    const assets = (await listBuckets(objects)).find(
+      (b) => b.metadata.annotations["crossplane.io/composition-resource-name"] === "bucket-assets",
+    )!;
+    const synced = (status: string, reason: string) =>
+      objects.patchClusterCustomObjectStatus(
+        {
+          ...BUCKETS,
+          name: assets.metadata.name,
+          body: {
+            status: {
+              conditions: [
+                { type: "Ready", status: "True", reason: "Available" },
+                { type: "Synced", status, reason },
+              ],
+            },
+          },
+        },
+        merge,
+      );
+    await synced("False", "ReconcileError");
+    await until("XR Healthy=False", async () => cond(await xrOf(objects), "Healthy")?.status === "False", 10_000);
+    assert.equal(pick(cond(await xrOf(objects), "Healthy")), {
+      status: "False",
+      reason: "ReconcileError",
+      message: "Unhealthy composed resources: bucket-assets",
+    });
+    await synced("True", "ReconcileSuccess");
+    await until("XR Healthy=True", async () => cond(await xrOf(objects), "Healthy")?.status === "True", 10_000);
   } finally {
     await teardown(host, c);
   }
