@@ -17,6 +17,8 @@ export function stepsFor(o: Options): Step[] {
   if (o.deletion) out.push(steps.deletion({ ...o.deletion, ...(o.dependencies ? { dependencies: o.dependencies } : {}) }));
   // Last: it checks what the steps above wrote into the XR's status.
   if (o.schemaCheck) out.push(steps.statusSchema({ suggest: suggestions(o) }));
+  // After every other: it says what each of them did, a failed one included.
+  if (o.summary) out.push(steps.summary(o.summary));
   return out;
 }
 

@@ -17,6 +17,8 @@ export interface Options {
   includeWhen?: steps.IncludeWhenOptions;
   /** Check the status fields the steps write against the XR kind's schema (on unless switched off). */
   schemaCheck?: boolean;
+  /** Say on the XR what each step did, and roll up its composed resources' health (off unless asked for). */
+  summary?: steps.SummaryOptions;
 }
 
 class InputError extends Error {}
@@ -108,6 +110,7 @@ export function parseInput(raw: JsonObject): Options {
     "deletion",
     "includeWhen",
     "schemaCheck",
+    "summary",
   ]);
   if (top["apiVersion"] !== undefined && top["apiVersion"] !== API_VERSION)
     fail("input.apiVersion", `must be ${API_VERSION}, got ${JSON.stringify(top["apiVersion"])}`);
@@ -201,5 +204,16 @@ export function parseInput(raw: JsonObject): Options {
 
   if (top["schemaCheck"] !== undefined && typeof top["schemaCheck"] !== "boolean") fail("input.schemaCheck", "must be true or false");
   if (top["schemaCheck"] !== false) out.schemaCheck = true;
+
+  if (top["summary"] !== undefined) {
+    const su = object(top["summary"], "input.summary", ["type", "health", "healthType", "event"]);
+    for (const k of ["health", "event"])
+      if (su[k] !== undefined && typeof su[k] !== "boolean") fail(`input.summary.${k}`, "must be true or false");
+    out.summary = {};
+    if (su["type"] !== undefined) out.summary.type = string(su["type"], "input.summary.type");
+    if (su["health"] === false) out.summary.health = false;
+    else if (su["healthType"] !== undefined) out.summary.health = string(su["healthType"], "input.summary.healthType");
+    if (su["event"] === false) out.summary.event = false;
+  }
   return out;
 }

@@ -16,7 +16,7 @@ const L = suite("functions/lifecycle");
 const invalid: Record<string, { input: Record<string, unknown>; want: string }> = {
   UnknownStepKey: {
     input: { readyness: {} },
-    want: 'input: unknown key "readyness"; allowed: apiVersion, kind, externalNames, lateInit, readiness, dependencies, deletion, includeWhen, schemaCheck',
+    want: 'input: unknown key "readyness"; allowed: apiVersion, kind, externalNames, lateInit, readiness, dependencies, deletion, includeWhen, schemaCheck, summary',
   },
   BadDuration: {
     input: { deletion: { stuckAfter: "5 minutes" } },
@@ -74,6 +74,16 @@ const invalid: Record<string, { input: Record<string, unknown>; want: string }> 
     input: { externalNames: { fromFields: { db: "status.atProvider[" } } },
     want: 'externalName fromFields.db: field path "status.atProvider[": unterminated "[" at position 17',
   },
+  SummaryNotAnObject: { input: { summary: true }, want: "input.summary: must be an object, got true" },
+  SummaryUnknownKey: {
+    input: { summary: { healthy: false } },
+    want: 'input.summary: unknown key "healthy"; allowed: type, health, healthType, event',
+  },
+  SummaryBadEvent: { input: { summary: { event: "no" } }, want: "input.summary.event: must be true or false" },
+  SummarySystemType: {
+    input: { summary: { healthType: "Healthy" } },
+    want: 'summary: health "Healthy" is a condition type Crossplane keeps for itself and drops from a function',
+  },
   LateInitOutsideSpec: { input: { lateInit: { fields: ["status.id"] } }, want: 'lateInit field "status.id" must be under spec' },
 };
 for (const [name, tc] of Object.entries(invalid)) {
@@ -86,14 +96,14 @@ for (const [name, tc] of Object.entries(invalid)) {
   });
 }
 
-L("the README's example input parses into every step, in order, then the schema check", () => {
+L("the README's example input parses into every step, in order, then the schema check, then the summary", () => {
   const readme = readFileSync(join(import.meta.dirname, "README.md"), "utf8");
   const yaml = /```yaml\n(apiVersion: lifecycle\.xfn\.dev[\s\S]*?)```/.exec(readme)?.[1];
   assert.ok(yaml, "README has the example input");
   const list = stepsFor(parseInput(parse(yaml!)));
   assert.equal(
     list.map((s) => s.stepName),
-    ["includeWhen", "externalName", "lateInit", "readiness", "dependencies", "deletion", "statusSchema"],
+    ["includeWhen", "externalName", "lateInit", "readiness", "dependencies", "deletion", "statusSchema", "summary"],
   );
 });
 
