@@ -12,6 +12,7 @@ import { ComposeError, FIXED_TIME, mergeFullXR, render } from "../render/render.
 import { InputError, loadDocs, loadOne, readStdinBounded } from "../engine/docs.js";
 import { toYamlStream } from "../render/output.js";
 import { renderOperation } from "../render/operation.js";
+import { checkRules, converge, type Converged, type ConvergeRules } from "../render/converge.js";
 import { createRunner } from "../engine/runner.js";
 import { parseDuration } from "../steps/duration.js";
 import { EXIT_FATAL } from "./call.js";
@@ -36,6 +37,11 @@ interface RenderFlags {
   requiredSchemas?: string;
   graph?: string;
   validate?: string;
+  converge?: boolean;
+  maxRounds?: string;
+  readyAfter?: string[];
+  ready?: string[];
+  readyStatus?: string[];
 }
 
 /** DEFAULT_NOW is the clock in-process functions see unless --now says otherwise: fixed, so output is reproducible. */
@@ -78,6 +84,40 @@ export function contextFrom(files: string[], values: string[]): Record<string, J
   return ctx;
 }
 
+/**
+ * convergeRules reads --converge's flags: --max-rounds N, and per resource
+ * (NAME=..., or * for every one not named) --ready-after N, --ready CEL and
+ * --ready-status YAML; --ready-after N alone is every resource's.
+ */
+export function convergeRules(flags: Pick<RenderFlags, "maxRounds" | "readyAfter" | "ready" | "readyStatus">): ConvergeRules {
+  const rules: ConvergeRules = {};
+  if (flags.maxRounds !== undefined) rules.maxRounds = wholeNumber("--max-rounds", flags.maxRounds);
+  for (const e of flags.readyAfter ?? []) {
+    const [name, n] = e.includes("=") ? keyValue("--ready-after", e) : ["*", e];
+    setOwn((rules.readyAfter ??= {}), name, wholeNumber(`--ready-after ${name}`, n));
+  }
+  for (const e of flags.ready ?? []) {
+    const [name, text] = keyValue("--ready", e);
+    setOwn((rules.ready ??= {}), name, text);
+  }
+  for (const e of flags.readyStatus ?? []) {
+    const [name, text] = keyValue("--ready-status", e);
+    const v = parseValue("--ready-status", name, text);
+    if (!isObject(v)) throw new InputError(`--ready-status ${name}: expected a map of status fields, e.g. ${name}={atProvider: {id: x}}`);
+    setOwn((rules.readyStatus ??= {}), name, v);
+  }
+  checkRules(rules, "--converge");
+  return rules;
+}
+
+function wholeNumber(flag: string, text: string): number {
+  if (!/^\d+$/.test(text)) throw new InputError(`${flag}: ${JSON.stringify(text)} is not a whole number`);
+  return Number(text);
+}
+
+/** EXIT_NOT_CONVERGED is render --converge's exit code when the pipeline still changed things after --max-rounds. */
+export const EXIT_NOT_CONVERGED = 2;
+
 /** functionsFile is the functions file given, or functions.yaml beside the pipeline's file (a Composition, an Operation). */
 function functionsFile(given: string | undefined, beside: string, what: string): string {
   if (given) return given;
@@ -116,8 +156,17 @@ export async function runRender(
     // Schemas are read before anything runs: a file that is not one fails at once.
     const schemas = flags.validate ? await validationSchemas(flags.validate) : undefined;
     const now = flags.now;
+    const rules = flags.converge ? convergeRules(flags) : undefined;
+    if (!flags.converge && (flags.maxRounds !== undefined || flags.readyAfter?.length || flags.ready?.length || flags.readyStatus?.length))
+      throw new InputError("--max-rounds, --ready-after, --ready and --ready-status go with --converge");
     runner = await createRunner(loadDocs(functionsPath), functionsPath, () => now, undefined, { watchdog: "xfn render" });
-    const o = await render(inputs, runner, { timeoutMs: flags.timeout, legacy: flags.legacyOutput, now });
+    let converged: Converged | undefined;
+    if (rules) {
+      converged = await converge(inputs, runner, { timeoutMs: flags.timeout, now }, rules, (r) => {
+        err.write(`${printable(r.summary)}\n${r.diff ? `${printable(r.diff, { lines: true }).trimEnd()}\n` : ""}`);
+      });
+    }
+    const o = await render(converged?.inputs ?? inputs, runner, { timeoutMs: flags.timeout, legacy: flags.legacyOutput, now });
     const docs: unknown[] = [flags.includeFullXr ? mergeFullXR(o.input, o.xr) : o.xr, ...o.composed];
     if (flags.includeFunctionResults) docs.push(...o.results);
     if (flags.includeContext) docs.push(o.context);
@@ -139,6 +188,16 @@ export async function runRender(
           return 1;
         }
       }
+    }
+    if (converged) {
+      const n = converged.rounds.length;
+      if (!converged.converged) {
+        err.write(
+          `xfn render: did not converge in ${n} rounds (--max-rounds): the last still changed ${printable(converged.changing ?? "")}\n`,
+        );
+        return EXIT_NOT_CONVERGED;
+      }
+      err.write(`xfn render: converged after ${n} ${n === 1 ? "round" : "rounds"}: round ${n} changed nothing the next would see\n`);
     }
     return 0;
   } catch (e) {
@@ -357,6 +416,35 @@ export function renderCommand(): Command {
       )
       .addOption(
         new Option(
+          "--converge",
+          "run reconcile after reconcile, feeding each round's composed resources back as observed (ready by the rules below), " +
+            "until a round changes nothing; each round's change to standard error, the final state to standard output",
+        ).default(false),
+      )
+      .addOption(new Option("--max-rounds <n>", "with --converge: the most rounds to run (default 10)"))
+      .addOption(
+        new Option(
+          "--ready-after <[name=]n>",
+          "with --converge: rounds after it is composed that a resource is ready (default 1); repeatable",
+        )
+          .default([])
+          .argParser(collect),
+      )
+      .addOption(
+        new Option(
+          "--ready <name=cel>",
+          "with --converge: a CEL expression (self, xr) that must also hold for it to be ready; * for all; repeatable",
+        )
+          .default([])
+          .argParser(collect),
+      )
+      .addOption(
+        new Option("--ready-status <name=yaml>", "with --converge: status fields a provider publishes once it is ready; repeatable")
+          .default([])
+          .argParser(collect),
+      )
+      .addOption(
+        new Option(
           "--legacy-output",
           "print what crossplane render printed before v2: no spec.crossplane.resourceRefs, only the Ready condition, " +
             "composed resources with only a generateName, results with their step and SEVERITY_*",
@@ -371,7 +459,7 @@ Functions in the functions file run:
                       render.crossplane.io/runtime-development-target (default localhost:9443, insecure)
 
 Exit codes: 0 rendered; 1 bad input, a function that cannot be run, or (with --validate) a resource a schema refuses;
-3 a step returned a Fatal result.`,
+2 (with --converge) still changing after --max-rounds; 3 a step returned a Fatal result.`,
       )
       .action(async (xr: string, comp: string, fns: string | undefined, flags: RenderFlags) => {
         refuseExit(); // a function calling process.exit fails its step, not the render

@@ -740,6 +740,69 @@ R("a Development-runtime Function is called over gRPC at its target", async () =
   }
 });
 
+R("--converge: each round's line and diff on standard error, the settled state on standard output", async () => {
+  const r = await render(join(EX, "xr.yaml"), join(EX, "composition.yaml"), join(EX, "functions.yaml"), { converge: true });
+  assert.is(r.code, 0, r.err);
+  const lines = r.err.split("\n");
+  assert.equal(
+    lines.filter((l) => l.startsWith("round ")),
+    [
+      "round 1: composed bucket-logs; XR Ready=False (Creating); then ready: bucket-logs",
+      "round 2: composed bucket-assets; XR Ready=False (Creating); then ready: bucket-assets",
+      "round 3: XR Ready=True (Available)",
+      "round 4: rendered the same as the round before; XR Ready=True (Available)",
+    ],
+  );
+  assert.ok(lines.includes("--- round 1") && lines.includes("+++ round 2"), r.err);
+  assert.match(r.err, /^xfn render: converged after 4 rounds: round 4 changed nothing the next would see$/m);
+  assert.is(r.docs.length, 3);
+  assert.is(r.docs[0]!["status"].conditions.find((c: { type: string }) => c.type === "Ready").status, "True");
+});
+
+R("--converge: still changing after --max-rounds exits 2 naming what; its flags alone, or wrong, are refused", async () => {
+  const { fns, comp } = oneStep(
+    "counter",
+    `import { request, response } from ${JSON.stringify(join(ROOT, "src/index.ts"))};\n` +
+      "export default (req: never) => { const rsp = response.to(req);\n" +
+      "  const n = Number((request.getObservedCompositeResource(req)?.status as { n?: number } | undefined)?.n ?? 0);\n" +
+      '  response.setDesiredCompositeField(rsp, "status.n", n + 1); return rsp; };\n',
+  );
+  const r = await render(join(EX, "xr.yaml"), comp, fns, { converge: true, maxRounds: "3" });
+  assert.is(r.code, 2, r.err);
+  assert.match(r.err, /^xfn render: did not converge in 3 rounds \(--max-rounds\): the last still changed the XR's status\.n$/m);
+  assert.is(r.docs[0]!["status"].n, 4, "the last state is printed");
+  const refused: [Record<string, unknown>, RegExp][] = [
+    [{ readyAfter: ["2"] }, /--max-rounds, --ready-after, --ready and --ready-status go with --converge/],
+    [{ converge: true, maxRounds: "many" }, /--max-rounds: "many" is not a whole number/],
+    [{ converge: true, ready: ["bucket-logs"] }, /--ready "bucket-logs": expected key=value/],
+    [{ converge: true, ready: ["bucket-logs=self.("] }, /--converge: ready bucket-logs: cannot parse "self\.\("/],
+    [{ converge: true, readyStatus: ["bucket-logs=[1]"] }, /--ready-status bucket-logs: expected a map of status fields/],
+  ];
+  for (const [over, want] of refused) {
+    const bad = await render(join(EX, "xr.yaml"), join(EX, "composition.yaml"), join(EX, "functions.yaml"), over);
+    assert.is(bad.code, 1, JSON.stringify(over));
+    assert.match(bad.err, want);
+  }
+});
+
+R("spawned: --converge with per-resource rules from the command line", async () => {
+  const r = await run([
+    "render",
+    "examples/xr.yaml",
+    "examples/composition.yaml",
+    "--converge",
+    "--ready-after",
+    "bucket-logs=2",
+    "--ready",
+    "*=self.spec.forProvider.region != ''",
+    "--ready-status",
+    "bucket-logs={atProvider: {arn: x}}",
+  ]);
+  assert.is(r.code, 0, r.stderr);
+  assert.match(r.stderr, /^round 2: XR Ready=False \(Creating\); then ready: bucket-logs$/m);
+  assert.match(r.stderr, /converged after 5 rounds/);
+});
+
 R("spawned: a missing file exits 1 and a Fatal result exits 3", async () => {
   const missing = await run(["render", "nope.yaml", "examples/composition.yaml"]);
   assert.is(missing.code, 1);
