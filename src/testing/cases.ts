@@ -16,6 +16,8 @@
 //     documents have the shape `xfn render --legacy-output` prints (only the
 //     Ready condition Crossplane sets, results with their step), unless
 //     case.yaml says `output: current` (crossplane render's current shape).
+//     case.yaml's `converge:` renders it until it settles (render --converge,
+//     render/converge.ts) and compares the final state.
 // Expectations are partial (see expect.ts); --update rewrites a failing case's
 // expectation in its own shape (see updated).
 import { existsSync, lstatSync, readdirSync, readFileSync, realpathSync, statSync, writeFileSync } from "node:fs";
@@ -29,7 +31,8 @@ import type { RunFunction } from "../function.js";
 import { RunFunctionResponseSchema, type RunFunctionRequest, type RunFunctionResponse } from "../gen/fn/v1/run_function_pb.js";
 import { InputError, loadDocs, loadOne, parseDoc, parseDocs, type Doc } from "../engine/docs.js";
 import { COMPOSITION_RESOURCE_NAME } from "../engine/composed.js";
-import { FIXED_TIME, render, select } from "../render/render.js";
+import { FIXED_TIME, render, select, type RenderInputs } from "../render/render.js";
+import { checkRules, converge, type ConvergeRules } from "../render/converge.js";
 import { sizeWarnings } from "../server/budget.js";
 import { encodeRequest, encodeResponse } from "../wire/codec.js";
 import { schemaSource } from "../render/schema.js";
@@ -147,9 +150,38 @@ interface CaseConfig {
   output?: "legacy" | "current";
   /** CRDs, XRDs or OpenAPI v3 documents (files or folders, from the case's folder) the desired composed resources must pass. */
   validate?: string | string[];
+  /** A pipeline case rendered until it converges (render --converge), expected.yaml holding the final state. */
+  converge?: ConvergeRules;
 }
 
-const CASE_KEYS = ["function", "project", "projectPath", "now", "until", "context", "output", "validate"];
+const CASE_KEYS = ["function", "project", "projectPath", "now", "until", "context", "output", "validate", "converge"];
+const CONVERGE_KEYS = ["maxRounds", "readyAfter", "ready", "readyStatus"];
+
+/** convergeOf reads case.yaml's converge: (as render --converge's flags: readyAfter a number, or one per resource name). */
+function convergeOf(v: unknown, p: string): ConvergeRules {
+  const where = `${p}: converge`;
+  if (v === null || v === true) return {};
+  if (!isObject(v as JsonValue)) throw new InputError(`${where}: expected a map with ${CONVERGE_KEYS.join(", ")}`);
+  const c = v as JsonObject;
+  for (const k of Object.keys(c))
+    if (!CONVERGE_KEYS.includes(k))
+      throw new InputError(`${where}: unknown key ${JSON.stringify(k)}; allowed: ${CONVERGE_KEYS.join(", ")}`);
+  const rules: ConvergeRules = {};
+  if (c["maxRounds"] !== undefined) rules.maxRounds = c["maxRounds"] as number;
+  if (typeof c["readyAfter"] === "number") rules.readyAfter = { "*": c["readyAfter"] };
+  else if (c["readyAfter"] !== undefined) {
+    if (!isObject(c["readyAfter"])) throw new InputError(`${where}: readyAfter must be a number of rounds, or one per resource name`);
+    rules.readyAfter = c["readyAfter"] as Record<string, number>;
+  }
+  for (const k of ["ready", "readyStatus"] as const) {
+    if (c[k] === undefined) continue;
+    if (!isObject(c[k])) throw new InputError(`${where}: ${k} must be a map from resource names (or *)`);
+    if (k === "ready") rules.ready = c[k] as Record<string, string>;
+    else rules.readyStatus = c[k] as Record<string, JsonObject>;
+  }
+  checkRules(rules, where);
+  return rules;
+}
 
 function readConfig(dir: string): CaseConfig {
   const p = join(dir, "case.yaml");
@@ -172,6 +204,7 @@ function readConfig(dir: string): CaseConfig {
       throw new InputError(`${p}: ${k} ${JSON.stringify(c[k])} is not an RFC 3339 time`);
   if (c["until"] !== undefined && (c["now"] === undefined || Date.parse(String(c["until"])) < Date.parse(String(c["now"]))))
     throw new InputError(`${p}: until goes with now, and is not before it`);
+  if (Object.hasOwn(c, "converge")) c["converge"] = convergeOf(c["converge"], p);
   return c as CaseConfig;
 }
 
@@ -404,21 +437,25 @@ async function renderCase(
   const at = new Date(cfg.now ?? DEFAULT_CASE_NOW);
   const runner = await createRunner(loadDocs(fnPath), fnPath, () => at);
   try {
-    const o = await render(
-      {
-        xr: loadOne(join(dir, "xr.yaml"), "composite resource"),
-        composition: loadOne(join(dir, "composition.yaml"), "Composition"),
-        observed: optionalDocs(dir, "observed"),
-        required: optionalDocs(dir, "required"),
-        credentials: optionalDocs(dir, "credentials"),
-        context: cfg.context ?? {},
-        ...(existsSync(join(dir, "xrd.yaml")) ? { xrd: loadOne(join(dir, "xrd.yaml"), "CompositeResourceDefinition") } : {}),
-        schemas: optionalDocs(dir, "schemas"),
-      },
-      runner,
-      // Cases recorded before render's current shape keep passing: they are compared in the shape they were written in.
-      { timeoutMs: 60_000, legacy: cfg.output !== "current" },
-    );
+    let inputs: RenderInputs = {
+      xr: loadOne(join(dir, "xr.yaml"), "composite resource"),
+      composition: loadOne(join(dir, "composition.yaml"), "Composition"),
+      observed: optionalDocs(dir, "observed"),
+      required: optionalDocs(dir, "required"),
+      credentials: optionalDocs(dir, "credentials"),
+      context: cfg.context ?? {},
+      ...(existsSync(join(dir, "xrd.yaml")) ? { xrd: loadOne(join(dir, "xrd.yaml"), "CompositeResourceDefinition") } : {}),
+      schemas: optionalDocs(dir, "schemas"),
+    };
+    if (cfg.converge) {
+      // Round after round until it settles: expected.yaml is the final state.
+      const c = await converge(inputs, runner, { timeoutMs: 60_000, now: at }, cfg.converge);
+      if (!c.converged)
+        throw new InputError(`did not converge in ${c.rounds.length} rounds (converge.maxRounds): the last still changed ${c.changing}`);
+      inputs = c.inputs;
+    }
+    // Cases recorded before render's current shape keep passing: they are compared in the shape they were written in.
+    const o = await render(inputs, runner, { timeoutMs: 60_000, legacy: cfg.output !== "current" });
     const keys = docKeys(expected);
     const docs: JsonObject[] = [o.xr, ...o.composed];
     if (keys.some((k) => k.startsWith("Result"))) docs.push(...o.results);
@@ -548,6 +585,10 @@ export async function runCase(dir: string, root: string, update = false, opts: C
   try {
     const cfg = readConfig(dir);
     const isRequest = existsSync(join(dir, "request.yaml"));
+    if (isRequest && cfg.converge)
+      throw new InputError(
+        `${join(dir, "case.yaml")}: converge goes with a pipeline case (xr.yaml and composition.yaml), not request.yaml`,
+      );
     const expectedText = readFileSync(expectedPath, "utf8");
     // An expectation that does not parse is replaced whole by --update.
     const parsed = <T>(parse: () => T, none: T): T => {

@@ -56,7 +56,8 @@ T("the committed cases of every function and the examples pass", async () => {
   const ex = await xfnTest(join(ROOT, "examples"));
   assert.is(ex.code, 0, ex.out);
   assert.match(ex.out, /^ok {7}cases\/xrd-missing-status$/m, "a case with an xrd.yaml: pruned fields and the lifecycle's warnings");
-  assert.match(ex.out, /^2 passed, 0 failed$/m);
+  assert.match(ex.out, /^ok {7}cases\/converged$/m, "a case rendered until it converges");
+  assert.match(ex.out, /^3 passed, 0 failed$/m);
 });
 
 T("a request case whose response nears Crossplane's 4 MiB passes with a warning naming its size and largest parts", async () => {
@@ -287,6 +288,30 @@ T("a pipeline case pairs documents by identity and catches a missing or extra re
   assert.match(missing.out, /resource bucket-media: expected, but not rendered/);
 });
 
+T("a converge case: its expectation is the final state; one that never settles fails naming what still changed", async () => {
+  const dir = copyCase("examples/cases/converged", "converged");
+  const fns = join(dir, "functions.yaml");
+  writeFileSync(fns, readFileSync(fns, "utf8").replaceAll("../../../functions/", `${ROOT}/functions/`));
+  const first = await xfnTest(dir);
+  assert.is(first.code, 0, first.out);
+  // Not ready until three rounds after: the same rounds, one more each; the final state is the same.
+  writeFileSync(join(dir, "case.yaml"), "converge: {readyAfter: 3}\n");
+  assert.is((await xfnTest(dir)).code, 0);
+  // A rule that keeps bucket-logs from ever being ready: it settles with assets never composed, and the case says so.
+  writeFileSync(join(dir, "case.yaml"), "converge: {ready: {bucket-logs: 'false'}}\n");
+  const held = await xfnTest(dir);
+  assert.is(held.code, 1);
+  assert.match(held.out, /resource bucket-assets: expected, but not rendered/);
+  // Too few rounds to settle.
+  writeFileSync(join(dir, "case.yaml"), "converge: {maxRounds: 2}\n");
+  const short = await xfnTest(dir);
+  assert.is(short.code, 1);
+  assert.match(
+    short.out,
+    /did not converge in 2 rounds \(converge\.maxRounds\): the last still changed the XR's spec\.crossplane, status\.conditions, and status\.externalNames; composed bucket-assets; changed bucket-logs/,
+  );
+});
+
 const broken: Record<string, { files: Record<string, string>; want: RegExp }> = {
   NoFunction: {
     files: { "request.yaml": "meta: {tag: t}\n", "expected.yaml": "{}\n" },
@@ -313,6 +338,23 @@ const broken: Record<string, { files: Record<string, string>; want: RegExp }> = 
       "fn.mjs": "import 'no-such-package-anywhere';\nexport default () => ({});\n",
     },
     want: /cannot parse \S*request\.yaml/,
+  },
+  ConvergeOnARequest: {
+    files: { "request.yaml": "{}\n", "expected.yaml": "{}\n", "case.yaml": `function: ${ROOT}/functions/hello\nconverge: {}\n` },
+    want: /case\.yaml: converge goes with a pipeline case \(xr\.yaml and composition\.yaml\), not request\.yaml/,
+  },
+  ConvergeUnknownKey: {
+    files: { "xr.yaml": "kind: X\n", "composition.yaml": "kind: C\n", "expected.yaml": "{}\n", "case.yaml": "converge: {rounds: 3}\n" },
+    want: /case\.yaml: converge: unknown key "rounds"; allowed: maxRounds, readyAfter, ready, readyStatus/,
+  },
+  ConvergeBadExpression: {
+    files: {
+      "xr.yaml": "kind: X\n",
+      "composition.yaml": "kind: C\n",
+      "expected.yaml": "{}\n",
+      "case.yaml": "converge: {ready: {db: 'self.('}}\n",
+    },
+    want: /case\.yaml: converge: ready db: cannot parse "self\.\("/,
   },
   PipelineWithoutFunctions: {
     files: { "xr.yaml": "kind: X\n", "composition.yaml": "kind: C\n", "expected.yaml": "{}\n" },
