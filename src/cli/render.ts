@@ -192,9 +192,8 @@ export async function runRender(
     if (converged) {
       const n = converged.rounds.length;
       if (!converged.converged) {
-        err.write(
-          `xfn render: did not converge in ${n} rounds (--max-rounds): the last still changed ${printable(converged.changing ?? "")}\n`,
-        );
+        const what = printable(converged.changing ?? "");
+        err.write(`xfn render: did not converge in ${n} rounds (--max-rounds): the next round's input would still differ: ${what}\n`);
         return EXIT_NOT_CONVERGED;
       }
       err.write(`xfn render: converged after ${n} ${n === 1 ? "round" : "rounds"}: round ${n} changed nothing the next would see\n`);

@@ -451,7 +451,9 @@ async function renderCase(
       // Round after round until it settles: expected.yaml is the final state.
       const c = await converge(inputs, runner, { timeoutMs: 60_000, now: at }, cfg.converge);
       if (!c.converged)
-        throw new InputError(`did not converge in ${c.rounds.length} rounds (converge.maxRounds): the last still changed ${c.changing}`);
+        throw new InputError(
+          `did not converge in ${c.rounds.length} rounds (converge.maxRounds): the next round's input would still differ: ${c.changing}`,
+        );
       inputs = c.inputs;
     }
     // Cases recorded before render's current shape keep passing: they are compared in the shape they were written in.

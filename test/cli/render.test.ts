@@ -769,7 +769,10 @@ R("--converge: still changing after --max-rounds exits 2 naming what; its flags 
   );
   const r = await render(join(EX, "xr.yaml"), comp, fns, { converge: true, maxRounds: "3" });
   assert.is(r.code, 2, r.err);
-  assert.match(r.err, /^xfn render: did not converge in 3 rounds \(--max-rounds\): the last still changed the XR's status\.n$/m);
+  assert.match(
+    r.err,
+    /^xfn render: did not converge in 3 rounds \(--max-rounds\): the next round's input would still differ: the XR's status\.n$/m,
+  );
   assert.is(r.docs[0]!["status"].n, 4, "the last state is printed");
   const refused: [Record<string, unknown>, RegExp][] = [
     [{ readyAfter: ["2"] }, /--max-rounds, --ready-after, --ready and --ready-status go with --converge/],

@@ -308,7 +308,7 @@ T("a converge case: its expectation is the final state; one that never settles f
   assert.is(short.code, 1);
   assert.match(
     short.out,
-    /did not converge in 2 rounds \(converge\.maxRounds\): the last still changed the XR's spec\.crossplane, status\.conditions, and status\.externalNames; composed bucket-assets; changed bucket-logs/,
+    /did not converge in 2 rounds \(converge\.maxRounds\): the next round's input would still differ: the XR's spec\.crossplane, status\.conditions, and status\.externalNames; composed bucket-assets; changed bucket-logs/,
   );
 });
 
