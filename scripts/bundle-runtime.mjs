@@ -22,4 +22,15 @@ await build({
   banner: { js: "import { createRequire as __xfnRequire } from 'node:module'; const require = __xfnRequire(import.meta.url);" },
   legalComments: "none",
   logLevel: "warning",
+  // The OpenTelemetry SDK stays out (lib/telemetry/sdk.js, imported only when the OTEL_ variables ask for traces).
+  plugins: [
+    {
+      name: "otel-apart",
+      setup(b) {
+        b.onResolve({ filter: /^\.\/sdk\.js$/ }, (a) =>
+          /[\\/]telemetry[\\/](otel|calls)\.js$/.test(a.importer) ? { path: "./telemetry/sdk.js", external: true } : undefined,
+        );
+      },
+    },
+  ],
 });

@@ -16,6 +16,7 @@
 //   the TTL shortens so Crossplane asks again soon.
 import type { JsonObject } from "@bufbuild/protobuf";
 import type { RunContext, RunFunction } from "./function.js";
+import type { StepTiming } from "./server/call.js";
 import { Ready, Severity, type RunFunctionRequest, type RunFunctionResponse } from "./gen/fn/v1/run_function_pb.js";
 import { getOwn } from "./own.js";
 import { describeError } from "./sdk/errors.js";
@@ -139,10 +140,15 @@ export function runSteps(steps: readonly Step[], req: RunFunctionRequest, now: D
       } else asked = Math.min(asked ?? Infinity, t);
     }
   };
+  const times = stepTimes();
+  const timing: StepTiming[] | undefined = times ? [] : undefined;
+  if (times) times.set(rsp, timing!);
   for (const [i, s] of steps.entries()) {
     let out: unknown;
     stepRequeue = undefined;
     const before = tracing ? snapshot(rsp) : undefined;
+    const t0 = timing ? epochMs() : 0;
+    const r0 = rsp.results.length;
     heldNow = new Map();
     let failed: string | undefined;
     try {
@@ -159,6 +165,7 @@ export function runSteps(steps: readonly Step[], req: RunFunctionRequest, now: D
       failed = ASYNC_STEP;
     }
     if (before) trail.push(record(nameOf(s, i), before, snapshot(rsp), heldNow, failed));
+    if (timing) timing.push(timed(nameOf(s, i), t0, rsp, r0, failed));
     if (failed !== undefined) {
       response.fatal(rsp, `step ${nameOf(s, i)}: ${failed}`).withReason("StepFailed");
       if (!tracing) return rsp;
@@ -178,6 +185,49 @@ export function runSteps(steps: readonly Step[], req: RunFunctionRequest, now: D
   response.setTTL(rsp, ttl === Infinity ? 0 : ttl);
   response.takeTTLAsks(rsp);
   return rsp;
+}
+
+/**
+ * STEP_TIMES is where a traced call's handler finds its pipeline's step
+ * timings: a WeakMap from response to timings, on globalThis under a
+ * registered symbol, so that a function importing another copy of
+ * xfn-runtime than the server's still reports them. Absent unless a traced
+ * call came (telemetry/calls.ts): then each pipeline records its steps.
+ */
+export const STEP_TIMES = Symbol.for("xfn.stepTimes");
+
+const stepTimes = () => (globalThis as Record<symbol, unknown>)[STEP_TIMES] as WeakMap<RunFunctionResponse, StepTiming[]> | undefined;
+
+const epochMs = () => performance.timeOrigin + performance.now();
+
+const SEVERITY_NAMES: Record<number, StepTiming["severity"]> = {
+  [Severity.FATAL]: "Fatal",
+  [Severity.WARNING]: "Warning",
+  [Severity.NORMAL]: "Normal",
+};
+const SEVERITY_RANK = { "": 0, Normal: 1, Warning: 2, Fatal: 3 } as const;
+
+/** worstSeverity is the most severe of the results' severities by name, "" for none. */
+export function worstSeverity(results: readonly { severity: Severity }[]): StepTiming["severity"] {
+  let worst: StepTiming["severity"] = "";
+  for (const r of results) {
+    const s = SEVERITY_NAMES[r.severity] ?? "";
+    if (SEVERITY_RANK[s] > SEVERITY_RANK[worst]) worst = s;
+  }
+  return worst;
+}
+
+function timed(name: string, start: number, rsp: RunFunctionResponse, resultsBefore: number, failed: string | undefined): StepTiming {
+  const added = rsp.results.slice(resultsBefore);
+  return {
+    name,
+    start,
+    end: epochMs(),
+    ...(failed !== undefined ? { failed } : {}),
+    resources: Object.keys(rsp.desired?.resources ?? {}).length,
+    results: added.length,
+    severity: failed !== undefined ? "Fatal" : worstSeverity(added),
+  };
 }
 
 /** runReporter runs a step that reports on a failed pipeline; its own failure is one more Fatal result. */

@@ -37,6 +37,30 @@ export interface PackageResult {
 const here = dirname(fileURLToPath(import.meta.url));
 /** The server bundle's file, beside function.mjs. */
 export const SERVER_FILE = "server.mjs";
+/** OTEL_FILE is the OpenTelemetry SDK beside server.mjs (telemetry/sdk.ts), loaded only when traces are exported. */
+export const OTEL_FILE = "otel.mjs";
+
+/**
+ * otelApart is an esbuild plugin that leaves telemetry/sdk out of a bundle,
+ * importing it from target instead (a file built from it on its own).
+ */
+export function otelApart(target: string) {
+  return {
+    name: "otel-apart",
+    setup(b: {
+      onResolve(
+        o: { filter: RegExp },
+        cb: (a: { path: string; importer: string }) => { path: string; external: boolean } | undefined,
+      ): void;
+    }) {
+      b.onResolve({ filter: /^\.\/sdk\.js$/ }, (a) =>
+        /[\\/]telemetry[\\/]otel\.(js|ts)$/.test(a.importer) || /[\\/]telemetry[\\/]calls\.(js|ts)$/.test(a.importer)
+          ? { path: target, external: true }
+          : undefined,
+      );
+    },
+  };
+}
 /** What the launcher's pool workers load: the function without the server (bundled-worker.ts). */
 export const WORKER_FILE = "worker.mjs";
 /** The Pipeline Inspector sidecar's bundle, beside function.mjs (docs/inspect.md). */
@@ -131,6 +155,8 @@ export async function packageFunction(opts: PackageOptions): Promise<PackageResu
     outfile: join(out, SERVER_FILE),
     // esbuild compiles a TypeScript module for `xfn serve <file>`; a bundle has its function built in and never does.
     external: ["esbuild"],
+    // The OpenTelemetry SDK is a file of its own (below), loaded only when the OTEL_ variables ask for traces.
+    plugins: [otelApart(`./${OTEL_FILE}`)],
     banner: requireBanner,
     legalComments: "linked",
   });
@@ -148,6 +174,14 @@ export async function packageFunction(opts: PackageOptions): Promise<PackageResu
       sourcefile: `${name}-worker.js`,
     },
     outfile: join(out, WORKER_FILE),
+    banner: requireBanner,
+    legalComments: "linked",
+  });
+  // The OpenTelemetry SDK and its exporters (telemetry/sdk.ts), for server.mjs to load when traces are asked for.
+  await build({
+    ...common,
+    entryPoints: [join(here, fromSource ? "../telemetry/sdk.ts" : "../telemetry/sdk.js")],
+    outfile: join(out, OTEL_FILE),
     banner: requireBanner,
     legalComments: "linked",
   });

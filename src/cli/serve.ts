@@ -332,6 +332,8 @@ async function startServer(at: Starting): Promise<{ srv: RunningServer; recorder
       timeoutMs: flags.timeout * 1000,
       // Which function answered, for `xfn call --debug`: a stale server shows its module and age.
       headers: servedByHeaders(moduleFile ?? label, started),
+      // Traces name the function (OTEL_SERVICE_NAME wins), when the OTEL_ variables ask for them.
+      serviceName: label,
       address: flags.address ?? DEFAULT_ADDRESS,
       insecure: flags.insecure,
       ...(flags.tlsCertsDir ? { tlsCertsDir: flags.tlsCertsDir } : {}),

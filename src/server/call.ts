@@ -32,6 +32,41 @@ export interface CallInfo {
   timeoutMs?: number;
   /** How the transport ends the call early (the client cancels, the server stops). None: it never does. */
   cancel?: Cancel;
+  /** Whether the call is traced: the handler then answers with a CallReport (telemetry/calls.ts makes its spans). */
+  trace?: boolean;
+}
+
+/** StepTiming is one pipeline step of a traced call: when it ran (ms since the epoch), how it ended, what the response then held. */
+export interface StepTiming {
+  name: string;
+  start: number;
+  end: number;
+  /** Why it failed, when it threw. */
+  failed?: string;
+  /** Desired composed resources after it. */
+  resources: number;
+  /** Results it added, and the most severe of them ("" for none). */
+  results: number;
+  severity: Severity;
+}
+
+/** Severity is a result's severity by name, "" for no result. */
+export type Severity = "Fatal" | "Warning" | "Normal" | "";
+
+/** CallReport is what a traced call's span says of it, made where the function ran. */
+export interface CallReport {
+  tag: string;
+  /** The XR, as kind/name (namespace/kind/name when namespaced), when the request has one. */
+  xr?: string;
+  requestBytes: number;
+  responseBytes: number;
+  observed: number;
+  desiredIn: number;
+  desiredOut: number;
+  results: number;
+  severity: Severity;
+  /** The pipeline's steps, when the function is one (pipeline.ts); none otherwise. */
+  steps: StepTiming[];
 }
 
 /**
@@ -55,7 +90,7 @@ export class Cancel {
 }
 
 /** HandlerResult is either encoded response bytes or a gRPC status. */
-export type HandlerResult = { ok: Uint8Array } | { code: Code; details: string };
+export type HandlerResult = { ok: Uint8Array; report?: CallReport } | { code: Code; details: string };
 
 /** DEADLINE_DETAILS is what a call ended by its caller's deadline is told. */
 const DEADLINE_DETAILS = "function did not finish before the deadline";

@@ -16,7 +16,8 @@ import { describeError, messageOf } from "../sdk/errors.js";
 import * as response from "../sdk/response.js";
 import { getString } from "../sdk/fieldpath.js";
 import { refusals, REFUSED_REPORT_MS } from "./log.js";
-import { deadlineDetails, running, runResponseHook, type CallInfo, type HandlerResult } from "./call.js";
+import { deadlineDetails, running, runResponseHook, type CallInfo, type CallReport, type HandlerResult, type StepTiming } from "./call.js";
+import { STEP_TIMES, worstSeverity } from "../pipeline.js";
 import { nearLimitText, partsText, WARN_SHARE } from "./budget.js";
 
 // What the server's thread needs of a call without loading the handler (call.ts), for those who import it from here.
@@ -101,6 +102,8 @@ export function createHandler(fn: RunFunction, opts: HandlerOptions, log: Logger
       timer = setTimeout(() => end.end(new DeadlineExceeded("the client's deadline passed")), Math.max(0, call.deadline - Date.now()));
     }
 
+    // A traced call's pipeline records its steps (pipeline.ts STEP_TIMES): from the first traced call on.
+    if (call.trace) (globalThis as Record<symbol, unknown>)[STEP_TIMES] ??= new WeakMap();
     try {
       const at = call.at === undefined ? now() : new Date(call.at);
       const ctx = new Context(end, rlog, () => at);
@@ -134,6 +137,7 @@ export function createHandler(fn: RunFunction, opts: HandlerOptions, log: Logger
       }
       const hook = opts.onResponse;
       if (hook) runResponseHook(rlog.get(), () => hook(req, sent, at));
+      if (call.trace) return { ok: out, report: reportOf(req, bytes.length, sent, out.length, tag, rsp) };
       slowCall(rlog, performance.now() - started, call.deadline - startedAt, call.timeoutMs !== undefined);
       if (log.isLevelEnabled("debug")) {
         rlog.get().debug(
@@ -170,6 +174,31 @@ export function createHandler(fn: RunFunction, opts: HandlerOptions, log: Logger
   }
 
   return { handle, inFlight: () => queue.size + queue.pending };
+}
+
+/** reportOf is what a traced call's span says of it (telemetry/calls.ts): sizes, counts, severity, the pipeline's steps. */
+function reportOf(
+  req: RunFunctionRequest,
+  requestBytes: number,
+  sent: RunFunctionResponse,
+  responseBytes: number,
+  tag: string,
+  returned: RunFunctionResponse,
+): CallReport {
+  const times = (globalThis as Record<symbol, unknown>)[STEP_TIMES] as WeakMap<object, StepTiming[]> | undefined;
+  const xr = xrName(req);
+  return {
+    tag,
+    ...(xr ? { xr } : {}),
+    requestBytes,
+    responseBytes,
+    observed: Object.keys(req.observed?.resources ?? {}).length,
+    desiredIn: Object.keys(req.desired?.resources ?? {}).length,
+    desiredOut: Object.keys(sent.desired?.resources ?? {}).length,
+    results: sent.results.length,
+    severity: worstSeverity(sent.results),
+    steps: (returned && times?.get(returned)) || [],
+  };
 }
 
 /**

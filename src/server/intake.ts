@@ -9,6 +9,7 @@ import { whenTooLarge } from "./frames.js";
 import { Cancel, type CallInfo } from "./call.js";
 import type { Refusals } from "./log.js";
 import type { Shares, Ticket } from "./shares.js";
+import type { CallTracer } from "../telemetry/calls.js";
 
 /** WAIT_SLACK_MS: a call past its caller's deadline is answered this much before it, so the caller reads why. */
 const WAIT_SLACK_MS = 100;
@@ -40,6 +41,8 @@ export interface IntakeOptions {
   refuseRequest: (call: Call, fields: Record<string, unknown>, details: string) => void;
   /** Calls in flight, cancelled on a forced stop so functions still running see their signal fire. */
   live: Set<Cancel>;
+  /** When traces are exported: each call handed to the function gets a span (telemetry/calls.ts). */
+  tracer?: CallTracer;
 }
 
 /** Intake serves RunFunction calls for one server. */
@@ -220,20 +223,27 @@ class IncomingCall {
     if (o.headers) call.sendMetadata(o.headers.clone()); // admitted: refused calls return before onEnd can be registered
     // In process the function must also be done by readBy; the pool applies --timeout itself, naming it when it ends a call.
     const deadline = o.pooled ? this.callerDeadline : this.readBy;
+    const span = o.tracer?.start(call.metadata, version, this.messages[0]!.length);
     o.answerer
       .handle(this.messages[0]!, {
         version,
         deadline,
         cancel: this.cancel,
         ...(!o.pooled && this.readBy < this.callerDeadline ? { timeoutMs: o.timeoutMs } : {}),
+        ...(span ? { trace: true } : {}),
       })
       .then((res) => {
+        span?.end(res);
         if ("ok" in res) return this.callback(null, res.ok);
         // The handler answers INVALID_ARGUMENT only for a request it cannot decode.
         if (res.code === Code.INVALID_ARGUMENT) o.refuseRequest(call, { code: "INVALID_ARGUMENT", version }, res.details);
         this.callback({ code: res.code, details: res.details });
       })
-      .catch((err: unknown) => this.callback({ code: Code.INTERNAL, details: err instanceof Error ? err.message : String(err) }))
+      .catch((err: unknown) => {
+        const details = err instanceof Error ? err.message : String(err);
+        span?.end({ code: Code.INTERNAL, details });
+        this.callback({ code: Code.INTERNAL, details });
+      })
       .finally(this.finish);
   };
 }

@@ -525,7 +525,8 @@ class WorkerPool implements Pool {
         // A call waiting for a worker with nothing to do (dispatch, while the pool grows) may take this one now.
         if (this.waiting.length > 0) for (const w of this.waiting.splice(0)) w();
         if (p.idle) notePickup(slot, m.waited, performance.now());
-        if (m.type === "done") p.resolve({ ok: new Uint8Array(m.buf, m.off, m.len) });
+        if (m.type === "done")
+          p.resolve(m.report ? { ok: new Uint8Array(m.buf, m.off, m.len), report: m.report } : { ok: new Uint8Array(m.buf, m.off, m.len) });
         else if (m.code === Code.DEADLINE_EXCEEDED && p.byTimeout) p.resolve(expired(true, opts.timeoutMs));
         else p.resolve({ code: m.code, details: m.details });
       }
@@ -649,6 +650,7 @@ class WorkerPool implements Pool {
           ...(byTimeout ? { timeoutMs: opts.timeoutMs } : {}),
           at,
           sent: monotonicMs(),
+          ...(call.trace ? { trace: true as const } : {}),
         } satisfies ToWorker,
         [b.buffer as ArrayBuffer],
       );

@@ -4,6 +4,8 @@
 // the worker so that the server's thread loads none of what runs the function
 // (the handler, protobuf-es, the generated types).
 
+import type { CallReport } from "./call.js";
+
 /** WorkerData is what the pool hands each worker. */
 export interface WorkerData {
   xfnWorker: true;
@@ -69,6 +71,8 @@ export type ToWorker =
       at: number;
       /** When the pool posted the call (monotonicMs). */
       sent: number;
+      /** The call is traced: answer with its CallReport. */
+      trace?: true;
     }
   | { type: "cancel"; id: number }
   /** To a worker started early (WorkerData.early): what it would otherwise have been started with. */
@@ -78,7 +82,7 @@ export type ToWorker =
 export type FromWorker =
   | { type: "ready" }
   | { type: "failed"; message: string; stack?: string }
-  | { type: "done"; id: number; buf: ArrayBuffer; off: number; len: number; waited: number }
+  | { type: "done"; id: number; buf: ArrayBuffer; off: number; len: number; waited: number; report?: CallReport }
   | { type: "status"; id: number; code: number; details: string; waited: number }
   | { type: "log"; line: string }
   /** Its live heap is over WorkerData.maxHeapMB: end it. */

@@ -1,6 +1,8 @@
 // The function server: one grpc-js server serving RunFunction for both the v1
 // and v1beta1 APIs (wire-identical, so one handler serves both), plus the gRPC
 // health service.
+import { callTracer } from "../telemetry/calls.js";
+import { startTracing, type Tracing } from "../telemetry/otel.js";
 import { Metadata, Server, ServerCredentials, type status as Code, type ServerReadableStream, type ServiceDefinition } from "@grpc/grpc-js";
 import type { EventEmitter } from "node:events";
 import type { ServerHttp2Session } from "node:http2";
@@ -67,6 +69,13 @@ export interface ServeOptions {
   onCall?: (code: keyof typeof Code, seconds: number) => void;
   /** Told when the pool replaces a worker. */
   onWorkerRestart?: () => void;
+  /**
+   * Traces (telemetry/otel.ts): by default started when the OTEL_ variables
+   * ask for them (an OTLP endpoint), else none; false for none whatever they
+   * say. serviceName names the service unless OTEL_SERVICE_NAME does.
+   */
+  tracing?: Tracing | false;
+  serviceName?: string;
 }
 
 /**
@@ -168,6 +177,9 @@ export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Log
 
   const headers = opts.headers ? headerMetadata(opts.headers) : undefined;
 
+  // Before anything serves: an OTEL_ variable that cannot be honoured fails the start, naming it.
+  const tracing = opts.tracing === false ? undefined : (opts.tracing ?? (await startTracing(opts.serviceName ?? "xfn-function", log)));
+  const tracer = tracing ? await callTracer(tracing, opts.serviceName ?? "function") : undefined;
   const { common, timeoutMs, pool, handler } = await answererFor(fn, opts, log);
 
   // Calls in flight, cancelled on a forced stop so functions still running see their signal fire.
@@ -206,6 +218,7 @@ export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Log
     busy,
     refuseRequest,
     live,
+    ...(tracer ? { tracer } : {}),
   });
 
   if (!installFrameDecoder())
@@ -241,7 +254,7 @@ export async function serve(fn: RunFunction | null, opts: ServeOptions, log: Log
   }
 
   return runningServer(
-    { server, port, mtls, notAfter, pool, handler, health, descriptors, shares, live, flush: [busy, badRequests, handshakes] },
+    { server, port, mtls, notAfter, pool, handler, health, descriptors, shares, live, flush: [busy, badRequests, handshakes], tracing },
     log,
   );
 }
@@ -348,6 +361,8 @@ interface Parts {
   live: Set<Cancel>;
   /** Refusal logs whose counts are written out on stop. */
   flush: Array<Refusals | undefined>;
+  /** Exports its last spans on stop. */
+  tracing: Tracing | undefined;
 }
 
 /** runningServer is the started server: readiness, loading, and its graceful stop. */
@@ -400,14 +415,16 @@ function runningServer(o: Parts, log: Logger): RunningServer {
           log.warn({ inFlight: handler.inFlight() }, "grace period over; cancelling in-flight calls");
           for (const c of live) c.cancel();
           server.forceShutdown();
-          void (pool?.close() ?? Promise.resolve()).then(() => resolve());
+          void (pool?.close() ?? Promise.resolve()).then(() => o.tracing?.shutdown()).then(() => resolve());
         }, graceMs);
         server.tryShutdown(() => {
           clearTimeout(force);
-          void (pool?.close() ?? Promise.resolve()).then(() => {
-            log.info("stopped");
-            resolve();
-          });
+          void (pool?.close() ?? Promise.resolve())
+            .then(() => o.tracing?.shutdown())
+            .then(() => {
+              log.info("stopped");
+              resolve();
+            });
         });
       });
       return stopped;

@@ -144,6 +144,7 @@ function serveWorker(fn: RunFunction, data: WorkerData): void {
         cancel,
         at: m.at,
         ...(m.timeoutMs !== undefined ? { timeoutMs: m.timeoutMs } : {}),
+        ...(m.trace ? { trace: true } : {}),
       })
       .then((res: HandlerResult) => {
         running.delete(m.id);
@@ -151,7 +152,15 @@ function serveWorker(fn: RunFunction, data: WorkerData): void {
         if ("ok" in res) {
           const b = exclusive(res.ok);
           port.postMessage(
-            { type: "done", id: m.id, buf: b.buffer as ArrayBuffer, off: b.byteOffset, len: b.byteLength, waited } satisfies FromWorker,
+            {
+              type: "done",
+              id: m.id,
+              buf: b.buffer as ArrayBuffer,
+              off: b.byteOffset,
+              len: b.byteLength,
+              waited,
+              ...(res.report ? { report: res.report } : {}),
+            } satisfies FromWorker,
             [b.buffer as ArrayBuffer],
           );
         } else {

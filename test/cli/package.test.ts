@@ -120,6 +120,9 @@ K("a bundle holds what its function uses: no CEL library for a function without 
   // Left in by every module's top-level code until package.json said "sideEffects": false.
   assert.not.ok(text.includes("// node_modules/@marcbachmann/cel-js/"), "cel-js is bundled, though hello uses no CEL");
   assert.not.ok(text.includes("// node_modules/esbuild/"), "esbuild's JavaScript is bundled, though a bundle never compiles");
+  // OpenTelemetry is otel.mjs beside it, loaded only when the OTEL_ variables ask for traces (test/telemetry/otel.test.ts runs it).
+  assert.not.ok(text.includes("// node_modules/@opentelemetry/sdk-trace-base/"), "the OpenTelemetry SDK is in server.mjs");
+  assert.ok(readFileSync(join(out, "otel.mjs"), "utf8").includes("// node_modules/@opentelemetry/sdk-trace-base/"));
 });
 
 K.run();

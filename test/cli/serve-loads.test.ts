@@ -12,14 +12,19 @@ import { ROOT, startServe } from "../support/spawn.js";
 const L = suite("cli: what xfn serve loads on its main thread");
 
 const PRELOAD = join(ROOT, "test/support/loads/preload.mjs");
-const UNWANTED = [/\/node_modules\/yaml\//, /\/(lib|src)\/engine\//, /\/(lib|src)\/testing\//];
+// OpenTelemetry too: it loads only when the OTEL_ variables ask for traces (telemetry/otel.ts).
+const UNWANTED = [/\/node_modules\/yaml\//, /\/(lib|src)\/engine\//, /\/(lib|src)\/testing\//, /\/node_modules\/@opentelemetry\//];
 
 /** loadedBeforeListening serves functions/hello with args and returns the modules its main thread loaded before it listened. */
-async function loadedBeforeListening(args: string[]): Promise<string[]> {
+async function loadedBeforeListening(args: string[], env: NodeJS.ProcessEnv = {}): Promise<string[]> {
   const dir = mkdtempSync(join(tmpdir(), "xfn-loads-"));
   const file = join(dir, "loads.txt");
   try {
     const srv = await startServe(["functions/hello", "--insecure", ...args], {
+      // Whatever the test's environment says: no endpoint, no traces.
+      OTEL_EXPORTER_OTLP_ENDPOINT: "",
+      OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: "",
+      ...env,
       LOADS_FILE: file,
       NODE_OPTIONS: `${process.env["NODE_OPTIONS"] ?? ""} --import ${PRELOAD}`,
     });
@@ -65,6 +70,15 @@ L("with workers: no YAML parser, engine or testing module on the main thread eit
     loaded.join("\n"),
   );
   noneUnwanted(loaded);
+});
+
+L("with an OTLP endpoint the OpenTelemetry packages do load (so the check above can fail)", async () => {
+  // Nothing listens there: spans that cannot be sent are dropped, and the server serves.
+  const loaded = await loadedBeforeListening(["--workers", "2"], { OTEL_EXPORTER_OTLP_ENDPOINT: "http://127.0.0.1:9" });
+  assert.ok(
+    loaded.some((u) => /\/node_modules\/@opentelemetry\/sdk-trace-base\//.test(u)),
+    loaded.join("\n"),
+  );
 });
 
 L.run();

@@ -1,7 +1,7 @@
 // A raw RunFunction client over real grpc-js sockets: bytes in, bytes out, so
 // tests can send malformed requests and check exactly what comes back.
 import { fromBinary, toBinary } from "@bufbuild/protobuf";
-import { Client, credentials, type ChannelCredentials, type ServiceError } from "@grpc/grpc-js";
+import { Client, credentials, Metadata, type ChannelCredentials, type ServiceError } from "@grpc/grpc-js";
 import {
   RunFunctionRequestSchema,
   RunFunctionResponseSchema,
@@ -13,9 +13,16 @@ import { FUNCTION_HOST, type TestPki } from "./certs.js";
 export const V1 = "/apiextensions.fn.proto.v1.FunctionRunnerService/RunFunction";
 export const V1BETA1 = "/apiextensions.fn.proto.v1beta1.FunctionRunnerService/RunFunction";
 
+/** CallOptions: the method's path (v1 by default), a timeout, and metadata to send (a W3C traceparent). */
+export interface CallOptions {
+  path?: string;
+  timeoutMs?: number;
+  metadata?: Record<string, string>;
+}
+
 export interface RawClient {
-  call(bytes: Uint8Array, opts?: { path?: string; timeoutMs?: number }): Promise<Buffer>;
-  run(req: RunFunctionRequest, opts?: { path?: string; timeoutMs?: number }): Promise<RunFunctionResponse>;
+  call(bytes: Uint8Array, opts?: CallOptions): Promise<Buffer>;
+  run(req: RunFunctionRequest, opts?: CallOptions): Promise<RunFunctionResponse>;
   close(): void;
 }
 
@@ -48,13 +55,16 @@ export function rawClient(port: number, creds: ChannelCredentials = credentials.
     "grpc.max_send_message_length": -1,
     "grpc.max_receive_message_length": -1,
   });
-  const call = (bytes: Uint8Array, opts: { path?: string; timeoutMs?: number } = {}) =>
+  const call = (bytes: Uint8Array, opts: CallOptions = {}) =>
     new Promise<Buffer>((resolve, reject) => {
+      const md = new Metadata();
+      for (const [k, v] of Object.entries(opts.metadata ?? {})) md.set(k, v);
       client.makeUnaryRequest(
         opts.path ?? V1,
         (b: Uint8Array) => Buffer.from(b),
         (b: Buffer) => b,
         bytes,
+        md,
         { deadline: Date.now() + (opts.timeoutMs ?? 10_000) },
         (err: ServiceError | null, value?: Buffer) => (err ? reject(err) : resolve(value!)),
       );
