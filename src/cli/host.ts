@@ -1,5 +1,7 @@
 // `xfn host`: run compositions without Crossplane, against a Kubernetes API
 // (a kubeconfig, or an embedded API server), until SIGTERM/SIGINT (shutdown.ts).
+import { startTracing } from "../telemetry/otel.js";
+import { loadSdk } from "../host/tracing.js";
 import { existsSync, rmSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import { hostname, tmpdir } from "node:os";
@@ -154,11 +156,14 @@ async function runHost(flags: HostFlags): Promise<void> {
     const inspector = flags.inspectorSocket
       ? (await import("../inspect/emitter.js")).connectInspector(resolve(flags.inspectorSocket), log)
       : undefined;
+    // Traces when the OTEL_ variables ask for them: a span per reconcile, its function calls its children.
+    const tracing = await startTracing("xfn-host", log);
     const host = new mods.Host({
       kc,
       runner,
       log,
       ...(inspector ? { inspector } : {}),
+      ...(tracing ? { tracing: { t: tracing, api: await loadSdk() } } : {}),
       watchGcIntervalMs: flags.watchGcInterval * 1000,
       requestTimeoutMs: flags.requestTimeout * 1000,
       graphs: flags.graphAddress !== undefined,
@@ -187,6 +192,7 @@ async function runHost(flags: HostFlags): Promise<void> {
       await stopEndpoints();
       await stopCluster();
       inspector?.close();
+      await tracing?.shutdown();
     });
     await host.start();
     if (shutdown.stopping) return;

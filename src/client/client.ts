@@ -2,7 +2,7 @@
 // to v1beta1 when the server answers UNIMPLEMENTED (a function built for
 // Crossplane 1.14-1.16).
 import type { TLSSocket } from "node:tls";
-import { Client, credentials, status as Code, type ChannelCredentials, type Metadata, type ServiceError } from "@grpc/grpc-js";
+import { Client, credentials, status as Code, type ChannelCredentials, Metadata, type ServiceError } from "@grpc/grpc-js";
 import { FunctionRunnerService, type RunFunctionRequest, type RunFunctionResponse } from "../gen/fn/v1/run_function_pb.js";
 import { FunctionRunnerService as BetaFunctionRunnerService } from "../gen/fn/v1beta1/zz_generated_run_function_pb.js";
 import { setOwn } from "../own.js";
@@ -27,7 +27,13 @@ export interface FunctionClient {
   /** run calls the function; onHeaders is told the response headers of the call that answered (see server/served-by.ts). */
   run(
     req: RunFunctionRequest,
-    opts?: { timeoutMs?: number; api?: "v1" | "v1beta1"; onHeaders?: (headers: Record<string, string>) => void },
+    opts?: {
+      timeoutMs?: number;
+      api?: "v1" | "v1beta1";
+      onHeaders?: (headers: Record<string, string>) => void;
+      /** Metadata sent with the call (a W3C traceparent). */
+      metadata?: Record<string, string>;
+    },
   ): Promise<RunFunctionResponse>;
   /**
    * waitForReady resolves once the function accepts a connection, retrying
@@ -134,13 +140,22 @@ export function dial(address: string, opts: ClientOptions = {}): FunctionClient 
     "grpc.max_receive_message_length": opts.maxRecvBytes ?? 4 * 1024 * 1024,
     ...(opts.serverName ? { "grpc.ssl_target_name_override": opts.serverName, "grpc.default_authority": opts.serverName } : {}),
   });
-  const call = (method: string, bytes: Uint8Array, timeoutMs: number, onHeaders?: (headers: Record<string, string>) => void) =>
+  const call = (
+    method: string,
+    bytes: Uint8Array,
+    timeoutMs: number,
+    onHeaders?: (headers: Record<string, string>) => void,
+    sent?: Record<string, string>,
+  ) =>
     new Promise<Buffer>((resolve, reject) => {
+      const md = new Metadata();
+      for (const [k, v] of Object.entries(sent ?? {})) md.set(k, v);
       const c = client.makeUnaryRequest(
         method,
         (b: Uint8Array) => Buffer.from(b.buffer, b.byteOffset, b.byteLength),
         (b: Buffer) => b,
         bytes,
+        md,
         { deadline: Date.now() + timeoutMs },
         (err: ServiceError | null, value?: Buffer) => (err ? reject(tooLarge(err, opts.maxRecvBytes)) : resolve(value!)),
       );
@@ -152,13 +167,13 @@ export function dial(address: string, opts: ClientOptions = {}): FunctionClient 
       const timeoutMs = o.timeoutMs ?? 60_000;
       let out: Buffer;
       if (o.api === "v1beta1") {
-        out = await call(path(BetaFunctionRunnerService.typeName), bytes, timeoutMs, o.onHeaders);
+        out = await call(path(BetaFunctionRunnerService.typeName), bytes, timeoutMs, o.onHeaders, o.metadata);
       } else {
         try {
-          out = await call(path(FunctionRunnerService.typeName), bytes, timeoutMs, o.onHeaders);
+          out = await call(path(FunctionRunnerService.typeName), bytes, timeoutMs, o.onHeaders, o.metadata);
         } catch (err) {
           if ((err as ServiceError).code !== Code.UNIMPLEMENTED || o.api === "v1") throw err;
-          out = await call(path(BetaFunctionRunnerService.typeName), bytes, timeoutMs, o.onHeaders);
+          out = await call(path(BetaFunctionRunnerService.typeName), bytes, timeoutMs, o.onHeaders, o.metadata);
         }
       }
       return decodeResponse(out);

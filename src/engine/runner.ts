@@ -11,6 +11,7 @@
 //   --function-tls-certs-dir), verifying the server as <function>.<namespace>,
 //   the name Crossplane gives a function's certificate.
 // - Anything else would need a container engine, which xfn does not run.
+import type { CallReport } from "../server/call.js";
 import { dirname, extname, isAbsolute, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import type { JsonObject } from "@bufbuild/protobuf";
@@ -33,9 +34,16 @@ export const ANNOTATION_RUNTIME = "render.crossplane.io/runtime";
 export const ANNOTATION_TARGET = "render.crossplane.io/runtime-development-target";
 export const DEFAULT_DEVELOPMENT_TARGET = "localhost:9443";
 
+/** RunOptions trace a call: metadata sent to a function over gRPC (its W3C traceparent), and the report of one run here. */
+export interface RunOptions {
+  metadata?: Record<string, string>;
+  /** Told what a function run in this process (its own workers, or this thread) did, step by step (telemetry). */
+  onReport?: (report: CallReport) => void;
+}
+
 /** Runner runs a named function once. */
 export interface Runner {
-  run(name: string, req: RunFunctionRequest, deadline: number): Promise<RunFunctionResponse>;
+  run(name: string, req: RunFunctionRequest, deadline: number, opts?: RunOptions): Promise<RunFunctionResponse>;
   close(): void;
 }
 
@@ -167,12 +175,15 @@ export async function createRunner(
   }
 
   return {
-    async run(name, req, deadline) {
+    async run(name, req, deadline, opts) {
       const b = backends.get(name);
       if (!b) throw new InputError(`unknown Function ${JSON.stringify(name)}: it is not in ${functionsPath}`);
       if (b.kind === "grpc") {
         try {
-          return await b.client.run(req, { timeoutMs: Math.max(1, deadline - Date.now()) });
+          return await b.client.run(req, {
+            timeoutMs: Math.max(1, deadline - Date.now()),
+            ...(opts?.metadata ? { metadata: opts.metadata } : {}),
+          });
         } catch (err) {
           const e = err as ServiceError;
           const hint =
@@ -191,6 +202,7 @@ export async function createRunner(
           version: "v1",
           deadline,
           cancel: new Cancel(),
+          ...(opts?.onReport ? { trace: true } : {}),
         });
       else {
         watchdog?.dog.arm(
@@ -199,12 +211,15 @@ export async function createRunner(
             "on the CPU in a loop or a regular expression; stopped",
         );
         try {
-          res = await b.handler.handle(bytes, { version: "v1", deadline });
+          res = await b.handler.handle(bytes, { version: "v1", deadline, ...(opts?.onReport ? { trace: true } : {}) });
         } finally {
           watchdog?.dog.disarm();
         }
       }
-      if ("ok" in res) return decodeResponse(res.ok);
+      if ("ok" in res) {
+        if (res.report) opts?.onReport?.(res.report);
+        return decodeResponse(res.ok);
+      }
       throw new Error(`cannot run Function ${JSON.stringify(name)}: ${Code[res.code]}: ${res.details}`);
     },
     plaintext: () => [...backends].flatMap(([name, b]) => (b.kind === "grpc" && !b.serverName ? [{ name, target: b.target }] : [])),

@@ -24,7 +24,9 @@ import {
 } from "../engine/composed.js";
 import { checkComposition, FatalResultError, runPipeline, type PipelineResult, type StepResult } from "../engine/composition.js";
 import type { Runner } from "../engine/runner.js";
-import { Ready, ResourceSchema, type Resource, type RunFunctionRequest } from "../gen/fn/v1/run_function_pb.js";
+import type { Tracing } from "../telemetry/otel.js";
+import { counted, traceReconcile, type loadSdk, type Traced } from "./tracing.js";
+import { Ready, ResourceSchema, type Resource } from "../gen/fn/v1/run_function_pb.js";
 import type { HostMetrics } from "../metrics.js";
 import { setOwn } from "../own.js";
 import { XR_FINALIZER, type XRType } from "./crds.js";
@@ -95,6 +97,8 @@ export interface ComposerDeps {
   graphs: boolean;
   /** Told of every step's request and response (a Pipeline Inspector). */
   inspector?: StepObserver;
+  /** Traces, when the OTEL_ variables ask for them (host/tracing.ts). */
+  tracing?: { t: Tracing; api: Awaited<ReturnType<typeof loadSdk>> };
 }
 
 /** Stop ends a reconcile early, with what reconcile returns then (a requeue, or nothing). */
@@ -209,11 +213,22 @@ export class Composer {
 
   /** reconcile runs one XR reconcile; key is "<xrd>|<namespace>/<name>". */
   async reconcile(t: XRType, key: string): Promise<{ requeueAfterMs?: number } | void> {
+    // With traces: a span for the reconcile, its function calls its children (host/tracing.ts).
+    const traced = this.d.tracing && traceReconcile(this.d.tracing.t, this.d.tracing.api, t.gvk.kind, key);
+    const out = this.reconcileOnce(t, key, traced);
+    out.then(
+      (o) => traced && traced.end({ requeueAfterMs: o?.requeueAfterMs }),
+      (error: unknown) => traced && traced.end({ error }),
+    );
+    return out;
+  }
+
+  private async reconcileOnce(t: XRType, key: string, traced: Traced | undefined): Promise<{ requeueAfterMs?: number } | void> {
     try {
       const r = await this.begin(t, key);
       await this.observe(r);
       const composition = await this.chooseComposition(r);
-      const result = await this.runFunctions(r, composition);
+      const result = await this.runFunctions(r, composition, traced);
       // While the XR is deleted, what the pipeline still desires is what it wants
       // kept for now: the deletion step drops resources in dependency order and
       // says so (Ready=False, reason Deleting). A pipeline without such a step
@@ -369,7 +384,7 @@ export class Composer {
    * say what they are now. A deleted XR whose pipeline cannot run is deleted
    * without it.
    */
-  private async runFunctions(r: Reconciling, composition: JsonObject): Promise<PipelineResult> {
+  private async runFunctions(r: Reconciling, composition: JsonObject, traced?: Traced): Promise<PipelineResult> {
     let result: PipelineResult;
     try {
       result = await runPipeline(
@@ -386,7 +401,7 @@ export class Composer {
           seed: (step) => this.required.get(r.key)?.[step] ?? [],
           ...(this.d.inspector ? { observer: this.d.inspector, compositionName: String(metaOf(composition)["name"] ?? "") } : {}),
         },
-        this.instrumented(),
+        counted(this.d, traced),
         r.deadline,
       );
     } catch (err) {
@@ -743,28 +758,6 @@ export class Composer {
     // Until the watch brings this write, the XR is read from the API server (watches.ts get).
     this.d.watches().wrote(t.kind, answer as KubernetesObject);
     this.d.metrics.writes.inc({ what: "xr" });
-  }
-
-  /** instrumented is the runner, counting and timing each function call. */
-  private instrumented(): Runner {
-    const { runner, metrics, functionTimeoutMs } = this.d;
-    return {
-      async run(fn: string, req: RunFunctionRequest, deadline: number) {
-        const t = performance.now();
-        try {
-          // Each call within the reconcile's time, and no longer than a call may take.
-          const rsp = await runner.run(fn, req, Math.min(deadline, Date.now() + functionTimeoutMs));
-          metrics.functionCalls.inc({ function: fn, result: rsp.results.some((r) => r.severity === 1) ? "fatal" : "ok" });
-          return rsp;
-        } catch (err) {
-          metrics.functionCalls.inc({ function: fn, result: "error" });
-          throw err;
-        } finally {
-          metrics.functionSeconds.observe({ function: fn }, (performance.now() - t) / 1000);
-        }
-      },
-      close: () => runner.close(),
-    };
   }
 }
 

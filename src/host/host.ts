@@ -26,7 +26,7 @@ import type { StepObserver } from "../engine/observer.js";
 import type { Runner } from "../engine/runner.js";
 import { hostMetrics, type HostMetrics } from "../metrics.js";
 import { apiClient, objectClient } from "./client.js";
-import { Composer } from "./compose.js";
+import { Composer, type ComposerDeps } from "./compose.js";
 import { forCompositeResource } from "../engine/xcrd.js";
 import { graphOf, type GraphModel } from "../graph/model.js";
 import { COMPOSITIONS, crossplaneCRDs, CRDS, XRD_FINALIZER, XRD_KINDS, xrCRDRef, xrType, type XRType } from "./crds.js";
@@ -77,6 +77,8 @@ export interface HostOptions {
   onLostLeadership?: () => void;
   /** Told of every step's request and response, as Crossplane tells a Pipeline Inspector (--inspector-socket). */
   inspector?: StepObserver;
+  /** Spans of every reconcile and its function calls (host/tracing.ts), when the OTEL_ variables ask for traces. */
+  tracing?: ComposerDeps["tracing"];
 }
 
 /** Controller is one XRD's running XR controller. */
@@ -132,6 +134,7 @@ export class Host {
       xrd: (name) => this.xrdObject(name),
       graphs: o.graphs === true,
       ...(o.inspector ? { inspector: o.inspector } : {}),
+      ...(o.tracing ? { tracing: o.tracing } : {}),
     });
     if (o.leaderElection)
       this.elector = new Elector(o.kc, o.leaderElection, o.log, {

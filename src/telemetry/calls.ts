@@ -3,9 +3,10 @@
 // and one per step of a pipeline inside it, made from the timings the worker
 // that ran the function reports (CallReport): the OpenTelemetry SDK runs in
 // the server's thread only.
+import type * as SdkModule from "./sdk.js";
 import type { Metadata } from "@grpc/grpc-js";
-import type { Attributes } from "@opentelemetry/api";
-import type { CallReport, HandlerResult } from "../server/call.js";
+import type { Attributes, Span } from "@opentelemetry/api";
+import type { CallReport, HandlerResult, StepTiming } from "../server/call.js";
 import { Code } from "../server/codes.js";
 import type { Tracing } from "./otel.js";
 
@@ -50,24 +51,7 @@ export async function callTracer(t: Tracing, fnName: string): Promise<CallTracer
           if ("ok" in res) {
             span.setAttribute("rpc.grpc.status_code", 0);
             if (res.report) describe(span, res.report);
-            for (const s of res.report?.steps ?? []) {
-              const step = t.tracer.startSpan(
-                `step ${s.name}`,
-                {
-                  kind: api.SpanKind.INTERNAL,
-                  startTime: s.start,
-                  attributes: {
-                    "xfn.step.name": s.name,
-                    "xfn.step.resources": s.resources,
-                    "xfn.step.results": s.results,
-                    ...(s.severity ? { "xfn.step.severity": s.severity } : {}),
-                  },
-                },
-                api.trace.setSpan(api.ROOT_CONTEXT, span),
-              );
-              if (s.failed !== undefined) step.setStatus({ code: api.SpanStatusCode.ERROR, message: s.failed });
-              step.end(s.end);
-            }
+            stepSpans(t, api, span, res.report?.steps ?? []);
             // A Fatal result is the function's failure, though the call succeeded.
             if (res.report?.severity === "Fatal") span.setStatus({ code: api.SpanStatusCode.ERROR, message: "a Fatal result" });
           } else {
@@ -81,7 +65,32 @@ export async function callTracer(t: Tracing, fnName: string): Promise<CallTracer
   };
 }
 
-function describe(span: { setAttributes(a: Attributes): void }, r: CallReport): void {
+type Sdk = typeof SdkModule;
+
+/** stepSpans makes a child of span for each pipeline step a report timed. */
+export function stepSpans(t: Tracing, api: Sdk, span: Span, steps: StepTiming[]): void {
+  for (const s of steps) {
+    const step = t.tracer.startSpan(
+      `step ${s.name}`,
+      {
+        kind: api.SpanKind.INTERNAL,
+        startTime: s.start,
+        attributes: {
+          "xfn.step.name": s.name,
+          "xfn.step.resources": s.resources,
+          "xfn.step.results": s.results,
+          ...(s.severity ? { "xfn.step.severity": s.severity } : {}),
+        },
+      },
+      api.trace.setSpan(api.ROOT_CONTEXT, span),
+    );
+    if (s.failed !== undefined) step.setStatus({ code: api.SpanStatusCode.ERROR, message: s.failed });
+    step.end(s.end);
+  }
+}
+
+/** describe sets what a report says of a call on its span. */
+export function describe(span: { setAttributes(a: Attributes): void }, r: CallReport): void {
   span.setAttributes({
     "xfn.tag": r.tag,
     ...(r.xr ? { "crossplane.composite": r.xr } : {}),

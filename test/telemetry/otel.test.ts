@@ -3,7 +3,7 @@
 // JSON, gRPC) to a receiver in the test when the OTEL_ variables ask, and
 // nothing when they do not.
 import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { suite } from "uvu";
@@ -12,7 +12,7 @@ import { tracingWanted } from "../../src/telemetry/otel.js";
 import { rawClient } from "../support/client.js";
 import { startReceiver, type Receiver, type Span } from "../support/otlp.js";
 import { request } from "../support/requests.js";
-import { run, startServe } from "../support/spawn.js";
+import { ROOT, run, startServe, XFN } from "../support/spawn.js";
 
 const O = suite("telemetry: OpenTelemetry traces of xfn serve");
 
@@ -178,6 +178,83 @@ O("a packaged function (xfn package: server.mjs loads otel.mjs beside it) export
   } finally {
     await rx.close();
     rmSync(out, { recursive: true, force: true });
+  }
+});
+
+O("xfn host: a span per reconcile; each function call its child; a served function's span the call's child, across processes", async () => {
+  const rx = await startReceiver();
+  const dir = mkdtempSync(join(tmpdir(), "xfn-otel-host-"));
+  const otel = { OTEL_EXPORTER_OTLP_ENDPOINT: rx.endpoint, OTEL_BSP_SCHEDULE_DELAY: "50", OTEL_SERVICE_NAME: "" };
+  // hello served on its own (its spans come from its server); lifecycle run by the host itself, on its workers.
+  const hello = await startServe(["functions/hello", "--insecure"], otel);
+  writeFileSync(
+    join(dir, "functions.yaml"),
+    [
+      "apiVersion: pkg.crossplane.io/v1\nkind: Function\nmetadata:\n  name: function-hello\n  annotations:\n" +
+        `    render.crossplane.io/runtime: Development\n    render.crossplane.io/runtime-development-target: 127.0.0.1:${hello.port}\n`,
+      "apiVersion: pkg.crossplane.io/v1\nkind: Function\nmetadata:\n  name: function-lifecycle\n  annotations:\n" +
+        `    render.xfn.dev/module: ${join(ROOT, "functions/lifecycle")}\n`,
+    ].join("---\n"),
+  );
+  const host = spawn(
+    process.execPath,
+    [
+      XFN,
+      "host",
+      "--embedded",
+      "--metrics-address",
+      "off",
+      "--functions",
+      join(dir, "functions.yaml"),
+      ...["examples/host", "examples/composition.yaml", "examples/xr.yaml"].flatMap((m) => ["--manifests", m]),
+    ],
+    { cwd: ROOT, env: { ...process.env, ...otel } },
+  );
+  let out = "";
+  host.stdout.on("data", (d) => (out += d));
+  host.stderr.on("data", (d) => (out += d));
+  const exited = new Promise((r) => host.on("close", r));
+  try {
+    const spans = await rx
+      .until((all) => {
+        const rec = all.find((x) => x.name === "reconcile XBuckets");
+        return (
+          !!rec &&
+          all.some((x) => x.name === "step dependencies" && all.some((c) => c.spanId === x.parentSpanId && c.parentSpanId === rec.spanId))
+        );
+      }, 30_000)
+      .catch((err: Error) => {
+        throw new Error(`${err.message}\nxfn host said:\n${out.slice(-3000)}`);
+      });
+    const rec = spans.find((x) => x.name === "reconcile XBuckets")!;
+    assert.is(rec.service, "xfn-host");
+    assert.is(rec.attributes["crossplane.composite"], "XBuckets/team-a");
+    assert.is(rec.parentSpanId, "");
+    const calls = spans.filter((x) => x.parentSpanId === rec.spanId);
+    // lifecycle twice: it asks for the XR's schema, and is called again with it (as Crossplane calls it).
+    assert.equal(calls.map((c) => c.name).sort(), [
+      "RunFunction function-hello",
+      "RunFunction function-lifecycle",
+      "RunFunction function-lifecycle",
+    ]);
+    // lifecycle ran on the host's workers: its steps are children of the host's call, timed where they ran.
+    const lc = calls.find((c) => c.name === "RunFunction function-lifecycle")!;
+    const steps = spans.filter((x) => x.parentSpanId === lc.spanId).map((x) => x.name);
+    assert.ok(steps.includes("step externalName") && steps.includes("step dependencies"), steps.join(", "));
+    assert.is(lc.attributes["crossplane.composite"], "XBuckets/team-a");
+    // hello was called over gRPC with the call's traceparent: its own server span is the call's child, in the same trace.
+    const hc = calls.find((c) => c.name === "RunFunction function-hello")!;
+    const served = await rx.until((all) => all.some((x) => x.parentSpanId === hc.spanId));
+    const remote = served.find((x) => x.parentSpanId === hc.spanId)!;
+    assert.is(remote.name, "apiextensions.fn.proto.v1.FunctionRunnerService/RunFunction");
+    assert.is(remote.traceId, rec.traceId);
+    assert.is(remote.service, "functions/hello");
+  } finally {
+    host.kill("SIGTERM");
+    await exited;
+    await hello.stop();
+    await rx.close();
+    rmSync(dir, { recursive: true, force: true });
   }
 });
 
