@@ -6,7 +6,7 @@
 //
 //   node scripts/bundle-runtime.mjs [lib folder]   (default: lib)
 import { build } from "esbuild";
-import { join, resolve } from "node:path";
+import { dirname, join, resolve } from "node:path";
 
 const lib = resolve(process.argv[2] ?? "lib");
 await build({
@@ -27,8 +27,10 @@ await build({
     {
       name: "otel-apart",
       setup(b) {
-        b.onResolve({ filter: /^\.\/sdk\.js$/ }, (a) =>
-          /[\\/]telemetry[\\/](otel|calls)\.js$/.test(a.importer) ? { path: "./telemetry/sdk.js", external: true } : undefined,
+        b.onResolve({ filter: /sdk\.js$/ }, (a) =>
+          /[\\/]telemetry[\\/]sdk\.js$/.test(join(dirname(a.importer), a.path))
+            ? { path: "./telemetry/sdk.js", external: true }
+            : undefined,
         );
       },
     },

@@ -53,10 +53,9 @@ export function otelApart(target: string) {
         cb: (a: { path: string; importer: string }) => { path: string; external: boolean } | undefined,
       ): void;
     }) {
-      b.onResolve({ filter: /^\.\/sdk\.js$/ }, (a) =>
-        /[\\/]telemetry[\\/]otel\.(js|ts)$/.test(a.importer) || /[\\/]telemetry[\\/]calls\.(js|ts)$/.test(a.importer)
-          ? { path: target, external: true }
-          : undefined,
+      // Any import of telemetry/sdk.js (from telemetry/ itself, or ../telemetry/sdk.js from beside it).
+      b.onResolve({ filter: /sdk\.js$/ }, (a) =>
+        /[\\/]telemetry[\\/]sdk\.js$/.test(join(dirname(a.importer), a.path)) ? { path: target, external: true } : undefined,
       );
     },
   };
@@ -213,6 +212,8 @@ export async function packageFunction(opts: PackageOptions): Promise<PackageResu
       sourcefile: `${name}-inspect.js`,
     },
     outfile: join(out, INSPECT_FILE),
+    // Its spans (traces) load the OpenTelemetry SDK from otel.mjs too.
+    plugins: [otelApart(`./${OTEL_FILE}`)],
     banner: requireBanner,
     legalComments: "linked",
   });

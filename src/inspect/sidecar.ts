@@ -141,7 +141,8 @@ export async function startInspector(opts: InspectorOptions): Promise<Inspector>
     writer = script.pathname.endsWith(".ts")
       ? typeScriptWorker(script, workerData)
       : new Worker(script, { workerData, resourceLimits: { maxOldGenerationSizeMb: WRITER_HEAP_MB } });
-    writer.on("message", (o: Outcome) => {
+    writer.on("message", (o: Outcome | { ended: true }) => {
+      if ("ended" in o) return; // the answer to stop's "end"
       inFlight--;
       inFlightBytes -= sizes.shift() ?? 0;
       if (o.written) {
@@ -219,7 +220,7 @@ export async function startInspector(opts: InspectorOptions): Promise<Inspector>
       await new Promise<void>((r) => server.tryShutdown(() => r()));
       await flush();
       stopping = true;
-      await writer.terminate();
+      await endWriter(writer);
       try {
         rmSync(opts.socket);
       } catch {
@@ -227,4 +228,14 @@ export async function startInspector(opts: InspectorOptions): Promise<Inspector>
       }
     },
   };
+}
+
+/** endWriter has the writer export its last spans (traces), then ends it; one that does not answer in 5 s is ended anyway. */
+async function endWriter(writer: Worker): Promise<void> {
+  await new Promise<void>((r) => {
+    const t = setTimeout(r, 5_000);
+    writer.on("message", (o: object) => "ended" in o && (clearTimeout(t), r()));
+    writer.postMessage({ kind: "end" });
+  });
+  await writer.terminate();
 }

@@ -4,11 +4,23 @@ import { parentPort, workerData } from "node:worker_threads";
 import { collectGarbage } from "../gc.js";
 import { CaseWriter, LARGE_CALL_BYTES, type Job, type Outcome } from "./writer.js";
 import { messageOf } from "../sdk/errors.js";
+import { createLogger } from "../server/log.js";
+import { startStepSpans } from "./spans.js";
 
 const data = workerData as { root: string; functions: Array<[string, string]>; follow: boolean };
-const writer = new CaseWriter(data.root, new Map(data.functions), data.follow);
+// Spans of each step with Crossplane's IDs, when the OTEL_ variables ask for traces (spans.ts); the jobs wait for the start.
+const spans = await startStepSpans(createLogger());
+const writer = new CaseWriter(data.root, new Map(data.functions), data.follow, undefined, spans?.record);
 let chain = Promise.resolve();
-parentPort!.on("message", (job: Job) => {
+parentPort!.on("message", (job: Job | { kind: "end" }) => {
+  // The sidecar stops: what spans are pending go out first.
+  if (job.kind === "end") {
+    chain = chain.then(async () => {
+      await spans?.shutdown();
+      parentPort!.postMessage({ ended: true });
+    });
+    return;
+  }
   chain = chain.then(async () => {
     let out: Outcome;
     try {

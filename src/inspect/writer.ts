@@ -3,6 +3,7 @@
 // an `xfn test` case and the reconcile's inputs (sidecar.ts says where). It
 // runs in its own thread (writer-worker.ts), so that parsing a large request
 // or waiting on a slow disk never delays an answer.
+import type { StepSpans } from "./spans.js";
 import { randomUUID } from "node:crypto";
 import { lstat, mkdir, rename, rm, writeFile } from "node:fs/promises";
 import { join, relative, sep } from "node:path";
@@ -88,6 +89,8 @@ export class CaseWriter {
     private readonly functions: Map<string, string>,
     private readonly follow: boolean,
     private readonly io: WriterIO = { writeFile },
+    /** Each step as a span, when traces are exported (spans.ts). */
+    private readonly spans?: StepSpans,
   ) {}
 
   /** held is what waits for responses: requests and their bytes. */
@@ -132,6 +135,11 @@ export class CaseWriter {
     if (!p) return { written: false, drop: { why: "response without its request", fields: { span: meta.spanId, step: meta.stepName } } };
     const req = decodeRequest(p.req);
     await this.writeStep(p.meta, req, rsp, error, p.at, job.at);
+    try {
+      this.spans?.(p.meta, req, rsp, error, p.at, job.at);
+    } catch {
+      // A span that cannot be made never costs the case.
+    }
     return { written: true, lines: this.follow ? followLines(p.meta, req, rsp, error) : [] };
   }
 

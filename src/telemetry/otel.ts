@@ -11,6 +11,7 @@
 // OTEL_RESOURCE_ATTRIBUTES). Parents come from a W3C traceparent, only
 // explicitly: no context manager is installed.
 import type { Context, Span, SpanContext, Tracer } from "@opentelemetry/api";
+import type { IdGenerator } from "@opentelemetry/sdk-trace-base";
 import type { Logger } from "pino";
 import { messageOf } from "../sdk/errors.js";
 
@@ -48,7 +49,13 @@ export interface Tracing {
  * naming the service serviceName unless OTEL_SERVICE_NAME does; undefined
  * otherwise. The OpenTelemetry packages load only here.
  */
-export async function startTracing(serviceName: string, log: Logger, env: NodeJS.ProcessEnv = process.env): Promise<Tracing | undefined> {
+export async function startTracing(
+  serviceName: string,
+  log: Logger,
+  env: NodeJS.ProcessEnv = process.env,
+  /** Where span and trace IDs come from (default: random), e.g. Crossplane's, for xfn inspect. */
+  idGenerator?: IdGenerator,
+): Promise<Tracing | undefined> {
   const protocol = tracingWanted(env);
   if (!protocol) return undefined;
   const sdk = await import("./sdk.js");
@@ -59,7 +66,11 @@ export async function startTracing(serviceName: string, log: Logger, env: NodeJS
     .defaultResource()
     .merge(sdk.resourceFromAttributes({ "service.name": serviceName }))
     .merge(detected);
-  const provider = new sdk.BasicTracerProvider({ resource, spanProcessors: [new sdk.BatchSpanProcessor(exporter)] });
+  const provider = new sdk.BasicTracerProvider({
+    resource,
+    spanProcessors: [new sdk.BatchSpanProcessor(exporter)],
+    ...(idGenerator ? { idGenerator } : {}),
+  });
   const tracer = provider.getTracer("xfn");
   const propagator = new sdk.W3CTraceContextPropagator();
   const getter = {

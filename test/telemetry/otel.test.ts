@@ -6,9 +6,15 @@ import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { randomUUID } from "node:crypto";
+import { create } from "@bufbuild/protobuf";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
+import { RunFunctionResponseSchema } from "../../src/gen/fn/v1/run_function_pb.js";
+import { connectInspector } from "../../src/inspect/emitter.js";
+import { startInspector } from "../../src/inspect/sidecar.js";
 import { tracingWanted } from "../../src/telemetry/otel.js";
+import { memoryLog } from "../support/log.js";
 import { rawClient } from "../support/client.js";
 import { startReceiver, type Receiver, type Span } from "../support/otlp.js";
 import { request } from "../support/requests.js";
@@ -253,6 +259,64 @@ O("xfn host: a span per reconcile; each function call its child; a served functi
     host.kill("SIGTERM");
     await exited;
     await hello.stop();
+    await rx.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+O("xfn inspect: a span per step Crossplane emits, with Crossplane's trace ID and span ID; the steps of a reconcile one trace", async () => {
+  const rx = await startReceiver();
+  const dir = mkdtempSync(join(tmpdir(), "xfn-otel-inspect-"));
+  // The writer thread reads the environment it starts with.
+  const saved = { ...process.env };
+  Object.assign(process.env, { OTEL_EXPORTER_OTLP_ENDPOINT: rx.endpoint, OTEL_BSP_SCHEDULE_DELAY: "50", OTEL_SERVICE_NAME: "" });
+  let sidecar: Awaited<ReturnType<typeof startInspector>> | undefined;
+  try {
+    sidecar = await startInspector({ socket: join(dir, "socket"), dir: join(dir, "cases"), log: memoryLog().log });
+  } finally {
+    for (const k of ["OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_BSP_SCHEDULE_DELAY", "OTEL_SERVICE_NAME"]) {
+      if (saved[k] === undefined) delete process.env[k];
+      else process.env[k] = saved[k];
+    }
+  }
+  // Emitted as Crossplane's socket inspector does (inspect/emitter.ts): two steps of one reconcile.
+  const emitter = connectInspector(join(dir, "socket"), memoryLog().log);
+  const trace = randomUUID();
+  const xr = { apiVersion: "example.xfn.dev/v1alpha1", kind: "XBuckets", name: "team-a", namespace: "", uid: "u-1" };
+  try {
+    for (const [i, step] of ["compose", "lifecycle"].entries()) {
+      const done = await emitter.begin(
+        { traceId: trace, stepIndex: i, stepName: step, functionName: `function-${step}`, composition: { name: "xbuckets", xr } },
+        req,
+      );
+      await done(create(RunFunctionResponseSchema, { meta: { tag: `t${i}` } }), undefined);
+    }
+    await sidecar.flush();
+  } finally {
+    emitter.close();
+    await sidecar.stop(); // the writer exports its last spans before it ends
+  }
+  try {
+    const spans = await rx.until((x) => x.length >= 2);
+    assert.equal(
+      spans.map((x) => x.name),
+      ["step compose", "step lifecycle"],
+    );
+    const hex = trace.replace(/-/g, "");
+    for (const x of spans) {
+      assert.is(x.traceId, hex);
+      assert.is(x.parentSpanId, "");
+      assert.is(x.spanId, String(x.attributes["crossplane.span_id"]).replace(/-/g, "").slice(0, 16));
+      assert.is(x.attributes["crossplane.trace_id"], trace);
+      assert.is(x.attributes["crossplane.composite"], "XBuckets/team-a");
+      assert.is(x.attributes["crossplane.composition"], "xbuckets");
+      assert.is(x.service, "xfn-inspect");
+    }
+    assert.equal(
+      spans.map((x) => x.attributes["crossplane.step_index"]),
+      [0, 1],
+    );
+  } finally {
     await rx.close();
     rmSync(dir, { recursive: true, force: true });
   }
