@@ -16,6 +16,7 @@
 //     <NN>-<step>/request.yaml, expected.yaml, case.yaml, inspected.yaml   one step: an `xfn test` case
 //     pipeline/xr.yaml, observed.yaml, required.yaml                      the reconcile's inputs
 // Operations' steps go under operation.<name>/ the same way.
+import { otlpEndpoint, tracingWanted } from "../telemetry/otel.js";
 import { chmodSync, lstatSync, rmSync } from "node:fs";
 import { mkdir, realpath } from "node:fs/promises";
 import { extname } from "node:path";
@@ -211,6 +212,9 @@ export async function startInspector(opts: InspectorOptions): Promise<Inspector>
   }
   openToAll(opts.socket, log);
   log.info({ socket: opts.socket, dir: root }, "pipeline inspector listening");
+  // The writer thread exports each step as a span when the OTEL_ variables ask (spans.ts); said here, where the log is.
+  const traces = tracingWanted(process.env);
+  if (traces) log.info({ protocol: traces, endpoint: otlpEndpoint(process.env) }, "exporting each step as a span over OTLP");
 
   const flush = () => new Promise<void>((resolve) => (inFlight === 0 ? resolve() : idle.push(resolve)));
   return {

@@ -4,12 +4,13 @@ import { parentPort, workerData } from "node:worker_threads";
 import { collectGarbage } from "../gc.js";
 import { CaseWriter, LARGE_CALL_BYTES, type Job, type Outcome } from "./writer.js";
 import { messageOf } from "../sdk/errors.js";
-import { createLogger } from "../server/log.js";
+import { pino } from "pino";
 import { startStepSpans } from "./spans.js";
 
 const data = workerData as { root: string; functions: Array<[string, string]>; follow: boolean };
 // Spans of each step with Crossplane's IDs, when the OTEL_ variables ask for traces (spans.ts); the jobs wait for the start.
-const spans = await startStepSpans(createLogger());
+// It logs nothing of its own (the sidecar's thread said where spans go): a silent logger.
+const spans = await startStepSpans(pino({ enabled: false }));
 const writer = new CaseWriter(data.root, new Map(data.functions), data.follow, undefined, spans?.record);
 let chain = Promise.resolve();
 parentPort!.on("message", (job: Job | { kind: "end" }) => {

@@ -31,6 +31,9 @@ export function tracingWanted(env: NodeJS.ProcessEnv = process.env): Protocol | 
   return p as Protocol;
 }
 
+/** otlpEndpoint is where spans go, as the variables say (the traces' own endpoint first). */
+export const otlpEndpoint = (env: NodeJS.ProcessEnv) => env["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] || env["OTEL_EXPORTER_OTLP_ENDPOINT"];
+
 /** Tracing is a started tracer: spans, the W3C parent of a carrier, and how to flush and stop. */
 export interface Tracing {
   tracer: Tracer;
@@ -77,7 +80,7 @@ export async function startTracing(
     get: (carrier: (key: string) => string | undefined, key: string) => carrier(key),
     keys: () => ["traceparent", "tracestate"],
   };
-  const endpoint = env["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] || env["OTEL_EXPORTER_OTLP_ENDPOINT"];
+  const endpoint = otlpEndpoint(env);
   log.info({ protocol, endpoint, service: String(resource.attributes["service.name"]) }, "exporting traces over OTLP");
   return {
     tracer,
