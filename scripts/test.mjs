@@ -188,10 +188,12 @@ function runLane(name, laneFiles) {
         }, EXIT_GRACE_MS);
       }
     });
-    child.on("exit", (code, signal) => {
+    child.on("exit", async (code, signal) => {
       clearTimeout(exitTimer);
       running.delete(child);
-      // What the lane's tests started and left running is ended with it, and named.
+      // What the lane's tests started and left running is ended with it, and named. A process that ends on its own
+      // once the lane's pipes close (tsx's esbuild service reads its stdin) is given a moment first: not an orphan.
+      if (groupMembers(child.pid).length > 0) await new Promise((r) => setTimeout(r, 500));
       const orphans = groupMembers(child.pid);
       killGroup(child, "SIGKILL");
       const log = join(skipDir, `${name.replace(/\W+/g, "-")}.jsonl`);
