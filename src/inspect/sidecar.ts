@@ -115,13 +115,7 @@ export async function startInspector(opts: InspectorOptions): Promise<Inspector>
   const maxQueue = opts.maxQueue ?? DEFAULT_QUEUE;
   let received = 0;
   let written = 0;
-  const dropped: Record<string, number> = {};
-  const drop = (why: string, fields: Record<string, unknown>) => {
-    dropped[why] = (dropped[why] ?? 0) + 1;
-    // The first few of each kind are logged; then every hundredth, so a flood does not flood the log too.
-    if (dropped[why]! <= 5 || dropped[why]! % 100 === 0)
-      log.warn({ ...fields, why, times: dropped[why] }, "pipeline inspector dropped a call");
-  };
+  const { dropped, drop } = dropCounter(log);
   await mkdir(opts.dir, { recursive: true });
   const root = await realpath(opts.dir);
 
@@ -212,9 +206,7 @@ export async function startInspector(opts: InspectorOptions): Promise<Inspector>
   }
   openToAll(opts.socket, log);
   log.info({ socket: opts.socket, dir: root }, "pipeline inspector listening");
-  // The writer thread exports each step as a span when the OTEL_ variables ask (spans.ts); said here, where the log is.
-  const traces = tracingWanted(process.env);
-  if (traces) log.info({ protocol: traces, endpoint: otlpEndpoint(process.env) }, "exporting each step as a span over OTLP");
+  sayTraces(log);
 
   const flush = () => new Promise<void>((resolve) => (inFlight === 0 ? resolve() : idle.push(resolve)));
   return {
@@ -242,4 +234,22 @@ async function endWriter(writer: Worker): Promise<void> {
     writer.postMessage({ kind: "end" });
   });
   await writer.terminate();
+}
+
+/** sayTraces logs where the writer thread exports each step as a span, when the OTEL_ variables ask it to (spans.ts). */
+function sayTraces(log: Logger): void {
+  const traces = tracingWanted(process.env);
+  if (traces) log.info({ protocol: traces, endpoint: otlpEndpoint(process.env) }, "exporting each step as a span over OTLP");
+}
+
+/** dropCounter counts the calls the sidecar drops, by why, and logs the first few of each kind, then every hundredth. */
+function dropCounter(log: Logger) {
+  const dropped: Record<string, number> = {};
+  const drop = (why: string, fields: Record<string, unknown>) => {
+    dropped[why] = (dropped[why] ?? 0) + 1;
+    // So that a flood does not flood the log too.
+    if (dropped[why]! <= 5 || dropped[why]! % 100 === 0)
+      log.warn({ ...fields, why, times: dropped[why] }, "pipeline inspector dropped a call");
+  };
+  return { dropped, drop };
 }
