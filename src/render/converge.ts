@@ -28,7 +28,9 @@ import type { Runner } from "../engine/runner.js";
 import { InputError } from "../engine/docs.js";
 import { isObject } from "../json.js";
 import { getOwn } from "../own.js";
+import { getAnnotation, getObjectCondition, kubeTimestamp } from "../sdk/object.js";
 import { compile, evaluate, variables, type Expression } from "../steps/cel.js";
+import { EXTERNAL_NAME } from "../steps/common.js";
 import { firstNAndSomeMore } from "../words.js";
 import { toYamlStream } from "./output.js";
 import { mergeFullXR, render, type RenderInputs, type RenderOptions } from "./render.js";
@@ -65,7 +67,6 @@ export interface Converged {
 }
 
 export const DEFAULT_MAX_ROUNDS = 10;
-const EXTERNAL_NAME = "crossplane.io/external-name";
 const SOURCE = "(converge)";
 
 /** checkRules refuses rules that cannot be run, naming the rule; it returns the compiled expressions. */
@@ -90,11 +91,7 @@ export function checkRules(rules: ConvergeRules, where = "converge"): Map<string
   return out;
 }
 
-const nameOf = (o: JsonObject): string | undefined => {
-  const a = (isObject(o["metadata"]) ? o["metadata"]["annotations"] : undefined) as JsonObject | undefined;
-  const v = a ? getOwn(a, COMPOSITION_RESOURCE_NAME) : undefined;
-  return typeof v === "string" ? v : undefined;
-};
+const nameOf = (o: JsonObject): string | undefined => getAnnotation(o, COMPOSITION_RESOURCE_NAME);
 
 const rule = <T>(m: Record<string, T> | undefined, name: string): T | undefined => (m ? (getOwn(m, name) ?? getOwn(m, "*")) : undefined);
 
@@ -102,7 +99,7 @@ const conditionsOf = (o: JsonObject): JsonObject[] => {
   const s = isObject(o["status"]) ? o["status"] : {};
   return Array.isArray(s["conditions"]) ? (s["conditions"] as JsonObject[]) : [];
 };
-const isReady = (o: JsonObject) => conditionsOf(o).some((c) => c["type"] === "Ready" && c["status"] === "True");
+const isReady = (o: JsonObject) => getObjectCondition(o, "Ready")?.status === "True";
 
 /** withConditions sets Ready and Synced on an object's status, keeping its other conditions. */
 function withConditions(o: JsonObject, ready: boolean, at: string): JsonObject {
@@ -136,9 +133,10 @@ export async function converge(
   rules: ConvergeRules,
   onRound?: (r: Round) => void,
 ): Promise<Converged> {
-  const expressions = checkRules(rules);
+  // The ready rules' expressions by resource name (or *), compiled once.
+  const expressions = Object.fromEntries(checkRules(rules));
   const max = rules.maxRounds ?? DEFAULT_MAX_ROUNDS;
-  const at = (opts.now ?? new Date()).toISOString().replace(/\.\d+Z$/, "Z");
+  const at = kubeTimestamp(opts.now ?? new Date());
   const rounds: Round[] = [];
   // The round each resource was first composed in.
   const since = new Map<string, number>();
@@ -167,7 +165,7 @@ export async function converge(
       if (typeof annotations[EXTERNAL_NAME] !== "string" && typeof meta["name"] === "string") annotations[EXTERNAL_NAME] = meta["name"];
       obj = { ...obj, metadata: { ...meta, annotations } };
       const due = n + 1 - since.get(name)! >= (rule(rules.readyAfter, name) ?? 1);
-      const e = rule(Object.fromEntries(expressions), name);
+      const e = rule(expressions, name);
       const ready = due && (!e || evaluate(e, { ...variables(xr, {}), self: obj }).ok);
       const status = rule(rules.readyStatus, name);
       if (ready && status) obj = { ...obj, status: merged(isObject(obj["status"]) ? obj["status"] : {}, status) };
@@ -250,8 +248,8 @@ function roundSummary(n: number, inputs: RenderInputs, composed: JsonObject[], n
   const parts: string[] = same ? ["rendered the same as the round before"] : [];
   if (added.length) parts.push(`composed ${firstNAndSomeMore(added)}`);
   if (removed.length) parts.push(`removed ${firstNAndSomeMore(removed)}`);
-  const ready = conditionsOf(xr).find((c) => c["type"] === "Ready");
-  if (ready) parts.push(`XR Ready=${String(ready["status"])}${ready["reason"] ? ` (${String(ready["reason"])})` : ""}`);
+  const ready = getObjectCondition(xr, "Ready");
+  if (ready) parts.push(`XR Ready=${ready.status}${ready.reason ? ` (${ready.reason})` : ""}`);
   if (nowReady.length) parts.push(`then ready: ${firstNAndSomeMore(nowReady)}`);
   return `round ${n}: ${parts.join("; ")}`;
 }
