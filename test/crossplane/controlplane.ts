@@ -337,6 +337,9 @@ export async function startControlPlane(
           "--allow-privileged=true",
           // envtest's choice: without the token controller no default ServiceAccount exists to admit pods with.
           "--disable-admission-plugins=ServiceAccount",
+          // No kube-proxy routes a ClusterIP here: a webhook's Service (Crossplane's) is reached at the
+          // address its EndpointSlice gives (cmd/kube-apiserver/app/server.go buildServiceResolver, v1.36.3).
+          "--enable-aggregator-routing=true",
           ...more("kube-apiserver"),
         ]);
         return { p, value: url, ready: async () => (await get(`${url}/readyz`, Buffer.from(certs.ca.cert), token)).status === 200 };
