@@ -331,8 +331,18 @@ export function lastDesired(req: RunFunctionRequest, name: string): JsonObject {
 }
 
 /**
+ * Crossplane's Usage bookkeeping on a used object, written by its Usage
+ * controller and webhook (crossplane v2.4.0 internal/controller/protection/
+ * usage, internal/protection/usage.go): never part of what a composition
+ * applies, or the controller could not take the label off.
+ */
+const IN_USE_LABEL = "crossplane.io/in-use";
+const DELETION_ATTEMPT_ANNOTATION = "usage.crossplane.io/deletion-attempt-with-policy";
+
+/**
  * freeze reduces an observed object to what a composition sets, so that
- * re-applying it changes nothing: identity, labels, annotations and spec.
+ * re-applying it changes nothing: identity, labels, annotations and spec
+ * (without Crossplane's Usage bookkeeping).
  */
 export function freeze(obj: JsonObject): JsonObject {
   const meta = (obj["metadata"] ?? {}) as JsonObject;
@@ -342,7 +352,19 @@ export function freeze(obj: JsonObject): JsonObject {
   for (const k of ["name", "namespace", "labels", "annotations"]) if (meta[k] !== undefined) m[k] = meta[k]!;
   out["metadata"] = m;
   if (obj["spec"] !== undefined) out["spec"] = obj["spec"]!;
-  return cloneJson(out);
+  const copy = cloneJson(out);
+  const cm = copy["metadata"] as JsonObject;
+  for (const [field, key] of [
+    ["labels", IN_USE_LABEL],
+    ["annotations", DELETION_ATTEMPT_ANNOTATION],
+  ] as const) {
+    const map = cm[field];
+    if (map && typeof map === "object" && !Array.isArray(map) && Object.hasOwn(map, key)) {
+      delete map[key];
+      if (Object.keys(map).length === 0) delete cm[field];
+    }
+  }
+  return copy;
 }
 
 /** pipeline turns steps into a function that `xfn serve` can serve. */

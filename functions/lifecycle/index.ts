@@ -2,18 +2,20 @@
 // input, for platform teams who write no TypeScript. Put it after any other
 // function in a pipeline; see README.md beside this file.
 import type { JsonObject } from "@bufbuild/protobuf";
-import { defineFunction, request, response, runSteps, steps, type Step } from "xfn-runtime";
+import { defineFunction, request, response, runSteps, steps, type RunFunctionRequest, type Step } from "xfn-runtime";
 import { parseInput, type Options } from "./input.js";
 
-/** stepsFor builds the step list, in the order the steps must run. */
-export function stepsFor(o: Options): Step[] {
+/** stepsFor builds the step list, in the order the steps must run (req: the request it is for, if known). */
+export function stepsFor(o: Options, req?: RunFunctionRequest): Step[] {
   const out: Step[] = [];
   // First: a resource left out is neither named, waited for, nor deleted in order.
   if (o.includeWhen) out.push(steps.includeWhen(o.includeWhen));
   if (o.externalNames) out.push(steps.externalName(o.externalNames));
   if (o.lateInit) out.push(steps.lateInit(o.lateInit));
   if (o.readiness) out.push(steps.readiness(o.readiness));
-  if (o.dependencies) out.push(steps.dependencies(o.dependencies));
+  if (o.dependencies) out.push(steps.dependencies(o.dependencies, { usages: o.usages }));
+  // Without dependencies, the Usages composed while there were some are released, not left waiting for their users.
+  else if (req && steps.hasOwnUsages(req)) out.push(steps.releaseUsages());
   if (o.deletion) out.push(steps.deletion({ ...o.deletion, ...(o.dependencies ? { dependencies: o.dependencies } : {}) }));
   // Last: it checks what the steps above wrote into the XR's status.
   if (o.schemaCheck) out.push(steps.statusSchema({ suggest: suggestions(o) }));
@@ -52,7 +54,7 @@ export function suggestions(o: Options): Record<string, JsonObject> {
 export default defineFunction((req, ctx) => {
   let list: Step[];
   try {
-    list = stepsFor(parseInput(request.getInput(req)));
+    list = stepsFor(parseInput(request.getInput(req)), req);
   } catch (err) {
     const rsp = response.to(req);
     response.fatal(rsp, `invalid Lifecycle input: ${(err as Error).message}`).withReason("InvalidInput");

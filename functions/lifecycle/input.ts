@@ -13,6 +13,8 @@ export interface Options {
   lateInit?: steps.LateInitOptions;
   readiness?: steps.ReadinessOptions;
   dependencies?: steps.DependenciesOptions;
+  /** The Usages the dependencies step composes so that Crossplane deletes dependents first (on unless switched off). */
+  usages: steps.UsageOptions;
   deletion?: steps.DeletionOptions;
   includeWhen?: steps.IncludeWhenOptions;
   /** Check the status fields the steps write against the XR kind's schema (on unless switched off). */
@@ -107,6 +109,7 @@ export function parseInput(raw: JsonObject): Options {
     "lateInit",
     "readiness",
     "dependencies",
+    "usages",
     "deletion",
     "includeWhen",
     "schemaCheck",
@@ -115,7 +118,7 @@ export function parseInput(raw: JsonObject): Options {
   if (top["apiVersion"] !== undefined && top["apiVersion"] !== API_VERSION)
     fail("input.apiVersion", `must be ${API_VERSION}, got ${JSON.stringify(top["apiVersion"])}`);
   if (top["kind"] !== undefined && top["kind"] !== KIND) fail("input.kind", `must be ${KIND}, got ${JSON.stringify(top["kind"])}`);
-  const out: Options = {};
+  const out: Options = { usages: {} };
 
   // externalNames is on unless switched off.
   const en =
@@ -175,6 +178,17 @@ export function parseInput(raw: JsonObject): Options {
       deps[name] = dep;
     }
     out.dependencies = deps;
+  }
+
+  // usages are on unless switched off; they need dependencies to order.
+  if (top["usages"] !== undefined) {
+    const us = object(top["usages"], "input.usages", ["enabled", "replayDeletion"]);
+    for (const k of ["enabled", "replayDeletion"] as const) {
+      const v = us[k];
+      if (v === undefined) continue;
+      if (typeof v !== "boolean") fail(`input.usages.${k}`, "must be true or false");
+      else out.usages[k] = v;
+    }
   }
 
   // deletion is on unless switched off; it acts only while the XR is being deleted.

@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { parse } from "yaml";
-import { Ready, serve, Severity } from "xfn-runtime";
+import { Ready, serve, Severity, type JsonObject, type RunFunctionResponse } from "xfn-runtime";
 import { rawClient } from "../../test/support/client.js";
 import { memoryLog } from "../../test/support/log.js";
 import { request } from "../../test/support/requests.js";
@@ -16,7 +16,7 @@ const L = suite("functions/lifecycle");
 const invalid: Record<string, { input: Record<string, unknown>; want: string }> = {
   UnknownStepKey: {
     input: { readyness: {} },
-    want: 'input: unknown key "readyness"; allowed: apiVersion, kind, externalNames, lateInit, readiness, dependencies, deletion, includeWhen, schemaCheck, summary',
+    want: 'input: unknown key "readyness"; allowed: apiVersion, kind, externalNames, lateInit, readiness, dependencies, usages, deletion, includeWhen, schemaCheck, summary',
   },
   BadDuration: {
     input: { deletion: { stuckAfter: "5 minutes" } },
@@ -84,6 +84,13 @@ const invalid: Record<string, { input: Record<string, unknown>; want: string }> 
     input: { summary: { healthType: "Healthy" } },
     want: 'summary: health "Healthy" is a condition type Crossplane keeps for itself and drops from a function',
   },
+  UsagesNotAnObject: { input: { usages: false }, want: "input.usages: must be an object, got false" },
+  UsagesUnknownKey: {
+    input: { usages: { replay: true } },
+    want: 'input.usages: unknown key "replay"; allowed: enabled, replayDeletion',
+  },
+  UsagesBadEnabled: { input: { usages: { enabled: "no" } }, want: "input.usages.enabled: must be true or false" },
+  UsagesBadReplay: { input: { usages: { replayDeletion: 1 } }, want: "input.usages.replayDeletion: must be true or false" },
   LateInitOutsideSpec: { input: { lateInit: { fields: ["status.id"] } }, want: 'lateInit field "status.id" must be under spec' },
 };
 for (const [name, tc] of Object.entries(invalid)) {
@@ -115,6 +122,47 @@ L("defaults: externalNames, deletion and the schema check on; the rest off until
   assert.equal(
     stepsFor(parseInput({ externalNames: { enabled: false }, deletion: { enabled: false }, schemaCheck: false })).map((s) => s.stepName),
     [],
+  );
+});
+
+L("usages: given to the dependencies step; without dependencies, released only where a Usage of its own is observed", async () => {
+  const observed = (extra: Record<string, unknown>) =>
+    request({
+      input: { apiVersion: "lifecycle.xfn.dev/v1alpha1", kind: "Lifecycle", ...extra } as never,
+      observed: {
+        composite: { resource: { apiVersion: "x/v1", kind: "X", metadata: { name: "x" } } },
+        resources: {
+          a: { resource: { apiVersion: "v1", kind: "A", metadata: { name: "a1" } } },
+          b: { resource: { apiVersion: "v1", kind: "B", metadata: { name: "b1" } } },
+          "usage-of-a-by-b": {
+            resource: {
+              apiVersion: "protection.crossplane.io/v1beta1",
+              kind: "ClusterUsage",
+              metadata: { name: "u1", annotations: { "usage.xfn.dev/of": "a", "usage.xfn.dev/by": "b" } },
+              spec: { of: { kind: "A", resourceRef: { name: "a1" } }, by: { kind: "B", resourceRef: { name: "b1" } } },
+            },
+          },
+        },
+      },
+      desired: { resources: { a: { resource: { apiVersion: "v1", kind: "A" } }, b: { resource: { apiVersion: "v1", kind: "B" } } } },
+    });
+  const spec = (rsp: RunFunctionResponse) => rsp.desired!.resources["usage-of-a-by-b"]?.resource?.["spec"] as JsonObject | undefined;
+  const deps = { dependencies: { b: { dependsOn: ["a"] } } };
+  // On by default: the Usage kept, with its user.
+  assert.ok(spec(await lifecycle(observed(deps), ctx))?.["by"]);
+  // Off: released (applied without its user).
+  const off = spec(await lifecycle(observed({ ...deps, usages: { enabled: false } }), ctx));
+  assert.equal([off?.["by"], off?.["reason"]], [undefined, "released: b no longer depends on a"]);
+  // No dependencies at all: the release step runs, as the request observes a Usage of its own, and only then.
+  const none = await lifecycle(observed({}), ctx);
+  assert.equal(spec(none)?.["reason"], "released: b no longer depends on a");
+  assert.equal(
+    stepsFor(parseInput({}), observed({})).map((s) => s.stepName),
+    ["externalName", "releaseUsages", "deletion", "statusSchema"],
+  );
+  assert.equal(
+    stepsFor(parseInput({}), request({})).map((s) => s.stepName),
+    ["externalName", "deletion", "statusSchema"],
   );
 });
 

@@ -55,6 +55,7 @@ import { ComposedWatches } from "./composed-watches.js";
 import type { Kind, WatchManager } from "./watches.js";
 import { messageOf } from "../sdk/errors.js";
 import { fetcher } from "./fetch.js";
+import { HOST_CONTEXT_KEY } from "../steps/usages.js";
 
 const EXTERNAL_NAME = "crossplane.io/external-name";
 const merge = setHeaderOptions("Content-Type", PatchStrategy.MergePatch);
@@ -395,7 +396,8 @@ export class Composer {
           ),
           xr: r.xr,
           observed: r.observed,
-          context: undefined,
+          // The host deletes in dependency order itself: the dependencies step composes no Crossplane Usages here.
+          context: { [HOST_CONTEXT_KEY]: { ordersDeletion: true } },
           credentials: [],
           fetch: fetcher(this.d.objects),
           seed: (step) => this.required.get(r.key)?.[step] ?? [],

@@ -21,6 +21,7 @@ import { observedXR, sortedKeys } from "./common.js";
 import { graphOf, parseDependencies, type DependenciesOptions } from "./dependencies.js";
 import { formatDuration, parseDuration } from "./duration.js";
 import { checkAcyclic, deletionWaves, dependents } from "./graph.js";
+import { isOwnUsage } from "./usages.js";
 
 /** DeletionOptions configure the deletion step. */
 export interface DeletionOptions {
@@ -50,8 +51,9 @@ export function deletion(opts: DeletionOptions = {}): Step {
     if (!isDeleting(xr)) {
       // Record the order, so that whoever deletes the XR can follow it even when
       // this function cannot run then (xfn host does, when the function is down).
-      if (graph.size > 0)
-        response.setDesiredCompositeField(ctx.rsp, `${DELETION_FIELD}.order`, deletionWaves(graph, sortedKeys(ctx.rsp.desired!.resources)));
+      // The dependencies step's Usages are Crossplane's means to the same order, not part of it.
+      const names = sortedKeys(ctx.rsp.desired!.resources).filter((n) => !isOwnUsage(ctx.rsp.desired!.resources[n]!.resource));
+      if (graph.size > 0) response.setDesiredCompositeField(ctx.rsp, `${DELETION_FIELD}.order`, deletionWaves(graph, names));
       return;
     }
     const since = getString(xr, "metadata.deletionTimestamp")!;

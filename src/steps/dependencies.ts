@@ -27,6 +27,7 @@ import * as response from "../sdk/response.js";
 import { celVariables, compile, evaluate, type Expression } from "./cel.js";
 import { isNonEmpty, observedResource, observedXR, sortedKeys } from "./common.js";
 import { checkAcyclic, type Graph } from "./graph.js";
+import { composeUsages, type UsageOptions } from "./usages.js";
 import { messageOf } from "../sdk/errors.js";
 
 /** Dependency is what one resource waits for. */
@@ -239,10 +240,20 @@ function topological(g: Graph): string[] {
   return out;
 }
 
+/** DependencySettings configure the dependencies step beyond its per-resource configuration. */
+export interface DependencySettings {
+  /**
+   * Compose Crossplane Usages so that Crossplane deletes dependents first
+   * (usages.ts); on unless false. Off, the Usages composed before are released.
+   */
+  usages?: boolean | UsageOptions;
+}
+
 /** dependencies returns the step. */
-export function dependencies(opts: DependenciesOptions): Step {
+export function dependencies(opts: DependenciesOptions, settings: DependencySettings = {}): Step {
   const parsed = parseDependencies(opts);
   const graph = graphOf(parsed);
+  const usages: UsageOptions = typeof settings.usages === "object" ? settings.usages : { enabled: settings.usages !== false };
 
   const recorded: JsonObject = {};
   for (const [name, p] of parsed)
@@ -301,5 +312,6 @@ export function dependencies(opts: DependenciesOptions): Step {
       response.setDesiredCompositeField(ctx.rsp, WAITING_FIELD, waiting);
       ctx.requeueAfter(Math.min(MAX_TTL_S, Math.max(MIN_TTL_S, Math.round(longest / 2000))));
     }
+    composeUsages(ctx, graph, usages);
   });
 }

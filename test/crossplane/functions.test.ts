@@ -18,6 +18,9 @@ import { needs } from "../support/needs.js";
 import { ROOT, XFN } from "../support/spawn.js";
 import { startControlPlane, type ControlPlane } from "./controlplane.js";
 import { startCrossplane, type Crossplane } from "./crossplane.js";
+import type { JsonObject } from "@bufbuild/protobuf";
+import { dependencies } from "../../src/steps/index.js";
+import { run as runSteps } from "../support/steps.js";
 import { buildXpkg, installFunction, kubectl, kubectlApply, startRegistry, type InstalledFunction, type Registry } from "./functions.js";
 
 const X = suite("xfn's functions under real Crossplane: installed from their .xpkg, called over Crossplane's mTLS");
@@ -103,7 +106,13 @@ interface Condition {
   message?: string;
 }
 interface Obj {
-  metadata: { name: string; labels?: Record<string, string>; annotations?: Record<string, string>; ownerReferences?: object[] };
+  metadata: {
+    name: string;
+    namespace?: string;
+    labels?: Record<string, string>;
+    annotations?: Record<string, string>;
+    ownerReferences?: object[];
+  };
   spec?: Record<string, unknown>;
   status?: Record<string, unknown> & { conditions?: Condition[] };
 }
@@ -271,8 +280,16 @@ async function within<T>(p: Promise<T>, ms: number, why: () => string): Promise<
  * how many ms after the delete the API server said it was gone (a watch's
  * DELETED event: their order exactly, however close), in that order.
  */
-async function deletionOrder(plane: ControlPlane): Promise<Record<string, number>> {
-  const names = new Map([...(await buckets(plane))].map(([k, b]) => [b.metadata.name, k]));
+async function deletionOrder(
+  plane: ControlPlane,
+  opts: { xr?: string; cascade?: "background" | "foreground"; during?: () => Promise<void> } = {},
+): Promise<Record<string, number>> {
+  const xr = opts.xr ?? "team-a";
+  const names = new Map(
+    [...(await buckets(plane))]
+      .filter(([, b]) => b.metadata.labels?.["crossplane.io/composite"] === xr)
+      .map(([k, b]) => [b.metadata.name, k]),
+  );
   const watch = spawn(
     plane.kubectl,
     ["--kubeconfig", plane.kubeconfig, "get", "buckets.s3.aws.upbound.io", "--watch", "--output-watch-events", "-o", "json"],
@@ -306,8 +323,11 @@ async function deletionOrder(plane: ControlPlane): Promise<Record<string, number
     watch.stderr!.on("data", (d) => (errText += d));
     await within(watching, 30_000, () => `the watch of Buckets did not list them within 30 s: ${errText}`);
     started = Date.now();
-    await kubectl(plane, "delete", "xbuckets", "team-a", "--wait=false");
-    await within(all, 90_000, () => `not every Bucket was deleted within 90 s; gone: ${JSON.stringify(gone)}`);
+    await kubectl(plane, "delete", "xbuckets", xr, "--wait=false", `--cascade=${opts.cascade ?? "background"}`);
+    await Promise.all([
+      within(all, 90_000, () => `not every Bucket was deleted within 90 s; gone: ${JSON.stringify(gone)}`),
+      opts.during?.(),
+    ]);
     return gone;
   } finally {
     watch.kill();
@@ -324,6 +344,8 @@ G(
       spec: { pipeline: { step: string; input: Record<string, unknown> }[] };
     };
     doc.spec.pipeline.find((p) => p.step === "lifecycle")!.input["summary"] = {};
+    // Without Crossplane Usages, which xfn host composes none of (it orders deletion itself): they have a test of their own below.
+    doc.spec.pipeline.find((p) => p.step === "lifecycle")!.input["usages"] = { enabled: false };
     writeFileSync(composition, JSON.stringify(doc));
     const examples = ["examples/host/crds.yaml", "examples/host/xrd.yaml", composition, "examples/xr.yaml"];
     await applyExample(cp!, "examples/host/crds.yaml");
@@ -433,5 +455,185 @@ G(
     }
   },
 );
+
+G(
+  "Usages under real Crossplane (issue 61 point 1): composed once both ends exist, released when switched off, and the XR deleted dependents first, its status saying so",
+  async () => {
+    const doc = parseYaml(readFileSync(join(ROOT, "examples/composition.yaml"), "utf8")) as Obj & {
+      spec: { pipeline: { step: string; input: Record<string, unknown> }[] };
+    };
+    doc.metadata.name = "xbuckets-ordered";
+    const lifecycle = doc.spec.pipeline.find((p) => p.step === "lifecycle")!;
+    await kubectlApply(cp!, doc);
+    const xr = parseYaml(readFileSync(join(ROOT, "examples/xr.yaml"), "utf8")) as Obj & { metadata: { uid?: string } };
+    delete xr.metadata.uid;
+    xr.metadata.name = "team-b";
+    xr.spec!["crossplane"] = { compositionRef: { name: "xbuckets-ordered" } };
+    await kubectlApply(cp!, xr);
+
+    const mine = async () => new Map([...(await buckets())].filter(([, b]) => b.metadata.labels?.["crossplane.io/composite"] === "team-b"));
+    const usages = async () =>
+      (await getJson<{ items: (Obj & { spec: Record<string, unknown> })[] }>("clusterusages")).items.filter(
+        (u) => u.metadata.labels?.["crossplane.io/composite"] === "team-b",
+      );
+    const inUse = async () => (await mine()).get("bucket-logs")?.metadata.labels?.["crossplane.io/in-use"];
+    const ordered = async () => (await getJson("xbuckets", "team-b")).status?.conditions?.find((c) => c.type === "DeletionOrdered");
+    const usageReady = async () => {
+      const u = await usages();
+      return u.length === 1 && isTrue(u[0]!, "Ready") && (await inUse()) === "true";
+    };
+
+    await wait("team-b's bucket-logs composed", async () => (await mine()).has("bucket-logs"));
+    assert.equal(await usages(), [], "a Usage before its user exists");
+    await markReady(cp!, (await mine()).get("bucket-logs")!.metadata.name);
+    await wait("team-b's bucket-assets composed", async () => (await mine()).has("bucket-assets"));
+    // Both exist: the Usage of bucket-logs by bucket-assets; Crossplane's Usage controller labels bucket-logs in use.
+    await wait("the Usage ready and bucket-logs in use", usageReady);
+    const names = Object.fromEntries([...(await mine())].map(([k, b]) => [k, b.metadata.name]));
+    const [usage] = await usages();
+    assert.is(usage!.metadata.annotations?.["crossplane.io/composition-resource-name"], "usage-of-bucket-logs-by-bucket-assets");
+    assert.equal(usage!.spec, {
+      of: { apiVersion: "s3.aws.upbound.io/v1beta1", kind: "Bucket", resourceRef: { name: names["bucket-logs"] } },
+      by: { apiVersion: "s3.aws.upbound.io/v1beta1", kind: "Bucket", resourceRef: { name: names["bucket-assets"] } },
+      replayDeletion: true,
+    });
+    await wait("DeletionOrdered True", async () => (await ordered())?.status === "True");
+    assert.equal(
+      { reason: (await ordered())!.reason, message: (await ordered())!.message },
+      { reason: "Ordered", message: "On deletion, Crossplane deletes bucket-logs after bucket-assets" },
+    );
+
+    // Switched off: the Usage is released (applied without its user) and removed, bucket-logs no longer in use, nothing else touched.
+    lifecycle.input["usages"] = { enabled: false };
+    await kubectlApply(cp!, doc);
+    await wait(
+      "the Usage gone and bucket-logs no longer in use",
+      async () => (await usages()).length === 0 && (await inUse()) === undefined,
+    );
+    assert.equal(Object.fromEntries([...(await mine())].map(([k, b]) => [k, b.metadata.name])), names);
+    await wait("DeletionOrdered False", async () => (await ordered())?.reason === "NotOrdered");
+    assert.is((await ordered())!.message, "Usages are off for this pipeline: Crossplane deletes the composed resources all at once");
+
+    // On again (the default): composed again.
+    delete lifecycle.input["usages"];
+    await kubectlApply(cp!, doc);
+    await wait("the Usage composed again", usageReady);
+
+    // Crossplane's webhook refuses to delete what is in use, naming the Usage's user.
+    const refused = await kubectl(cp!, "delete", "buckets.s3.aws.upbound.io", names["bucket-logs"]!, "--wait=false").then(
+      () => "deleted",
+      (err: Error) => err.message,
+    );
+    assert.match(
+      refused,
+      new RegExp(
+        `admission webhook "nousages\\.protection\\.crossplane\\.io" denied the request: This resource is in-use by 1 usage\\(s\\), ` +
+          `including the \\*v1beta1\\.ClusterUsage "[a-z0-9-]+" by resource Bucket/${names["bucket-assets"]}\\.`,
+      ),
+    );
+
+    // Deleted in the foreground: the XR stays until its composed resources are gone, saying in its status what waits for
+    // what, while the garbage collector's delete of bucket-logs is refused until bucket-assets is gone and its Usage with it.
+    // bucket-assets is held by a finalizer of the test's for 3 s (a provider deleting the real bucket): all that while,
+    // bucket-logs stays, not even marked for deletion (without the Usage the collector deletes it at once: team-a above).
+    const HOLD = "xfn.dev/test-hold";
+    const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+    await kubectl(
+      cp!,
+      "patch",
+      "buckets.s3.aws.upbound.io",
+      names["bucket-assets"]!,
+      "--type=merge",
+      "-p",
+      JSON.stringify({ metadata: { finalizers: [HOLD] } }),
+    );
+    const deletedAt = (o: Obj | undefined) => (o?.metadata as { deletionTimestamp?: string } | undefined)?.deletionTimestamp;
+    let deleting: Obj | undefined;
+    let heldFor = 0;
+    const during = async () => {
+      await wait("the XR and bucket-assets being deleted", async () => {
+        const now = await getJson("xbuckets", "team-b");
+        if (deletedAt(now)) deleting ??= now;
+        return deletedAt(now) !== undefined && deletedAt((await mine()).get("bucket-assets")) !== undefined;
+      });
+      const since = Date.now();
+      while (Date.now() - since < 3_000) {
+        const logsNow = (await mine()).get("bucket-logs");
+        assert.ok(
+          logsNow && !deletedAt(logsNow),
+          `bucket-logs went while bucket-assets, which uses it, was still there: ${JSON.stringify(logsNow?.metadata)}`,
+        );
+        heldFor = Date.now() - since;
+        await sleep(200);
+      }
+      await kubectl(
+        cp!,
+        "patch",
+        "buckets.s3.aws.upbound.io",
+        names["bucket-assets"]!,
+        "--type=json",
+        "-p",
+        '[{"op":"remove","path":"/metadata/finalizers"}]',
+      );
+    };
+    const gone = await deletionOrder(cp!, { xr: "team-b", cascade: "foreground", during });
+    process.stderr.write(`deletion order under Crossplane with Usages: ${JSON.stringify(gone)} (ms after the delete)\n`);
+    assert.equal(Object.keys(gone), ["bucket-assets", "bucket-logs"]);
+    assert.ok(gone["bucket-logs"]! > gone["bucket-assets"]!, JSON.stringify(gone));
+    assert.ok(heldFor >= 2_800, `held for ${heldFor} ms`);
+    assert.ok(deleting, "the XR was not seen being deleted");
+    const said = (deleting.status?.conditions ?? []).find((c) => c.type === "DeletionOrdered");
+    assert.equal([said?.status, said?.message], ["True", "On deletion, Crossplane deletes bucket-logs after bucket-assets"]);
+    await wait("the Usage gone with the XR", async () => (await usages()).length === 0);
+  },
+);
+
+G("the Usages the step composes for namespaced resources, as Crossplane's Usage controller and webhook take them", async () => {
+  // Two ConfigMaps in each of two namespaces stand for composed resources: the step's Usage for a namespaced user of a
+  // resource in its namespace, and in another (a cluster-scoped XR's resources may be in any).
+  for (const ns of ["usage-a", "usage-b"]) await kubectl(cp!, "create", "namespace", ns);
+  const cm = async (ns: string, name: string) => {
+    await kubectl(cp!, "-n", ns, "create", "configmap", name);
+    return JSON.parse(await kubectl(cp!, "-n", ns, "get", "configmap", name, "-o", "json")) as Obj;
+  };
+  const cases = [
+    { what: "same namespace", used: await cm("usage-a", "db"), user: await cm("usage-a", "app") },
+    { what: "another namespace", used: await cm("usage-b", "db"), user: await cm("usage-a", "web") },
+  ];
+  for (const { what, used, user } of cases) {
+    const rsp = runSteps([dependencies({ user: { dependsOn: ["used"] } })], {
+      observed: { used: used as unknown as JsonObject, user: user as unknown as JsonObject },
+      desired: { used: {}, user: {} },
+    });
+    const usage = rsp.desired!.resources["usage-of-used-by-user"]!.resource! as unknown as Obj;
+    usage.metadata.name = `xfn-${what.replaceAll(" ", "-")}`;
+    await kubectlApply(cp!, usage);
+    const got = () => getJson("usages.protection.crossplane.io", "-n", usage.metadata.namespace!, usage.metadata.name);
+    await wait(`${what}: the Usage ready`, async () => isTrue(await got(), "Ready"));
+    const [usedNs, usedName] = [used.metadata.namespace!, used.metadata.name];
+    const refused = await kubectl(cp!, "-n", usedNs, "delete", "configmap", usedName, "--wait=false").then(
+      () => "deleted",
+      (err: Error) => err.message,
+    );
+    assert.match(refused, /denied the request: This resource is in-use by 1 usage\(s\), including the \*v1beta1\.Usage /, what);
+    // Its user gone, the Usage goes with it (Crossplane's controller made the user its owner).
+    await kubectl(cp!, "-n", user.metadata.namespace!, "delete", "configmap", user.metadata.name);
+    await wait(
+      `${what}: the Usage gone with its user`,
+      async () =>
+        await got().then(
+          () => false,
+          (e: Error) => /NotFound/.test(e.message),
+        ),
+    );
+    // The refused delete is replayed (replayDeletion): Crossplane deletes the used one once its Usage is gone.
+    await wait(`${what}: ${usedName} deleted by Crossplane's replay`, () =>
+      kubectl(cp!, "-n", usedNs, "get", "configmap", usedName).then(
+        () => false,
+        (e: Error) => /NotFound/.test(e.message),
+      ),
+    );
+  }
+});
 
 X.run();

@@ -68,15 +68,21 @@ C("the example: bucket-assets waits for bucket-logs, composed the round after lo
     [
       "round 1: composed bucket-logs; XR Ready=False (Creating); then ready: bucket-logs",
       "round 2: composed bucket-assets; XR Ready=False (Creating); then ready: bucket-assets",
-      "round 3: XR Ready=True (Available)",
-      "round 4: rendered the same as the round before; XR Ready=True (Available)",
+      // Both exist: the Usage that makes Crossplane delete bucket-assets first (issue 61 point 1).
+      "round 3: composed usage-of-bucket-logs-by-bucket-assets; XR Ready=False (Creating); then ready: usage-of-bucket-logs-by-bucket-assets",
+      "round 4: XR Ready=True (Available)",
+      "round 5: rendered the same as the round before; XR Ready=True (Available)",
     ],
   );
-  // Each round's diff: round 2 adds bucket-assets and drops the waiting list; round 4's is empty.
+  // Each round's diff: round 2 adds bucket-assets and drops the waiting list; round 5's is empty.
   assert.match(c.rounds[1]!.diff, /^\+ {4}crossplane\.io\/composition-resource-name: bucket-assets$/m);
   assert.match(c.rounds[1]!.diff, /^- {2}waiting:$/m);
-  assert.is(c.rounds[3]!.diff, "");
-  assert.equal(names(final.composed), ["bucket-assets", "bucket-logs"]);
+  assert.is(c.rounds[4]!.diff, "");
+  assert.equal(names(final.composed), ["bucket-assets", "bucket-logs", "usage-of-bucket-logs-by-bucket-assets"]);
+  assert.equal(
+    [cond(final.xr, "DeletionOrdered").status, cond(final.xr, "DeletionOrdered").message],
+    ["True", "On deletion, Crossplane deletes bucket-logs after bucket-assets"],
+  );
   assert.is(cond(final.xr, "Ready").status, "True");
   // The externalName step recorded what the simulated provider set (the resource's name, as crossplane-runtime's default).
   const ext = (final.xr as Obj)["status"].externalNames as Record<string, string>;
@@ -146,11 +152,12 @@ C("the readiness and dependency steps over what a provider publishes (readyStatu
       "round 1: composed db; XR Ready=False (Creating)",
       "round 2: XR Ready=False (Creating); then ready: db",
       "round 3: composed app; XR Ready=False (Creating); then ready: app",
-      "round 4: XR Ready=True (Available)",
-      "round 5: rendered the same as the round before; XR Ready=True (Available)",
+      "round 4: composed usage-of-db-by-app; XR Ready=False (Creating); then ready: usage-of-db-by-app",
+      "round 5: XR Ready=True (Available)",
+      "round 6: rendered the same as the round before; XR Ready=True (Available)",
     ],
   );
-  assert.equal(names(final.composed), ["app", "db"]);
+  assert.equal(names(final.composed), ["app", "db", "usage-of-db-by-app"]);
   assert.is(cond(final.xr, "Ready").status, "True");
   assert.is((final.xr as Obj)["status"].waiting, undefined);
 });
@@ -162,7 +169,7 @@ C("a CEL rule (self, xr) that never holds: it settles with the dependent never c
   const ok = await run(join(EX, "composition.yaml"), {
     ready: { "*": "xr.metadata.name == 'team-a' && self.spec.forProvider.region != ''" },
   });
-  assert.equal(names(ok.final.composed), ["bucket-assets", "bucket-logs"]);
+  assert.equal(names(ok.final.composed), ["bucket-assets", "bucket-logs", "usage-of-bucket-logs-by-bucket-assets"]);
 });
 
 // A function that writes a counter one higher than the XR's each time: it never settles.

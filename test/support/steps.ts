@@ -12,11 +12,14 @@ export interface Spec {
   observed?: Record<string, JsonObject>;
   desired?: Record<string, JsonObject>;
   desiredReady?: Record<string, "READY_TRUE" | "READY_FALSE">;
+  /** The pipeline's context (xfn host sends steps.HOST_CONTEXT_KEY). */
+  context?: JsonObject;
 }
 
 /** run runs steps over a request built from spec. */
 export function run(steps: Step[], spec: Spec, now = NOW): RunFunctionResponse {
   const json: JsonObject = {
+    ...(spec.context ? { context: spec.context } : {}),
     observed: {
       composite: { resource: spec.xr ?? { apiVersion: "x/v1", kind: "XNet", metadata: { name: "net" } } },
       resources: Object.fromEntries(Object.entries(spec.observed ?? {}).map(([k, v]) => [k, { resource: v }])),
