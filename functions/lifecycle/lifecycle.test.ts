@@ -128,6 +128,8 @@ L("defaults: externalNames, deletion and the schema check on; the rest off until
 L("usages: given to the dependencies step; without dependencies, released only where a Usage of its own is observed", async () => {
   const observed = (extra: Record<string, unknown>) =>
     request({
+      // As Crossplane v2.2 and later call it, listing what it supports.
+      meta: { tag: "t", capabilities: ["CAPABILITY_CAPABILITIES", "CAPABILITY_REQUIRED_SCHEMAS"] },
       input: { apiVersion: "lifecycle.xfn.dev/v1alpha1", kind: "Lifecycle", ...extra } as never,
       observed: {
         composite: { resource: { apiVersion: "x/v1", kind: "X", metadata: { name: "x" } } },
@@ -148,8 +150,11 @@ L("usages: given to the dependencies step; without dependencies, released only w
     });
   const spec = (rsp: RunFunctionResponse) => rsp.desired!.resources["usage-of-a-by-b"]?.resource?.["spec"] as JsonObject | undefined;
   const deps = { dependencies: { b: { dependsOn: ["a"] } } };
-  // On by default: the Usage kept, with its user.
+  // On by default: the Usage kept, with its user; from a caller that does not list its capabilities, only when asked for.
   assert.ok(spec(await lifecycle(observed(deps), ctx))?.["by"]);
+  const older = observed({ ...deps, usages: { enabled: true } });
+  older.meta!.capabilities = [];
+  assert.ok(spec(await lifecycle(older, ctx))?.["by"]);
   // Off: released (applied without its user).
   const off = spec(await lifecycle(observed({ ...deps, usages: { enabled: false } }), ctx));
   assert.equal([off?.["by"], off?.["reason"]], [undefined, "released: b no longer depends on a"]);

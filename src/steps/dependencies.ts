@@ -244,7 +244,9 @@ function topological(g: Graph): string[] {
 export interface DependencySettings {
   /**
    * Compose Crossplane Usages so that Crossplane deletes dependents first
-   * (usages.ts); on unless false. Off, the Usages composed before are released.
+   * (usages.ts): by default for a caller that lists its capabilities
+   * (Crossplane v2.2+); true or false to decide. Off, the Usages composed
+   * before are released.
    */
   usages?: boolean | UsageOptions;
 }
@@ -253,7 +255,7 @@ export interface DependencySettings {
 export function dependencies(opts: DependenciesOptions, settings: DependencySettings = {}): Step {
   const parsed = parseDependencies(opts);
   const graph = graphOf(parsed);
-  const usages: UsageOptions = typeof settings.usages === "object" ? settings.usages : { enabled: settings.usages !== false };
+  const usages: UsageOptions = typeof settings.usages === "boolean" ? { enabled: settings.usages } : (settings.usages ?? {});
 
   const recorded: JsonObject = {};
   for (const [name, p] of parsed)

@@ -55,7 +55,12 @@ export const HOST_CONTEXT_KEY = "xfn.dev/host";
 
 /** UsageOptions configure the Usages the dependencies step composes. */
 export interface UsageOptions {
-  /** Compose Usages (default true). Off, the step still releases the Usages it composed before. */
+  /**
+   * Compose Usages: by default where the caller lists its capabilities
+   * (Crossplane v2.2 and later, xfn render), whose protection.crossplane.io
+   * Usages exist (Crossplane v1 has none, v2.0 and v2.1 list nothing: true
+   * there). Off, the step still releases the Usages it composed before.
+   */
   enabled?: boolean;
   /** Have Crossplane delete what was used as soon as its user is gone, rather than at the garbage collector's next retry (default true). */
   replayDeletion?: boolean;
@@ -153,7 +158,7 @@ export function composeUsages(ctx: StepContext, graph: Graph, opts: UsageOptions
   // While the XR is deleted, the deletion step orders (xfn host, xfn render): Crossplane calls no pipeline then.
   if (isDeleting(xr)) return;
   const host = hostOrdersDeletion(ctx);
-  const on = opts.enabled !== false && !host;
+  const on = !host && (opts.enabled ?? request.advertisesCapabilities(ctx.req));
   const replay = opts.replayDeletion !== false;
   const observed = request.getObservedComposedResources(ctx.req);
   const desired = ctx.rsp.desired!.resources;
@@ -187,9 +192,9 @@ export function composeUsages(ctx: StepContext, graph: Graph, opts: UsageOptions
       continue;
     }
     wanted.set(key, e);
-    const seen = mine.get(key)?.obj;
     const usage = usageObject(e, obs(e.of)!, obs(e.by)!, replay);
-    response.setDesiredComposedResource(ctx.rsp, key, usage, { ready: isReadyTrue(seen) });
+    // Ready whatever its own condition says: the XR's infrastructure is there either way (DeletionOrdered tells the rest).
+    response.setDesiredComposedResource(ctx.rsp, key, usage, { ready: true });
   }
 
   // Usages composed before and no longer wanted: released while their user stays, else dropped.
@@ -216,13 +221,21 @@ export function composeUsages(ctx: StepContext, graph: Graph, opts: UsageOptions
       .targetCompositeAndClaim();
   }
 
-  deletionOrderCondition(ctx, xr, { on, host, edges, wanted, notYet, mine });
+  const why = host ? "host" : on ? "on" : opts.enabled === false ? "off" : "unknown caller";
+  deletionOrderCondition(ctx, xr, { on, why, edges, wanted, notYet, mine });
 }
 
 function deletionOrderCondition(
   ctx: StepContext,
   xr: JsonObject,
-  s: { on: boolean; host: boolean; edges: Edge[]; wanted: Map<string, Edge>; notYet: string[]; mine: Map<string, { obj: JsonObject }> },
+  s: {
+    on: boolean;
+    why: "host" | "on" | "off" | "unknown caller";
+    edges: Edge[];
+    wanted: Map<string, Edge>;
+    notYet: string[];
+    mine: Map<string, { obj: JsonObject }>;
+  },
 ): void {
   const had = getObjectCondition(xr, DELETION_ORDER_TYPE) !== undefined;
   if (!s.on || s.edges.length === 0) {
@@ -231,11 +244,14 @@ function deletionOrderCondition(
       response
         .conditionFalse(ctx.rsp, DELETION_ORDER_TYPE, "NotOrdered")
         .withMessage(
-          s.host
+          s.why === "host"
             ? "xfn host deletes in dependency order itself: no Usages"
             : s.edges.length === 0
               ? "No dependencies to order: Crossplane deletes the composed resources all at once"
-              : "Usages are off for this pipeline: Crossplane deletes the composed resources all at once",
+              : s.why === "off"
+                ? "Usages are off for this pipeline: Crossplane deletes the composed resources all at once"
+                : "No Usages: the caller does not list its capabilities (a Crossplane before v2.2, which may have none); " +
+                  "usages enabled: true turns them on",
         );
     return;
   }
@@ -245,7 +261,7 @@ function deletionOrderCondition(
   const pending: string[] = [...s.notYet];
   for (const [key, e] of s.wanted) {
     if (isReadyTrue(s.mine.get(key)?.obj)) after.set(e.of, [...(after.get(e.of) ?? []), e.by]);
-    else pending.push(`${e.of} after ${e.by} (its Usage is not ready yet)`);
+    else pending.push(`${e.of} after ${e.by} (its Usage is not ready yet; Crossplane runs Usages with its webhooks on)`);
   }
   const ordered = [...after].map(([of, by]) => `${of} after ${by.join(" and ")}`);
   const parts = [

@@ -750,7 +750,7 @@ R("--converge: each round's line and diff on standard error, the settled state o
       "round 1: composed bucket-logs; XR Ready=False (Creating); then ready: bucket-logs",
       "round 2: composed bucket-assets; XR Ready=False (Creating); then ready: bucket-assets",
       // Both exist: the Usage that makes Crossplane delete bucket-assets first (issue 61 point 1).
-      "round 3: composed usage-of-bucket-logs-by-bucket-assets; XR Ready=False (Creating); then ready: usage-of-bucket-logs-by-bucket-assets",
+      "round 3: composed usage-of-bucket-logs-by-bucket-assets; XR Ready=True (Available); then ready: usage-of-bucket-logs-by-bucket-assets",
       "round 4: XR Ready=True (Available)",
       "round 5: rendered the same as the round before; XR Ready=True (Available)",
     ],

@@ -604,6 +604,7 @@ G("the Usages the step composes for namespaced resources, as Crossplane's Usage 
     const rsp = runSteps([dependencies({ user: { dependsOn: ["used"] } })], {
       observed: { used: used as unknown as JsonObject, user: user as unknown as JsonObject },
       desired: { used: {}, user: {} },
+      capabilities: true,
     });
     const usage = rsp.desired!.resources["usage-of-used-by-user"]!.resource! as unknown as Obj;
     usage.metadata.name = `xfn-${what.replaceAll(" ", "-")}`;

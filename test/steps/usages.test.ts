@@ -10,9 +10,12 @@ import * as assert from "uvu/assert";
 import { Ready, Severity, Status, type RunFunctionResponse } from "../../src/gen/fn/v1/run_function_pb.js";
 import { freeze } from "../../src/pipeline.js";
 import { deletion, dependencies, releaseUsages, DELETION_ORDER_TYPE, HOST_CONTEXT_KEY } from "../../src/steps/index.js";
-import { messages, run, type Spec } from "../support/steps.js";
+import { messages, run as runSpec, type Spec } from "../support/steps.js";
 
 const U = suite("step dependencies: Crossplane Usages");
+
+/** run runs the steps as Crossplane v2.2 and later call them: listing their capabilities (unless the spec says). */
+const run: typeof runSpec = (steps, spec) => runSpec(steps, { capabilities: true, ...spec });
 
 const ready = { conditions: [{ type: "Ready", status: "True", reason: "Available" }] };
 /** A composed resource as Crossplane observes it: its generated name, in namespace ns ("" for cluster-scoped). */
@@ -61,17 +64,17 @@ U("both ends exist: a Usage of the dependency by its dependent, named by them, r
       replayDeletion: true,
     },
   });
-  assert.is(first.desired!.resources[KEY]!.ready, Ready.FALSE);
+  // Ready for the XR's sake whatever its own condition (a Crossplane with webhooks off never makes it so); the condition tells.
+  assert.is(first.desired!.resources[KEY]!.ready, Ready.TRUE);
   assert.equal(condition(first), {
     status: "CONDITION_FALSE",
     reason: "Pending",
-    message: "Not ordered yet: logs after assets (its Usage is not ready yet)",
+    message: "Not ordered yet: logs after assets (its Usage is not ready yet; Crossplane runs Usages with its webhooks on)",
   });
 
   // The same on the next reconcile, with the Usage observed and ready: the same key, the same object.
   const next = run([dependencies(dep)], { ...spec, observed: { logs, assets, [KEY]: usageAsObserved(resource(first, KEY)!, true) } });
   assert.equal(resource(next, KEY), resource(first, KEY));
-  assert.is(next.desired!.resources[KEY]!.ready, Ready.TRUE);
   assert.equal(condition(next), {
     status: "CONDITION_TRUE",
     reason: "Ordered",
@@ -149,6 +152,23 @@ U("every kind of dependency orders: dependsOn, waitFor and waitUntil; a wait on 
     ["usage-of-cache-by-job", "usage-of-db-by-web", "usage-of-net-by-web"],
   );
 });
+
+U(
+  "by default only for a caller that lists its capabilities (Crossplane v2.2+: protection.crossplane.io exists); enabled: true for others",
+  () => {
+    const spec: Spec = { xr: xrWith(), observed: { logs, assets }, desired: both, capabilities: false };
+    assert.not.ok(resource(run([dependencies(dep)], spec), KEY));
+    assert.ok(resource(run([dependencies(dep, { usages: { enabled: true } })], spec), KEY));
+    // One said before, now from such a caller: the condition says why there are none.
+    const said = run([dependencies(dep)], { ...spec, xr: xrWith(DELETION_ORDER_TYPE) });
+    assert.equal(condition(said), {
+      status: "CONDITION_FALSE",
+      reason: "NotOrdered",
+      message:
+        "No Usages: the caller does not list its capabilities (a Crossplane before v2.2, which may have none); usages enabled: true turns them on",
+    });
+  },
+);
 
 U("a dependent not created yet: no Usage; the condition, once there is one, says which ordering waits for it", () => {
   const spec: Spec = { xr: xrWith(), observed: { logs: obj("Bucket", "l", "team-a", { status: {} }) }, desired: both };

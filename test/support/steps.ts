@@ -6,6 +6,13 @@ import { runSteps, type Step } from "../../src/pipeline.js";
 import { request } from "./requests.js";
 
 export const NOW = new Date("2026-06-01T12:00:00Z");
+const ALL = [
+  "CAPABILITY_CAPABILITIES",
+  "CAPABILITY_REQUIRED_RESOURCES",
+  "CAPABILITY_CREDENTIALS",
+  "CAPABILITY_CONDITIONS",
+  "CAPABILITY_REQUIRED_SCHEMAS",
+];
 
 export interface Spec {
   xr?: JsonObject;
@@ -14,12 +21,15 @@ export interface Spec {
   desiredReady?: Record<string, "READY_TRUE" | "READY_FALSE">;
   /** The pipeline's context (xfn host sends steps.HOST_CONTEXT_KEY). */
   context?: JsonObject;
+  /** The caller lists every capability, as Crossplane v2.2 and later do (request.advertisesCapabilities). */
+  capabilities?: boolean;
 }
 
 /** run runs steps over a request built from spec. */
 export function run(steps: Step[], spec: Spec, now = NOW): RunFunctionResponse {
   const json: JsonObject = {
     ...(spec.context ? { context: spec.context } : {}),
+    ...(spec.capabilities ? { meta: { tag: "tag-1", capabilities: ALL } } : {}),
     observed: {
       composite: { resource: spec.xr ?? { apiVersion: "x/v1", kind: "XNet", metadata: { name: "net" } } },
       resources: Object.fromEntries(Object.entries(spec.observed ?? {}).map(([k, v]) => [k, { resource: v }])),
