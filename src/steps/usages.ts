@@ -187,8 +187,10 @@ export function composeUsages(ctx: StepContext, graph: Graph, opts: UsageOptions
     // R leaving desired state goes first anyway; D leaving it while R stays is kept below, being in use.
     if (!Object.hasOwn(desired, e.by) || (!Object.hasOwn(desired, e.of) && !mine.has(key))) continue;
     const taken = getOwn(desired, key);
-    if (taken && !ours(taken.resource)) {
-      response.warning(ctx.rsp, `cannot compose the Usage ${key}: a composed resource of that name exists`).withReason("UsageNameTaken");
+    const twin = wanted.get(key);
+    if ((taken && !ours(taken.resource)) || twin) {
+      const holder = twin ? `the Usage of ${twin.of} by ${twin.by} has that name too` : "a composed resource of that name exists";
+      response.warning(ctx.rsp, `cannot compose the Usage ${key} (of ${e.of} by ${e.by}): ${holder}`).withReason("UsageNameTaken");
       continue;
     }
     wanted.set(key, e);

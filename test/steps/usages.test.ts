@@ -279,7 +279,19 @@ U(
 
     const taken = run([dependencies(dep)], { observed: { logs, assets }, desired: { ...both, [KEY]: { kind: "ConfigMap" } } });
     assert.equal(resource(taken, KEY), { kind: "ConfigMap" });
-    assert.equal(messages(taken, Severity.WARNING), [`cannot compose the Usage ${KEY}: a composed resource of that name exists`]);
+    assert.equal(messages(taken, Severity.WARNING), [
+      `cannot compose the Usage ${KEY} (of logs by assets): a composed resource of that name exists`,
+    ]);
+    // Two edges whose names run together into one key: the first keeps it, the second is named.
+    const twins = run([dependencies({ c: { dependsOn: ["a-by-b"] }, "b-by-c": { dependsOn: ["a"] } })], {
+      observed: { a: obj("A", "a1"), "a-by-b": obj("A", "a2"), c: obj("C", "c1"), "b-by-c": obj("C", "c2") },
+      desired: { a: {}, "a-by-b": {}, c: {}, "b-by-c": {} },
+    });
+    const annotations = resource(twins, "usage-of-a-by-b-by-c")!["metadata"] as JsonObject;
+    assert.equal((annotations["annotations"] as JsonObject)["usage.xfn.dev/of"], "a");
+    assert.equal(messages(twins, Severity.WARNING), [
+      "cannot compose the Usage usage-of-a-by-b-by-c (of a-by-b by c): the Usage of a by b-by-c has that name too",
+    ]);
 
     const deleting = run([dependencies(dep)], {
       xr: { ...xrWith(), metadata: { name: "team-a", deletionTimestamp: "2026-06-01T11:00:00Z" } },
