@@ -20,7 +20,17 @@ import { networkInterfaces } from "node:os";
 import { join } from "node:path";
 // @ts-expect-error -- a plain .mjs script without types
 import { build, moduleSource } from "../../scripts/anchors.mjs";
-import { freePort, kubectl, kubectlApply, listening, startProcess, stopProcess, tail, type ControlPlane, type Proc } from "./controlplane.js";
+import {
+  freePort,
+  kubectl,
+  kubectlApply,
+  listening,
+  startProcess,
+  stopProcess,
+  tail,
+  type ControlPlane,
+  type Proc,
+} from "./controlplane.js";
 
 export interface Crossplane {
   /** The folder of the Crossplane module the binary was built from (its cluster/crds). */
