@@ -59,10 +59,11 @@ export function nearLimitText(bytes: number, limit: number, rsp: RunFunctionResp
  * response, and a function's server (function-sdk-go's, xfn serve's by
  * default) a larger request.
  */
-export function sizeWarnings(step: string, request: number, response: number, rsp: RunFunctionResponse): string[] {
+export function sizeWarnings(step: string | undefined, request: number, response: number, rsp: RunFunctionResponse): string[] {
   const limit = DEFAULT_MAX_RESPONSE_BYTES;
   const out: string[] = [];
-  const at = `step ${JSON.stringify(step)}: `;
+  // A pipeline's warnings name the step; a request case has one function, and nothing to name.
+  const at = step === undefined ? "" : `step ${JSON.stringify(step)}: `;
   if (response > limit)
     out.push(
       `${at}response is ${sizeOf(response)}, larger than the ${limit}-byte limit Crossplane accepts` +

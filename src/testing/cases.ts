@@ -610,7 +610,7 @@ export async function runCase(dir: string, root: string, update = false, opts: C
     const schemas = cfg.validate ? await caseSchemas(dir, cfg.validate) : undefined;
     if (isRequest) {
       const { rsp, unmet, requestBytes } = await runRequestCase(dir, cfg, opts);
-      warnings.push(...sizeWarnings("function", requestBytes, encodeResponse(rsp).length, rsp));
+      warnings.push(...sizeWarnings(undefined, requestBytes, encodeResponse(rsp).length, rsp));
       hint = unmet.length
         ? `  the function asked for ${unmet.join(", ")}, which this case's request does not hold (Crossplane's Pipeline Inspector ` +
           "records a step's request before they are fetched): give them as required and schemas beside request.yaml, or with " +

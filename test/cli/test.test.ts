@@ -77,7 +77,7 @@ T("a request case whose response nears Crossplane's 4 MiB passes with a warning 
   assert.match(r.out, /^ok {7}\.$/m);
   assert.match(
     r.out,
-    /^ {2}warning: step "function": response is 3\.\d+ MiB \(\d+ bytes\), 8\d% of the 4194304-byte limit Crossplane accepts; largest: "big" 3\.\d+ MiB/m,
+    /^ {2}warning: response is 3\.\d+ MiB \(\d+ bytes\), 8\d% of the 4194304-byte limit Crossplane accepts; largest: "big" 3\.\d+ MiB/m,
   );
 });
 
