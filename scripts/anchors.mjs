@@ -101,6 +101,15 @@ export const MODULES = {
     tools: { gosdkbench: "." },
     onDemand: true, // built by the bench, not by a plain `npm run anchors`
   },
+  // YAML as Kubernetes reads it (test/support/kubeyaml, our source): sigs.k8s.io/yaml's YAMLToJSON at the
+  // version the pinned Kubernetes and Crossplane require, the oracle of xfn's YAML reading.
+  kubeyaml: {
+    module: "sigs.k8s.io/yaml",
+    version: VERSIONS.sigsYaml,
+    source: "test/support/kubeyaml",
+    tools: { kubeyaml: "." },
+    onDemand: true, // built by the test that uses it
+  },
   // Kubernetes' own CEL for CRD rules and its CRD validation (test/crossplane/kubecel, our
   // source) compiled to WebAssembly, at the staging version of the pinned Kubernetes: the
   // oracle of the rule engine's tests, and an engine bench/cel-engines.ts measures.

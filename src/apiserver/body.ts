@@ -2,7 +2,8 @@
 // JSON or YAML within the nesting the server follows.
 import type { IncomingMessage } from "node:http";
 import type { JsonValue } from "@bufbuild/protobuf";
-import { parse as parseYaml } from "yaml";
+import { parse as parseYaml, type ParseOptions } from "yaml";
+import { KUBE_YAML, toKubeJson } from "../engine/kubeyaml.js";
 import { messageOf } from "../sdk/errors.js";
 import { ApiError } from "./errors.js";
 import { checkDepth, MAX_REQUEST_BODY_BYTES } from "./query.js";
@@ -28,7 +29,8 @@ function jsonOrYaml(text: string): unknown {
     } catch {
       // not JSON after all: YAML's flow style
     }
-  return parseYaml(text);
+  // As kube-apiserver reads an apply patch (sigs.k8s.io/yaml): yes is true, 0777 is 511.
+  return toKubeJson(parseYaml(text, KUBE_YAML as ParseOptions));
 }
 
 export function parseBody(text: string, yaml: boolean): JsonValue {

@@ -4,7 +4,8 @@ import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, extname, join } from "node:path";
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { Command, InvalidArgumentError, Option } from "commander";
-import { parse as parseYaml } from "yaml";
+import { parse as parseYaml, type ParseOptions } from "yaml";
+import { KUBE_YAML, toKubeJson } from "../engine/kubeyaml.js";
 import { FatalResultError, StepError } from "../engine/composition.js";
 import { isObject } from "../json.js";
 import { setOwn } from "../own.js";
@@ -58,7 +59,8 @@ function keyValue(flag: string, entry: string): [string, string] {
 
 function parseValue(flag: string, key: string, text: string): JsonValue {
   try {
-    return parseYaml(text) as JsonValue; // YAML is a superset of JSON, as in crossplane render
+    // YAML is a superset of JSON, read as crossplane render reads it (sigs.k8s.io/yaml: yes is true).
+    return toKubeJson(parseYaml(text, KUBE_YAML as ParseOptions)) as JsonValue;
   } catch (err) {
     throw new InputError(`${flag}: cannot parse the value of ${JSON.stringify(key)}: ${messageOf(err).split("\n")[0]}`);
   }

@@ -6,7 +6,8 @@
 import { readSync } from "node:fs";
 import type { JsonObject } from "@bufbuild/protobuf";
 import type * as Yaml from "yaml";
-import { InputError } from "../sdk/errors.js";
+import { InputError, messageOf } from "../sdk/errors.js";
+import { KUBE_YAML, toKubeJson } from "./kubeyaml.js";
 import { MAX_JSON_FORM_DEPTH } from "../wire/depth.js";
 
 export { InputError };
@@ -40,9 +41,14 @@ function yamlReason(message: string): string {
  */
 export function parseDocsWith(Y: typeof Yaml, text: string, file: string): unknown[] {
   const out: unknown[] = [];
-  for (const [i, doc] of Y.parseAllDocuments(text).entries()) {
+  // As Kubernetes reads YAML (kubeyaml.ts): yes is true, 0777 is 511, and so on.
+  for (const [i, doc] of Y.parseAllDocuments(text, KUBE_YAML as Yaml.ParseOptions).entries()) {
     if (doc.errors.length > 0) throw new InputError(`cannot parse ${docName(file, i)}: ${yamlReason(doc.errors[0]!.message)}`);
-    out.push(doc.toJS() as unknown);
+    try {
+      out.push(toKubeJson(doc.toJS(KUBE_YAML)));
+    } catch (err) {
+      throw new InputError(`cannot parse ${docName(file, i)}: ${messageOf(err)}`);
+    }
   }
   return out;
 }

@@ -1,7 +1,7 @@
 // Fast YAML for `xfn validate`: documents one at a time, read by js-yaml with
-// YAML 1.2's core schema, so that a file of 50,000 resources is neither held
-// parsed whole nor read at the pace of the `yaml` package (which took 70% of
-// validate's time). The `yaml` package (engine/docs.ts parseDocs) stays the
+// Kubernetes' resolution of plain scalars (engine/kubeyaml.ts), so that a file
+// of 50,000 resources is neither held parsed whole nor read at the pace of the
+// `yaml` package (which took 70% of validate's time). The `yaml` package (engine/docs.ts parseDocs) stays the
 // reference: a file whose documents this reader does not take as they are
 // (one that does not parse, holds an alias, a directive or a duplicate key)
 // is read by it instead, whole, with its words for the error; what they read
@@ -10,40 +10,24 @@ import { closeSync, openSync, readFileSync, readSync } from "node:fs";
 import { StringDecoder } from "node:string_decoder";
 import yaml from "js-yaml";
 import { parseDocsWith } from "../engine/input.js";
+import { GO_HINT, goResolve } from "../engine/kubeyaml.js";
 import { yamlLib } from "../yamllib.js";
 
 /**
- * CORE is YAML 1.2's core schema as the `yaml` package resolves it (null,
- * booleans, base 10, octal 0o and hex 0x ints, floats, .inf and .nan);
- * js-yaml's own CORE_SCHEMA also takes 0b binary and signed hex ints, and
- * not +.5.
+ * KUBE reads plain scalars as Kubernetes does (engine/kubeyaml.ts, go-yaml
+ * v2's YAML 1.1 resolution: `yes` true, `0777` 511), as the `yaml` package's
+ * reading does.
  */
-const CORE = yaml.FAILSAFE_SCHEMA.extend({
+const KUBE = yaml.FAILSAFE_SCHEMA.extend({
   implicit: [
-    new yaml.Type("tag:yaml.org,2002:null", {
+    new yaml.Type("tag:xfn.dev,2026:kube-plain", {
       kind: "scalar",
-      resolve: (s: string) => /^(?:~|null|Null|NULL)?$/.test(s),
-      construct: () => null,
-      predicate: (v: unknown) => v === null,
-    }),
-    new yaml.Type("tag:yaml.org,2002:bool", {
-      kind: "scalar",
-      resolve: (s: string) => /^(?:true|True|TRUE|false|False|FALSE)$/.test(s),
-      construct: (s: string) => s === "true" || s === "True" || s === "TRUE",
-      predicate: (v: unknown) => typeof v === "boolean",
-    }),
-    new yaml.Type("tag:yaml.org,2002:int", {
-      kind: "scalar",
-      resolve: (s: string) => /^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$/.test(s),
-      construct: (s: string) => (s.startsWith("0o") ? parseInt(s.slice(2), 8) : s.startsWith("0x") ? parseInt(s.slice(2), 16) : Number(s)),
-      predicate: (v: unknown) => typeof v === "number" && Number.isInteger(v),
-    }),
-    new yaml.Type("tag:yaml.org,2002:float", {
-      kind: "scalar",
-      resolve: (s: string) =>
-        /^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.nan|\.NaN|\.NAN)$/.test(s),
-      construct: (s: string) => (/\.nan$/i.test(s) ? NaN : /\.inf$/i.test(s) ? (s.startsWith("-") ? -Infinity : Infinity) : Number(s)),
-      predicate: (v: unknown) => typeof v === "number",
+      resolve: (s: string) => GO_HINT.test(s),
+      construct: (s: string) => {
+        const v = goResolve(s) as unknown;
+        // A number: keys that read as numbers are left to the `yaml` package (NOT_PLAIN), which writes them as Go does.
+        return typeof v === "bigint" || v instanceof Number ? Number(v) : v;
+      },
     }),
   ],
 });
@@ -54,9 +38,12 @@ const MARKER = /^(?:---|\.\.\.)(?:[ \t\r\n]|$)/;
 const EMPTY = /^(?:[ \t]*(?:#.*)?(?:\r?\n|$))*$/;
 /**
  * What this reader leaves to the `yaml` package: an alias or anchor (shared
- * nodes a walk would expand without bound), a tag other than a core one.
+ * nodes a walk would expand without bound), a tag other than a core one, a
+ * merge key, and a key that reads as a number or null (js-yaml writes such a
+ * key as JavaScript prints it; Kubernetes as Go does, or refuses it).
  */
-const NOT_PLAIN = /(?:^|[\s,[{])[*&][^\s,[\]{}]|(?:^|[\s,[{:-])!(?!!(?:str|int|float|bool|null|map|seq)\b)/;
+const NOT_PLAIN =
+  /(?:^|[\s,[{])[*&][^\s,[\]{}]|(?:^|[\s,[{:-])!(?!!(?:str|int|float|bool|null|map|seq)\b)|(?:^|[\s,[{?])(?:[-+.0-9][-+.0-9_a-fA-FxXoO]*|[-+]?\.(?:inf|Inf|INF|nan|NaN|NAN)|~|null|Null|NULL|<<)[ \t]*:(?:[ \t\r\n]|$)/;
 
 /** LEFT is a document this reader leaves to the `yaml` package (see NOT_PLAIN; a directive too). */
 const LEFT = Symbol("left to the yaml package");
@@ -142,7 +129,7 @@ function* parsed(lines: Iterable<string>, whole: () => string, file: string): Ge
     let v: unknown;
     try {
       if (chunk === LEFT) throw new Error("left");
-      v = yaml.load(chunk, { schema: CORE });
+      v = yaml.load(chunk, { schema: KUBE });
     } catch {
       // From this document on, the ones before having been given already.
       yield* parseDocsWith(yamlLib(), whole(), file).slice(i);

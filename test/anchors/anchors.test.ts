@@ -34,6 +34,7 @@ A("every tool issue 58 names is built, from the module it names, at a pinned ver
     provider: "github.com/crossplane/crossplane-runtime/v2",
     "kubecel.wasm": "k8s.io/apiextensions-apiserver",
     gosdkbench: "github.com/crossplane/function-sdk-go",
+    kubeyaml: "sigs.k8s.io/yaml",
   });
   // The version string Crossplane checks packages' spec.crossplane.version against is set as its own build sets it.
   assert.ok((MODULES.crossplane.ldflags as string).includes(`crossplane-runtime/v2/pkg/version.version=${VERSIONS.crossplane}`));
