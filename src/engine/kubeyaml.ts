@@ -9,8 +9,8 @@
 // gets. Timestamps stay their text (go-yaml v2 keeps a timestamp decoded into
 // an interface as the string it was), as do .nan and .inf-like values that
 // JSON cannot carry (sigs.k8s.io/yaml refuses those whole; xfn reads them as
-// numbers, as before). test/engine/kubeyaml.test.ts holds this to the real
-// sigs.k8s.io/yaml, built by scripts/anchors.mjs.
+// numbers, as before). test/crossplane/kubeyaml.test.ts holds this to the
+// real sigs.k8s.io/yaml, built by scripts/anchors.mjs.
 import type { JsonValue } from "@bufbuild/protobuf";
 
 /** The values go-yaml v2 looks up by the whole text, before any number. */
@@ -119,11 +119,7 @@ export function goKey(v: unknown): string | undefined {
   if (typeof v === "string") return v;
   if (v instanceof Number) return formatFloat32(v.valueOf());
   if (typeof v === "boolean") return String(v);
-  if (typeof v === "number") {
-    if (Number.isNaN(v)) return ".nan";
-    if (!Number.isFinite(v)) return v > 0 ? ".inf" : "-.inf";
-    return Number.isSafeInteger(v) ? String(v) : formatFloat32(v);
-  }
+  if (typeof v === "number") return Number.isSafeInteger(v) ? String(v) : formatFloat32(v);
   // An int64 keeps its digits; a uint64 beyond it sigs.k8s.io/yaml refuses as a key.
   if (typeof v === "bigint") return v <= 2n ** 63n - 1n ? String(v) : undefined;
   return undefined;
@@ -177,6 +173,11 @@ export function toKubeJson(v: unknown): unknown {
     return out;
   }
   if (Array.isArray(v)) return v.map(toKubeJson);
+  return asNumber(v);
+}
+
+/** asNumber is a scalar goResolve gave as a value: a bigint or a marked float as the number JSON gives it, anything else as it is. */
+export function asNumber(v: unknown): unknown {
   return typeof v === "bigint" || v instanceof Number ? Number(v) : v;
 }
 

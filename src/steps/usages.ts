@@ -37,6 +37,7 @@ import { getObject, getString } from "../sdk/fieldpath.js";
 import { getObjectCondition, isDeleting } from "../sdk/object.js";
 import * as request from "../sdk/request.js";
 import * as response from "../sdk/response.js";
+import { isObject } from "../json.js";
 import { observedXR } from "./common.js";
 import type { Graph } from "./graph.js";
 
@@ -77,7 +78,7 @@ export const usageKey = (e: Edge): string => `usage-of-${e.of}-by-${e.by}`;
 /** hostOrdersDeletion says whether the pipeline runs under xfn host, which orders deletion itself. */
 export function hostOrdersDeletion(ctx: StepContext): boolean {
   const v = request.getContextKey(ctx.req, HOST_CONTEXT_KEY);
-  return typeof v === "object" && v !== null && !Array.isArray(v) && v["ordersDeletion"] === true;
+  return isObject(v) && v["ordersDeletion"] === true;
 }
 
 const isUsageKind = (o: JsonObject) =>
@@ -125,6 +126,7 @@ function usageObject(e: Edge, used: JsonObject, user: JsonObject, replayDeletion
 /** released is an observed Usage without its `by`: deleted later, it goes at once rather than waiting for its user. */
 function released(e: Edge, observed: JsonObject): JsonObject {
   const m = getObject(observed, "metadata") ?? {};
+  const spec = getObject(observed, "spec") ?? {};
   return {
     apiVersion: observed["apiVersion"]!,
     kind: observed["kind"]!,
@@ -134,11 +136,9 @@ function released(e: Edge, observed: JsonObject): JsonObject {
       annotations: { [USAGE_OF]: e.of, [USAGE_BY]: e.by },
     },
     spec: {
-      of: getObject(observed, "spec.of") ?? {},
+      of: spec["of"] ?? {},
       reason: `released: ${e.by} no longer depends on ${e.of}`,
-      ...(getObject(observed, "spec")?.["replayDeletion"] !== undefined
-        ? { replayDeletion: getObject(observed, "spec")!["replayDeletion"]! }
-        : {}),
+      ...(spec["replayDeletion"] !== undefined ? { replayDeletion: spec["replayDeletion"] } : {}),
     },
   };
 }
@@ -224,14 +224,13 @@ export function composeUsages(ctx: StepContext, graph: Graph, opts: UsageOptions
   }
 
   const why = host ? "host" : on ? "on" : opts.enabled === false ? "off" : "unknown caller";
-  deletionOrderCondition(ctx, xr, { on, why, edges, wanted, notYet, mine });
+  deletionOrderCondition(ctx, xr, { why, edges, wanted, notYet, mine });
 }
 
 function deletionOrderCondition(
   ctx: StepContext,
   xr: JsonObject,
   s: {
-    on: boolean;
     why: "host" | "on" | "off" | "unknown caller";
     edges: Edge[];
     wanted: Map<string, Edge>;
@@ -240,7 +239,7 @@ function deletionOrderCondition(
   },
 ): void {
   const had = getObjectCondition(xr, DELETION_ORDER_TYPE) !== undefined;
-  if (!s.on || s.edges.length === 0) {
+  if (s.why !== "on" || s.edges.length === 0) {
     // Crossplane keeps a condition a function stops returning: say it no longer holds.
     if (had)
       response

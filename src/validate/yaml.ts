@@ -10,7 +10,7 @@ import { closeSync, openSync, readFileSync, readSync } from "node:fs";
 import { StringDecoder } from "node:string_decoder";
 import yaml from "js-yaml";
 import { parseDocsWith } from "../engine/input.js";
-import { GO_HINT, goResolve } from "../engine/kubeyaml.js";
+import { asNumber, GO_HINT, goResolve } from "../engine/kubeyaml.js";
 import { yamlLib } from "../yamllib.js";
 
 /**
@@ -23,11 +23,8 @@ const KUBE = yaml.FAILSAFE_SCHEMA.extend({
     new yaml.Type("tag:xfn.dev,2026:kube-plain", {
       kind: "scalar",
       resolve: (s: string) => GO_HINT.test(s),
-      construct: (s: string) => {
-        const v = goResolve(s) as unknown;
-        // A number: keys that read as numbers are left to the `yaml` package (NOT_PLAIN), which writes them as Go does.
-        return typeof v === "bigint" || v instanceof Number ? Number(v) : v;
-      },
+      // A number: keys that read as numbers are left to the `yaml` package (NOT_PLAIN), which writes them as Go does.
+      construct: (s: string) => asNumber(goResolve(s)),
     }),
   ],
 });
